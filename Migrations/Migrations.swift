@@ -1,0 +1,23 @@
+/// One versioned schema step, compiled into the binary.
+public struct Migration: Sendable, Hashable {
+    /// The number in the file name (`0001_initial.sql` → 1). Applied in increasing order.
+    public let version: Int
+    /// The file name, e.g. `0001_initial.sql`.
+    public let fileName: String
+    /// The SQL text, exactly as shipped.
+    public let sql: String
+
+    init(version: Int, fileName: String, bytes: [UInt8]) {
+        self.version = version
+        self.fileName = fileName
+        self.sql = String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension Migration {
+    /// Every shipped migration, in order. A new `.sql` file must be added here and to `Package.swift`; SwiftPM
+    /// names its bytes after the file with the first character replaced (`0002_x.sql` → `_002_x_sql`).
+    public static let all: [Migration] = [
+        Migration(version: 1, fileName: "0001_initial.sql", bytes: PackageResources._001_initial_sql)
+    ]
+}

@@ -1,0 +1,38 @@
+/// Bad input about frames: thrown, counted by whoever receives it, and never leaves a store half-changed.
+public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
+    case invalidDimensions(width: Int, height: Int)
+    case unknownFormat(String)
+    /// A frame's pts is not after the previous one's.
+    case nonMonotonicPTS(previousNanoseconds: Int64, nanoseconds: Int64)
+    /// A frame's pts equals the previous one's.
+    case duplicatePTS(nanoseconds: Int64)
+    /// A plane has the wrong number of bytes (or too short a row stride) for the frame's layout.
+    case planeSizeMismatch(plane: Int, expected: Int, actual: Int)
+    /// The caller passed the wrong number of planes for the format.
+    case planeCountMismatch(expected: Int, actual: Int)
+    /// The frame's layout differs from the one its stream was opened with.
+    case layoutMismatch(expected: FrameLayout, actual: FrameLayout)
+    case ptsOutOfRange(FrameTime)
+
+    public var description: String {
+        switch self {
+        case .invalidDimensions(let w, let h):
+            "invalid frame size \(w)x\(h): each side must be 1…\(FrameLayout.maximumDimension)"
+        case .unknownFormat(let name):
+            "unknown pixel format '\(name)'; use one of "
+                + PixelFormat.allCases.map(\.name).joined(separator: ", ")
+        case .nonMonotonicPTS(let previous, let ns):
+            "pts \(ns) ns goes backwards (previous frame was at \(previous) ns); frames must arrive in pts order"
+        case .duplicatePTS(let ns):
+            "duplicate pts \(ns) ns: a frame with this timestamp was already accepted"
+        case .planeSizeMismatch(let plane, let expected, let actual):
+            "plane \(plane) has \(actual) bytes but the layout needs \(expected)"
+        case .planeCountMismatch(let expected, let actual):
+            "got \(actual) planes but the format has \(expected)"
+        case .layoutMismatch(let expected, let actual):
+            "frame is \(actual) but the stream is \(expected)"
+        case .ptsOutOfRange(let pts):
+            "pts \(pts) does not fit in 64-bit nanoseconds"
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/// Everything about a frame except its pixels: when it was presented, when it was captured, and its colour.
+///
+/// Deliberately nothing of a capture container: the rewind buffer keeps planes, timestamps and colour only.
+public struct FrameInfo: Sendable, Hashable {
+    /// The presentation time, from the frame itself (never a clock read while processing).
+    public var pts: FrameTime
+    /// `pts` in integer nanoseconds, the unit of every index and comparison in the store.
+    public var ptsNanoseconds: Int64
+    /// Wall-clock capture time, Unix epoch nanoseconds.
+    public var wallNanoseconds: Int64
+    public var color: ColorInfo
+
+    /// - Throws: ``FrameError/ptsOutOfRange(_:)`` when `pts` does not fit in Int64 nanoseconds.
+    public init(pts: FrameTime, wallNanoseconds: Int64, color: ColorInfo) throws(FrameError) {
+        guard let ns = pts.nanoseconds else { throw .ptsOutOfRange(pts) }
+        self.pts = pts
+        self.ptsNanoseconds = ns
+        self.wallNanoseconds = wallNanoseconds
+        self.color = color
+    }
+}
+
+/// What a stream is: the layout of its frames, its nominal frame duration and colour.
+///
+/// Written into segment headers and export headers. Frames may still arrive late, early or not at all: the nominal
+/// rate is what a constant-rate export uses and what gap detection compares against.
+public struct StreamDescription: Sendable, Hashable {
+    public var layout: FrameLayout
+    /// The nominal time between frames (e.g. 1/60 s); frame-rate changes are recorded as gaps, not here.
+    public var frameDuration: FrameTime
+    public var color: ColorInfo
+
+    public init(layout: FrameLayout, frameDuration: FrameTime, color: ColorInfo) {
+        precondition(frameDuration.value > 0, "frame duration must be positive")
+        self.layout = layout
+        self.frameDuration = frameDuration
+        self.color = color
+    }
+}

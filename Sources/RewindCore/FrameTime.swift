@@ -1,0 +1,69 @@
+/// A presentation time as an exact rational: `value / timescale` seconds, like a media time.
+///
+/// Comparison and equality are exact across timescales (`FrameTime(value: 1, timescale: 30)` equals
+/// `FrameTime(value: 2, timescale: 60)`), computed in 128-bit arithmetic so no value overflows.
+public struct FrameTime: Sendable, Comparable, Hashable, CustomStringConvertible {
+    public static let nanosecondsPerSecond: Int64 = 1_000_000_000
+
+    /// The numerator, in units of `1 / timescale` seconds.
+    public let value: Int64
+    /// Units per second; always positive.
+    public let timescale: Int32
+
+    /// Makes `value / timescale` seconds. `timescale` must be positive.
+    public init(value: Int64, timescale: Int32) {
+        precondition(timescale > 0, "FrameTime timescale must be positive, got \(timescale)")
+        self.value = value
+        self.timescale = timescale
+    }
+
+    /// Makes an exact time from integer nanoseconds (timescale 1 000 000 000).
+    public init(nanoseconds: Int64) {
+        self.init(value: nanoseconds, timescale: Int32(FrameTime.nanosecondsPerSecond))
+    }
+
+    /// The time of frame number `index` of a stream whose frames last `frameDuration`.
+    ///
+    /// - Returns: nil when the result does not fit in `Int64` units of `frameDuration.timescale`.
+    public static func frame(_ index: Int64, duration frameDuration: FrameTime) -> FrameTime? {
+        let (product, overflow) = index.multipliedReportingOverflow(by: frameDuration.value)
+        return overflow ? nil : FrameTime(value: product, timescale: frameDuration.timescale)
+    }
+
+    /// The time in whole nanoseconds, rounded toward negative infinity; nil when it does not fit in `Int64`
+    /// (beyond about ±292 years).
+    public var nanoseconds: Int64? {
+        let wide = Int128(value) * Int128(FrameTime.nanosecondsPerSecond)
+        let divisor = Int128(timescale)
+        var quotient = wide / divisor
+        if wide % divisor != 0 && wide < 0 { quotient -= 1 }
+        guard quotient >= Int128(Int64.min), quotient <= Int128(Int64.max) else { return nil }
+        return Int64(quotient)
+    }
+
+    /// Seconds as a floating-point number, for display only.
+    public var seconds: Double { Double(value) / Double(timescale) }
+
+    public var description: String { "\(value)/\(timescale)" }
+
+    public static func == (lhs: FrameTime, rhs: FrameTime) -> Bool {
+        Int128(lhs.value) * Int128(rhs.timescale) == Int128(rhs.value) * Int128(lhs.timescale)
+    }
+
+    public static func < (lhs: FrameTime, rhs: FrameTime) -> Bool {
+        Int128(lhs.value) * Int128(rhs.timescale) < Int128(rhs.value) * Int128(lhs.timescale)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        // Hash the reduced fraction so equal times hash equally.
+        let divisor = FrameTime.gcd(value.magnitude, UInt64(timescale))
+        hasher.combine(value / Int64(divisor))
+        hasher.combine(Int64(timescale) / Int64(divisor))
+    }
+
+    private static func gcd(_ a: UInt64, _ b: UInt64) -> UInt64 {
+        var (a, b) = (a, b)
+        while b != 0 { (a, b) = (b, a % b) }
+        return a == 0 ? 1 : a
+    }
+}

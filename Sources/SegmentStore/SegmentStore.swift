@@ -1,0 +1,2 @@
+import RewindCore
+import RewindMigrations

@@ -1,0 +1,3 @@
+import RewindKit
+
+print("rewind \(rewindVersion)")
