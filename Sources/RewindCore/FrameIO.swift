@@ -1,0 +1,40 @@
+/// A read-only view of one frame: its layout, its timing and colour, and its packed plane bytes.
+///
+/// The bytes are borrowed: a view is valid only inside the closure that hands it out and must not escape it.
+public struct FrameView {
+    public let layout: FrameLayout
+    public let info: FrameInfo
+    /// All planes, packed as `layout` describes (`layout.byteCount` bytes).
+    public let bytes: UnsafeRawBufferPointer
+
+    public init(layout: FrameLayout, info: FrameInfo, bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == layout.byteCount, "frame bytes \(bytes.count) != layout \(layout.byteCount)")
+        self.layout = layout
+        self.info = info
+        self.bytes = bytes
+    }
+
+    /// The bytes of plane `index`.
+    public func plane(_ index: Int) -> UnsafeRawBufferPointer {
+        let plane = layout.plane(index)
+        return UnsafeRawBufferPointer(rebasing: bytes[plane.offset..<plane.offset + plane.byteCount])
+    }
+}
+
+/// A producer of frames that writes each one straight into a caller's buffer (a pooled slab): the zero-copy path.
+public protocol FrameSource {
+    /// The stream every frame of this source belongs to.
+    var stream: StreamDescription { get }
+
+    /// Fills `buffer` (exactly `stream.layout.byteCount` bytes) with the next frame.
+    ///
+    /// - Returns: the frame's timing and colour, or nil at the end of the input.
+    /// - Throws: when the input is malformed or unreadable; frames returned before stay valid.
+    mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo?
+}
+
+/// A consumer of frames in pts order: an exporter, a verifier, a counter.
+public protocol FrameSink {
+    /// Takes one frame; its bytes are only valid during the call.
+    mutating func write(_ frame: FrameView) throws
+}
