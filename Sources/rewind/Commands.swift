@@ -1,0 +1,91 @@
+import RewindKit
+
+let storeOption = OptionSpec.value(
+    "store", "DIR", "store directory (index.sqlite, segments/, exports/)", required: true)
+
+let demoCommand = Command(
+    spec: CommandSpec(
+        name: "demo",
+        summary: "record a synthetic 1080p60 camera, save the last 5 s, query a range, print what happened",
+        options: [.value("store", "DIR", "store directory", default: "demo-store")]),
+    run: unavailable("demo"))
+
+let recordCommand = Command(
+    spec: CommandSpec(
+        name: "record",
+        summary: "record frames into a store from a synthetic camera or YUV4MPEG2",
+        options: [
+            storeOption,
+            .value("input", "SOURCE", "synthetic[:WxH@FPS], y4m:PATH, or - (YUV4MPEG2 on stdin)", default: "synthetic"),
+            .value("window", "DURATION", "rewind window kept in memory", type: .duration, default: "10s"),
+            .value("memory", "SIZE", "hard memory budget of the ring", type: .size, default: "512MiB"),
+            .value("disk", "SIZE", "disk budget; oldest segments are deleted past it", type: .size),
+            .value(
+                "spill", "MODE", "eager | on-evict | off", type: .choice(["eager", "on-evict", "off"]), default: "eager"
+            ),
+            .value("duration", "DURATION", "stop after this much stream time", type: .duration),
+            .flag("realtime", "pace the input at its frame rate"),
+        ]),
+    run: unavailable("record"))
+
+let saveCommand = Command(
+    spec: CommandSpec(
+        name: "save",
+        summary: "save the last N seconds to a file",
+        options: [
+            storeOption,
+            .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
+            .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
+        ]),
+    run: unavailable("save"))
+
+let clipCommand = Command(
+    spec: CommandSpec(
+        name: "clip",
+        summary: "extract the frames in [from, to) to a file",
+        options: [
+            storeOption,
+            .value(
+                "from", "TIME", "start, inclusive: 12.5s, 1500ms, ISO-8601 wall time or HH:MM:SS.fff", type: .time,
+                required: true),
+            .value("to", "TIME", "end, exclusive", type: .time, required: true),
+            .value("output", short: "o", "PATH", "out.y4m | out.mkv | out.mp4 | - (stdout)", required: true),
+        ]),
+    run: unavailable("clip"))
+
+let infoCommand = Command(
+    spec: CommandSpec(
+        name: "info",
+        summary: "describe a store: streams, time span, segments, sizes, gaps, drops",
+        options: [storeOption, .flag("json", "print JSON")]),
+    run: unavailable("info"))
+
+let verifyCommand = Command(
+    spec: CommandSpec(
+        name: "verify",
+        summary: "check every segment and index row; --repair fixes what it can",
+        options: [storeOption, .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON")]),
+    run: unavailable("verify"))
+
+let soakCommand = Command(
+    spec: CommandSpec(
+        name: "soak",
+        summary: "run a camera-like load under memory pressure and faults; report and chart",
+        options: [
+            .value("duration", "DURATION", "stream time to run", type: .duration, default: "10m"),
+            .value("speed", "MODE", "max | realtime", type: .choice(["max", "realtime"]), default: "max"),
+            .value("size", "WxH", "frame size", type: .dimensions, default: "1920x1080"),
+            .value("fps", "RATE", "frame rate", type: .frameRate, default: "60"),
+            .value("memory", "SIZE", "memory budget", type: .size, default: "256MiB"),
+            .value("events", "LIST", "e.g. 30s:pressure=critical,60s:thermal=serious,90s:disk=full"),
+            .value("report", "PATH", "write the JSON report here"),
+            .value("chart", "PATH", "write an SVG chart here"),
+        ]),
+    run: unavailable("soak"))
+
+let benchCommand = Command(
+    spec: CommandSpec(
+        name: "bench",
+        summary: "measure speed as ratios against references measured in the same run (build with -c release)",
+        options: [.flag("json", "print JSON"), .flag("quick", "fewer iterations")]),
+    run: unavailable("bench"))

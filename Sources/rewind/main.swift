@@ -1,3 +1,0 @@
-import RewindKit
-
-print("rewind \(rewindVersion)")
