@@ -34,6 +34,9 @@ public final class RingStore: Sendable {
     /// The configuration the ring was made with (budgets under pressure derive from it).
     public let configuration: RingConfiguration
     private let state: Mutex<RingState>
+    /// Held (never together with `state` the other way round) from the moment a frame leaves the ring until the
+    /// eviction handler has it, so frames reach the handler in order even when several threads evict.
+    private let evictionOrder = Mutex<Void>(())
     private let onEvict: @Sendable (consuming EvictedFrame) -> Void
 
     /// Makes an empty ring; no memory is mapped until the first frame.
@@ -42,7 +45,8 @@ public final class RingStore: Sendable {
     ///   - configuration: window, budgets and pin policy.
     ///   - onEvict: receives every frame that leaves the ring, in order, exactly once, never under the ring's
     ///     lock. Letting go of the ``EvictedFrame`` returns its slab to the pool; keeping it keeps the slab
-    ///     counted against the budget.
+    ///     counted against the budget. It may pin and release snapshots and read statistics, but must not call
+    ///     `append`, `reserve`, `commit` or `setPressure` (they would wait for the handler to return).
     public init(configuration: RingConfiguration, onEvict: @escaping @Sendable (consuming EvictedFrame) -> Void) {
         configuration.validate()
         self.configuration = configuration
@@ -113,7 +117,7 @@ public final class RingStore: Sendable {
         precondition(owner.toOpaque() == Unmanaged.passUnretained(self).toOpaque(), "slab from another ring")
         owner.release()
         while true {
-            let step = state.withLock { state -> CommitStep in
+            let step = decide { state -> CommitStep in
                 if let error = state.check(info) {
                     state.rejected.record(error)
                     return .reject(error, state.pool.release(id))
@@ -141,8 +145,8 @@ public final class RingStore: Sendable {
             switch step {
             case .stored(let sequence):
                 return .stored(sequence: sequence)
-            case .evict(let slot):
-                deliver(slot)
+            case .evict:
+                continue
             case .drop(let reason, let unmap):
                 if let unmap { perform(unmap) }
                 return .dropped(reason)
@@ -166,6 +170,16 @@ public final class RingStore: Sendable {
             return state.pool.setBudget(state.configuration.budget(under: level))
         }
         for unmap in unmaps { perform(unmap) }
+        shedExcess()
+    }
+
+    /// Evicts oldest frames (detaching pinned ones) while the pool is over its budget and some frame in the ring
+    /// is unpinned, so memory falls to the budget as soon as pins allow.
+    private func shedExcess() {
+        evictionOrder.withLock { _ in shedExcessInOrder() }
+    }
+
+    private func shedExcessInOrder() {
         while true {
             let slot = state.withLock { state -> Slot? in
                 guard state.pool.committedBytes > state.pool.budget, !state.slots.isEmpty, !state.allPinned else {
@@ -210,7 +224,8 @@ public final class RingStore: Sendable {
         }
     }
 
-    /// Removes the pins of a snapshot and unmaps whatever that frees while over the budget.
+    /// Removes the pins of a snapshot; while the pool is over its budget (after a cut), unmaps what that frees
+    /// and evicts frames that are no longer pinned.
     func unpin(_ slots: [Slot]) {
         let unmaps = state.withLock { state -> [SlabUnmap] in
             var unmaps: [SlabUnmap] = []
@@ -220,6 +235,18 @@ public final class RingStore: Sendable {
             return unmaps
         }
         for unmap in unmaps { perform(unmap) }
+        // Called from inside the eviction handler, the order lock is taken: leave the shedding to the evictor.
+        evictionOrder.withLockIfAvailable { _ in shedExcessInOrder() }
+    }
+
+    /// Runs one decision under the state lock; when it takes a frame out of the ring, hands that frame to the
+    /// eviction handler (outside the state lock) before any other thread can take the next one.
+    private func decide<Step: EvictionStep>(_ body: (inout RingState) -> Step) -> Step {
+        evictionOrder.withLock { _ in
+            let step = state.withLock { body(&$0) }
+            if let slot = step.evictedSlot { deliver(slot) }
+            return step
+        }
     }
 
     private func perform(_ unmap: SlabUnmap) {
@@ -230,7 +257,7 @@ public final class RingStore: Sendable {
     /// Validates `info` against the last stored frame and evicts the frames it pushes out of the window.
     private func evictExpired(before info: FrameInfo) throws(FrameError) {
         while true {
-            let step = state.withLock { state -> ExpireStep in
+            let step = decide { state -> ExpireStep in
                 if let error = state.check(info) {
                     state.rejected.record(error)
                     return .reject(error)
@@ -242,7 +269,7 @@ public final class RingStore: Sendable {
             }
             switch step {
             case .done: return
-            case .evict(let slot): deliver(slot)
+            case .evict: continue
             case .reject(let error): throw error
             }
         }
@@ -252,7 +279,7 @@ public final class RingStore: Sendable {
     /// as the pin policy allows.
     private func makeReservation(_ layout: FrameLayout, dropReason: inout DropReason) -> ReservedSlab? {
         while true {
-            let step = state.withLock { state -> ReserveStep in
+            let step = decide { state -> ReserveStep in
                 let size = state.pool.slabSize(for: layout.byteCount)
                 if size > state.pool.budget { return state.drop(.memoryBudget) }
                 switch state.pool.take(size: size) {
@@ -290,8 +317,8 @@ public final class RingStore: Sendable {
                 return ReservedSlab(store: self, slab: id, address: address, layout: layout)
             case .unmap(let unmaps):
                 for unmap in unmaps { perform(unmap) }
-            case .evict(let slot):
-                deliver(slot)
+            case .evict:
+                continue
             case .drop(let reason):
                 dropReason = reason
                 return nil
@@ -311,13 +338,18 @@ struct Slot: Sendable {
     let sequence: UInt64
 }
 
-private enum ExpireStep: Sendable {
+/// A decision that may have taken a frame out of the ring.
+private protocol EvictionStep: Sendable {
+    var evictedSlot: Slot? { get }
+}
+
+private enum ExpireStep: EvictionStep {
     case done
     case evict(Slot)
     case reject(FrameError)
 }
 
-private enum ReserveStep: Sendable {
+private enum ReserveStep: EvictionStep {
     case reserved(SlabID, SlabAddress)
     case map(SlabID, Int)
     case unmap([SlabUnmap])
@@ -325,7 +357,7 @@ private enum ReserveStep: Sendable {
     case drop(DropReason)
 }
 
-private enum CommitStep: Sendable {
+private enum CommitStep: EvictionStep {
     case stored(UInt64)
     case evict(Slot)
     case drop(DropReason, SlabUnmap?)
@@ -396,5 +428,26 @@ struct RingState: ~Copyable {
             rejected: rejected, firstPTSNanoseconds: slots.first?.info.ptsNanoseconds,
             lastPTSNanoseconds: slots.last?.info.ptsNanoseconds,
             newestSequence: nextSequence > 1 ? nextSequence - 1 : nil)
+    }
+}
+
+extension ExpireStep {
+    var evictedSlot: Slot? {
+        if case .evict(let slot) = self { return slot }
+        return nil
+    }
+}
+
+extension ReserveStep {
+    var evictedSlot: Slot? {
+        if case .evict(let slot) = self { return slot }
+        return nil
+    }
+}
+
+extension CommitStep {
+    var evictedSlot: Slot? {
+        if case .evict(let slot) = self { return slot }
+        return nil
     }
 }
