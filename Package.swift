@@ -23,7 +23,7 @@ let package = Package(
             path: "Migrations",
             exclude: ["README.md"],
             sources: ["Migrations.swift"],
-            resources: [.embedInCode("0001_initial.sql")]
+            resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
         ),
         .target(name: "RewindCore"),
         .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "RewindMigrations"]),

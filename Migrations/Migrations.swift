@@ -12,12 +12,25 @@ public struct Migration: Sendable, Hashable {
         self.fileName = fileName
         self.sql = String(decoding: bytes, as: UTF8.self)
     }
+
+    /// Makes a migration from its text: for tests that need migrations other than the shipped ones.
+    ///
+    /// - Parameters:
+    ///   - version: The migration's number, from 1.
+    ///   - fileName: The file it would ship as, e.g. `0002_segments.sql`.
+    ///   - sql: The SQL text.
+    public init(version: Int, fileName: String, sql: String) {
+        self.version = version
+        self.fileName = fileName
+        self.sql = sql
+    }
 }
 
 extension Migration {
     /// Every shipped migration, in order. A new `.sql` file must be added here and to `Package.swift`; SwiftPM
     /// names its bytes after the file with the first character replaced (`0002_x.sql` → `_002_x_sql`).
     public static let all: [Migration] = [
-        Migration(version: 1, fileName: "0001_initial.sql", bytes: PackageResources._001_initial_sql)
+        Migration(version: 1, fileName: "0001_initial.sql", bytes: PackageResources._001_initial_sql),
+        Migration(version: 2, fileName: "0002_segments.sql", bytes: PackageResources._002_segments_sql),
     ]
 }

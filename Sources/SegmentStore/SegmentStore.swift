@@ -1,2 +1,262 @@
 import RewindCore
-import RewindMigrations
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// How a store writes: compression, segment size, durability cadence, retention, and the file-system seam.
+public struct StoreOptions: Sendable {
+    /// A key frame (decodable alone) at least every this many frames; random access decodes at most this many.
+    public var keyInterval: Int
+    /// Threads compressing each frame (including the spill thread itself); all cores by default.
+    public var workerCount: Int
+    /// A segment is sealed once its frames span this many nanoseconds of pts.
+    public var segmentMaxDuration: Int64
+    /// A segment is sealed once its file reaches this many bytes.
+    public var segmentMaxBytes: Int
+    /// Retention: the segment files may use at most this many bytes; the oldest sealed segments go first.
+    public var diskBudget: Int?
+    /// Retention: sealed segments older than this many nanoseconds (wall clock) are deleted.
+    public var maxAge: Int64?
+    /// A writer `fdatasync`s (and adds its index rows) at least every this many nanoseconds of pts.
+    public var syncInterval: Int64
+    /// The largest piece a frame plane is cut into for compression (see ``ChunkPlan``).
+    public var chunkSize: Int
+    /// Which codecs may be used; `.automatic` picks the smallest per chunk.
+    public var codecPolicy: CodecPolicy
+    /// Every system call on files goes through this.
+    public var fileSystem: any FileSystem
+
+    public init(
+        keyInterval: Int = 30, workerCount: Int = SegmentStore.onlineProcessorCount,
+        segmentMaxDuration: Int64 = 60 * 1_000_000_000, segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
+        maxAge: Int64? = nil, syncInterval: Int64 = 1_000_000_000, chunkSize: Int = ChunkPlan.defaultChunkSize,
+        codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem()
+    ) {
+        precondition(keyInterval >= 1, "key interval must be at least 1")
+        precondition(workerCount >= 1, "worker count must be at least 1")
+        precondition(segmentMaxDuration > 0 && segmentMaxBytes > 0, "segment limits must be positive")
+        self.keyInterval = keyInterval
+        self.workerCount = workerCount
+        self.segmentMaxDuration = segmentMaxDuration
+        self.segmentMaxBytes = segmentMaxBytes
+        self.diskBudget = diskBudget
+        self.maxAge = maxAge
+        self.syncInterval = syncInterval
+        self.chunkSize = chunkSize
+        self.codecPolicy = codecPolicy
+        self.fileSystem = fileSystem
+    }
+}
+
+/// One damaged record (or file) found by a scan.
+public struct SegmentDamage: Sendable, Hashable, CustomStringConvertible {
+    /// The segment file name.
+    public var segment: String
+    /// The frame number within the segment (-1 for the file header or footer).
+    public var frame: Int
+    /// The byte offset of the damaged record.
+    public var offset: Int64
+    public var message: String
+
+    public var description: String { message }
+}
+
+/// What a verify (or the recovery run at open) found and did.
+public struct VerifyReport: Sendable {
+    /// No damage and nothing out of step between files and index.
+    public var clean: Bool { damaged.isEmpty && problems.isEmpty }
+    /// Segment files looked at.
+    public var segments = 0
+    /// Valid frames found in them.
+    public var frames = 0
+    /// Damaged records, precisely located.
+    public var damaged: [SegmentDamage] = []
+    /// Other findings: index rows without files, files without rows, unsealed segments.
+    public var problems: [String] = []
+    /// What was fixed.
+    public var repaired: [String] = []
+}
+
+/// What one retention pass did.
+public struct RetentionReport: Sendable {
+    /// Segment files deleted, oldest first.
+    public var deleted: [String] = []
+    public var freedBytes: Int64 = 0
+    /// Segments due for deletion but being read (tried again next pass).
+    public var skippedInUse: [String] = []
+    /// Bytes of segment files left.
+    public var remainingBytes: Int64 = 0
+}
+
+/// The durable frame store of one directory: segment files in `DIR/segments/` and their index in
+/// `DIR/index.sqlite`.
+///
+/// Writers (``makeWriter(streamName:stream:)``) append frames; readers (``frames(streamName:in:_:)``) stream them
+/// back in pts order from the nearest key frame, verifying every checksum. The files are the truth: the index is
+/// rebuilt from them when missing, and nothing is ever deleted because the index is missing or empty.
+///
+/// A store opened with ``open(directory:options:)`` holds an exclusive `flock` on `DIR` so two recorders cannot
+/// share it; ``openReadOnly(directory:)`` takes no lock and may run beside a recorder in another process.
+public final class SegmentStore: Sendable {
+    public let directory: String
+    public let segmentsDirectory: String
+    public let index: StoreIndex
+    public let options: StoreOptions
+    public let isReadOnly: Bool
+    /// What recovery found and did when the store was opened (empty for read-only stores).
+    public var recovery: VerifyReport { recoveryReport.withLock { $0 } }
+    private let recoveryReport = Mutex(VerifyReport())
+    private let lockFD: Int32
+    private let nextSequence: Mutex<UInt64>
+    private let activeStreams = Mutex<Set<String>>([])
+
+    /// All cores (`sysconf(_SC_NPROCESSORS_ONLN)`).
+    public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    var fileSystem: any FileSystem { options.fileSystem }
+
+    private init(directory: String, index: StoreIndex, options: StoreOptions, readOnly: Bool, lockFD: Int32) {
+        self.directory = directory
+        self.segmentsDirectory = directory + "/segments"
+        self.index = index
+        self.options = options
+        self.isReadOnly = readOnly
+        self.lockFD = lockFD
+        self.nextSequence = Mutex(1)
+    }
+
+    deinit {
+        if lockFD >= 0 { options.fileSystem.close(lockFD) }
+    }
+
+    /// Opens (creating if needed) the store in `directory` for recording, and recovers it.
+    ///
+    /// Recovery is non-destructive: torn `.partial` files are cut at their last valid record and sealed, index rows
+    /// missing for frames in files are added (a missing or empty index is rebuilt from the files), half-done
+    /// deletes are finished, and index rows whose files are gone are reported in ``recovery``.
+    ///
+    /// - Throws: ``SegmentStoreError/storeLocked(directory:)`` when another process records here;
+    ///   ``SegmentStoreError/io(_:)``; index errors (``SQLiteError``, ``MigrationError``).
+    /// - Complexity: O(segments) plus a scan of every `.partial` file and of files the index does not know.
+    public static func open(directory: String, options: StoreOptions = .init()) throws -> SegmentStore {
+        let fs = options.fileSystem
+        try wrapIO { () throws(FileSystemError) in
+            try fs.makeDirectory(directory)
+            try fs.makeDirectory(directory + "/segments")
+        }
+        let lockFD = try wrapIO { () throws(FileSystemError) in
+            try fs.open(directory, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+        }
+        var storeOwnsLock = false
+        do {
+            guard
+                try wrapIO({ () throws(FileSystemError) in
+                    try fs.flock(lockFD, operation: LOCK_EX | LOCK_NB, path: directory)
+                })
+            else { throw SegmentStoreError.storeLocked(directory: directory) }
+            let index = try StoreIndex(path: directory + "/index.sqlite")
+            let store = SegmentStore(
+                directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
+            storeOwnsLock = true
+            let report = try store.reconcile(mode: .recover)
+            store.recoveryReport.withLock { $0 = report }
+            let highest = try store.highestSequence()
+            store.nextSequence.withLock { $0 = highest + 1 }
+            return store
+        } catch {
+            if !storeOwnsLock { fs.close(lockFD) }
+            throw error
+        }
+    }
+
+    /// Opens an existing store for reading while another process may be recording into it.
+    ///
+    /// - Throws: index errors when `DIR/index.sqlite` is missing or unreadable.
+    public static func openReadOnly(directory: String, fileSystem: any FileSystem = POSIXFileSystem()) throws
+        -> SegmentStore
+    {
+        let index = try StoreIndex(path: directory + "/index.sqlite", readOnly: true)
+        return SegmentStore(
+            directory: directory, index: index, options: StoreOptions(workerCount: 1, fileSystem: fileSystem),
+            readOnly: true, lockFD: -1)
+    }
+
+    static func wrapIO<T>(_ body: () throws(FileSystemError) -> T) throws(SegmentStoreError) -> T {
+        do { return try body() } catch { throw .io(error) }
+    }
+
+    /// The highest segment sequence number among the files and the index rows (0 when there are none).
+    func highestSequence() throws -> UInt64 {
+        var highest: UInt64 = 0
+        for name in try Self.wrapIO({ () throws(FileSystemError) in
+            try fileSystem.contentsOfDirectory(segmentsDirectory)
+        }) {
+            if let sequence = SegmentFormat.sequence(ofFileName: name) { highest = max(highest, sequence) }
+        }
+        for row in try index.segments() {
+            if let sequence = SegmentFormat.sequence(ofFileName: row.fileName) { highest = max(highest, sequence) }
+        }
+        return highest
+    }
+
+    func allocateSequence() -> UInt64 {
+        nextSequence.withLock { next in
+            defer { next += 1 }
+            return next
+        }
+    }
+
+    /// Makes the writer of one stream. One writer per stream at a time; it is used by one thread.
+    ///
+    /// - Parameters:
+    ///   - streamName: the stream's name (created in the index if new).
+    ///   - stream: what its frames are; must match the stored description of an existing stream.
+    /// - Throws: ``SegmentStoreError/readOnly(_:)``; ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
+    public func makeWriter(streamName: String, stream: StreamDescription) throws -> StreamWriter {
+        guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
+        let row = try index.stream(named: streamName, description: stream)
+        let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
+        precondition(inserted, "stream '\(streamName)' already has a writer")
+        return StreamWriter(store: self, stream: row)
+    }
+
+    func writerClosed(streamName: String) {
+        _ = activeStreams.withLock { $0.remove(streamName) }
+    }
+
+    /// The streams in the store.
+    public func streams() throws -> [StreamRow] { try index.streams() }
+
+    /// Totals over the whole store (or one stream).
+    public func summary(streamName: String? = nil) throws -> IndexSummary {
+        try index.summary(streamID: streamName.map { try streamID(named: $0) })
+    }
+
+    /// Recorded gaps of one stream or all.
+    public func gaps(streamName: String? = nil) throws -> [GapRow] {
+        try index.gaps(streamID: streamName.map { try streamID(named: $0) })
+    }
+
+    /// Dropped-frame counters by reason, for one stream or all.
+    public func drops(streamName: String? = nil) throws -> [String: Int] {
+        try index.drops(streamID: streamName.map { try streamID(named: $0) })
+    }
+
+    func streamID(named name: String) throws -> Int64 {
+        guard let row = try index.streams().first(where: { $0.name == name }) else {
+            throw SegmentStoreError.unknownStream(name)
+        }
+        return row.id
+    }
+
+    /// Now, Unix epoch nanoseconds.
+    static func wallClockNanoseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
+    }
+}

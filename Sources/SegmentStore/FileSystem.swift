@@ -1,0 +1,221 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A failed system call: which call, on which path, and the `errno` it returned.
+public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The call that failed (`open`, `pwrite`, `fdatasync`, …).
+    public let operation: String
+    /// The file or directory it was about.
+    public let path: String
+    /// The error number (`ENOSPC`, `EIO`, …).
+    public let code: Int32
+
+    public init(operation: String, path: String, code: Int32) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+    }
+
+    /// Whether the error means the disk (or quota) is full.
+    public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
+
+    public var description: String {
+        "\(operation) '\(path)' failed: \(String(cString: strerror(code))) (errno \(code))"
+    }
+}
+
+/// The thin seam between the segment store and the operating system: every system call the store makes on files
+/// goes through one of these methods, so tests can inject full disks, I/O errors and short writes.
+///
+/// Implementations retry `EINTR` themselves; every other failure throws ``FileSystemError``.
+public protocol FileSystem: Sendable {
+    /// `open(2)`; returns the descriptor.
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32
+    /// `close(2)`; errors are ignored (the descriptor is gone either way).
+    func close(_ fd: Int32)
+    /// One `pwrite(2)`; returns the bytes written, which may be fewer than asked.
+    func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String) throws(FileSystemError)
+        -> Int
+    /// One `pread(2)`; returns the bytes read (0 at end of file).
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    /// `fsync(2)`: data and metadata durable.
+    func fsync(_ fd: Int32, path: String) throws(FileSystemError)
+    /// `fdatasync(2)`: data (and the size) durable.
+    func fdatasync(_ fd: Int32, path: String) throws(FileSystemError)
+    /// `ftruncate(2)`.
+    func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError)
+    /// The size of an open file (`fstat(2)`).
+    func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64
+    /// `rename(2)`.
+    func rename(_ from: String, to: String) throws(FileSystemError)
+    /// `unlink(2)`; a missing file is not an error.
+    func unlink(_ path: String) throws(FileSystemError)
+    /// `mkdir(2)`; an existing directory is not an error.
+    func makeDirectory(_ path: String) throws(FileSystemError)
+    /// The names in a directory, without `.` and `..`.
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
+    /// `flock(2)`; returns false when a non-blocking lock is held elsewhere.
+    func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool
+    /// Bytes available to an unprivileged writer on the filesystem holding `path` (`statvfs(3)`).
+    func availableBytes(_ path: String) throws(FileSystemError) -> Int64
+    /// Whether `path` exists.
+    func fileExists(_ path: String) -> Bool
+}
+
+extension FileSystem {
+    /// Writes all of `bytes` at `offset`, looping over short writes.
+    ///
+    /// - Throws: ``FileSystemError`` from the first failing write; a write that makes no progress is `EIO`.
+    ///   Some bytes may have been written before the failure.
+    public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError)
+    {
+        var done = 0
+        while done < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[done...])
+            let n = try pwrite(fd, rest, offset: offset + Int64(done), path: path)
+            if n <= 0 { throw FileSystemError(operation: "pwrite", path: path, code: EIO) }
+            done += n
+        }
+    }
+
+    /// Writes all of an array's bytes at `offset`.
+    public func writeAll(_ fd: Int32, _ bytes: [UInt8], offset: Int64, path: String) throws(FileSystemError) {
+        var failure: FileSystemError?
+        bytes.withUnsafeBytes { raw in
+            do throws(FileSystemError) { try writeAll(fd, raw, offset: offset, path: path) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    /// Reads exactly `buffer.count` bytes at `offset`; returns the bytes actually read (fewer only at end of file).
+    public func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        var done = 0
+        while done < buffer.count {
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[done...])
+            let n = try pread(fd, into: rest, offset: offset + Int64(done), path: path)
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    /// Makes a directory entry change (create, rename, unlink) durable by syncing the directory itself.
+    public func syncDirectory(_ path: String) throws(FileSystemError) {
+        let fd = try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
+        defer { close(fd) }
+        try fsync(fd, path: path)
+    }
+}
+
+private func systemFlock(_ fd: Int32, _ operation: Int32) -> Int32 { flock(fd, operation) }
+private func systemStatvfs(_ path: String, _ info: inout statvfs) -> Int32 { statvfs(path, &info) }
+
+/// The real file system: direct POSIX calls, retrying `EINTR`.
+public struct POSIXFileSystem: FileSystem {
+    public init() {}
+
+    @inline(__always)
+    private func retrying<T: BinaryInteger>(_ operation: String, _ path: String, _ call: () -> T)
+        throws(FileSystemError) -> T
+    {
+        while true {
+            let result = call()
+            if result >= 0 { return result }
+            if errno == EINTR { continue }
+            throw FileSystemError(operation: operation, path: path, code: errno)
+        }
+    }
+
+    public func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
+        try retrying("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    public func close(_ fd: Int32) { _ = Glibc.close(fd) }
+
+    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        try retrying("pwrite", path) { Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) }
+    }
+
+    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        try retrying("pread", path) { Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+    }
+
+    public func fsync(_ fd: Int32, path: String) throws(FileSystemError) {
+        _ = try retrying("fsync", path) { Glibc.fsync(fd) }
+    }
+
+    public func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) {
+        _ = try retrying("fdatasync", path) { Glibc.fdatasync(fd) }
+    }
+
+    public func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError) {
+        _ = try retrying("ftruncate", path) { Glibc.ftruncate(fd, off_t(length)) }
+    }
+
+    public func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 {
+        var info = stat()
+        _ = try retrying("fstat", path) { Glibc.fstat(fd, &info) }
+        return Int64(info.st_size)
+    }
+
+    public func rename(_ from: String, to: String) throws(FileSystemError) {
+        _ = try retrying("rename", from) { Glibc.rename(from, to) }
+    }
+
+    public func unlink(_ path: String) throws(FileSystemError) {
+        if Glibc.unlink(path) != 0 && errno != ENOENT {
+            throw FileSystemError(operation: "unlink", path: path, code: errno)
+        }
+    }
+
+    public func makeDirectory(_ path: String) throws(FileSystemError) {
+        if Glibc.mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw FileSystemError(operation: "mkdir", path: path, code: errno)
+        }
+    }
+
+    public func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
+        guard let dir = opendir(path) else { throw FileSystemError(operation: "opendir", path: path, code: errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    public func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool {
+        while true {
+            if systemFlock(fd, operation) == 0 { return true }
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK { return false }
+            throw FileSystemError(operation: "flock", path: path, code: errno)
+        }
+    }
+
+    public func availableBytes(_ path: String) throws(FileSystemError) -> Int64 {
+        var info = Glibc.statvfs()
+        _ = try retrying("statvfs", path) { systemStatvfs(path, &info) }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
+
+    public func fileExists(_ path: String) -> Bool {
+        access(path, F_OK) == 0
+    }
+}

@@ -1,0 +1,270 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Reads one segment file: its header, records by offset, its footer, or every record by scanning.
+///
+/// Every record is checked (header CRC, frame number, lengths, chunk-table and chunk CRCs) before its bytes are
+/// handed out; a failed check throws ``SegmentStoreError/damaged(file:frame:offset:detail:)``. Not thread-safe:
+/// one owner. The descriptor is closed by ``close()`` or `deinit`.
+public final class SegmentFileReader {
+    public let fileName: String
+    public let path: String
+    public let header: SegmentHeader
+    public let plan: ChunkPlan
+    private let fileSystem: any FileSystem
+    private var fd: Int32
+    private var buffer: ByteBuffer
+
+    /// Opens and parses the header of `path`.
+    ///
+    /// - Parameter sharedLock: take a shared `flock` so retention does not delete the file while it is read.
+    /// - Throws: ``SegmentStoreError/io(_:)`` when it cannot be opened, ``SegmentStoreError/notASegment(file:detail:)``
+    ///   when its header is bad.
+    public init(path: String, fileSystem: any FileSystem, sharedLock: Bool = false) throws(SegmentStoreError) {
+        self.path = path
+        self.fileName = String(path.split(separator: "/").last ?? Substring(path))
+        self.fileSystem = fileSystem
+        do {
+            fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+        } catch {
+            throw .io(error)
+        }
+        buffer = ByteBuffer(count: 64 * 1024)
+        do {
+            if sharedLock { _ = try fileSystem.flock(fd, operation: LOCK_SH, path: path) }
+            var want = SegmentFormat.fixedHeaderLength
+            while true {
+                let got = try fileSystem.readAll(
+                    fd, into: UnsafeMutableRawBufferPointer(start: buffer.base, count: want), offset: 0, path: path)
+                do {
+                    header = try SegmentHeader.parse(UnsafeRawBufferPointer(start: buffer.base, count: got))
+                    break
+                } catch .truncated(let needed) where needed > got && got == want && needed <= buffer.count {
+                    want = needed
+                } catch {
+                    throw SegmentStoreError.notASegment(file: fileName, detail: "header: \(error)")
+                }
+            }
+        } catch let error as FileSystemError {
+            fileSystem.close(fd)
+            throw .io(error)
+        } catch let error as SegmentStoreError {
+            fileSystem.close(fd)
+            throw error
+        } catch {
+            fileSystem.close(fd)
+            throw .notASegment(file: fileName, detail: "\(error)")
+        }
+        plan = ChunkPlan(layout: header.stream.layout, chunkSize: header.chunkSize)
+    }
+
+    deinit { close() }
+
+    /// Closes the file (and drops its lock). Idempotent.
+    public func close() {
+        if fd >= 0 {
+            fileSystem.close(fd)
+            fd = -1
+        }
+    }
+
+    /// The current size of the file.
+    public func size() throws(SegmentStoreError) -> Int64 {
+        do { return try fileSystem.size(fd, path: path) } catch { throw .io(error) }
+    }
+
+    private func ensureCapacity(_ count: Int) {
+        if buffer.count < count { buffer = ByteBuffer(count: max(count, buffer.count * 2)) }
+    }
+
+    /// Reads and checks the record at `offset`.
+    ///
+    /// - Parameters:
+    ///   - offset: the record's byte offset (from the index, the footer or a scan).
+    ///   - frame: the frame number expected there (for the check and for messages), or nil to accept any.
+    ///   - verifyPayload: also check the chunk table and every chunk CRC.
+    /// - Returns: the record header and its payload, valid until the next read.
+    /// - Throws: ``SegmentStoreError/damaged(file:frame:offset:detail:)`` when anything fails a check or the record
+    ///   runs past the end of the file; ``SegmentStoreError/io(_:)`` on a read error.
+    public func readRecord(at offset: Int64, frame: Int?, verifyPayload: Bool = true) throws(SegmentStoreError)
+        -> (RecordHeader, UnsafeRawBufferPointer)
+    {
+        let frameLabel = frame ?? -1
+        func damaged(_ detail: String) -> SegmentStoreError {
+            .damaged(file: fileName, frame: frameLabel, offset: offset, detail: detail)
+        }
+        let headerLength = SegmentFormat.recordHeaderLength
+        let got: Int
+        do {
+            got = try fileSystem.readAll(
+                fd, into: UnsafeMutableRawBufferPointer(start: buffer.base, count: headerLength), offset: offset,
+                path: path)
+        } catch { throw .io(error) }
+        guard got == headerLength else {
+            throw damaged("record truncated (header has \(got) of \(headerLength) bytes)")
+        }
+        let record: RecordHeader
+        do {
+            record = try RecordHeader.parse(UnsafeRawPointer(buffer.base))
+        } catch .badMagic {
+            throw damaged("no record here (bad magic)")
+        } catch .checksumMismatch {
+            throw damaged("record header checksum mismatch")
+        } catch {
+            throw damaged("record header has impossible lengths")
+        }
+        if let frame, Int(record.frameNumber) != frame {
+            throw damaged("record says frame \(record.frameNumber), expected frame \(frame)")
+        }
+        guard record.rawLength == header.stream.layout.byteCount else {
+            throw damaged("raw length \(record.rawLength) does not match the stream's \(header.stream.layout)")
+        }
+        ensureCapacity(record.storedLength)
+        let payloadBuffer = UnsafeMutableRawBufferPointer(start: buffer.base, count: record.storedLength)
+        let payloadGot: Int
+        do {
+            payloadGot = try fileSystem.readAll(
+                fd, into: payloadBuffer, offset: offset + Int64(headerLength), path: path)
+        } catch { throw .io(error) }
+        guard payloadGot == record.storedLength else {
+            throw damaged("record truncated (stored bytes \(payloadGot) of \(record.storedLength))")
+        }
+        let payload = UnsafeRawBufferPointer(payloadBuffer)
+        if verifyPayload {
+            do {
+                try FrameDecoder.verify(payload, plan: plan, expectedCRC: record.storedCRC)
+            } catch {
+                throw damaged(error.description)
+            }
+        }
+        return (record, payload)
+    }
+
+    /// What a scan found.
+    public struct ScanResult: Sendable {
+        /// Every valid record, in file order.
+        public var entries: [SegmentFrameEntry] = []
+        /// The end of the last valid record: where a torn file is cut.
+        public var validEnd: Int64
+        /// The file's size.
+        public var fileSize: Int64
+        /// Whether a valid footer and trailer follow the last record.
+        public var hasFooter = false
+        /// The first problem, if the scan stopped before the end of the file.
+        public var damage: SegmentStoreError?
+    }
+
+    /// Reads every record from the header on, checking each, until the end, the footer or the first bad record.
+    ///
+    /// - Parameter verifyPayload: also check chunk CRCs (a full verify); false checks headers only.
+    /// - Complexity: O(file size).
+    public func scan(verifyPayload: Bool = true) throws(SegmentStoreError) -> ScanResult {
+        let fileSize = try size()
+        var result = ScanResult(validEnd: Int64(header.length), fileSize: fileSize)
+        var offset = Int64(header.length)
+        var previousPTS: Int64?
+        while offset < fileSize {
+            let frame = result.entries.count
+            // A footer where the next record would be ends the records.
+            if fileSize - offset >= 4 {
+                var magic: UInt32 = 0
+                _ = try? withUnsafeMutableBytes(of: &magic) { raw in
+                    try fileSystem.readAll(fd, into: raw, offset: offset, path: path)
+                }
+                if UInt32(littleEndian: magic) == SegmentFormat.footerMagic {
+                    if let footer = try? readFooter(), footer.count == frame,
+                        zip(footer, result.entries).allSatisfy({
+                            $0.offset == $1.offset && $0.ptsNanoseconds == $1.ptsNanoseconds
+                        })
+                    {
+                        result.hasFooter = true
+                    } else {
+                        result.damage = .damaged(
+                            file: fileName, frame: frame, offset: offset,
+                            detail: "footer does not match the records")
+                    }
+                    break
+                }
+            }
+            do throws(SegmentStoreError) {
+                let (record, _) = try readRecord(at: offset, frame: frame, verifyPayload: verifyPayload)
+                if let previousPTS, record.ptsNanoseconds <= previousPTS {
+                    throw .damaged(
+                        file: fileName, frame: frame, offset: offset,
+                        detail: "pts \(record.ptsNanoseconds) ns is not after the previous frame's \(previousPTS) ns")
+                }
+                if frame == 0 && !record.isKey {
+                    throw .damaged(
+                        file: fileName, frame: frame, offset: offset, detail: "first frame is not a key frame")
+                }
+                previousPTS = record.ptsNanoseconds
+                result.entries.append(
+                    SegmentFrameEntry(
+                        offset: offset, ptsNanoseconds: record.ptsNanoseconds, wallNanoseconds: record.wallNanoseconds,
+                        rawLength: record.rawLength, storedLength: record.storedLength, flags: record.flags,
+                        codec: record.codec))
+                offset += Int64(SegmentFormat.recordHeaderLength + record.storedLength)
+                result.validEnd = offset
+            } catch {
+                result.damage = error
+                break
+            }
+        }
+        return result
+    }
+
+    /// The footer of a sealed file, or nil when the file has no valid trailer and footer.
+    ///
+    /// Footer entries carry offsets, pts, flags and codec; wall times and lengths come from the records.
+    public func readFooter() throws(SegmentStoreError) -> [SegmentFrameEntry]? {
+        let fileSize = try size()
+        guard fileSize >= Int64(header.length + SegmentFormat.trailerLength) else { return nil }
+        var trailer = [UInt8](repeating: 0, count: SegmentFormat.trailerLength)
+        let got: Int
+        do {
+            got = try trailer.withUnsafeMutableBytes { raw in
+                try fileSystem.readAll(fd, into: raw, offset: fileSize - Int64(SegmentFormat.trailerLength), path: path)
+            }
+        } catch let error as FileSystemError {
+            throw .io(error)
+        } catch {
+            return nil
+        }
+        guard got == SegmentFormat.trailerLength else { return nil }
+        let (footerOffset, footerLength, ok) = trailer.withUnsafeBytes { raw in
+            let p = raw.baseAddress!
+            let ok =
+                Array(raw[24..<32]) == SegmentFormat.trailerMagic
+                && CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: 16)) == p.get(UInt32.self, at: 16)
+            return (Int64(bitPattern: p.get(UInt64.self, at: 0)), Int(p.get(UInt64.self, at: 8)), ok)
+        }
+        guard ok, footerOffset >= Int64(header.length), footerLength >= 20,
+            footerOffset + Int64(footerLength) + Int64(SegmentFormat.trailerLength) == fileSize
+        else { return nil }
+        ensureCapacity(footerLength)
+        let bytes = UnsafeMutableRawBufferPointer(start: buffer.base, count: footerLength)
+        do {
+            guard try fileSystem.readAll(fd, into: bytes, offset: footerOffset, path: path) == footerLength else {
+                return nil
+            }
+        } catch { throw .io(error) }
+        let p = UnsafeRawPointer(buffer.base)
+        guard p.get(UInt32.self, at: 0) == SegmentFormat.footerMagic,
+            CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: footerLength - 4))
+                == p.get(UInt32.self, at: footerLength - 4)
+        else { return nil }
+        let count = Int(p.get(UInt64.self, at: 8))
+        guard 16 + SegmentFormat.footerEntryLength * count + 4 == footerLength else { return nil }
+        let rawLength = header.stream.layout.byteCount
+        return (0..<count).map { i in
+            let at = 16 + SegmentFormat.footerEntryLength * i
+            return SegmentFrameEntry(
+                offset: Int64(bitPattern: p.get(UInt64.self, at: at)), ptsNanoseconds: p.get(Int64.self, at: at + 8),
+                wallNanoseconds: 0, rawLength: rawLength, storedLength: 0, flags: p.get(UInt8.self, at: at + 16),
+                codec: p.get(UInt8.self, at: at + 17))
+        }
+    }
+}

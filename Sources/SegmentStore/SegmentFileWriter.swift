@@ -1,0 +1,179 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Appends records to one `NNNNNN.seg.partial` file and seals it into `NNNNNN.seg`.
+///
+/// Life of a file: `create` writes the header; `append` writes whole records at the end; `sync` makes everything
+/// appended durable (`fdatasync`, plus the directory once so the new name survives); `seal` writes the footer and
+/// trailer, `fsync`s, renames to `.seg` and `fsync`s the directory. A failed append cuts the file back to its last
+/// complete record, so the file stays valid. Not thread-safe: one owner.
+public final class SegmentFileWriter {
+    public let header: SegmentHeader
+    public let directory: String
+    private let fileSystem: any FileSystem
+    private var fd: Int32
+    /// The current file name (`.seg.partial` until sealed).
+    public private(set) var fileName: String
+    /// The end of the last complete record: where the next one goes.
+    public private(set) var endOffset: Int64
+    /// Every complete record, in order.
+    public private(set) var entries: [SegmentFrameEntry] = []
+    /// Records made durable by the last successful ``sync()``.
+    public private(set) var durableCount = 0
+    public private(set) var isSealed = false
+    private var directorySynced = false
+
+    public var path: String { directory + "/" + fileName }
+    public var frameCount: Int { entries.count }
+    public var firstPTS: Int64? { entries.first?.ptsNanoseconds }
+    public var lastPTS: Int64? { entries.last?.ptsNanoseconds }
+    public var lastDurablePTS: Int64? { durableCount > 0 ? entries[durableCount - 1].ptsNanoseconds : nil }
+
+    /// Creates `directory/NNNNNN.seg.partial` (it must not exist) and writes the header.
+    ///
+    /// - Throws: ``FileSystemError``; nothing is left behind when the header cannot be written.
+    public init(directory: String, header: SegmentHeader, fileSystem: any FileSystem) throws(FileSystemError) {
+        self.header = header
+        self.directory = directory
+        self.fileSystem = fileSystem
+        fileName = SegmentFormat.fileName(sequence: header.sequence, partial: true)
+        let path = directory + "/" + fileName
+        fd = try fileSystem.open(path, flags: O_WRONLY | O_CREAT | O_EXCL, mode: 0o644)
+        let bytes = header.encoded()
+        do {
+            try fileSystem.writeAll(fd, bytes, offset: 0, path: path)
+        } catch {
+            fileSystem.close(fd)
+            try? fileSystem.unlink(path)
+            throw error
+        }
+        endOffset = Int64(bytes.count)
+        entries.reserveCapacity(4096)
+    }
+
+    deinit { close() }
+
+    /// Closes the descriptor without sealing (the file stays a `.partial`, valid up to its last record).
+    public func close() {
+        if fd >= 0 {
+            fileSystem.close(fd)
+            fd = -1
+        }
+    }
+
+    /// Appends one record: `record` starts with ``SegmentFormat/recordHeaderLength`` bytes of space that this
+    /// call fills in, followed by the payload.
+    ///
+    /// - Returns: the new entry (its offset is what the index stores).
+    /// - Throws: ``FileSystemError``; the file is then cut back to its previous end (best effort) and is still valid.
+    @discardableResult
+    public func append(
+        record: UnsafeMutableRawBufferPointer, ptsNanoseconds: Int64, wallNanoseconds: Int64, encoded: EncodedFrame
+    ) throws(FileSystemError) -> SegmentFrameEntry {
+        precondition(!isSealed && fd >= 0, "append to a sealed or closed segment")
+        precondition(record.count == SegmentFormat.recordHeaderLength + encoded.storedLength)
+        let header = RecordHeader(
+            frameNumber: UInt32(entries.count), ptsNanoseconds: ptsNanoseconds, wallNanoseconds: wallNanoseconds,
+            rawLength: self.header.stream.layout.byteCount, storedLength: encoded.storedLength,
+            flags: encoded.isKey ? SegmentFormat.keyFlag : 0, codec: encoded.codec.rawValue,
+            storedCRC: encoded.storedCRC)
+        header.write(to: record.baseAddress!)
+        do {
+            try fileSystem.writeAll(fd, UnsafeRawBufferPointer(record), offset: endOffset, path: path)
+        } catch {
+            try? fileSystem.ftruncate(fd, length: endOffset, path: path)
+            throw error
+        }
+        let entry = SegmentFrameEntry(
+            offset: endOffset, ptsNanoseconds: ptsNanoseconds, wallNanoseconds: wallNanoseconds,
+            rawLength: header.rawLength, storedLength: encoded.storedLength, flags: header.flags, codec: header.codec)
+        entries.append(entry)
+        endOffset += Int64(record.count)
+        return entry
+    }
+
+    /// Makes every appended record durable.
+    ///
+    /// - Throws: ``FileSystemError``. After a failed sync nothing since the last good sync can be trusted: the
+    ///   caller should ``rollBackToDurable()``.
+    public func sync() throws(FileSystemError) {
+        precondition(fd >= 0, "sync of a closed segment")
+        try fileSystem.fdatasync(fd, path: path)
+        if !directorySynced {
+            try fileSystem.syncDirectory(directory)
+            directorySynced = true
+        }
+        durableCount = entries.count
+    }
+
+    /// Forgets records written after the last successful sync and cuts the file there.
+    public func rollBackToDurable() {
+        guard durableCount < entries.count else { return }
+        let end =
+            durableCount == 0
+            ? Int64(header.length)
+            : entries[durableCount - 1].offset
+                + Int64(entries[durableCount - 1].recordLength)
+        entries.removeSubrange(durableCount...)
+        endOffset = end
+        if fd >= 0 { try? fileSystem.ftruncate(fd, length: end, path: path) }
+    }
+
+    /// Seals the file: footer and trailer after the last record, `fsync`, rename to `.seg`, `fsync` the directory.
+    ///
+    /// - Returns: the sealed file name.
+    /// - Throws: ``FileSystemError``; the file is then cut back to its last record and stays a valid `.partial`
+    ///   (recovery seals it later).
+    @discardableResult
+    public func seal() throws(FileSystemError) -> String {
+        precondition(!isSealed && fd >= 0, "seal of a sealed or closed segment")
+        let bytes = SegmentFormat.footerAndTrailer(entries: entries, footerOffset: endOffset)
+        let partialPath = path
+        do {
+            try fileSystem.writeAll(fd, bytes, offset: endOffset, path: partialPath)
+            try fileSystem.fsync(fd, path: partialPath)
+        } catch {
+            try? fileSystem.ftruncate(fd, length: endOffset, path: partialPath)
+            throw error
+        }
+        let sealedName = SegmentFormat.fileName(sequence: header.sequence, partial: false)
+        try fileSystem.rename(partialPath, to: directory + "/" + sealedName)
+        fileName = sealedName
+        isSealed = true
+        durableCount = entries.count
+        close()
+        try fileSystem.syncDirectory(directory)
+        return sealedName
+    }
+}
+
+/// Seals an existing `.partial` file found by recovery: cuts it at its last valid record, writes the footer and
+/// trailer, `fsync`s, renames to `.seg`, `fsync`s the directory.
+///
+/// - Parameters:
+///   - scan: the result of scanning the file (its entries and valid end).
+/// - Returns: the sealed file name.
+func sealRecoveredPartial(
+    directory: String, fileName: String, header: SegmentHeader, scan: SegmentFileReader.ScanResult,
+    fileSystem: any FileSystem
+) throws(FileSystemError) -> String {
+    let path = directory + "/" + fileName
+    let fd = try fileSystem.open(path, flags: O_WRONLY, mode: 0)
+    defer { fileSystem.close(fd) }
+    try fileSystem.ftruncate(fd, length: scan.validEnd, path: path)
+    let bytes = SegmentFormat.footerAndTrailer(entries: scan.entries, footerOffset: scan.validEnd)
+    do {
+        try fileSystem.writeAll(fd, bytes, offset: scan.validEnd, path: path)
+        try fileSystem.fsync(fd, path: path)
+    } catch {
+        try? fileSystem.ftruncate(fd, length: scan.validEnd, path: path)
+        throw error
+    }
+    let sealedName = SegmentFormat.fileName(sequence: header.sequence, partial: false)
+    try fileSystem.rename(path, to: directory + "/" + sealedName)
+    try fileSystem.syncDirectory(directory)
+    return sealedName
+}

@@ -1,0 +1,76 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+extension SegmentStore {
+    /// Deletes the oldest sealed segments while the segment files exceed ``StoreOptions/diskBudget`` or are older
+    /// than ``StoreOptions/maxAge``.
+    ///
+    /// Each delete is restartable: the row is marked `deleting` (its frames vanish from queries), the file is
+    /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
+    /// being read (a reader holds its shared lock) is skipped and tried again on the next pass. Open segments are
+    /// never deleted.
+    ///
+    /// - Returns: what was deleted and skipped.
+    /// - Throws: ``SegmentStoreError/readOnly(_:)``; I/O and index errors.
+    /// - Complexity: O(segments).
+    @discardableResult
+    public func enforceRetention() throws -> RetentionReport {
+        guard !isReadOnly else { throw SegmentStoreError.readOnly("delete old segments") }
+        var report = RetentionReport()
+        let rows = try index.segments().filter { $0.state != .deleting }.sorted { $0.id < $1.id }
+        var sizes: [Int64: Int64] = [:]
+        var total: Int64 = 0
+        for row in rows {
+            let size = fileSize(segmentsDirectory + "/" + row.fileName) ?? 0
+            sizes[row.id] = size
+            total += size
+        }
+        let now = Self.wallClockNanoseconds()
+        for row in rows where row.state == .sealed {
+            let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
+            let tooOld =
+                options.maxAge.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
+                ?? false
+            guard overBudget || tooOld else { continue }
+            let path = segmentsDirectory + "/" + row.fileName
+            let fd: Int32
+            do {
+                fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+            } catch {
+                if error.code != ENOENT { throw SegmentStoreError.io(error) }
+                fd = -1
+            }
+            defer { if fd >= 0 { fileSystem.close(fd) } }
+            if fd >= 0 {
+                let free = try Self.wrapIO { () throws(FileSystemError) in
+                    try fileSystem.flock(fd, operation: LOCK_EX | LOCK_NB, path: path)
+                }
+                if !free {
+                    report.skippedInUse.append(row.fileName)
+                    continue
+                }
+            }
+            try index.markDeleting(segmentID: row.id)
+            try Self.wrapIO { () throws(FileSystemError) in
+                try fileSystem.unlink(path)
+                try fileSystem.syncDirectory(segmentsDirectory)
+            }
+            try index.removeSegment(id: row.id)
+            let size = sizes[row.id] ?? 0
+            total -= size
+            report.freedBytes += size
+            report.deleted.append(row.fileName)
+        }
+        report.remainingBytes = total
+        return report
+    }
+
+    private func fileSize(_ path: String) -> Int64? {
+        guard let fd = try? fileSystem.open(path, flags: O_RDONLY, mode: 0) else { return nil }
+        defer { fileSystem.close(fd) }
+        return try? fileSystem.size(fd, path: path)
+    }
+}

@@ -1,0 +1,148 @@
+import RewindCore
+
+/// One stored frame as the index knows it: where its bytes are and what they are.
+///
+/// Times are integer nanoseconds. `fileOffset` is the frame record's byte offset in its segment file.
+public struct FrameRow: Sendable, Hashable {
+    /// `flags` bit 0: the frame is a key frame (decodable without any other frame).
+    public static let keyFrameFlag: UInt8 = 1
+
+    /// Presentation time, nanoseconds on the stream's clock. Unique per stream.
+    public var ptsNanoseconds: Int64
+    /// Wall-clock capture time, Unix epoch nanoseconds.
+    public var wallNanoseconds: Int64
+    /// The segment whose file holds the frame.
+    public var segmentID: Int64
+    /// Byte offset of the frame's record in the segment file.
+    public var fileOffset: Int64
+    /// Bytes stored in the segment (after compression).
+    public var storedLength: Int
+    /// Bytes of the raw frame.
+    public var rawLength: Int
+    /// Bit 0: key frame (``keyFrameFlag``). Other bits belong to the segment format.
+    public var flags: UInt8
+    /// The frame codec id written in the segment file.
+    public var codec: UInt8
+
+    public init(
+        ptsNanoseconds: Int64, wallNanoseconds: Int64, segmentID: Int64, fileOffset: Int64, storedLength: Int,
+        rawLength: Int, flags: UInt8, codec: UInt8
+    ) {
+        self.ptsNanoseconds = ptsNanoseconds
+        self.wallNanoseconds = wallNanoseconds
+        self.segmentID = segmentID
+        self.fileOffset = fileOffset
+        self.storedLength = storedLength
+        self.rawLength = rawLength
+        self.flags = flags
+        self.codec = codec
+    }
+
+    /// Whether the frame decodes alone (`flags` bit 0).
+    public var isKeyFrame: Bool { flags & Self.keyFrameFlag != 0 }
+}
+
+/// One segment file as the index knows it.
+public struct SegmentRow: Sendable, Hashable {
+    /// Where a segment is in its life: written to (`open`, file `*.partial`), final and durable (`sealed`), or
+    /// being removed by retention (`deleting`, its frame rows already gone).
+    public enum State: String, Sendable, Hashable, CaseIterable {
+        case open
+        case sealed
+        case deleting
+    }
+
+    public var id: Int64
+    public var streamID: Int64
+    /// The file's name inside `DIR/segments/`.
+    public var fileName: String
+    public var state: State
+    /// The segment file format version written in its header.
+    public var formatVersion: Int
+    /// The pts of its first frame, nanoseconds; nil while it has no frames.
+    public var firstPTS: Int64?
+    /// The pts of its last frame, nanoseconds; nil while it has no frames.
+    public var lastPTS: Int64?
+    public var frameCount: Int
+    /// Sum of the frames' raw lengths.
+    public var rawBytes: Int64
+    /// Sum of the frames' stored lengths.
+    public var storedBytes: Int64
+    /// When the segment was created, Unix epoch nanoseconds.
+    public var createdWallNanoseconds: Int64
+    /// When it was sealed, Unix epoch nanoseconds; nil unless sealed.
+    public var sealedWallNanoseconds: Int64?
+}
+
+/// A stream: its name and what its frames are.
+public struct StreamRow: Sendable, Hashable {
+    public var id: Int64
+    public var name: String
+    public var description: StreamDescription
+}
+
+/// An interval `[startNanoseconds, endNanoseconds)` of a stream's pts clock with no frames where frames were
+/// expected, or where the frame rate changed.
+public struct GapRow: Sendable, Hashable {
+    public var streamID: Int64
+    public var startNanoseconds: Int64
+    public var endNanoseconds: Int64
+    /// Why, e.g. `missing_frames`, `frame_rate_change`.
+    public var reason: String
+
+    public init(streamID: Int64, startNanoseconds: Int64, endNanoseconds: Int64, reason: String) {
+        self.streamID = streamID
+        self.startNanoseconds = startNanoseconds
+        self.endNanoseconds = endNanoseconds
+        self.reason = reason
+    }
+}
+
+/// Totals over the live (not `deleting`) segments of one stream or of the whole store: what `rewind info` shows.
+public struct IndexSummary: Sendable, Hashable {
+    public var frames: Int
+    /// The earliest pts, nanoseconds; nil when there are no frames.
+    public var firstPTS: Int64?
+    /// The latest pts, nanoseconds; nil when there are no frames.
+    public var lastPTS: Int64?
+    public var rawBytes: Int64
+    public var storedBytes: Int64
+    public var segments: Int
+}
+
+/// Why the index refused a request.
+public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
+    /// A stream of that name exists with a different description.
+    case streamDescriptionMismatch(name: String, stored: StreamDescription, requested: StreamDescription)
+    /// A stored stream row cannot be read back (unknown pixel format or colour name).
+    case invalidStreamRow(id: Int64, detail: String)
+    /// Frames were added to a segment that does not exist, belongs to another stream, or is not open.
+    case segmentNotOpen(segmentID: Int64, streamID: Int64)
+    /// No segment has that id.
+    case unknownSegment(id: Int64)
+    /// A batch of frames was not in strictly increasing pts order.
+    case framesNotInPTSOrder(streamID: Int64, previous: Int64, next: Int64)
+    /// A frame with this pts is already stored for the stream.
+    case duplicatePTS(streamID: Int64, pts: Int64)
+
+    public var description: String {
+        switch self {
+        case .streamDescriptionMismatch(let name, let stored, let requested):
+            return
+                "stream '\(name)' is stored as \(stored.layout) at \(stored.frameDuration) s/frame \(stored.color), "
+                + "not \(requested.layout) at \(requested.frameDuration) s/frame \(requested.color): record into a "
+                + "new store directory or a stream of another name"
+        case .invalidStreamRow(let id, let detail):
+            return "stream \(id) in the index cannot be read (\(detail)): run 'rewind verify --repair'"
+        case .segmentNotOpen(let segmentID, let streamID):
+            return "segment \(segmentID) is not an open segment of stream \(streamID); frames can only be added there"
+        case .unknownSegment(let id):
+            return "no segment \(id) in the index"
+        case .framesNotInPTSOrder(let streamID, let previous, let next):
+            return "frames of stream \(streamID) must be added in increasing pts order: \(next) ns came after "
+                + "\(previous) ns"
+        case .duplicatePTS(let streamID, let pts):
+            return "stream \(streamID) already has a frame at pts \(pts) ns; duplicate pts are rejected"
+        }
+    }
+}

@@ -1,0 +1,271 @@
+import RewindCore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Appends the frames of one stream to a store: encodes each frame (on the store's worker threads), writes its
+/// record to the open segment, and adds index rows when the file is synced.
+///
+/// Used by one thread (the spill thread), never by the capture producer. The durability contract: a frame is
+/// durable once a ``sync()`` that returned after its ``append(_:)`` succeeded (automatic syncs happen every
+/// ``StoreOptions/syncInterval`` of pts); ``durableFrameCount`` and ``lastDurablePTS`` say how far that is.
+///
+/// When a write fails (a full disk, an I/O error), the open segment is cut back to its last good record and
+/// sealed (or left as a valid `.partial` for recovery when even that fails), the error is thrown, and the next
+/// `append` starts a new segment.
+public final class StreamWriter {
+    public let store: SegmentStore
+    public let stream: StreamRow
+    private let encoder: FrameEncoder
+    private var segment: SegmentFileWriter?
+    private var segmentID: Int64 = 0
+    /// Index rows of the open segment not yet added (frames written, not yet synced).
+    private var pendingRows: [FrameRow] = []
+    /// Frames of the open segment whose rows are in the index.
+    private var indexedCount = 0
+    /// Segments closed by a failure whose seal did not finish: (row id, writer).
+    private var unsealed: [(Int64, SegmentFileWriter)] = []
+    private var lastPTS: Int64?
+    private var lastSyncPTS: Int64?
+    private var framesSinceKey = 0
+    private var durableBefore = 0
+    private var closed = false
+    public private(set) var lastDurablePTS: Int64?
+    /// The last error of a retention pass run after a seal (retention never fails an append).
+    public private(set) var lastRetentionError: (any Error)?
+
+    init(store: SegmentStore, stream: StreamRow) {
+        self.store = store
+        self.stream = stream
+        encoder = FrameEncoder(
+            layout: stream.description.layout, workerCount: store.options.workerCount,
+            chunkSize: store.options.chunkSize, headerSpace: SegmentFormat.recordHeaderLength,
+            policy: store.options.codecPolicy)
+        pendingRows.reserveCapacity(1024)
+    }
+
+    deinit {
+        if !closed { try? close() }
+    }
+
+    /// Frames durable since the writer was made.
+    public var durableFrameCount: Int { durableBefore + (segment?.durableCount ?? 0) }
+
+    /// The worker threads compressing frames.
+    public var workerCount: Int { encoder.workerCount }
+
+    /// Encodes and writes one frame (durable at the next ``sync()``).
+    ///
+    /// - Parameter frame: the next frame: pts strictly after the previous one's, the stream's layout.
+    /// - Throws: ``SegmentStoreError/frame(_:)`` for a bad frame (nothing written);
+    ///   ``SegmentStoreError/diskFull(file:durableFrames:durablePTS:cause:)`` or
+    ///   ``SegmentStoreError/writeFailed(file:durableFrames:durablePTS:cause:)`` when the write failed (the segment is
+    ///   closed at its last good record; the next append starts a new one); index errors.
+    /// - Complexity: O(frame bytes), spread over ``workerCount`` threads.
+    public func append(_ frame: FrameView) throws {
+        precondition(!closed, "append to a closed StreamWriter")
+        let pts = frame.info.ptsNanoseconds
+        guard frame.layout == stream.description.layout else {
+            throw SegmentStoreError.frame(.layoutMismatch(expected: stream.description.layout, actual: frame.layout))
+        }
+        if let lastPTS {
+            if pts == lastPTS { throw SegmentStoreError.frame(.duplicatePTS(nanoseconds: pts)) }
+            if pts < lastPTS {
+                throw SegmentStoreError.frame(.nonMonotonicPTS(previousNanoseconds: lastPTS, nanoseconds: pts))
+            }
+        }
+        if let open = segment, let first = open.firstPTS,
+            pts - first >= store.options.segmentMaxDuration || open.endOffset >= Int64(store.options.segmentMaxBytes)
+        {
+            try sealCurrent()
+        }
+        if segment == nil { try startSegment() }
+        guard let open = segment else { return }
+        let key = open.frameCount == 0 || framesSinceKey + 1 >= store.options.keyInterval
+        if open.frameCount == 0 { encoder.reset() }
+        let encoded = encoder.encode(frame.bytes, key: key)
+        let entry: SegmentFrameEntry
+        do {
+            entry = try open.append(
+                record: encoder.record, ptsNanoseconds: pts, wallNanoseconds: frame.info.wallNanoseconds,
+                encoded: encoded)
+        } catch {
+            try fail(error)
+        }
+        framesSinceKey = encoded.isKey ? 0 : framesSinceKey + 1
+        lastPTS = pts
+        pendingRows.append(
+            FrameRow(
+                ptsNanoseconds: pts, wallNanoseconds: entry.wallNanoseconds, segmentID: segmentID,
+                fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
+                flags: entry.flags, codec: entry.codec))
+        if let lastSyncPTS {
+            if pts - lastSyncPTS >= store.options.syncInterval { _ = try sync() }
+        } else {
+            lastSyncPTS = pts
+        }
+    }
+
+    /// Makes everything appended so far durable: `fdatasync` of the segment, then its index rows.
+    ///
+    /// - Returns: the pts of the last durable frame, or nil when none is.
+    /// - Throws: like ``append(_:)`` when the sync fails (frames since the previous sync are then dropped and the
+    ///   segment closed); index errors (the rows are kept and added at the next sync, or rebuilt by recovery).
+    @discardableResult
+    public func sync() throws -> Int64? {
+        lastSyncPTS = lastPTS
+        guard let open = segment else { return lastDurablePTS }
+        do {
+            try open.sync()
+        } catch {
+            try fail(error)
+        }
+        lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
+        try flushRows()
+        return lastDurablePTS
+    }
+
+    /// Seals the open segment and stops the writer.
+    ///
+    /// - Throws: like ``sync()``; the writer is closed anyway.
+    public func close() throws {
+        guard !closed else { return }
+        closed = true
+        defer { store.writerClosed(streamName: stream.name) }
+        if segment != nil { try sealCurrent() }
+        retryUnsealed()
+    }
+
+    /// Records an interval with no frames where frames were expected.
+    public func recordGap(start: Int64, end: Int64, reason: String) throws {
+        try store.index.recordGap(
+            GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+    }
+
+    /// Adds `count` dropped frames to the counter for `reason`.
+    public func addDrops(reason: String, count: Int) throws {
+        try store.index.addDrops(streamID: stream.id, reason: reason, count: count)
+    }
+
+    // MARK: Segments
+
+    private func startSegment() throws {
+        let header = SegmentHeader(
+            stream: stream.description, streamName: stream.name, sequence: store.allocateSequence(),
+            keyInterval: store.options.keyInterval, chunkSize: store.options.chunkSize,
+            createdWallNanoseconds: SegmentStore.wallClockNanoseconds())
+        let writer: SegmentFileWriter
+        do {
+            writer = try SegmentFileWriter(
+                directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem)
+        } catch {
+            let name = SegmentFormat.fileName(sequence: header.sequence, partial: true)
+            throw error.isDiskFull
+                ? SegmentStoreError.diskFull(file: name, durableFrames: 0, durablePTS: nil, cause: error)
+                : SegmentStoreError.writeFailed(file: name, durableFrames: 0, durablePTS: nil, cause: error)
+        }
+        do {
+            segmentID = try store.index.insertSegment(
+                streamID: stream.id, fileName: writer.fileName, formatVersion: Int(SegmentFormat.version),
+                createdWallNanoseconds: header.createdWallNanoseconds)
+        } catch {
+            writer.close()
+            try? store.fileSystem.unlink(writer.path)
+            throw error
+        }
+        segment = writer
+        pendingRows.removeAll(keepingCapacity: true)
+        indexedCount = 0
+        framesSinceKey = 0
+        retryUnsealed()
+    }
+
+    private func flushRows() throws {
+        guard let open = segment, !pendingRows.isEmpty else { return }
+        let durable = open.durableCount - indexedCount
+        guard durable > 0 else { return }
+        let rows = durable == pendingRows.count ? pendingRows : Array(pendingRows.prefix(durable))
+        try store.index.addFrames(rows, streamID: stream.id)
+        pendingRows.removeFirst(rows.count)
+        indexedCount += rows.count
+    }
+
+    private func sealCurrent() throws {
+        guard let open = segment else { return }
+        do {
+            try open.sync()
+        } catch {
+            try fail(error)
+        }
+        lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
+        try flushRows()
+        let sealedName: String
+        do {
+            sealedName = try open.seal()
+        } catch {
+            try fail(error)
+        }
+        try store.index.sealSegment(id: segmentID, fileName: sealedName)
+        durableBefore += open.frameCount
+        segment = nil
+        if store.options.diskBudget != nil || store.options.maxAge != nil {
+            do {
+                _ = try store.enforceRetention()
+                lastRetentionError = nil
+            } catch {
+                lastRetentionError = error
+            }
+        }
+    }
+
+    /// Handles a failed write or sync: keeps what is durable (syncing what was written when possible), seals the
+    /// segment or leaves it a valid `.partial`, and throws the error that says so.
+    private func fail(_ error: FileSystemError) throws -> Never {
+        guard let open = segment else { throw SegmentStoreError.io(error) }
+        let fileName = open.fileName
+        if (try? open.sync()) == nil { open.rollBackToDurable() }
+        lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
+        let rows = pendingRows.prefix(open.durableCount - indexedCount)
+        if !rows.isEmpty, (try? store.index.addFrames(Array(rows), streamID: stream.id)) != nil {
+            indexedCount += rows.count
+        }
+        pendingRows.removeAll(keepingCapacity: true)
+        durableBefore += open.durableCount
+        segment = nil
+        lastPTS = lastDurablePTS
+        if open.frameCount == 0 {
+            open.close()
+            try? store.fileSystem.unlink(open.path)
+            try? store.index.removeSegment(id: segmentID)
+        } else if let sealedName = try? open.seal() {
+            try? store.index.sealSegment(id: segmentID, fileName: sealedName)
+        } else {
+            open.close()
+            unsealed.append((segmentID, open))
+        }
+        let durable = open.durableCount
+        let pts = open.lastDurablePTS
+        throw error.isDiskFull
+            ? SegmentStoreError.diskFull(file: fileName, durableFrames: durable, durablePTS: pts, cause: error)
+            : SegmentStoreError.writeFailed(file: fileName, durableFrames: durable, durablePTS: pts, cause: error)
+    }
+
+    /// Seals segments a failure left as `.partial`, now that writes work again.
+    private func retryUnsealed() {
+        unsealed.removeAll { id, writer in
+            guard let reader = try? SegmentFileReader(path: writer.path, fileSystem: store.fileSystem),
+                let scan = try? reader.scan(verifyPayload: false)
+            else { return false }
+            reader.close()
+            guard
+                let name = try? sealRecoveredPartial(
+                    directory: store.segmentsDirectory, fileName: writer.fileName, header: writer.header, scan: scan,
+                    fileSystem: store.fileSystem)
+            else { return false }
+            return (try? store.index.sealSegment(id: id, fileName: name)) != nil
+        }
+    }
+}

@@ -1,0 +1,130 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A fixed set of threads that run the items of one job at a time; the calling thread works too.
+///
+/// `run(items:_:)` hands out item numbers from an atomic counter, so items are load-balanced and the call returns
+/// when all are done. No task or allocation per job: the threads, the lock and the conditions live as long as the
+/// pool. One caller at a time (the spill thread that owns the encoder).
+final class WorkerPool: @unchecked Sendable {
+    /// Participants in a job, including the calling thread (worker 0).
+    let workerCount: Int
+    private var threads: [pthread_t] = []
+    private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let done = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    // Guarded by `lock`.
+    private var generation = 0
+    private var stopping = false
+    private var busyHelpers = 0
+    private var job: ((Int, Int) -> Void)?
+    // Written under `lock` before `generation` changes; read by helpers after they see the new generation.
+    private var itemCount = 0
+    private let nextItem = Atomic<Int>(0)
+
+    private final class Start {
+        let pool: WorkerPool
+        let worker: Int
+        init(pool: WorkerPool, worker: Int) {
+            self.pool = pool
+            self.worker = worker
+        }
+    }
+
+    /// Starts `workerCount - 1` helper threads.
+    init(workerCount: Int) {
+        precondition(workerCount >= 1, "a worker pool needs at least one worker")
+        self.workerCount = workerCount
+        pthread_mutex_init(lock, nil)
+        pthread_cond_init(wake, nil)
+        pthread_cond_init(done, nil)
+        for worker in 1..<workerCount {
+            let start = Unmanaged.passRetained(Start(pool: self, worker: worker)).toOpaque()
+            var thread = pthread_t()
+            let rc = pthread_create(
+                &thread, nil,
+                { raw in
+                    let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+                    start.pool.helperLoop(worker: start.worker)
+                    return nil
+                }, start)
+            precondition(rc == 0, "pthread_create failed: \(rc)")
+            threads.append(thread)
+        }
+    }
+
+    /// Stops and joins the helper threads. Must be called before the pool is dropped.
+    func shutdown() {
+        pthread_mutex_lock(lock)
+        stopping = true
+        pthread_cond_broadcast(wake)
+        pthread_mutex_unlock(lock)
+        for thread in threads { pthread_join(thread, nil) }
+        threads.removeAll()
+    }
+
+    deinit {
+        precondition(threads.isEmpty, "WorkerPool dropped without shutdown()")
+        pthread_mutex_destroy(lock)
+        pthread_cond_destroy(wake)
+        pthread_cond_destroy(done)
+        lock.deallocate()
+        wake.deallocate()
+        done.deallocate()
+    }
+
+    /// Calls `body(item, worker)` for every item in `0..<items`, spread over the workers, and returns when all
+    /// calls have returned. `worker` is in `0..<workerCount` and names the per-worker context to use.
+    func run(items: Int, _ body: (Int, Int) -> Void) {
+        if workerCount == 1 || items <= 1 {
+            for item in 0..<items { body(item, 0) }
+            return
+        }
+        withoutActuallyEscaping(body) { body in
+            pthread_mutex_lock(lock)
+            job = body
+            itemCount = items
+            nextItem.store(0, ordering: .relaxed)
+            busyHelpers = threads.count
+            generation &+= 1
+            pthread_cond_broadcast(wake)
+            pthread_mutex_unlock(lock)
+            drain(worker: 0, body)
+            pthread_mutex_lock(lock)
+            while busyHelpers > 0 { pthread_cond_wait(done, lock) }
+            job = nil
+            pthread_mutex_unlock(lock)
+        }
+    }
+
+    private func drain(worker: Int, _ body: (Int, Int) -> Void) {
+        let count = itemCount
+        while true {
+            let item = nextItem.wrappingAdd(1, ordering: .relaxed).oldValue
+            if item >= count { return }
+            body(item, worker)
+        }
+    }
+
+    private func helperLoop(worker: Int) {
+        var seen = 0
+        pthread_mutex_lock(lock)
+        while true {
+            while generation == seen && !stopping { pthread_cond_wait(wake, lock) }
+            if stopping { break }
+            seen = generation
+            let body = job!
+            pthread_mutex_unlock(lock)
+            drain(worker: worker, body)
+            pthread_mutex_lock(lock)
+            busyHelpers -= 1
+            if busyHelpers == 0 { pthread_cond_signal(done) }
+        }
+        pthread_mutex_unlock(lock)
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import RewindMigrations
+import Testing
+
+@testable import SegmentStore
+
+@Suite struct MigrationRunnerTests {
+    static let one = Migration(
+        version: 1, fileName: "0001_a.sql", sql: "CREATE TABLE a (x INTEGER NOT NULL) STRICT;")
+    static let two = Migration(
+        version: 2, fileName: "0002_b.sql", sql: "CREATE TABLE b (y TEXT NOT NULL) STRICT;\nINSERT INTO a VALUES (7);")
+
+    @Test func freshDatabaseGetsEveryShippedMigrationRecorded() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let runner = MigrationRunner()
+        #expect(try runner.migrate(database) == Migration.all.map(\.version))
+        let applied = try runner.appliedMigrations(database)
+        #expect(applied.map(\.version) == Migration.all.map(\.version))
+        #expect(applied.map(\.fileName) == Migration.all.map(\.fileName))
+        #expect(applied.map(\.sql) == Migration.all.map(\.sql))
+        for row in applied {
+            #expect(row.sqlHash.count == 16)
+            #expect(UInt64(row.sqlHash, radix: 16) == MigrationRunner.fnv1a64(row.sql))
+            #expect(row.appliedWallNanoseconds > 1_600_000_000_000_000_000)
+        }
+        #expect(try runner.migrate(database).isEmpty, "a second run applies nothing")
+        try runner.validate(database)
+    }
+
+    @Test func upgradeAppliesOnlyTheNewMigration() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        #expect(try MigrationRunner(migrations: [Self.one]).migrate(database) == [1])
+        let firstApplied = try MigrationRunner(migrations: [Self.one]).appliedMigrations(database)
+        let runner = MigrationRunner(migrations: [Self.one, Self.two])
+        #expect(try runner.migrate(database) == [2])
+        let applied = try runner.appliedMigrations(database)
+        #expect(applied.map(\.version) == [1, 2])
+        #expect(applied[0] == firstApplied[0], "migration 1 is not run or recorded again")
+        // Migration 2 ran exactly once: it inserted one row.
+        let rows = try database.withConnection { try $0.scalarInt64("SELECT count(*) FROM a") }
+        #expect(rows == 1)
+    }
+
+    @Test func databaseNewerThanTheCodeIsRefused() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database)
+        let old = MigrationRunner(migrations: [Self.one])
+        let error = try #require(throws: MigrationError.self) { try old.migrate(database) }
+        #expect(
+            error.description
+                == "\(directory.indexPath) was written by a newer rewind (schema 2, this build knows 1): upgrade rewind"
+        )
+        #expect(throws: MigrationError.self) { try old.validate(database) }
+    }
+
+    @Test func editedAppliedMigrationIsRefused() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        try MigrationRunner(migrations: [Self.one]).migrate(database)
+        let edited = Migration(version: 1, fileName: "0001_a.sql", sql: Self.one.sql + "\n-- tweaked")
+        let runner = MigrationRunner(migrations: [edited, Self.two])
+        let error = try #require(throws: MigrationError.self) { try runner.migrate(database) }
+        guard case .editedMigration(_, let version, let fileName, _) = error else {
+            Issue.record("expected editedMigration, got \(error)")
+            return
+        }
+        #expect(version == 1 && fileName == "0001_a.sql")
+        #expect(error.description.contains("different text"))
+        #expect(try runner.appliedMigrations(database).map(\.version) == [1], "nothing else was applied")
+    }
+
+    @Test func failingMigrationRollsBackAndKeepsThePreviousVersion() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        try MigrationRunner(migrations: [Self.one]).migrate(database)
+        // The first statement succeeds, the second fails: the table must not survive.
+        let broken = Migration(
+            version: 2, fileName: "0002_broken.sql",
+            sql: "CREATE TABLE c (z INTEGER) STRICT;\nINSERT INTO no_such_table VALUES (1);")
+        let error = try #require(throws: MigrationError.self) {
+            try MigrationRunner(migrations: [Self.one, broken]).migrate(database)
+        }
+        #expect(error.description.contains("0002_broken.sql failed"))
+        #expect(error.description.contains("schema stays at version 1"))
+        let runner = MigrationRunner(migrations: [Self.one])
+        #expect(try runner.appliedMigrations(database).map(\.version) == [1])
+        let tableC = try database.withConnection {
+            try $0.scalarInt64("SELECT count(*) FROM sqlite_schema WHERE name = 'c'")
+        }
+        #expect(tableC == 0, "the failed migration's table was rolled back")
+        try runner.validate(database)
+        // Fixed in a later build, the upgrade goes through.
+        #expect(try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database) == [2])
+    }
+
+    @Test func readOnlyOpenRefusesAnOutdatedSchema() throws {
+        let directory = try IndexTestDirectory()
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        try MigrationRunner(migrations: [Self.one]).migrate(database)
+        let error = try #require(throws: MigrationError.self) {
+            _ = try StoreIndex(path: directory.indexPath, readOnly: true, migrations: [Self.one, Self.two])
+        }
+        guard case .schemaOutdated(_, 1, 2) = error else {
+            Issue.record("expected schemaOutdated(1, 2), got \(error)")
+            return
+        }
+        // Opening for writing upgrades it; then a read-only open is accepted.
+        _ = try StoreIndex(path: directory.indexPath, migrations: [Self.one, Self.two])
+        _ = try StoreIndex(path: directory.indexPath, readOnly: true, migrations: [Self.one, Self.two])
+    }
+
+    @Test func fnv1a64MatchesTheReferenceVectors() {
+        #expect(MigrationRunner.fnv1a64("") == 0xcbf2_9ce4_8422_2325)
+        #expect(MigrationRunner.fnv1a64("a") == 0xaf63_dc4c_8601_ec8c)
+        #expect(MigrationRunner.fnv1a64("foobar") == 0x85944171f73967e8)
+    }
+}
