@@ -70,13 +70,17 @@ extension RingStore {
 
     /// Pins the frames whose sequence number is at least `sequence` (all frames stored since a point).
     ///
+    /// - Parameters:
+    ///   - sequence: the first sequence number wanted.
+    ///   - limit: the most frames to pin (the oldest ones first).
     /// - Returns: the pinned frames in order (none when `sequence` is past the newest).
     /// - Complexity: O(pinned frames), under the lock.
-    public func pin(fromSequence sequence: UInt64) -> RingSnapshot {
+    public func pin(fromSequence sequence: UInt64, limit: Int = .max) -> RingSnapshot {
+        precondition(limit >= 0, "pin limit must not be negative")
         let frames = pinSlots { slots in
             guard let first = slots.first else { return 0..<0 }
-            let skip = sequence <= first.sequence ? 0 : min(UInt64(slots.count), sequence - first.sequence)
-            return Int(skip)..<slots.count
+            let skip = sequence <= first.sequence ? 0 : Int(min(UInt64(slots.count), sequence - first.sequence))
+            return skip..<(skip + min(limit, slots.count - skip))
         }
         return RingSnapshot(store: self, frames: frames)
     }

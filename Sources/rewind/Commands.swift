@@ -25,8 +25,12 @@ let recordCommand = Command(
             ),
             .value("duration", "DURATION", "stop after this much stream time", type: .duration),
             .flag("realtime", "pace the input at its frame rate"),
+            .value(
+                "backpressure", "POLICY", "when the disk falls behind: drop-newest | drop-oldest-unspilled",
+                type: .choice(["drop-newest", "drop-oldest-unspilled"]), default: "drop-newest"),
+            .value("stream", "NAME", "stream name in the store", default: "camera"),
         ]),
-    run: unavailable("record"))
+    run: runRecord)
 
 let saveCommand = Command(
     spec: CommandSpec(
@@ -34,10 +38,11 @@ let saveCommand = Command(
         summary: "save the last N seconds to a file",
         options: [
             storeOption,
+            .value("stream", "NAME", "stream to save (default: the only one)"),
             .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
             .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
         ]),
-    run: unavailable("save"))
+    run: runSave)
 
 let clipCommand = Command(
     spec: CommandSpec(
@@ -51,21 +56,21 @@ let clipCommand = Command(
             .value("to", "TIME", "end, exclusive", type: .time, required: true),
             .value("output", short: "o", "PATH", "out.y4m | out.mkv | out.mp4 | - (stdout)", required: true),
         ]),
-    run: unavailable("clip"))
+    run: runClip)
 
 let infoCommand = Command(
     spec: CommandSpec(
         name: "info",
         summary: "describe a store: streams, time span, segments, sizes, gaps, drops",
         options: [storeOption, .flag("json", "print JSON")]),
-    run: unavailable("info"))
+    run: runInfo)
 
 let verifyCommand = Command(
     spec: CommandSpec(
         name: "verify",
         summary: "check every segment and index row; --repair fixes what it can",
         options: [storeOption, .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON")]),
-    run: unavailable("verify"))
+    run: runVerify)
 
 let soakCommand = Command(
     spec: CommandSpec(

@@ -74,6 +74,15 @@ enum Rewind {
         } catch let error as UsageError {
             printError("rewind \(command.spec.name): \(error.message)\n\n\(command.spec.help)")
             return ExitStatus.usage
+        } catch let error as CommandError {
+            printError("rewind \(command.spec.name): \(error)")
+            return error.status
+        } catch let error as InputError {
+            printError("rewind \(command.spec.name): \(error)")
+            return ExitStatus.dataError
+        } catch let error as ExportError where error.message.contains("ffmpeg") && error.message.contains("not found") {
+            printError("rewind \(command.spec.name): \(error)")
+            return ExitStatus.unavailable
         } catch {
             printError("rewind \(command.spec.name): \(error)")
             return ExitStatus.failure

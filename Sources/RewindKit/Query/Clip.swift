@@ -1,0 +1,174 @@
+import Foundation
+
+/// Where a clip's frames come from: a live recorder (memory + disk) or a store on disk.
+public enum ClipSource {
+    case recorder(Recorder)
+    case store(SegmentStore, stream: StreamRow)
+
+    /// The stream the clip's frames belong to.
+    public var stream: StreamDescription {
+        switch self {
+        case .recorder(let recorder): recorder.stream
+        case .store(_, let row): row.description
+        }
+    }
+
+    /// Calls `body` with every frame in `range` (nanoseconds of pts, start inclusive, end exclusive), in pts order.
+    public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws {
+        switch self {
+        case .recorder(let recorder):
+            try recorder.frames(in: range, body)
+        case .store(let store, let row):
+            try store.frames(streamName: row.name, in: range, body)
+        }
+    }
+
+    /// The first and last pts recorded, nanoseconds; nil when nothing is.
+    public func span() throws -> ClosedRange<Int64>? {
+        switch self {
+        case .recorder(let recorder):
+            var first = recorder.ring.statistics.firstPTSNanoseconds
+            var last = recorder.ring.statistics.lastPTSNanoseconds
+            if let store = recorder.store {
+                let summary = try store.summary(streamName: recorder.configuration.streamName)
+                if let diskFirst = summary.firstPTS { first = min(first ?? diskFirst, diskFirst) }
+                if let diskLast = summary.lastPTS { last = max(last ?? diskLast, diskLast) }
+            }
+            guard let first, let last else { return nil }
+            return first...last
+        case .store(let store, let row):
+            let summary = try store.summary(streamName: row.name)
+            guard let first = summary.firstPTS, let last = summary.lastPTS else { return nil }
+            return first...last
+        }
+    }
+
+    /// The range of the last `duration`: `(newest − duration, newest]`; nil when nothing is recorded.
+    public func lastRange(_ duration: Int64) throws -> Range<Int64>? {
+        guard let span = try span() else { return nil }
+        return (span.upperBound - duration + 1)..<(span.upperBound + 1)
+    }
+
+    /// Wall-clock time of the first frame minus its pts: maps wall-clock times to pts.
+    func wallOffset() throws -> Int64? {
+        guard let span = try span() else { return nil }
+        var offset: Int64?
+        try frames(in: span.lowerBound..<(span.lowerBound + 1)) { view in
+            offset = view.info.wallNanoseconds - view.info.ptsNanoseconds
+            return false
+        }
+        return offset
+    }
+
+    /// Turns a command-line time into a pts in nanoseconds.
+    ///
+    /// Stream times are pts. Wall-clock times map to pts through the first frame's wall-clock time; a time of day
+    /// is taken on the local date of the first frame.
+    /// - Throws: ``ClipError/empty(_:)`` when a wall-clock time is given and the store holds no frame.
+    public func resolve(_ time: TimeSpec) throws -> Int64 {
+        switch time {
+        case .stream(let nanoseconds):
+            return nanoseconds
+        case .wall(let wall):
+            guard let offset = try wallOffset() else { throw ClipError.empty("the store holds no frames") }
+            return wall - offset
+        case .timeOfDay(let sinceMidnight):
+            guard let offset = try wallOffset(), let span = try span() else {
+                throw ClipError.empty("the store holds no frames")
+            }
+            let firstWall = span.lowerBound + offset
+            let localSeconds =
+                firstWall / 1_000_000_000
+                + TimeSpec.localUTCOffsetSeconds(atUTCSeconds: firstWall / 1_000_000_000)
+            let midnightLocal = (localSeconds - ((localSeconds % 86_400) + 86_400) % 86_400)
+            let midnightUTC = midnightLocal - TimeSpec.localUTCOffsetSeconds(atUTCSeconds: midnightLocal)
+            return midnightUTC * 1_000_000_000 + sinceMidnight - offset
+        }
+    }
+}
+
+/// Why a clip could not be made.
+public enum ClipError: Error, Sendable, CustomStringConvertible {
+    /// The range holds no frame; the message says what the store does hold.
+    case empty(String)
+    /// The range is backwards or empty.
+    case badRange(String)
+
+    public var description: String {
+        switch self {
+        case .empty(let message), .badRange(let message): message
+        }
+    }
+}
+
+/// Formats nanoseconds as seconds with millisecond precision: `12.500s`.
+public func formatSeconds(_ nanoseconds: Int64) -> String {
+    let sign = nanoseconds < 0 ? "-" : ""
+    let magnitude = nanoseconds.magnitude
+    let millis = (magnitude % 1_000_000_000) / 1_000_000
+    let padded =
+        String(millis).count < 3 ? String(repeating: "0", count: 3 - String(millis).count) + "\(millis)" : "\(millis)"
+    return "\(sign)\(magnitude / 1_000_000_000).\(padded)s"
+}
+
+/// Formats a byte count with a binary unit: `1.5 GiB`.
+public func formatBytes(_ bytes: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+}
+
+extension ClipSource {
+    /// Exports every frame in `range` to `destination`.
+    ///
+    /// - Parameters:
+    ///   - range: pts nanoseconds, start inclusive, end exclusive.
+    ///   - format: the file format.
+    ///   - destination: a path or standard output.
+    ///   - progress: called after each frame with the count so far and the frame's pts.
+    /// - Returns: what was written.
+    /// - Throws: ``ClipError/empty(_:)`` when no frame lies in the range (nothing is written);
+    ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
+    public func export(
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        progress: ((Int, Int64) -> Void)? = nil
+    ) throws -> ExportSummary {
+        guard !range.isEmpty else {
+            throw ClipError.badRange(
+                "the range [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))) is empty: "
+                    + "--to must be after --from")
+        }
+        var hasFrame = false
+        try frames(in: range) { _ in
+            hasFrame = true
+            return false
+        }
+        guard hasFrame else {
+            let held = try span().map {
+                "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
+            }
+            throw ClipError.empty(
+                "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
+                    + (held ?? "the store holds no frames") + "; nothing was written")
+        }
+        var exporter = try makeExporter(format: format, stream: stream, destination: destination)
+        do {
+            var count = 0
+            try frames(in: range) { view in
+                try exporter.write(view)
+                count += 1
+                progress?(count, view.info.ptsNanoseconds)
+                return true
+            }
+            return try exporter.finish()
+        } catch {
+            if case .path(let path) = destination { try? FileManager.default.removeItem(atPath: path) }
+            throw error
+        }
+    }
+}

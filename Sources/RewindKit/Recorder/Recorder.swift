@@ -1,0 +1,235 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Records one stream: a producer appends frames to the ring (never waiting on disk or compression), and a spill
+/// thread writes them to the segment store; queries merge the store and the ring.
+///
+///     producer ──append/commit──▶ RingStore ──pin(fromSequence:)──▶ spill thread ──▶ StreamWriter ──▶ segments
+///                                     │                                                   + index
+///                 query ◀── pin(range) ┘ ◀──────────── SegmentStore.frames(in:) ◀─────────────┘
+///
+/// Ownership: the ring owns every frame's slab; the spill thread pins the frames it has not written yet (so they
+/// survive eviction and pressure until they are on disk) and writes them in sequence order. With `dropNewest`
+/// backpressure it pins every unwritten frame: when memory is full of them, the ring drops incoming frames. With
+/// `dropOldestUnspilled` it pins a few at a time, so the ring can let the oldest unwritten frames go instead.
+/// Either way every lost frame is counted with its reason and recorded as a gap.
+public final class Recorder: Sendable {
+    public let stream: StreamDescription
+    public let configuration: RecorderConfiguration
+    public let ring: RingStore
+    public let store: SegmentStore?
+    private let shared: RecorderShared
+    private let spill: SpillStage?
+
+    /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
+    ///
+    /// - Parameters:
+    ///   - stream: the stream every frame belongs to.
+    ///   - store: the segment store; required unless `configuration.spill` is `.off`.
+    ///   - configuration: window, budget, spill and backpressure policies.
+    /// - Throws: when the store cannot make a writer for the stream (e.g. a stream of that name with another
+    ///   layout exists).
+    public init(stream: StreamDescription, store: SegmentStore?, configuration: RecorderConfiguration) throws {
+        precondition(configuration.spill == .off || store != nil, "spill \(configuration.spill) needs a store")
+        self.stream = stream
+        self.configuration = configuration
+        self.store = configuration.spill == .off ? nil : store
+        let shared = RecorderShared()
+        self.shared = shared
+        let frameBytes = stream.layout.byteCount
+        let minimum = configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * frameBytes)
+        let tracksSpill = configuration.spill != .off
+        ring = RingStore(
+            configuration: RingConfiguration(
+                window: configuration.window, memoryBudget: configuration.memoryBudget,
+                minimumBudget: min(minimum, configuration.memoryBudget),
+                pinPolicy: configuration.backpressure == .dropNewest ? .dropNewest : .evictOldestUnpinned),
+            onEvict: { frame in
+                if tracksSpill && frame.sequence >= shared.spillCursor.load(ordering: .acquiring) {
+                    shared.evictedUnspilled.add(1, ordering: .relaxed)
+                }
+            })
+        if let store = self.store {
+            let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
+            spill = SpillStage(
+                ring: ring, writer: writer, shared: shared, stream: stream, configuration: configuration)
+            spill?.start()
+        } else {
+            spill = nil
+        }
+    }
+
+    deinit {
+        _ = try? finish()
+    }
+
+    // MARK: Producing
+
+    /// Appends a frame by copying caller-owned planes (one copy into a pooled slab).
+    ///
+    /// - Returns: the frame's sequence number, or why it was dropped (counted, and recorded as a gap on disk).
+    /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
+    public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        note(try ring.append(copying: planes, layout: stream.layout, info: info))
+    }
+
+    /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
+    ///
+    /// - Returns: nil when no memory is available under the policy (counted as a drop).
+    public func reserve() -> ReservedSlab? { ring.reserve(stream.layout) }
+
+    /// Stores a frame filled in place in `slab`.
+    public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        note(try ring.commit(slab, info: info))
+    }
+
+    private func note(_ outcome: AppendOutcome) -> AppendOutcome {
+        if case .stored(let sequence) = outcome {
+            shared.newestSequence.store(sequence, ordering: .releasing)
+            spill?.wake()
+        }
+        return outcome
+    }
+
+    /// Frames accepted but not yet written by the spill stage.
+    public var unspilledFrames: UInt64 {
+        guard spill != nil else { return 0 }
+        let newest = shared.newestSequence.load(ordering: .acquiring)
+        let cursor = shared.spillCursor.load(ordering: .acquiring)
+        return newest >= cursor ? newest - cursor + 1 : 0
+    }
+
+    /// How many frames fit in the current budget (what the spill stage may fall behind by before drops start).
+    public var framesInBudget: Int {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let slab = (stream.layout.byteCount + page - 1) / page * page
+        return ring.statistics.budget / max(slab, 1)
+    }
+
+    /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
+    /// must not lose frames; a live source should not wait).
+    public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
+        guard spill != nil else { return }
+        while Int(unspilledFrames) >= max(1, framesInBudget - 2) && !shouldStop() && spill?.isRunning == true {
+            usleep(500)
+        }
+    }
+
+    /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once.
+    public func setPressure(_ level: MemoryPressure) { ring.setPressure(level) }
+
+    // MARK: Finishing
+
+    /// Stops the spill stage after it has written every accepted frame, makes them durable and seals the open
+    /// segment. Idempotent.
+    ///
+    /// - Returns: what the recorder did.
+    /// - Throws: the last disk error, if the final sync or seal failed (frames already durable stay so).
+    @discardableResult
+    public func finish() throws -> RecorderStatistics {
+        if let spill { try spill.finish() }
+        return statistics
+    }
+
+    /// Counters so far.
+    public var statistics: RecorderStatistics {
+        let ringStatistics = ring.statistics
+        var result = shared.state.withLock { $0.statistics }
+        result.framesAccepted = ringStatistics.appended
+        result.rejected = ringStatistics.rejected.total
+        if spill == nil {
+            result.framesSpilled = 0
+        }
+        for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
+            result.drops[reason.label, default: 0] += Int(ringStatistics.dropped[reason])
+        }
+        let evicted = shared.evictedUnspilled.load(ordering: .relaxed)
+        if evicted > 0 { result.drops[DropLabel.evictedBeforeSpill, default: 0] += evicted }
+        return result
+    }
+
+    // MARK: Queries
+
+    /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
+    /// pts order, exactly once: older frames from the segment store, the rest from the ring.
+    ///
+    /// The ring frames are pinned first, so the producer can keep appending; the disk part covers only what lies
+    /// before the first pinned frame, so nothing is returned twice at the boundary.
+    /// - Parameter body: returns false to stop early. The view is only valid during the call.
+    /// - Returns: how many frames came from disk and from memory.
+    /// - Throws: store errors (a damaged frame is an error, never data).
+    /// - Complexity: O(log n) to the first frame; memory bounded by one decoded frame plus the pinned ones.
+    @discardableResult
+    public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws -> QuerySplit {
+        var split = QuerySplit()
+        guard !range.isEmpty else { return split }
+        let snapshot = ring.pin(range)
+        defer { snapshot.release() }
+        let ringStart = snapshot.firstPTSNanoseconds ?? range.upperBound
+        if let store, range.lowerBound < ringStart {
+            spill?.flushIndex()
+            var keepGoing = true
+            try store.frames(streamName: configuration.streamName, in: range.lowerBound..<ringStart) { view in
+                split.fromDisk += 1
+                keepGoing = try body(view)
+                return keepGoing
+            }
+            guard keepGoing else { return split }
+        }
+        for index in 0..<snapshot.count {
+            let keepGoing = try snapshot.withFrame(at: index) { view, _ in try body(view) }
+            split.fromMemory += 1
+            if !keepGoing { break }
+        }
+        return split
+    }
+
+    /// The range of the last `duration` of the stream: `(newest − duration, newest]`.
+    ///
+    /// - Returns: nil when nothing has been recorded.
+    public func lastRange(_ duration: Int64) throws -> Range<Int64>? {
+        var newest = ring.statistics.lastPTSNanoseconds
+        if newest == nil, let store { newest = try store.summary(streamName: configuration.streamName).lastPTS }
+        guard let newest else { return nil }
+        return (newest - duration + 1)..<(newest + 1)
+    }
+}
+
+/// Where a query's frames came from.
+public struct QuerySplit: Sendable, Hashable {
+    public var fromDisk = 0
+    public var fromMemory = 0
+    public var total: Int { fromDisk + fromMemory }
+}
+
+/// The drop reasons written to the store and shown by `rewind info`.
+public enum DropLabel {
+    public static let evictedBeforeSpill = "evicted before spill"
+    public static let diskError = "disk error"
+}
+
+extension DropReason {
+    /// The reason as written to the store.
+    public var label: String {
+        switch self {
+        case .memoryBudget: "memory budget"
+        case .pinnedFrames: "spill behind"
+        }
+    }
+}
+
+/// State shared by the producer, the eviction handler, queries and the spill thread.
+final class RecorderShared: Sendable {
+    /// The next sequence number the spill stage will write; frames below it are written (or lost).
+    let spillCursor = Atomic<UInt64>(1)
+    /// The newest sequence number the producer stored.
+    let newestSequence = Atomic<UInt64>(0)
+    /// Frames that left the ring before the spill stage wrote them.
+    let evictedUnspilled = Atomic<Int>(0)
+    let state = Mutex(SharedState())
+
+    struct SharedState {
+        var statistics = RecorderStatistics()
+    }
+}

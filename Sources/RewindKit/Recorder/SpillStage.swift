@@ -1,0 +1,233 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The spill thread: writes ring frames to the segment store in sequence order and records what was lost.
+///
+/// The ``StreamWriter`` is used by this thread alone while it runs; ``finish()`` touches it only after the thread
+/// has stopped. Requests from other threads (wake-ups, index flushes, finish) go through atomics and semaphores.
+final class SpillStage: @unchecked Sendable {
+    private let ring: RingStore
+    private let writer: StreamWriter
+    private let shared: RecorderShared
+    private let stream: StreamDescription
+    private let configuration: RecorderConfiguration
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let stopped = DispatchSemaphore(value: 0)
+    private let finishing = Atomic<Bool>(false)
+    private let running = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(false)
+    /// Incremented by queries that need the index to cover every written frame; the thread syncs and answers.
+    private let flushRequests = Atomic<Int>(0)
+    private let flushesDone = Atomic<Int>(0)
+    private let finalError = Mutex<String?>(nil)
+
+    // Spill-thread state.
+    private var cursor: UInt64 = 1
+    private var lastSequence: UInt64 = 0
+    private var lastPTS: Int64?
+    private var dropsSeen = 0
+
+    /// Frames pinned at once with `dropOldestUnspilled` (so the rest stay evictable).
+    private static let smallBatch = 4
+    /// Frames written between two pins with `dropNewest` (so written frames are unpinned soon).
+    private static let batch = 64
+
+    init(
+        ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
+        configuration: RecorderConfiguration
+    ) {
+        self.ring = ring
+        self.writer = writer
+        self.shared = shared
+        self.stream = stream
+        self.configuration = configuration
+    }
+
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    func start() {
+        running.store(true, ordering: .releasing)
+        let thread = Thread { [self] in
+            run()
+            running.store(false, ordering: .releasing)
+            stopped.signal()
+        }
+        thread.name = "rewind-spill"
+        thread.start()
+    }
+
+    func wake() { wakeup.signal() }
+
+    /// Makes the index cover every frame written so far (a sync on the spill thread); returns when done.
+    func flushIndex() {
+        guard isRunning else { return }
+        let ticket = flushRequests.add(1, ordering: .acquiringAndReleasing).newValue
+        wakeup.signal()
+        while flushesDone.load(ordering: .acquiring) < ticket && isRunning { usleep(200) }
+    }
+
+    /// Drains every accepted frame to disk, syncs and seals; idempotent.
+    func finish() throws {
+        let first = finished.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first {
+            finishing.store(true, ordering: .releasing)
+            wakeup.signal()
+            stopped.wait()
+        }
+        if let message = finalError.withLock({ $0 }) { throw RecorderError.finishFailed(message) }
+    }
+
+    // MARK: The thread
+
+    private func run() {
+        while true {
+            let isFinishing = finishing.load(ordering: .acquiring)
+            let wrote = spillAvailable(all: isFinishing)
+            answerFlushRequests()
+            if isFinishing && !wrote {
+                if cursor > shared.newestSequence.load(ordering: .acquiring) { break }
+            }
+            if !wrote { _ = wakeup.wait(timeout: .now() + .milliseconds(20)) }
+        }
+        close()
+    }
+
+    /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
+    private func spillAvailable(all: Bool) -> Bool {
+        let limit = configuration.backpressure == .dropNewest ? Int.max : Self.smallBatch
+        let snapshot = ring.pin(fromSequence: cursor, limit: limit)
+        defer { snapshot.release() }
+        guard !snapshot.isEmpty else { return false }
+        var horizon = Int64.max
+        if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
+            horizon = newest - (configuration.onEvictLead ?? configuration.window / 4 * 3)
+        }
+        var written = 0
+        for index in 0..<min(snapshot.count, Self.batch) {
+            let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
+                guard view.info.ptsNanoseconds <= horizon else { return false }
+                write(view, sequence: sequence)
+                return true
+            }
+            guard due else { break }
+            written += 1
+        }
+        return written > 0
+    }
+
+    private func write(_ view: FrameView, sequence: UInt64) {
+        let pts = view.info.ptsNanoseconds
+        noteGap(before: view, sequence: sequence)
+        var failure: String?
+        do {
+            try writer.append(view)
+        } catch {
+            failure = "\(error)"
+        }
+        cursor = sequence + 1
+        lastSequence = sequence
+        lastPTS = pts
+        shared.spillCursor.store(cursor, ordering: .releasing)
+        let durable = writer.durableFrameCount
+        shared.state.withLock { state in
+            if let failure {
+                state.statistics.drops[DropLabel.diskError, default: 0] += 1
+                state.statistics.lastError = failure
+            } else {
+                state.statistics.framesSpilled += 1
+                state.statistics.rawBytesSpilled += Int64(view.bytes.count)
+            }
+            state.statistics.framesDurable = durable
+        }
+    }
+
+    /// Records a gap when frames are missing before `view`: lost in the ring, dropped, or never produced.
+    private func noteGap(before view: FrameView, sequence: UInt64) {
+        guard let lastPTS else { return }
+        let pts = view.info.ptsNanoseconds
+        let dropsNow = currentDropTotal()
+        defer { dropsSeen = dropsNow }
+        let nominal = stream.frameDuration.nanoseconds ?? 0
+        let reason: String
+        if sequence != lastSequence + 1 {
+            reason = DropLabel.evictedBeforeSpill
+        } else if nominal > 0 && pts - lastPTS > nominal + nominal / 2 {
+            reason = dropsNow > dropsSeen ? "frames dropped (spill behind or memory)" : "input interval"
+        } else {
+            return
+        }
+        do {
+            try writer.recordGap(start: lastPTS, end: pts, reason: reason)
+            shared.state.withLock { $0.statistics.gaps += 1 }
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
+    }
+
+    private func currentDropTotal() -> Int {
+        let ringDrops = ring.statistics.dropped.total
+        return Int(ringDrops) + shared.evictedUnspilled.load(ordering: .relaxed)
+            + shared.state.withLock { $0.statistics.drops[DropLabel.diskError, default: 0] }
+    }
+
+    private func answerFlushRequests() {
+        let requested = flushRequests.load(ordering: .acquiring)
+        guard requested > flushesDone.load(ordering: .acquiring) else { return }
+        do {
+            try writer.sync()
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
+        flushesDone.store(requested, ordering: .releasing)
+    }
+
+    /// Final sync and seal, and the drop counters written to the store.
+    private func close() {
+        var message: String?
+        do {
+            try writer.sync()
+        } catch {
+            message = "\(error)"
+        }
+        do {
+            try writer.close()
+        } catch {
+            message = message ?? "\(error)"
+        }
+        let ringStatistics = ring.statistics
+        var drops: [String: Int] = [:]
+        for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
+            drops[reason.label] = Int(ringStatistics.dropped[reason])
+        }
+        let evicted = shared.evictedUnspilled.load(ordering: .relaxed)
+        if evicted > 0 { drops[DropLabel.evictedBeforeSpill] = evicted }
+        let diskErrors = shared.state.withLock { $0.statistics.drops[DropLabel.diskError, default: 0] }
+        if diskErrors > 0 { drops[DropLabel.diskError] = diskErrors }
+        for (reason, count) in drops where count > 0 {
+            do {
+                try writer.addDrops(reason: reason, count: count)
+            } catch {
+                message = message ?? "\(error)"
+            }
+        }
+        let durable = writer.durableFrameCount
+        shared.state.withLock { $0.statistics.framesDurable = durable }
+        flushesDone.store(Int.max / 2, ordering: .releasing)
+        if let message { finalError.withLock { $0 = message } }
+    }
+}
+
+/// Why a recorder could not finish cleanly.
+public enum RecorderError: Error, Sendable, CustomStringConvertible {
+    case finishFailed(String)
+
+    public var description: String {
+        switch self {
+        case .finishFailed(let message): "could not finish writing: \(message)"
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import RewindKit
+
+func runClip(_ arguments: ParsedArguments) throws -> Int32 {
+    let store = try openStoreForReading(arguments.string("store")!)
+    let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
+    let from = try source.resolve(try arguments.time("from")!)
+    let to = try source.resolve(try arguments.time("to")!)
+    return try export(from: source, range: from..<max(from, to), output: arguments.string("output")!)
+}
+
+func runSave(_ arguments: ParsedArguments) throws -> Int32 {
+    let store = try openStoreForReading(arguments.string("store")!)
+    let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
+    guard let range = try source.lastRange(try arguments.duration("last")!) else {
+        throw CommandError("the store holds no frames yet: nothing to save")
+    }
+    return try export(from: source, range: range, output: arguments.string("output")!)
+}
+
+/// Exports `range` to the `-o` argument and prints what was written.
+func export(from source: ClipSource, range: Range<Int64>, output: String) throws -> Int32 {
+    let destination = ExportDestination(argument: output)
+    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
+        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+    }
+    var progress = ProgressLine()
+    let summary: ExportSummary
+    do {
+        summary = try source.export(range: range, format: format, to: destination) { count, pts in
+            progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
+        }
+    } catch let error as ClipError {
+        progress.clear()
+        throw CommandError("\(error)")
+    }
+    progress.clear()
+    let message = describe(summary, destination: output == "-" ? "stdout" : output)
+    if output == "-" { printError(message) } else { print(message) }
+    return ExitStatus.success
+}

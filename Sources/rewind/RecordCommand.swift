@@ -1,0 +1,130 @@
+import Foundation
+import RewindKit
+
+/// A parsed `--input` argument.
+enum InputSpec {
+    case synthetic(width: Int, height: Int, frameDuration: FrameTime)
+    case y4mFile(String)
+    case standardInput
+
+    /// Parses `synthetic[:WxH[@FPS]]`, `y4m:PATH` or `-`.
+    init(parsing text: String) throws(UsageError) {
+        if text == "-" {
+            self = .standardInput
+        } else if text.hasPrefix("y4m:") && text.count > 4 {
+            self = .y4mFile(String(text.dropFirst(4)))
+        } else if text == "synthetic" || text.hasPrefix("synthetic:") {
+            var width = 1920
+            var height = 1080
+            var duration = FrameTime(value: 1, timescale: 60)
+            if text.hasPrefix("synthetic:") {
+                let spec = text.dropFirst("synthetic:".count)
+                let parts = spec.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
+                do {
+                    (width, height) = try Values.dimensions(String(parts[0]))
+                    if parts.count == 2 { duration = try Values.frameRate(String(parts[1])) }
+                } catch {
+                    throw UsageError("--input: \(error) (synthetic[:WxH@FPS], e.g. synthetic:1280x720@30)")
+                }
+                guard width >= SyntheticCamera.minimumWidth && height >= SyntheticCamera.minimumHeight else {
+                    throw UsageError(
+                        "--input: synthetic frames must be at least "
+                            + "\(SyntheticCamera.minimumWidth)x\(SyntheticCamera.minimumHeight)")
+                }
+            }
+            self = .synthetic(width: width, height: height, frameDuration: duration)
+        } else {
+            throw UsageError("--input: '\(text)' is not synthetic[:WxH@FPS], y4m:PATH or - (YUV4MPEG2 on stdin)")
+        }
+    }
+}
+
+func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let input = try InputSpec(parsing: arguments.string("input")!)
+    let spill = SpillPolicy(rawValue: arguments.string("spill")!)!
+    var configuration = RecorderConfiguration(
+        window: try arguments.duration("window")!, memoryBudget: try arguments.size("memory")!, spill: spill)
+    if let name = arguments.string("stream") { configuration.streamName = name }
+    if let policy = arguments.string("backpressure") {
+        configuration.backpressure = BackpressurePolicy(rawValue: policy)!
+    }
+    var options = StoreOptions()
+    options.diskBudget = try arguments.size("disk")
+    let realtime = arguments.flag("realtime")
+    let duration = try arguments.duration("duration")
+
+    switch input {
+    case .synthetic(let width, let height, let frameDuration):
+        let layout = try FrameLayout(format: .nv12, width: width, height: height)
+        var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
+        // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
+        return try record(
+            from: &camera, directory: directory, configuration: configuration, options: options,
+            loop: RecordLoopOptions(realtime: realtime, duration: duration, waitsForSpill: !realtime))
+    case .y4mFile(let path):
+        var reader = try Y4MReader(path: path)
+        return try record(
+            from: &reader, directory: directory, configuration: configuration, options: options,
+            loop: RecordLoopOptions(realtime: realtime, duration: duration))
+    case .standardInput:
+        var reader = try Y4MReader(fileDescriptor: STDIN_FILENO)
+        return try record(
+            from: &reader, directory: directory, configuration: configuration, options: options,
+            loop: RecordLoopOptions(realtime: realtime, duration: duration))
+    }
+}
+
+private func record<Source: FrameSource>(
+    from source: inout Source, directory: String, configuration: RecorderConfiguration, options: StoreOptions,
+    loop: RecordLoopOptions
+) throws -> Int32 {
+    let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
+    if let store, !store.recovery.repaired.isEmpty {
+        printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
+    }
+    let recorder = try Recorder(stream: source.stream, store: store, configuration: configuration)
+    installStopHandlers()
+    var progress = ProgressLine()
+    let layout = source.stream.layout
+    var inputError: (any Error)?
+    var loopResult = RecordLoopResult()
+    do {
+        loopResult = try recorder.record(
+            from: &source, options: loop, shouldStop: { stopRequested.load(ordering: .relaxed) },
+            progress: { result, pts in
+                progress.update(
+                    "recording \(layout) … \(result.framesStored) frames, pts \(formatSeconds(pts)), "
+                        + "\(recorder.unspilledFrames) waiting for disk")
+            })
+    } catch {
+        inputError = error
+    }
+    progress.clear()
+    let statistics = try recorder.finish()
+    var line = "recorded \(statistics.framesAccepted) frames of \(layout)"
+    if configuration.spill != .off {
+        line += "; \(statistics.framesDurable) durable in \(directory) (\(formatBytes(statistics.rawBytesSpilled)) raw"
+        if let store {
+            let summary = try store.summary(streamName: configuration.streamName)
+            line += ", store now \(formatBytes(summary.storedBytes)) on disk for \(formatBytes(summary.rawBytes)) raw"
+        }
+        line += ")"
+    }
+    line += "; \(statistics.totalDrops) dropped"
+    if !statistics.drops.isEmpty {
+        line +=
+            " ("
+            + statistics.drops.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+            .joined(separator: ", ") + ")"
+    }
+    if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
+    line += "; \(loopResult.endReason)"
+    print(line)
+    if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
+    if let inputError {
+        printError("input error: \(inputError)\neverything recorded before it is stored")
+        return ExitStatus.dataError
+    }
+    return ExitStatus.success
+}

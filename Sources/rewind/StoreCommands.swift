@@ -1,0 +1,105 @@
+import Foundation
+import RewindKit
+
+func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let store = try openStoreForReading(directory)
+    let summary = try store.summary()
+    let streams = try store.streams()
+    let gaps = try store.gaps()
+    let drops = try store.drops()
+    let segments = try store.index.segments()
+    let totalDrops = drops.values.reduce(0, +)
+    if arguments.flag("json") {
+        var object: [String: Any] = [
+            "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
+            "segments": summary.segments, "drops": totalDrops, "drops_by_reason": drops,
+            "gaps": gaps.map {
+                ["start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason] as [String: Any]
+            },
+            "open_segments": segments.filter { $0.state == .open }.count,
+            "streams": streams.map { row -> [String: Any] in
+                let stream = row.description
+                return [
+                    "name": row.name, "format": stream.layout.format.name, "width": stream.layout.width,
+                    "height": stream.layout.height, "frame_duration_value": stream.frameDuration.value,
+                    "frame_duration_timescale": Int(stream.frameDuration.timescale),
+                    "color_matrix": stream.color.matrix.name, "color_range": stream.color.range.name,
+                ]
+            },
+        ]
+        object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
+        object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
+        try printJSON(object)
+        return ExitStatus.success
+    }
+    print("store \(directory)")
+    for row in streams {
+        let stream = row.description
+        let fps = Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value)
+        print(
+            "  stream \(row.name): \(stream.layout) at \(String(format: "%.3f", fps)) fps, colour \(stream.color)")
+    }
+    if let first = summary.firstPTS, let last = summary.lastPTS {
+        print("  time span: pts \(formatSeconds(first)) … \(formatSeconds(last)) (\(formatSeconds(last - first)))")
+    } else {
+        print("  time span: no frames yet")
+    }
+    let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
+    print(
+        "  frames: \(summary.frames) in \(summary.segments) segments "
+            + "(\(segments.filter { $0.state == .open }.count) open)")
+    print(
+        "  bytes: \(formatBytes(summary.rawBytes)) raw, \(formatBytes(summary.storedBytes)) stored "
+            + "(\(String(format: "%.3f", ratio)) of raw)")
+    print(
+        "  drops: \(totalDrops)"
+            + (drops.isEmpty
+                ? ""
+                : " ("
+                    + drops.sorted { $0.key < $1.key }
+                    .map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"))
+    print("  gaps: \(gaps.count)")
+    for gap in gaps.prefix(20) {
+        print("    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason)")
+    }
+    if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
+    return ExitStatus.success
+}
+
+func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    guard FileManager.default.fileExists(atPath: directory) else {
+        throw CommandError("no store at '\(directory)'")
+    }
+    let repair = arguments.flag("repair")
+    let store =
+        repair ? try SegmentStore.open(directory: directory) : try SegmentStore.openReadOnly(directory: directory)
+    var report = try store.verify(repair: repair)
+    if repair {
+        // Report what was repaired, then the state the store is in now.
+        let repaired = store.recovery.repaired + report.repaired
+        report = try store.verify(repair: false)
+        report.repaired = repaired
+    }
+    if arguments.flag("json") {
+        try printJSON([
+            "clean": report.clean, "segments": report.segments, "frames": report.frames,
+            "damaged": report.damaged.map {
+                ["segment": $0.segment, "frame": $0.frame, "offset": $0.offset, "message": $0.message] as [String: Any]
+            },
+            "problems": report.problems, "repaired": report.repaired,
+        ])
+    } else {
+        print("verified \(report.segments) segments, \(report.frames) frames in \(directory)")
+        for damage in report.damaged { print("  damaged: \(damage.message)") }
+        for problem in report.problems { print("  problem: \(problem)") }
+        for fix in report.repaired { print("  repaired: \(fix)") }
+        if report.clean {
+            print("clean")
+        } else {
+            print(repair ? "not clean after repair: see the lines above" : "not clean: run 'rewind verify --repair'")
+        }
+    }
+    return report.clean ? ExitStatus.success : ExitStatus.failure
+}

@@ -1,0 +1,102 @@
+import Foundation
+import RewindKit
+import Synchronization
+
+/// A progress line on long work, shown only when stdout is a terminal (never mixed into piped output).
+struct ProgressLine {
+    private let isEnabled = isatty(STDOUT_FILENO) == 1 && isatty(STDERR_FILENO) == 1
+    private var lastDraw = ContinuousClock.now - .seconds(1)
+    private var drawn = false
+
+    mutating func update(_ text: @autoclosure () -> String) {
+        guard isEnabled else { return }
+        let now = ContinuousClock.now
+        guard now - lastDraw >= .milliseconds(100) else { return }
+        lastDraw = now
+        drawn = true
+        FileHandle.standardError.write(Data("\r\u{1B}[K\(text())".utf8))
+    }
+
+    mutating func clear() {
+        guard isEnabled && drawn else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        drawn = false
+    }
+}
+
+/// Set by SIGINT/SIGTERM: long-running commands finish cleanly when they see it.
+let stopRequested = Atomic<Bool>(false)
+
+/// Makes SIGINT and SIGTERM request a clean stop (a second signal of either kind ends the process at once).
+func installStopHandlers() {
+    for signalNumber in [SIGINT, SIGTERM] {
+        signal(signalNumber) { number in
+            if stopRequested.exchange(true, ordering: .relaxed) {
+                signal(number, SIG_DFL)
+                raise(number)
+            }
+        }
+    }
+}
+
+/// Prints `object` as pretty, key-sorted JSON on stdout.
+func printJSON(_ object: Any) throws {
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+    FileHandle.standardOutput.write(data)
+    FileHandle.standardOutput.write(Data("\n".utf8))
+}
+
+/// Opens the store at `directory` for reading, with a clear error when there is none.
+func openStoreForReading(_ directory: String) throws -> SegmentStore {
+    guard
+        FileManager.default.fileExists(atPath: directory + "/index.sqlite")
+            || FileManager.default.fileExists(atPath: directory + "/segments")
+    else {
+        throw CommandError(
+            "no store at '\(directory)': expected \(directory)/index.sqlite; record one with "
+                + "'rewind record --store \(directory)'")
+    }
+    return try SegmentStore.openReadOnly(directory: directory)
+}
+
+/// Picks the stream a command works on: the one named, or the only one.
+func selectStream(in store: SegmentStore, named name: String?) throws -> StreamRow {
+    let streams = try store.streams()
+    if let name {
+        guard let row = streams.first(where: { $0.name == name }) else {
+            throw CommandError(
+                "no stream '\(name)' in the store; it has: "
+                    + streams.map(\.name).joined(separator: ", "))
+        }
+        return row
+    }
+    guard let first = streams.first else { throw CommandError("the store holds no streams yet: record first") }
+    guard streams.count == 1 else {
+        throw UsageError(
+            "the store has several streams (\(streams.map(\.name).joined(separator: ", "))): choose one with --stream")
+    }
+    return first
+}
+
+/// A failure with a message for the user (exit status 1 unless stated).
+struct CommandError: Error, CustomStringConvertible {
+    let description: String
+    let status: Int32
+
+    init(_ description: String, status: Int32 = ExitStatus.failure) {
+        self.description = description
+        self.status = status
+    }
+}
+
+/// The lines an export prints: where it went, how much, and what was filled.
+func describe(_ summary: ExportSummary, destination: String) -> String {
+    var text = "wrote \(summary.frames) frames (\(formatBytes(summary.bytes))) to \(destination)"
+    if let first = summary.firstPTSNanoseconds, let last = summary.lastPTSNanoseconds {
+        text += ", pts \(formatSeconds(first)) … \(formatSeconds(last))"
+    }
+    if summary.filledFrames > 0 {
+        text += "; \(summary.filledFrames) frames repeated to fill gaps (constant frame rate)"
+    }
+    return text
+}
