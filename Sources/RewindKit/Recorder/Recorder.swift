@@ -9,11 +9,12 @@ import Synchronization
 ///                                     │                                                   + index
 ///                 query ◀── pin(range) ┘ ◀──────────── SegmentStore.frames(in:) ◀─────────────┘
 ///
-/// Ownership: the ring owns every frame's slab; the spill thread pins the frames it has not written yet (so they
-/// survive eviction and pressure until they are on disk) and writes them in sequence order. With `dropNewest`
-/// backpressure it pins every unwritten frame: when memory is full of them, the ring drops incoming frames. With
-/// `dropOldestUnspilled` it pins a few at a time, so the ring can let the oldest unwritten frames go instead.
-/// Either way every lost frame is counted with its reason and recorded as a gap.
+/// Ownership: the ring owns every frame's slab; the spill thread pins a few unwritten frames at a time (never
+/// copying them), writes them in sequence order and releases them, so written frames are soon evictable again.
+/// Backpressure is decided by the producer with two atomic loads, no lock and no I/O: with `dropNewest`, a frame
+/// that would leave fewer than a batch of free slabs for unwritten frames is dropped on arrival; with
+/// `dropOldestUnspilled` the frame is stored and the ring lets its oldest frames go, written or not. Every lost
+/// frame is counted with its reason and recorded as a gap.
 public final class Recorder: Sendable {
     public let stream: StreamDescription
     public let configuration: RecorderConfiguration
@@ -21,6 +22,8 @@ public final class Recorder: Sendable {
     public let store: SegmentStore?
     private let shared: RecorderShared
     private let spill: SpillStage?
+    /// How many frames at the nominal rate the window holds.
+    private let framesInWindow: Int
 
     /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
     ///
@@ -39,17 +42,15 @@ public final class Recorder: Sendable {
         self.shared = shared
         let frameBytes = stream.layout.byteCount
         let minimum = configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * frameBytes)
-        let tracksSpill = configuration.spill != .off
         ring = RingStore(
             configuration: RingConfiguration(
                 window: configuration.window, memoryBudget: configuration.memoryBudget,
                 minimumBudget: min(minimum, configuration.memoryBudget),
                 pinPolicy: configuration.backpressure == .dropNewest ? .dropNewest : .evictOldestUnpinned),
-            onEvict: { frame in
-                if tracksSpill && frame.sequence >= shared.spillCursor.load(ordering: .acquiring) {
-                    shared.evictedUnspilled.add(1, ordering: .relaxed)
-                }
-            })
+            // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
+            onEvict: { _ in })
+        let nominal = stream.frameDuration.nanoseconds ?? 1
+        framesInWindow = nominal > 0 ? Int(min(configuration.window / nominal, Int64(Int.max / 2))) : Int.max / 2
         if let store = self.store {
             let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
             spill = SpillStage(
@@ -71,13 +72,30 @@ public final class Recorder: Sendable {
     /// - Returns: the frame's sequence number, or why it was dropped (counted, and recorded as a gap on disk).
     /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        note(try ring.append(copying: planes, layout: stream.layout, info: info))
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            return .dropped(.pinnedFrames)
+        }
+        return note(try ring.append(copying: planes, layout: stream.layout, info: info))
     }
 
     /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
     ///
-    /// - Returns: nil when no memory is available under the policy (counted as a drop).
-    public func reserve() -> ReservedSlab? { ring.reserve(stream.layout) }
+    /// - Returns: nil when no memory is available under the policy, or the spill stage is so far behind that the
+    ///   frame must be dropped (`dropNewest`); counted as a drop either way.
+    public func reserve() -> ReservedSlab? {
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            return nil
+        }
+        return ring.reserve(stream.layout)
+    }
+
+    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`).
+    private var isSpillBehind: Bool {
+        spill != nil && configuration.backpressure == .dropNewest
+            && Int(unspilledFrames) + SpillStage.batch + 1 >= framesInRing
+    }
 
     /// Stores a frame filled in place in `slab`.
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
@@ -100,18 +118,21 @@ public final class Recorder: Sendable {
         return newest >= cursor ? newest - cursor + 1 : 0
     }
 
-    /// How many frames fit in the current budget (what the spill stage may fall behind by before drops start).
-    public var framesInBudget: Int {
+    /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
+    /// holds at the nominal rate. The spill stage may fall behind by about this much before frames are lost.
+    public var framesInRing: Int {
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let slab = (stream.layout.byteCount + page - 1) / page * page
-        return ring.statistics.budget / max(slab, 1)
+        return min(ring.statistics.budget / max(slab, 1), framesInWindow)
     }
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
     /// must not lose frames; a live source should not wait).
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
         guard spill != nil else { return }
-        while Int(unspilledFrames) >= max(1, framesInBudget - 2) && !shouldStop() && spill?.isRunning == true {
+        while Int(unspilledFrames) + SpillStage.batch + 2 >= framesInRing && !shouldStop()
+            && spill?.isRunning == true
+        {
             usleep(500)
         }
     }
@@ -144,8 +165,8 @@ public final class Recorder: Sendable {
         for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
             result.drops[reason.label, default: 0] += Int(ringStatistics.dropped[reason])
         }
-        let evicted = shared.evictedUnspilled.load(ordering: .relaxed)
-        if evicted > 0 { result.drops[DropLabel.evictedBeforeSpill, default: 0] += evicted }
+        let behind = shared.droppedSpillBehind.load(ordering: .relaxed)
+        if behind > 0 { result.drops[DropLabel.spillBehind, default: 0] += behind }
         return result
     }
 
@@ -207,6 +228,7 @@ public struct QuerySplit: Sendable, Hashable {
 public enum DropLabel {
     public static let evictedBeforeSpill = "evicted before spill"
     public static let diskError = "disk error"
+    public static let spillBehind = "spill behind"
 }
 
 extension DropReason {
@@ -214,7 +236,7 @@ extension DropReason {
     public var label: String {
         switch self {
         case .memoryBudget: "memory budget"
-        case .pinnedFrames: "spill behind"
+        case .pinnedFrames: "pinned frames"
         }
     }
 }
@@ -225,8 +247,8 @@ final class RecorderShared: Sendable {
     let spillCursor = Atomic<UInt64>(1)
     /// The newest sequence number the producer stored.
     let newestSequence = Atomic<UInt64>(0)
-    /// Frames that left the ring before the spill stage wrote them.
-    let evictedUnspilled = Atomic<Int>(0)
+    /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
+    let droppedSpillBehind = Atomic<Int>(0)
     let state = Mutex(SharedState())
 
     struct SharedState {

@@ -28,10 +28,9 @@ final class SpillStage: @unchecked Sendable {
     private var lastPTS: Int64?
     private var dropsSeen = 0
 
-    /// Frames pinned at once with `dropOldestUnspilled` (so the rest stay evictable).
-    private static let smallBatch = 4
-    /// Frames written between two pins with `dropNewest` (so written frames are unpinned soon).
-    private static let batch = 64
+    /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
+    /// evictable.
+    static let batch = 8
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
@@ -98,8 +97,7 @@ final class SpillStage: @unchecked Sendable {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     private func spillAvailable(all: Bool) -> Bool {
-        let limit = configuration.backpressure == .dropNewest ? Int.max : Self.smallBatch
-        let snapshot = ring.pin(fromSequence: cursor, limit: limit)
+        let snapshot = ring.pin(fromSequence: cursor, limit: Self.batch)
         defer { snapshot.release() }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
@@ -107,7 +105,7 @@ final class SpillStage: @unchecked Sendable {
             horizon = newest - (configuration.onEvictLead ?? configuration.window / 4 * 3)
         }
         var written = 0
-        for index in 0..<min(snapshot.count, Self.batch) {
+        for index in 0..<snapshot.count {
             let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
                 guard view.info.ptsNanoseconds <= horizon else { return false }
                 write(view, sequence: sequence)
@@ -147,13 +145,17 @@ final class SpillStage: @unchecked Sendable {
 
     /// Records a gap when frames are missing before `view`: lost in the ring, dropped, or never produced.
     private func noteGap(before view: FrameView, sequence: UInt64) {
-        guard let lastPTS else { return }
+        guard let lastPTS else {
+            if sequence > 1 { noteLost(Int(sequence - 1)) }
+            return
+        }
         let pts = view.info.ptsNanoseconds
         let dropsNow = currentDropTotal()
         defer { dropsSeen = dropsNow }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: String
         if sequence != lastSequence + 1 {
+            noteLost(Int(sequence - lastSequence - 1))
             reason = DropLabel.evictedBeforeSpill
         } else if nominal > 0 && pts - lastPTS > nominal + nominal / 2 {
             reason = dropsNow > dropsSeen ? "frames dropped (spill behind or memory)" : "input interval"
@@ -168,10 +170,15 @@ final class SpillStage: @unchecked Sendable {
         }
     }
 
+    /// Counts frames that left the ring before they were written.
+    private func noteLost(_ count: Int) {
+        shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] += count }
+    }
+
     private func currentDropTotal() -> Int {
         let ringDrops = ring.statistics.dropped.total
-        return Int(ringDrops) + shared.evictedUnspilled.load(ordering: .relaxed)
-            + shared.state.withLock { $0.statistics.drops[DropLabel.diskError, default: 0] }
+        return Int(ringDrops) + shared.droppedSpillBehind.load(ordering: .relaxed)
+            + shared.state.withLock { $0.statistics.drops.values.reduce(0, +) }
     }
 
     private func answerFlushRequests() {
@@ -203,8 +210,12 @@ final class SpillStage: @unchecked Sendable {
         for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
             drops[reason.label] = Int(ringStatistics.dropped[reason])
         }
-        let evicted = shared.evictedUnspilled.load(ordering: .relaxed)
+        let newest = shared.newestSequence.load(ordering: .acquiring)
+        if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
+        let evicted = shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] }
         if evicted > 0 { drops[DropLabel.evictedBeforeSpill] = evicted }
+        let behind = shared.droppedSpillBehind.load(ordering: .relaxed)
+        if behind > 0 { drops[DropLabel.spillBehind, default: 0] += behind }
         let diskErrors = shared.state.withLock { $0.statistics.drops[DropLabel.diskError, default: 0] }
         if diskErrors > 0 { drops[DropLabel.diskError] = diskErrors }
         for (reason, count) in drops where count > 0 {

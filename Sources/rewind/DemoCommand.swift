@@ -1,0 +1,89 @@
+import Foundation
+import RewindKit
+
+/// `rewind demo`: the whole product in one run on the embedded defaults.
+func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let seconds = try arguments.duration("seconds")!
+    try prepareFreshStore(directory)
+    let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+    let frameDuration = FrameTime(value: 1, timescale: 60)
+    let window: Int64 = 8_000_000_000
+    let budget = 1536 << 20
+    print("rewind demo: synthetic 1080p60 NV12 camera → \(formatSeconds(window)) ring in \(formatBytes(Int64(budget)))")
+    print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
+
+    let store = try SegmentStore.open(directory: directory)
+    let recorder = try Recorder(
+        stream: StreamDescription(layout: layout, frameDuration: frameDuration, color: .bt709Video), store: store,
+        configuration: RecorderConfiguration(window: window, memoryBudget: budget))
+    var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
+    installStopHandlers()
+    var progress = ProgressLine()
+    let started = ContinuousClock.now
+    let loop = try recorder.record(
+        from: &camera, options: RecordLoopOptions(duration: seconds),
+        shouldStop: { stopRequested.load(ordering: .relaxed) },
+        progress: { result, pts in
+            progress.update("recording … \(result.framesStored) frames, pts \(formatSeconds(pts))")
+        })
+    progress.clear()
+    let elapsed = ContinuousClock.now - started
+    var statistics = recorder.statistics
+    let ringStatistics = recorder.ring.statistics
+    print(
+        "1. recorded \(loop.framesStored) frames (\(formatSeconds(seconds)) of stream time) in "
+            + "\(formatSeconds(Int64(elapsed.components.seconds) * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)), "
+            + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
+            + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "
+            + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))")
+
+    let exports = directory + "/exports"
+    try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+    let source = ClipSource.recorder(recorder)
+    guard let last5 = try source.lastRange(5_000_000_000) else { throw CommandError("nothing was recorded") }
+    var step = 2
+    for format in [ExportFormat.y4m, .matroska] {
+        let path = "\(exports)/last-5s.\(format.fileExtension)"
+        let pinStart = ContinuousClock.now
+        let summary = try source.export(range: last5, format: format, to: .path(path))
+        let took = ContinuousClock.now - pinStart
+        print("\(step). saved the last 5 s from memory: \(describe(summary, destination: path)) in \(took)")
+        step += 1
+    }
+    let spanStart = (ringStatistics.firstPTSNanoseconds ?? 0) - 2_000_000_000
+    let spanRange = max(0, spanStart)..<(max(0, spanStart) + 4_000_000_000)
+    let clipPath = "\(exports)/disk-and-memory.mkv"
+    let split = try recorder.frames(in: spanRange) { _ in true }
+    let summary = try source.export(range: spanRange, format: .matroska, to: .path(clipPath))
+    print(
+        "\(step). extracted [\(formatSeconds(spanRange.lowerBound)), \(formatSeconds(spanRange.upperBound))): "
+            + "\(split.fromDisk) frames from disk + \(split.fromMemory) from memory: "
+            + describe(summary, destination: clipPath))
+    statistics = try recorder.finish()
+    let stored = try store.summary()
+    let ratio = stored.rawBytes > 0 ? Double(stored.storedBytes) / Double(stored.rawBytes) : 0
+    print(
+        "\(step + 1). finished: \(statistics.framesDurable) frames durable, \(formatBytes(stored.rawBytes)) raw stored in "
+            + "\(formatBytes(stored.storedBytes)) (\(String(format: "%.3f", ratio)) of raw), \(stored.segments) segments")
+    print("")
+    print("play:    ffplay \(exports)/last-5s.mkv      (or mpv)")
+    print("inspect: rewind info --store \(directory)")
+    print("clip:    rewind clip --store \(directory) --from 3s --to 4.5s -o clip.mp4")
+    return ExitStatus.success
+}
+
+/// Empties `directory` if it is a store left by an earlier demo; refuses to touch anything else.
+private func prepareFreshStore(_ directory: String) throws {
+    let manager = FileManager.default
+    guard manager.fileExists(atPath: directory) else { return }
+    let entries = try manager.contentsOfDirectory(atPath: directory)
+    let storeEntries: Set<String> = [
+        "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "segments", "exports", "rewind.sock", "store.lock",
+    ]
+    guard entries.allSatisfy({ storeEntries.contains($0) }) else {
+        throw CommandError(
+            "'\(directory)' exists and is not a rewind store; choose another --store for the demo")
+    }
+    try manager.removeItem(atPath: directory)
+}
