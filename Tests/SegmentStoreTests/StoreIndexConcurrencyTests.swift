@@ -22,11 +22,12 @@ import Testing
         // to see whether it is the last one and should checkpoint, and a second shell opening at that instant
         // without a busy timeout would see "database is locked" from it, whatever the writer does.)
         let loop = """
-            while [ ! -e '\(stopFile)' ]; do
+            while :; do
                 for flags in '' '-readonly'; do
                     \(SQLiteShell.path) $flags '\(directory.indexPath)' '\(query)' \
                         >> '\(directory.path)/out-0' 2>> '\(directory.path)/err-0'
                 done
+                [ -e '\(stopFile)' ] && break
             done
             """
         let shell = Process()
@@ -51,9 +52,11 @@ import Testing
         let done = Atomic(false)
         let readerFailures = Mutex<[String]>([])
         let readerCounts = Mutex<[Int]>([])
-        let readerThread = DispatchGroup()
-        DispatchQueue.global().async(group: readerThread) {
-            while !done.load(ordering: .acquiring) {
+        let firstRead = DispatchSemaphore(value: 0)
+        let finished = DispatchSemaphore(value: 0)
+        // Its own thread, not a pool's: other tests may keep every pool thread busy.
+        let thread = Thread {
+            repeat {
                 do {
                     var count = 0
                     try reader.frames(streamID: stream.id, in: 0..<Int64.max) { _ in
@@ -65,8 +68,14 @@ import Testing
                 } catch {
                     readerFailures.withLock { $0.append("\(error)") }
                 }
-            }
+                if readerCounts.withLock({ $0.count }) + readerFailures.withLock({ $0.count }) == 1 {
+                    firstRead.signal()
+                }
+            } while !done.load(ordering: .acquiring)
+            finished.signal()
         }
+        thread.start()
+        firstRead.wait()
 
         // The writer: 600 batches of 60 frames (10 minutes of 60 fps), a segment sealed every 30 batches.
         var segment = try index.insertSegment(
@@ -85,7 +94,7 @@ import Testing
         }
         #expect(FileManager.default.createFile(atPath: stopFile, contents: nil))
         done.store(true, ordering: .releasing)
-        readerThread.wait()
+        finished.wait()
         shell.waitUntilExit()
         try input.fileHandleForWriting.write(contentsOf: Data((query + "\n").utf8))
         try input.fileHandleForWriting.close()
