@@ -134,14 +134,23 @@ public final class Y4MWriter: Exporter {
         }
     }
 
+    /// De-interleaves NV12's CbCr pairs into the Cb and Cr planes of `scratch`, 32 bytes at a time.
     private func convertNV12Chroma(_ interleaved: UnsafeRawBufferPointer) {
         let chroma = stream.layout.plane(1).byteCount / 2
-        let u = (scratch.baseAddress! + stream.layout.plane(0).byteCount).assumingMemoryBound(to: UInt8.self)
+        let u = scratch.baseAddress! + stream.layout.plane(0).byteCount
         let v = u + chroma
-        let source = interleaved.bindMemory(to: UInt8.self)
-        for i in 0..<chroma {
-            u[i] = source[2 * i]
-            v[i] = source[2 * i + 1]
+        let source = interleaved.baseAddress!
+        var i = 0
+        while i + 16 <= chroma {
+            let pairs = source.loadUnaligned(fromByteOffset: 2 * i, as: SIMD32<UInt8>.self)
+            u.storeBytes(of: pairs.evenHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
+            v.storeBytes(of: pairs.oddHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
+            i += 16
+        }
+        while i < chroma {
+            u.storeBytes(of: source.load(fromByteOffset: 2 * i, as: UInt8.self), toByteOffset: i, as: UInt8.self)
+            v.storeBytes(of: source.load(fromByteOffset: 2 * i + 1, as: UInt8.self), toByteOffset: i, as: UInt8.self)
+            i += 1
         }
     }
 

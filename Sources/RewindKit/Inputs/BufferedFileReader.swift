@@ -77,6 +77,21 @@ final class BufferedFileReader {
         }
     }
 
+    /// Consumes `expected` when the input continues with exactly those bytes (the common `FRAME\n`), without
+    /// allocating.
+    ///
+    /// - Returns: whether the bytes were there and consumed; when false, nothing was consumed.
+    /// - Throws: ``InputError`` when reading fails.
+    func consume(ifNextBytesAre expected: [UInt8]) throws(InputError) -> Bool {
+        precondition(expected.count <= buffer.count, "expected bytes longer than the buffer")
+        if writeIndex - readIndex < expected.count { try refill() }
+        guard writeIndex - readIndex >= expected.count else { return false }
+        for k in 0..<expected.count where buffer[readIndex + k] != expected[k] { return false }
+        readIndex += expected.count
+        offset += Int64(expected.count)
+        return true
+    }
+
     /// Fills `destination` completely, or as far as the input goes.
     ///
     /// Buffered bytes are copied first; the rest is read straight into `destination`, with no intermediate copy.

@@ -44,7 +44,7 @@ public struct SyntheticCamera: FrameSource, Sendable {
     ///   - layout: format and size of every frame; at least ``minimumWidth`` × ``minimumHeight``.
     ///   - frameDuration: the time between frames; frame `n` has pts `n × frameDuration`.
     ///   - color: the colour attachments every frame carries.
-    ///   - noise: sensor noise standard deviation in 8-bit code values (0 = clean).
+    ///   - noise: sensor noise standard deviation in 8-bit code values, 0…8 (0 = clean); cut at ±15.
     ///   - seed: varies the scene and the noise.
     ///   - startWallNanoseconds: wall-clock time of frame 0, Unix ns. Defaults to now.
     ///   - frameCount: the number of frames before the end, or nil for an endless camera.
@@ -56,7 +56,7 @@ public struct SyntheticCamera: FrameSource, Sendable {
         precondition(
             layout.width >= Self.minimumWidth && layout.height >= Self.minimumHeight,
             "synthetic frames must be at least \(Self.minimumWidth)x\(Self.minimumHeight) to carry the mark")
-        precondition(noise >= 0 && noise <= 64, "noise must be 0…64 code values")
+        precondition(noise >= 0 && noise <= 8, "noise must be 0…8 code values")
         precondition((frameCount ?? 0) >= 0, "frame count must not be negative")
         self.stream = StreamDescription(layout: layout, frameDuration: frameDuration, color: color)
         self.noise = noise
@@ -189,36 +189,35 @@ final class SyntheticScene: Sendable {
         if !noiseTable.isEmpty { addNoise(index: index, into: buffer) }
     }
 
+    /// Adds noise to every sample. Noise is limited to ±15 code values and the scene's YUV values to 16…240, so
+    /// YUV samples never clip and a plain wrapping add suffices (it vectorizes); BGRA clamps.
     private func addNoise(index: Int64, into buffer: UnsafeMutableRawBufferPointer) {
-        let mask = noiseTable.count - 1
         let format = layout.format
         noiseTable.withUnsafeBufferPointer { table in
             for planeIndex in 0..<layout.planeCount {
                 let plane = layout.plane(planeIndex)
+                let samples = format == .p010 ? plane.bytesPerRow / 2 : plane.bytesPerRow
+                precondition(samples < table.count, "rows longer than the noise table")
                 for row in 0..<plane.rows {
                     var state = seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(planeIndex << 20 | row)
-                    var n = Int(truncatingIfNeeded: SyntheticScene.splitMix(&state)) & mask
+                    let start = Int(SyntheticScene.splitMix(&state) % UInt64(table.count - samples))
+                    let noise = UnsafeBufferPointer(rebasing: table[start..<(start + samples)])
                     let rowStart = buffer.baseAddress! + plane.offset + row * plane.bytesPerRow
                     switch format {
                     case .p010:
-                        let samples = rowStart.assumingMemoryBound(to: UInt16.self)
-                        for x in 0..<(plane.bytesPerRow / 2) {
-                            let value = Int(UInt16(littleEndian: samples[x])) + Int(table[n]) << 8
-                            samples[x] = UInt16(min(max(value, 0), 0xFFC0) & 0xFFC0).littleEndian
-                            n = (n + 1) & mask
-                        }
+                        let values = UnsafeMutableBufferPointer(
+                            start: rowStart.assumingMemoryBound(to: UInt16.self), count: samples)
+                        for x in 0..<samples { values[x] &+= UInt16(bitPattern: Int16(noise[x]) << 8) }
                     case .bgra:
-                        let bytes = rowStart.assumingMemoryBound(to: UInt8.self)
-                        for x in 0..<plane.bytesPerRow where x & 3 != 3 {
-                            bytes[x] = UInt8(clamping: Int(bytes[x]) + Int(table[n]))
-                            n = (n + 1) & mask
+                        let bytes = UnsafeMutableBufferPointer(
+                            start: rowStart.assumingMemoryBound(to: UInt8.self), count: samples)
+                        for x in 0..<samples where x & 3 != 3 {
+                            bytes[x] = UInt8(clamping: Int(bytes[x]) + Int(noise[x]))
                         }
                     case .nv12, .i420, .gray8:
-                        let bytes = rowStart.assumingMemoryBound(to: UInt8.self)
-                        for x in 0..<plane.bytesPerRow {
-                            bytes[x] = UInt8(clamping: Int(bytes[x]) + Int(table[n]))
-                            n = (n + 1) & mask
-                        }
+                        let bytes = UnsafeMutableBufferPointer(
+                            start: rowStart.assumingMemoryBound(to: UInt8.self), count: samples)
+                        for x in 0..<samples { bytes[x] &+= UInt8(bitPattern: noise[x]) }
                     }
                 }
             }
@@ -245,7 +244,7 @@ final class SyntheticScene: Sendable {
         return splitMix(&state)
     }
 
-    /// Roughly Gaussian noise (sum of four uniforms) with standard deviation `sigma`.
+    /// Roughly Gaussian noise (sum of four uniforms) with standard deviation `sigma`, cut at ±15.
     private static func makeNoiseTable(sigma: Double, seed: UInt64) -> [Int8] {
         var state = seed ^ 0x5EED
         return (0..<65536).map { _ in
@@ -253,7 +252,7 @@ final class SyntheticScene: Sendable {
             var sum = 0.0
             for k in 0..<4 { sum += Double((r >> (16 * UInt64(k))) & 0xFFFF) / 65535.0 - 0.5 }
             // The sum of four uniforms on ±0.5 has standard deviation √(4/12).
-            return Int8(clamping: Int((sum / (4.0 / 12.0).squareRoot() * sigma).rounded()))
+            return Int8(min(max(Int((sum / (4.0 / 12.0).squareRoot() * sigma).rounded()), -15), 15))
         }
     }
 

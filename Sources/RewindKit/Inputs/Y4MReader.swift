@@ -81,11 +81,21 @@ public struct Y4MReader: FrameSource {
     /// - Parameter buffer: exactly `stream.layout.byteCount` bytes.
     /// - Returns: the frame's pts (`index × frameDuration`), wall time and colour; nil at a clean end of input.
     /// - Throws: ``InputError`` on a bad `FRAME` marker, a truncated frame, or a read failure.
-    /// - Complexity: O(frame size); no allocation beyond the `FRAME` line.
+    /// - Complexity: O(frame size); no allocation for a plain `FRAME` line.
     public mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo? {
         precondition(buffer.count == stream.layout.byteCount, "buffer \(buffer.count) != frame \(stream.layout)")
         let index = framesRead
         let markerOffset = reader.offset
+        if try !reader.consume(ifNextBytesAre: Y4MReader.plainFrameLine) {
+            guard try readFrameLine(index: index, markerOffset: markerOffset) else { return nil }
+        }
+        return try readPayload(index: index, into: buffer, markerOffset: markerOffset)
+    }
+
+    /// Reads a `FRAME` line with parameters (or a bad one): the uncommon path, which allocates the line.
+    ///
+    /// - Returns: false at a clean end of input.
+    private func readFrameLine(index: Int64, markerOffset: Int64) throws(InputError) -> Bool {
         let line: [UInt8]?
         do {
             line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength)
@@ -94,7 +104,7 @@ public struct Y4MReader: FrameSource {
                 input: reader.name, byteOffset: error.byteOffset,
                 message: "frame \(index) is truncated: \(error.message)")
         }
-        guard let line else { return nil }
+        guard let line else { return false }
         let isMarker =
             line.starts(with: Y4MReader.frameMarker)
             && (line.count == Y4MReader.frameMarker.count || line[Y4MReader.frameMarker.count] == UInt8(ascii: " "))
@@ -103,6 +113,12 @@ public struct Y4MReader: FrameSource {
                 input: reader.name, byteOffset: markerOffset,
                 message: "bad FRAME marker before frame \(index): expected 'FRAME', found '\(Y4MHeader.excerpt(line))'")
         }
+        return true
+    }
+
+    private mutating func readPayload(
+        index: Int64, into buffer: UnsafeMutableRawBufferPointer, markerOffset: Int64
+    ) throws -> FrameInfo {
         let payloadOffset = reader.offset
         let got = try reader.read(into: buffer)
         guard got == buffer.count else {
@@ -123,6 +139,7 @@ public struct Y4MReader: FrameSource {
     }
 
     private static let frameMarker = Array("FRAME".utf8)
+    private static let plainFrameLine = Array("FRAME\n".utf8)
 
     static func nowNanoseconds() -> Int64 {
         var now = timespec()
