@@ -36,7 +36,8 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
             + "\(formatSeconds(Int64(elapsed.components.seconds) * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)), "
             + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
             + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "
-            + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))")
+            + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))"
+    )
 
     let exports = directory + "/exports"
     try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
@@ -65,7 +66,8 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let ratio = stored.rawBytes > 0 ? Double(stored.storedBytes) / Double(stored.rawBytes) : 0
     print(
         "\(step + 1). finished: \(statistics.framesDurable) frames durable, \(formatBytes(stored.rawBytes)) raw stored in "
-            + "\(formatBytes(stored.storedBytes)) (\(String(format: "%.3f", ratio)) of raw), \(stored.segments) segments")
+            + "\(formatBytes(stored.storedBytes)) (\(String(format: "%.3f", ratio)) of raw), \(stored.segments) segments"
+    )
     print("")
     print("play:    ffplay \(exports)/last-5s.mkv      (or mpv)")
     print("inspect: rewind info --store \(directory)")

@@ -74,6 +74,7 @@ public final class Recorder: Sendable {
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind {
             shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
             return .dropped(.pinnedFrames)
         }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info))
@@ -86,15 +87,24 @@ public final class Recorder: Sendable {
     public func reserve() -> ReservedSlab? {
         if isSpillBehind {
             shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
             return nil
         }
-        return ring.reserve(stream.layout)
+        let slab = ring.reserve(stream.layout)
+        if slab == nil { shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed) }
+        return slab
     }
 
     /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`).
     private var isSpillBehind: Bool {
-        spill != nil && configuration.backpressure == .dropNewest
-            && Int(unspilledFrames) + SpillStage.batch + 1 >= framesInRing
+        guard spill != nil && configuration.backpressure == .dropNewest else { return false }
+        let room = framesInRing
+        return Int(unspilledFrames) + Self.margin(room) >= room
+    }
+
+    /// Free slabs kept for the spill stage's pinned batch: a batch, or a quarter of a small ring.
+    private static func margin(_ framesInRing: Int) -> Int {
+        min(SpillStage.batch, max(1, framesInRing / 4)) + 1
     }
 
     /// Stores a frame filled in place in `slab`.
@@ -103,9 +113,18 @@ public final class Recorder: Sendable {
     }
 
     private func note(_ outcome: AppendOutcome) -> AppendOutcome {
-        if case .stored(let sequence) = outcome {
+        switch outcome {
+        case .stored(let sequence):
+            // After drops, mark this frame as the first after them, so its gap is recorded with the right reason.
+            if shared.hasDroppedSinceLastStore.load(ordering: .relaxed)
+                && shared.hasDroppedSinceLastStore.exchange(false, ordering: .relaxed)
+            {
+                shared.firstAfterDrops.withLock { _ = $0.insert(sequence) }
+            }
             shared.newestSequence.store(sequence, ordering: .releasing)
             spill?.wake()
+        case .dropped:
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
         }
         return outcome
     }
@@ -130,9 +149,9 @@ public final class Recorder: Sendable {
     /// must not lose frames; a live source should not wait).
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
         guard spill != nil else { return }
-        while Int(unspilledFrames) + SpillStage.batch + 2 >= framesInRing && !shouldStop()
-            && spill?.isRunning == true
-        {
+        while spill?.isRunning == true && !shouldStop() {
+            let room = framesInRing
+            guard Int(unspilledFrames) + Self.margin(room) + 1 >= room else { return }
             usleep(500)
         }
     }
@@ -229,6 +248,8 @@ public enum DropLabel {
     public static let evictedBeforeSpill = "evicted before spill"
     public static let diskError = "disk error"
     public static let spillBehind = "spill behind"
+    /// The reason of a gap left by frames dropped on arrival (spill behind, or no memory).
+    public static let droppedOnArrival = "frames dropped on arrival"
 }
 
 extension DropReason {
@@ -249,6 +270,10 @@ final class RecorderShared: Sendable {
     let newestSequence = Atomic<UInt64>(0)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
     let droppedSpillBehind = Atomic<Int>(0)
+    /// Set by the producer when it drops a frame; cleared by the next stored frame.
+    let hasDroppedSinceLastStore = Atomic<Bool>(false)
+    /// Sequence numbers of frames stored right after drops (touched only when frames are dropped).
+    let firstAfterDrops = Mutex<Set<UInt64>>([])
     let state = Mutex(SharedState())
 
     struct SharedState {

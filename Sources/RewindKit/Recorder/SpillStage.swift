@@ -26,7 +26,6 @@ final class SpillStage: @unchecked Sendable {
     private var cursor: UInt64 = 1
     private var lastSequence: UInt64 = 0
     private var lastPTS: Int64?
-    private var dropsSeen = 0
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
     /// evictable.
@@ -150,15 +149,14 @@ final class SpillStage: @unchecked Sendable {
             return
         }
         let pts = view.info.ptsNanoseconds
-        let dropsNow = currentDropTotal()
-        defer { dropsSeen = dropsNow }
+        let afterDrops = shared.firstAfterDrops.withLock { $0.remove(sequence) != nil }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: String
         if sequence != lastSequence + 1 {
             noteLost(Int(sequence - lastSequence - 1))
             reason = DropLabel.evictedBeforeSpill
         } else if nominal > 0 && pts - lastPTS > nominal + nominal / 2 {
-            reason = dropsNow > dropsSeen ? "frames dropped (spill behind or memory)" : "input interval"
+            reason = afterDrops ? DropLabel.droppedOnArrival : "input interval"
         } else {
             return
         }
@@ -173,12 +171,6 @@ final class SpillStage: @unchecked Sendable {
     /// Counts frames that left the ring before they were written.
     private func noteLost(_ count: Int) {
         shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] += count }
-    }
-
-    private func currentDropTotal() -> Int {
-        let ringDrops = ring.statistics.dropped.total
-        return Int(ringDrops) + shared.droppedSpillBehind.load(ordering: .relaxed)
-            + shared.state.withLock { $0.statistics.drops.values.reduce(0, +) }
     }
 
     private func answerFlushRequests() {
