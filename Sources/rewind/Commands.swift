@@ -33,6 +33,9 @@ let recordCommand = Command(
                 "backpressure", "POLICY", "when the disk falls behind: drop-newest | drop-oldest-unspilled",
                 type: .choice(["drop-newest", "drop-oldest-unspilled"]), default: "drop-newest"),
             .value("stream", "NAME", "stream name in the store", default: "camera"),
+            .value(
+                "segment", "DURATION", "start a new segment file after this much stream time", type: .duration,
+                default: "60s"),
         ]),
     run: runRecord)
 

@@ -51,6 +51,9 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     }
     var options = StoreOptions()
     options.diskBudget = try arguments.size("disk")
+    let segment = try arguments.duration("segment")!
+    guard segment > 0 else { throw UsageError("--segment must be longer than 0s") }
+    options.segmentMaxDuration = segment
     let realtime = arguments.flag("realtime")
     let duration = try arguments.duration("duration")
 

@@ -29,6 +29,12 @@ let stopRequested = Atomic<Bool>(false)
 
 /// Makes SIGINT and SIGTERM request a clean stop (a second signal of either kind ends the process at once).
 func installStopHandlers() {
+    // A parent may have started us with these signals blocked (the mask is inherited): unblock them.
+    var unblock = sigset_t()
+    sigemptyset(&unblock)
+    sigaddset(&unblock, SIGINT)
+    sigaddset(&unblock, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     for signalNumber in [SIGINT, SIGTERM] {
         signal(signalNumber) { number in
             if stopRequested.exchange(true, ordering: .relaxed) {

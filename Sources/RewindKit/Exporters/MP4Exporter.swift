@@ -160,11 +160,17 @@ public final class MP4Exporter: Exporter {
         if let tags {
             arguments += ["-colorspace", tags.matrix, "-color_primaries", tags.primaries, "-color_trc", tags.transfer]
         }
+        var filters: [String] = []
         if stream.layout.format == .bgra {
             // RGB input: convert with the tagged matrix and range, not swscale's default.
             let matrix = tags.map { $0.matrix == "smpte170m" ? "bt601" : $0.matrix == "bt2020nc" ? "bt2020" : "bt709" }
-            arguments += ["-vf", "scale=out_color_matrix=\(matrix ?? "bt709"):out_range=\(range)"]
+            filters.append("scale=out_color_matrix=\(matrix ?? "bt709"):out_range=\(range)")
         }
+        if stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1 {
+            // H.264 4:2:0 needs even sides: add one black column or row rather than lose pixels.
+            filters.append("pad=ceil(iw/2)*2:ceil(ih/2)*2")
+        }
+        if !filters.isEmpty { arguments += ["-vf", filters.joined(separator: ",")] }
         return arguments
     }
 }

@@ -1,0 +1,238 @@
+import Foundation
+import Testing
+
+/// A YUV4MPEG2 test source made by ffmpeg, and what ffmpeg says its frames are.
+struct Source {
+    let path: String
+    let frames: Int
+    let rate: (Int64, Int64)  // numerator, denominator (frames per second)
+
+    /// Makes `frames` frames of `testsrc2` at `size` and `rate` (e.g. "30000/1001").
+    init(size: String, rate: String, frames: Int, pixelFormat: String = "yuv420p", in directory: URL) throws {
+        path = directory.appendingPathComponent("source-\(size)-\(frames).y4m").path
+        let parts = rate.split(separator: "/").map { Int64($0)! }
+        self.rate = (parts[0], parts.count > 1 ? parts[1] : 1)
+        self.frames = frames
+        let (width, height) = (size.split(separator: "x")[0], size.split(separator: "x")[1])
+        try runChecked(
+            "ffmpeg",
+            [
+                "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=\(size):rate=\(rate)",
+                "-vf", "scale=\(width):\(height)", "-frames:v", "\(frames)", "-pix_fmt", pixelFormat,
+                "-f", "yuv4mpegpipe", "-y", path,
+            ])
+    }
+
+    /// The pts of frame `index` in nanoseconds (frame index × frame duration, rounded down).
+    func pts(_ index: Int) -> Int64 {
+        Int64((Int128(index) * Int128(rate.1) * 1_000_000_000) / Int128(rate.0))
+    }
+}
+
+@discardableResult
+func runChecked(_ tool: String, _ arguments: [String]) throws -> ToolResult {
+    let result = try Tool.run(try Tool.path(of: tool), arguments)
+    if result.status != 0 {
+        Issue.record("\(tool) \(arguments.joined(separator: " ")) failed (\(result.status)): \(result.stderr)")
+    }
+    return result
+}
+
+/// The MD5 of each frame of `path` decoded to yuv420p, from `ffmpeg -f framemd5`.
+func frameMD5s(_ path: String) throws -> [String] {
+    let result = try runChecked(
+        "ffmpeg",
+        [
+            "-hide_banner", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough", "-pix_fmt", "yuv420p", "-f",
+            "framemd5", "-",
+        ])
+    return result.output.split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+        String($0.split(separator: ",").last!.trimmingCharacters(in: .whitespaces))
+    }
+}
+
+/// `rewind info --json` of a store, parsed.
+func info(_ store: String) throws -> [String: Any] {
+    let result = try Tool.rewind(["info", "--store", store, "--json"])
+    #expect(result.status == 0, "\(result.stderr)")
+    return try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any] ?? [:]
+}
+
+@Suite struct EndToEndTests {
+    @Test(arguments: [("320x240", "30000/1001", 90), ("321x241", "25", 60), ("640x360", "60", 150)])
+    func y4mRecordThenClipIsFrameExactAcrossSegments(size: String, rate: String, frameCount: Int) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: size, rate: rate, frames: frameCount, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "1s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        #expect(record.output.contains("recorded \(frameCount) frames"))
+
+        let sourceMD5s = try frameMD5s(source.path)
+        #expect(sourceMD5s.count == frameCount)
+        // A range that starts and ends inside segments (segments are 1 s long).
+        let first = frameCount / 5 + 1
+        let end = frameCount - frameCount / 7
+        let from = "\(source.pts(first))ns"
+        let to = "\(source.pts(end))ns"
+        for format in ["y4m", "mkv"] {
+            let output = directory.appendingPathComponent("clip.\(format)").path
+            let clip = try Tool.rewind(["clip", "--store", store, "--from", from, "--to", to, "-o", output])
+            #expect(clip.status == 0, "\(clip.stderr)")
+            #expect(clip.output.contains("wrote \(end - first) frames"))
+            #expect(try frameMD5s(output) == Array(sourceMD5s[first..<end]), "\(format) frames equal the source's")
+        }
+        // The Matroska file carries exactly the stored pts (time base 1/1e9).
+        let mkv = directory.appendingPathComponent("clip.mkv").path
+        let probe = try runChecked(
+            "ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pts", "-of", "csv=p=0", mkv])
+        let pts = probe.output.split(separator: "\n").compactMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        #expect(pts == (first..<end).map { source.pts($0) })
+
+        let mp4 = directory.appendingPathComponent("clip.mp4").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", from, "--to", to, "-o", mp4])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        let counted = try runChecked(
+            "ffprobe",
+            [
+                "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                "stream=nb_read_frames,duration", "-of", "default=nw=1", mp4,
+            ])
+        #expect(counted.output.contains("nb_read_frames=\(end - first)"))
+        let duration = counted.output.split(separator: "\n").first { $0.hasPrefix("duration=") }
+            .flatMap { Double($0.dropFirst("duration=".count)) }
+        let expected = Double(end - first) * Double(source.rate.1) / Double(source.rate.0)
+        #expect(abs((duration ?? 0) - expected) < 0.002, "mp4 duration \(duration ?? -1) vs \(expected)")
+
+        // save --last: the newest frames.
+        let saved = directory.appendingPathComponent("last.y4m").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", saved])
+        #expect(save.status == 0, "\(save.stderr)")
+        let lastCount = (0..<frameCount).filter { source.pts($0) > source.pts(frameCount - 1) - 1_000_000_000 }.count
+        #expect(try frameMD5s(saved) == Array(sourceMD5s.suffix(lastCount)))
+    }
+
+    @Test func infoJSONAgreesWithTheIndex() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "synthetic:320x180@30", "--duration", "4s", "--segment", "1s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        let json = try info(store)
+        let query = try runChecked(
+            "sqlite3",
+            [
+                "-readonly", "\(store)/index.sqlite",
+                "SELECT count(*), min(pts_ns), max(pts_ns), sum(raw_length), sum(stored_length) FROM frames; "
+                    + "SELECT count(*) FROM segments WHERE state != 'deleting'; SELECT count(*) FROM gaps;",
+            ])
+        let lines = query.output.split(separator: "\n").map { $0.split(separator: "|").map { Int64($0)! } }
+        #expect(json["frames"] as? Int64 == lines[0][0])
+        #expect(json["frames"] as? Int == 120)
+        #expect(json["first_pts_ns"] as? Int64 == lines[0][1])
+        #expect(json["last_pts_ns"] as? Int64 == lines[0][2])
+        #expect(json["raw_bytes"] as? Int64 == lines[0][3])
+        #expect(json["stored_bytes"] as? Int64 == lines[0][4])
+        #expect(json["segments"] as? Int64 == lines[1][0])
+        #expect((json["gaps"] as? [Any])?.count == Int(lines[2][0]))
+        #expect(json["drops"] as? Int == 0)
+        #expect(lines[1][0] >= 4, "1 s segments over 4 s")
+    }
+
+    @Test func stdinInputRecordsEveryFrame() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "30", frames: 45, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let data = try Data(contentsOf: URL(fileURLWithPath: source.path))
+        let record = try Tool.rewind(["record", "--store", store, "--input", "-"], stdin: data)
+        #expect(record.status == 0, "\(record.stderr)")
+        #expect(try info(store)["frames"] as? Int == 45)
+    }
+
+    @Test func sigintFinishesCleanlyWithEveryAcceptedFrameDurable() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Tool.rewindPath)
+        process.arguments = ["record", "--store", store, "--input", "synthetic:320x240@60", "--realtime"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        usleep(1_500_000)
+        process.interrupt()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(text.contains("stopped"))
+        // "recorded N frames …; N durable"
+        let words = text.split(separator: " ")
+        let recorded = words.firstIndex(of: "recorded").flatMap { Int(words[$0 + 1]) }
+        let durable = words.firstIndex(of: "durable").flatMap { Int(words[$0 - 1]) }
+        #expect((recorded ?? 0) > 30)
+        #expect(recorded == durable)
+        #expect(try info(store)["frames"] as? Int == recorded)
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+
+    @Test func truncatedFinalFrameKeepsEverythingBeforeIt() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "30", frames: 10, in: directory)
+        let data = try Data(contentsOf: URL(fileURLWithPath: source.path))
+        let truncated = directory.appendingPathComponent("truncated.y4m")
+        try data.prefix(data.count - 1000).write(to: truncated)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(truncated.path)"])
+        #expect(record.status == 65)
+        #expect(record.stderr.contains("truncated"))
+        #expect(record.stderr.contains("byte"))
+        #expect(try info(store)["frames"] as? Int == 9)
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
+    @Test(arguments: [
+        ("YUV4MPEG2 H120 F30:1\n", "W"),
+        ("YUV4MPEG2 W160 H120 F30:1 C444\n", "444"),
+        ("YUV4MPEG3 W160 H120 F30:1\n", "YUV4MPEG2"),
+        ("", "header"),
+    ])
+    func malformedHeaderIsADataError(header: String, mentions: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("bad.y4m")
+        try Data(header.utf8).write(to: input)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(input.path)"])
+        #expect(record.status == 65, "\(record.stderr)")
+        #expect(record.stderr.contains(mentions), "\(record.stderr)")
+    }
+
+    @Test func emptyRangeSaysWhatTheStoreHoldsAndWritesNothing() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        #expect(
+            try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "1s"])
+                .status == 0)
+        let output = directory.appendingPathComponent("none.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "5s", "--to", "6s", "-o", output])
+        #expect(clip.status == 1)
+        #expect(clip.stderr.contains("no frames in [5.000s, 6.000s)"))
+        #expect(clip.stderr.contains("the store holds 0.000s … 0.966s"))
+        #expect(!FileManager.default.fileExists(atPath: output))
+        let backwards = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "0s", "-o", output])
+        #expect(backwards.status == 1)
+        #expect(backwards.stderr.contains("--to must be after --from"))
+        let missing = try Tool.rewind(["info", "--store", directory.appendingPathComponent("nope").path])
+        #expect(missing.status == 1)
+        #expect(missing.stderr.contains("no store at"))
+        let badExtension = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", "x.avi"])
+        #expect(badExtension.status == 64)
+    }
+}
