@@ -11,7 +11,7 @@ import Testing
 final class RunState: Sendable {
     let producerDone = Atomic<Bool>(false)
     let snapshotsRead = Atomic<Int>(0)
-    let failures = Mutex<[String]>([])
+    let failures = Locked<[String]>([])
 
     func fail(_ message: String) { failures.withLock { $0.append(message) } }
 }
