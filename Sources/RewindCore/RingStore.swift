@@ -44,7 +44,8 @@ public final class RingStore: Sendable {
     /// - Parameters:
     ///   - configuration: window, budgets and pin policy.
     ///   - onEvict: receives every frame that leaves the ring, in order, exactly once, never under the ring's
-    ///     lock. Letting go of the ``EvictedFrame`` returns its slab to the pool; keeping it keeps the slab
+    ///     lock, on the thread that evicts it (the producer, a caller of `setPressure`, or a thread releasing a
+    ///     snapshot after a budget cut). Letting go of the ``EvictedFrame`` returns its slab to the pool; keeping it keeps the slab
     ///     counted against the budget. It may pin and release snapshots and read statistics, but must not call
     ///     `append`, `reserve`, `commit` or `setPressure` (they would wait for the handler to return).
     public init(configuration: RingConfiguration, onEvict: @escaping @Sendable (consuming EvictedFrame) -> Void) {
