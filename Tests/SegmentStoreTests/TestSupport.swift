@@ -94,3 +94,8 @@ func readAll(_ store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max)
     }
     return out
 }
+
+/// Writes `bytes` to `path`, replacing it.
+func writeFile(_ path: String, _ bytes: some Sequence<UInt8>) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
