@@ -47,19 +47,12 @@ public final class StoreIndex: Sendable {
     /// - Throws: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)`` when the stream exists with
     ///   another description; ``SQLiteError``.
     public func stream(named name: String, description: StreamDescription) throws -> StreamRow {
-        try database.write { connection in
-            let select = try connection.statement("\(Self.streamColumns) WHERE name = ?")
-            defer { select.reset() }
-            try select.bind(name, at: 1)
-            if try select.step() {
-                let stored = try Self.streamRow(select)
-                guard stored.description == description else {
-                    throw StoreIndexError.streamDescriptionMismatch(
-                        name: name, stored: stored.description, requested: description)
-                }
-                return stored
+        if let stored = try stream(named: name) { return try Self.checked(stored, against: description) }
+        return try database.write { connection in
+            // Another process may have created it since the read above.
+            if let stored = try Self.findStream(named: name, connection) {
+                return try Self.checked(stored, against: description)
             }
-            select.reset()
             let insert = try connection.statement(
                 """
                 INSERT INTO streams (name, pixel_format, width, height, frame_duration_value,
@@ -78,6 +71,28 @@ public final class StoreIndex: Sendable {
             try insert.run()
             return StreamRow(id: connection.lastInsertRowID, name: name, description: description)
         }
+    }
+
+    /// The stream called `name`, if it exists (works on a read-only index).
+    ///
+    /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
+    public func stream(named name: String) throws -> StreamRow? {
+        try database.withConnection { connection in try Self.findStream(named: name, connection) }
+    }
+
+    private static func findStream(named name: String, _ connection: SQLiteConnection) throws -> StreamRow? {
+        let select = try connection.statement("\(streamColumns) WHERE name = ?")
+        defer { select.reset() }
+        try select.bind(name, at: 1)
+        return try select.step() ? try streamRow(select) : nil
+    }
+
+    private static func checked(_ stored: StreamRow, against description: StreamDescription) throws -> StreamRow {
+        guard stored.description == description else {
+            throw StoreIndexError.streamDescriptionMismatch(
+                name: stored.name, stored: stored.description, requested: description)
+        }
+        return stored
     }
 
     /// Every stream, by id.
@@ -103,7 +118,7 @@ public final class StoreIndex: Sendable {
     ///   - formatVersion: The segment format version written in its header.
     ///   - createdWallNanoseconds: When it was created, Unix epoch nanoseconds.
     /// - Returns: The new segment's id.
-    /// - Throws: ``SQLiteError`` (e.g. a constraint error when the file name is already used).
+    /// - Throws: ``StoreIndexError/fileNameInUse(_:)``, ``StoreIndexError/unknownStream(id:)``, ``SQLiteError``.
     public func insertSegment(
         streamID: Int64, fileName: String, formatVersion: Int, createdWallNanoseconds: Int64
     ) throws -> Int64 {
@@ -114,7 +129,13 @@ public final class StoreIndex: Sendable {
             try insert.bind(fileName, at: 2)
             try insert.bind(Int64(formatVersion), at: 3)
             try insert.bind(createdWallNanoseconds, at: 4)
-            try insert.run()
+            do {
+                try insert.run()
+            } catch let error as SQLiteError where error.extendedCode == SQLiteError.constraintUnique {
+                throw StoreIndexError.fileNameInUse(fileName)
+            } catch let error as SQLiteError where error.extendedCode == SQLiteError.constraintForeignKey {
+                throw StoreIndexError.unknownStream(id: streamID)
+            }
             return connection.lastInsertRowID
         }
     }
@@ -189,20 +210,28 @@ public final class StoreIndex: Sendable {
 
     /// Marks a segment `sealed` under its final file name, durably: the commit is fsynced before this returns.
     ///
+    /// Sealing a sealed segment again only renames it; a `deleting` segment cannot be sealed.
+    ///
     /// - Parameters:
     ///   - id: The segment.
     ///   - fileName: Its final name (the `.partial` file has been renamed to it).
     ///   - sealedWallNanoseconds: When it was sealed; now when nil.
-    /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
+    /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``StoreIndexError/segmentIsDeleting(id:)``,
+    ///   ``StoreIndexError/fileNameInUse(_:)``, ``SQLiteError``.
     public func sealSegment(id: Int64, fileName: String, sealedWallNanoseconds: Int64? = nil) throws {
         try database.durableWrite { connection in
             let update = try connection.statement(
-                "UPDATE segments SET state = 'sealed', file_name = ?, sealed_wall_ns = ? WHERE id = ?")
+                "UPDATE segments SET state = 'sealed', file_name = ?, sealed_wall_ns = ? "
+                    + "WHERE id = ? AND state != 'deleting'")
             try update.bind(fileName, at: 1)
             try update.bind(sealedWallNanoseconds ?? wallClockNanoseconds(), at: 2)
             try update.bind(id, at: 3)
-            try update.run()
-            guard connection.changes == 1 else { throw StoreIndexError.unknownSegment(id: id) }
+            do {
+                try update.run()
+            } catch let error as SQLiteError where error.extendedCode == SQLiteError.constraintUnique {
+                throw StoreIndexError.fileNameInUse(fileName)
+            }
+            guard connection.changes == 1 else { throw try Self.missingOrDeleting(id, connection) }
         }
     }
 
@@ -387,6 +416,56 @@ public final class StoreIndex: Sendable {
         }
     }
 
+    /// The frames of one segment, in pts order: what recovery and `rewind verify` compare with the file.
+    ///
+    /// - Parameter id: The segment.
+    /// - Returns: Its frame rows (empty for an unknown segment).
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(log n + k) for its k frames (the `frames_by_segment` index).
+    public func frames(ofSegment id: Int64) throws -> [FrameRow] {
+        try database.withConnection { connection in
+            let select = try connection.statement(
+                "\(Self.frameColumns) WHERE segment_id = ? ORDER BY stream_id, pts_ns")
+            defer { select.reset() }
+            try select.bind(id, at: 1)
+            var rows: [FrameRow] = []
+            while try select.step() { rows.append(Self.frameRow(select)) }
+            return rows
+        }
+    }
+
+    /// Removes a segment's frames from `pts` on and recounts the segment: for recovery, when the file holds
+    /// fewer frames than the index (e.g. a `.partial` file cut short by a crash).
+    ///
+    /// - Parameters:
+    ///   - id: The segment.
+    ///   - pts: The first pts to remove, nanoseconds; `Int64.min` removes every frame.
+    /// - Returns: How many frame rows were removed.
+    /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
+    /// - Complexity: O(k log n) for its k frames.
+    @discardableResult
+    public func removeFrames(ofSegment id: Int64, atOrAfter pts: Int64) throws -> Int {
+        try database.write { connection in
+            let delete = try connection.statement("DELETE FROM frames WHERE segment_id = ? AND pts_ns >= ?")
+            try delete.bind(id, at: 1)
+            try delete.bind(pts, at: 2)
+            try delete.run()
+            let removed = connection.changes
+            let recount = try connection.statement(
+                """
+                UPDATE segments SET (frame_count, first_pts_ns, last_pts_ns, raw_bytes, stored_bytes) = (
+                    SELECT count(*), min(pts_ns), max(pts_ns), coalesce(sum(raw_length), 0),
+                        coalesce(sum(stored_length), 0)
+                    FROM frames WHERE segment_id = ?1)
+                WHERE id = ?1
+                """)
+            try recount.bind(id, at: 1)
+            try recount.run()
+            guard connection.changes == 1 else { throw StoreIndexError.unknownSegment(id: id) }
+            return removed
+        }
+    }
+
     // MARK: Gaps and drops
 
     /// Records a gap.
@@ -493,7 +572,42 @@ public final class StoreIndex: Sendable {
         try database.checkpoint()
     }
 
+    // MARK: Store information
+
+    /// The value stored under `key` in `store_info` (e.g. a store id or the creating version), if any.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func info(_ key: String) throws -> String? {
+        try database.withConnection { connection in
+            let select = try connection.statement("SELECT value FROM store_info WHERE key = ?")
+            defer { select.reset() }
+            try select.bind(key, at: 1)
+            return try select.step() ? select.text(0) : nil
+        }
+    }
+
+    /// Stores `value` under `key` in `store_info`, replacing any previous value.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func setInfo(_ key: String, to value: String) throws {
+        try database.write { connection in
+            let upsert = try connection.statement(
+                "INSERT INTO store_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            )
+            try upsert.bind(key, at: 1)
+            try upsert.bind(value, at: 2)
+            try upsert.run()
+        }
+    }
+
     // MARK: Row decoding
+
+    private static func missingOrDeleting(_ id: Int64, _ connection: SQLiteConnection) throws -> StoreIndexError {
+        let select = try connection.statement("SELECT state FROM segments WHERE id = ?")
+        defer { select.reset() }
+        try select.bind(id, at: 1)
+        return try select.step() ? .segmentIsDeleting(id: id) : .unknownSegment(id: id)
+    }
 
     private static let streamColumns = """
         SELECT id, name, pixel_format, width, height, frame_duration_value, frame_duration_timescale,

@@ -120,6 +120,12 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
     case segmentNotOpen(segmentID: Int64, streamID: Int64)
     /// No segment has that id.
     case unknownSegment(id: Int64)
+    /// No stream has that id.
+    case unknownStream(id: Int64)
+    /// The segment is being deleted and cannot be sealed.
+    case segmentIsDeleting(id: Int64)
+    /// Another segment already has this file name.
+    case fileNameInUse(String)
     /// A batch of frames was not in strictly increasing pts order.
     case framesNotInPTSOrder(streamID: Int64, previous: Int64, next: Int64)
     /// A frame with this pts is already stored for the stream.
@@ -138,6 +144,12 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
             return "segment \(segmentID) is not an open segment of stream \(streamID); frames can only be added there"
         case .unknownSegment(let id):
             return "no segment \(id) in the index"
+        case .unknownStream(let id):
+            return "no stream \(id) in the index"
+        case .segmentIsDeleting(let id):
+            return "segment \(id) is being deleted and cannot be sealed"
+        case .fileNameInUse(let fileName):
+            return "another segment in the index is already named '\(fileName)': segment file names must be unique"
         case .framesNotInPTSOrder(let streamID, let previous, let next):
             return "frames of stream \(streamID) must be added in increasing pts order: \(next) ns came after "
                 + "\(previous) ns"

@@ -173,6 +173,7 @@ enum SQLiteShell {
             "SELECT pts_ns FROM frames WHERE stream_id = 1 AND pts_ns <= 5 ORDER BY pts_ns DESC LIMIT 1",
             "SELECT id FROM segments WHERE stream_id = 1 AND first_pts_ns >= 5 AND first_pts_ns < 9",
             "DELETE FROM frames WHERE segment_id = 3",
+            "SELECT pts_ns, wall_ns FROM frames WHERE segment_id = 3 ORDER BY stream_id, pts_ns",
         ]
         for query in queries {
             let output = try SQLiteShell.run([directory.indexPath, "EXPLAIN QUERY PLAN \(query)"])

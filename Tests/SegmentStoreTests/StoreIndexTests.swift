@@ -284,6 +284,84 @@ enum IndexFixtures {
         try index.checkpoint()
     }
 
+    @Test func recoveryHelpersListAndTruncateASegmentsFrames() throws {
+        let directory = try IndexTestDirectory()
+        let (index, stream, ids) = try IndexFixtures.makeIndex(
+            at: directory.indexPath, segments: 3, framesPerSegment: 100)
+        // makeIndex adds batches of 60 whose offsets start again at 64: compare all but the offsets.
+        func withoutOffsets(_ rows: [FrameRow]) -> [FrameRow] { rows.map { $0.with(fileOffset: 0) } }
+        let expected = IndexFixtures.frames(count: 100, first: 100, segmentID: ids[1])
+        #expect(withoutOffsets(try index.frames(ofSegment: ids[1])) == withoutOffsets(expected))
+        #expect(try index.frames(ofSegment: 999).isEmpty)
+
+        #expect(try index.removeFrames(ofSegment: ids[1], atOrAfter: IndexFixtures.pts(160)) == 40)
+        let truncated = try #require(try index.segment(id: ids[1]))
+        let kept = Array(expected.prefix(60))
+        #expect(truncated.frameCount == 60)
+        #expect(truncated.firstPTS == IndexFixtures.pts(100) && truncated.lastPTS == IndexFixtures.pts(159))
+        #expect(truncated.rawBytes == kept.reduce(0) { $0 + Int64($1.rawLength) })
+        #expect(truncated.storedBytes == kept.reduce(0) { $0 + Int64($1.storedLength) })
+        #expect(withoutOffsets(try index.frames(ofSegment: ids[1])) == withoutOffsets(kept))
+        #expect(try index.summary(streamID: stream.id).frames == 260)
+        // Adding the lost frames back continues from the recounted state.
+        try index.addFrames(
+            IndexFixtures.frames(count: 40, first: 160, segmentID: ids[1]), streamID: stream.id)
+        #expect(try index.segment(id: ids[1])?.frameCount == 100)
+        #expect(try index.segment(id: ids[1])?.lastPTS == IndexFixtures.pts(199))
+
+        #expect(try index.removeFrames(ofSegment: ids[2], atOrAfter: Int64.min) == 100)
+        let emptied = try #require(try index.segment(id: ids[2]))
+        #expect(emptied.frameCount == 0 && emptied.firstPTS == nil && emptied.lastPTS == nil && emptied.rawBytes == 0)
+        #expect(throws: StoreIndexError.self) { try index.removeFrames(ofSegment: 999, atOrAfter: 0) }
+    }
+
+    @Test func segmentNamesAndStatesAreChecked() throws {
+        let directory = try IndexTestDirectory()
+        let (index, stream, ids) = try IndexFixtures.makeIndex(
+            at: directory.indexPath, segments: 2, framesPerSegment: 10)
+        func expectError(_ expected: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                Issue.record("expected \(expected)")
+            } catch let error as StoreIndexError {
+                #expect("\(error)".contains(expected), "\(error)")
+            } catch {
+                Issue.record("expected a StoreIndexError, got \(error)")
+            }
+        }
+        expectError("already named 'seg-0.partial'") {
+            _ = try index.insertSegment(
+                streamID: stream.id, fileName: "seg-0.partial", formatVersion: 1, createdWallNanoseconds: 0)
+        }
+        expectError("no stream 77") {
+            _ = try index.insertSegment(
+                streamID: 77, fileName: "x.partial", formatVersion: 1, createdWallNanoseconds: 0)
+        }
+        expectError("already named 'seg-0.partial'") { try index.sealSegment(id: ids[1], fileName: "seg-0.partial") }
+        try index.markDeleting(segmentID: ids[1])
+        expectError("being deleted") { try index.sealSegment(id: ids[1], fileName: "seg-1.rws") }
+        expectError("no segment 999") { try index.sealSegment(id: 999, fileName: "seg-999.rws") }
+        // Sealing twice only renames.
+        try index.sealSegment(id: ids[0], fileName: "seg-0.rws")
+        try index.sealSegment(id: ids[0], fileName: "seg-0b.rws")
+        #expect(try index.segment(id: ids[0])?.fileName == "seg-0b.rws")
+        #expect(try index.segment(id: ids[0])?.state == .sealed)
+    }
+
+    @Test func storeInfoAndStreamLookupWorkReadOnly() throws {
+        let directory = try IndexTestDirectory()
+        let writer = try StoreIndex(path: directory.indexPath)
+        #expect(try writer.info("store_id") == nil)
+        try writer.setInfo("store_id", to: "a")
+        try writer.setInfo("store_id", to: "b")
+        let stream = try writer.stream(named: "camera", description: IndexFixtures.description)
+        let reader = try StoreIndex(path: directory.indexPath, readOnly: true)
+        #expect(try reader.info("store_id") == "b")
+        #expect(try reader.stream(named: "camera") == stream)
+        #expect(try reader.stream(named: "camera", description: IndexFixtures.description) == stream)
+        #expect(try reader.stream(named: "screen") == nil)
+    }
+
     @Test func readOnlyIndexSeesCommittedRows() throws {
         let directory = try IndexTestDirectory()
         let (writer, stream, _) = try IndexFixtures.makeIndex(
