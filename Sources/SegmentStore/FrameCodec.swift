@@ -38,6 +38,26 @@ public enum CodecPolicy: Sendable, Hashable {
     case forced(FrameCodec)
 }
 
+/// Plain LZ4 block compression (acceleration 1, like `lz4 -1`), the reference the codec is measured against.
+public enum LZ4Block {
+    /// The largest compressed size of `count` bytes.
+    public static func compressBound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
+
+    /// Compresses `source` into `destination` (at least ``compressBound(_:)`` bytes) with `LZ4_compress_fast`,
+    /// acceleration 1, as one block.
+    ///
+    /// - Returns: the compressed size (0 when it does not fit).
+    public static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer)
+        -> Int
+    {
+        Int(
+            LZ4_compress_fast(
+                source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                destination.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count),
+                Int32(destination.count), 1))
+    }
+}
+
 /// How a frame of a given layout is cut into chunks: each plane into pieces of at most `chunkSize` bytes.
 ///
 /// Chunks never cross a plane boundary, so each is a run of rows of one plane; they are compressed independently
