@@ -7,8 +7,9 @@ import SegmentStore
 /// Keys (see DESIGN.md): `spill_over_lz4` (raw MB/s through a ``StreamWriter`` with all workers, into a temporary
 /// store, ÷ single-thread `LZ4_compress_fast` acceleration 1 on the same frames), `spill_over_lz4_cli` (the same
 /// ÷ the `lz4 -1` command on the same bytes, when `lz4` is installed), `stored_over_lz4_clean` and
-/// `stored_over_lz4_noisy` (stored bytes ÷ plain LZ4 bytes of the same frames, camera-like footage from ffmpeg's
-/// `testsrc2`, clean and with `noise=alls=20:allf=t`), `ttff_ms_1min` and `ttff_ms_1h` (median time to the first
+/// `stored_over_lz4_noisy` (stored bytes ÷ plain LZ4 bytes of the same frames, camera-like footage made by ffmpeg,
+/// see ``Footage/make(noisy:frames:testCardOnly:)``, clean and with `noise=alls=20:allf=t`; `_testsrc2` keys repeat
+/// the measures on ffmpeg's animated test card), `ttff_ms_1min` and `ttff_ms_1h` (median time to the first
 /// frame of a 1 s range in the middle of a store of one minute and of one hour of frames, read-only store opened
 /// as `rewind clip` does). Footage keys are absent when ffmpeg is missing.
 public enum StoreBenchmarks {
@@ -31,6 +32,11 @@ public enum StoreBenchmarks {
         }
         if let noisy = try? Footage.make(noisy: true, frames: count) {
             results["stored_over_lz4_noisy"] = try storedOverLZ4(noisy)
+            results["spill_over_lz4_noisy"] = try measureSpill(noisy, passes: quick ? 1 : 2).overLZ4
+        }
+        if let card = try? Footage.make(noisy: false, frames: count, testCardOnly: true) {
+            results["stored_over_lz4_testsrc2"] = try storedOverLZ4(card)
+            results["spill_over_lz4_testsrc2"] = try measureSpill(card, passes: 1).overLZ4
         }
         results["ttff_ms_1min"] = try timeToFirstFrame(seconds: 60, fps: 30, trials: quick ? 5 : 15)
         results["ttff_ms_1h"] = try timeToFirstFrame(seconds: 3600, fps: quick ? 5 : 30, trials: quick ? 5 : 15)
@@ -43,15 +49,25 @@ public enum StoreBenchmarks {
         let bytes: [UInt8]
         var count: Int { bytes.count / layout.byteCount }
 
-        static func make(noisy: Bool, frames: Int) throws -> Footage {
+        /// The scene: a detailed still (a Mandelbrot render, like a textured scene seen by a fixed camera) with a
+        /// moving object (ffmpeg's `testsrc2` at 320×180) crossing it; `noisy` adds `noise=alls=20:allf=t`
+        /// (temporal sensor-like noise on every pixel). `testsrc2` alone is ffmpeg's animated test card.
+        static func make(noisy: Bool, frames: Int, testCardOnly: Bool = false) throws -> Footage {
             let layout = try FrameLayout(format: .nv12, width: 1280, height: 720)
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            var arguments = [
-                "ffmpeg", "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i",
-                "testsrc2=size=1280x720:rate=30",
-            ]
-            if noisy { arguments += ["-vf", "noise=alls=20:allf=t"] }
+            var arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error"]
+            if testCardOnly {
+                arguments += ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
+                if noisy { arguments += ["-vf", "noise=alls=20:allf=t"] }
+            } else {
+                arguments += [
+                    "-f", "lavfi", "-i",
+                    "mandelbrot=size=1280x720:rate=30:start_scale=0.3:end_scale=0.3:maxiter=1000",
+                    "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=30", "-filter_complex",
+                    "[0][1]overlay=x='mod(t*120,960)':y='200+40*sin(t)'" + (noisy ? ",noise=alls=20:allf=t" : ""),
+                ]
+            }
             arguments += ["-frames:v", "\(frames)", "-pix_fmt", "nv12", "-f", "rawvideo", "-"]
             process.arguments = arguments
             let pipe = Pipe()
@@ -194,6 +210,7 @@ public enum StoreBenchmarks {
                 }
             }
             try writer.close()
+            guard try store.summary().frames == frameCount else { throw SegmentStoreError.unknownStream("bench") }
         }
         let reader = try SegmentStore.openReadOnly(directory: directory)
         var times: [Double] = []
