@@ -205,7 +205,33 @@ public final class StoreIndex: Sendable {
                 totals.add(row)
             }
             try Self.apply(totals, streamID: streamID, connection)
+            try Self.repairKeyFrames(after: rows[rows.count - 1].ptsNanoseconds, key: keyPTS, streamID, connection)
         }
+    }
+
+    /// When a batch lands before frames already stored (recovery re-adding a segment), points the frames after it,
+    /// up to the next key frame, at the batch's last key frame. Appending (the usual case) costs one lookup.
+    private static func repairKeyFrames(
+        after last: Int64, key: Int64?, _ streamID: Int64, _ connection: SQLiteConnection
+    ) throws {
+        guard let key else { return }
+        let later = try connection.statement("SELECT 1 FROM frames WHERE stream_id = ? AND pts_ns > ? LIMIT 1")
+        try later.bind(streamID, at: 1)
+        try later.bind(last, at: 2)
+        let hasLater = try later.step()
+        later.reset()
+        guard hasLater else { return }
+        let update = try connection.statement(
+            """
+            UPDATE frames SET key_pts_ns = ?1
+            WHERE stream_id = ?2 AND pts_ns > ?3 AND pts_ns < coalesce(
+                (SELECT min(pts_ns) FROM frames WHERE stream_id = ?2 AND pts_ns > ?3 AND flags & 1 = 1),
+                9223372036854775807)
+            """)
+        try update.bind(key, at: 1)
+        try update.bind(streamID, at: 2)
+        try update.bind(last, at: 3)
+        try update.run()
     }
 
     /// Marks a segment `sealed` under its final file name, durably: the commit is fsynced before this returns.
@@ -391,7 +417,8 @@ public final class StoreIndex: Sendable {
     ///   - pts: Nanoseconds.
     /// - Returns: The key frame, or nil when no frame at or before `pts` has a key frame before it.
     /// - Throws: ``SQLiteError``.
-    /// - Complexity: O(log n): two primary-key lookups.
+    /// - Complexity: O(log n): two primary-key lookups. If the recorded key frame was removed since, a backward
+    ///   scan to the nearest remaining key frame.
     public func keyFrame(streamID: Int64, atOrBefore pts: Int64) throws -> FrameRow? {
         try database.withConnection { connection in
             let select = try connection.statement(
@@ -409,10 +436,19 @@ public final class StoreIndex: Sendable {
             if row.isKeyFrame { return row }
             guard let keyPTS else { return nil }
             let key = try connection.statement("\(Self.frameColumns) WHERE stream_id = ? AND pts_ns = ?")
-            defer { key.reset() }
             try key.bind(streamID, at: 1)
             try key.bind(keyPTS, at: 2)
-            return try key.step() ? Self.frameRow(key) : nil
+            let found = try key.step() ? Self.frameRow(key) : nil
+            key.reset()
+            if let found { return found }
+            // The recorded key frame was removed (a truncated or deleted segment): search backwards for one.
+            let search = try connection.statement(
+                "\(Self.frameColumns) WHERE stream_id = ? AND pts_ns <= ? AND flags & 1 = 1 "
+                    + "ORDER BY pts_ns DESC LIMIT 1")
+            defer { search.reset() }
+            try search.bind(streamID, at: 1)
+            try search.bind(row.ptsNanoseconds, at: 2)
+            return try search.step() ? Self.frameRow(search) : nil
         }
     }
 

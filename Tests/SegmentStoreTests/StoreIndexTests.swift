@@ -150,6 +150,30 @@ enum IndexFixtures {
                 == IndexFixtures.pts(30))
     }
 
+    @Test func keyFramesStayRightWhenSegmentsArriveOutOfOrderOrAreTruncated() throws {
+        let directory = try IndexTestDirectory()
+        let index = try StoreIndex(path: directory.indexPath)
+        let stream = try index.stream(named: "camera", description: IndexFixtures.description)
+        let later = try index.insertSegment(
+            streamID: stream.id, fileName: "later.partial", formatVersion: 1, createdWallNanoseconds: 0)
+        let earlier = try index.insertSegment(
+            streamID: stream.id, fileName: "earlier.partial", formatVersion: 1, createdWallNanoseconds: 0)
+        // Frames 105..<200 first (keys at 120, 150, 180), then 0..<105 (keys at 0, 30, 60, 90).
+        try index.addFrames(IndexFixtures.frames(count: 95, first: 105, segmentID: later), streamID: stream.id)
+        #expect(try index.keyFrame(streamID: stream.id, atOrBefore: IndexFixtures.pts(110)) == nil)
+        try index.addFrames(IndexFixtures.frames(count: 105, segmentID: earlier), streamID: stream.id)
+        func key(_ frame: Int) throws -> Int64? {
+            try index.keyFrame(streamID: stream.id, atOrBefore: IndexFixtures.pts(frame))?.ptsNanoseconds
+        }
+        #expect(try key(110) == IndexFixtures.pts(90))
+        #expect(try key(119) == IndexFixtures.pts(90))
+        #expect(try key(125) == IndexFixtures.pts(120))
+        // Truncating the earlier segment to frames < 80 removes key frame 90: frames 105..<120 fall back to 60.
+        try index.removeFrames(ofSegment: earlier, atOrAfter: IndexFixtures.pts(80))
+        #expect(try key(110) == IndexFixtures.pts(60))
+        #expect(try key(150) == IndexFixtures.pts(150))
+    }
+
     @Test func addFramesMaintainsSegmentCountersAndRefusesBadBatches() throws {
         let directory = try IndexTestDirectory()
         let (index, stream, ids) = try IndexFixtures.makeIndex(
