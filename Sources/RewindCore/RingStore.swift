@@ -44,7 +44,8 @@ public final class RingStore: Sendable {
     /// - Parameters:
     ///   - configuration: window, budgets and pin policy.
     ///   - onEvict: receives every frame that leaves the ring, in order, exactly once, never under the ring's
-    ///     lock. Letting go of the ``EvictedFrame`` returns its slab to the pool; keeping it keeps the slab
+    ///     lock, on the thread that evicts it (the producer, a caller of `setPressure`, or a thread releasing a
+    ///     snapshot after a budget cut). Letting go of the ``EvictedFrame`` returns its slab to the pool; keeping it keeps the slab
     ///     counted against the budget. It may pin and release snapshots and read statistics, but must not call
     ///     `append`, `reserve`, `commit` or `setPressure` (they would wait for the handler to return).
     public init(configuration: RingConfiguration, onEvict: @escaping @Sendable (consuming EvictedFrame) -> Void) {
@@ -83,7 +84,7 @@ public final class RingStore: Sendable {
         do {
             try planes.validate(for: layout)
         } catch {
-            state.withLock { $0.rejected.record(error) }
+            locked { $0.rejected.record(error) }
             throw error
         }
         try evictExpired(before: info)
@@ -165,7 +166,7 @@ public final class RingStore: Sendable {
     ///
     /// - Complexity: O(frames evicted + free slabs).
     public func setPressure(_ level: MemoryPressure) {
-        let unmaps = state.withLock { state -> [SlabUnmap] in
+        let unmaps = locked { state -> [SlabUnmap] in
             state.pressure = level
             return state.pool.setBudget(state.configuration.budget(under: level))
         }
@@ -176,12 +177,12 @@ public final class RingStore: Sendable {
     /// Evicts oldest frames (detaching pinned ones) while the pool is over its budget and some frame in the ring
     /// is unpinned, so memory falls to the budget as soon as pins allow.
     private func shedExcess() {
-        evictionOrder.withLock { _ in shedExcessInOrder() }
+        inEvictionOrder { shedExcessInOrder() }
     }
 
     private func shedExcessInOrder() {
         while true {
-            let slot = state.withLock { state -> Slot? in
+            let slot = locked { state -> Slot? in
                 guard state.pool.committedBytes > state.pool.budget, !state.slots.isEmpty, !state.allPinned else {
                     return nil
                 }
@@ -194,7 +195,7 @@ public final class RingStore: Sendable {
 
     /// The ring's counters and byte accounting, read at one moment.
     public var statistics: RingStatistics {
-        state.withLock { $0.statistics }
+        locked { $0.statistics }
     }
 
     // MARK: Internals shared with handles and snapshots
@@ -206,12 +207,12 @@ public final class RingStore: Sendable {
 
     /// An owner of a slab outside the ring (a `ReservedSlab` or an `EvictedFrame`) lets go of it.
     func releaseHold(_ id: SlabID) {
-        if let unmap = state.withLock({ $0.pool.release(id) }) { perform(unmap) }
+        if let unmap = locked({ $0.pool.release(id) }) { perform(unmap) }
     }
 
     /// Pins the frames at logical ring indices chosen by `range` (computed under the lock).
     func pinSlots(_ selectRange: (borrowing RingBuffer<Slot>) -> Range<Int>) -> [Slot] {
-        state.withLock { state -> [Slot] in
+        locked { state -> [Slot] in
             let range = selectRange(state.slots)
             var pinned: [Slot] = []
             pinned.reserveCapacity(range.count)
@@ -227,7 +228,7 @@ public final class RingStore: Sendable {
     /// Removes the pins of a snapshot; while the pool is over its budget (after a cut), unmaps what that frees
     /// and evicts frames that are no longer pinned.
     func unpin(_ slots: [Slot]) {
-        let unmaps = state.withLock { state -> [SlabUnmap] in
+        let unmaps = locked { state -> [SlabUnmap] in
             var unmaps: [SlabUnmap] = []
             for slot in slots {
                 if let unmap = state.pool.unpin(slot.slab) { unmaps.append(unmap) }
@@ -236,22 +237,47 @@ public final class RingStore: Sendable {
         }
         for unmap in unmaps { perform(unmap) }
         // Called from inside the eviction handler, the order lock is taken: leave the shedding to the evictor.
-        evictionOrder.withLockIfAvailable { _ in shedExcessInOrder() }
+        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
+        evictionOrder.withLockIfAvailable { _ in
+            ThreadSanitizer.acquire(token)
+            defer { ThreadSanitizer.release(token) }
+            shedExcessInOrder()
+        }
     }
 
     /// Runs one decision under the state lock; when it takes a frame out of the ring, hands that frame to the
     /// eviction handler (outside the state lock) before any other thread can take the next one.
     private func decide<Step: EvictionStep>(_ body: (inout RingState) -> Step) -> Step {
-        evictionOrder.withLock { _ in
-            let step = state.withLock { body(&$0) }
+        inEvictionOrder {
+            let step = locked { body(&$0) }
             if let slot = step.evictedSlot { deliver(slot) }
             return step
         }
     }
 
+    /// Runs `body` under the state lock.
+    private func locked<Result: Sendable>(_ body: (inout RingState) -> Result) -> Result {
+        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
+        return state.withLock { state in
+            ThreadSanitizer.acquire(token)
+            defer { ThreadSanitizer.release(token) }
+            return body(&state)
+        }
+    }
+
+    /// Runs `body` holding the eviction-order lock.
+    private func inEvictionOrder<Result: Sendable>(_ body: () -> Result) -> Result {
+        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
+        return evictionOrder.withLock { _ in
+            ThreadSanitizer.acquire(token)
+            defer { ThreadSanitizer.release(token) }
+            return body()
+        }
+    }
+
     private func perform(_ unmap: SlabUnmap) {
         SlabPool.unmap(unmap.address, size: unmap.size)
-        state.withLock { $0.pool.finishUnmapping(unmap.id) }
+        locked { $0.pool.finishUnmapping(unmap.id) }
     }
 
     /// Validates `info` against the last stored frame and evicts the frames it pushes out of the window.
@@ -306,7 +332,7 @@ public final class RingStore: Sendable {
                 return ReservedSlab(store: self, slab: id, address: address, layout: layout)
             case .map(let id, let size):
                 let address = SlabPool.map(size: size)
-                state.withLock { state in
+                locked { state in
                     state.pool.finishMapping(id, address: address)
                     if address == nil { state.dropped.memoryBudget += 1 }
                 }

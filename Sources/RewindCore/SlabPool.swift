@@ -250,7 +250,8 @@ struct SlabPool: ~Copyable {
         let index = Int(id.index)
         precondition(records[index].place == .ring || records[index].place == .outside, "pinning a dead slab")
         account(id, sign: -1)
-        records[index].pins += 1
+        // Read, then write: an in-place `+=` through the buffer subscript miscompiles under TSan (Swift 6.3).
+        records[index].pins = records[index].pins + 1
         account(id, sign: 1)
     }
 
@@ -261,7 +262,7 @@ struct SlabPool: ~Copyable {
         let index = Int(id.index)
         precondition(records[index].pins > 0, "slab \(id) unpinned more often than pinned")
         account(id, sign: -1)
-        records[index].pins -= 1
+        records[index].pins = records[index].pins - 1
         account(id, sign: 1)
         return recycleIfUnused(id)
     }

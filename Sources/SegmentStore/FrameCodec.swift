@@ -38,6 +38,26 @@ public enum CodecPolicy: Sendable, Hashable {
     case forced(FrameCodec)
 }
 
+/// Plain LZ4 block compression (acceleration 1, like `lz4 -1`), the reference the codec is measured against.
+public enum LZ4Block {
+    /// The largest compressed size of `count` bytes.
+    public static func compressBound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
+
+    /// Compresses `source` into `destination` (at least ``compressBound(_:)`` bytes) with `LZ4_compress_fast`,
+    /// acceleration 1, as one block.
+    ///
+    /// - Returns: the compressed size (0 when it does not fit).
+    public static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer)
+        -> Int
+    {
+        Int(
+            LZ4_compress_fast(
+                source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                destination.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count),
+                Int32(destination.count), 1))
+    }
+}
+
 /// How a frame of a given layout is cut into chunks: each plane into pieces of at most `chunkSize` bytes.
 ///
 /// Chunks never cross a plane boundary, so each is a run of rows of one plane; they are compressed independently
@@ -159,30 +179,45 @@ final class ByteBuffer {
     var bytes: UnsafeMutableRawBufferPointer { UnsafeMutableRawBufferPointer(start: base, count: count) }
 }
 
-/// One worker's scratch: an LZ4 state and buffers for a delta and for a second compression attempt.
+/// One worker's scratch: LZ4 state, and buffers for a delta and for a second compression attempt.
 private final class EncoderContext {
     let lz4State: ByteBuffer
+    let lz4Stream: UnsafeMutablePointer<LZ4_stream_t>
     let delta: ByteBuffer
     let scratch: ByteBuffer
 
     init(maxChunk: Int) {
         lz4State = ByteBuffer(count: Int(LZ4_sizeofState()))
+        lz4Stream = LZ4_createStream()
         delta = ByteBuffer(count: maxChunk)
         scratch = ByteBuffer(count: Int(LZ4_compressBound(Int32(maxChunk))))
     }
 
+    deinit { LZ4_freeStream(lz4Stream) }
+
     /// LZ4 of `count` bytes at `source` into `destination`; 0 when it does not fit in `capacity`.
+    ///
+    /// With `dictionary > 0`, the `dictionary` bytes just before `source` seed the LZ4 window (a prefix
+    /// dictionary), so cutting a plane into chunks costs almost nothing; the decoder has those bytes already.
     @inline(__always)
-    func compress(_ source: UnsafeRawPointer, count: Int, into destination: UnsafeMutableRawPointer, capacity: Int)
-        -> Int
-    {
+    func compress(
+        _ source: UnsafeRawPointer, count: Int, dictionary: Int = 0, into destination: UnsafeMutableRawPointer,
+        capacity: Int
+    ) -> Int {
         guard capacity > 0 else { return 0 }
-        return Int(
-            LZ4_compress_fast_extState(
-                lz4State.base, source.assumingMemoryBound(to: CChar.self),
-                destination.assumingMemoryBound(to: CChar.self), Int32(count), Int32(capacity), 1))
+        let src = source.assumingMemoryBound(to: CChar.self)
+        let dst = destination.assumingMemoryBound(to: CChar.self)
+        if dictionary == 0 {
+            return Int(LZ4_compress_fast_extState(lz4State.base, src, dst, Int32(count), Int32(capacity), 1))
+        }
+        LZ4_loadDict(lz4Stream, src - dictionary, Int32(dictionary))
+        return Int(LZ4_compress_fast_continue(lz4Stream, src, dst, Int32(count), Int32(capacity), 1))
     }
 }
+
+/// Bytes of the prefix dictionary of a plain LZ4 chunk at `offset`: up to 64 KiB of the frame before it.
+@inline(__always)
+func prefixDictionaryLength(offset: Int) -> Int { min(offset, 64 * 1024) }
 
 /// The result of encoding one frame: the record payload sits in ``FrameEncoder/record`` after the header space.
 public struct EncodedFrame: Sendable, Hashable {
@@ -204,7 +239,9 @@ public struct EncodedFrame: Sendable, Hashable {
 ///     +4 + 12n      chunk 0 stored bytes, chunk 1 stored bytes, …
 ///
 /// A chunk's stored bytes are its raw bytes, an LZ4 block of them, or an LZ4 block of their wrapping difference
-/// from the same bytes of the previous frame. Each chunk's CRC covers its stored bytes; the record's stored CRC
+/// from the same bytes of the previous frame. An LZ4 (codec 1) chunk is compressed with the up to 64 KiB of the
+/// frame just before it as a prefix dictionary (`LZ4_loadDict`), so chunks are decoded in order; delta chunks
+/// have no dictionary. Each chunk's CRC covers its stored bytes; the record's stored CRC
 /// covers the table.
 ///
 /// Not thread-safe: one owner (the stream's writer) calls `encode`; the pool parallelises inside the call.
@@ -315,6 +352,7 @@ public final class FrameEncoder {
         let src = source + offset
         let slot = slots.base + slotOffsets[chunk]
         let bound = Int(LZ4_compressBound(Int32(length)))
+        let dictionary = prefixDictionaryLength(offset: offset)
         var codec = FrameCodec.raw
         var stored = length
 
@@ -322,10 +360,10 @@ public final class FrameEncoder {
         case .forced(.raw):
             break
         case .forced(.lz4):
-            stored = context.compress(src, count: length, into: slot, capacity: bound)
+            stored = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: bound)
             codec = .lz4
         case .forced(.lz4Delta) where !mayDelta:
-            stored = context.compress(src, count: length, into: slot, capacity: bound)
+            stored = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: bound)
             codec = .lz4
         case .forced(.lz4Delta):
             subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
@@ -333,15 +371,16 @@ public final class FrameEncoder {
             codec = .lz4Delta
         case .forced(_), .automatic:
             if !mayDelta {
-                let n = context.compress(src, count: length, into: slot, capacity: length - 1)
+                let n = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: length - 1)
                 if n > 0 { (codec, stored) = (.lz4, n) }
-            } else if preferDelta[chunk] || probe {
+            } else if preferDelta[chunk] {
                 subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
                 let d = context.compress(context.delta.base, count: length, into: slot, capacity: length - 1)
                 if d > 0 { (codec, stored) = (.lz4Delta, d) }
-                if d == 0 || d > length / 16 || probe {
+                if d == 0 || d > length / 2 || probe {
                     let limit = (d > 0 ? d : length) - 1
-                    let p = context.compress(src, count: length, into: context.scratch.base, capacity: limit)
+                    let p = context.compress(
+                        src, count: length, dictionary: dictionary, into: context.scratch.base, capacity: limit)
                     if p > 0 {
                         slot.copyMemory(from: context.scratch.base, byteCount: p)
                         (codec, stored) = (.lz4, p)
@@ -349,8 +388,19 @@ public final class FrameEncoder {
                 }
                 preferDelta[chunk] = codec == .lz4Delta
             } else {
-                let p = context.compress(src, count: length, into: slot, capacity: length - 1)
+                let p = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: length - 1)
                 if p > 0 { (codec, stored) = (.lz4, p) }
+                if probe {
+                    subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
+                    let limit = (p > 0 ? p : length) - 1
+                    let d = context.compress(
+                        context.delta.base, count: length, into: context.scratch.base, capacity: limit)
+                    if d > 0 {
+                        slot.copyMemory(from: context.scratch.base, byteCount: d)
+                        (codec, stored) = (.lz4Delta, d)
+                    }
+                }
+                preferDelta[chunk] = codec == .lz4Delta
             }
         }
         let storedBytes = UnsafeRawBufferPointer(start: codec == .raw ? src : UnsafeRawPointer(slot), count: stored)
@@ -469,9 +519,11 @@ public final class FrameDecoder {
             case 0:
                 target.copyMemory(from: stored.baseAddress!, byteCount: length)
             case 1:
-                let n = LZ4_decompress_safe(
+                let dictionary = prefixDictionaryLength(offset: plan.offsets[chunk])
+                let n = LZ4_decompress_safe_usingDict(
                     stored.baseAddress!.assumingMemoryBound(to: CChar.self), target.assumingMemoryBound(to: CChar.self),
-                    Int32(stored.count), Int32(length))
+                    Int32(stored.count), Int32(length), (target - dictionary).assumingMemoryBound(to: CChar.self),
+                    Int32(dictionary))
                 guard n == length else { throw .lz4Failed(chunk: chunk) }
             default:
                 guard hasPrevious else { throw .deltaWithoutPredecessor }

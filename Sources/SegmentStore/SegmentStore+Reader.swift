@@ -124,6 +124,7 @@ final class ReadCursor {
             throw SegmentStoreError.damaged(
                 file: reader.fileName, frame: frameNumber, offset: row.fileOffset, detail: error.description)
         }
+        store.countDecodedFrame()
         decodedSegment = row.segmentID
         decodedEnd = row.fileOffset + Int64(SegmentFormat.recordHeaderLength + record.storedLength)
         return decoder.frame

@@ -145,8 +145,11 @@ extension SegmentStore {
             compareRows(name: name, row: row, scan: scan, report: &report)
             return
         }
-        // A damaged sealed file is cut only by an explicit repair.
-        if !isPartial && needsCut && mode != .repair { return }
+        // A damaged sealed file is cut only by an explicit repair; until then the index holds its valid frames.
+        if !isPartial && needsCut && mode != .repair {
+            try reconcileRows(fileName: name, header: header, row: row, scan: scan, report: &report)
+            return
+        }
 
         var finalName = name
         if isPartial || needsCut {

@@ -10,8 +10,8 @@ extension SegmentStore {
     ///
     /// Each delete is restartable: the row is marked `deleting` (its frames vanish from queries), the file is
     /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
-    /// being read (a reader holds its shared lock) is skipped and tried again on the next pass. Open segments are
-    /// never deleted.
+    /// being read (a reader holds its shared lock) stops the pass, which continues on the next call (so the budget may
+    /// be exceeded while a reader holds the oldest segment). Open segments are never deleted.
     ///
     /// - Returns: what was deleted and skipped.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``; I/O and index errors.
@@ -49,8 +49,10 @@ extension SegmentStore {
                     try fileSystem.flock(fd, operation: LOCK_EX | LOCK_NB, path: path)
                 }
                 if !free {
+                    // Strictly oldest first: deleting newer segments past a reader would cut holes in what it is
+                    // about to read. The next pass continues once the reader has moved on.
                     report.skippedInUse.append(row.fileName)
-                    continue
+                    break
                 }
             }
             try index.markDeleting(segmentID: row.id)

@@ -113,6 +113,13 @@ public final class SegmentStore: Sendable {
     private let lockFD: Int32
     private let nextSequence: Mutex<UInt64>
     private let activeStreams = Mutex<Set<String>>([])
+    private let decodedFrames = Atomic<Int>(0)
+
+    /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
+    /// from its key frame: the measure of random-access work.
+    public var framesDecoded: Int { decodedFrames.load(ordering: .relaxed) }
+
+    func countDecodedFrame() { decodedFrames.add(1, ordering: .relaxed) }
 
     /// All cores (`sysconf(_SC_NPROCESSORS_ONLN)`).
     public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }

@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Announces lock ordering to ThreadSanitizer when the process runs under it, and does nothing otherwise.
+///
+/// `Mutex` on Linux locks with atomics and futexes inside the (uninstrumented) Synchronization library, so a
+/// sanitized build does not see that two critical sections are ordered and reports every access to the state as a
+/// race. Calling ``acquire(_:)`` first thing inside a critical section and ``release(_:)`` last thing, with one
+/// address per lock, tells it. The hooks are looked up once with `dlsym`; without the sanitizer they are absent
+/// and each call is one load and one branch.
+enum ThreadSanitizer {
+    private typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
+
+    private struct Hooks: @unchecked Sendable {
+        let acquire: Hook
+        let release: Hook
+    }
+
+    private static let hooks: Hooks? = {
+        // RTLD_DEFAULT: search the executable and every loaded library.
+        guard let acquire = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_acquire"),
+            let release = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_release")
+        else { return nil }
+        return Hooks(acquire: unsafeBitCast(acquire, to: Hook.self), release: unsafeBitCast(release, to: Hook.self))
+    }()
+
+    /// Whether the process runs under ThreadSanitizer.
+    static var isActive: Bool { hooks != nil }
+
+    /// Call right after taking the lock identified by `address`.
+    @inline(__always)
+    static func acquire(_ address: UnsafeRawPointer) {
+        if let hooks { hooks.acquire(address) }
+    }
+
+    /// Call right before giving up the lock identified by `address`.
+    @inline(__always)
+    static func release(_ address: UnsafeRawPointer) {
+        if let hooks { hooks.release(address) }
+    }
+}

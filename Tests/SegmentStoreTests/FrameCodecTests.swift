@@ -1,0 +1,87 @@
+import RewindCore
+import SegmentStore
+import Testing
+
+@Suite struct FrameCodecTests {
+    @Test func crc32cCheckValue() {
+        #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
+        #expect(CRC32C.checksum([]) == 0)
+        // Continuing over pieces equals one pass.
+        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let whole = CRC32C.checksum(bytes)
+        let split = bytes.withUnsafeBytes { raw in
+            CRC32C.checksum(
+                UnsafeRawBufferPointer(rebasing: raw[500...]),
+                continuing: CRC32C.checksum(
+                    UnsafeRawBufferPointer(rebasing: raw[..<500])))
+        }
+        #expect(whole == split)
+    }
+
+    static let policies: [CodecPolicy] = [.automatic, .forced(.raw), .forced(.lz4), .forced(.lz4Delta)]
+
+    @Test(arguments: PixelFormat.allCases, policies)
+    func roundTripIsBitExact(format: PixelFormat, policy: CodecPolicy) throws {
+        let frames = try TestFrames(format: format, width: 333, height: 211)
+        defer { frames.deallocate() }
+        for workers in [1, 2, 3] {
+            let encoder = FrameEncoder(
+                layout: frames.layout, workerCount: workers, chunkSize: 16384, headerSpace: 56, policy: policy)
+            let decoder = FrameDecoder(layout: frames.layout, chunkSize: 16384)
+            var codecs: Set<FrameCodec> = []
+            for i in 0..<12 {
+                let frame = frames.frame(i)
+                let encoded = encoder.encode(frame.bytes, key: i % 5 == 0)
+                codecs.insert(encoded.codec)
+                if i % 5 == 0 { #expect(encoded.isKey) }
+                let payload = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(encoder.record)[56...])
+                #expect(payload.count == encoded.storedLength)
+                try decoder.decode(payload, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+                #expect(decoder.frame.elementsEqual(frame.bytes), "frame \(i) \(format) \(policy) workers \(workers)")
+            }
+            switch policy {
+            case .forced(.raw): #expect(codecs == [.raw])
+            case .forced(.lz4): #expect(codecs == [.lz4])
+            case .forced(.lz4Delta): #expect(codecs == [.lz4, .lz4Delta])
+            default: #expect(!codecs.isEmpty)
+            }
+        }
+    }
+
+    @Test func automaticChoosesDeltaOnStaticFramesAndRawOnNoise() throws {
+        let layout = try FrameLayout(format: .gray8, width: 512, height: 512)
+        let encoder = FrameEncoder(layout: layout, workerCount: 2, headerSpace: 0)
+        var noise = [UInt8](repeating: 0, count: layout.byteCount)
+        var seed: UInt64 = 42
+        for i in noise.indices {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            noise[i] = UInt8(truncatingIfNeeded: seed >> 33)
+        }
+        let first = noise.withUnsafeBytes { encoder.encode($0, key: true) }
+        #expect(first.codec == .raw, "random bytes do not compress")
+        #expect(first.storedLength <= layout.byteCount + 4 + 12 * ChunkPlan(layout: layout).count)
+        // The same noise again: the delta is all zeros.
+        let second = noise.withUnsafeBytes { encoder.encode($0, key: false) }
+        #expect(second.codec == .lz4Delta)
+        #expect(!second.isKey)
+        #expect(second.storedLength < layout.byteCount / 100)
+    }
+
+    @Test func damagedPayloadIsRejectedNotDecoded() throws {
+        let frames = try TestFrames(format: .i420, width: 160, height: 120)
+        defer { frames.deallocate() }
+        let encoder = FrameEncoder(layout: frames.layout, workerCount: 1, chunkSize: 4096, headerSpace: 0)
+        let decoder = FrameDecoder(layout: frames.layout, chunkSize: 4096)
+        let encoded = encoder.encode(frames.frame(0).bytes, key: true)
+        let payload = Array(UnsafeRawBufferPointer(encoder.record))
+        for position in stride(from: 0, to: payload.count, by: max(1, payload.count / 97)) {
+            var damaged = payload
+            damaged[position] ^= 0x10
+            #expect(throws: FrameDecodeError.self) {
+                try damaged.withUnsafeBytes {
+                    try decoder.decode($0, expectedCRC: encoded.storedCRC, hasPrevious: false)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+import Foundation
+import RewindCore
+import SegmentStore
+import Testing
+
+@Suite struct SegmentRecoveryTests {
+    /// Writes `count` frames into one segment of a new store and returns the `.partial` bytes after a sync (the
+    /// writer is left open, as if the process died) and the sealed bytes after close.
+    static func makeSegment(count: Int, frames: TestFrames) throws -> (partial: [UInt8], sealed: [UInt8]) {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<count { try writer.append(frames.frame(i)) }
+        try writer.sync()
+        let partial = [UInt8](FileManager.default.contents(atPath: dir.segments + "/000001.seg.partial")!)
+        try writer.close()
+        let sealed = [UInt8](FileManager.default.contents(atPath: dir.segments + "/000001.seg")!)
+        return (partial, sealed)
+    }
+
+    /// Record offsets of a segment's frames (from a scan of its bytes).
+    static func recordOffsets(_ bytes: [UInt8]) throws -> [Int64] {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
+        let path = dir.segments + "/000001.seg.partial"
+        try writeFile(path, bytes)
+        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+        return try reader.scan().entries.map(\.offset)
+    }
+
+    @Test func tornPartialIsCutAtLastValidRecordAndIndexRebuilt() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let (partial, _) = try Self.makeSegment(count: 12, frames: frames)
+        let offsets = try Self.recordOffsets(partial)
+        #expect(offsets.count == 12)
+        let ends = offsets.dropFirst().map { $0 } + [Int64(partial.count)]
+        var cuts = Set(stride(from: 0, to: partial.count + 1, by: max(1, partial.count / 60)))
+        for end in ends { cuts.formUnion([Int(end) - 1, Int(end), Int(end) + 1]) }
+        for cut in cuts.sorted() where cut >= 0 && cut <= partial.count {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
+            try writeFile(dir.segments + "/000001.seg.partial", partial.prefix(cut))
+            let complete = ends.filter { $0 <= Int64(cut) }.count
+            let store = try SegmentStore.open(directory: dir.path)
+            let read = try readAll(store)
+            #expect(read.count == complete, "cut at \(cut)")
+            for (i, (pts, digest)) in read.enumerated() {
+                #expect(pts == frames.pts(i))
+                #expect(digest == frames.expectedDigest(i), "cut at \(cut): frame \(i) not bit-exact")
+            }
+            if cut >= 70 + 6 {  // a whole header: the file is sealed
+                #expect(dir.segmentFiles() == ["000001.seg"], "cut at \(cut)")
+                #expect(try store.verify(repair: false).clean, "cut at \(cut)")
+            } else {
+                #expect(dir.segmentFiles() == ["000001.seg.partial"], "a torn header is left alone")
+            }
+        }
+    }
+
+    @Test func bitFlipsAreReportedPreciselyAndNeverReturnedAsFrames() throws {
+        let frames = try TestFrames(format: .i420, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let (_, sealed) = try Self.makeSegment(count: 10, frames: frames)
+        let offsets = try Self.recordOffsets(sealed)
+        var rng = SystemRandomNumberGenerator()
+        for trial in 0..<40 {
+            let position = trial == 0 ? 80 : Int.random(in: 0..<sealed.count, using: &rng)
+            var damaged = sealed
+            damaged[position] ^= UInt8(1 << Int.random(in: 0..<8, using: &rng))
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
+            try writeFile(dir.segments + "/000001.seg", damaged)
+            let store = try SegmentStore.open(directory: dir.path)
+            // Whatever is returned is bit-exact; frames at and after the damage are not returned.
+            let read = try readAll(store)
+            for (i, (pts, digest)) in read.enumerated() {
+                #expect(pts == frames.pts(i))
+                #expect(digest == frames.expectedDigest(i), "flip at \(position): frame \(i) corrupt")
+            }
+            let report = try store.verify(repair: false)
+            #expect(!report.clean, "flip at \(position) not found")
+            guard let damage = report.damaged.first else {
+                Issue.record("flip at \(position): no damage reported: \(report.problems)")
+                continue
+            }
+            #expect(damage.segment == "000001.seg")
+            if let frame = offsets.lastIndex(where: { $0 <= Int64(position) }), position < Int(sealed.count - 32),
+                position >= Int(offsets[0]), read.count < 10
+            {
+                #expect(damage.frame == frame, "flip at \(position): \(damage.message)")
+                #expect(damage.offset == offsets[frame], "flip at \(position): \(damage.message)")
+                #expect(damage.message.contains("000001.seg is damaged at byte \(offsets[frame]) (frame \(frame))"))
+                #expect(read.count == frame)
+            } else if position < Int(offsets[0]) {
+                #expect(damage.frame == -1, "header damage: \(damage.message)")
+            }
+        }
+    }
+
+    @Test func damagedFrameFromIndexIsAnErrorNamingFileFrameAndOffset() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(workerCount: 1))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<8 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        let path = dir.segments + "/000001.seg"
+        var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
+        let offsets = try Self.recordOffsets(bytes)
+        let target = Int(offsets[5]) + 56 + 70  // inside frame 5's payload
+        bytes[target] ^= 0xFF
+        try writeFile(path, bytes)
+        let store = try SegmentStore.open(directory: dir.path)
+        var delivered: [Int64] = []
+        #expect {
+            try store.frames(in: 0..<Int64.max) { frame in
+                delivered.append(frame.info.ptsNanoseconds)
+                return true
+            }
+        } throws: { error in
+            "\(error)".contains("segment 000001.seg is damaged at byte \(offsets[5]) (frame 5)")
+                && "\(error)".contains("rewind verify --repair")
+        }
+        #expect(delivered == (0..<5).map { frames.pts($0) })
+        let report = try store.verify(repair: false)
+        #expect(report.damaged.map(\.frame) == [5])
+        let repaired = try store.verify(repair: true)
+        #expect(!repaired.repaired.isEmpty)
+        #expect(try readAll(store).count == 5)
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    @Test(arguments: ["missing", "empty"])
+    func missingOrEmptyIndexNeverDeletesAndIsRebuilt(kind: String) throws {
+        let frames = try TestFrames(format: .gray8, width: 80, height: 60)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: 300_000_000))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<40 { try writer.append(frames.frame(i)) }
+            try writer.sync()  // the last segment stays a .partial: a crash
+            _ = writer
+        }
+        let before = dir.segmentFiles()
+        #expect(before.count >= 4)
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        if kind == "empty" { try writeFile(dir.path + "/index.sqlite", [UInt8]()) }
+        let store = try SegmentStore.open(directory: dir.path)
+        let after = dir.segmentFiles()
+        #expect(after.count == before.count, "no file deleted")
+        #expect(after.allSatisfy { $0.hasSuffix(".seg") })
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<40).map { frames.pts($0) })
+        for (i, (_, digest)) in read.enumerated() { #expect(digest == frames.expectedDigest(i)) }
+        #expect(try store.streams().map(\.name) == ["camera"])
+        #expect(try store.verify(repair: false).clean)
+        // Retention with no budget deletes nothing either.
+        #expect(try store.enforceRetention().deleted.isEmpty)
+    }
+
+    @Test func rowsWithoutFilesAreReportedNotInvented() throws {
+        let frames = try TestFrames(format: .gray8, width: 80, height: 60)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: 300_000_000))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<20 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        try FileManager.default.removeItem(atPath: dir.segments + "/000001.seg")
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(store.recovery.problems.contains { $0.contains("000001.seg") && $0.contains("has no file") })
+        let dry = try store.verify(repair: false)
+        #expect(!dry.clean)
+        let fixed = try store.verify(repair: true)
+        #expect(fixed.repaired.contains { $0.contains("000001.seg") })
+        #expect(try store.verify(repair: false).clean)
+        let read = try readAll(store)
+        #expect(read.first?.0 == frames.pts(10), "the first segment held frames 0…9")
+        #expect(read.last?.0 == frames.pts(19))
+    }
+}

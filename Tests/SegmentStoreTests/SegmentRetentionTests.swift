@@ -1,0 +1,115 @@
+import Foundation
+import RewindCore
+import SegmentStore
+import Testing
+
+@Suite struct SegmentRetentionTests {
+    @Test func budgetDeletesOldestSealedSegmentsButNotOneBeingRead() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
+        defer { frames.deallocate() }
+        // First measure one segment's size with no budget.
+        var segmentBytes = 0
+        do {
+            let probe = TemporaryDirectory()
+            defer { probe.remove() }
+            let store = try SegmentStore.open(
+                directory: probe.path,
+                options: StoreOptions(workerCount: 1, segmentMaxDuration: 300_000_000, codecPolicy: .forced(.raw)))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<10 { try writer.append(frames.frame(i)) }
+            try writer.close()
+            segmentBytes =
+                try FileManager.default.attributesOfItem(atPath: probe.segments + "/000001.seg")[.size]
+                as! Int
+        }
+        let budget = segmentBytes * 7 / 2
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(
+                workerCount: 1, segmentMaxDuration: 300_000_000, diskBudget: budget, codecPolicy: .forced(.raw)))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<30 { try writer.append(frames.frame(i)) }
+        // Segments 1 and 2 sealed (10 frames each), 3 open, within budget: nothing deleted.
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg.partial"])
+
+        // A reader streams the oldest segment while more is written and retention runs.
+        var skipped: [String] = []
+        var deletedWhileReading: [String] = []
+        var readWhileDeleting = 0
+        try store.frames(in: 0..<frames.pts(10)) { frame in
+            if readWhileDeleting == 0 {
+                for i in 30..<60 { try writer.append(frames.frame(i)) }
+                let report = try store.enforceRetention()
+                skipped = report.skippedInUse
+                deletedWhileReading = report.deleted
+            }
+            #expect(CRC32C.checksum(frame.bytes) == frames.expectedDigest(readWhileDeleting))
+            readWhileDeleting += 1
+            return true
+        }
+        #expect(readWhileDeleting == 10, "the leased segment was read to its end")
+        #expect(skipped == ["000001.seg"])
+        #expect(deletedWhileReading.isEmpty, "strictly oldest first: nothing past the reader")
+        #expect(dir.segmentFiles().contains("000001.seg"))
+        let report = try store.enforceRetention()
+        #expect(report.deleted.first == "000001.seg", "deleted once the reader is done: \(report)")
+        try writer.close()
+        try store.enforceRetention()
+        let files = dir.segmentFiles()
+        let total = try files.reduce(0) {
+            $0 + (try FileManager.default.attributesOfItem(atPath: dir.segments + "/" + $1)[.size] as! Int)
+        }
+        #expect(total <= budget, "\(files)")
+        #expect(files == ["000005.seg", "000006.seg"] || files == ["000004.seg", "000005.seg", "000006.seg"])
+        let read = try readAll(store)
+        #expect(read.last?.0 == frames.pts(59))
+        #expect(try store.summary().segments == files.count)
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    @Test func maxAgeDeletesSegmentsSealedLongerAgo() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(workerCount: 1))
+            let old = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<5 { try old.append(frames.frame(i)) }
+            try old.close()
+            usleep(400_000)
+            let recent = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 5..<10 { try recent.append(frames.frame(i)) }
+            try recent.close()
+        }
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: 200_000_000))
+        let report = try store.enforceRetention()
+        #expect(report.deleted == ["000001.seg"])
+        #expect(dir.segmentFiles() == ["000002.seg"])
+        #expect(try readAll(store).map(\.0) == (5..<10).map { frames.pts($0) })
+    }
+
+    @Test func halfDoneDeleteIsFinishedByRecovery() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: 100_000_000))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<9 { try writer.append(frames.frame(i)) }
+            try writer.close()
+            // Crash after step 1 of a delete.
+            let oldest = try #require(try store.index.segments().first)
+            try store.index.markDeleting(segmentID: oldest.id)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(store.recovery.repaired.contains { $0.contains("finished deleting segment 000001.seg") })
+        #expect(!dir.segmentFiles().contains("000001.seg"))
+        #expect(try readAll(store).first?.0 == frames.pts(4), "segment 1 held frames 0…3")
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import RewindCore
+import SegmentStore
+import Testing
+
+@Suite struct SegmentStoreTests {
+    @Test func writesAndReadsBackBitExactAcrossSegments() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames()
+        defer { frames.deallocate() }
+        let options = StoreOptions(keyInterval: 7, workerCount: 2, segmentMaxDuration: 1_000_000_000)
+        let store = try SegmentStore.open(directory: dir.path, options: options)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<100 { try writer.append(frames.frame(i)) }
+        #expect(try writer.sync() == frames.pts(99))
+        #expect(writer.durableFrameCount == 100)
+        try writer.close()
+
+        let sealed = dir.segmentFiles()
+        #expect(sealed.count == 4, "30 frames per 1 s segment: \(sealed)")
+        #expect(sealed.allSatisfy { $0.hasSuffix(".seg") })
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<100).map { frames.pts($0) })
+        for (i, (_, digest)) in read.enumerated() { #expect(digest == frames.expectedDigest(i), "frame \(i)") }
+
+        let summary = try store.summary()
+        #expect(summary.frames == 100)
+        #expect(summary.segments == 4)
+        #expect(summary.rawBytes == Int64(100 * frames.layout.byteCount))
+        #expect(summary.storedBytes < summary.rawBytes / 2)
+    }
+
+    @Test func randomAccessDecodesAtMostKeyIntervalFrames() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .i420, width: 256, height: 144)
+        defer { frames.deallocate() }
+        let k = 10
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(keyInterval: k, workerCount: 2, codecPolicy: .forced(.lz4Delta)))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<95 { try writer.append(frames.frame(i)) }
+        try writer.close()
+        for n in [0, 1, 9, 10, 11, 37, 59, 94] {
+            let before = store.framesDecoded
+            var got: [(Int64, UInt32)] = []
+            try store.frames(in: frames.pts(n)..<frames.pts(n) + 1) { frame in
+                got.append((frame.info.ptsNanoseconds, CRC32C.checksum(frame.bytes)))
+                return true
+            }
+            let decoded = store.framesDecoded - before
+            #expect(got.count == 1)
+            #expect(got.first?.0 == frames.pts(n))
+            #expect(got.first?.1 == frames.expectedDigest(n), "frame \(n) bit-exact")
+            #expect(decoded <= k, "frame \(n) decoded \(decoded) frames")
+            #expect(decoded == n % k + 1)
+        }
+    }
+
+    @Test func refusesNonMonotonicDuplicateAndWrongLayoutFrames() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames()
+        defer { frames.deallocate() }
+        let store = try SegmentStore.open(directory: dir.path)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        try writer.append(frames.frame(5))
+        #expect {
+            try writer.append(frames.frame(5))
+        } throws: { error in
+            guard case SegmentStoreError.frame(.duplicatePTS) = error else { return false }
+            return true
+        }
+        #expect {
+            try writer.append(frames.frame(3))
+        } throws: { error in
+            guard case SegmentStoreError.frame(.nonMonotonicPTS) = error else { return false }
+            return true
+        }
+        let other = try TestFrames(format: .gray8, width: 64, height: 64)
+        defer { other.deallocate() }
+        #expect {
+            try writer.append(other.frame(9))
+        } throws: { error in
+            guard case SegmentStoreError.frame(.layoutMismatch) = error else { return false }
+            return true
+        }
+        try writer.append(frames.frame(6))
+        try writer.close()
+        #expect(try readAll(store).map(\.0) == [frames.pts(5), frames.pts(6)])
+    }
+
+    @Test func secondRecorderIsRefusedButReadOnlyStoreReadsWhileWriting() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
+        defer { frames.deallocate() }
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: 500_000_000))
+        #expect {
+            _ = try SegmentStore.open(directory: dir.path)
+        } throws: { error in
+            guard case SegmentStoreError.storeLocked = error else { return false }
+            return true
+        }
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        let reader = try SegmentStore.openReadOnly(directory: dir.path)
+        let check = TestFrames.fill
+        let layout = frames.layout
+        var lastSeen = -1
+        for i in 0..<60 {
+            try writer.append(frames.frame(i))
+            if i % 6 == 5 {
+                try writer.sync()
+                // Another thread reads everything durable so far, from sealed and open segments.
+                let result = try readConcurrently(reader)
+                #expect(result.count == i + 1)
+                let expected = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 16)
+                defer { expected.deallocate() }
+                for (n, (pts, digest)) in result.enumerated() {
+                    check(expected, n, layout)
+                    #expect(pts == frames.pts(n))
+                    #expect(digest == CRC32C.checksum(UnsafeRawBufferPointer(expected)))
+                }
+                lastSeen = result.count
+            }
+        }
+        try writer.close()
+        #expect(lastSeen == 60)
+    }
+
+    private func readConcurrently(_ store: SegmentStore) throws -> [(Int64, UInt32)] {
+        let box = ResultBox()
+        let thread = Thread {
+            box.result = Result { try readAll(store) }
+        }
+        thread.start()
+        while !thread.isFinished { usleep(1000) }
+        return try box.result!.get()
+    }
+
+    @Test func gapsAndDropsPassThrough() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 64)
+        defer { frames.deallocate() }
+        let store = try SegmentStore.open(directory: dir.path)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        try writer.recordGap(start: 100, end: 200, reason: "missing_frames")
+        try writer.addDrops(reason: "backpressure", count: 3)
+        try writer.close()
+        #expect(try store.gaps().map(\.reason) == ["missing_frames"])
+        #expect(try store.drops()["backpressure"] == 3)
+    }
+}
+
+final class ResultBox: @unchecked Sendable {
+    var result: Result<[(Int64, UInt32)], any Error>?
+}
