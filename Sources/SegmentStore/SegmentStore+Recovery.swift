@@ -94,6 +94,23 @@ extension SegmentStore {
         return report
     }
 
+    /// The size of a `.partial` file that ends before its header does (so it holds no frame), or nil.
+    private func headerlessPartialSize(_ path: String) throws -> Int64? {
+        try Self.wrapIO { () throws(FileSystemError) -> Int64? in
+            let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+            defer { fileSystem.close(fd) }
+            let size = try fileSystem.size(fd, path: path)
+            let nameLengthOffset = SegmentFormat.fixedHeaderLength - 6
+            guard size >= Int64(nameLengthOffset + 2) else { return size }
+            let lengthBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 2, alignment: 1)
+            defer { lengthBytes.deallocate() }
+            let read = try fileSystem.pread(fd, into: lengthBytes, offset: Int64(nameLengthOffset), path: path)
+            guard read == 2 else { return size }
+            let nameLength = Int64(lengthBytes[0]) | Int64(lengthBytes[1]) << 8
+            return size < Int64(SegmentFormat.fixedHeaderLength) + nameLength ? size : nil
+        }
+    }
+
     private func reconcileFile(name: String, row: SegmentRow?, mode: ReconcileMode, report: inout VerifyReport)
         throws
     {
@@ -104,6 +121,20 @@ extension SegmentStore {
         do {
             reader = try SegmentFileReader(path: path, fileSystem: fileSystem)
         } catch {
+            if isPartial, let size = try headerlessPartialSize(path) {
+                // Killed before its header was complete: it cannot hold a frame, so nothing is lost by removing it.
+                if mode.changes {
+                    try Self.wrapIO { () throws(FileSystemError) in
+                        try fileSystem.unlink(path)
+                        try fileSystem.syncDirectory(segmentsDirectory)
+                    }
+                    if let row, row.frameCount == 0 { try index.removeSegment(id: row.id) }
+                    report.repaired.append(
+                        "removed segments/\(name): its header was never completed (\(size) bytes, no frames)")
+                    report.segments -= 1
+                    return
+                }
+            }
             report.damaged.append(SegmentDamage(segment: name, frame: -1, offset: 0, message: "\(error)"))
             return
         }

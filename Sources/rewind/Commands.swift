@@ -100,4 +100,4 @@ let benchCommand = Command(
         name: "bench",
         summary: "measure speed as ratios against references measured in the same run (build with -c release)",
         options: [.flag("json", "print JSON"), .flag("quick", "fewer iterations")]),
-    run: unavailable("bench"))
+    run: runBench)

@@ -86,7 +86,8 @@ import Testing
             for (pts, digest) in read {
                 #expect(digest == frames.expectedDigest(Int(pts / duration)), "round \(round): pts \(pts) corrupt")
             }
-            #expect(try store.verify(repair: false).clean, "round \(round)")
+            let report = try store.verify(repair: false)
+            #expect(report.clean, "round \(round): \(report.damaged) \(report.problems)")
         }
     }
 }

@@ -31,6 +31,27 @@ import Testing
         return try reader.scan().entries.map(\.offset)
     }
 
+    @Test func partialKilledBeforeItsHeaderWasCompleteIsRemovedButADamagedHeaderIsKept() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let (partial, _) = try Self.makeSegment(count: 3, frames: frames)
+        for cut in [0, 10, 65, 69, partial.count > 80 ? 75 : 69] {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
+            try writeFile(dir.segments + "/000007.seg.partial", partial.prefix(cut))
+            // A complete-length header with a flipped bit may front real frames: never removed.
+            var damaged = partial
+            damaged[20] ^= 0x40
+            try writeFile(dir.segments + "/000008.seg.partial", damaged)
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(store.recovery.repaired.contains { $0.contains("000007.seg.partial") }, "cut at \(cut)")
+            #expect(dir.segmentFiles() == ["000008.seg.partial"], "cut at \(cut)")
+            let report = try store.verify(repair: false)
+            #expect(report.damaged.map(\.segment) == ["000008.seg.partial"])
+        }
+    }
+
     @Test func tornPartialIsCutAtLastValidRecordAndIndexRebuilt() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
@@ -57,7 +78,9 @@ import Testing
                 #expect(dir.segmentFiles() == ["000001.seg"], "cut at \(cut)")
                 #expect(try store.verify(repair: false).clean, "cut at \(cut)")
             } else {
-                #expect(dir.segmentFiles() == ["000001.seg.partial"], "a torn header is left alone")
+                // A header cut short holds no frame: recovery removes the file and the store is clean.
+                #expect(dir.segmentFiles().isEmpty, "cut at \(cut): a torn header is removed")
+                #expect(try store.verify(repair: false).clean, "cut at \(cut)")
             }
         }
     }

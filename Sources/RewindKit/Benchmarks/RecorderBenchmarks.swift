@@ -1,0 +1,151 @@
+import Foundation
+
+/// Benchmarks of the whole recorder and of exports, each as a ratio against a reference measured in the same run.
+///
+/// Keys: `record_y4m_over_lz4` (raw MB/s of `rewind record` on a 1080p Y4M file with eager spill ÷ `lz4 -1` on the
+/// same file), `drops_1080p60` and `drops_4k30` (frames dropped while recording a synthetic NV12 camera in real
+/// time with eager spill), `export_over_write` (time to export a clip from disk to `.y4m` ÷ time of a plain
+/// sequential write of the same number of bytes), `save_pin_ms` (request → last 5 s of 1080p60 pinned in memory) and
+/// `save_over_write` (saving those frames to `.y4m` ÷ a plain write of the same bytes).
+public enum RecorderBenchmarks {
+    /// Runs the benchmarks.
+    ///
+    /// - Parameter quick: shorter recordings (3 s instead of 10 s of real time per camera).
+    /// - Returns: figures by key.
+    public static func run(quick: Bool) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let directory = NSTemporaryDirectory() + "rewind-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let uhd = try FrameLayout(format: .nv12, width: 3840, height: 2160)
+        let liveSeconds: Int64 = quick ? 3 : 10
+
+        let live = try recordLive(layout: hd, fps: 60, seconds: liveSeconds, directory: directory + "/live1080")
+        results["drops_1080p60"] = Double(live.drops)
+        results["drops_4k30"] = Double(
+            try recordLive(layout: uhd, fps: 30, seconds: liveSeconds, directory: directory + "/live4k").drops)
+
+        let file = directory + "/input.y4m"
+        let frames = quick ? 120 : 300
+        try writeY4M(layout: hd, frames: frames, to: file)
+        results["record_y4m_over_lz4"] = try recordFileOverLZ4(file, directory: directory + "/file")
+
+        // Export from disk: the file store holds `frames` frames of 1080p; export them all to .y4m.
+        let store = try SegmentStore.openReadOnly(directory: directory + "/file")
+        let row = try store.streams()[0]
+        let source = ClipSource.store(store, stream: row)
+        let exportPath = directory + "/export.y4m"
+        let exportStart = ContinuousClock.now
+        let exported = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(exportPath))
+        let exportTime = seconds(ContinuousClock.now - exportStart)
+        try? FileManager.default.removeItem(atPath: exportPath)
+        results["export_over_write"] = exportTime / (try plainWrite(bytes: Int(exported.bytes), to: exportPath))
+
+        // Save the last 5 s from a live recorder's memory.
+        let recorder = live.recorder
+        let pinStart = ContinuousClock.now
+        guard let range = try recorder.lastRange(5_000_000_000) else { throw BenchmarkError("nothing recorded") }
+        let snapshot = recorder.ring.pin(range)
+        results["save_pin_ms"] = seconds(ContinuousClock.now - pinStart) * 1000
+        snapshot.release()
+        let savePath = directory + "/save.y4m"
+        let saveStart = ContinuousClock.now
+        let saved = try ClipSource.recorder(recorder).export(range: range, format: .y4m, to: .path(savePath))
+        let saveTime = seconds(ContinuousClock.now - saveStart)
+        try? FileManager.default.removeItem(atPath: savePath)
+        results["save_over_write"] = saveTime / (try plainWrite(bytes: Int(saved.bytes), to: savePath))
+        results["save_frames"] = Double(saved.frames)
+        try recorder.finish()
+        return results
+    }
+
+    struct LiveRun {
+        let recorder: Recorder
+        let drops: Int
+    }
+
+    /// Records a synthetic camera in real time with eager spill; the recorder stays open for the save benchmark.
+    static func recordLive(layout: FrameLayout, fps: Int32, seconds: Int64, directory: String) throws -> LiveRun {
+        let store = try SegmentStore.open(directory: directory)
+        var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: fps))
+        let recorder = try Recorder(
+            stream: camera.stream, store: store,
+            configuration: RecorderConfiguration(window: 6_000_000_000, memoryBudget: 1536 << 20))
+        try recorder.record(
+            from: &camera,
+            options: RecordLoopOptions(realtime: true, duration: seconds * 1_000_000_000, waitsForSpill: false))
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        return LiveRun(recorder: recorder, drops: recorder.statistics.totalDrops)
+    }
+
+    /// Writes `frames` synthetic frames as YUV4MPEG2 (NV12 becomes I420).
+    static func writeY4M(layout: FrameLayout, frames: Int, to path: String) throws {
+        var camera = SyntheticCamera(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 60), frameCount: frames)
+        let writer = try Y4MWriter(stream: camera.stream, destination: .path(path))
+        var buffer = [UInt8](repeating: 0, count: layout.byteCount)
+        while let info = try buffer.withUnsafeMutableBytes({ try camera.readFrame(into: $0) }) {
+            try buffer.withUnsafeBytes { try writer.write(FrameView(layout: layout, info: info, bytes: $0)) }
+        }
+        _ = try writer.finish()
+    }
+
+    /// Raw MB/s of recording `file` with eager spill ÷ raw MB/s of `lz4 -1` on the same file.
+    static func recordFileOverLZ4(_ file: String, directory: String) throws -> Double {
+        let bytes = Double((try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
+        let store = try SegmentStore.open(directory: directory)
+        var reader = try Y4MReader(path: file)
+        let recorder = try Recorder(
+            stream: reader.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 1024 << 20))
+        let start = ContinuousClock.now
+        try recorder.record(from: &reader)
+        try recorder.finish()
+        let recordRate = bytes / seconds(ContinuousClock.now - start)
+        var best = 0.0
+        for _ in 0..<3 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["lz4", "-1", "-q", "-f", file, "/dev/null"]
+            let lz4Start = ContinuousClock.now
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw BenchmarkError("lz4 -1 failed; is lz4 installed?") }
+            best = max(best, bytes / seconds(ContinuousClock.now - lz4Start))
+        }
+        return recordRate / best
+    }
+
+    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference), best of three.
+    static func plainWrite(bytes: Int, to path: String) throws -> Double {
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        var best = Double.infinity
+        for _ in 0..<3 {
+            let start = ContinuousClock.now
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+            var left = bytes
+            while left > 0 {
+                let count = min(left, chunk.count)
+                let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
+                guard written > 0 else { break }
+                left -= written
+            }
+            close(fd)
+            best = min(best, seconds(ContinuousClock.now - start))
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        return best
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (whole, fraction) = duration.components
+        return Double(whole) + Double(fraction) / 1e18
+    }
+}
+
+/// A benchmark that could not run.
+public struct BenchmarkError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import RewindKit
+
+/// The figures `rewind bench` prints, in order, with what each one means and its goal.
+private let figures: [(key: String, meaning: String, goal: String)] = [
+    ("append_copy_over_memcpy", "append with copy ÷ memcpy, 1080p NV12", "≤ 1.2"),
+    ("append_inplace_overhead_ns", "in-place append overhead per frame, ns", "≤ 5000"),
+    ("ring_ops_per_s_4k", "4K NV12 append+evict cycles per second (copy)", ""),
+    ("spill_over_lz4", "spill raw MB/s ÷ single-thread LZ4 (acc. 1), same frames", "≥ 1.0"),
+    ("spill_over_lz4_cli", "spill raw MB/s ÷ `lz4 -1`, same bytes", "≥ 1.0"),
+    ("stored_over_lz4_clean", "stored size ÷ plain LZ4 size, clean camera-like footage", "≤ 0.35"),
+    ("stored_over_lz4_noisy", "stored size ÷ plain LZ4 size, noisy footage", "≤ 1.0"),
+    ("ttff_ms_1min", "time to first frame of a 1 s range, 1-minute store, ms", "≤ 20"),
+    ("ttff_ms_1h", "time to first frame of a 1 s range, 1-hour store, ms", "≤ 20, flat"),
+    ("record_y4m_over_lz4", "record 1080p Y4M (eager spill) raw MB/s ÷ `lz4 -1`", "≥ 1.0"),
+    ("drops_1080p60", "frames dropped, live 1080p60 NV12, eager spill", "0"),
+    ("drops_4k30", "frames dropped, live 4K30 NV12, eager spill", "0"),
+    ("export_over_write", "clip export to .y4m from disk ÷ plain write of the same bytes", "≤ 1.3"),
+    ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
+    ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
+]
+
+func runBench(_ arguments: ParsedArguments) throws -> Int32 {
+    let quick = arguments.flag("quick")
+    let json = arguments.flag("json")
+    #if DEBUG
+        printError(
+            "rewind bench: this is a debug build; build with 'swift build -c release' (make bench) for real figures")
+    #endif
+    var results: [String: Double] = [:]
+    var failures: [String] = []
+    func measure(_ name: String, _ body: () throws -> [String: Double]) {
+        if !json { printError("measuring \(name) …") }
+        do {
+            results.merge(try body()) { _, new in new }
+        } catch {
+            failures.append("\(name): \(error)")
+        }
+    }
+    measure("the ring") { RingBenchmarks.run(quick: quick) }
+    measure("the segment store") { try StoreBenchmarks.run(quick: quick) }
+    measure("the recorder and exports") { try RecorderBenchmarks.run(quick: quick) }
+    if json {
+        try printJSON(results)
+    } else {
+        for figure in figures {
+            guard let value = results[figure.key] else { continue }
+            let shown =
+                value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(format: "%.3f", value)
+            let key = figure.key.padding(toLength: 28, withPad: " ", startingAt: 0)
+            let number = shown.padding(toLength: 12, withPad: " ", startingAt: 0)
+            print("\(key)\(number)\(figure.meaning)" + (figure.goal.isEmpty ? "" : " (goal \(figure.goal))"))
+        }
+        let extra = results.keys.filter { key in !figures.contains { $0.key == key } }.sorted()
+        if !extra.isEmpty {
+            print(
+                "also measured: "
+                    + extra.map { "\($0)=\(String(format: "%.3f", results[$0]!))" }.joined(separator: ", "))
+        }
+    }
+    for failure in failures { printError("could not measure \(failure)") }
+    return failures.isEmpty ? ExitStatus.success : ExitStatus.failure
+}
