@@ -33,7 +33,7 @@ format:
 
 test: deps lint
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFT) test --skip-build --disable-xctest
 
 test-tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build/tsan --filter RewindCoreTests
