@@ -101,19 +101,8 @@ public enum RecorderBenchmarks {
         let start = ContinuousClock.now
         try recorder.record(from: &reader)
         try recorder.finish()
-        let recordRate = bytes / seconds(ContinuousClock.now - start)
-        var best = 0.0
-        for _ in 0..<3 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["lz4", "-1", "-q", "-f", file, "/dev/null"]
-            let lz4Start = ContinuousClock.now
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw BenchmarkError("lz4 -1 failed; is lz4 installed?") }
-            best = max(best, bytes / seconds(ContinuousClock.now - lz4Start))
-        }
-        return recordRate / best
+        let recordRate = bytes / seconds(ContinuousClock.now - start) / 1e6
+        return recordRate / (try StoreBenchmarks.lz4CommandRate(file: file, bytes: Int(bytes)))
     }
 
     /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference), best of three.
