@@ -249,7 +249,8 @@ func temporaryStore(_ name: String = "store") throws -> String {
         // Recording goes on within the reduced budget (as a file input: waiting for the disk, never dropping).
         for _ in 0..<100 {
             recorder.waitForSpillRoom()
-            #expect(try feed.appendNext(to: recorder) == .stored(sequence: UInt64(feed.index)))
+            let outcome = try feed.appendNext(to: recorder)
+            if case .dropped(let reason) = outcome { Issue.record("frame \(feed.index - 1) dropped: \(reason)") }
             #expect(recorder.ring.statistics.mappedBytes <= minimum)
         }
         recorder.setPressure(.normal)
