@@ -238,8 +238,13 @@ public final class SegmentFileReader {
             let p = raw.baseAddress!
             let ok =
                 Array(raw[24..<32]) == SegmentFormat.trailerMagic
+                && raw[20..<24].allSatisfy { $0 == 0 }  // the reserved bytes: outside the CRC, so checked here
                 && CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: 16)) == p.get(UInt32.self, at: 16)
-            return (Int64(bitPattern: p.get(UInt64.self, at: 0)), Int(p.get(UInt64.self, at: 8)), ok)
+            // Lengths from a damaged trailer may be anything: bound them before converting.
+            let offset = p.get(UInt64.self, at: 0)
+            let length = p.get(UInt64.self, at: 8)
+            guard offset < 1 << 62, length < 1 << 40 else { return (Int64(0), 0, false) }
+            return (Int64(offset), Int(length), ok)
         }
         guard ok, footerOffset >= Int64(header.length), footerLength >= 20,
             footerOffset + Int64(footerLength) + Int64(SegmentFormat.trailerLength) == fileSize
@@ -256,7 +261,9 @@ public final class SegmentFileReader {
             CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: footerLength - 4))
                 == p.get(UInt32.self, at: footerLength - 4)
         else { return nil }
-        let count = Int(p.get(UInt64.self, at: 8))
+        let storedCount = p.get(UInt64.self, at: 8)
+        guard storedCount < 1 << 32 else { return nil }
+        let count = Int(storedCount)
         guard 16 + SegmentFormat.footerEntryLength * count + 4 == footerLength else { return nil }
         let rawLength = header.stream.layout.byteCount
         return (0..<count).map { i in

@@ -91,8 +91,12 @@ import Testing
         let (_, sealed) = try Self.makeSegment(count: 10, frames: frames)
         let offsets = try Self.recordOffsets(sealed)
         var rng = SystemRandomNumberGenerator()
-        for trial in 0..<40 {
-            let position = trial == 0 ? 80 : Int.random(in: 0..<sealed.count, using: &rng)
+        // Every byte of the trailer (including its reserved zero bytes), then random positions anywhere.
+        let trailer = Array((sealed.count - 32)..<sealed.count)
+        for trial in 0..<(40 + trailer.count) {
+            let position =
+                trial == 0
+                ? 80 : trial <= trailer.count ? trailer[trial - 1] : Int.random(in: 0..<sealed.count, using: &rng)
             var damaged = sealed
             damaged[position] ^= UInt8(1 << Int.random(in: 0..<8, using: &rng))
             let dir = TemporaryDirectory()
