@@ -33,7 +33,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let ringStatistics = recorder.ring.statistics
     print(
         "1. recorded \(loop.framesStored) frames (\(formatSeconds(seconds)) of stream time) in "
-            + "\(formatSeconds(Int64(elapsed.components.seconds) * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)), "
+            + "\(formatSeconds(nanoseconds(elapsed))), "
             + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
             + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "
             + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))"
@@ -49,7 +49,9 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
         let pinStart = ContinuousClock.now
         let summary = try source.export(range: last5, format: format, to: .path(path))
         let took = ContinuousClock.now - pinStart
-        print("\(step). saved the last 5 s from memory: \(describe(summary, destination: path)) in \(took)")
+        print(
+            "\(step). saved the last 5 s from memory in \(formatSeconds(nanoseconds(took))): "
+                + describe(summary, destination: path))
         step += 1
     }
     let spanStart = (ringStatistics.firstPTSNanoseconds ?? 0) - 2_000_000_000
@@ -73,6 +75,11 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     print("inspect: rewind info --store \(directory)")
     print("clip:    rewind clip --store \(directory) --from 3s --to 4.5s -o clip.mp4")
     return ExitStatus.success
+}
+
+/// A duration in whole nanoseconds.
+private func nanoseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
 }
 
 /// Empties `directory` if it is a store left by an earlier demo; refuses to touch anything else.
