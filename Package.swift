@@ -25,8 +25,9 @@ let package = Package(
             sources: ["Migrations.swift"],
             resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
         ),
+        .target(name: "CCRC32C"),
         .target(name: "RewindCore"),
-        .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "RewindMigrations"]),
+        .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "CCRC32C", "RewindMigrations"]),
         .target(name: "RewindKit", dependencies: ["RewindCore", "SegmentStore"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit"]),
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),

@@ -1,3 +1,5 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli, polynomial 0x1EDC6F41 reflected as 0x82F63B78), computed eight bytes at a time with the
 /// slicing-by-8 tables. This is the checksum of every segment header, record header, chunk and footer.
 ///
@@ -26,11 +28,20 @@ public enum CRC32C {
     /// - Complexity: O(n).
     public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
-        return tables.withUnsafeBufferPointer { table in
+        if hasHardware { return ~rewind_crc32c_hardware(~crc, base, bytes.count) }
+        return softwareChecksum(base, count: bytes.count, continuing: crc)
+    }
+
+    /// Whether the processor's CRC32 instruction is used (SSE4.2 on x86-64); otherwise slicing-by-8 tables.
+    public static let hasHardware = rewind_crc32c_has_hardware() != 0
+
+    /// The table-driven checksum (slicing-by-8), used where the processor has no CRC32 instruction.
+    static func softwareChecksum(_ base: UnsafeRawPointer, count: Int, continuing crc: UInt32 = 0) -> UInt32 {
+        tables.withUnsafeBufferPointer { table in
             let t = table.baseAddress!
             var c = ~crc
             var p = base
-            var n = bytes.count
+            var n = count
             while n >= 8 {
                 let word = UInt64(littleEndian: p.loadUnaligned(as: UInt64.self))
                 let lo = UInt32(truncatingIfNeeded: word) ^ c

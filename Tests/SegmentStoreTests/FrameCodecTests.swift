@@ -1,6 +1,7 @@
 import RewindCore
-import SegmentStore
 import Testing
+
+@testable import SegmentStore
 
 @Suite struct FrameCodecTests {
     @Test func crc32cCheckValue() {
@@ -16,6 +17,28 @@ import Testing
                     UnsafeRawBufferPointer(rebasing: raw[..<500])))
         }
         #expect(whole == split)
+    }
+
+    @Test func hardwareAndTableChecksumsAgreeOnEveryLengthAndAlignment() {
+        #if arch(x86_64)
+            #expect(CRC32C.hasHardware, "x86-64 machines running this have SSE4.2")
+        #endif
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<4200).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        bytes.withUnsafeBytes { raw in
+            for start in 0..<9 {
+                for length in [0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1000, 4096] {
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + length)])
+                    let expected = slice.isEmpty ? 0 : CRC32C.softwareChecksum(slice.baseAddress!, count: length)
+                    #expect(CRC32C.checksum(slice) == expected, "start \(start), length \(length)")
+                    #expect(
+                        CRC32C.checksum(slice, continuing: 0x1234_5678)
+                            == (slice.isEmpty
+                                ? 0x1234_5678
+                                : CRC32C.softwareChecksum(slice.baseAddress!, count: length, continuing: 0x1234_5678)))
+                }
+            }
+        }
     }
 
     static let policies: [CodecPolicy] = [.automatic, .forced(.raw), .forced(.lz4), .forced(.lz4Delta)]

@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
+import Synchronization
 
 /// Where a clip's frames come from: a live recorder (memory + disk) or a store on disk.
-public enum ClipSource {
+public enum ClipSource: Sendable {
     case recorder(Recorder)
     case store(SegmentStore, stream: StreamRow)
 
@@ -20,6 +22,27 @@ public enum ClipSource {
             try recorder.frames(in: range, body)
         case .store(let store, let row):
             try store.frames(streamName: row.name, in: range, body)
+        }
+    }
+
+    /// Whether any frame lies in `range`, from the ring and the index alone (nothing is decoded).
+    public func hasFrames(in range: Range<Int64>) throws -> Bool {
+        switch self {
+        case .recorder(let recorder):
+            let snapshot = recorder.ring.pin(range)
+            defer { snapshot.release() }
+            if !snapshot.isEmpty { return true }
+            guard let store = recorder.store,
+                let row = try store.streams().first(where: { $0.name == recorder.configuration.streamName })
+            else { return false }
+            return try ClipSource.store(store, stream: row).hasFrames(in: range)
+        case .store(let store, let row):
+            var found = false
+            try store.index.frames(streamID: row.id, in: range) { _ in
+                found = true
+                return false
+            }
+            return found
         }
     }
 
@@ -143,12 +166,7 @@ extension ClipSource {
                 "the range [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))) is empty: "
                     + "--to must be after --from")
         }
-        var hasFrame = false
-        try frames(in: range) { _ in
-            hasFrame = true
-            return false
-        }
-        guard hasFrame else {
+        guard try hasFrames(in: range) else {
             let held = try span().map {
                 "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
             }
@@ -159,16 +177,95 @@ extension ClipSource {
         var exporter = try makeExporter(format: format, stream: stream, destination: destination)
         do {
             var count = 0
-            try frames(in: range) { view in
+            let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)
                 count += 1
                 progress?(count, view.info.ptsNanoseconds)
                 return true
             }
+            if case .store = self {
+                // Frames from disk: decode on a second thread while this one writes.
+                try DecodePipeline(layout: stream.layout).run(source: self, range: range, write)
+            } else {
+                try frames(in: range, write)
+            }
             return try exporter.finish()
         } catch {
             if case .path(let path) = destination { try? FileManager.default.removeItem(atPath: path) }
             throw error
+        }
+    }
+}
+
+/// Overlaps reading and decoding frames from the segment store (on its own thread) with writing them (on the
+/// caller's), through a few frame buffers allocated once per export.
+///
+///     reader thread: frames(in:) → copy into buffer[k] ──filled──▶ caller: write(buffer[k]) ──free──▶ reader
+final class DecodePipeline: @unchecked Sendable {
+    private static let depth = 3
+    private let layout: FrameLayout
+    private let buffers: [UnsafeMutableRawBufferPointer]
+    private var infos: [FrameInfo?]
+    private let free = DispatchSemaphore(value: DecodePipeline.depth)
+    private let filled = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    // Written by the reader before it signals `filled` (or `finished`); read by the writer after waiting.
+    private var readerError: (any Error)?
+    private let isCancelled = Atomic<Bool>(false)
+
+    init(layout: FrameLayout) {
+        self.layout = layout
+        buffers = (0..<Self.depth).map { _ in
+            UnsafeMutableRawBufferPointer.allocate(byteCount: max(layout.byteCount, 1), alignment: 64)
+        }
+        infos = Array(repeating: nil, count: Self.depth)
+    }
+
+    deinit {
+        for buffer in buffers { buffer.deallocate() }
+    }
+
+    /// Streams `range` of `source` through `write` (which returns false to stop), in pts order.
+    func run(source: ClipSource, range: Range<Int64>, _ write: (FrameView) throws -> Bool) throws {
+        let reader = Thread { [self] in
+            var slot = 0
+            do {
+                try source.frames(in: range) { view in
+                    free.wait()
+                    if isCancelled.load(ordering: .acquiring) { return false }
+                    buffers[slot].copyMemory(from: view.bytes)
+                    infos[slot] = view.info
+                    filled.signal()
+                    slot = (slot + 1) % Self.depth
+                    return true
+                }
+            } catch {
+                readerError = error
+            }
+            filled.signal()
+            finished.signal()
+        }
+        reader.name = "rewind-export-read"
+        reader.start()
+        defer {
+            isCancelled.store(true, ordering: .releasing)
+            for _ in 0..<Self.depth { free.signal() }
+            finished.wait()
+        }
+        var slot = 0
+        while true {
+            filled.wait()
+            guard let info = infos[slot] else {
+                // Only the end marker arrives with no frame in the slot.
+                if let readerError { throw readerError }
+                return
+            }
+            infos[slot] = nil
+            let keepGoing = try write(
+                FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffers[slot])))
+            free.signal()
+            if !keepGoing { return }
+            slot = (slot + 1) % Self.depth
         }
     }
 }
