@@ -141,6 +141,31 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(lines[1][0] >= 4, "1 s segments over 4 s")
     }
 
+    @Test func wallClockRangesMapToTheFramesCapturedThen() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@10", "--duration", "5s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        let query = try runChecked(
+            "sqlite3", ["-readonly", "\(store)/index.sqlite", "SELECT wall_ns FROM frames ORDER BY pts_ns LIMIT 1"])
+        let firstWall = try #require(Int64(query.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        // [first + 1.05 s, first + 2.05 s) in wall-clock time: frames 11…20 at 10 fps.
+        func iso(_ nanoseconds: Int64) -> String {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter.string(from: Date(timeIntervalSince1970: Double(nanoseconds) / 1e9))
+        }
+        let output = directory.appendingPathComponent("wall.mkv").path
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--from", iso(firstWall + 1_050_000_000), "--to", iso(firstWall + 2_050_000_000),
+            "-o", output,
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(clip.output.contains("wrote 10 frames"), "\(clip.output)")
+        #expect(clip.output.contains("pts 1.100s … 2.000s"), "\(clip.output)")
+    }
+
     @Test func stdinInputRecordsEveryFrame() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -276,6 +276,31 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(statistics.framesDurable == 20)
     }
 
+    @Test func onEvictSpillWritesFramesOnlyAsTheyNearTheEndOfTheWindow() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try temporaryStore())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 1_000_000_000, memoryBudget: 64 << 20, spill: .onEvict))
+        for _ in 0..<300 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        // Give the spill thread time to catch up with what is due; what is newer than 3/4 of the window stays.
+        var spilled = recorder.statistics.framesSpilled
+        for _ in 0..<200 where spilled < 300 - 46 {
+            usleep(5000)
+            spilled = recorder.statistics.framesSpilled
+        }
+        #expect(spilled <= 300 - 45, "frames younger than 3/4 of the window are not written yet")
+        #expect(spilled >= 300 - 60 - 9, "frames leaving the window were written")
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 300)
+        #expect(statistics.totalDrops == 0)
+        let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
+        #expect(indexes == Array(0..<300))
+    }
+
     @Test func inputIntervalGapsAreRecorded() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try temporaryStore())
