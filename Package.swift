@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "RewindCore"),
         .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "CCRC32C", "RewindMigrations"]),
         .target(name: "RewindKit", dependencies: ["RewindCore", "SegmentStore"]),
-        .executableTarget(name: "rewind", dependencies: ["RewindKit"]),
+        .executableTarget(name: "rewind", dependencies: ["RewindKit", "CSQLite"]),
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),
         .testTarget(name: "SegmentStoreTests", dependencies: ["SegmentStore", "RewindMigrations"]),
         .testTarget(name: "RewindKitTests", dependencies: ["RewindKit"]),

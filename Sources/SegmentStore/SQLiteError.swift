@@ -41,7 +41,8 @@ public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
             what = "is corrupt (\(codeName)): run 'rewind verify --repair'"
         case SQLITE_NOTADB:
             what =
-                "is not a SQLite database (\(codeName)): move it aside and run 'rewind verify --repair' to rebuild it"
+                "is not a SQLite database (\(codeName)): run 'rewind verify --repair', which moves it aside and "
+                + "rebuilds it from the segment files"
         case SQLITE_BUSY, SQLITE_LOCKED:
             what =
                 "is locked by another process (\(codeName)) for longer than the busy timeout: stop the other "

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import RewindKit
 
@@ -73,12 +74,26 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         throw CommandError("no store at '\(directory)'")
     }
     let repair = arguments.flag("repair")
-    let store =
-        repair ? try SegmentStore.open(directory: directory) : try SegmentStore.openReadOnly(directory: directory)
+    var movedIndex: String?
+    let store: SegmentStore
+    if repair {
+        do {
+            store = try SegmentStore.open(directory: directory)
+        } catch let error as SQLiteError where error.code == SQLITE_NOTADB || error.code == SQLITE_CORRUPT {
+            // The index is derived from the segment files: keep the damaged one aside and rebuild it from them.
+            movedIndex = try moveIndexAside(in: directory)
+            store = try SegmentStore.open(directory: directory)
+        }
+    } else {
+        store = try SegmentStore.openReadOnly(directory: directory)
+    }
     var report = try store.verify(repair: repair)
     if repair {
         // Report what was repaired, then the state the store is in now.
-        let repaired = store.recovery.repaired + report.repaired
+        var repaired = store.recovery.repaired + report.repaired
+        if let movedIndex {
+            repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
+        }
         report = try store.verify(repair: false)
         report.repaired = repaired
     }
@@ -102,4 +117,15 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         }
     }
     return report.clean ? ExitStatus.success : ExitStatus.failure
+}
+
+/// Renames `DIR/index.sqlite` (and its WAL files) to `index.sqlite.damaged-<unix seconds>`; returns the new path.
+private func moveIndexAside(in directory: String) throws -> String {
+    let manager = FileManager.default
+    let target = "\(directory)/index.sqlite.damaged-\(Int(Date().timeIntervalSince1970))"
+    try manager.moveItem(atPath: "\(directory)/index.sqlite", toPath: target)
+    for suffix in ["-wal", "-shm"] where manager.fileExists(atPath: "\(directory)/index.sqlite\(suffix)") {
+        try manager.moveItem(atPath: "\(directory)/index.sqlite\(suffix)", toPath: target + suffix)
+    }
+    return target
 }

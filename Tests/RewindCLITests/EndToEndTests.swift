@@ -166,6 +166,36 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(clip.output.contains("pts 1.100s … 2.000s"), "\(clip.output)")
     }
 
+    @Test func garbageIndexIsRefusedClearlyThenRebuiltByRepairWithoutLosingAFrame() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        #expect(
+            try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "2s"])
+                .status == 0)
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
+        }
+        try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 7919) }).write(
+            to: URL(fileURLWithPath: "\(store)/index.sqlite"))
+        for command in ["info", "verify", "record"] {
+            let result = try Tool.rewind(
+                [command, "--store", store, "--input", "synthetic:160x90@30"].prefix(
+                    command == "record" ? 5 : 3
+                ).map { $0 })
+            #expect(result.status == 1, "\(command)")
+            #expect(result.stderr.contains("is not a SQLite database"), "\(command): \(result.stderr)")
+            #expect(result.stderr.contains("rewind verify --repair"), "\(command)")
+        }
+        let segments = try FileManager.default.contentsOfDirectory(atPath: "\(store)/segments")
+        #expect(!segments.isEmpty, "nothing was deleted")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved the damaged index to"))
+        #expect(try info(store)["frames"] as? Int == 60)
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
     @Test func stdinInputRecordsEveryFrame() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
