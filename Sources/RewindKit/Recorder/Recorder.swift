@@ -178,14 +178,7 @@ public final class Recorder: Sendable {
         var result = shared.state.withLock { $0.statistics }
         result.framesAccepted = ringStatistics.appended
         result.rejected = ringStatistics.rejected.total
-        if spill == nil {
-            result.framesSpilled = 0
-        }
-        for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
-            result.drops[reason.label, default: 0] += Int(ringStatistics.dropped[reason])
-        }
-        let behind = shared.droppedSpillBehind.load(ordering: .relaxed)
-        if behind > 0 { result.drops[DropLabel.spillBehind, default: 0] += behind }
+        result.drops = shared.drops(ring: ringStatistics)
         return result
     }
 
@@ -278,5 +271,16 @@ final class RecorderShared: Sendable {
 
     struct SharedState {
         var statistics = RecorderStatistics()
+    }
+
+    /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
+    func drops(ring: RingStatistics) -> [String: Int] {
+        var drops = state.withLock { $0.statistics.drops }
+        for reason in DropReason.allCases where ring.dropped[reason] > 0 {
+            drops[reason.label, default: 0] += Int(ring.dropped[reason])
+        }
+        let behind = droppedSpillBehind.load(ordering: .relaxed)
+        if behind > 0 { drops[DropLabel.spillBehind, default: 0] += behind }
+        return drops
     }
 }

@@ -197,19 +197,9 @@ final class SpillStage: @unchecked Sendable {
         } catch {
             message = message ?? "\(error)"
         }
-        let ringStatistics = ring.statistics
-        var drops: [String: Int] = [:]
-        for reason in DropReason.allCases where ringStatistics.dropped[reason] > 0 {
-            drops[reason.label] = Int(ringStatistics.dropped[reason])
-        }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
-        let evicted = shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] }
-        if evicted > 0 { drops[DropLabel.evictedBeforeSpill] = evicted }
-        let behind = shared.droppedSpillBehind.load(ordering: .relaxed)
-        if behind > 0 { drops[DropLabel.spillBehind, default: 0] += behind }
-        let diskErrors = shared.state.withLock { $0.statistics.drops[DropLabel.diskError, default: 0] }
-        if diskErrors > 0 { drops[DropLabel.diskError] = diskErrors }
+        let drops = shared.drops(ring: ring.statistics)
         for (reason, count) in drops where count > 0 {
             do {
                 try writer.addDrops(reason: reason, count: count)
