@@ -128,10 +128,7 @@ public enum ClipError: Error, Sendable, CustomStringConvertible {
 public func formatSeconds(_ nanoseconds: Int64) -> String {
     let sign = nanoseconds < 0 ? "-" : ""
     let magnitude = nanoseconds.magnitude
-    let millis = (magnitude % 1_000_000_000) / 1_000_000
-    let padded =
-        String(millis).count < 3 ? String(repeating: "0", count: 3 - String(millis).count) + "\(millis)" : "\(millis)"
-    return "\(sign)\(magnitude / 1_000_000_000).\(padded)s"
+    return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
 }
 
 /// Formats a byte count with a binary unit: `1.5 GiB`.

@@ -24,6 +24,10 @@ public final class Recorder: Sendable {
     private let spill: SpillStage?
     /// How many frames at the nominal rate the window holds.
     private let framesInWindow: Int
+    /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
+    private let slabBytes: Int
+    /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
+    private let ringRoom = Atomic<Int>(0)
 
     /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
     ///
@@ -51,6 +55,8 @@ public final class Recorder: Sendable {
             onEvict: { _ in })
         let nominal = stream.frameDuration.nanoseconds ?? 1
         framesInWindow = nominal > 0 ? Int(min(configuration.window / nominal, Int64(Int.max / 2))) : Int.max / 2
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        slabBytes = max(1, (frameBytes + page - 1) / page * page)
         if let store = self.store {
             let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
             spill = SpillStage(
@@ -59,6 +65,7 @@ public final class Recorder: Sendable {
         } else {
             spill = nil
         }
+        ringRoom.store(room(under: .normal), ordering: .relaxed)
     }
 
     deinit {
@@ -139,10 +146,10 @@ public final class Recorder: Sendable {
 
     /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
     /// holds at the nominal rate. The spill stage may fall behind by about this much before frames are lost.
-    public var framesInRing: Int {
-        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
-        let slab = (stream.layout.byteCount + page - 1) / page * page
-        return min(ring.statistics.budget / max(slab, 1), framesInWindow)
+    public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
+
+    private func room(under level: MemoryPressure) -> Int {
+        min(ring.configuration.budget(under: level) / slabBytes, framesInWindow)
     }
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
@@ -156,8 +163,12 @@ public final class Recorder: Sendable {
         }
     }
 
-    /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once.
-    public func setPressure(_ level: MemoryPressure) { ring.setPressure(level) }
+    /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
+    /// set here, not on ``ring`` directly, so backpressure follows the new budget.
+    public func setPressure(_ level: MemoryPressure) {
+        ringRoom.store(room(under: level), ordering: .relaxed)
+        ring.setPressure(level)
+    }
 
     // MARK: Finishing
 

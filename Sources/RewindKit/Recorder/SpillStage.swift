@@ -23,7 +23,7 @@ final class SpillStage: @unchecked Sendable {
     private let finalError = Mutex<String?>(nil)
 
     // Spill-thread state.
-    private var cursor: UInt64 = 1
+    /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
     private var lastSequence: UInt64 = 0
     private var lastPTS: Int64?
 
@@ -87,7 +87,7 @@ final class SpillStage: @unchecked Sendable {
             let wrote = spillAvailable(all: isFinishing)
             answerFlushRequests()
             if isFinishing && !wrote {
-                if cursor > shared.newestSequence.load(ordering: .acquiring) { break }
+                if lastSequence >= shared.newestSequence.load(ordering: .acquiring) { break }
             }
             if !wrote { _ = wakeup.wait(timeout: .now() + .milliseconds(20)) }
         }
@@ -96,7 +96,7 @@ final class SpillStage: @unchecked Sendable {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     private func spillAvailable(all: Bool) -> Bool {
-        let snapshot = ring.pin(fromSequence: cursor, limit: Self.batch)
+        let snapshot = ring.pin(fromSequence: lastSequence + 1, limit: Self.batch)
         defer { snapshot.release() }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
@@ -125,10 +125,9 @@ final class SpillStage: @unchecked Sendable {
         } catch {
             failure = "\(error)"
         }
-        cursor = sequence + 1
         lastSequence = sequence
         lastPTS = pts
-        shared.spillCursor.store(cursor, ordering: .releasing)
+        shared.spillCursor.store(sequence + 1, ordering: .releasing)
         let durable = writer.durableFrameCount
         shared.state.withLock { state in
             if let failure {
