@@ -26,9 +26,10 @@ let package = Package(
             resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
         ),
         .target(name: "CCRC32C"),
+        .target(name: "CPlatform"),
         .target(name: "RewindCore"),
         .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "CCRC32C", "RewindMigrations"]),
-        .target(name: "RewindKit", dependencies: ["RewindCore", "SegmentStore"]),
+        .target(name: "RewindKit", dependencies: ["RewindCore", "SegmentStore", "CPlatform"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit", "CSQLite"]),
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),
         .testTarget(name: "SegmentStoreTests", dependencies: ["SegmentStore", "RewindMigrations"]),

@@ -164,6 +164,26 @@ func addBytes(_ delta: UnsafeRawPointer, into target: UnsafeMutableRawPointer, c
     }
 }
 
+/// Byte-wise wrapping sum into a third buffer: `target[i] = base[i] &+ delta[i]`, 32 bytes at a time.
+@inline(__always)
+func addBytes(
+    _ delta: UnsafeRawPointer, _ base: UnsafeRawPointer, into target: UnsafeMutableRawPointer, count: Int
+) {
+    var i = 0
+    while i + 32 <= count {
+        let a = base.loadUnaligned(fromByteOffset: i, as: SIMD32<UInt8>.self)
+        let b = delta.loadUnaligned(fromByteOffset: i, as: SIMD32<UInt8>.self)
+        target.storeBytes(of: a &+ b, toByteOffset: i, as: SIMD32<UInt8>.self)
+        i += 32
+    }
+    while i < count {
+        target.storeBytes(
+            of: base.load(fromByteOffset: i, as: UInt8.self) &+ delta.load(fromByteOffset: i, as: UInt8.self),
+            toByteOffset: i, as: UInt8.self)
+        i += 1
+    }
+}
+
 /// A heap buffer with one owner, freed in `deinit`.
 final class ByteBuffer {
     let base: UnsafeMutableRawPointer
@@ -438,24 +458,62 @@ public final class FrameEncoder {
     }
 }
 
+/// The buffers a ``FrameDecoder`` decodes into, in turn.
+///
+/// With `count` buffers, a decoded frame stays intact while the next `count − 1` frames are decoded, so a consumer
+/// on another thread can hold up to `count − 1` frames without copying them. Owned by whoever must keep the frames
+/// alive: the buffers outlive any decoder that uses them.
+///
+///     decode k → buffer[k % count]; a delta frame reads the frame before it from buffer[(k − 1) % count]
+public final class DecodeBuffers: @unchecked Sendable {
+    public let byteCount: Int
+    private let buffers: [ByteBuffer]
+    /// The buffer holding the last decoded frame.
+    private var current = 0
+
+    /// - Parameters:
+    ///   - byteCount: bytes of one frame.
+    ///   - count: buffers, at least 1.
+    public init(byteCount: Int, count: Int = 1) {
+        precondition(count >= 1, "at least one decode buffer")
+        self.byteCount = byteCount
+        buffers = (0..<count).map { _ in ByteBuffer(count: byteCount) }
+    }
+
+    public var count: Int { buffers.count }
+
+    /// The last decoded frame.
+    var last: UnsafeMutableRawPointer { buffers[current].base }
+
+    /// The buffer the next frame goes to (the same as ``last`` when there is one buffer).
+    var next: UnsafeMutableRawPointer { buffers[(current + 1) % buffers.count].base }
+
+    /// Makes ``next`` the last decoded frame.
+    func advance() { current = (current + 1) % buffers.count }
+}
+
 /// Decodes record payloads back into frames, keeping the last decoded frame for the next delta.
 ///
-/// Not thread-safe: one owner. The decoded frame lives in ``frame`` until the next `decode`.
+/// Not thread-safe: one owner. The decoded frame lives in ``frame`` until the next `decode` (with one buffer), or
+/// until `buffers.count − 1` more frames are decoded (see ``DecodeBuffers``).
 public final class FrameDecoder {
     public let layout: FrameLayout
     public let plan: ChunkPlan
-    private let output: ByteBuffer
+    public let buffers: DecodeBuffers
     private let scratch: ByteBuffer
 
-    public init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize) {
+    /// - Parameters:
+    ///   - buffers: where frames are decoded; a single buffer of its own when nil.
+    public init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize, buffers: DecodeBuffers? = nil) {
+        precondition(buffers == nil || buffers!.byteCount == layout.byteCount, "decode buffers of another size")
         self.layout = layout
         self.plan = ChunkPlan(layout: layout, chunkSize: chunkSize)
-        output = ByteBuffer(count: layout.byteCount)
+        self.buffers = buffers ?? DecodeBuffers(byteCount: layout.byteCount)
         scratch = ByteBuffer(count: plan.lengths.max() ?? 1)
     }
 
     /// The last decoded frame.
-    public var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(output.bytes) }
+    public var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: buffers.last, count: layout.byteCount) }
 
     /// Checks a payload's table and every chunk checksum without decoding.
     ///
@@ -509,7 +567,8 @@ public final class FrameDecoder {
     public func decode(_ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, hasPrevious: Bool)
         throws(FrameDecodeError)
     {
-        let out = output.base
+        let out = buffers.next
+        let previous = UnsafeRawPointer(buffers.last)
         let plan = self.plan
         let scratch = self.scratch.base
         try Self.walk(payload, plan: plan, expectedCRC: expectedCRC) { chunk, codec, stored throws(FrameDecodeError) in
@@ -531,8 +590,14 @@ public final class FrameDecoder {
                     stored.baseAddress!.assumingMemoryBound(to: CChar.self),
                     scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
                 guard n == length else { throw .lz4Failed(chunk: chunk) }
-                addBytes(scratch, into: target, count: length)
+                let reference = previous + plan.offsets[chunk]
+                if reference == UnsafeRawPointer(target) {
+                    addBytes(scratch, into: target, count: length)
+                } else {
+                    addBytes(scratch, reference, into: target, count: length)
+                }
             }
         }
+        buffers.advance()
     }
 }

@@ -18,24 +18,32 @@ extension SegmentStore {
     /// - Parameters:
     ///   - streamName: the stream; nil reads every stream, one after the other, each in pts order.
     ///   - range: pts nanoseconds, start inclusive, end exclusive.
-    ///   - body: receives each frame (valid only during the call); returns false to stop.
+    ///   - buffers: where frames are decoded, owned by the caller: with n buffers, each view stays valid while
+    ///     `body` receives the next n − 1 frames (and after the read, until the buffers are released), so another
+    ///     thread can consume frames without copying them. Nil: one buffer of the reader's own, and each view is
+    ///     valid only during its call. Must match the stream's frame size (one stream, or streams of one size).
+    ///   - body: receives each frame; returns false to stop.
     /// - Throws: damage, I/O and index errors, and what `body` throws.
     /// - Complexity: O(log n) to the first frame, then O(bytes of the frames visited).
-    public func frames(streamName: String? = nil, in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws {
+    public func frames(
+        streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
+        _ body: (FrameView) throws -> Bool
+    ) throws {
         let streams = try index.streams().filter { streamName == nil || $0.name == streamName }
         if let streamName, streams.isEmpty { throw SegmentStoreError.unknownStream(streamName) }
         for stream in streams {
-            guard try frames(of: stream, in: range, body) else { return }
+            guard try frames(of: stream, in: range, into: buffers, body) else { return }
         }
     }
 
     /// One stream's frames; returns false when `body` asked to stop.
-    private func frames(of stream: StreamRow, in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws
-        -> Bool
-    {
+    private func frames(
+        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?,
+        _ body: (FrameView) throws -> Bool
+    ) throws -> Bool {
         guard !range.isEmpty else { return true }
         let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
-        let cursor = ReadCursor(store: self, stream: stream)
+        let cursor = ReadCursor(store: self, stream: stream, buffers: buffers)
         defer { cursor.close() }
         var keepGoing = true
         try index.frames(streamID: stream.id, in: (start ?? range.lowerBound)..<range.upperBound) { row in
@@ -78,13 +86,16 @@ final class ReadCursor {
     private var reader: SegmentFileReader?
     private var readerSegment: Int64 = -1
     private var decoder: FrameDecoder?
+    /// The caller's decode buffers, shared by every decoder of this cursor; nil: each decoder has its own.
+    private let buffers: DecodeBuffers?
     /// The segment and record offset of the frame now in the decoder (a delta needs it to be the previous one).
     private var decodedSegment: Int64 = -1
     private var decodedEnd: Int64 = -1
 
-    init(store: SegmentStore, stream: StreamRow) {
+    init(store: SegmentStore, stream: StreamRow, buffers: DecodeBuffers? = nil) {
         self.store = store
         self.stream = stream
+        self.buffers = buffers
     }
 
     func close() {
@@ -104,7 +115,14 @@ final class ReadCursor {
             reader = opened
             readerSegment = row.segmentID
             if decoder == nil || decoder!.plan != opened.plan || decoder!.layout != opened.header.stream.layout {
-                decoder = FrameDecoder(layout: opened.header.stream.layout, chunkSize: opened.header.chunkSize)
+                let layout = opened.header.stream.layout
+                if let buffers, buffers.byteCount != layout.byteCount {
+                    throw SegmentStoreError.damaged(
+                        file: opened.fileName, frame: 0, offset: 0,
+                        detail: "frames of \(layout.byteCount) bytes, but the stream's frames have \(buffers.byteCount)"
+                    )
+                }
+                decoder = FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)
             }
         }
         let reader = reader!

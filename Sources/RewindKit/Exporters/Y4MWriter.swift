@@ -1,3 +1,6 @@
+import Dispatch
+import Foundation
+
 /// Writes frames as a YUV4MPEG2 (`.y4m`) stream at the stream's constant frame rate.
 ///
 ///     YUV4MPEG2 W1920 H1080 F60:1 Ip A1:1 C420jpeg XYSCSS=420JPEG XCOLORRANGE=LIMITED\n
@@ -28,6 +31,9 @@ public final class Y4MWriter: Exporter {
     /// The previous payload read back from a regular file to fill a gap; allocated at the first gap.
     private var readBack: UnsafeMutableRawBufferPointer?
     private static let frameLine = Array("FRAME\n".utf8)
+    /// De-interleaves NV12 chroma on a second thread while the luma is written (frames of 256 KiB of chroma or
+    /// more, where a system call is long enough to hide the conversion).
+    private let helper: ConversionThread?
 
     /// Opens the destination and writes the header.
     ///
@@ -47,6 +53,12 @@ public final class Y4MWriter: Exporter {
         keepsCopy = !output.isReadable
         let needsScratch = convertsPayload || keepsCopy
         scratch = .allocate(byteCount: needsScratch ? stream.layout.byteCount : 0, alignment: 16)
+        if stream.layout.format == .nv12 && stream.layout.plane(1).byteCount >= 256 << 10 {
+            let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
+            helper = ConversionThread(name: "rewind-y4m-chroma") { Y4MWriter.deinterleave($0, into: chroma) }
+        } else {
+            helper = nil
+        }
         try output.write(Array(Y4MWriter.header(stream).utf8))
     }
 
@@ -84,12 +96,25 @@ public final class Y4MWriter: Exporter {
         previousPayloadOffset = output.bytesWritten
         switch stream.layout.format {
         case .nv12:
-            try output.write(frame.plane(0))
-            if keepsCopy {
-                scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.plane(0).count)
+            let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
+            if let helper {
+                // The chroma is de-interleaved on the helper thread while this one writes the frame line and luma.
+                helper.start(frame.plane(1).baseAddress!)
+                defer { helper.wait() }
+                try output.write(frame.plane(0))
+                if keepsCopy {
+                    scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.plane(0).count)
+                }
+                helper.wait()
+                try output.write(chroma)
+            } else {
+                if keepsCopy {
+                    scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.plane(0).count)
+                }
+                Y4MWriter.deinterleave(frame.plane(1).baseAddress!, into: chroma)
+                // The frame line, the luma and the converted chroma go out in one system call.
+                try output.write(frame.plane(0), chroma)
             }
-            convertNV12Chroma(frame.plane(1))
-            try output.write(UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...]))
         case .p010:
             convertP010(frame)
             try output.write(UnsafeRawBufferPointer(scratch))
@@ -134,12 +159,12 @@ public final class Y4MWriter: Exporter {
         }
     }
 
-    /// De-interleaves NV12's CbCr pairs into the Cb and Cr planes of `scratch`, 32 bytes at a time.
-    private func convertNV12Chroma(_ interleaved: UnsafeRawBufferPointer) {
-        let chroma = stream.layout.plane(1).byteCount / 2
-        let u = scratch.baseAddress! + stream.layout.plane(0).byteCount
+    /// De-interleaves NV12's CbCr pairs into the Cb and Cr planes that fill `planes` (Cb first, each half of it),
+    /// 32 bytes at a time.
+    static func deinterleave(_ source: UnsafeRawPointer, into planes: UnsafeRawBufferPointer) {
+        let chroma = planes.count / 2
+        let u = UnsafeMutableRawPointer(mutating: planes.baseAddress!)
         let v = u + chroma
-        let source = interleaved.baseAddress!
         var i = 0
         while i + 16 <= chroma {
             let pairs = source.loadUnaligned(fromByteOffset: 2 * i, as: SIMD32<UInt8>.self)
@@ -175,5 +200,56 @@ public final class Y4MWriter: Exporter {
         var (x, y) = (a, b)
         while y != 0 { (x, y) = (y, x % y) }
         return (a / x, b / x)
+    }
+}
+
+/// A thread that runs one fixed conversion at a time, so the caller can overlap it with a system call.
+///
+///     caller: start(source) ─▶ helper: convert(source) ─▶ caller: wait()
+///
+/// `start` and `wait` alternate, from one caller thread; the thread ends when the object is released.
+final class ConversionThread: @unchecked Sendable {
+    private let convert: (UnsafeRawPointer) -> Void
+    private let go = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let exited = DispatchSemaphore(value: 0)
+    // Written by the caller before `go` is signalled; read by the helper after waiting for it.
+    private var source: UnsafeRawPointer?
+    private var isRunning = false
+
+    init(name: String, _ convert: @escaping (UnsafeRawPointer) -> Void) {
+        self.convert = convert
+        let thread = Thread { [go, done, exited, unowned(unsafe) self] in
+            while true {
+                go.wait()
+                guard let source = self.source else { break }
+                self.convert(source)
+                done.signal()
+            }
+            exited.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    deinit {
+        source = nil
+        go.signal()
+        exited.wait()
+    }
+
+    /// Starts converting from `source`; the memory must stay valid until ``wait()`` returns.
+    func start(_ source: UnsafeRawPointer) {
+        precondition(!isRunning, "a conversion is already running")
+        self.source = source
+        isRunning = true
+        go.signal()
+    }
+
+    /// Waits for the conversion started last, if it is still running.
+    func wait() {
+        guard isRunning else { return }
+        done.wait()
+        isRunning = false
     }
 }

@@ -180,9 +180,9 @@ extension ClipSource {
                 progress?(count, view.info.ptsNanoseconds)
                 return true
             }
-            if case .store = self {
+            if case .store(let store, let row) = self {
                 // Frames from disk: decode on a second thread while this one writes.
-                try DecodePipeline(layout: stream.layout).run(source: self, range: range, write)
+                try DecodePipeline(layout: stream.layout).run(store: store, stream: row.name, range: range, write)
             } else {
                 try frames(in: range, write)
             }
@@ -195,14 +195,15 @@ extension ClipSource {
 }
 
 /// Overlaps reading and decoding frames from the segment store (on its own thread) with writing them (on the
-/// caller's), through a few frame buffers allocated once per export.
+/// caller's). Frames are decoded straight into `depth + 1` buffers allocated once per export and handed over
+/// without a copy: the decoder writes frame k + depth + 1 into frame k's buffer only after the writer is done
+/// with frame k.
 ///
-///     reader thread: frames(in:) → copy into buffer[k] ──filled──▶ caller: write(buffer[k]) ──free──▶ reader
+///     reader thread: frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
 final class DecodePipeline: @unchecked Sendable {
     private static let depth = 3
-    private let layout: FrameLayout
-    private let buffers: [UnsafeMutableRawBufferPointer]
-    private var infos: [FrameInfo?]
+    private let buffers: DecodeBuffers
+    private var views: [FrameView?]
     private let free = DispatchSemaphore(value: DecodePipeline.depth)
     private let filled = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -211,27 +212,21 @@ final class DecodePipeline: @unchecked Sendable {
     private let isCancelled = Atomic<Bool>(false)
 
     init(layout: FrameLayout) {
-        self.layout = layout
-        buffers = (0..<Self.depth).map { _ in
-            UnsafeMutableRawBufferPointer.allocate(byteCount: max(layout.byteCount, 1), alignment: 64)
-        }
-        infos = Array(repeating: nil, count: Self.depth)
+        buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 1)
+        views = Array(repeating: nil, count: Self.depth)
     }
 
-    deinit {
-        for buffer in buffers { buffer.deallocate() }
-    }
-
-    /// Streams `range` of `source` through `write` (which returns false to stop), in pts order.
-    func run(source: ClipSource, range: Range<Int64>, _ write: (FrameView) throws -> Bool) throws {
+    /// Streams `range` of `stream` in `store` through `write` (which returns false to stop), in pts order.
+    func run(
+        store: SegmentStore, stream: String, range: Range<Int64>, _ write: (FrameView) throws -> Bool
+    ) throws {
         let reader = Thread { [self] in
             var slot = 0
             do {
-                try source.frames(in: range) { view in
+                try store.frames(streamName: stream, in: range, into: buffers) { view in
                     free.wait()
                     if isCancelled.load(ordering: .acquiring) { return false }
-                    buffers[slot].copyMemory(from: view.bytes)
-                    infos[slot] = view.info
+                    views[slot] = view
                     filled.signal()
                     slot = (slot + 1) % Self.depth
                     return true
@@ -252,14 +247,13 @@ final class DecodePipeline: @unchecked Sendable {
         var slot = 0
         while true {
             filled.wait()
-            guard let info = infos[slot] else {
+            guard let view = views[slot] else {
                 // Only the end marker arrives with no frame in the slot.
                 if let readerError { throw readerError }
                 return
             }
-            infos[slot] = nil
-            let keepGoing = try write(
-                FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffers[slot])))
+            views[slot] = nil
+            let keepGoing = try write(view)
             free.signal()
             if !keepGoing { return }
             slot = (slot + 1) % Self.depth
