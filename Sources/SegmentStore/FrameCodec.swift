@@ -1,5 +1,6 @@
 import CLZ4
 import RewindCore
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -486,7 +487,10 @@ public final class DecodeBuffers: @unchecked Sendable {
     var last: UnsafeMutableRawPointer { buffers[current].base }
 
     /// The buffer the next frame goes to (the same as ``last`` when there is one buffer).
-    var next: UnsafeMutableRawPointer { buffers[(current + 1) % buffers.count].base }
+    var next: UnsafeMutableRawPointer { next(after: 1) }
+
+    /// The buffer the frame `steps` after the last one goes to.
+    func next(after steps: Int) -> UnsafeMutableRawPointer { buffers[(current + steps) % buffers.count].base }
 
     /// Makes ``next`` the last decoded frame.
     func advance() { current = (current + 1) % buffers.count }
@@ -556,48 +560,99 @@ public final class FrameDecoder {
         return true
     }
 
-    /// Verifies and decodes one payload into ``frame``.
+    /// Verifies and decodes one payload into the next of ``buffers``, which then holds ``frame``.
     ///
     /// - Parameters:
     ///   - payload: the record's stored bytes.
     ///   - expectedCRC: the record header's stored CRC.
     ///   - hasPrevious: whether ``frame`` holds the previous frame of the same segment (needed by delta chunks).
-    /// - Throws: ``FrameDecodeError``; ``frame`` is then undefined (decode a key frame next).
+    /// - Throws: ``FrameDecodeError``; ``frame`` still holds the frame before (decode a key frame next).
     /// - Complexity: O(frame bytes).
     public func decode(_ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, hasPrevious: Bool)
         throws(FrameDecodeError)
     {
-        let out = buffers.next
-        let previous = UnsafeRawPointer(buffers.last)
+        try decode(
+            payload, expectedCRC: expectedCRC, into: buffers.next,
+            previous: hasPrevious ? UnsafeRawPointer(buffers.last) : nil)
+        buffers.advance()
+    }
+
+    /// Verifies and decodes one payload into `target`, chunk by chunk.
+    ///
+    /// For two frames decoded at once on two threads (a wavefront): a delta chunk of this frame first waits until
+    /// `previousProgress` (the thread decoding `previous`) has finished that chunk, and each finished chunk is
+    /// published to `progress`. A failure abandons `progress`, so a waiter goes on (and its frame is discarded).
+    ///
+    /// - Parameters:
+    ///   - previous: the previous frame of the same segment, needed by delta chunks; nil when there is none.
+    ///     May be `target` itself (decoding in place).
+    /// - Throws: ``FrameDecodeError``.
+    func decode(
+        _ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, into out: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?, progress: ChunkProgress? = nil, previousProgress: ChunkProgress? = nil
+    ) throws(FrameDecodeError) {
         let plan = self.plan
         let scratch = self.scratch.base
-        try Self.walk(payload, plan: plan, expectedCRC: expectedCRC) { chunk, codec, stored throws(FrameDecodeError) in
-            let target = out + plan.offsets[chunk]
-            let length = plan.lengths[chunk]
-            switch codec {
-            case 0:
-                target.copyMemory(from: stored.baseAddress!, byteCount: length)
-            case 1:
-                let dictionary = prefixDictionaryLength(offset: plan.offsets[chunk])
-                let n = LZ4_decompress_safe_usingDict(
-                    stored.baseAddress!.assumingMemoryBound(to: CChar.self), target.assumingMemoryBound(to: CChar.self),
-                    Int32(stored.count), Int32(length), (target - dictionary).assumingMemoryBound(to: CChar.self),
-                    Int32(dictionary))
-                guard n == length else { throw .lz4Failed(chunk: chunk) }
-            default:
-                guard hasPrevious else { throw .deltaWithoutPredecessor }
-                let n = LZ4_decompress_safe(
-                    stored.baseAddress!.assumingMemoryBound(to: CChar.self),
-                    scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
-                guard n == length else { throw .lz4Failed(chunk: chunk) }
-                let reference = previous + plan.offsets[chunk]
-                if reference == UnsafeRawPointer(target) {
-                    addBytes(scratch, into: target, count: length)
-                } else {
-                    addBytes(scratch, reference, into: target, count: length)
+        do {
+            try Self.walk(payload, plan: plan, expectedCRC: expectedCRC) {
+                chunk, codec, stored throws(FrameDecodeError) in
+                let target = out + plan.offsets[chunk]
+                let length = plan.lengths[chunk]
+                switch codec {
+                case 0:
+                    target.copyMemory(from: stored.baseAddress!, byteCount: length)
+                case 1:
+                    let dictionary = prefixDictionaryLength(offset: plan.offsets[chunk])
+                    let n = LZ4_decompress_safe_usingDict(
+                        stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                        target.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length),
+                        (target - dictionary).assumingMemoryBound(to: CChar.self), Int32(dictionary))
+                    guard n == length else { throw .lz4Failed(chunk: chunk) }
+                default:
+                    guard let previous else { throw .deltaWithoutPredecessor }
+                    let n = LZ4_decompress_safe(
+                        stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                        scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
+                    guard n == length else { throw .lz4Failed(chunk: chunk) }
+                    previousProgress?.wait(forChunks: chunk + 1)
+                    let reference = previous + plan.offsets[chunk]
+                    if reference == UnsafeRawPointer(target) {
+                        addBytes(scratch, into: target, count: length)
+                    } else {
+                        addBytes(scratch, reference, into: target, count: length)
+                    }
                 }
+                progress?.publish(chunks: chunk + 1)
             }
+        } catch {
+            progress?.abandon()
+            throw error
         }
-        buffers.advance()
+    }
+}
+
+/// How many chunks of a frame one thread has decoded, for a thread decoding the next frame at the same time.
+///
+/// The decoder of frame k + 1 needs chunk c of frame k only for a delta chunk c, and only after it has decompressed
+/// its own residual, so the two threads run in a wavefront: the second a little behind the first.
+final class ChunkProgress: @unchecked Sendable {
+    private let done = Atomic<Int>(0)
+
+    /// Starts a new frame: nothing decoded. Call before the frame's decode starts on either thread.
+    func reset() { done.store(0, ordering: .releasing) }
+
+    /// Chunks `0..<chunks` are decoded and visible.
+    func publish(chunks: Int) { done.store(chunks, ordering: .releasing) }
+
+    /// The decode failed: waiters stop waiting.
+    func abandon() { done.store(Int.max, ordering: .releasing) }
+
+    /// Waits until chunks `0..<chunks` are decoded (or the decode was abandoned): spins briefly, then yields.
+    func wait(forChunks chunks: Int) {
+        var spins = 0
+        while done.load(ordering: .acquiring) < chunks {
+            spins += 1
+            if spins > 64 { sched_yield() }
+        }
     }
 }

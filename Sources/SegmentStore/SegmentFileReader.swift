@@ -16,7 +16,7 @@ public final class SegmentFileReader {
     public let plan: ChunkPlan
     private let fileSystem: any FileSystem
     private var fd: Int32
-    private var buffer: ByteBuffer
+    private let buffer = RecordStorage()
 
     /// Opens and parses the header of `path`.
     ///
@@ -32,7 +32,6 @@ public final class SegmentFileReader {
         } catch {
             throw .io(error)
         }
-        buffer = ByteBuffer(count: 64 * 1024)
         do {
             if sharedLock { _ = try fileSystem.flock(fd, operation: LOCK_SH, path: path) }
             var want = SegmentFormat.fixedHeaderLength
@@ -76,10 +75,6 @@ public final class SegmentFileReader {
         do { return try fileSystem.size(fd, path: path) } catch { throw .io(error) }
     }
 
-    private func ensureCapacity(_ count: Int) {
-        if buffer.count < count { buffer = ByteBuffer(count: max(count, buffer.count * 2)) }
-    }
-
     /// Reads and checks the record at `offset`.
     ///
     /// - Parameters:
@@ -91,6 +86,14 @@ public final class SegmentFileReader {
     ///   runs past the end of the file; ``SegmentStoreError/io(_:)`` on a read error.
     public func readRecord(at offset: Int64, frame: Int?, verifyPayload: Bool = true) throws(SegmentStoreError)
         -> (RecordHeader, UnsafeRawBufferPointer)
+    {
+        try readRecord(at: offset, frame: frame, verifyPayload: verifyPayload, into: buffer)
+    }
+
+    /// Reads and checks the record at `offset` into `buffer` (the caller's), where it stays until `buffer` is
+    /// reused, whatever this reader reads next.
+    func readRecord(at offset: Int64, frame: Int?, verifyPayload: Bool = true, into buffer: RecordStorage)
+        throws(SegmentStoreError) -> (RecordHeader, UnsafeRawBufferPointer)
     {
         let frameLabel = frame ?? -1
         func damaged(_ detail: String) -> SegmentStoreError {
@@ -122,7 +125,7 @@ public final class SegmentFileReader {
         guard record.rawLength == header.stream.layout.byteCount else {
             throw damaged("raw length \(record.rawLength) does not match the stream's \(header.stream.layout)")
         }
-        ensureCapacity(record.storedLength)
+        buffer.ensureCapacity(record.storedLength)
         let payloadBuffer = UnsafeMutableRawBufferPointer(start: buffer.base, count: record.storedLength)
         let payloadGot: Int
         do {
@@ -249,7 +252,7 @@ public final class SegmentFileReader {
         guard ok, footerOffset >= Int64(header.length), footerLength >= 20,
             footerOffset + Int64(footerLength) + Int64(SegmentFormat.trailerLength) == fileSize
         else { return nil }
-        ensureCapacity(footerLength)
+        buffer.ensureCapacity(footerLength)
         let bytes = UnsafeMutableRawBufferPointer(start: buffer.base, count: footerLength)
         do {
             guard try fileSystem.readAll(fd, into: bytes, offset: footerOffset, path: path) == footerLength else {
@@ -273,5 +276,17 @@ public final class SegmentFileReader {
                 wallNanoseconds: 0, rawLength: rawLength, storedLength: 0, flags: p.get(UInt8.self, at: at + 16),
                 codec: p.get(UInt8.self, at: at + 17))
         }
+    }
+}
+
+/// A growable buffer that record bytes are read into.
+final class RecordStorage {
+    private(set) var bytes = ByteBuffer(count: 64 * 1024)
+
+    var base: UnsafeMutableRawPointer { bytes.base }
+    var count: Int { bytes.count }
+
+    func ensureCapacity(_ count: Int) {
+        if bytes.count < count { bytes = ByteBuffer(count: max(count, bytes.count * 2)) }
     }
 }

@@ -30,8 +30,8 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
     var results: [String: Double] = [:]
     var failures: [String] = []
     let only = arguments.string("only")
-    func measure(_ name: String, _ body: () throws -> [String: Double]) {
-        if let only, !name.contains(only) { return }
+    func measure(_ part: String, _ name: String, _ body: () throws -> [String: Double]) {
+        if let only, only != part { return }
         if !json { printError("measuring \(name) …") }
         do {
             results.merge(try body()) { _, new in new }
@@ -39,9 +39,12 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
             failures.append("\(name): \(error)")
         }
     }
-    measure("the ring") { RingBenchmarks.run(quick: quick) }
-    measure("the segment store") { try StoreBenchmarks.run(quick: quick) }
-    measure("the recorder and exports") { try RecorderBenchmarks.run(quick: quick) }
+    measure("ring", "the ring") { RingBenchmarks.run(quick: quick) }
+    measure("store", "the segment store") { try StoreBenchmarks.run(quick: quick) }
+    measure("file", "recording a file and exporting from disk") {
+        try RecorderBenchmarks.runFileRecording(quick: quick)
+    }
+    measure("live", "live recording and saving from memory") { try RecorderBenchmarks.runLive(quick: quick) }
     if json {
         try printJSON(results)
     } else {

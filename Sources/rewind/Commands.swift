@@ -102,7 +102,9 @@ let benchCommand = Command(
         options: [
             .flag("json", "print JSON"), .flag("quick", "fewer iterations"),
             .value(
-                "only", "PART", "measure one part: ring | store | recorder (recording and exports)",
-                type: .choice(["ring", "store", "recorder"])),
+                "only", "PART",
+                "measure one part: ring | store | file (recording a file, exports from disk) | live (live recording, "
+                    + "saves from memory)",
+                type: .choice(["ring", "store", "file", "live"])),
         ]),
     run: runBench)

@@ -24,10 +24,14 @@ import Testing
             #expect(CRC32C.hasHardware, "x86-64 machines running this have SSE4.2")
         #endif
         var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<4200).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let bytes = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
         bytes.withUnsafeBytes { raw in
             for start in 0..<9 {
-                for length in [0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1000, 4096] {
+                // Short lengths, and lengths around the interleaved blocks (3 × 256 and 3 × 8192 bytes).
+                let lengths =
+                    [0, 1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 1000, 4096]
+                    + [767, 768, 769, 1536, 24_575, 24_576, 24_577, 25_344, 49_152 + 777, 69_000]
+                for length in lengths {
                     let slice = UnsafeRawBufferPointer(rebasing: raw[start..<(start + length)])
                     let expected = slice.isEmpty ? 0 : CRC32C.softwareChecksum(slice.baseAddress!, count: length)
                     #expect(CRC32C.checksum(slice) == expected, "start \(start), length \(length)")

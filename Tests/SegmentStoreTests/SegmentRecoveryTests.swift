@@ -104,8 +104,11 @@ import Testing
             try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
             try writeFile(dir.segments + "/000001.seg", damaged)
             let store = try SegmentStore.open(directory: dir.path)
-            // Whatever is returned is bit-exact; frames at and after the damage are not returned.
+            // Whatever is returned is bit-exact; frames at and after the damage are not returned, whether frames are
+            // decoded one at a time or two at once.
             let read = try readAll(store)
+            let readInPairs = try readAll(store, paired: true)
+            #expect(readInPairs.map(\.0) == read.map(\.0) && readInPairs.map(\.1) == read.map(\.1))
             for (i, (pts, digest)) in read.enumerated() {
                 #expect(pts == frames.pts(i))
                 #expect(digest == frames.expectedDigest(i), "flip at \(position): frame \(i) corrupt")
@@ -130,7 +133,9 @@ import Testing
         }
     }
 
-    @Test func damagedFrameFromIndexIsAnErrorNamingFileFrameAndOffset() throws {
+    /// Frame 5 is the second of a pair when frames are decoded two at once, frame 6 the first.
+    @Test(arguments: [(5, false), (5, true), (6, true)])
+    func damagedFrameFromIndexIsAnErrorNamingFileFrameAndOffset(damagedFrame: Int, paired: Bool) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
@@ -144,26 +149,32 @@ import Testing
         let path = dir.segments + "/000001.seg"
         var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
         let offsets = try Self.recordOffsets(bytes)
-        let target = Int(offsets[5]) + 56 + 70  // inside frame 5's payload
+        let target = Int(offsets[damagedFrame]) + 56 + 70  // inside the frame's payload
         bytes[target] ^= 0xFF
         try writeFile(path, bytes)
         let store = try SegmentStore.open(directory: dir.path)
         var delivered: [Int64] = []
+        var digests: [UInt32] = []
+        let buffers = paired ? DecodeBuffers(byteCount: frames.layout.byteCount, count: 5) : nil
         #expect {
-            try store.frames(in: 0..<Int64.max) { frame in
+            try store.frames(in: 0..<Int64.max, into: buffers, decodeThreads: paired ? 2 : 1) { frame in
                 delivered.append(frame.info.ptsNanoseconds)
+                digests.append(CRC32C.checksum(frame.bytes))
                 return true
             }
         } throws: { error in
-            "\(error)".contains("segment 000001.seg is damaged at byte \(offsets[5]) (frame 5)")
+            "\(error)".contains(
+                "segment 000001.seg is damaged at byte \(offsets[damagedFrame]) (frame \(damagedFrame))")
                 && "\(error)".contains("rewind verify --repair")
         }
-        #expect(delivered == (0..<5).map { frames.pts($0) })
+        // Every frame before the damaged one is delivered, bit-exact; none after.
+        #expect(delivered == (0..<damagedFrame).map { frames.pts($0) })
+        #expect(digests == (0..<damagedFrame).map { frames.expectedDigest($0) })
         let report = try store.verify(repair: false)
-        #expect(report.damaged.map(\.frame) == [5])
+        #expect(report.damaged.map(\.frame) == [damagedFrame])
         let repaired = try store.verify(repair: true)
         #expect(!repaired.repaired.isEmpty)
-        #expect(try readAll(store).count == 5)
+        #expect(try readAll(store, paired: paired).count == damagedFrame)
         #expect(try store.verify(repair: false).clean)
     }
 

@@ -86,9 +86,14 @@ struct TemporaryDirectory {
 }
 
 /// Reads every frame of the store and returns (pts, CRC of bytes) pairs.
-func readAll(_ store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max) throws -> [(Int64, UInt32)] {
+///
+/// - Parameter paired: decode two frames at once on two threads, into 5 caller-owned buffers.
+func readAll(_ store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max, paired: Bool = false) throws
+    -> [(Int64, UInt32)]
+{
     var out: [(Int64, UInt32)] = []
-    try store.frames(in: range) { frame in
+    let buffers = try paired ? DecodeBuffers(byteCount: store.streams()[0].description.layout.byteCount, count: 5) : nil
+    try store.frames(in: range, into: buffers, decodeThreads: paired ? 2 : 1) { frame in
         out.append((frame.info.ptsNanoseconds, CRC32C.checksum(frame.bytes)))
         return true
     }

@@ -8,37 +8,31 @@ import Foundation
 /// sequential write of the same number of bytes), `save_pin_ms` (request → last 5 s of 1080p60 pinned in memory, median of 21 requests) and
 /// `save_over_write` (saving those frames to `.y4m` ÷ a plain write of the same bytes).
 public enum RecorderBenchmarks {
-    /// Runs the benchmarks.
+    /// Runs the benchmarks of recording a file and exporting from disk: `record_y4m_over_lz4`,
+    /// `export_over_write`.
     ///
-    /// - Parameter quick: shorter recordings (3 s instead of 10 s of real time per camera).
+    /// - Parameter quick: 120 frames instead of 300.
     /// - Returns: figures by key.
-    public static func run(quick: Bool) throws -> [String: Double] {
+    public static func runFileRecording(quick: Bool) throws -> [String: Double] {
         var results: [String: Double] = [:]
-        let directory = NSTemporaryDirectory() + "rewind-bench-\(getpid())"
+        let directory = NSTemporaryDirectory() + "rewind-bench-file-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
-        let uhd = try FrameLayout(format: .nv12, width: 3840, height: 2160)
-        let liveSeconds: Int64 = quick ? 3 : 10
-
-        let live = try recordLive(layout: hd, fps: 60, seconds: liveSeconds, directory: directory + "/live1080")
-        results["drops_1080p60"] = Double(live.drops)
-        results["drops_4k30"] = Double(
-            try recordLive(layout: uhd, fps: 30, seconds: liveSeconds, directory: directory + "/live4k").drops)
-
         let file = directory + "/input.y4m"
         let frames = quick ? 120 : 300
         try writeY4M(layout: hd, frames: frames, to: file)
         results["record_y4m_over_lz4"] = try recordFileOverLZ4(file, directory: directory + "/file")
+        try? FileManager.default.removeItem(atPath: file)
 
-        // Export from disk: the file store holds `frames` frames of 1080p; export them all to .y4m. Best of three
+        // Export from disk: the file store holds `frames` frames of 1080p; export them all to .y4m. Best of five
         // runs each, alternating with the reference, so both see the same page-cache and writeback conditions.
         let store = try SegmentStore.openReadOnly(directory: directory + "/file")
         let source = ClipSource.store(store, stream: try store.streams()[0])
         let exportPath = directory + "/export.y4m"
         var exportTime = Double.infinity
         var exportWrite = Double.infinity
-        for _ in 0..<3 {
+        for _ in 0..<5 {
             let start = ContinuousClock.now
             let exported = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(exportPath))
             exportTime = min(exportTime, seconds(ContinuousClock.now - start))
@@ -46,6 +40,28 @@ public enum RecorderBenchmarks {
             exportWrite = min(exportWrite, try plainWrite(bytes: Int(exported.bytes), to: exportPath))
         }
         results["export_over_write"] = exportTime / exportWrite
+        results["export_ms"] = exportTime * 1000
+        results["export_write_ms"] = exportWrite * 1000
+        return results
+    }
+
+    /// Runs the benchmarks of live recording and saving from memory: `drops_1080p60`, `drops_4k30`,
+    /// `save_pin_ms`, `save_over_write`.
+    ///
+    /// - Parameter quick: 3 s of real time per camera instead of 10 s.
+    /// - Returns: figures by key.
+    public static func runLive(quick: Bool) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let directory = NSTemporaryDirectory() + "rewind-bench-live-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let uhd = try FrameLayout(format: .nv12, width: 3840, height: 2160)
+        let liveSeconds: Int64 = quick ? 3 : 10
+        results["drops_4k30"] = Double(
+            try recordLive(layout: uhd, fps: 30, seconds: liveSeconds, directory: directory + "/live4k").drops)
+        let live = try recordLive(layout: hd, fps: 60, seconds: liveSeconds, directory: directory + "/live1080")
+        results["drops_1080p60"] = Double(live.drops)
 
         // Save the last 5 s from a live recorder's memory. The reference writes the same pinned frames' bytes
         // straight to a file with plain write(2) calls: the same bytes, from the same memory.
@@ -66,7 +82,7 @@ public enum RecorderBenchmarks {
         let savePath = directory + "/save.y4m"
         var saveTime = Double.infinity
         var saveWrite = Double.infinity
-        for _ in 0..<3 {
+        for _ in 0..<5 {
             let start = ContinuousClock.now
             let saved = try ClipSource.recorder(recorder).export(range: range, format: .y4m, to: .path(savePath))
             saveTime = min(saveTime, seconds(ContinuousClock.now - start))
@@ -75,6 +91,8 @@ public enum RecorderBenchmarks {
             saveWrite = min(saveWrite, try plainWrite(snapshot, to: savePath))
         }
         results["save_over_write"] = saveTime / saveWrite
+        results["save_ms"] = saveTime * 1000
+        results["save_write_ms"] = saveWrite * 1000
         try recorder.finish()
         return results
     }
@@ -145,26 +163,23 @@ public enum RecorderBenchmarks {
         return elapsed
     }
 
-    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference), best of three.
+    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference).
     static func plainWrite(bytes: Int, to path: String) throws -> Double {
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
-        var best = Double.infinity
-        for _ in 0..<3 {
-            let start = ContinuousClock.now
-            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
-            var left = bytes
-            while left > 0 {
-                let count = min(left, chunk.count)
-                let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
-                guard written > 0 else { break }
-                left -= written
-            }
-            close(fd)
-            best = min(best, seconds(ContinuousClock.now - start))
-            try? FileManager.default.removeItem(atPath: path)
+        let start = ContinuousClock.now
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        var left = bytes
+        while left > 0 {
+            let count = min(left, chunk.count)
+            let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
+            guard written > 0 else { break }
+            left -= written
         }
-        return best
+        close(fd)
+        let elapsed = seconds(ContinuousClock.now - start)
+        try? FileManager.default.removeItem(atPath: path)
+        return elapsed
     }
 
     static func seconds(_ duration: Duration) -> Double {

@@ -195,11 +195,12 @@ extension ClipSource {
 }
 
 /// Overlaps reading and decoding frames from the segment store (on its own thread) with writing them (on the
-/// caller's). Frames are decoded straight into `depth + 1` buffers allocated once per export and handed over
-/// without a copy: the decoder writes frame k + depth + 1 into frame k's buffer only after the writer is done
-/// with frame k.
+/// caller's). Frames are decoded straight into `depth + 2` buffers allocated once per export and handed over
+/// without a copy, two consecutive frames at a time on two threads where there are two cores: the decoder writes
+/// frames k + depth + 1 and k + depth + 2 into the buffers of frames k and k + 1 only after the writer is done with
+/// them.
 ///
-///     reader thread: frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
+///     reader thread (+ a decode helper): frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
 final class DecodePipeline: @unchecked Sendable {
     private static let depth = 3
     private let buffers: DecodeBuffers
@@ -212,7 +213,7 @@ final class DecodePipeline: @unchecked Sendable {
     private let isCancelled = Atomic<Bool>(false)
 
     init(layout: FrameLayout) {
-        buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 1)
+        buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 2)
         views = Array(repeating: nil, count: Self.depth)
     }
 
@@ -223,7 +224,8 @@ final class DecodePipeline: @unchecked Sendable {
         let reader = Thread { [self] in
             var slot = 0
             do {
-                try store.frames(streamName: stream, in: range, into: buffers) { view in
+                let threads = min(2, SegmentStore.onlineProcessorCount)
+                try store.frames(streamName: stream, in: range, into: buffers, decodeThreads: threads) { view in
                     free.wait()
                     if isCancelled.load(ordering: .acquiring) { return false }
                     views[slot] = view
