@@ -10,7 +10,31 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
 }
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {
-    let store = try openStoreForReading(arguments.string("store")!)
+    let directory = arguments.string("store")!
+    let duration = try arguments.duration("last")!
+    let output = arguments.string("output")!
+    guard duration > 0 else { throw UsageError("--last must be longer than 0s") }
+    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
+        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+    }
+    // A live recorder saves from its memory (and disk for what is older) without stopping.
+    if let reply = try ControlClient.save(
+        directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
+        stream: arguments.string("stream"))
+    {
+        var message = "wrote \((reply["frames"] as? Int) ?? 0) frames"
+        message += " (\(formatBytes(Int64((reply["bytes"] as? Int) ?? 0)))) to \(output == "-" ? "stdout" : output)"
+        if let first = reply["first_pts_ns"] as? Int, let last = reply["last_pts_ns"] as? Int {
+            message += ", pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last)))"
+        }
+        if let filled = reply["filled_frames"] as? Int, filled > 0 {
+            message += "; \(filled) frames repeated to fill gaps (constant frame rate)"
+        }
+        message += "; saved by the live recorder"
+        if output == "-" { printError(message) } else { print(message) }
+        return ExitStatus.success
+    }
+    let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     guard let range = try source.lastRange(try arguments.duration("last")!) else {
         throw CommandError("the store holds no frames yet: nothing to save")

@@ -88,6 +88,20 @@ private func record<Source: FrameSource>(
     }
     let recorder = try Recorder(stream: source.stream, store: store, configuration: configuration)
     installStopHandlers()
+    // Live saves: `rewind save` through DIR/rewind.sock, and SIGUSR1 (the whole window into DIR/exports/).
+    var control: RecorderControl?
+    do {
+        control = try RecorderControl(recorder: recorder, directory: directory) { result in
+            switch result {
+            case .success(let summary):
+                printError("saved: " + describe(summary, destination: summary.path ?? "a client"))
+            case .failure(let error): printError("a save failed: \(error)")
+            }
+        }
+        installSaveSignal(control!)
+    } catch {
+        printError("live saves are not available (recording goes on): \(error)")
+    }
     var progress = ProgressLine()
     let layout = source.stream.layout
     var inputError: (any Error)?
@@ -104,6 +118,8 @@ private func record<Source: FrameSource>(
         inputError = error
     }
     progress.clear()
+    removeSaveSignal()
+    control?.stop()
     let statistics = try recorder.finish()
     var line = "recorded \(statistics.framesAccepted) frames of \(layout)"
     if configuration.spill != .off {

@@ -11,6 +11,8 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let drops = try store.drops()
     let segments = try store.index.segments()
     let totalDrops = drops.values.reduce(0, +)
+    // A recorder serving the store: what it holds in memory right now (nil when none runs).
+    let live = try? ControlClient.status(directory: directory)
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -31,6 +33,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         ]
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
+        object["live"] = live.map { status in status.filter { $0.key != "ok" } as Any } ?? NSNull()
         try printJSON(object)
         return ExitStatus.success
     }
@@ -65,6 +68,17 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         print("    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason)")
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
+    if let live {
+        var line = "  live recorder: \((live["memory_frames"] as? Int) ?? 0) frames in memory"
+        if let first = live["memory_first_pts_ns"] as? Int, let last = live["memory_last_pts_ns"] as? Int {
+            line += " (pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last))))"
+        }
+        line += ", \(formatBytes(Int64((live["memory_bytes"] as? Int) ?? 0))) of "
+        line += "\(formatBytes(Int64((live["memory_budget_bytes"] as? Int) ?? 0))); "
+        line +=
+            "\((live["frames_accepted"] as? Int) ?? 0) frames accepted, \((live["frames_durable"] as? Int) ?? 0) durable"
+        print(line)
+    }
     return ExitStatus.success
 }
 

@@ -45,6 +45,32 @@ func installStopHandlers() {
     }
 }
 
+/// Where SIGUSR1 writes its request: the wake pipe of the live recorder's control (−1: none).
+private let saveSignalDescriptor = Atomic<Int32>(-1)
+
+/// Makes SIGUSR1 save the recorder's whole window into `DIR/exports/` (the handler only writes a byte to a pipe).
+func installSaveSignal(_ control: RecorderControl) {
+    saveSignalDescriptor.store(control.wakeDescriptor, ordering: .releasing)
+    // Writes to a client's pipe that closed must fail with EPIPE, not end the recorder.
+    signal(SIGPIPE, SIG_IGN)
+    var unblock = sigset_t()
+    sigemptyset(&unblock)
+    sigaddset(&unblock, SIGUSR1)
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+    signal(SIGUSR1) { _ in
+        let fd = saveSignalDescriptor.load(ordering: .acquiring)
+        guard fd >= 0 else { return }
+        var byte = UInt8(ascii: "s")
+        _ = write(fd, &byte, 1)
+    }
+}
+
+/// SIGUSR1 is ignored again (the recorder is finishing).
+func removeSaveSignal() {
+    signal(SIGUSR1, SIG_IGN)
+    saveSignalDescriptor.store(-1, ordering: .releasing)
+}
+
 /// Prints `object` as pretty, key-sorted JSON on stdout.
 func printJSON(_ object: Any) throws {
     let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])

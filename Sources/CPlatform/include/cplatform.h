@@ -1,11 +1,34 @@
 #ifndef REWIND_CPLATFORM_H
 #define REWIND_CPLATFORM_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /// Reserves disk blocks for the first `length` bytes of the file open on `fd` without changing its size
 /// (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), so later writes into the range skip block allocation.
 /// Returns 0, or the errno (EOPNOTSUPP where the file system or platform cannot reserve).
 int rewind_reserve_blocks(int fd, int64_t length);
+
+/// Creates a Unix stream socket listening at `path` (which must not exist). Returns the descriptor, or −errno
+/// (−ENAMETOOLONG when the path does not fit in sockaddr_un).
+int rewind_unix_listen(const char *path, int backlog);
+
+/// Accepts a connection on a listening socket, close-on-exec. Returns the descriptor, or −errno.
+int rewind_accept(int socket);
+
+/// Makes a pipe whose ends are close-on-exec and non-blocking. Returns 0, or −errno.
+int rewind_wake_pipe(int fds[2]);
+
+/// Connects to the Unix stream socket at `path`. Returns the descriptor, or −errno.
+int rewind_unix_connect(const char *path);
+
+/// Sends `length` bytes on a connected Unix socket and, when `fd` >= 0, a duplicate of descriptor `fd` with them
+/// (SCM_RIGHTS). Returns the bytes sent, or −errno.
+ssize_t rewind_send_with_descriptor(int socket, const void *bytes, size_t length, int fd);
+
+/// Receives up to `capacity` bytes; a descriptor sent with them is stored in `*fd` (−1 when none came; any extra
+/// descriptors are closed). Returns the bytes received (0 at end of stream), or −errno.
+ssize_t rewind_receive_with_descriptor(int socket, void *bytes, size_t capacity, int *fd);
 
 #endif
