@@ -57,13 +57,15 @@ public final class RingSnapshot: Sendable {
 extension RingStore {
     /// Pins the frames whose pts (ns) lies in `range`.
     ///
+    /// - Parameter limit: the most frames to pin (the oldest ones first).
     /// - Returns: the pinned frames in pts order (possibly none).
     /// - Complexity: O(log frames + pinned frames), under the lock.
-    public func pin(_ range: Range<Int64>) -> RingSnapshot {
+    public func pin(_ range: Range<Int64>, limit: Int = .max) -> RingSnapshot {
+        precondition(limit >= 0, "pin limit must not be negative")
         let frames = pinSlots { slots in
             let lower = slots.partitioningIndex { $0.info.ptsNanoseconds < range.lowerBound }
             let upper = slots.partitioningIndex { $0.info.ptsNanoseconds < range.upperBound }
-            return lower..<max(lower, upper)
+            return lower..<max(lower, min(upper, lower + min(limit, slots.count)))
         }
         return RingSnapshot(store: self, frames: frames)
     }

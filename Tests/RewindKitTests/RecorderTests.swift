@@ -161,6 +161,45 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(all == Array(0..<1200))
     }
 
+    /// A query slower than the camera, over everything in memory: it pins a few frames at a time, reads what the
+    /// ring evicted meanwhile from disk, and the producer never drops a frame because of it.
+    @Test func aSlowQueryOverTheWholeRingNeverMakesTheProducerDrop() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try temporaryStore())
+        let slab = (feed.stream.layout.byteCount + 4095) / 4096 * 4096
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 40 * slab))
+        for _ in 0..<100 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        #expect(recorder.ring.statistics.frames <= 40)
+        let produced = DispatchSemaphore(value: 0)
+        let producer = Thread { [feed] in
+            var feed = feed
+            for _ in 0..<150 {
+                recorder.waitForSpillRoom()
+                _ = try? feed.appendNext(to: recorder)
+                usleep(1000)
+            }
+            produced.signal()
+        }
+        producer.start()
+        var indexes: [Int64] = []
+        let split = try recorder.frames(in: 0..<feed.pts(100)) { view in
+            if let mark = SyntheticCamera.verify(view) { indexes.append(mark.index) }
+            usleep(2000)
+            return true
+        }
+        produced.wait()
+        let statistics = try recorder.finish()
+        #expect(indexes == Array(0..<100))
+        #expect(split.fromDisk >= 60, "\(split)")
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 250)
+    }
+
     @Test func lastRangeIsTheNewestFramesOnly() throws {
         var feed = try CameraFeed()
         let recorder = try Recorder(

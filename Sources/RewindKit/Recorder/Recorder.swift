@@ -50,7 +50,9 @@ public final class Recorder: Sendable {
             configuration: RingConfiguration(
                 window: configuration.window, memoryBudget: configuration.memoryBudget,
                 minimumBudget: min(minimum, configuration.memoryBudget),
-                pinPolicy: configuration.backpressure == .dropNewest ? .dropNewest : .evictOldestUnpinned),
+                // Pins (the spill stage's, queries') keep a frame's bytes, not its place: a pinned frame may be
+                // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
+                pinPolicy: .evictOldestUnpinned),
             // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
             onEvict: { _ in })
         let nominal = stream.frameDuration.nanoseconds ?? 1
@@ -198,8 +200,11 @@ public final class Recorder: Sendable {
     /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
     /// pts order, exactly once: older frames from the segment store, the rest from the ring.
     ///
-    /// The ring frames are pinned first, so the producer can keep appending; the disk part covers only what lies
-    /// before the first pinned frame, so nothing is returned twice at the boundary.
+    /// With a store, the ring is pinned a batch of ``queryBatch`` frames at a time from the next pts wanted;
+    /// whatever lies before the first pinned frame (older than memory, or evicted since) is read from disk first.
+    /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
+    /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
+    /// the only copy, and the whole range is pinned up front.
     /// - Parameter body: returns false to stop early. The view is only valid during the call.
     /// - Returns: how many frames came from disk and from memory.
     /// - Throws: store errors (a damaged frame is an error, never data).
@@ -208,26 +213,48 @@ public final class Recorder: Sendable {
     public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws -> QuerySplit {
         var split = QuerySplit()
         guard !range.isEmpty else { return split }
-        let snapshot = ring.pin(range)
-        defer { snapshot.release() }
-        let ringStart = snapshot.firstPTSNanoseconds ?? range.upperBound
-        if let store, range.lowerBound < ringStart {
-            spill?.flushIndex()
-            var keepGoing = true
-            try store.frames(streamName: configuration.streamName, in: range.lowerBound..<ringStart) { view in
-                split.fromDisk += 1
-                keepGoing = try body(view)
-                return keepGoing
+        guard let store else {
+            // Memory is the only copy: pin the whole range up front, so nothing in it can be evicted meanwhile.
+            let snapshot = ring.pin(range)
+            defer { snapshot.release() }
+            for index in 0..<snapshot.count {
+                split.fromMemory += 1
+                guard try snapshot.withFrame(at: index, { view, _ in try body(view) }) else { break }
             }
-            guard keepGoing else { return split }
+            return split
         }
-        for index in 0..<snapshot.count {
-            let keepGoing = try snapshot.withFrame(at: index) { view, _ in try body(view) }
-            split.fromMemory += 1
-            if !keepGoing { break }
+        // With a store, a few frames at a time are pinned, so a long query never holds the ring: the producer
+        // keeps its memory, and a frame evicted before the query reaches it is read from disk instead.
+        var next = range.lowerBound
+        while next < range.upperBound {
+            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch)
+            defer { batch.release() }
+            let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
+            if next < memoryStart {
+                spill?.flushIndex()
+                var keepGoing = true
+                try store.frames(streamName: configuration.streamName, in: next..<memoryStart) { view in
+                    split.fromDisk += 1
+                    keepGoing = try body(view)
+                    return keepGoing
+                }
+                guard keepGoing else { return split }
+                next = memoryStart
+            }
+            for index in 0..<batch.count {
+                let keepGoing = try batch.withFrame(at: index) { view, _ in
+                    next = view.info.ptsNanoseconds + 1
+                    return try body(view)
+                }
+                split.fromMemory += 1
+                if !keepGoing { return split }
+            }
         }
         return split
     }
+
+    /// How many frames a query pins at a time when the frames also exist on disk.
+    static let queryBatch = 8
 
     /// The range of the last `duration` of the stream: `(newest − duration, newest]`.
     ///
