@@ -301,6 +301,59 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(indexes == Array(0..<300))
     }
 
+    @Test func aFullDiskLeavesAGapWithItsReasonAndRecordingResumes() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        func drain() { while recorder.unspilledFrames > 0 { usleep(1000) } }
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(true)
+        for _ in 0..<5 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(false)
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[DropLabel.diskError] == 5)
+        #expect(statistics.framesDurable == 20)
+        #expect(try store.drops()[DropLabel.diskError] == 5)
+        let gaps = try store.gaps()
+        #expect(gaps.count == 1)
+        #expect(gaps.first?.startNanoseconds == feed.pts(9))
+        #expect(gaps.first?.endNanoseconds == feed.pts(15))
+        #expect(gaps.first?.reason == DropLabel.diskError)
+        var onDisk: [Int64] = []
+        try store.frames(in: 0..<Int64.max) { view in
+            guard let mark = SyntheticCamera.verify(view) else {
+                Issue.record("frame at \(view.info.ptsNanoseconds) ns is not bit-exact")
+                return false
+            }
+            onDisk.append(mark.index)
+            return true
+        }
+        #expect(onDisk == Array(0..<10) + Array(15..<25))
+    }
+
+    @Test func aSlowDiskDelaysWritesWithoutLosingFrames() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        disk.setWriteDelay(nanoseconds: 2_000_000)
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<20 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        disk.setWriteDelay(nanoseconds: 0)
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 20)
+        #expect(statistics.totalDrops == 0)
+        #expect(disk.failedWriteCount == 0)
+    }
+
     @Test func inputIntervalGapsAreRecorded() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try temporaryStore())
