@@ -8,6 +8,10 @@
 #include <linux/falloc.h>
 #endif
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 int rewind_reserve_blocks(int fd, int64_t length) {
 #ifdef __linux__
     if (length <= 0) return 0;
@@ -16,5 +20,13 @@ int rewind_reserve_blocks(int fd, int64_t length) {
     (void)fd;
     (void)length;
     return EOPNOTSUPP;
+#endif
+}
+
+int rewind_limit_heap_retention(void) {
+#ifdef __GLIBC__
+    return mallopt(M_MMAP_THRESHOLD, 512 * 1024) == 1 && mallopt(M_TRIM_THRESHOLD, 1024 * 1024) == 1;
+#else
+    return 0;
 #endif
 }

@@ -1,3 +1,5 @@
+import CPlatform
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -7,6 +9,20 @@
 /// The resident set size of this process: the pages of it that are in RAM, as the kernel counts them.
 public enum ResidentMemory {
     private static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// Makes this process hand large freed buffers back to the system at once instead of keeping them in malloc's
+    /// heaps: blocks of 512 KiB or more are mapped on their own and unmapped when freed.
+    ///
+    /// The recording path allocates nothing per frame, but queries, exports and read-backs allocate frame-sized
+    /// buffers for their duration; with glibc's adaptive defaults, freed buffers up to 32 MiB stay resident, which
+    /// a soak sees as the resident size creeping up by a frame at a time. Call it once, early, in a process that
+    /// must stay within a memory budget (the `rewind` tool does, for every command).
+    ///
+    /// - Returns: whether the C library took the settings.
+    @discardableResult
+    public static func limitHeapRetention() -> Bool {
+        rewind_limit_heap_retention() == 1
+    }
 
     /// The resident size in bytes, from the second field of `/proc/self/statm` (resident pages) times the page
     /// size: the figure `VmRSS` in `/proc/self/status` shows, read without parsing text lines. Allocates nothing.
