@@ -354,6 +354,38 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(disk.failedWriteCount == 0)
     }
 
+    @Test func aWaitingProducerNeverDropsFramesBehindTheSpillBatchOfASmallRing() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let slab = 6 * 4096  // 160x96 NV12 takes one 24 KiB slab
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: 60_000_000_000, memoryBudget: 40 * slab, minimumBudget: 10 * slab))
+        // Each round, the spill stage is stalled with a batch pinned and frames waiting behind it when the budget
+        // is cut to ten frames (a ring smaller than four batches); then the producer records as a file input does.
+        for _ in 0..<5 {
+            while recorder.unspilledFrames > 0 { usleep(1000) }
+            disk.close()
+            for _ in 0..<30 { _ = try feed.appendNext(to: recorder) }
+            recorder.setPressure(.critical)
+            #expect(recorder.framesInRing == 10)
+            disk.open()
+            for _ in 0..<100 {
+                recorder.waitForSpillRoom()
+                if case .dropped(let reason) = try feed.appendNext(to: recorder) {
+                    Issue.record("frame \(feed.index - 1) dropped (\(reason)) although the producer waited for room")
+                }
+            }
+            recorder.setPressure(.normal)
+        }
+        let statistics = try recorder.finish()
+        // Only frames the cuts evicted before they were written are lost.
+        #expect(statistics.drops.keys.sorted() == [DropLabel.evictedBeforeSpill], "\(statistics.drops)")
+        #expect(statistics.framesDurable + statistics.totalDrops == 650)
+    }
+
     @Test func inputIntervalGapsAreRecorded() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try temporaryStore())

@@ -32,7 +32,7 @@ final class SpillStage: @unchecked Sendable {
     private var pendingLoss: String?
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
-    /// evictable.
+    /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
     static let batch = 8
 
     init(
@@ -100,7 +100,8 @@ final class SpillStage: @unchecked Sendable {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     private func spillAvailable(all: Bool) -> Bool {
-        let snapshot = ring.pin(fromSequence: lastSequence + 1, limit: Self.batch)
+        let snapshot = ring.pin(
+            fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
         defer { snapshot.release() }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
