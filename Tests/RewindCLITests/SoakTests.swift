@@ -118,6 +118,7 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
             (["--speed", "fast"], "--speed: 'fast' is not one of max, realtime"),
             (["--noise", "9"], "--noise: '9' is not a noise level"),
             (["--memory", "512KiB"], "holds fewer than 8 frames"),
+            (["--disk", "100MiB"], "holds fewer than 256 frames"),
             (["--size", "32x32"], "at least 64x2"),
             (["--sabotage", "everything"], "--sabotage: 'everything' is not one of"),
         ] as [([String], String)])

@@ -141,6 +141,11 @@ struct Readback: Sendable {
     ///
     /// A frame the store cannot read (damaged) is counted as corrupt and skipped: the next pass starts after it.
     mutating func readStore(_ store: SegmentStore, stream: StreamRow) {
+        if firstDiskPTS != nil, let first = try? store.summary(streamName: stream.name).firstPTS, first > diskCursor {
+            note(
+                "retention deleted the frames from pts \(formatSeconds(diskCursor)) to \(formatSeconds(first)) before "
+                    + "they were read back; give a larger --disk")
+        }
         do {
             try store.frames(streamName: stream.name, in: diskCursor..<Int64.max) { view in
                 if firstDiskPTS == nil { firstDiskPTS = view.info.ptsNanoseconds }

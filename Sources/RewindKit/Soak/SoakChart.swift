@@ -19,9 +19,10 @@ public enum SoakChart {
         let top =
             Double([report.limitBytes, report.maxRSSBytes, samples.map(\.ringBytes).max() ?? 0].max()!) / mebibyte
             * 1.08
-        let xTicks = ticks(upTo: end)
+        // Time ends with the run; memory goes up to the round tick above the highest line.
+        let xTicks = ticks(upTo: end).filter { $0 <= end }
         let yTicks = ticks(upTo: top)
-        let xMax = xTicks.last ?? end
+        let xMax = end
         let yMax = yTicks.last ?? top
         func x(_ seconds: Double) -> Double { plot.left + (plot.right - plot.left) * seconds / xMax }
         func y(_ mebibytes: Double) -> Double { plot.bottom - (plot.bottom - plot.top) * mebibytes / yMax }
@@ -148,12 +149,13 @@ public enum SoakChart {
             + "\(report.framesLost) lost, \(report.corruptFrames) corrupt"
     }
 
-    /// Round tick values from 0 to at least `maximum`: steps of 1, 2 or 5 times a power of ten, 4 to 10 ticks.
+    /// Round tick values from 0 to at least `maximum`: steps of 1, 2, 2.5 or 5 times a power of ten, about 4 to 9
+    /// ticks.
     static func ticks(upTo maximum: Double) -> [Double] {
         guard maximum > 0, maximum.isFinite else { return [0, 1] }
-        let rough = maximum / 6
+        let rough = maximum / 8
         let power = pow(10, (log10(rough)).rounded(.down))
-        let step = [1.0, 2.0, 5.0, 10.0].map { $0 * power }.first { $0 >= rough } ?? 10 * power
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0].map { $0 * power }.first { $0 >= rough } ?? 10 * power
         let count = Int((maximum / step).rounded(.up))
         return (0...max(1, count)).map { Double($0) * step }
     }

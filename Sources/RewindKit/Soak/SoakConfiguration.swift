@@ -104,6 +104,13 @@ public struct SoakConfiguration: Sendable {
                 "a memory budget of \(formatBytes(Int64(memoryBudget))) holds fewer than 8 frames of \(layout) "
                     + "(\(formatBytes(Int64(layout.byteCount))) each); give at least \(formatBytes(Int64(minimum)))")
         }
+        if let diskBudget, diskBudget < 256 * layout.byteCount {
+            // Retention deletes the oldest of at least eight segments: each must hold enough frames that the
+            // read-back, a pass about every second, reads them first.
+            throw .init(
+                "a disk budget of \(formatBytes(Int64(diskBudget))) holds fewer than 256 frames of \(layout); give at "
+                    + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
+        }
         if let event = events.first(where: { $0.at >= duration }) {
             throw .init("event '\(event)' is at or after the end of the run, so it would never happen")
         }
