@@ -3,9 +3,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #ifdef __linux__
 #include <linux/falloc.h>
+#endif
+
+#ifdef __GLIBC__
+#include <malloc.h>
 #endif
 
 int rewind_reserve_blocks(int fd, int64_t length) {
@@ -18,11 +26,6 @@ int rewind_reserve_blocks(int fd, int64_t length) {
     return EOPNOTSUPP;
 #endif
 }
-
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 static int fill_address(struct sockaddr_un *address, const char *path) {
     memset(address, 0, sizeof *address);
@@ -129,4 +132,12 @@ int rewind_accept(int socket) {
 
 int rewind_wake_pipe(int fds[2]) {
     return pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0 ? 0 : -errno;
+}
+
+int rewind_limit_heap_retention(void) {
+#ifdef __GLIBC__
+    return mallopt(M_MMAP_THRESHOLD, 512 * 1024) == 1 && mallopt(M_TRIM_THRESHOLD, 1024 * 1024) == 1;
+#else
+    return 0;
+#endif
 }

@@ -7,10 +7,10 @@ import Synchronization
 #endif
 
 /// A ``FileSystem`` that passes calls to a real one but fails the ones it is told to: the Nth write with an errno,
-/// a short write, every write while the "disk" is full, the next `fdatasync`.
+/// a short write, every write while the "disk" is full, the next `fdatasync`; or slows every write down.
 ///
-/// Used by tests and by soak runs (`disk=full` events) to exercise the store's failure paths without a real full
-/// disk. Writes are counted from 1 in the order they reach the file system.
+/// Used by tests and by soak runs (`disk=full` and `disk=slow` events) to exercise the store's failure paths
+/// without a real full or slow disk. Writes are counted from 1 in the order they reach the file system.
 public final class FaultInjectingFileSystem: FileSystem {
     /// What to do to one write.
     public enum WriteFault: Sendable, Hashable {
@@ -26,6 +26,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var diskFullErrno: Int32?
         var syncFaults: [Int32] = []
         var failedWrites = 0
+        var writeDelay: Int64 = 0
     }
 
     private let base: any FileSystem
@@ -56,6 +57,12 @@ public final class FaultInjectingFileSystem: FileSystem {
         state.withLock { $0.diskFullErrno = full ? code : nil }
     }
 
+    /// Makes every write that succeeds take at least `nanoseconds` longer (a slow disk); 0 restores full speed.
+    public func setWriteDelay(nanoseconds: Int64) {
+        precondition(nanoseconds >= 0, "write delay must not be negative")
+        state.withLock { $0.writeDelay = nanoseconds }
+    }
+
     /// Fails the next `fsync`/`fdatasync` with `code`.
     public func failNextSync(with code: Int32 = EIO) {
         state.withLock { $0.syncFaults.append(code) }
@@ -70,18 +77,19 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
-        let fault: WriteFault? = state.withLock { s in
+        let (fault, delay): (WriteFault?, Int64) = state.withLock { s in
             s.writes += 1
             if let code = s.diskFullErrno {
                 s.failedWrites += 1
-                return .error(code)
+                return (.error(code), 0)
             }
-            guard let fault = s.faults.removeValue(forKey: s.writes) else { return nil }
+            guard let fault = s.faults.removeValue(forKey: s.writes) else { return (nil, s.writeDelay) }
             s.failedWrites += 1
-            return fault
+            return (fault, 0)
         }
         switch fault {
         case nil:
+            if delay > 0 { Self.sleep(nanoseconds: delay) }
             return try base.pwrite(fd, bytes, offset: offset, path: path)
         case .error(let code):
             throw FileSystemError(operation: "pwrite", path: path, code: code)
@@ -96,6 +104,12 @@ public final class FaultInjectingFileSystem: FileSystem {
         throws(FileSystemError) -> Int
     {
         try base.pread(fd, into: buffer, offset: offset, path: path)
+    }
+
+    private static func sleep(nanoseconds: Int64) {
+        var request = timespec(tv_sec: Int(nanoseconds / 1_000_000_000), tv_nsec: Int(nanoseconds % 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&request, &left) == -1 && errno == EINTR { request = left }
     }
 
     private func takeSyncFault() -> Int32? {

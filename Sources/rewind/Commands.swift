@@ -82,18 +82,42 @@ let verifyCommand = Command(
 let soakCommand = Command(
     spec: CommandSpec(
         name: "soak",
-        summary: "run a camera-like load under memory pressure and faults; report and chart",
+        summary: "run a camera-like load under memory pressure and faults; check memory and every frame",
         options: [
             .value("duration", "DURATION", "stream time to run", type: .duration, default: "10m"),
-            .value("speed", "MODE", "max | realtime", type: .choice(["max", "realtime"]), default: "max"),
-            .value("size", "WxH", "frame size", type: .dimensions, default: "1920x1080"),
+            .value(
+                "speed", "MODE", "max (as fast as the disk allows, waiting for it) | realtime (drops when behind)",
+                type: .choice(["max", "realtime"]), default: "max"),
+            .value("size", "WxH", "frame size (NV12)", type: .dimensions, default: "1920x1080"),
             .value("fps", "RATE", "frame rate", type: .frameRate, default: "60"),
-            .value("memory", "SIZE", "memory budget", type: .size, default: "256MiB"),
-            .value("events", "LIST", "e.g. 30s:pressure=critical,60s:thermal=serious,90s:disk=full"),
+            .value("memory", "SIZE", "memory budget of the ring", type: .size, default: "256MiB"),
+            .value(
+                "events", "LIST",
+                "TIME:KEY=VALUE,…: pressure=normal|warning|critical, thermal=nominal|fair|serious|critical, "
+                    + "disk=full|slow|ok"),
             .value("report", "PATH", "write the JSON report here"),
-            .value("chart", "PATH", "write an SVG chart here"),
-        ]),
-    run: unavailable("soak"))
+            .value("chart", "PATH", "write an SVG chart of memory over time here"),
+            .value("window", "DURATION", "rewind window kept in memory", type: .duration, default: "10s"),
+            .value(
+                "disk", "SIZE", "disk budget: oldest segments are deleted past it (0: none)", type: .size,
+                default: "4GiB"),
+            .value("noise", "LEVEL", "camera sensor noise, 0…8 code values", default: "2"),
+            .value("store", "DIR", "record into this empty directory and keep it (default: a temporary one)"),
+            .value(
+                "sabotage", "FAULT",
+                "break an invariant on purpose, to see its check fail: retain-buffers | corrupt-frame | lose-frame",
+                type: .choice(SoakConfiguration.Sabotage.allCases.map(\.rawValue))),
+        ],
+        details: """
+            The camera's frames carry a checksum in their pixels; every frame the recorder accepted is read back
+            (from disk as it becomes durable, and from memory at the end) and must be bit-exact. Invariants:
+            rss_within_limit, rss_shed_after_pressure, frames_bit_exact, no_frames_lost, rss_flat.
+            Exit status: 0 when all held, 1 when one failed (named on stderr), 64 for a usage error.
+            example: rewind soak --duration 60s --speed realtime \\
+                       --events "10s:pressure=critical,20s:pressure=normal,30s:thermal=serious,40s:disk=full,45s:disk=ok" \\
+                       --report soak.json --chart soak.svg
+            """),
+    run: runSoak)
 
 let benchCommand = Command(
     spec: CommandSpec(

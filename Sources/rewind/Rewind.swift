@@ -42,6 +42,8 @@ enum Rewind {
     }
 
     static func main() {
+        // A recorder must stay within its memory budget: freed query and export buffers go back to the system.
+        ResidentMemory.limitHeapRetention()
         exit(run(Array(CommandLine.arguments.dropFirst())))
     }
 

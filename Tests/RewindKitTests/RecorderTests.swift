@@ -340,6 +340,91 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(indexes == Array(0..<300))
     }
 
+    @Test func aFullDiskLeavesAGapWithItsReasonAndRecordingResumes() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        func drain() { while recorder.unspilledFrames > 0 { usleep(1000) } }
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(true)
+        for _ in 0..<5 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(false)
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[DropLabel.diskError] == 5)
+        #expect(statistics.framesDurable == 20)
+        #expect(try store.drops()[DropLabel.diskError] == 5)
+        let gaps = try store.gaps()
+        #expect(gaps.count == 1)
+        #expect(gaps.first?.startNanoseconds == feed.pts(9))
+        #expect(gaps.first?.endNanoseconds == feed.pts(15))
+        #expect(gaps.first?.reason == DropLabel.diskError)
+        var onDisk: [Int64] = []
+        try store.frames(in: 0..<Int64.max) { view in
+            guard let mark = SyntheticCamera.verify(view) else {
+                Issue.record("frame at \(view.info.ptsNanoseconds) ns is not bit-exact")
+                return false
+            }
+            onDisk.append(mark.index)
+            return true
+        }
+        #expect(onDisk == Array(0..<10) + Array(15..<25))
+    }
+
+    @Test func aSlowDiskDelaysWritesWithoutLosingFrames() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        disk.setWriteDelay(nanoseconds: 2_000_000)
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<20 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        disk.setWriteDelay(nanoseconds: 0)
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 20)
+        #expect(statistics.totalDrops == 0)
+        #expect(disk.failedWriteCount == 0)
+    }
+
+    @Test func aWaitingProducerNeverDropsFramesBehindTheSpillBatchOfASmallRing() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(directory: try temporaryStore(), options: StoreOptions(fileSystem: disk))
+        let slab = 6 * 4096  // 160x96 NV12 takes one 24 KiB slab
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: 60_000_000_000, memoryBudget: 40 * slab, minimumBudget: 10 * slab))
+        // Each round, the spill stage is stalled with a batch pinned and frames waiting behind it when the budget
+        // is cut to ten frames (a ring smaller than four batches); then the producer records as a file input does.
+        for _ in 0..<5 {
+            while recorder.unspilledFrames > 0 { usleep(1000) }
+            disk.close()
+            for _ in 0..<30 { _ = try feed.appendNext(to: recorder) }
+            recorder.setPressure(.critical)
+            #expect(recorder.framesInRing == 10)
+            disk.open()
+            for _ in 0..<100 {
+                recorder.waitForSpillRoom()
+                if case .dropped(let reason) = try feed.appendNext(to: recorder) {
+                    Issue.record("frame \(feed.index - 1) dropped (\(reason)) although the producer waited for room")
+                }
+            }
+            recorder.setPressure(.normal)
+        }
+        let statistics = try recorder.finish()
+        // Only frames the cuts evicted before they were written are lost.
+        #expect(statistics.drops.keys.sorted() == [DropLabel.evictedBeforeSpill], "\(statistics.drops)")
+        #expect(statistics.framesDurable + statistics.totalDrops == 650)
+    }
+
     @Test func inputIntervalGapsAreRecorded() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try temporaryStore())

@@ -31,4 +31,11 @@ ssize_t rewind_send_with_descriptor(int socket, const void *bytes, size_t length
 /// descriptors are closed). Returns the bytes received (0 at end of stream), or −errno.
 ssize_t rewind_receive_with_descriptor(int socket, void *bytes, size_t capacity, int *fd);
 
+/// Makes malloc hand large freed blocks back to the system at once: blocks of 512 KiB or more get a mapping of
+/// their own (unmapped when freed), and free memory at the top of a heap is trimmed past 1 MiB. With glibc's
+/// defaults both thresholds grow with the largest block freed (up to 32 MiB), so a long-running process whose
+/// queries allocate and free frame-sized buffers keeps tens of MiB of them resident in its heaps.
+/// Returns 1 when applied, 0 where the C library has no such settings.
+int rewind_limit_heap_retention(void);
+
 #endif

@@ -68,6 +68,7 @@ public final class Recorder: Sendable {
             spill = nil
         }
         ringRoom.store(room(under: .normal), ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
     }
 
     deinit {
@@ -111,9 +112,18 @@ public final class Recorder: Sendable {
         return Int(unspilledFrames) + Self.margin(room) >= room
     }
 
-    /// Free slabs kept for the spill stage's pinned batch: a batch, or a quarter of a small ring.
+    /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
     private static func margin(_ framesInRing: Int) -> Int {
-        min(SpillStage.batch, max(1, framesInRing / 4)) + 1
+        spillBatch(framesInRing) + 1
+    }
+
+    /// The most frames the spill stage pins at once: ``SpillStage/batch``, or a quarter of a small ring.
+    ///
+    /// Written frames stay pinned until their whole batch is written, and a pinned frame's memory stays in use even
+    /// after the ring evicts it; a batch no larger than the producer's margin keeps that from ever refusing a frame
+    /// the producer waited room for (``waitForSpillRoom(until:)``).
+    static func spillBatch(_ framesInRing: Int) -> Int {
+        min(SpillStage.batch, max(1, framesInRing / 4))
     }
 
     /// Stores a frame filled in place in `slab`.
@@ -168,7 +178,9 @@ public final class Recorder: Sendable {
     /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
     /// set here, not on ``ring`` directly, so backpressure follows the new budget.
     public func setPressure(_ level: MemoryPressure) {
-        ringRoom.store(room(under: level), ordering: .relaxed)
+        let room = room(under: level)
+        ringRoom.store(room, ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
         ring.setPressure(level)
     }
 
@@ -299,6 +311,8 @@ final class RecorderShared: Sendable {
     let spillCursor = Atomic<UInt64>(1)
     /// The newest sequence number the producer stored.
     let newestSequence = Atomic<UInt64>(0)
+    /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
+    let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
     let droppedSpillBehind = Atomic<Int>(0)
     /// Set by the producer when it drops a frame; cleared by the next stored frame.

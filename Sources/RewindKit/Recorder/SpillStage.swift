@@ -25,10 +25,14 @@ final class SpillStage: @unchecked Sendable {
     // Spill-thread state.
     /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
     private var lastSequence: UInt64 = 0
-    private var lastPTS: Int64?
+    /// The pts of the last frame written successfully.
+    private var lastWrittenPTS: Int64?
+    /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
+    /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason.
+    private var pendingLoss: String?
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
-    /// evictable.
+    /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
     static let batch = 8
 
     init(
@@ -96,7 +100,8 @@ final class SpillStage: @unchecked Sendable {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     private func spillAvailable(all: Bool) -> Bool {
-        let snapshot = ring.pin(fromSequence: lastSequence + 1, limit: Self.batch)
+        let snapshot = ring.pin(
+            fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
         defer { snapshot.release() }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
@@ -118,7 +123,11 @@ final class SpillStage: @unchecked Sendable {
 
     private func write(_ view: FrameView, sequence: UInt64) {
         let pts = view.info.ptsNanoseconds
-        noteGap(before: view, sequence: sequence)
+        if sequence > lastSequence + 1 {
+            noteLost(Int(sequence - lastSequence - 1))
+            pendingLoss = pendingLoss ?? DropLabel.evictedBeforeSpill
+        }
+        let afterDrops = shared.firstAfterDrops.withLock { $0.remove(sequence) != nil }
         var failure: String?
         do {
             try writer.append(view)
@@ -126,8 +135,14 @@ final class SpillStage: @unchecked Sendable {
             failure = "\(error)"
         }
         lastSequence = sequence
-        lastPTS = pts
         shared.spillCursor.store(sequence + 1, ordering: .releasing)
+        if failure == nil {
+            noteGap(before: pts, afterDrops: afterDrops)
+            lastWrittenPTS = pts
+            pendingLoss = nil
+        } else {
+            pendingLoss = pendingLoss ?? DropLabel.diskError
+        }
         let durable = writer.durableFrameCount
         shared.state.withLock { state in
             if let failure {
@@ -141,26 +156,21 @@ final class SpillStage: @unchecked Sendable {
         }
     }
 
-    /// Records a gap when frames are missing before `view`: lost in the ring, dropped, or never produced.
-    private func noteGap(before view: FrameView, sequence: UInt64) {
-        guard let lastPTS else {
-            if sequence > 1 { noteLost(Int(sequence - 1)) }
-            return
-        }
-        let pts = view.info.ptsNanoseconds
-        let afterDrops = shared.firstAfterDrops.withLock { $0.remove(sequence) != nil }
+    /// Records a gap before a frame just written at `pts` when frames are missing since the last one written:
+    /// lost after they were accepted (``pendingLoss``), dropped on arrival, or never produced.
+    private func noteGap(before pts: Int64, afterDrops: Bool) {
+        guard let lastWrittenPTS else { return }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: String
-        if sequence != lastSequence + 1 {
-            noteLost(Int(sequence - lastSequence - 1))
-            reason = DropLabel.evictedBeforeSpill
-        } else if nominal > 0 && pts - lastPTS > nominal + nominal / 2 {
+        if let pendingLoss {
+            reason = pendingLoss
+        } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
             reason = afterDrops ? DropLabel.droppedOnArrival : "input interval"
         } else {
             return
         }
         do {
-            try writer.recordGap(start: lastPTS, end: pts, reason: reason)
+            try writer.recordGap(start: lastWrittenPTS, end: pts, reason: reason)
             shared.state.withLock { $0.statistics.gaps += 1 }
         } catch {
             shared.state.withLock { $0.statistics.lastError = "\(error)" }

@@ -1,0 +1,146 @@
+import Foundation
+import RewindKit
+
+/// `rewind soak`: a camera-like load under memory pressure, thermal frame-rate drops and disk faults, with every
+/// invariant checked; a summary on stdout, `--report` JSON and `--chart` SVG. Exit 0 when every invariant held,
+/// 1 when one failed (named on stderr), 64 for usage errors.
+func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
+    let duration = try arguments.duration("duration")!
+    let (width, height) = try arguments.convert("size") { text throws(ValueError) in try Values.dimensions(text) }!
+    let frameDuration = try arguments.convert("fps") { text throws(ValueError) in try Values.frameRate(text) }!
+    let noiseText = arguments.string("noise")!
+    guard let noise = Double(noiseText), noise >= 0, noise <= 8 else {
+        throw UsageError("--noise: '\(noiseText)' is not a noise level from 0 to 8 (8-bit code values)")
+    }
+    let layout: FrameLayout
+    do {
+        layout = try FrameLayout(format: .nv12, width: width, height: height)
+    } catch {
+        throw UsageError("--size: \(error)")
+    }
+    let events: [SoakEvent]
+    do {
+        events = try SoakEvent.parseList(arguments.string("events") ?? "", duration: duration)
+    } catch {
+        throw UsageError("--events: \(error)")
+    }
+    let diskBudget = try arguments.size("disk")!
+    let requestedStore = arguments.string("store")
+    if let requestedStore { try checkEmpty(requestedStore) }
+    let directory =
+        requestedStore ?? NSTemporaryDirectory() + "rewind-soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    defer { if requestedStore == nil { try? FileManager.default.removeItem(atPath: directory) } }
+    let configuration = SoakConfiguration(
+        layout: layout, frameDuration: frameDuration, duration: duration,
+        speed: SoakConfiguration.Speed(rawValue: arguments.string("speed")!)!,
+        memoryBudget: try arguments.size("memory")!, window: try arguments.duration("window")!,
+        diskBudget: diskBudget == 0 ? nil : diskBudget, noise: noise, events: events, storeDirectory: directory,
+        sabotage: arguments.string("sabotage").flatMap(SoakConfiguration.Sabotage.init(rawValue:)))
+    do {
+        try configuration.validate()
+    } catch {
+        throw UsageError("\(error)")
+    }
+
+    installStopHandlers()
+    var progress = ProgressLine()
+    let report = try Soak.run(
+        configuration, shouldStop: { stopRequested.load(ordering: .relaxed) },
+        progress: { state in
+            progress.update(
+                "soak \(state.phase) … pts \(formatSeconds(state.streamNanoseconds)) of \(formatSeconds(duration)), "
+                    + "\(state.framesProduced) frames, \(state.framesDropped) dropped, "
+                    + "RSS \(formatBytes(Int64(state.rssBytes)))")
+        })
+    progress.clear()
+
+    if let path = arguments.string("report") {
+        do {
+            try report.jsonData().write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw CommandError("cannot write the report to \(path): \(error.localizedDescription)")
+        }
+    }
+    if let path = arguments.string("chart") {
+        do {
+            try Data(SoakChart.svg(report).utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw CommandError("cannot write the chart to \(path): \(error.localizedDescription)")
+        }
+    }
+    printSummary(
+        report, store: requestedStore, reportPath: arguments.string("report"), chart: arguments.string("chart"))
+    guard report.passed else {
+        printError("rewind soak: failed: " + report.failedInvariants.joined(separator: ", "))
+        return ExitStatus.failure
+    }
+    return ExitStatus.success
+}
+
+/// Refuses a `--store` that already holds anything: a soak accounts for every frame of a fresh store.
+private func checkEmpty(_ directory: String) throws {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) else { return }
+    guard isDirectory.boolValue, (try? FileManager.default.contentsOfDirectory(atPath: directory))?.isEmpty == true
+    else {
+        throw UsageError("--store: '\(directory)' is not an empty directory; a soak records into a fresh store")
+    }
+}
+
+private func printSummary(_ report: SoakReport, store: String?, reportPath: String?, chart: String?) {
+    let configuration = report.configuration
+    let fps = Double(configuration.frameDuration.timescale) / Double(configuration.frameDuration.value)
+    let bytes = { (value: Int) in formatBytes(Int64(value)) }
+    let rate = { (value: Double) in (value < 0 ? "-" : "") + formatBytes(Int64(abs(value).rounded())) + "/s" }
+    print(
+        "soak \(report.passed ? "passed" : "FAILED"): \(configuration.layout) at \(String(format: "%g", fps)) fps, "
+            + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
+            + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason))")
+    var memory =
+        "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "
+        + "(budget \(bytes(report.budgetBytes)) + 48 MiB); slope "
+    memory += report.rssSlopeBytesPerSecond.map(rate) ?? "not measured"
+    memory += " (limit \(rate(report.rssSlopeLimitBytesPerSecond))), \(report.sampleCount) samples"
+    print(memory)
+    print(
+        "  frames: \(report.framesProduced) produced (\(report.framesSkippedByCamera) skipped by the camera), "
+            + "\(report.framesAccepted) accepted, \(report.framesVerified) verified bit-exact "
+            + "(\(report.copiesVerifiedFromDisk) copies from disk, \(report.copiesVerifiedFromMemory) from memory), "
+            + "\(report.framesLost) lost, \(report.corruptFrames) corrupt")
+    let drops = report.drops.values.reduce(0, +)
+    let gaps = report.gaps.values.reduce(0, +)
+    print(
+        "  drops: \(drops)\(describe(report.drops)); gaps: \(gaps)\(describe(report.gaps)); store: "
+            + "\(report.segments) segments, \(formatBytes(report.storedBytes)) for \(formatBytes(report.rawBytes)) raw")
+    if !report.events.isEmpty {
+        print("  events:")
+        for event in report.events {
+            var line =
+                "    \(formatSeconds(event.at)) \(event.event), applied at \(formatSeconds(event.wallNanoseconds)): "
+                + "RSS \(bytes(event.rssBeforeBytes)) → \(bytes(event.rssBytes))"
+            if let limit = event.reducedLimitBytes {
+                line += ", ≤ \(bytes(limit)) "
+                line +=
+                    event.shedNanoseconds.map { String(format: "after %.1f ms", Double($0) / 1e6) } ?? "not reached"
+            }
+            print(line)
+        }
+    }
+    print("  invariants:")
+    for invariant in report.invariants {
+        print("    \(invariant.passed ? "ok    " : "FAILED") \(invariant.name): \(invariant.detail)")
+    }
+    for problem in report.problems.prefix(5) { print("  problem: \(problem)") }
+    if let lastError = report.lastError { print("  last write error: \(lastError)") }
+    var files: [String] = []
+    if let reportPath { files.append("report \(reportPath)") }
+    if let chart { files.append("chart \(chart)") }
+    files.append(store.map { "store \($0)" } ?? "store removed (keep it with --store DIR)")
+    print("  " + files.joined(separator: ", "))
+}
+
+/// ` (a: 1, b: 2)`, or nothing when empty.
+private func describe(_ counts: [String: Int]) -> String {
+    guard !counts.isEmpty else { return "" }
+    return " (" + counts.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+
+/// The keys `rewind soak --report` promises (DESIGN: machine-readable outputs).
+private let contractKeys = [
+    "passed", "failed_invariants", "budget_bytes", "max_rss_bytes", "frames_produced", "frames_verified",
+    "frames_lost", "corrupt_frames", "rss_slope_bytes_per_s", "events",
+]
+
+/// A short soak through the real binary: small frames, a few seconds of stream time at full speed.
+private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [String: Any]) {
+    let report = directory.appendingPathComponent("report.json").path
+    let result = try Tool.rewind(
+        [
+            "soak", "--speed", "max", "--size", "320x240", "--fps", "60", "--memory", "32MiB", "--window", "1s",
+            "--report", report,
+        ] + extra)
+    let data = try Data(contentsOf: URL(fileURLWithPath: report))
+    let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    return (result, object)
+}
+
+@Suite struct SoakTests {
+    @Test func aShortSoakThroughEveryKindOfEventPassesWithACompleteReportAndChart() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let chart = directory.appendingPathComponent("chart.svg").path
+        let store = directory.appendingPathComponent("store").path
+        let (result, report) = try soak(
+            [
+                "--duration", "4s", "--events", "1s:pressure=critical,1.5s:disk=full,2.5s:disk=ok,3s:thermal=serious",
+                "--chart", chart, "--store", store,
+            ], in: directory)
+        #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
+        #expect(result.output.hasPrefix("soak passed"))
+        for key in contractKeys { #expect(report[key] != nil, "report has \(key)") }
+        #expect(report["passed"] as? Bool == true)
+        #expect((report["failed_invariants"] as? [String]) == [])
+        #expect(report["budget_bytes"] as? Int == 32 << 20)
+        let maxRSS = try #require(report["max_rss_bytes"] as? Int)
+        #expect(maxRSS > 1 << 20 && maxRSS <= (32 << 20) + (48 << 20))
+        #expect(report["frames_lost"] as? Int == 0)
+        #expect(report["corrupt_frames"] as? Int == 0)
+        let produced = try #require(report["frames_produced"] as? Int)
+        let verified = try #require(report["frames_verified"] as? Int)
+        let drops = try #require(report["drops_by_reason"] as? [String: Int])
+        // 4 s at 60 fps, the last second at 30 fps (thermal=serious).
+        #expect(produced == 210)
+        #expect(report["frames_skipped_by_camera"] as? Int == 30)
+        #expect(produced > drops.values.reduce(0, +))
+        #expect(verified > 0 && verified <= produced)
+        #expect((drops["disk error"] ?? 0) > 0, "frames written while the disk was full are dropped: \(drops)")
+        #expect(report["rss_slope_bytes_per_s"] is Double, "the slope is measured")
+
+        let events = try #require(report["events"] as? [[String: Any]])
+        #expect(
+            events.compactMap { $0["event"] as? String } == [
+                "pressure=critical", "disk=full", "disk=ok", "thermal=serious",
+            ])
+        #expect(
+            events.compactMap { $0["at_ns"] as? Int } == [1_000_000_000, 1_500_000_000, 2_500_000_000, 3_000_000_000])
+        let wall = events.compactMap { $0["wall_ns"] as? Int }
+        #expect(wall.count == 4 && wall == wall.sorted(), "events happened in order")
+        #expect(events.allSatisfy { ($0["rss_bytes"] as? Int ?? 0) > 0 })
+        let shed = try #require(events.first?["shed_ns"] as? Int, "the critical cut was watched")
+        #expect(shed <= 1_000_000_000)
+        let invariants = try #require(report["invariants"] as? [[String: Any]])
+        #expect(
+            invariants.compactMap { $0["name"] as? String } == [
+                "rss_within_limit", "rss_shed_after_pressure", "frames_bit_exact", "no_frames_lost", "rss_flat",
+            ])
+
+        // Recording resumed after the full disk; the store says where frames are missing and why, and is clean.
+        let stored = try info(store)
+        let gaps = try #require(stored["gaps"] as? [[String: Any]])
+        let reasons = Set(gaps.compactMap { $0["reason"] as? String })
+        #expect(reasons.contains("disk error") && reasons.contains("input interval"), "\(reasons)")
+        #expect((stored["last_pts_ns"] as? Int ?? 0) >= 3_900_000_000)
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+
+        // The chart is well-formed XML with a marker for every event.
+        try runChecked("python3", ["-c", "import xml.dom.minidom,sys; xml.dom.minidom.parse(sys.argv[1])", chart])
+        let svg = try String(contentsOfFile: chart, encoding: .utf8)
+        for event in ["pressure=critical", "disk=full", "disk=ok", "thermal=serious"] {
+            #expect(svg.contains("<g class='event' data-event='\(event)'"), "marker for \(event)")
+        }
+        #expect(svg.contains("resident memory (MiB)") && svg.contains("time since the start (s)"))
+    }
+
+    @Test(
+        arguments: [
+            ("retain-buffers", "rss_within_limit", "20s"),
+            ("corrupt-frame", "frames_bit_exact", "2s"),
+            ("lose-frame", "no_frames_lost", "2s"),
+        ])
+    func aSabotagedRunFailsTheInvariantItBreaks(sabotage: String, invariant: String, duration: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (result, report) = try soak(["--duration", duration, "--sabotage", sabotage], in: directory)
+        #expect(result.status == 1, "\(result.output)\n\(result.stderr)")
+        #expect(result.stderr.contains("failed: ") && result.stderr.contains(invariant))
+        #expect(result.output.contains("FAILED \(invariant): "))
+        #expect(report["passed"] as? Bool == false)
+        #expect((report["failed_invariants"] as? [String])?.contains(invariant) == true)
+        switch sabotage {
+        case "retain-buffers": #expect((report["max_rss_bytes"] as? Int ?? 0) > (32 << 20) + (48 << 20))
+        case "corrupt-frame": #expect(report["corrupt_frames"] as? Int == 1)
+        default: #expect(report["frames_lost"] as? Int == 1)
+        }
+    }
+
+    @Test(
+        arguments: [
+            (["--events", "1s:disk=broken"], "--events: '1s:disk=broken': disk must be full, slow or ok"),
+            (["--events", "1s:pressure=critical,,2s:disk=ok"], "--events: '': an empty event"),
+            (["--events", "5s:disk=full"], "'5s:disk=full': it is at or after the end of the run"),
+            (["--events", "1s:humidity=high"], "unknown key 'humidity'"),
+            (["--speed", "fast"], "--speed: 'fast' is not one of max, realtime"),
+            (["--noise", "9"], "--noise: '9' is not a noise level"),
+            (["--memory", "512KiB"], "holds fewer than 8 frames"),
+            (["--disk", "100MiB"], "holds fewer than 256 frames"),
+            (["--size", "32x32"], "at least 64x2"),
+            (["--sabotage", "everything"], "--sabotage: 'everything' is not one of"),
+        ] as [([String], String)])
+    func badSoakOptionsAreUsageErrors(arguments: [String], message: String) throws {
+        let result = try Tool.rewind(["soak", "--duration", "2s"] + arguments)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.contains("usage: rewind soak"))
+    }
+
+    @Test func aStoreThatIsNotEmptyIsRefused() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try Data("x".utf8).write(to: directory.appendingPathComponent("file"))
+        let result = try Tool.rewind(["soak", "--duration", "1s", "--size", "320x240", "--store", directory.path])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("is not an empty directory"))
+    }
+}
