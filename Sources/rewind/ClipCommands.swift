@@ -2,7 +2,22 @@ import Foundation
 import RewindKit
 
 func runClip(_ arguments: ParsedArguments) throws -> Int32 {
-    let store = try openStoreForReading(arguments.string("store")!)
+    let directory = arguments.string("store")!
+    let output = arguments.string("output")!
+    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
+        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+    }
+    // A live recorder exports from its memory and disk together, so the newest frames are there too.
+    let reply: [String: Any]?
+    do {
+        reply = try ControlClient.clip(
+            directory: directory, from: arguments.string("from")!, to: arguments.string("to")!,
+            destination: ExportDestination(argument: output), format: format, stream: arguments.string("stream"))
+    } catch let error as ControlError {
+        throw CommandError("\(error)")
+    }
+    if let reply { return report(reply, output: output, action: "exported by the live recorder") }
+    let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     let from = try source.resolve(try arguments.time("from")!)
     let to = try source.resolve(try arguments.time("to")!)
@@ -18,22 +33,15 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
     // A live recorder saves from its memory (and disk for what is older) without stopping.
-    if let reply = try ControlClient.save(
-        directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
-        stream: arguments.string("stream"))
-    {
-        var message = "wrote \((reply["frames"] as? Int) ?? 0) frames"
-        message += " (\(formatBytes(Int64((reply["bytes"] as? Int) ?? 0)))) to \(output == "-" ? "stdout" : output)"
-        if let first = reply["first_pts_ns"] as? Int, let last = reply["last_pts_ns"] as? Int {
-            message += ", pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last)))"
-        }
-        if let filled = reply["filled_frames"] as? Int, filled > 0 {
-            message += "; \(filled) frames repeated to fill gaps (constant frame rate)"
-        }
-        message += "; saved by the live recorder"
-        if output == "-" { printError(message) } else { print(message) }
-        return ExitStatus.success
+    let reply: [String: Any]?
+    do {
+        reply = try ControlClient.save(
+            directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
+            stream: arguments.string("stream"))
+    } catch let error as ControlError {
+        throw CommandError("\(error)")
     }
+    if let reply { return report(reply, output: output, action: "saved by the live recorder") }
     let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     guard let range = try source.lastRange(try arguments.duration("last")!) else {
@@ -60,6 +68,21 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
     }
     progress.clear()
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
+    if output == "-" { printError(message) } else { print(message) }
+    return ExitStatus.success
+}
+
+/// Prints what a live recorder wrote for us, like ``describe(_:destination:)`` does for a local export.
+private func report(_ reply: [String: Any], output: String, action: String) -> Int32 {
+    var message = "wrote \((reply["frames"] as? Int) ?? 0) frames"
+    message += " (\(formatBytes(Int64((reply["bytes"] as? Int) ?? 0)))) to \(output == "-" ? "stdout" : output)"
+    if let first = reply["first_pts_ns"] as? Int, let last = reply["last_pts_ns"] as? Int {
+        message += ", pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last)))"
+    }
+    if let filled = reply["filled_frames"] as? Int, filled > 0 {
+        message += "; \(filled) frames repeated to fill gaps (constant frame rate)"
+    }
+    message += "; \(action)"
     if output == "-" { printError(message) } else { print(message) }
     return ExitStatus.success
 }

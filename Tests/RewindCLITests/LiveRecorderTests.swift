@@ -48,6 +48,13 @@ import Testing
         #expect(save.output.contains("saved by the live recorder"), "\(save.output)")
         #expect(try probe(clip, "stream=nb_read_frames") == "60")
 
+        // A clip of stream time goes through the recorder too: 1 s at 30 fps.
+        let ranged = directory.appendingPathComponent("range.mkv").path
+        let ranges = try Tool.rewind(["clip", "--store", store, "--from", "0.5s", "--to", "1.5s", "-o", ranged])
+        #expect(ranges.status == 0, "\(ranges.stderr)")
+        #expect(ranges.output.contains("exported by the live recorder"), "\(ranges.output)")
+        #expect(try probe(ranged, "stream=nb_read_frames") == "30")
+
         // To stdout: the recorder writes into this process's standard output, passed along with the request.
         let piped = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", "-"])
         #expect(piped.status == 0, "\(piped.stderr)")

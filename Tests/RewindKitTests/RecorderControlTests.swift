@@ -162,8 +162,38 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         #expect(try exportedIndexes(window.path!, layout: live.feed.stream.layout) == Array(60..<180))
     }
 
+    /// A clip through the socket spans disk and memory: the 2 s window holds frames 59…179, the store all of them.
+    @Test func clipAcrossDiskAndMemoryAndItsErrors() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish(producing: false) }
+        let path = "\(live.directory)/span.mkv"
+        let reply = try #require(
+            try ControlClient.clip(
+                directory: live.directory, from: "500ms", to: "2.5s", destination: .path(path), format: nil))
+        #expect(reply["frames"] as? Int == 120)
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(30..<150))
+        #expect(throws: ControlError.self) {
+            try ControlClient.clip(directory: live.directory, from: "10s", to: "11s", destination: nil, format: nil)
+        }
+        do {
+            _ = try ControlClient.clip(directory: live.directory, from: "2s", to: "1s", destination: nil, format: nil)
+            Issue.record("a backwards range was accepted")
+        } catch {
+            #expect("\(error)".contains("'to' must be after 'from'"))
+        }
+        do {
+            _ = try ControlClient.clip(
+                directory: live.directory, from: "soon", to: "1s", destination: nil, format: nil)
+            Issue.record("a bad time was accepted")
+        } catch {
+            #expect("\(error)".contains("from:"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))
+    }
+
     @Test(arguments: [
         (#"{"command": "fly"}"#, "unknown command 'fly'"),
+        (#"{"command": "clip", "to": "1s"}"#, "a clip needs 'from'"),
         (#"{"command": "save", "last_ns": -5}"#, "last_ns must be a whole number"),
         (#"{"command": "save", "path": "relative.mkv"}"#, "path must be absolute"),
         (#"{"command": "save", "path": "/tmp/clip.avi"}"#, "must end in .y4m, .mkv or .mp4"),

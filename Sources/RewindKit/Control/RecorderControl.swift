@@ -12,6 +12,8 @@ import Synchronization
 ///       (optional "stream": refused unless it is the recorder's; "last_ns" omitted: the whole window)
 ///     → {"command": "save", "last_ns": 5000000000, "format": "y4m"} + a descriptor (SCM_RIGHTS): written there
 ///     ← {"ok": true, "path": …, "frames": 300, "filled_frames": 0, "bytes": …, "first_pts_ns": …, "last_pts_ns": …}
+///     → {"command": "clip", "from": "12.5s", "to": "2026-11-30T14:03:09Z", "path": "/abs/clip.mkv"}  (times as
+///       on the command line; the same destinations as a save)
 ///     → {"command": "status"}
 ///     ← {"ok": true, "frames_accepted": …, "frames_durable": …, "drops": {…}, "window_ns": …, "memory_frames": …,
 ///        "memory_bytes": …, "memory_budget_bytes": …, "memory_first_pts_ns": …, "memory_last_pts_ns": …, …}
@@ -112,12 +114,23 @@ public final class RecorderControl: @unchecked Sendable {
         guard let range = try recorder.lastRange(length) else {
             throw ClipError.empty("the recorder holds no frames yet: nothing to save")
         }
+        return try export(range, to: destination, format: format)
+    }
+
+    /// Exports `range` (pts nanoseconds) to `destination` (`DIR/exports/save-….ext` when nil).
+    ///
+    /// - Throws: ``ClipError`` when the range holds no frame (nothing is written), and export errors.
+    public func export(_ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?) throws
+        -> ExportSummary
+    {
         var chosenFormat = format ?? defaultFormat
         let target: ExportDestination
         if let destination {
             if case .path(let path) = destination, let named = ExportFormat(path: path) { chosenFormat = named }
             target = destination
         } else {
+            // An empty range names no file (and makes no folder).
+            try ClipSource.recorder(recorder).requireFrames(in: range)
             target = .path(try newExportPath(format: chosenFormat))
         }
         return try ClipSource.recorder(recorder).export(range: range, format: chosenFormat, to: target)
@@ -133,6 +146,29 @@ public final class RecorderControl: @unchecked Sendable {
         formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
         let number = saveCounter.wrappingAdd(1, ordering: .relaxed).newValue
         return exports + "/save-\(formatter.string(from: Date()))-\(number).\(format.fileExtension)"
+    }
+
+    /// The range of a clip request: `from` and `to` as on the command line (`12.5s`, `1500ms`, ISO-8601 wall time),
+    /// resolved against this recorder (memory and disk).
+    private func clipRange(_ request: [String: Any]) throws -> Range<Int64> {
+        let source = ClipSource.recorder(recorder)
+        func time(_ key: String) throws -> Int64 {
+            guard let text = request[key] as? String else {
+                throw ControlError("a clip needs '\(key)': a time such as 12.5s, 1500ms or 2026-11-30T14:03:05Z")
+            }
+            do {
+                return try source.resolve(try TimeSpec(parsing: text))
+            } catch let error as ValueError {
+                throw ControlError("\(key): \(error)")
+            }
+        }
+        let from = try time("from")
+        let to = try time("to")
+        guard from < to else {
+            throw ClipError.badRange(
+                "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: 'to' must be after 'from'")
+        }
+        return from..<to
     }
 
     // MARK: - Serving
@@ -208,17 +244,20 @@ public final class RecorderControl: @unchecked Sendable {
 
     private func respond(to request: [String: Any], descriptor: Int32) throws -> [String: Any] {
         switch request["command"] as? String {
-        case "save":
+        case let command where command == "save" || command == "clip":
             if let stream = request["stream"] as? String, stream != recorder.configuration.streamName {
                 throw ControlError(
                     "the live recorder records stream '\(recorder.configuration.streamName)', not '\(stream)'")
             }
             var duration: Int64?
-            if let value = request["last_ns"] {
+            var range: Range<Int64>?
+            if command == "save", let value = request["last_ns"] {
                 guard let number = value as? NSNumber, number.int64Value > 0 else {
                     throw ControlError("last_ns must be a whole number of nanoseconds above 0")
                 }
                 duration = number.int64Value
+            } else if command == "clip" {
+                range = try clipRange(request)
             }
             var format: ExportFormat?
             if let name = request["format"] as? String {
@@ -237,7 +276,10 @@ public final class RecorderControl: @unchecked Sendable {
                 }
                 destination = .path(path)
             }
-            let result = Result { try save(last: duration, to: destination, format: format) }
+            let result = Result {
+                if let range { return try export(range, to: destination, format: format) }
+                return try save(last: duration, to: destination, format: format)
+            }
             onSave(result)
             let summary = try result.get()
             var reply: [String: Any] = [
@@ -261,7 +303,7 @@ public final class RecorderControl: @unchecked Sendable {
             reply["memory_last_pts_ns"] = ring.lastPTSNanoseconds ?? NSNull()
             return reply
         case let other:
-            throw ControlError("unknown command '\(other ?? "none")': save or status")
+            throw ControlError("unknown command '\(other ?? "none")': save, clip or status")
         }
     }
 }
@@ -340,6 +382,14 @@ public enum ControlClient {
         var request: [String: Any] = ["command": "save", "last_ns": duration]
         if let stream { request["stream"] = stream }
         if let format { request["format"] = format.fileExtension }
+        return try exchange(directory: directory, request, destination: destination)
+    }
+
+    /// Sends an export request: a path goes in the request (made absolute), a descriptor along with it.
+    private static func exchange(directory: String, _ request: [String: Any], destination: ExportDestination?)
+        throws -> [String: Any]?
+    {
+        var request = request
         var descriptor: Int32 = -1
         switch destination {
         case .path(let path):
@@ -350,6 +400,20 @@ public enum ControlClient {
             break
         }
         return try exchange(directory: directory, request, descriptor: descriptor)
+    }
+
+    /// Asks the live recorder of `directory` for the frames in [`from`, `to`), times as on the command line.
+    ///
+    /// - Returns: the recorder's reply, or nil when no recorder serves `directory`.
+    /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
+    public static func clip(
+        directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
+        stream: String? = nil
+    ) throws -> [String: Any]? {
+        var request: [String: Any] = ["command": "clip", "from": from, "to": to]
+        if let stream { request["stream"] = stream }
+        if let format { request["format"] = format.fileExtension }
+        return try exchange(directory: directory, request, destination: destination)
     }
 
     /// The live recorder's status, or nil when none serves `directory`.
@@ -363,8 +427,9 @@ public enum ControlClient {
         let path = directory + "/" + RecorderControl.socketName
         let socket = rewind_unix_connect(path)
         guard socket >= 0 else {
-            // No recorder: no socket, or one left by a recorder that is gone.
-            if -socket == ENOENT || -socket == ECONNREFUSED { return nil }
+            // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket (the
+            // recorder could not serve it either, and said so when it started).
+            if -socket == ENOENT || -socket == ECONNREFUSED || -socket == ENAMETOOLONG { return nil }
             throw ControlError("cannot connect to the recorder at \(path): \(systemMessage(-socket))")
         }
         defer { close(socket) }

@@ -144,6 +144,17 @@ public func formatBytes(_ bytes: Int64) -> String {
 }
 
 extension ClipSource {
+    /// Throws ``ClipError/empty(_:)``, saying what the source holds, when no frame lies in `range`.
+    public func requireFrames(in range: Range<Int64>) throws {
+        guard try !hasFrames(in: range) else { return }
+        let held = try span().map {
+            "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
+        }
+        throw ClipError.empty(
+            "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
+                + (held ?? "the store holds no frames") + "; nothing was written")
+    }
+
     /// Exports every frame in `range` to `destination`.
     ///
     /// - Parameters:
@@ -163,14 +174,7 @@ extension ClipSource {
                 "the range [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))) is empty: "
                     + "--to must be after --from")
         }
-        guard try hasFrames(in: range) else {
-            let held = try span().map {
-                "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
-            }
-            throw ClipError.empty(
-                "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
-                    + (held ?? "the store holds no frames") + "; nothing was written")
-        }
+        try requireFrames(in: range)
         var exporter = try makeExporter(format: format, stream: stream, destination: destination)
         do {
             var count = 0
