@@ -45,6 +45,13 @@ extension SegmentStore {
         _ body: (FrameView) throws -> Bool
     ) throws -> Bool {
         guard !range.isEmpty else { return true }
+        // An empty range decodes nothing (not even the frames from the key frame before it).
+        var any = false
+        try index.frames(streamID: stream.id, in: range) { _ in
+            any = true
+            return false
+        }
+        guard any else { return true }
         let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
         let cursor = ReadCursor(store: self, stream: stream, buffers: buffers)
         defer { cursor.close() }

@@ -134,6 +134,12 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(split.fromDisk > 0 && split.fromMemory > 0)
         #expect(split.fromMemory <= 61)
 
+        // A range held in memory decodes nothing from disk, even when it starts between two frames.
+        let decodedBefore = store.framesDecoded
+        let (inMemory, memorySplit) = try verifiedIndexes(recorder, (feed.pts(560) - 1000)..<feed.pts(600))
+        #expect(inMemory == Array(560..<600) && memorySplit.fromDisk == 0)
+        #expect(store.framesDecoded == decodedBefore, "a query held in memory decoded frames from disk")
+
         // Keep recording on another thread while querying ranges that cross the moving boundary.
         let producer = Thread { [feed] in
             var feed = feed

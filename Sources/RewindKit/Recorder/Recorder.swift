@@ -242,7 +242,12 @@ public final class Recorder: Sendable {
             let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch)
             defer { batch.release() }
             let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
-            if next < memoryStart {
+            // The ring holds an unbroken run of the newest frames: when it still holds one older than the batch,
+            // nothing lies between `next` and the batch anywhere, and the disk is not asked.
+            let ringCoversNext = batch.firstPTSNanoseconds.map { first in
+                (ring.statistics.firstPTSNanoseconds ?? first) < first
+            }
+            if next < memoryStart && ringCoversNext != true {
                 spill?.flushIndex()
                 var keepGoing = true
                 try store.frames(streamName: configuration.streamName, in: next..<memoryStart) { view in
