@@ -53,7 +53,8 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             }
             self.feed = feed
             let saves = self.saves
-            control = try RecorderControl(recorder: recorder, directory: directory) { result in
+            control = try RecorderControl(recorder: recorder, directory: directory, requestTimeoutSeconds: 1) {
+                result in
                 let summary = try? result.get()
                 saves.summaries.withLock { $0.append(summary) }
             }
@@ -212,6 +213,33 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         #expect(status["frames_accepted"] as? Int == 180)
         // The 2 s window keeps the frames from newest − 2 s to newest, both ends included: 121 at 60 fps.
         #expect(status["memory_frames"] as? Int == 121)
+    }
+
+    /// A client that connects and sends nothing is dropped after the request timeout, so it cannot hold the
+    /// recorder's shutdown; the other clients are served meanwhile.
+    @Test func aSilentClientDoesNotBlockOthersOrShutdown() throws {
+        let live = try LiveRecorder()
+        let silent = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(silent >= 0)
+        defer { close(silent) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(live.control.socketPath.utf8).prefix(raw.count - 1))
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(silent, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        try #require(connected == 0)
+        #expect(try ControlClient.status(directory: live.directory)?["frames_accepted"] as? Int == 180)
+        try live.finish(producing: false)
+        // The silent connection got an error reply (or was closed) once its time was up.
+        var reply = [UInt8](repeating: 0, count: 4096)
+        let count = read(silent, &reply, reply.count)
+        #expect(count >= 0)
+        if count > 0 { #expect(String(decoding: reply[0..<count], as: UTF8.self).contains("\"ok\":false")) }
     }
 
     @Test func stoppedOrStaleSocketMeansNoLiveRecorder() throws {

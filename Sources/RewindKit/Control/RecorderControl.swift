@@ -19,10 +19,10 @@ import Synchronization
 ///        "memory_bytes": …, "memory_budget_bytes": …, "memory_first_pts_ns": …, "memory_last_pts_ns": …, …}
 ///     ← {"ok": false, "error": "…"}                                                on any failure
 ///
-/// Each request is served on its own thread: the range is resolved and its frames pinned as soon as the request
-/// is read, so overlapping requests each get their own file, none waits for another, and the producer never
-/// waits for any of them (pinned frames cannot be reused, so a long save of a long range can make the ring drop
-/// frames for `pinned frames`, counted like every drop). ``requestSave()`` (for SIGUSR1) saves the whole window
+/// Each request is served on its own thread: the range is resolved as soon as the request is read, so
+/// overlapping requests each get their own file and are never merged; up to ``concurrentExports`` export at
+/// once and the rest wait their turn. The producer never waits for any of them (queries pin a few frames at a
+/// time). A client has ``requestTimeoutSeconds`` to send its request. ``requestSave()`` (for SIGUSR1) saves the whole window
 /// into `DIR/exports/`. Call ``stop()`` before finishing the recorder: it closes the socket, removes it and waits
 /// for saves in progress.
 public final class RecorderControl: @unchecked Sendable {
@@ -39,6 +39,11 @@ public final class RecorderControl: @unchecked Sendable {
     /// A pipe that wakes the accept loop: a byte "s" asks for a save of the window, "q" stops.
     private let wake: (read: Int32, write: Int32)
     private let inFlight = DispatchGroup()
+    /// Exports at once; more requests wait their turn (each export holds a few frame-sized buffers).
+    private let exportSlots = DispatchSemaphore(value: RecorderControl.concurrentExports)
+    public static let concurrentExports = 4
+    /// How long a client may take to send its request before the connection is dropped.
+    public let requestTimeoutSeconds: Int
     private let finished = DispatchSemaphore(value: 0)
     private let saveCounter = Atomic<Int>(0)
     private let isStopped = Atomic<Bool>(false)
@@ -48,9 +53,10 @@ public final class RecorderControl: @unchecked Sendable {
     ///
     /// - Throws: ``ControlError`` when the socket cannot be created (e.g. a path too long for a Unix socket).
     public init(
-        recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska,
+        recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska, requestTimeoutSeconds: Int = 5,
         onSave: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void = { _ in }
     ) throws {
+        self.requestTimeoutSeconds = requestTimeoutSeconds
         self.recorder = recorder
         self.directory = directory
         self.defaultFormat = defaultFormat
@@ -123,6 +129,8 @@ public final class RecorderControl: @unchecked Sendable {
     public func export(_ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?) throws
         -> ExportSummary
     {
+        exportSlots.wait()
+        defer { exportSlots.signal() }
         var chosenFormat = format ?? defaultFormat
         let target: ExportDestination
         if let destination {
@@ -215,6 +223,9 @@ public final class RecorderControl: @unchecked Sendable {
     }
 
     private func startClient(_ client: Int32) {
+        // A client that connects and says nothing must not hold the recorder's shutdown.
+        var timeout = timeval(tv_sec: requestTimeoutSeconds, tv_usec: 0)
+        _ = setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         inFlight.enter()
         let thread = Thread { [self] in
             defer {
