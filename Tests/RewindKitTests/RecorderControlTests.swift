@@ -234,6 +234,10 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         }
         try #require(connected == 0)
         #expect(try ControlClient.status(directory: live.directory)?["frames_accepted"] as? Int == 180)
+        // A second control for the same folder is refused while the first answers.
+        #expect(throws: ControlError.self) {
+            _ = try RecorderControl(recorder: live.recorder, directory: live.directory)
+        }
         try live.finish(producing: false)
         // The silent connection got an error reply (or was closed) once its time was up.
         var reply = [UInt8](repeating: 0, count: 4096)

@@ -48,8 +48,7 @@ public final class RecorderControl: @unchecked Sendable {
     private let saveCounter = Atomic<Int>(0)
     private let isStopped = Atomic<Bool>(false)
 
-    /// Opens `DIR/rewind.sock` (replacing a stale one: only the recorder holding the store's lock may serve it) and
-    /// starts serving.
+    /// Opens `DIR/rewind.sock` (replacing a stale one that nobody answers on) and starts serving.
     ///
     /// - Throws: ``ControlError`` when the socket cannot be created (e.g. a path too long for a Unix socket).
     public init(
@@ -63,6 +62,13 @@ public final class RecorderControl: @unchecked Sendable {
         self.onSave = onSave
         socketPath = directory + "/" + RecorderControl.socketName
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A socket that answers belongs to a recorder still running (possible with spill off, which takes no lock
+        // on the store); one that does not is stale and is replaced.
+        let existing = rewind_unix_connect(socketPath)
+        if existing >= 0 {
+            close(existing)
+            throw ControlError("another recorder already serves \(socketPath)")
+        }
         unlink(socketPath)
         let fd = rewind_unix_listen(socketPath, 16)
         guard fd >= 0 else {
