@@ -275,7 +275,8 @@ public final class SegmentFileReader {
                     if let previousPTS, record.ptsNanoseconds <= previousPTS {
                         throw .damaged(
                             file: fileName, frame: previousNumber + 1, offset: offset,
-                            detail: "pts \(record.ptsNanoseconds) ns is not after the previous frame's \(previousPTS) ns")
+                            detail:
+                                "pts \(record.ptsNanoseconds) ns is not after the previous frame's \(previousPTS) ns")
                     }
                     readingAt = accept(record, at: offset)
                 } catch .io(let error) {

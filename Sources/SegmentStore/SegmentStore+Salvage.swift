@@ -105,7 +105,8 @@ extension SegmentStore {
             for lost in salvage.lost {
                 guard let start = lost.previousPTS ?? lost.firstPTS ?? lost.nextPTS else { continue }
                 let end = lost.nextPTS ?? lost.lastPTS.map { $0 + duration } ?? start + duration * Int64(lost.count)
-                let gap = GapRow(streamID: writer.stream.id, startNanoseconds: start, endNanoseconds: end, reason: "damaged")
+                let gap = GapRow(
+                    streamID: writer.stream.id, startNanoseconds: start, endNanoseconds: end, reason: "damaged")
                 if !recorded.contains(gap) { try index.recordGap(gap) }
             }
         }
@@ -165,11 +166,14 @@ extension SegmentSalvage {
     func summary(dryRun: Bool) -> String {
         var line: String
         if dryRun {
-            line = "a repair would keep \(keptFrames) frames of segment \(segment) and salvage \(usableFrames) after "
+            line =
+                "a repair would keep \(keptFrames) frames of segment \(segment) and salvage \(usableFrames) after "
                 + "the damage"
         } else {
             line = "salvaged \(usableFrames) frames after the damage in segment \(segment)"
-            if !salvagedInto.isEmpty { line += " (\(salvagedFrames) written into \(salvagedInto.joined(separator: ", ")))" }
+            if !salvagedInto.isEmpty {
+                line += " (\(salvagedFrames) written into \(salvagedInto.joined(separator: ", ")))"
+            }
             if alreadyStoredFrames > 0 { line += " (\(alreadyStoredFrames) were already stored by an earlier repair)" }
         }
         line += dryRun ? "; it would lose \(lostFrameCount) frames" : "; lost \(lostFrameCount) frames"
