@@ -27,6 +27,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var syncFaults: [Int32] = []
         var failedWrites = 0
         var writeDelay: Int64 = 0
+        var renameFaults: [String: Int32] = [:]
     }
 
     private let base: any FileSystem
@@ -61,6 +62,11 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func setWriteDelay(nanoseconds: Int64) {
         precondition(nanoseconds >= 0, "write delay must not be negative")
         state.withLock { $0.writeDelay = nanoseconds }
+    }
+
+    /// Fails the next rename of the file named `fileName` (the last component of its path) with `code`.
+    public func failNextRename(of fileName: String, with code: Int32 = EIO) {
+        state.withLock { $0.renameFaults[fileName] = code }
     }
 
     /// Fails the next `fsync`/`fdatasync` with `code`.
@@ -134,7 +140,13 @@ public final class FaultInjectingFileSystem: FileSystem {
         try base.size(fd, path: path)
     }
 
-    public func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
+    public func rename(_ from: String, to: String) throws(FileSystemError) {
+        let name = String(from.split(separator: "/").last ?? Substring(from))
+        if let code = state.withLock({ $0.renameFaults.removeValue(forKey: name) }) {
+            throw FileSystemError(operation: "rename", path: from, code: code)
+        }
+        try base.rename(from, to: to)
+    }
     public func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
     public func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }
 

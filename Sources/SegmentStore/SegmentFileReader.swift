@@ -219,6 +219,129 @@ public final class SegmentFileReader {
         return result
     }
 
+    /// A valid record found past damage by ``resynchronize(after:)``.
+    public struct FoundRecord: Sendable, Hashable {
+        /// The frame number its header carries.
+        public var frameNumber: Int
+        public var entry: SegmentFrameEntry
+    }
+
+    /// What lies past the first damaged record of a file.
+    public struct TailScan: Sendable {
+        /// Every valid record after the damage, in file order.
+        public var records: [FoundRecord] = []
+        /// Each further damaged spot, in file order.
+        public var damage: [SegmentStoreError] = []
+    }
+
+    /// Finds the valid records after the damage a scan stopped at.
+    ///
+    /// Searches forward from the damaged record for the record magic and accepts a record there only when every
+    /// check passes: header CRC, lengths, raw length, chunk table and chunk CRCs, a frame number above and a pts
+    /// after the last valid record's. From an accepted record it reads on record by record (frame numbers
+    /// consecutive) until the next damage, where it searches again, or the footer or the end of the file.
+    ///
+    /// - Parameter scan: a scan of this file that stopped at damage; nothing is searched when it did not.
+    /// - Returns: the valid records and the further damaged spots, in file order.
+    /// - Throws: ``SegmentStoreError/io(_:)`` on a read error.
+    /// - Complexity: O(bytes after the damage), plus one record read per magic found.
+    public func resynchronize(after scan: ScanResult) throws(SegmentStoreError) -> TailScan {
+        var tail = TailScan()
+        guard scan.damage != nil else { return tail }
+        let fileSize = scan.fileSize
+        var previousNumber = scan.entries.count - 1
+        var previousPTS = scan.entries.last?.ptsNanoseconds
+        var searchFrom = scan.validEnd + 1
+        var readingAt: Int64?
+        let window = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { window.deallocate() }
+        func accept(_ record: RecordHeader, at offset: Int64) -> Int64 {
+            tail.records.append(
+                FoundRecord(
+                    frameNumber: Int(record.frameNumber),
+                    entry: SegmentFrameEntry(
+                        offset: offset, ptsNanoseconds: record.ptsNanoseconds, wallNanoseconds: record.wallNanoseconds,
+                        rawLength: record.rawLength, storedLength: record.storedLength, flags: record.flags,
+                        codec: record.codec)))
+            previousNumber = Int(record.frameNumber)
+            previousPTS = record.ptsNanoseconds
+            return offset + Int64(SegmentFormat.recordHeaderLength + record.storedLength)
+        }
+        while true {
+            if let offset = readingAt {
+                guard offset < fileSize, try !isFooter(at: offset) else { break }
+                do throws(SegmentStoreError) {
+                    let (record, _) = try readRecord(at: offset, frame: previousNumber + 1, verifyPayload: true)
+                    if let previousPTS, record.ptsNanoseconds <= previousPTS {
+                        throw .damaged(
+                            file: fileName, frame: previousNumber + 1, offset: offset,
+                            detail:
+                                "pts \(record.ptsNanoseconds) ns is not after the previous frame's \(previousPTS) ns")
+                    }
+                    readingAt = accept(record, at: offset)
+                } catch .io(let error) {
+                    throw .io(error)
+                } catch {
+                    tail.damage.append(error)
+                    readingAt = nil
+                    searchFrom = offset + 1
+                }
+            } else {
+                guard let candidate = try nextRecordMagic(from: searchFrom, fileSize: fileSize, window: window) else {
+                    break
+                }
+                if let record = (try? readRecord(at: candidate, frame: nil, verifyPayload: true))?.0,
+                    Int(record.frameNumber) > previousNumber,
+                    previousPTS.map({ record.ptsNanoseconds > $0 }) ?? true
+                {
+                    readingAt = accept(record, at: candidate)
+                } else {
+                    searchFrom = candidate + 1
+                }
+            }
+        }
+        return tail
+    }
+
+    /// Whether the footer magic is at `offset`.
+    func isFooter(at offset: Int64) throws(SegmentStoreError) -> Bool {
+        var magic: UInt32 = 0
+        let got: Int
+        do {
+            got = try withUnsafeMutableBytes(of: &magic) { raw throws(FileSystemError) in
+                try fileSystem.readAll(fd, into: raw, offset: offset, path: path)
+            }
+        } catch { throw .io(error) }
+        return got == 4 && UInt32(littleEndian: magic) == SegmentFormat.footerMagic
+    }
+
+    /// The offset of the first record magic at or after `start`, or nil.
+    private func nextRecordMagic(from start: Int64, fileSize: Int64, window: UnsafeMutableRawBufferPointer)
+        throws(SegmentStoreError) -> Int64?
+    {
+        let magicLength = 4
+        var position = start
+        while position + Int64(magicLength) <= fileSize {
+            let want = Int(min(Int64(window.count), fileSize - position))
+            let got: Int
+            do {
+                got = try fileSystem.readAll(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: window[0..<want]), offset: position, path: path)
+            } catch { throw .io(error) }
+            guard got >= magicLength else { return nil }
+            let base = UnsafeRawPointer(window.baseAddress!)
+            var i = 0
+            while i + magicLength <= got {
+                guard let hit = memchr(base + i, 0x52, got - magicLength + 1 - i) else { break }
+                i = UnsafeRawPointer(hit) - base
+                if base.get(UInt32.self, at: i) == SegmentFormat.recordMagic { return position + Int64(i) }
+                i += 1
+            }
+            position += Int64(got - magicLength + 1)
+        }
+        return nil
+    }
+
     /// The footer of a sealed file, or nil when the file has no valid trailer and footer.
     ///
     /// Footer entries carry offsets, pts, flags and codec; wall times and lengths come from the records.

@@ -169,6 +169,27 @@ extension SegmentStore {
                     message: "segment \(name) has no valid footer after byte \(scan.validEnd)"))
         }
         let header = reader.header
+        var row = row
+        // verify and repair look past the damage: a repair salvages the usable frames there before the cut.
+        if scan.damage != nil && mode.scansEverything {
+            let salvage = try salvageTail(
+                reader: reader, scan: scan, segmentID: row?.id, write: mode == .repair, report: &report)
+            if let segmentID = row?.id { row = try index.segment(id: segmentID) }
+            guard let salvage else {
+                // Nothing salvaged now: the file keeps its tail; the index holds its valid frames.
+                reader.close()
+                try reconcileRows(fileName: name, header: header, row: row, scan: scan, report: &report)
+                return
+            }
+            if !salvage.lost.isEmpty || salvage.usableFrames > 0 {
+                report.salvage.append(salvage)
+                if mode == .repair {
+                    report.repaired.append(salvage.summary(dryRun: false))
+                } else {
+                    report.problems.append(salvage.summary(dryRun: true))
+                }
+            }
+        }
         reader.close()
 
         guard mode.changes else {

@@ -79,6 +79,47 @@ public struct VerifyReport: Sendable {
     public var problems: [String] = []
     /// What was fixed.
     public var repaired: [String] = []
+    /// Damaged segment files with frames after the damage: what a repair lost and salvaged (or, in a dry run,
+    /// would lose and salvage).
+    public var salvage: [SegmentSalvage] = []
+}
+
+/// The frames after the damage in one segment file: which are lost, and which were salvaged into new segments.
+///
+/// Frames after a damaged record are usable from the next valid key frame on (a delta frame needs its
+/// predecessor); a repair decodes them and writes them into new segments before it cuts the damaged file.
+public struct SegmentSalvage: Sendable, Hashable {
+    /// Consecutive frames of the file that are lost: damaged, or delta frames whose predecessor is.
+    public struct LostFrames: Sendable, Hashable {
+        /// The first lost frame's number in the segment.
+        public var firstFrame: Int
+        public var count: Int
+        /// The first and last lost frames' pts, when the footer or their records still say it.
+        public var firstPTS: Int64?
+        public var lastPTS: Int64?
+        /// The kept frame just before (nil when the loss starts the file) and just after (nil when it ends it).
+        public var previousPTS: Int64?
+        public var nextPTS: Int64?
+
+        public var lastFrame: Int { firstFrame + count - 1 }
+    }
+
+    /// The damaged segment file.
+    public var segment: String
+    /// Frames before the first damage, kept in the file.
+    public var keptFrames: Int
+    /// The lost stretches, in file order.
+    public var lost: [LostFrames] = []
+    /// Frames after the damage that decode (each from a key frame on, every check passed).
+    public var usableFrames = 0
+    /// Of those, frames written into new segments (none in a dry run).
+    public var salvagedFrames = 0
+    /// Of those, frames already stored in another segment (by a repair that stopped before the cut).
+    public var alreadyStoredFrames = 0
+    /// The new segments holding the salvaged frames.
+    public var salvagedInto: [String] = []
+
+    public var lostFrameCount: Int { lost.reduce(0) { $0 + $1.count } }
 }
 
 /// What one retention pass did.
@@ -228,6 +269,15 @@ public final class SegmentStore: Sendable {
         let row = try index.stream(named: streamName, description: stream)
         let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
         precondition(inserted, "stream '\(streamName)' already has a writer")
+        return StreamWriter(store: self, stream: row)
+    }
+
+    /// Makes the writer of one stream like ``makeWriter(streamName:stream:)``, or returns nil when the stream
+    /// already has one.
+    func makeWriterIfIdle(streamName: String, stream: StreamDescription) throws -> StreamWriter? {
+        guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
+        let row = try index.stream(named: streamName, description: stream)
+        guard activeStreams.withLock({ $0.insert(streamName).inserted }) else { return nil }
         return StreamWriter(store: self, stream: row)
     }
 

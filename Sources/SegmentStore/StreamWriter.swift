@@ -34,6 +34,8 @@ public final class StreamWriter {
     private var durableBefore = 0
     private var closed = false
     public private(set) var lastDurablePTS: Int64?
+    /// The segments this writer sealed, in order.
+    public private(set) var sealedFileNames: [String] = []
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
@@ -209,6 +211,7 @@ public final class StreamWriter {
             try fail(error)
         }
         try store.index.sealSegment(id: segmentID, fileName: sealedName)
+        sealedFileNames.append(sealedName)
         durableBefore += open.frameCount
         segment = nil
         if store.options.diskBudget != nil || store.options.maxAge != nil {

@@ -108,8 +108,10 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         if let movedIndex {
             repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
         }
+        let salvage = store.recovery.salvage + report.salvage
         report = try store.verify(repair: false)
         report.repaired = repaired
+        report.salvage = salvage
     }
     if arguments.flag("json") {
         try printJSON([
@@ -118,6 +120,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
                 ["segment": $0.segment, "frame": $0.frame, "offset": $0.offset, "message": $0.message] as [String: Any]
             },
             "problems": report.problems, "repaired": report.repaired,
+            "salvage": report.salvage.map(salvageJSON),
         ])
     } else {
         print("verified \(report.segments) segments, \(report.frames) frames in \(directory)")
@@ -131,6 +134,24 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         }
     }
     return report.clean ? ExitStatus.success : ExitStatus.failure
+}
+
+/// One damaged segment's lost and salvaged frames, for `verify --json`.
+private func salvageJSON(_ salvage: SegmentSalvage) -> [String: Any] {
+    [
+        "segment": salvage.segment, "kept_frames": salvage.keptFrames, "lost_frames": salvage.lostFrameCount,
+        "lost": salvage.lost.map { lost -> [String: Any] in
+            [
+                "first_frame": lost.firstFrame, "last_frame": lost.lastFrame, "count": lost.count,
+                "first_pts_ns": lost.firstPTS.map { $0 as Any } ?? NSNull(),
+                "last_pts_ns": lost.lastPTS.map { $0 as Any } ?? NSNull(),
+                "previous_pts_ns": lost.previousPTS.map { $0 as Any } ?? NSNull(),
+                "next_pts_ns": lost.nextPTS.map { $0 as Any } ?? NSNull(),
+            ]
+        },
+        "usable_frames": salvage.usableFrames, "salvaged_frames": salvage.salvagedFrames,
+        "already_stored_frames": salvage.alreadyStoredFrames, "salvaged_into": salvage.salvagedInto,
+    ]
 }
 
 /// Renames `DIR/index.sqlite` (and its WAL files) to `index.sqlite.damaged-<unix seconds>`; returns the new path.
