@@ -141,12 +141,14 @@ func temporaryStore(_ name: String = "store") throws -> String {
         #expect(store.framesDecoded == decodedBefore, "a query held in memory decoded frames from disk")
 
         // Keep recording on another thread while querying ranges that cross the moving boundary.
+        let produced = DispatchSemaphore(value: 0)
         let producer = Thread { [feed] in
             var feed = feed
             for _ in 0..<600 {
                 recorder.waitForSpillRoom()
                 _ = try? feed.appendNext(to: recorder)
             }
+            produced.signal()
         }
         producer.start()
         var checks = 0
@@ -158,7 +160,7 @@ func temporaryStore(_ name: String = "store") throws -> String {
             #expect(got == Array(start..<end), "range [\(start), \(end)) frames")
             checks += 1
         }
-        while recorder.ring.statistics.appended < 1200 { usleep(1000) }
+        produced.wait()
         let statistics = try recorder.finish()
         #expect(statistics.framesAccepted == 1200)
         #expect(statistics.framesDurable == 1200)
@@ -175,17 +177,18 @@ func temporaryStore(_ name: String = "store") throws -> String {
         let slab = (feed.stream.layout.byteCount + 4095) / 4096 * 4096
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 40 * slab))
+            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 * slab))
         for _ in 0..<100 {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
-        #expect(recorder.ring.statistics.frames <= 40)
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        #expect(recorder.ring.statistics.frames <= 64)
+        // A live camera: it never waits; a frame every millisecond.
         let produced = DispatchSemaphore(value: 0)
         let producer = Thread { [feed] in
             var feed = feed
             for _ in 0..<150 {
-                recorder.waitForSpillRoom()
                 _ = try? feed.appendNext(to: recorder)
                 usleep(1000)
             }
@@ -201,7 +204,7 @@ func temporaryStore(_ name: String = "store") throws -> String {
         produced.wait()
         let statistics = try recorder.finish()
         #expect(indexes == Array(0..<100))
-        #expect(split.fromDisk >= 60, "\(split)")
+        #expect(split.fromDisk >= 36, "\(split)")
         #expect(statistics.totalDrops == 0, "\(statistics.drops)")
         #expect(statistics.framesDurable == 250)
     }

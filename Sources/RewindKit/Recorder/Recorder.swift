@@ -105,11 +105,13 @@ public final class Recorder: Sendable {
         return slab
     }
 
-    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`).
+    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
+    /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
+    /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
     private var isSpillBehind: Bool {
         guard spill != nil && configuration.backpressure == .dropNewest else { return false }
         let room = framesInRing
-        return Int(unspilledFrames) + Self.margin(room) >= room
+        return Int(unspilledFrames) + Self.margin(room) + shared.queryPinnedFrames.load(ordering: .relaxed) >= room
     }
 
     /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
@@ -166,11 +168,17 @@ public final class Recorder: Sendable {
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
     /// must not lose frames; a live source should not wait).
+    ///
+    /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
+    /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
+    /// unwritten by design and no such room is kept.)
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
         guard spill != nil else { return }
         while spill?.isRunning == true && !shouldStop() {
             let room = framesInRing
-            guard Int(unspilledFrames) + Self.margin(room) + 1 >= room else { return }
+            let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+            let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
+            guard Int(unspilledFrames) + Self.margin(room) + slack + 1 >= room else { return }
             usleep(500)
         }
     }
@@ -212,7 +220,7 @@ public final class Recorder: Sendable {
     /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
     /// pts order, exactly once: older frames from the segment store, the rest from the ring.
     ///
-    /// With a store, the ring is pinned a batch of ``queryBatch`` frames at a time from the next pts wanted;
+    /// With a store, the ring is pinned a batch of ``queryBatch(_:)`` frames at a time from the next pts wanted;
     /// whatever lies before the first pinned frame (older than memory, or evicted since) is read from disk first.
     /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
     /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
@@ -239,8 +247,14 @@ public final class Recorder: Sendable {
         // keeps its memory, and a frame evicted before the query reaches it is read from disk instead.
         var next = range.lowerBound
         while next < range.upperBound {
-            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch)
-            defer { batch.release() }
+            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch(framesInRing))
+            // While pinned, these frames may leave the ring without giving their memory back: the producer keeps
+            // that much more room for unwritten frames (see isSpillBehind).
+            shared.queryPinnedFrames.add(batch.count, ordering: .relaxed)
+            defer {
+                batch.release()
+                shared.queryPinnedFrames.subtract(batch.count, ordering: .relaxed)
+            }
             let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
             // The ring holds an unbroken run of the newest frames: when it still holds one older than the batch,
             // nothing lies between `next` and the batch anywhere, and the disk is not asked.
@@ -270,8 +284,9 @@ public final class Recorder: Sendable {
         return split
     }
 
-    /// How many frames a query pins at a time when the frames also exist on disk.
-    static let queryBatch = 8
+    /// How many frames a query pins at a time when the frames also exist on disk: as many as the spill stage
+    /// (8, or a quarter of a small ring).
+    static func queryBatch(_ framesInRing: Int) -> Int { spillBatch(framesInRing) }
 
     /// The range of the last `duration` of the stream: `(newest − duration, newest]`.
     ///
@@ -316,6 +331,8 @@ final class RecorderShared: Sendable {
     let spillCursor = Atomic<UInt64>(1)
     /// The newest sequence number the producer stored.
     let newestSequence = Atomic<UInt64>(0)
+    /// Frames pinned by queries right now (a batch each).
+    let queryPinnedFrames = Atomic<Int>(0)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
