@@ -147,25 +147,8 @@ func subtractBytes(
     }
 }
 
-/// Byte-wise wrapping sum in place: `target[i] &+= delta[i]`, 32 bytes at a time.
-@inline(__always)
-func addBytes(_ delta: UnsafeRawPointer, into target: UnsafeMutableRawPointer, count: Int) {
-    var i = 0
-    while i + 32 <= count {
-        let a = target.loadUnaligned(fromByteOffset: i, as: SIMD32<UInt8>.self)
-        let b = delta.loadUnaligned(fromByteOffset: i, as: SIMD32<UInt8>.self)
-        target.storeBytes(of: a &+ b, toByteOffset: i, as: SIMD32<UInt8>.self)
-        i += 32
-    }
-    while i < count {
-        target.storeBytes(
-            of: target.load(fromByteOffset: i, as: UInt8.self) &+ delta.load(fromByteOffset: i, as: UInt8.self),
-            toByteOffset: i, as: UInt8.self)
-        i += 1
-    }
-}
-
-/// Byte-wise wrapping sum into a third buffer: `target[i] = base[i] &+ delta[i]`, 32 bytes at a time.
+/// Byte-wise wrapping sum: `target[i] = base[i] &+ delta[i]`, 32 bytes at a time. `base` may be `target` (in
+/// place): each byte is read before it is written.
 @inline(__always)
 func addBytes(
     _ delta: UnsafeRawPointer, _ base: UnsafeRawPointer, into target: UnsafeMutableRawPointer, count: Int
@@ -615,12 +598,7 @@ public final class FrameDecoder {
                         scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
                     guard n == length else { throw .lz4Failed(chunk: chunk) }
                     previousProgress?.wait(forChunks: chunk + 1)
-                    let reference = previous + plan.offsets[chunk]
-                    if reference == UnsafeRawPointer(target) {
-                        addBytes(scratch, into: target, count: length)
-                    } else {
-                        addBytes(scratch, reference, into: target, count: length)
-                    }
+                    addBytes(scratch, previous + plan.offsets[chunk], into: target, count: length)
                 }
                 progress?.publish(chunks: chunk + 1)
             }
