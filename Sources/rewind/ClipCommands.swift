@@ -21,7 +21,11 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     let from = try source.resolve(try arguments.time("from")!)
     let to = try source.resolve(try arguments.time("to")!)
-    return try export(from: source, range: from..<max(from, to), output: arguments.string("output")!)
+    guard from < to else {
+        throw CommandError(
+            "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: --to must be after --from")
+    }
+    return try export(from: source, range: from..<to, output: arguments.string("output")!)
 }
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {

@@ -42,7 +42,7 @@ let recordCommand = Command(
 let saveCommand = Command(
     spec: CommandSpec(
         name: "save",
-        summary: "save the last N seconds to a file",
+        summary: "save the last N seconds to a file (a running recorder saves from memory; otherwise from disk)",
         options: [
             storeOption,
             .value("stream", "NAME", "stream to save (default: the only one)"),
@@ -54,7 +54,7 @@ let saveCommand = Command(
 let clipCommand = Command(
     spec: CommandSpec(
         name: "clip",
-        summary: "extract the frames in [from, to) to a file",
+        summary: "extract the frames in [from, to) to a file (through a running recorder when there is one)",
         options: [
             storeOption,
             .value(
