@@ -196,14 +196,8 @@ public final class StreamWriter {
     }
 
     private func sealCurrent() throws {
+        try sync()
         guard let open = segment else { return }
-        do {
-            try open.sync()
-        } catch {
-            try fail(error)
-        }
-        lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
-        try flushRows()
         let sealedName: String
         do {
             sealedName = try open.seal()

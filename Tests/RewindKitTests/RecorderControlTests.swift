@@ -219,20 +219,8 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
     /// recorder's shutdown; the other clients are served meanwhile.
     @Test func aSilentClientDoesNotBlockOthersOrShutdown() throws {
         let live = try LiveRecorder()
-        let silent = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(silent >= 0)
+        let silent = try connectRaw(live.control.socketPath)
         defer { close(silent) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(live.control.socketPath.utf8).prefix(raw.count - 1))
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(silent, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        try #require(connected == 0)
         #expect(try ControlClient.status(directory: live.directory)?["frames_accepted"] as? Int == 180)
         // A second control for the same folder is refused while the first answers.
         #expect(throws: ControlError.self) {
@@ -257,23 +245,29 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             try ControlClient.save(directory: live.directory, last: 1_000_000_000, to: nil, format: nil) == nil)
     }
 
-    /// Sends one raw line and reads the JSON reply.
-    func rawExchange(_ socketPath: String, _ line: String) throws -> [String: Any] {
+    /// A plain connection to the control socket, made without the client library.
+    func connectRaw(_ socketPath: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         try #require(fd >= 0)
-        defer { close(fd) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(socketPath.utf8)
-            raw.copyBytes(from: bytes.prefix(raw.count - 1))
+            raw.copyBytes(from: Array(socketPath.utf8).prefix(raw.count - 1))
         }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
+        if connected != 0 { close(fd) }
         try #require(connected == 0)
+        return fd
+    }
+
+    /// Sends one raw line and reads the JSON reply.
+    func rawExchange(_ socketPath: String, _ line: String) throws -> [String: Any] {
+        let fd = try connectRaw(socketPath)
+        defer { close(fd) }
         let message = Array((line + "\n").utf8)
         #expect(write(fd, message, message.count) == message.count)
         var reply = [UInt8]()

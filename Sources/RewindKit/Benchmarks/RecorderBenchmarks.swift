@@ -19,8 +19,7 @@ public enum RecorderBenchmarks {
     /// - Returns: figures by key.
     public static func runFileRecording(quick: Bool) throws -> [String: Double] {
         var results: [String: Double] = [:]
-        let directory = NSTemporaryDirectory() + "rewind-bench-file-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try benchDirectory("file")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
         let file = directory + "/input.y4m"
@@ -60,8 +59,7 @@ public enum RecorderBenchmarks {
     /// - Returns: figures by key.
     public static func runLive(quick: Bool) throws -> [String: Double] {
         var results: [String: Double] = [:]
-        let directory = NSTemporaryDirectory() + "rewind-bench-live-\(getpid())"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try benchDirectory("live")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
         let uhd = try FrameLayout(format: .nv12, width: 3840, height: 2160)
@@ -106,6 +104,13 @@ public enum RecorderBenchmarks {
         results["save_write_ms"] = saveWrite * 1000
         try recorder.finish()
         return results
+    }
+
+    /// A fresh folder for one part's files, under the temporary directory (the caller removes it).
+    static func benchDirectory(_ label: String) throws -> String {
+        let directory = NSTemporaryDirectory() + "rewind-bench-\(label)-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
     }
 
     struct LiveRun {

@@ -29,7 +29,7 @@ public enum ClipSource: Sendable {
     public func hasFrames(in range: Range<Int64>) throws -> Bool {
         switch self {
         case .recorder(let recorder):
-            let snapshot = recorder.ring.pin(range)
+            let snapshot = recorder.ring.pin(range, limit: 1)
             defer { snapshot.release() }
             if !snapshot.isEmpty { return true }
             guard let store = recorder.store,
@@ -208,7 +208,9 @@ extension ClipSource {
 final class DecodePipeline: @unchecked Sendable {
     private static let depth = 3
     private let buffers: DecodeBuffers
-    private var views: [FrameView?]
+    /// One slot per frame in flight: the reader fills slot k before signalling `filled`, the writer empties it
+    /// before signalling `free` (raw memory, so the two threads never share an array's storage).
+    private let views: UnsafeMutableBufferPointer<FrameView?>
     private let free = DispatchSemaphore(value: DecodePipeline.depth)
     private let filled = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
@@ -218,7 +220,13 @@ final class DecodePipeline: @unchecked Sendable {
 
     init(layout: FrameLayout) {
         buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 2)
-        views = Array(repeating: nil, count: Self.depth)
+        views = .allocate(capacity: Self.depth)
+        views.initialize(repeating: nil)
+    }
+
+    deinit {
+        views.deinitialize()
+        views.deallocate()
     }
 
     /// Streams `range` of `stream` in `store` through `write` (which returns false to stop), in pts order.
