@@ -1,6 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Who may import whom (ARCHITECTURE.md draws the graph): every edge below points down, never across or up.
 let package = Package(
     name: "Rewind",
     products: [
@@ -8,6 +9,7 @@ let package = Package(
         .executable(name: "rewind", targets: ["rewind"]),
     ],
     targets: [
+        // C libraries and shims, nothing else.
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
@@ -18,6 +20,8 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .yum(["lz4-devel"]), .brew(["lz4"])]
         ),
+        .target(name: "CCRC32C"),
+        .target(name: "CPlatform"),
         .target(
             name: "RewindMigrations",
             path: "Migrations",
@@ -25,16 +29,41 @@ let package = Package(
             sources: ["Migrations.swift"],
             resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
         ),
-        .target(name: "CCRC32C"),
-        .target(name: "CPlatform"),
-        .target(name: "RewindCore"),
-        .target(name: "SegmentStore", dependencies: ["RewindCore", "CSQLite", "CLZ4", "CCRC32C", "RewindMigrations"]),
-        .target(name: "RewindKit", dependencies: ["RewindCore", "SegmentStore", "CPlatform"]),
-        .executableTarget(name: "rewind", dependencies: ["RewindKit", "CSQLite"]),
+
+        // The library's modules, lowest first.
+        .target(name: "RewindSystem", dependencies: ["CPlatform"]),
+        .target(name: "RewindCore", dependencies: ["RewindSystem"]),
+        .target(name: "RewindSQLite", dependencies: ["RewindSystem", "CSQLite", "RewindMigrations"]),
+        .target(name: "SegmentStore", dependencies: ["RewindCore", "RewindSQLite", "CLZ4", "CCRC32C"]),
+        .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
+        .target(name: "RewindMedia", dependencies: ["RewindCore", "CPlatform"]),
+        .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
+        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform"]),
+        .target(
+            name: "RewindKit",
+            dependencies: [
+                "RewindCore", "SegmentStore", "RewindCapture", "RewindMedia", "RewindQuery", "RewindControl",
+            ]
+        ),
+
+        // Tooling: test seams and harnesses, never part of RewindKit.
+        .target(name: "RewindTesting", dependencies: ["RewindCapture", "RewindMedia"]),
+        .target(name: "RewindSoak", dependencies: ["RewindQuery", "RewindTesting", "CPlatform"]),
+        .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindTesting"]),
+        .executableTarget(name: "rewind", dependencies: ["RewindKit", "RewindSoak", "RewindBenchmarks"]),
+
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),
-        .testTarget(name: "SegmentStoreTests", dependencies: ["SegmentStore", "RewindMigrations"]),
-        .testTarget(name: "RewindKitTests", dependencies: ["RewindKit"]),
-        .testTarget(name: "RewindCLITests", dependencies: ["RewindKit"]),
+        .testTarget(name: "RewindSQLiteTests", dependencies: ["RewindSQLite", "RewindTesting"]),
+        .testTarget(name: "SegmentStoreTests", dependencies: ["SegmentStore", "RewindSQLite", "RewindTesting"]),
+        .testTarget(
+            name: "RewindCaptureTests", dependencies: ["RewindCapture", "RewindMedia", "RewindQuery", "RewindTesting"]),
+        .testTarget(name: "RewindMediaTests", dependencies: ["RewindMedia", "RewindTesting"]),
+        .testTarget(name: "RewindQueryTests", dependencies: ["RewindQuery", "RewindTesting"]),
+        .testTarget(name: "RewindControlTests", dependencies: ["RewindControl", "RewindTesting"]),
+        .testTarget(name: "RewindSoakTests", dependencies: ["RewindSoak"]),
+        .testTarget(name: "RewindBenchmarksTests", dependencies: ["RewindBenchmarks", "SegmentStore"]),
+        .testTarget(name: "RewindKitTests", dependencies: ["RewindKit", "RewindTesting"]),
+        .testTarget(name: "RewindCLITests", dependencies: ["rewind", "RewindTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,3 +1,5 @@
+import RewindSystem
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -95,7 +97,7 @@ struct SlabPool: ~Copyable {
     }
 
     /// The size of a memory page, the unit slabs are rounded up to.
-    static let systemPageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+    static var systemPageSize: Int { System.pageSize }
 
     let pageSize: Int
     /// How many slabs can exist at once.

@@ -1,4 +1,7 @@
 import CCRC32C
+import RewindCore
+import RewindSQLite
+import RewindSystem
 
 /// CRC-32C (Castagnoli, polynomial 0x1EDC6F41 reflected as 0x82F63B78), computed eight bytes at a time with the
 /// slicing-by-8 tables. This is the checksum of every segment header, record header, chunk and footer.

@@ -1,5 +1,7 @@
 import CLZ4
 import RewindCore
+import RewindSQLite
+import RewindSystem
 import Synchronization
 
 #if canImport(Glibc)

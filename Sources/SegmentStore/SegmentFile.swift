@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 /// The segment file format, version 1. All integers are little-endian; CRCs are CRC-32C (``CRC32C``).
 ///

@@ -1,3 +1,7 @@
+import RewindCore
+import RewindSQLite
+import RewindSystem
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 #if canImport(Glibc)
     import Glibc

@@ -1,3 +1,7 @@
+import RewindCore
+import RewindSQLite
+import RewindSystem
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -28,7 +32,7 @@ extension SegmentStore {
             sizes[row.id] = size
             total += size
         }
-        let now = Self.wallClockNanoseconds()
+        let now = System.wallClockNanoseconds()
         for row in rows where row.state == .sealed {
             let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
             let tooOld =

@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 extension SegmentStore {
     /// Finds the usable frames after the damage in a segment file and, for a repair, writes them into new segments.

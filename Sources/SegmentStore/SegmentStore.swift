@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 import Synchronization
 
 #if canImport(Glibc)
@@ -31,7 +33,7 @@ public struct StoreOptions: Sendable {
     public var fileSystem: any FileSystem
 
     public init(
-        keyInterval: Int = 30, workerCount: Int = SegmentStore.onlineProcessorCount,
+        keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
         segmentMaxDuration: Int64 = 60 * 1_000_000_000, segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
         maxAge: Int64? = nil, syncInterval: Int64 = 1_000_000_000, chunkSize: Int = ChunkPlan.defaultChunkSize,
         codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem()
@@ -162,9 +164,6 @@ public final class SegmentStore: Sendable {
 
     func countDecodedFrame() { decodedFrames.add(1, ordering: .relaxed) }
 
-    /// All cores (`sysconf(_SC_NPROCESSORS_ONLN)`).
-    public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
-
     var fileSystem: any FileSystem { options.fileSystem }
 
     private init(directory: String, index: StoreIndex, options: StoreOptions, readOnly: Bool, lockFD: Int32) {
@@ -206,7 +205,7 @@ public final class SegmentStore: Sendable {
                     try fs.flock(lockFD, operation: LOCK_EX | LOCK_NB, path: directory)
                 })
             else { throw SegmentStoreError.storeLocked(directory: directory) }
-            let index = try StoreIndex(path: directory + "/index.sqlite")
+            let index = try openIndex(directory: directory, readOnly: false)
             let store = SegmentStore(
                 directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
             storeOwnsLock = true
@@ -227,10 +226,22 @@ public final class SegmentStore: Sendable {
     public static func openReadOnly(directory: String, fileSystem: any FileSystem = POSIXFileSystem()) throws
         -> SegmentStore
     {
-        let index = try StoreIndex(path: directory + "/index.sqlite", readOnly: true)
+        let index = try openIndex(directory: directory, readOnly: true)
         return SegmentStore(
             directory: directory, index: index, options: StoreOptions(workerCount: 1, fileSystem: fileSystem),
             readOnly: true, lockFD: -1)
+    }
+
+    /// Opens `DIR/index.sqlite`; a file that is not a database, or a corrupt one, is
+    /// ``SegmentStoreError/damagedIndex(path:isDatabase:detail:)``.
+    private static func openIndex(directory: String, readOnly: Bool) throws -> StoreIndex {
+        let path = directory + "/index.sqlite"
+        do {
+            return try StoreIndex(path: path, readOnly: readOnly)
+        } catch let error as SQLiteError where error.isDamagedDatabase {
+            throw SegmentStoreError.damagedIndex(
+                path: path, isDatabase: error.codeName == "SQLITE_CORRUPT", detail: error.message)
+        }
     }
 
     static func wrapIO<T>(_ body: () throws(FileSystemError) -> T) throws(SegmentStoreError) -> T {
@@ -308,12 +319,5 @@ public final class SegmentStore: Sendable {
             throw SegmentStoreError.unknownStream(name)
         }
         return row.id
-    }
-
-    /// Now, Unix epoch nanoseconds.
-    static func wallClockNanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
     }
 }

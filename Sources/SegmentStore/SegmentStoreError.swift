@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 /// What went wrong in the segment store, with the file, frame and byte it concerns and what to do about it.
 public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
@@ -20,6 +22,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     case unknownStream(String)
     /// The store was opened read-only.
     case readOnly(String)
+    /// `DIR/index.sqlite` is not a SQLite database (`isDatabase` false), or its pages are corrupt; the segment
+    /// files are intact and the index can be rebuilt from them. `detail` is SQLite's own message.
+    case damagedIndex(path: String, isDatabase: Bool, detail: String)
 
     public var description: String {
         switch self {
@@ -46,6 +51,10 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             return "no stream named '\(name)' in the store; 'rewind info' lists the streams"
         case .readOnly(let what):
             return "cannot \(what): the store is open read-only"
+        case .damagedIndex(let path, let isDatabase, let detail):
+            let what = isDatabase ? "is corrupt (SQLITE_CORRUPT)" : "is not a SQLite database (SQLITE_NOTADB)"
+            return "database \(path) \(what): run 'rewind verify --repair', which moves it aside and rebuilds it "
+                + "from the segment files; sqlite says: \(detail)"
         }
     }
 

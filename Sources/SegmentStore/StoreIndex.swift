@@ -1,6 +1,8 @@
 import CSQLite
 import RewindCore
 import RewindMigrations
+import RewindSQLite
+import RewindSystem
 
 /// The SQLite index of a segment store (`DIR/index.sqlite`): streams, segment files and one row per stored frame.
 ///
@@ -67,7 +69,7 @@ public final class StoreIndex: Sendable {
             try insert.bind(Int64(description.frameDuration.timescale), at: 6)
             try insert.bind(description.color.matrix.name, at: 7)
             try insert.bind(description.color.range.name, at: 8)
-            try insert.bind(wallClockNanoseconds(), at: 9)
+            try insert.bind(System.wallClockNanoseconds(), at: 9)
             try insert.run()
             return StreamRow(id: connection.lastInsertRowID, name: name, description: description)
         }
@@ -250,7 +252,7 @@ public final class StoreIndex: Sendable {
                 "UPDATE segments SET state = 'sealed', file_name = ?, sealed_wall_ns = ? "
                     + "WHERE id = ? AND state != 'deleting'")
             try update.bind(fileName, at: 1)
-            try update.bind(sealedWallNanoseconds ?? wallClockNanoseconds(), at: 2)
+            try update.bind(sealedWallNanoseconds ?? System.wallClockNanoseconds(), at: 2)
             try update.bind(id, at: 3)
             do {
                 try update.run()

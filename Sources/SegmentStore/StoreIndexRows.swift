@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 /// One stored frame as the index knows it: where its bytes are and what they are.
 ///

@@ -1,4 +1,6 @@
 import RewindCore
+import RewindSQLite
+import RewindSystem
 
 #if canImport(Glibc)
     import Glibc
@@ -158,7 +160,7 @@ public final class StreamWriter {
         let header = SegmentHeader(
             stream: stream.description, streamName: stream.name, sequence: store.allocateSequence(),
             keyInterval: store.options.keyInterval, chunkSize: store.options.chunkSize,
-            createdWallNanoseconds: SegmentStore.wallClockNanoseconds())
+            createdWallNanoseconds: System.wallClockNanoseconds())
         let writer: SegmentFileWriter
         do {
             writer = try SegmentFileWriter(

@@ -1,3 +1,6 @@
+import RewindCore
+import RewindSQLite
+import RewindSystem
 import Synchronization
 
 #if canImport(Glibc)

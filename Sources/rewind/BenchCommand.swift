@@ -1,4 +1,5 @@
 import Foundation
+import RewindBenchmarks
 import RewindKit
 
 /// The figures `rewind bench` prints, in order, with what each one means and its goal.

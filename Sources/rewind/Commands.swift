@@ -1,4 +1,5 @@
 import RewindKit
+import RewindSoak
 
 let storeOption = OptionSpec.value(
     "store", "DIR", "store directory (index.sqlite, segments/, exports/)", required: true)

@@ -1,5 +1,6 @@
 import Foundation
 import RewindKit
+import RewindSoak
 
 /// Exit statuses, following `sysexits.h` where one fits.
 enum ExitStatus {

@@ -1,5 +1,6 @@
 import Foundation
 import RewindKit
+import RewindSoak
 
 /// `rewind soak`: a camera-like load under memory pressure, thermal frame-rate drops and disk faults, with every
 /// invariant checked; a summary on stdout, `--report` JSON and `--chart` SVG. Exit 0 when every invariant held,

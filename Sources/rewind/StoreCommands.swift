@@ -1,4 +1,3 @@
-import CSQLite
 import Foundation
 import RewindKit
 
@@ -93,7 +92,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
     if repair {
         do {
             store = try SegmentStore.open(directory: directory)
-        } catch let error as SQLiteError where error.code == SQLITE_NOTADB || error.code == SQLITE_CORRUPT {
+        } catch SegmentStoreError.damagedIndex {
             // The index is derived from the segment files: keep the damaged one aside and rebuild it from them.
             movedIndex = try moveIndexAside(in: directory)
             store = try SegmentStore.open(directory: directory)

@@ -1,7 +1,9 @@
 import Foundation
 import RewindMigrations
+import RewindTesting
 import Testing
 
+@testable import RewindSQLite
 @testable import SegmentStore
 
 @Suite struct MigrationRunnerTests {
@@ -11,7 +13,8 @@ import Testing
         version: 2, fileName: "0002_b.sql", sql: "CREATE TABLE b (y TEXT NOT NULL) STRICT;\nINSERT INTO a VALUES (7);")
 
     @Test func freshDatabaseGetsEveryShippedMigrationRecorded() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         let runner = MigrationRunner()
         #expect(try runner.migrate(database) == Migration.all.map(\.version))
@@ -29,7 +32,8 @@ import Testing
     }
 
     @Test func upgradeAppliesOnlyTheNewMigration() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         #expect(try MigrationRunner(migrations: [Self.one]).migrate(database) == [1])
         let firstApplied = try MigrationRunner(migrations: [Self.one]).appliedMigrations(database)
@@ -44,7 +48,8 @@ import Testing
     }
 
     @Test func databaseNewerThanTheCodeIsRefused() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database)
         let old = MigrationRunner(migrations: [Self.one])
@@ -57,7 +62,8 @@ import Testing
     }
 
     @Test func editedAppliedMigrationIsRefused() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         try MigrationRunner(migrations: [Self.one]).migrate(database)
         let edited = Migration(version: 1, fileName: "0001_a.sql", sql: Self.one.sql + "\n-- tweaked")
@@ -73,7 +79,8 @@ import Testing
     }
 
     @Test func failingMigrationRollsBackAndKeepsThePreviousVersion() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         try MigrationRunner(migrations: [Self.one]).migrate(database)
         // The first statement succeeds, the second fails: the table must not survive.
@@ -97,7 +104,8 @@ import Testing
     }
 
     @Test func readOnlyOpenRefusesAnOutdatedSchema() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         try MigrationRunner(migrations: [Self.one]).migrate(database)
         let error = try #require(throws: MigrationError.self) {

@@ -1,56 +1,14 @@
 import Foundation
+import RewindTesting
 import Testing
 
+@testable import RewindSQLite
 @testable import SegmentStore
-
-/// A fresh directory under the system temporary directory, removed when the value goes away.
-final class IndexTestDirectory: Sendable {
-    let path: String
-
-    init() throws {
-        path =
-            FileManager.default.temporaryDirectory
-            .appendingPathComponent("rewind-index-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    var indexPath: String { path + "/index.sqlite" }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Runs the `sqlite3` shell.
-enum SQLiteShell {
-    static let path = "/usr/bin/sqlite3"
-    static var isAvailable: Bool { FileManager.default.isExecutableFile(atPath: path) }
-
-    struct Output {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
-
-    static func run(_ arguments: [String]) throws -> Output {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Output(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
-    }
-}
 
 @Suite struct SQLiteDatabaseTests {
     @Test func opensInWALWithTheDocumentedPragmas() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         let values = try database.withConnection { connection in
             [
@@ -64,7 +22,8 @@ enum SQLiteShell {
     }
 
     @Test func durableWriteRestoresNormalSynchronous() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let database = try SQLiteDatabase(path: directory.indexPath)
         let inside = try database.durableWrite { connection in
             try connection.execute("CREATE TABLE t (x INTEGER) STRICT")
@@ -75,7 +34,8 @@ enum SQLiteShell {
     }
 
     @Test func garbageFileIsRefusedWithAClearError() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) })
         try garbage.write(to: URL(fileURLWithPath: directory.indexPath))
         for readOnly in [false, true] {
@@ -90,7 +50,8 @@ enum SQLiteShell {
     }
 
     @Test func corruptPagesAreReportedNotCrashed() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         do {
             let index = try StoreIndex(path: directory.indexPath)
             let stream = try index.stream(named: "camera", description: IndexFixtures.description)
@@ -119,7 +80,8 @@ enum SQLiteShell {
     }
 
     @Test func missingFileReadOnlyIsNotCreated() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let error = try #require(throws: SQLiteError.self) {
             _ = try SQLiteDatabase(path: directory.indexPath, readOnly: true)
         }
@@ -128,7 +90,8 @@ enum SQLiteShell {
     }
 
     @Test func readOnlyConnectionCannotWrite() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         _ = try StoreIndex(path: directory.indexPath)
         let reader = try StoreIndex(path: directory.indexPath, readOnly: true)
         let error = try #require(throws: SQLiteError.self) {
@@ -138,9 +101,10 @@ enum SQLiteShell {
         #expect(error.description.contains("cannot be written"))
     }
 
-    @Test(.enabled(if: SQLiteShell.isAvailable, "needs /usr/bin/sqlite3 (installed by 'make test')"))
+    @Test
     func schemaIsReadableWithTheSQLiteShell() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let index = try StoreIndex(path: directory.indexPath)
         let stream = try index.stream(named: "camera", description: IndexFixtures.description)
         let segment = try index.insertSegment(
@@ -161,12 +125,13 @@ enum SQLiteShell {
             "wal", "\(MigrationRunner().latestVersion)", "camera|nv12|1920|1080|1|60", "a.partial|open|10|0|150000000",
             "10|1",
         ]
-        #expect(output.stdout.split(separator: "\n").map(String.init) == expected)
+        #expect(output.output.split(separator: "\n").map(String.init) == expected)
     }
 
-    @Test(.enabled(if: SQLiteShell.isAvailable, "needs /usr/bin/sqlite3 (installed by 'make test')"))
+    @Test
     func rangeQueriesUseThePrimaryKeyNotAScan() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         _ = try StoreIndex(path: directory.indexPath)
         let queries = [
             "SELECT pts_ns FROM frames WHERE stream_id = 1 AND pts_ns >= 5 AND pts_ns < 10 ORDER BY pts_ns LIMIT 64",
@@ -178,12 +143,12 @@ enum SQLiteShell {
         for query in queries {
             let output = try SQLiteShell.run([directory.indexPath, "EXPLAIN QUERY PLAN \(query)"])
             #expect(output.status == 0, "sqlite3 failed: \(output.stderr)")
-            let plan = output.stdout
+            let plan = output.output
             #expect(plan.contains("SEARCH"), "\(query): \(plan)")
             #expect(!plan.contains("SCAN"), "\(query) scans: \(plan)")
             #expect(!plan.contains("TEMP B-TREE"), "\(query) sorts: \(plan)")
         }
-        let rangePlan = try SQLiteShell.run([directory.indexPath, "EXPLAIN QUERY PLAN \(queries[0])"]).stdout
+        let rangePlan = try SQLiteShell.run([directory.indexPath, "EXPLAIN QUERY PLAN \(queries[0])"]).output
         #expect(rangePlan.contains("PRIMARY KEY (stream_id=? AND pts_ns>? AND pts_ns<?)"), "\(rangePlan)")
     }
 }

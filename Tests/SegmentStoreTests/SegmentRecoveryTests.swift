@@ -1,5 +1,7 @@
 import Foundation
 import RewindCore
+import RewindSystem
+import RewindTesting
 import SegmentStore
 import Testing
 

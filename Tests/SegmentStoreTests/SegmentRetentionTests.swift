@@ -1,5 +1,6 @@
 import Foundation
 import RewindCore
+import RewindTesting
 import SegmentStore
 import Testing
 

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RewindTesting
 import Synchronization
 import Testing
 
@@ -9,9 +10,10 @@ import Testing
     /// Other processes (`sqlite3` shells, opened afresh in a loop and one kept open) and a read-only connection in
     /// this process read while this process records batches, seals segments and checkpoints: no reader may see
     /// "database is locked", and each reader's frame count only grows.
-    @Test(.enabled(if: SQLiteShell.isAvailable, "needs /usr/bin/sqlite3 (installed by 'make test')"))
+    @Test
     func readersInOtherProcessesNeverSeeALockedDatabase() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let index = try StoreIndex(path: directory.indexPath)
         let stream = try index.stream(named: "camera", description: IndexFixtures.description)
         let stopFile = directory.path + "/stop"
@@ -24,7 +26,7 @@ import Testing
         let loop = """
             while :; do
                 for flags in '' '-readonly'; do
-                    \(SQLiteShell.path) $flags '\(directory.indexPath)' '\(query)' \
+                    \(try SQLiteShell.path()) $flags '\(directory.indexPath)' '\(query)' \
                         >> '\(directory.path)/out-0' 2>> '\(directory.path)/err-0'
                 done
                 [ -e '\(stopFile)' ] && break
@@ -36,7 +38,7 @@ import Testing
         try shell.run()
         // One shell that keeps its connection open and repeats the query from its input.
         let longLived = Process()
-        longLived.executableURL = URL(fileURLWithPath: SQLiteShell.path)
+        longLived.executableURL = URL(fileURLWithPath: try SQLiteShell.path())
         longLived.arguments = [directory.indexPath]
         let input = Pipe()
         for name in ["out-1", "err-1"] {

@@ -1,5 +1,7 @@
 import Foundation
 import RewindCore
+import RewindSQLite
+import RewindTesting
 import Testing
 
 @testable import SegmentStore
@@ -53,7 +55,8 @@ enum IndexFixtures {
 
 @Suite struct StoreIndexTests {
     @Test func streamIsCreatedOnceAndADifferentDescriptionIsRefused() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let index = try StoreIndex(path: directory.indexPath)
         let first = try index.stream(named: "camera", description: IndexFixtures.description)
         // The same description with an equal frame duration at another timescale is the same stream.
@@ -72,7 +75,8 @@ enum IndexFixtures {
     }
 
     @Test func rangeQueryAcrossSegmentsHasInclusiveStartAndExclusiveEnd() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 5, framesPerSegment: 1000)
         let all = (0..<5000).map(IndexFixtures.pts)
@@ -120,7 +124,8 @@ enum IndexFixtures {
     }
 
     @Test func keyFrameAtOrBefore() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, _) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 3, framesPerSegment: 100, keyInterval: 45)
         for frame in [0, 1, 44, 45, 46, 89, 90, 99, 100, 134, 135, 299] {
@@ -137,7 +142,8 @@ enum IndexFixtures {
     }
 
     @Test func keyFrameIsNilWhenNoKeyFramePrecedes() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let index = try StoreIndex(path: directory.indexPath)
         let stream = try index.stream(named: "camera", description: IndexFixtures.description)
         let segment = try index.insertSegment(
@@ -151,7 +157,8 @@ enum IndexFixtures {
     }
 
     @Test func keyFramesStayRightWhenSegmentsArriveOutOfOrderOrAreTruncated() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let index = try StoreIndex(path: directory.indexPath)
         let stream = try index.stream(named: "camera", description: IndexFixtures.description)
         let later = try index.insertSegment(
@@ -175,7 +182,8 @@ enum IndexFixtures {
     }
 
     @Test func addFramesMaintainsSegmentCountersAndRefusesBadBatches() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 2, framesPerSegment: 150)
         let segment = try #require(try index.segment(id: ids[1]))
@@ -209,7 +217,8 @@ enum IndexFixtures {
     }
 
     @Test func sealMarkDeletingAndRemove() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 3, framesPerSegment: 100)
         try index.sealSegment(id: ids[0], fileName: "seg-0.rws", sealedWallNanoseconds: 42)
@@ -250,7 +259,8 @@ enum IndexFixtures {
     }
 
     @Test func segmentsAreOrderedAndOverlapQueriesFindTheRightOnes() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 4, framesPerSegment: 60)
         let empty = try index.insertSegment(
@@ -270,7 +280,8 @@ enum IndexFixtures {
     }
 
     @Test func gapsDropsAndSummary() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, _) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 2, framesPerSegment: 90)
         var other = IndexFixtures.description
@@ -309,7 +320,8 @@ enum IndexFixtures {
     }
 
     @Test func recoveryHelpersListAndTruncateASegmentsFrames() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 3, framesPerSegment: 100)
         // makeIndex adds batches of 60 whose offsets start again at 64: compare all but the offsets.
@@ -340,7 +352,8 @@ enum IndexFixtures {
     }
 
     @Test func segmentNamesAndStatesAreChecked() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (index, stream, ids) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 2, framesPerSegment: 10)
         func expectError(_ expected: String, _ body: () throws -> Void) {
@@ -373,7 +386,8 @@ enum IndexFixtures {
     }
 
     @Test func storeInfoAndStreamLookupWorkReadOnly() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let writer = try StoreIndex(path: directory.indexPath)
         #expect(try writer.info("store_id") == nil)
         try writer.setInfo("store_id", to: "a")
@@ -387,7 +401,8 @@ enum IndexFixtures {
     }
 
     @Test func readOnlyIndexSeesCommittedRows() throws {
-        let directory = try IndexTestDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let (writer, stream, _) = try IndexFixtures.makeIndex(
             at: directory.indexPath, segments: 1, framesPerSegment: 30)
         let reader = try StoreIndex(path: directory.indexPath, readOnly: true)

@@ -1,0 +1,227 @@
+import CPlatform
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindTesting
+import SegmentStore
+
+/// Benchmarks of the whole recorder and of exports, each as a ratio against a reference measured in the same run.
+///
+/// Keys: `record_y4m_over_lz4` (raw MB/s of `rewind record` on a 1080p Y4M file with eager spill ÷ `lz4 -1` on the
+/// same file), `drops_1080p60` and `drops_4k30` (frames dropped while recording a synthetic NV12 camera in real
+/// time with eager spill), `export_over_write` (time to export a clip from disk to `.y4m` ÷ time of a plain
+/// sequential write of the same number of bytes), `save_pin_ms` (request → last 5 s of 1080p60 pinned in memory,
+/// median of 21 requests) and `save_over_write` (saving those frames to `.y4m` ÷ a plain write of the same bytes).
+/// Exports reserve their file's disk blocks ahead of the writes, which alone makes writing about a third faster on
+/// ext4, so `export_over_reserved_write` and `save_over_reserved_write` also compare against a write that reserves
+/// them the same way: what the export's own work costs.
+public enum RecorderBenchmarks {
+    /// Runs the benchmarks of recording a file and exporting from disk: `record_y4m_over_lz4`,
+    /// `export_over_write`.
+    ///
+    /// - Parameter quick: 120 frames instead of 300.
+    /// - Returns: figures by key.
+    public static func runFileRecording(quick: Bool) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let directory = try benchDirectory("file")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let file = directory + "/input.y4m"
+        let frames = quick ? 120 : 300
+        try writeY4M(layout: hd, frames: frames, to: file)
+        results["record_y4m_over_lz4"] = try recordFileOverLZ4(file, directory: directory + "/file")
+        try? FileManager.default.removeItem(atPath: file)
+
+        // Export from disk: the file store holds `frames` frames of 1080p; export them all to .y4m. Best of five
+        // runs each, alternating with the reference, so both see the same page-cache and writeback conditions.
+        let store = try SegmentStore.openReadOnly(directory: directory + "/file")
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let exportPath = directory + "/export.y4m"
+        var exportTime = Double.infinity
+        var exportWrite = Double.infinity
+        var exportReservedWrite = Double.infinity
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            let exported = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(exportPath))
+            exportTime = min(exportTime, seconds(ContinuousClock.now - start))
+            try? FileManager.default.removeItem(atPath: exportPath)
+            exportWrite = min(exportWrite, try plainWrite(bytes: Int(exported.bytes), to: exportPath))
+            exportReservedWrite = min(
+                exportReservedWrite, try plainWrite(bytes: Int(exported.bytes), to: exportPath, reserving: true))
+        }
+        results["export_over_write"] = exportTime / exportWrite
+        results["export_over_reserved_write"] = exportTime / exportReservedWrite
+        results["export_ms"] = exportTime * 1000
+        results["export_write_ms"] = exportWrite * 1000
+        return results
+    }
+
+    /// Runs the benchmarks of live recording and saving from memory: `drops_1080p60`, `drops_4k30`,
+    /// `save_pin_ms`, `save_over_write`.
+    ///
+    /// - Parameter quick: 3 s of real time per camera instead of 10 s.
+    /// - Returns: figures by key.
+    public static func runLive(quick: Bool) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let directory = try benchDirectory("live")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let uhd = try FrameLayout(format: .nv12, width: 3840, height: 2160)
+        let liveSeconds: Int64 = quick ? 3 : 10
+        results["drops_4k30"] = Double(
+            try recordLive(layout: uhd, fps: 30, seconds: liveSeconds, directory: directory + "/live4k").drops)
+        let live = try recordLive(layout: hd, fps: 60, seconds: liveSeconds, directory: directory + "/live1080")
+        results["drops_1080p60"] = Double(live.drops)
+
+        // Save the last 5 s from a live recorder's memory. The reference writes the same pinned frames' bytes
+        // straight to a file with plain write(2) calls: the same bytes, from the same memory.
+        let recorder = live.recorder
+        // Request → pinned: the median of 21 requests (each resolves the range and pins 300 frames).
+        var pinTimes: [Double] = []
+        for _ in 0..<21 {
+            let pinStart = ContinuousClock.now
+            guard let range = try recorder.lastRange(5_000_000_000) else { throw BenchmarkError("nothing recorded") }
+            let pinned = recorder.ring.pin(range)
+            pinTimes.append(seconds(ContinuousClock.now - pinStart) * 1000)
+            pinned.release()
+        }
+        results["save_pin_ms"] = pinTimes.sorted()[pinTimes.count / 2]
+        guard let range = try recorder.lastRange(5_000_000_000) else { throw BenchmarkError("nothing recorded") }
+        let snapshot = recorder.ring.pin(range)
+        defer { snapshot.release() }
+        let savePath = directory + "/save.y4m"
+        var saveTime = Double.infinity
+        var saveWrite = Double.infinity
+        var saveReservedWrite = Double.infinity
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            let saved = try ClipSource.recorder(recorder).export(range: range, format: .y4m, to: .path(savePath))
+            saveTime = min(saveTime, seconds(ContinuousClock.now - start))
+            try? FileManager.default.removeItem(atPath: savePath)
+            results["save_frames"] = Double(saved.frames)
+            saveWrite = min(saveWrite, try plainWrite(snapshot, to: savePath))
+            saveReservedWrite = min(saveReservedWrite, try plainWrite(snapshot, to: savePath, reserving: true))
+        }
+        results["save_over_write"] = saveTime / saveWrite
+        results["save_over_reserved_write"] = saveTime / saveReservedWrite
+        results["save_ms"] = saveTime * 1000
+        results["save_write_ms"] = saveWrite * 1000
+        try recorder.finish()
+        return results
+    }
+
+    /// A fresh folder for one part's files, under the temporary directory (the caller removes it).
+    static func benchDirectory(_ label: String) throws -> String {
+        let directory = NSTemporaryDirectory() + "rewind-bench-\(label)-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        return directory
+    }
+
+    struct LiveRun {
+        let recorder: Recorder
+        let drops: Int
+    }
+
+    /// Records a synthetic camera in real time with eager spill; the recorder stays open for the save benchmark.
+    static func recordLive(layout: FrameLayout, fps: Int32, seconds: Int64, directory: String) throws -> LiveRun {
+        let store = try SegmentStore.open(directory: directory)
+        var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: fps))
+        let recorder = try Recorder(
+            stream: camera.stream, store: store,
+            configuration: RecorderConfiguration(window: 6_000_000_000, memoryBudget: 1536 << 20))
+        try recorder.record(
+            from: &camera,
+            options: RecordLoopOptions(realtime: true, duration: seconds * 1_000_000_000, waitsForSpill: false))
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        return LiveRun(recorder: recorder, drops: recorder.statistics.totalDrops)
+    }
+
+    /// Writes `frames` synthetic frames as YUV4MPEG2 (NV12 becomes I420).
+    static func writeY4M(layout: FrameLayout, frames: Int, to path: String) throws {
+        var camera = SyntheticCamera(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 60), frameCount: frames)
+        let writer = try Y4MWriter(stream: camera.stream, destination: .path(path))
+        var buffer = [UInt8](repeating: 0, count: layout.byteCount)
+        while let info = try buffer.withUnsafeMutableBytes({ try camera.readFrame(into: $0) }) {
+            try buffer.withUnsafeBytes { try writer.write(FrameView(layout: layout, info: info, bytes: $0)) }
+        }
+        _ = try writer.finish()
+    }
+
+    /// Raw MB/s of recording `file` with eager spill ÷ raw MB/s of `lz4 -1` on the same file.
+    static func recordFileOverLZ4(_ file: String, directory: String) throws -> Double {
+        let bytes = Double((try FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0)
+        let store = try SegmentStore.open(directory: directory)
+        var reader = try Y4MReader(path: file)
+        let recorder = try Recorder(
+            stream: reader.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 1024 << 20))
+        let start = ContinuousClock.now
+        try recorder.record(from: &reader)
+        try recorder.finish()
+        let recordRate = bytes / seconds(ContinuousClock.now - start) / 1e6
+        return recordRate / (try StoreBenchmarks.lz4CommandRate(file: file, bytes: Int(bytes)))
+    }
+
+    /// Seconds to write the bytes of every frame of `snapshot` to `path`, one plain `write(2)` per frame.
+    ///
+    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
+    static func plainWrite(_ snapshot: RingSnapshot, to path: String, reserving: Bool = false) throws -> Double {
+        let start = ContinuousClock.now
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        if reserving {
+            var total = 0
+            for index in 0..<snapshot.count { total += snapshot.withFrame(at: index) { view, _ in view.bytes.count } }
+            _ = rewind_reserve_blocks(fd, Int64(total))
+        }
+        for index in 0..<snapshot.count {
+            snapshot.withFrame(at: index) { view, _ in
+                var offset = 0
+                while offset < view.bytes.count {
+                    let written = write(fd, view.bytes.baseAddress! + offset, view.bytes.count - offset)
+                    guard written > 0 else { break }
+                    offset += written
+                }
+            }
+        }
+        close(fd)
+        let elapsed = seconds(ContinuousClock.now - start)
+        try? FileManager.default.removeItem(atPath: path)
+        return elapsed
+    }
+
+    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference).
+    ///
+    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
+    static func plainWrite(bytes: Int, to path: String, reserving: Bool = false) throws -> Double {
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        let start = ContinuousClock.now
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        if reserving { _ = rewind_reserve_blocks(fd, Int64(bytes)) }
+        var left = bytes
+        while left > 0 {
+            let count = min(left, chunk.count)
+            let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
+            guard written > 0 else { break }
+            left -= written
+        }
+        close(fd)
+        let elapsed = seconds(ContinuousClock.now - start)
+        try? FileManager.default.removeItem(atPath: path)
+        return elapsed
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (whole, fraction) = duration.components
+        return Double(whole) + Double(fraction) / 1e18
+    }
+}
+
+/// A benchmark that could not run.
+public struct BenchmarkError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

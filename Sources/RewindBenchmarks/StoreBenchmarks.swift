@@ -1,0 +1,241 @@
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindTesting
+import SegmentStore
+
+/// Benchmarks of the segment store, as ratios against references measured in the same run on the same bytes.
+///
+/// Keys (see DESIGN.md): `spill_over_lz4` (raw MB/s through a ``StreamWriter`` with all workers, into a temporary
+/// store, ÷ single-thread `LZ4_compress_fast` acceleration 1 on the same frames), `spill_over_lz4_cli` (the same
+/// ÷ the `lz4 -1` command on the same bytes, when `lz4` is installed), `stored_over_lz4_clean` and
+/// `stored_over_lz4_noisy` (stored bytes ÷ plain LZ4 bytes of the same frames, camera-like footage made by ffmpeg,
+/// see ``Footage/make(noisy:frames:testCardOnly:)``, clean and with `noise=alls=20:allf=t`; `_testsrc2` keys repeat
+/// the measures on ffmpeg's animated test card), `ttff_ms_1min` and `ttff_ms_1h` (median time to the first
+/// frame of a 1 s range in the middle of a store of one minute and of one hour of frames, read-only store opened
+/// as `rewind clip` does). Footage keys are absent when ffmpeg is missing.
+public enum StoreBenchmarks {
+    /// Runs the store benchmarks.
+    ///
+    /// - Parameter quick: fewer frames and trials (CI smoke run); the one-hour store is then recorded at 5 fps
+    ///   (still one hour of pts).
+    /// - Returns: the figures by key.
+    /// - Throws: store errors.
+    public static func run(quick: Bool) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let count = quick ? 30 : 90
+        if let clean = try? Footage.make(noisy: false, frames: count) {
+            let spill = try measureSpill(clean, passes: quick ? 1 : 3)
+            results["spill_over_lz4"] = spill.overLZ4
+            if let cli = spill.overCLI { results["spill_over_lz4_cli"] = cli }
+            results["spill_mb_per_s"] = spill.megabytesPerSecond
+            results["lz4_mb_per_s"] = spill.lz4MegabytesPerSecond
+            results["stored_over_lz4_clean"] = try storedOverLZ4(clean)
+        }
+        if let noisy = try? Footage.make(noisy: true, frames: count) {
+            results["stored_over_lz4_noisy"] = try storedOverLZ4(noisy)
+            results["spill_over_lz4_noisy"] = try measureSpill(noisy, passes: quick ? 1 : 2).overLZ4
+        }
+        if let card = try? Footage.make(noisy: false, frames: count, testCardOnly: true) {
+            results["stored_over_lz4_testsrc2"] = try storedOverLZ4(card)
+            results["spill_over_lz4_testsrc2"] = try measureSpill(card, passes: 1).overLZ4
+        }
+        results["ttff_ms_1min"] = try timeToFirstFrame(seconds: 60, fps: 30, trials: quick ? 5 : 15)
+        results["ttff_ms_1h"] = try timeToFirstFrame(seconds: 3600, fps: quick ? 5 : 30, trials: quick ? 5 : 15)
+        return results
+    }
+
+    /// Raw frames from ffmpeg, back to back.
+    struct Footage {
+        let layout: FrameLayout
+        let bytes: [UInt8]
+        var count: Int { bytes.count / layout.byteCount }
+
+        /// The scene: a detailed still (a Mandelbrot render, like a textured scene seen by a fixed camera) with a
+        /// moving object (ffmpeg's `testsrc2` at 320×180) crossing it; `noisy` adds `noise=alls=20:allf=t`
+        /// (temporal sensor-like noise on every pixel). `testsrc2` alone is ffmpeg's animated test card.
+        static func make(noisy: Bool, frames: Int, testCardOnly: Bool = false) throws -> Footage {
+            let layout = try FrameLayout(format: .nv12, width: 1280, height: 720)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            var arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error"]
+            if testCardOnly {
+                arguments += ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
+                if noisy { arguments += ["-vf", "noise=alls=20:allf=t"] }
+            } else {
+                arguments += [
+                    "-f", "lavfi", "-i",
+                    "mandelbrot=size=1280x720:rate=30:start_scale=0.3:end_scale=0.3:maxiter=1000",
+                    "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=30", "-filter_complex",
+                    "[0][1]overlay=x='mod(t*120,960)':y='200+40*sin(t)'" + (noisy ? ",noise=alls=20:allf=t" : ""),
+                ]
+            }
+            arguments += ["-frames:v", "\(frames)", "-pix_fmt", "nv12", "-f", "rawvideo", "-"]
+            process.arguments = arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0, data.count == frames * layout.byteCount else {
+                throw CocoaError(.fileReadUnknown)
+            }
+            return Footage(layout: layout, bytes: [UInt8](data))
+        }
+
+        func withFrame<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+            try bytes.withUnsafeBytes { raw in
+                let start = (index % count) * layout.byteCount
+                return try body(UnsafeRawBufferPointer(rebasing: raw[start..<start + layout.byteCount]))
+            }
+        }
+
+        var stream: StreamDescription {
+            StreamDescription(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), color: .bt709Video)
+        }
+    }
+
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    static func temporaryDirectory() -> String {
+        NSTemporaryDirectory() + "rewind-bench-" + UUID().uuidString
+    }
+
+    struct Spill {
+        var overLZ4: Double
+        var overCLI: Double?
+        var megabytesPerSecond: Double
+        var lz4MegabytesPerSecond: Double
+    }
+
+    static func measureSpill(_ footage: Footage, passes: Int) throws -> Spill {
+        let frames = footage.count * passes
+        let rawBytes = Double(frames * footage.layout.byteCount)
+        // Reference: single-thread LZ4, one block per frame.
+        var destination = [UInt8](repeating: 0, count: LZ4Block.compressBound(footage.layout.byteCount))
+        let lz4Start = now()
+        for i in 0..<frames {
+            _ = footage.withFrame(i) { source in
+                destination.withUnsafeMutableBytes { LZ4Block.compress(source, into: $0) }
+            }
+        }
+        let lz4Rate = rawBytes / (now() - lz4Start) / 1e6
+
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SegmentStore.open(directory: directory)
+        let writer = try store.makeWriter(streamName: "bench", stream: footage.stream)
+        let start = now()
+        for i in 0..<frames {
+            try footage.withFrame(i) { bytes in
+                let info = try FrameInfo(
+                    pts: FrameTime(value: Int64(i), timescale: 30), wallNanoseconds: 0, color: .bt709Video)
+                try writer.append(FrameView(layout: footage.layout, info: info, bytes: bytes))
+            }
+        }
+        try writer.sync()
+        let spillRate = rawBytes / (now() - start) / 1e6
+        try writer.close()
+
+        var cli: Double?
+        if let cliRate = try? lz4CommandRate(footage) { cli = spillRate / cliRate }
+        return Spill(
+            overLZ4: spillRate / lz4Rate, overCLI: cli, megabytesPerSecond: spillRate, lz4MegabytesPerSecond: lz4Rate)
+    }
+
+    /// Raw MB/s of `lz4 -1` on the footage (file in, /dev/null out), best of three.
+    static func lz4CommandRate(_ footage: Footage) throws -> Double {
+        let path = temporaryDirectory() + ".raw"
+        try Data(footage.bytes).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try lz4CommandRate(file: path, bytes: footage.bytes.count)
+    }
+
+    /// Raw MB/s of the `lz4 -1` command (single-threaded) compressing `file` to /dev/null, best of three.
+    static func lz4CommandRate(file: String, bytes: Int) throws -> Double {
+        var best = 0.0
+        for _ in 0..<3 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["lz4", "-1", "-q", "-f", file, "/dev/null"]
+            let start = now()
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw CocoaError(.executableLoad) }
+            best = max(best, Double(bytes) / (now() - start) / 1e6)
+        }
+        return best
+    }
+
+    static func storedOverLZ4(_ footage: Footage) throws -> Double {
+        var destination = [UInt8](repeating: 0, count: LZ4Block.compressBound(footage.layout.byteCount))
+        var plain = 0
+        for i in 0..<footage.count {
+            plain += footage.withFrame(i) { source in
+                destination.withUnsafeMutableBytes { LZ4Block.compress(source, into: $0) }
+            }
+        }
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SegmentStore.open(directory: directory)
+        let writer = try store.makeWriter(streamName: "bench", stream: footage.stream)
+        for i in 0..<footage.count {
+            try footage.withFrame(i) { bytes in
+                let info = try FrameInfo(
+                    pts: FrameTime(value: Int64(i), timescale: 30), wallNanoseconds: 0, color: .bt709Video)
+                try writer.append(FrameView(layout: footage.layout, info: info, bytes: bytes))
+            }
+        }
+        try writer.close()
+        return Double(try store.summary().storedBytes) / Double(plain)
+    }
+
+    /// Median ms from asking for a 1 s range at random places in the middle half of the store to its first frame.
+    static func timeToFirstFrame(seconds: Int, fps: Int32, trials: Int) throws -> Double {
+        let layout = try FrameLayout(format: .gray8, width: 64, height: 48)
+        let stream = StreamDescription(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: fps), color: .unspecified)
+        let directory = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let frameCount = seconds * Int(fps)
+        let duration = stream.frameDuration.nanoseconds!
+        do {
+            let store = try SegmentStore.open(directory: directory, options: StoreOptions(workerCount: 1))
+            let writer = try store.makeWriter(streamName: "bench", stream: stream)
+            var bytes = [UInt8](repeating: 0, count: layout.byteCount)
+            for i in 0..<frameCount {
+                for j in stride(from: i % 7, to: bytes.count, by: 7) { bytes[j] = UInt8(truncatingIfNeeded: i &+ j) }
+                try bytes.withUnsafeBytes { raw in
+                    let info = try FrameInfo(
+                        pts: FrameTime(nanoseconds: Int64(i) * duration), wallNanoseconds: 0, color: .unspecified)
+                    try writer.append(FrameView(layout: layout, info: info, bytes: raw))
+                }
+            }
+            try writer.close()
+            guard try store.summary().frames == frameCount else { throw SegmentStoreError.unknownStream("bench") }
+        }
+        let reader = try SegmentStore.openReadOnly(directory: directory)
+        var times: [Double] = []
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<trials {
+            let frame = Int.random(in: frameCount / 4..<frameCount * 3 / 4, using: &generator)
+            let from = Int64(frame) * duration
+            let start = now()
+            var first = 0.0
+            try reader.frames(in: from..<from + 1_000_000_000) { _ in
+                first = now()
+                return false
+            }
+            times.append((first - start) * 1000)
+        }
+        times.sort()
+        return times[times.count / 2]
+    }
+}

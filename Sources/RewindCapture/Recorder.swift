@@ -1,0 +1,363 @@
+import Dispatch
+import Foundation
+import RewindCore
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// Records one stream: a producer appends frames to the ring (never waiting on disk or compression), and a spill
+/// thread writes them to the segment store; queries merge the store and the ring.
+///
+///     producer ──append/commit──▶ RingStore ──pin(fromSequence:)──▶ spill thread ──▶ StreamWriter ──▶ segments
+///                                     │                                                   + index
+///                 query ◀── pin(range) ┘ ◀──────────── SegmentStore.frames(in:) ◀─────────────┘
+///
+/// Ownership: the ring owns every frame's slab; the spill thread pins a few unwritten frames at a time (never
+/// copying them), writes them in sequence order and releases them, so written frames are soon evictable again.
+/// Backpressure is decided by the producer with two atomic loads, no lock and no I/O: with `dropNewest`, a frame
+/// that would leave fewer than a batch of free slabs for unwritten frames is dropped on arrival; with
+/// `dropOldestUnspilled` the frame is stored and the ring lets its oldest frames go, written or not. Every lost
+/// frame is counted with its reason and recorded as a gap.
+public final class Recorder: Sendable {
+    public let stream: StreamDescription
+    public let configuration: RecorderConfiguration
+    public let ring: RingStore
+    public let store: SegmentStore?
+    private let shared: RecorderShared
+    private let spill: SpillStage?
+    /// How many frames at the nominal rate the window holds.
+    private let framesInWindow: Int
+    /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
+    private let slabBytes: Int
+    /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
+    private let ringRoom = Atomic<Int>(0)
+
+    /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
+    ///
+    /// - Parameters:
+    ///   - stream: the stream every frame belongs to.
+    ///   - store: the segment store; required unless `configuration.spill` is `.off`.
+    ///   - configuration: window, budget, spill and backpressure policies.
+    /// - Throws: when the store cannot make a writer for the stream (e.g. a stream of that name with another
+    ///   layout exists).
+    public init(stream: StreamDescription, store: SegmentStore?, configuration: RecorderConfiguration) throws {
+        precondition(configuration.spill == .off || store != nil, "spill \(configuration.spill) needs a store")
+        self.stream = stream
+        self.configuration = configuration
+        self.store = configuration.spill == .off ? nil : store
+        let shared = RecorderShared()
+        self.shared = shared
+        let frameBytes = stream.layout.byteCount
+        let minimum = configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * frameBytes)
+        ring = RingStore(
+            configuration: RingConfiguration(
+                window: configuration.window, memoryBudget: configuration.memoryBudget,
+                minimumBudget: min(minimum, configuration.memoryBudget),
+                // Pins (the spill stage's, queries') keep a frame's bytes, not its place: a pinned frame may be
+                // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
+                pinPolicy: .evictOldestUnpinned),
+            // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
+            onEvict: { _ in })
+        let nominal = stream.frameDuration.nanoseconds ?? 1
+        framesInWindow = nominal > 0 ? Int(min(configuration.window / nominal, Int64(Int.max / 2))) : Int.max / 2
+        let page = System.pageSize
+        slabBytes = max(1, (frameBytes + page - 1) / page * page)
+        if let store = self.store {
+            let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
+            spill = SpillStage(
+                ring: ring, writer: writer, shared: shared, stream: stream, configuration: configuration)
+            spill?.start()
+        } else {
+            spill = nil
+        }
+        ringRoom.store(room(under: .normal), ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
+    }
+
+    deinit {
+        _ = try? finish()
+    }
+
+    // MARK: Producing
+
+    /// Appends a frame by copying caller-owned planes (one copy into a pooled slab).
+    ///
+    /// - Returns: the frame's sequence number, or why it was dropped (counted, and recorded as a gap on disk).
+    /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
+    public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
+            return .dropped(.pinnedFrames)
+        }
+        return note(try ring.append(copying: planes, layout: stream.layout, info: info))
+    }
+
+    /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
+    ///
+    /// - Returns: nil when no memory is available under the policy, or the spill stage is so far behind that the
+    ///   frame must be dropped (`dropNewest`); counted as a drop either way.
+    public func reserve() -> ReservedSlab? {
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
+            return nil
+        }
+        let slab = ring.reserve(stream.layout)
+        if slab == nil { shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed) }
+        return slab
+    }
+
+    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
+    /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
+    /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
+    private var isSpillBehind: Bool {
+        guard spill != nil && configuration.backpressure == .dropNewest else { return false }
+        let room = framesInRing
+        return Int(unspilledFrames) + Self.margin(room) + shared.queryPinnedFrames.load(ordering: .relaxed) >= room
+    }
+
+    /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
+    private static func margin(_ framesInRing: Int) -> Int {
+        spillBatch(framesInRing) + 1
+    }
+
+    /// The most frames the spill stage pins at once: ``SpillStage/batch``, or a quarter of a small ring.
+    ///
+    /// Written frames stay pinned until their whole batch is written, and a pinned frame's memory stays in use even
+    /// after the ring evicts it; a batch no larger than the producer's margin keeps that from ever refusing a frame
+    /// the producer waited room for (``waitForSpillRoom(until:)``).
+    static func spillBatch(_ framesInRing: Int) -> Int {
+        min(SpillStage.batch, max(1, framesInRing / 4))
+    }
+
+    /// Stores a frame filled in place in `slab`.
+    public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        note(try ring.commit(slab, info: info))
+    }
+
+    private func note(_ outcome: AppendOutcome) -> AppendOutcome {
+        switch outcome {
+        case .stored(let sequence):
+            // After drops, mark this frame as the first after them, so its gap is recorded with the right reason.
+            if shared.hasDroppedSinceLastStore.load(ordering: .relaxed)
+                && shared.hasDroppedSinceLastStore.exchange(false, ordering: .relaxed)
+            {
+                shared.firstAfterDrops.withLock { _ = $0.insert(sequence) }
+            }
+            shared.newestSequence.store(sequence, ordering: .releasing)
+            spill?.wake()
+        case .dropped:
+            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
+        }
+        return outcome
+    }
+
+    /// Frames accepted but not yet written by the spill stage.
+    public var unspilledFrames: UInt64 {
+        guard spill != nil else { return 0 }
+        let newest = shared.newestSequence.load(ordering: .acquiring)
+        let cursor = shared.spillCursor.load(ordering: .acquiring)
+        return newest >= cursor ? newest - cursor + 1 : 0
+    }
+
+    /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
+    /// holds at the nominal rate. The spill stage may fall behind by about this much before frames are lost.
+    public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
+
+    private func room(under level: MemoryPressure) -> Int {
+        min(ring.configuration.budget(under: level) / slabBytes, framesInWindow)
+    }
+
+    /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
+    /// must not lose frames; a live source should not wait).
+    ///
+    /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
+    /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
+    /// unwritten by design and no such room is kept.)
+    public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
+        guard spill != nil else { return }
+        while spill?.isRunning == true && !shouldStop() {
+            let room = framesInRing
+            let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+            let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
+            guard Int(unspilledFrames) + Self.margin(room) + slack + 1 >= room else { return }
+            usleep(500)
+        }
+    }
+
+    /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
+    /// set here, not on ``ring`` directly, so backpressure follows the new budget.
+    public func setPressure(_ level: MemoryPressure) {
+        let room = room(under: level)
+        ringRoom.store(room, ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
+        ring.setPressure(level)
+    }
+
+    // MARK: Finishing
+
+    /// Stops the spill stage after it has written every accepted frame, makes them durable and seals the open
+    /// segment. Idempotent.
+    ///
+    /// - Returns: what the recorder did.
+    /// - Throws: the last disk error, if the final sync or seal failed (frames already durable stay so).
+    @discardableResult
+    public func finish() throws -> RecorderStatistics {
+        if let spill { try spill.finish() }
+        return statistics
+    }
+
+    /// Counters so far.
+    public var statistics: RecorderStatistics {
+        let ringStatistics = ring.statistics
+        var result = shared.state.withLock { $0.statistics }
+        result.framesAccepted = ringStatistics.appended
+        result.rejected = ringStatistics.rejected.total
+        result.drops = shared.drops(ring: ringStatistics)
+        return result
+    }
+
+    // MARK: Queries
+
+    /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
+    /// pts order, exactly once: older frames from the segment store, the rest from the ring.
+    ///
+    /// With a store, the ring is pinned a batch of ``queryBatch(_:)`` frames at a time from the next pts wanted;
+    /// whatever lies before the first pinned frame (older than memory, or evicted since) is read from disk first.
+    /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
+    /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
+    /// the only copy, and the whole range is pinned up front.
+    /// - Parameter body: returns false to stop early. The view is only valid during the call.
+    /// - Returns: how many frames came from disk and from memory.
+    /// - Throws: store errors (a damaged frame is an error, never data).
+    /// - Complexity: O(log n) to the first frame; memory bounded by one decoded frame plus the pinned ones.
+    @discardableResult
+    public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws -> QuerySplit {
+        var split = QuerySplit()
+        guard !range.isEmpty else { return split }
+        guard let store else {
+            // Memory is the only copy: pin the whole range up front, so nothing in it can be evicted meanwhile.
+            let snapshot = ring.pin(range)
+            defer { snapshot.release() }
+            for index in 0..<snapshot.count {
+                split.fromMemory += 1
+                guard try snapshot.withFrame(at: index, { view, _ in try body(view) }) else { break }
+            }
+            return split
+        }
+        // With a store, a few frames at a time are pinned, so a long query never holds the ring: the producer
+        // keeps its memory, and a frame evicted before the query reaches it is read from disk instead.
+        var next = range.lowerBound
+        while next < range.upperBound {
+            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch(framesInRing))
+            // While pinned, these frames may leave the ring without giving their memory back: the producer keeps
+            // that much more room for unwritten frames (see isSpillBehind).
+            shared.queryPinnedFrames.add(batch.count, ordering: .relaxed)
+            defer {
+                batch.release()
+                shared.queryPinnedFrames.subtract(batch.count, ordering: .relaxed)
+            }
+            let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
+            // The ring holds an unbroken run of the newest frames: when it still holds one older than the batch,
+            // nothing lies between `next` and the batch anywhere, and the disk is not asked.
+            let ringCoversNext = batch.firstPTSNanoseconds.map { first in
+                (ring.statistics.firstPTSNanoseconds ?? first) < first
+            }
+            if next < memoryStart && ringCoversNext != true {
+                spill?.flushIndex()
+                var keepGoing = true
+                try store.frames(streamName: configuration.streamName, in: next..<memoryStart) { view in
+                    split.fromDisk += 1
+                    keepGoing = try body(view)
+                    return keepGoing
+                }
+                guard keepGoing else { return split }
+                next = memoryStart
+            }
+            for index in 0..<batch.count {
+                let keepGoing = try batch.withFrame(at: index) { view, _ in
+                    next = view.info.ptsNanoseconds + 1
+                    return try body(view)
+                }
+                split.fromMemory += 1
+                if !keepGoing { return split }
+            }
+        }
+        return split
+    }
+
+    /// How many frames a query pins at a time when the frames also exist on disk: as many as the spill stage
+    /// (8, or a quarter of a small ring).
+    static func queryBatch(_ framesInRing: Int) -> Int { spillBatch(framesInRing) }
+
+    /// The range of the last `duration` of the stream: `(newest − duration, newest]`.
+    ///
+    /// - Returns: nil when nothing has been recorded.
+    public func lastRange(_ duration: Int64) throws -> Range<Int64>? {
+        var newest = ring.statistics.lastPTSNanoseconds
+        if newest == nil, let store { newest = try store.summary(streamName: configuration.streamName).lastPTS }
+        guard let newest else { return nil }
+        return (newest - duration + 1)..<(newest + 1)
+    }
+}
+
+/// Where a query's frames came from.
+public struct QuerySplit: Sendable, Hashable {
+    public var fromDisk = 0
+    public var fromMemory = 0
+    public var total: Int { fromDisk + fromMemory }
+}
+
+/// The drop reasons written to the store and shown by `rewind info`.
+public enum DropLabel {
+    public static let evictedBeforeSpill = "evicted before spill"
+    public static let diskError = "disk error"
+    public static let spillBehind = "spill behind"
+    /// The reason of a gap left by frames dropped on arrival (spill behind, or no memory).
+    public static let droppedOnArrival = "frames dropped on arrival"
+}
+
+extension DropReason {
+    /// The reason as written to the store.
+    public var label: String {
+        switch self {
+        case .memoryBudget: "memory budget"
+        case .pinnedFrames: "pinned frames"
+        }
+    }
+}
+
+/// State shared by the producer, the eviction handler, queries and the spill thread.
+final class RecorderShared: Sendable {
+    /// The next sequence number the spill stage will write; frames below it are written (or lost).
+    let spillCursor = Atomic<UInt64>(1)
+    /// The newest sequence number the producer stored.
+    let newestSequence = Atomic<UInt64>(0)
+    /// Frames pinned by queries right now (a batch each).
+    let queryPinnedFrames = Atomic<Int>(0)
+    /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
+    let spillBatch = Atomic<Int>(SpillStage.batch)
+    /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
+    let droppedSpillBehind = Atomic<Int>(0)
+    /// Set by the producer when it drops a frame; cleared by the next stored frame.
+    let hasDroppedSinceLastStore = Atomic<Bool>(false)
+    /// Sequence numbers of frames stored right after drops (touched only when frames are dropped).
+    let firstAfterDrops = Mutex<Set<UInt64>>([])
+    let state = Mutex(SharedState())
+
+    struct SharedState {
+        var statistics = RecorderStatistics()
+    }
+
+    /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
+    func drops(ring: RingStatistics) -> [String: Int] {
+        var drops = state.withLock { $0.statistics.drops }
+        for reason in DropReason.allCases where ring.dropped[reason] > 0 {
+            drops[reason.label, default: 0] += Int(ring.dropped[reason])
+        }
+        let behind = droppedSpillBehind.load(ordering: .relaxed)
+        if behind > 0 { drops[DropLabel.spillBehind, default: 0] += behind }
+        return drops
+    }
+}

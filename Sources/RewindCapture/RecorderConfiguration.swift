@@ -1,0 +1,73 @@
+import RewindCore
+import SegmentStore
+
+/// When frames go from the ring to the segment store.
+public enum SpillPolicy: String, Sendable, CaseIterable {
+    /// Every frame is compressed and written shortly after it arrives; the ring is the raw hot window. Shedding
+    /// memory is instant (frames are already durable) and a crash loses at most the last moments. The default.
+    case eager
+    /// Only frames about to leave the window are written.
+    case onEvict = "on-evict"
+    /// Nothing is written: memory only.
+    case off
+}
+
+/// What the recorder does when the spill stage falls behind and memory is full of frames not yet written.
+public enum BackpressurePolicy: String, Sendable, CaseIterable {
+    /// Discard the incoming frame, like a camera that drops late frames: what is buffered reaches disk.
+    case dropNewest = "drop-newest"
+    /// Keep the incoming frame and let the oldest unwritten frame go: the ring stays current (live preview).
+    case dropOldestUnspilled = "drop-oldest-unspilled"
+}
+
+/// The settings of a ``Recorder``.
+public struct RecorderConfiguration: Sendable {
+    /// The stream's name in the store (several streams can share one store).
+    public var streamName: String
+    /// The rewind window kept in memory, nanoseconds of pts.
+    public var window: Int64
+    /// The hard memory budget of the ring, bytes.
+    public var memoryBudget: Int
+    /// The budget under critical memory pressure, bytes (default: an eighth of the budget, at least 4 frames).
+    public var minimumBudget: Int?
+    public var spill: SpillPolicy
+    public var backpressure: BackpressurePolicy
+    /// With `onEvict`, frames are written once they are this much older than the newest frame (default: 3/4 of
+    /// the window), so they reach disk before the window lets them go.
+    public var onEvictLead: Int64?
+
+    public init(
+        streamName: String = "camera", window: Int64 = 10_000_000_000, memoryBudget: Int = 512 << 20,
+        minimumBudget: Int? = nil, spill: SpillPolicy = .eager, backpressure: BackpressurePolicy = .dropNewest,
+        onEvictLead: Int64? = nil
+    ) {
+        self.streamName = streamName
+        self.window = window
+        self.memoryBudget = memoryBudget
+        self.minimumBudget = minimumBudget
+        self.spill = spill
+        self.backpressure = backpressure
+        self.onEvictLead = onEvictLead
+    }
+}
+
+/// What a recorder did, for its exit line and `--json`.
+public struct RecorderStatistics: Sendable, Hashable {
+    /// Frames accepted into the ring.
+    public var framesAccepted: UInt64 = 0
+    /// Frames written to the segment store (appended to the writer).
+    public var framesSpilled: UInt64 = 0
+    /// Frames durable on disk (synced).
+    public var framesDurable: Int = 0
+    public var rawBytesSpilled: Int64 = 0
+    /// Frames lost, by reason (`memory budget`, `spill behind`, `disk error`, …).
+    public var drops: [String: Int] = [:]
+    /// Frames refused as bad input.
+    public var rejected: UInt64 = 0
+    /// Gaps recorded (intervals with missing frames).
+    public var gaps: Int = 0
+    /// The last write error, if any (the recorder keeps going after it).
+    public var lastError: String?
+
+    public var totalDrops: Int { drops.values.reduce(0, +) }
+}

@@ -1,0 +1,237 @@
+import Dispatch
+import Foundation
+import RewindCore
+import SegmentStore
+import Synchronization
+
+/// The spill thread: writes ring frames to the segment store in sequence order and records what was lost.
+///
+/// The ``StreamWriter`` is used by this thread alone while it runs; ``finish()`` touches it only after the thread
+/// has stopped. Requests from other threads (wake-ups, index flushes, finish) go through atomics and semaphores.
+final class SpillStage: @unchecked Sendable {
+    private let ring: RingStore
+    private let writer: StreamWriter
+    private let shared: RecorderShared
+    private let stream: StreamDescription
+    private let configuration: RecorderConfiguration
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let stopped = DispatchSemaphore(value: 0)
+    private let finishing = Atomic<Bool>(false)
+    private let running = Atomic<Bool>(false)
+    private let finished = Mutex<Bool>(false)
+    /// Incremented by queries that need the index to cover every written frame; the thread syncs and answers.
+    private let flushRequests = Atomic<Int>(0)
+    private let flushesDone = Atomic<Int>(0)
+    private let finalError = Mutex<String?>(nil)
+
+    // Spill-thread state.
+    /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
+    private var lastSequence: UInt64 = 0
+    /// The pts of the last frame written successfully.
+    private var lastWrittenPTS: Int64?
+    /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
+    /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason.
+    private var pendingLoss: String?
+
+    /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
+    /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
+    static let batch = 8
+
+    init(
+        ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
+        configuration: RecorderConfiguration
+    ) {
+        self.ring = ring
+        self.writer = writer
+        self.shared = shared
+        self.stream = stream
+        self.configuration = configuration
+    }
+
+    var isRunning: Bool { running.load(ordering: .acquiring) }
+
+    func start() {
+        running.store(true, ordering: .releasing)
+        let thread = Thread { [self] in
+            run()
+            running.store(false, ordering: .releasing)
+            stopped.signal()
+        }
+        thread.name = "rewind-spill"
+        thread.start()
+    }
+
+    func wake() { wakeup.signal() }
+
+    /// Makes the index cover every frame written so far (a sync on the spill thread); returns when done.
+    func flushIndex() {
+        guard isRunning else { return }
+        let ticket = flushRequests.add(1, ordering: .acquiringAndReleasing).newValue
+        wakeup.signal()
+        while flushesDone.load(ordering: .acquiring) < ticket && isRunning { usleep(200) }
+    }
+
+    /// Drains every accepted frame to disk, syncs and seals; idempotent.
+    func finish() throws {
+        let first = finished.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first {
+            finishing.store(true, ordering: .releasing)
+            wakeup.signal()
+            stopped.wait()
+        }
+        if let message = finalError.withLock({ $0 }) { throw RecorderError.finishFailed(message) }
+    }
+
+    // MARK: The thread
+
+    private func run() {
+        while true {
+            let isFinishing = finishing.load(ordering: .acquiring)
+            let wrote = spillAvailable(all: isFinishing)
+            answerFlushRequests()
+            if isFinishing && !wrote {
+                if lastSequence >= shared.newestSequence.load(ordering: .acquiring) { break }
+            }
+            if !wrote { _ = wakeup.wait(timeout: .now() + .milliseconds(20)) }
+        }
+        close()
+    }
+
+    /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
+    private func spillAvailable(all: Bool) -> Bool {
+        let snapshot = ring.pin(
+            fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
+        defer { snapshot.release() }
+        guard !snapshot.isEmpty else { return false }
+        var horizon = Int64.max
+        if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
+            horizon = newest - (configuration.onEvictLead ?? configuration.window / 4 * 3)
+        }
+        var written = 0
+        for index in 0..<snapshot.count {
+            let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
+                guard view.info.ptsNanoseconds <= horizon else { return false }
+                write(view, sequence: sequence)
+                return true
+            }
+            guard due else { break }
+            written += 1
+        }
+        return written > 0
+    }
+
+    private func write(_ view: FrameView, sequence: UInt64) {
+        let pts = view.info.ptsNanoseconds
+        if sequence > lastSequence + 1 {
+            noteLost(Int(sequence - lastSequence - 1))
+            pendingLoss = pendingLoss ?? DropLabel.evictedBeforeSpill
+        }
+        let afterDrops = shared.firstAfterDrops.withLock { $0.remove(sequence) != nil }
+        var failure: String?
+        do {
+            try writer.append(view)
+        } catch {
+            failure = "\(error)"
+        }
+        lastSequence = sequence
+        shared.spillCursor.store(sequence + 1, ordering: .releasing)
+        if failure == nil {
+            noteGap(before: pts, afterDrops: afterDrops)
+            lastWrittenPTS = pts
+            pendingLoss = nil
+        } else {
+            pendingLoss = pendingLoss ?? DropLabel.diskError
+        }
+        let durable = writer.durableFrameCount
+        shared.state.withLock { state in
+            if let failure {
+                state.statistics.drops[DropLabel.diskError, default: 0] += 1
+                state.statistics.lastError = failure
+            } else {
+                state.statistics.framesSpilled += 1
+                state.statistics.rawBytesSpilled += Int64(view.bytes.count)
+            }
+            state.statistics.framesDurable = durable
+        }
+    }
+
+    /// Records a gap before a frame just written at `pts` when frames are missing since the last one written:
+    /// lost after they were accepted (``pendingLoss``), dropped on arrival, or never produced.
+    private func noteGap(before pts: Int64, afterDrops: Bool) {
+        guard let lastWrittenPTS else { return }
+        let nominal = stream.frameDuration.nanoseconds ?? 0
+        let reason: String
+        if let pendingLoss {
+            reason = pendingLoss
+        } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
+            reason = afterDrops ? DropLabel.droppedOnArrival : "input interval"
+        } else {
+            return
+        }
+        do {
+            try writer.recordGap(start: lastWrittenPTS, end: pts, reason: reason)
+            shared.state.withLock { $0.statistics.gaps += 1 }
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
+    }
+
+    /// Counts frames that left the ring before they were written.
+    private func noteLost(_ count: Int) {
+        shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] += count }
+    }
+
+    private func answerFlushRequests() {
+        let requested = flushRequests.load(ordering: .acquiring)
+        guard requested > flushesDone.load(ordering: .acquiring) else { return }
+        do {
+            try writer.sync()
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
+        flushesDone.store(requested, ordering: .releasing)
+    }
+
+    /// Final sync and seal, and the drop counters written to the store.
+    private func close() {
+        var message: String?
+        do {
+            try writer.sync()
+        } catch {
+            message = "\(error)"
+        }
+        do {
+            try writer.close()
+        } catch {
+            message = message ?? "\(error)"
+        }
+        let newest = shared.newestSequence.load(ordering: .acquiring)
+        if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
+        let drops = shared.drops(ring: ring.statistics)
+        for (reason, count) in drops where count > 0 {
+            do {
+                try writer.addDrops(reason: reason, count: count)
+            } catch {
+                message = message ?? "\(error)"
+            }
+        }
+        let durable = writer.durableFrameCount
+        shared.state.withLock { $0.statistics.framesDurable = durable }
+        flushesDone.store(Int.max / 2, ordering: .releasing)
+        if let message { finalError.withLock { $0 = message } }
+    }
+}
+
+/// Why a recorder could not finish cleanly.
+public enum RecorderError: Error, Sendable, CustomStringConvertible {
+    case finishFailed(String)
+
+    public var description: String {
+        switch self {
+        case .finishFailed(let message): "could not finish writing: \(message)"
+        }
+    }
+}

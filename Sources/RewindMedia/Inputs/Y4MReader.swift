@@ -1,0 +1,301 @@
+import Glibc
+import RewindCore
+
+/// Reads a YUV4MPEG2 (`.y4m`) stream from a file or a descriptor (such as stdin), one frame at a time, straight into
+/// the caller's buffer.
+///
+/// The stream is a header line, then per frame a `FRAME` line and the raw planes:
+///
+///     YUV4MPEG2 W1920 H1080 F30000:1001 Ip A1:1 C420jpeg XCOLORRANGE=LIMITED\n
+///     FRAME\n  <Y plane: W×H bytes> <Cb: ⌈W/2⌉×⌈H/2⌉> <Cr: ⌈W/2⌉×⌈H/2⌉>
+///     FRAME\n  …
+///
+/// Header tags:
+/// - `W`, `H` (required): the frame size.
+/// - `F` (required): the frame rate `num:den`; a frame lasts `den/num` s and frame `n` has pts `n × den/num`.
+/// - `C`: `420jpeg`, `420paldv`, `420mpeg2` and `420` read as ``PixelFormat/i420`` (chroma siting is not kept);
+///   `mono` as ``PixelFormat/gray8``. No `C` means `420jpeg`. Anything else (4:2:2, 4:4:4, 10-bit…) is refused.
+/// - `I`: `p` (progressive) and `?` (unknown, read as progressive) are accepted; interlaced streams (`t`, `b`, `m`)
+///   are refused, because frames would be stored and exported as if progressive: deinterlace first.
+/// - `A`: the pixel aspect ratio, validated (`num:den`, non-negative) and otherwise ignored.
+/// - `X`: `XCOLORRANGE=FULL|LIMITED` sets the colour range (default limited); `XYSCSS=` must agree with `C`;
+///   other `X` tags, and unknown tags, are ignored.
+///
+/// YUV4MPEG2 carries no matrix: it is taken from the `matrix` argument.
+///
+/// A reader owns its descriptor when it opened it (from a path) and closes it when the last copy goes away. Copies
+/// share one read position; use one copy at a time.
+public struct Y4MReader: FrameSource {
+    /// The longest header or `FRAME` line accepted.
+    public static let maximumLineLength = 4096
+
+    public let stream: StreamDescription
+    /// Frames returned so far; the index of the next frame.
+    public private(set) var framesRead: Int64 = 0
+    private let reader: BufferedFileReader
+    private let startWallNanoseconds: Int64
+
+    /// Opens and parses the header of the stream at `path`.
+    ///
+    /// - Parameters:
+    ///   - path: the file to read.
+    ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
+    ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns); each frame's wall time is this plus its pts.
+    ///     Defaults to now.
+    /// - Throws: ``InputError`` when the file cannot be opened or its header is malformed or unsupported.
+    public init(
+        path: String, matrix: ColorInfo.Matrix = .unspecified, startWallNanoseconds: Int64? = nil
+    ) throws(InputError) {
+        try self.init(
+            reader: BufferedFileReader(path: path), matrix: matrix, startWallNanoseconds: startWallNanoseconds)
+    }
+
+    /// Parses the header of the stream read from `fileDescriptor`, which stays open (the caller owns it).
+    ///
+    /// - Parameters:
+    ///   - fileDescriptor: where to read, e.g. `STDIN_FILENO`.
+    ///   - name: how errors name the input.
+    ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
+    ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns). Defaults to now.
+    /// - Throws: ``InputError`` when the header is malformed or unsupported, or reading fails.
+    public init(
+        fileDescriptor: Int32, name: String = "stdin", matrix: ColorInfo.Matrix = .unspecified,
+        startWallNanoseconds: Int64? = nil
+    ) throws(InputError) {
+        let reader = BufferedFileReader(descriptor: fileDescriptor, name: name, ownsDescriptor: false)
+        try self.init(reader: reader, matrix: matrix, startWallNanoseconds: startWallNanoseconds)
+    }
+
+    private init(
+        reader: BufferedFileReader, matrix: ColorInfo.Matrix, startWallNanoseconds: Int64?
+    ) throws(InputError) {
+        self.reader = reader
+        let header = try Y4MHeader.read(from: reader)
+        self.stream = StreamDescription(
+            layout: header.layout, frameDuration: header.frameDuration,
+            color: ColorInfo(matrix: matrix, range: header.range))
+        self.startWallNanoseconds = startWallNanoseconds ?? Y4MReader.nowNanoseconds()
+    }
+
+    /// Reads the next frame's payload into `buffer`.
+    ///
+    /// - Parameter buffer: exactly `stream.layout.byteCount` bytes.
+    /// - Returns: the frame's pts (`index × frameDuration`), wall time and colour; nil at a clean end of input.
+    /// - Throws: ``InputError`` on a bad `FRAME` marker, a truncated frame, or a read failure.
+    /// - Complexity: O(frame size); no allocation for a plain `FRAME` line.
+    public mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo? {
+        precondition(buffer.count == stream.layout.byteCount, "buffer \(buffer.count) != frame \(stream.layout)")
+        let index = framesRead
+        let markerOffset = reader.offset
+        if try !reader.consume(ifNextBytesAre: Y4MReader.plainFrameLine) {
+            guard try readFrameLine(index: index, markerOffset: markerOffset) else { return nil }
+        }
+        return try readPayload(index: index, into: buffer, markerOffset: markerOffset)
+    }
+
+    /// Reads a `FRAME` line with parameters (or a bad one): the uncommon path, which allocates the line.
+    ///
+    /// - Returns: false at a clean end of input.
+    private func readFrameLine(index: Int64, markerOffset: Int64) throws(InputError) -> Bool {
+        let line: [UInt8]?
+        do {
+            line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength)
+        } catch {
+            throw InputError(
+                input: reader.name, byteOffset: error.byteOffset,
+                message: "frame \(index) is truncated: \(error.message)")
+        }
+        guard let line else { return false }
+        let isMarker =
+            line.starts(with: Y4MReader.frameMarker)
+            && (line.count == Y4MReader.frameMarker.count || line[Y4MReader.frameMarker.count] == UInt8(ascii: " "))
+        guard isMarker else {
+            throw InputError(
+                input: reader.name, byteOffset: markerOffset,
+                message: "bad FRAME marker before frame \(index): expected 'FRAME', found '\(Y4MHeader.excerpt(line))'")
+        }
+        return true
+    }
+
+    private mutating func readPayload(
+        index: Int64, into buffer: UnsafeMutableRawBufferPointer, markerOffset: Int64
+    ) throws -> FrameInfo {
+        let payloadOffset = reader.offset
+        let got = try reader.read(into: buffer)
+        guard got == buffer.count else {
+            throw InputError(
+                input: reader.name, byteOffset: payloadOffset + Int64(got),
+                message: "frame \(index) is truncated at byte \(payloadOffset + Int64(got)): "
+                    + "expected \(buffer.count) bytes of payload, got \(got)")
+        }
+        guard let pts = FrameTime.frame(index, duration: stream.frameDuration) else {
+            throw InputError(
+                input: reader.name, byteOffset: markerOffset, message: "frame \(index)'s pts does not fit in 64 bits")
+        }
+        let info = try FrameInfo(pts: pts, wallNanoseconds: 0, color: stream.color)
+        var result = info
+        result.wallNanoseconds = startWallNanoseconds &+ info.ptsNanoseconds
+        framesRead += 1
+        return result
+    }
+
+    private static let frameMarker = Array("FRAME".utf8)
+    private static let plainFrameLine = Array("FRAME\n".utf8)
+
+    static func nowNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}
+
+/// The parsed header line of a YUV4MPEG2 stream.
+struct Y4MHeader {
+    var layout: FrameLayout
+    var frameDuration: FrameTime
+    var range: ColorInfo.Range
+
+    private static let magic = Array("YUV4MPEG2 ".utf8)
+    static let supportedColorSpaces = "420jpeg, 420paldv, 420mpeg2, 420 (read as i420) and mono (read as gray8)"
+
+    /// Reads and validates the header line.
+    static func read(from reader: BufferedFileReader) throws(InputError) -> Y4MHeader {
+        let start = reader.offset
+        func fail(_ offset: Int, _ message: String) -> InputError {
+            InputError(input: reader.name, byteOffset: start + Int64(offset), message: message)
+        }
+        guard let line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength) else {
+            throw fail(0, "input is empty: expected a YUV4MPEG2 header ('YUV4MPEG2 W… H… F…')")
+        }
+        guard line.starts(with: magic) else {
+            throw fail(0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(line))'")
+        }
+        var width: Int?
+        var height: Int?
+        var rate: (numerator: Int, denominator: Int)?
+        var format: PixelFormat?
+        var formatOffset = 0
+        var formatTag = ""
+        var subsampling: (value: String, offset: Int)?
+        var range = ColorInfo.Range.video
+
+        var position = magic.count
+        while position < line.count {
+            guard line[position] != UInt8(ascii: " ") else {
+                position += 1
+                continue
+            }
+            let tokenStart = position
+            while position < line.count && line[position] != UInt8(ascii: " ") { position += 1 }
+            let tag = line[tokenStart]
+            let value = String(decoding: line[(tokenStart + 1)..<position], as: UTF8.self)
+            let token = String(decoding: line[tokenStart..<position], as: UTF8.self)
+            switch tag {
+            case UInt8(ascii: "W"), UInt8(ascii: "H"):
+                guard let number = Int(value), (1...FrameLayout.maximumDimension).contains(number) else {
+                    throw fail(
+                        tokenStart,
+                        "bad \(tag == UInt8(ascii: "W") ? "width" : "height") '\(token)': expected a whole number "
+                            + "from 1 to \(FrameLayout.maximumDimension)")
+                }
+                if tag == UInt8(ascii: "W") { width = number } else { height = number }
+            case UInt8(ascii: "F"):
+                guard let ratio = parseRatio(value), ratio.0 > 0, ratio.1 > 0 else {
+                    throw fail(tokenStart, "bad frame rate '\(token)': expected F<num>:<den> with both positive")
+                }
+                let divisor = gcd(ratio.0, ratio.1)
+                let reduced = (ratio.0 / divisor, ratio.1 / divisor)
+                guard reduced.0 <= Int(Int32.max), reduced.1 <= Int(Int32.max) else {
+                    throw fail(tokenStart, "frame rate '\(token)' is too precise: num and den must fit in 31 bits")
+                }
+                rate = reduced
+            case UInt8(ascii: "I"):
+                switch value {
+                case "p", "?": break
+                case "t", "b", "m":
+                    throw fail(
+                        tokenStart,
+                        "interlaced input ('\(token)') is not supported: only progressive ('Ip') frames are read; "
+                            + "deinterlace first, e.g. ffmpeg -vf bwdif")
+                default:
+                    throw fail(tokenStart, "bad interlacing '\(token)': expected Ip, It, Ib, Im or I?")
+                }
+            case UInt8(ascii: "A"):
+                guard parseRatio(value) != nil else {
+                    throw fail(tokenStart, "bad pixel aspect ratio '\(token)': expected A<num>:<den>, e.g. A1:1")
+                }
+            case UInt8(ascii: "C"):
+                formatTag = value
+                formatOffset = tokenStart
+                switch value {
+                case "420jpeg", "420paldv", "420mpeg2", "420": format = .i420
+                case "mono": format = .gray8
+                default:
+                    throw fail(
+                        tokenStart,
+                        "unsupported colour space '\(token)': supported are \(supportedColorSpaces); "
+                            + "convert first, e.g. ffmpeg -i in -pix_fmt yuv420p -f yuv4mpegpipe out.y4m")
+                }
+            case UInt8(ascii: "X"):
+                if value.hasPrefix("COLORRANGE=") {
+                    switch value.dropFirst("COLORRANGE=".count) {
+                    case "FULL": range = .full
+                    case "LIMITED": range = .video
+                    default:
+                        throw fail(tokenStart, "bad colour range '\(token)': expected XCOLORRANGE=FULL or LIMITED")
+                    }
+                } else if value.hasPrefix("YSCSS=") {
+                    subsampling = (String(value.dropFirst("YSCSS=".count)), tokenStart)
+                }
+            default:
+                break
+            }
+        }
+        if let subsampling {
+            let implied: PixelFormat?
+            switch subsampling.value {
+            case "420JPEG", "420PALDV", "420MPEG2", "420": implied = .i420
+            case "MONO": implied = .gray8
+            default: implied = nil
+            }
+            if format == nil, let implied {
+                format = implied
+            } else if implied == nil || implied != (format ?? .i420) {
+                let against = formatTag.isEmpty ? "the default C420jpeg" : "C\(formatTag) at byte \(formatOffset)"
+                throw fail(
+                    subsampling.offset,
+                    "XYSCSS=\(subsampling.value) contradicts \(against); supported are \(supportedColorSpaces)")
+            }
+        }
+        guard let width else { throw fail(0, "header has no W tag (frame width): W, H and F are required") }
+        guard let height else { throw fail(0, "header has no H tag (frame height): W, H and F are required") }
+        guard let rate else { throw fail(0, "header has no F tag (frame rate): W, H and F are required") }
+        let layout: FrameLayout
+        do {
+            layout = try FrameLayout(format: format ?? .i420, width: width, height: height)
+        } catch {
+            throw fail(0, error.description)
+        }
+        let duration = FrameTime(value: Int64(rate.denominator), timescale: Int32(rate.numerator))
+        return Y4MHeader(layout: layout, frameDuration: duration, range: range)
+    }
+
+    /// Parses `num:den` with both non-negative.
+    private static func parseRatio(_ text: String) -> (Int, Int)? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a >= 0, b >= 0 else { return nil }
+        return (a, b)
+    }
+
+    private static func gcd(_ a: Int, _ b: Int) -> Int {
+        var (a, b) = (a, b)
+        while b != 0 { (a, b) = (b, a % b) }
+        return a
+    }
+
+    /// The first bytes of `line`, printable, for an error message.
+    static func excerpt(_ line: [UInt8]) -> String {
+        let printable = line.prefix(24).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "?" }
+        return String(printable) + (line.count > 24 ? "…" : "")
+    }
+}

@@ -1,0 +1,158 @@
+import RewindCore
+
+/// The file formats a clip can be exported to.
+public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
+    /// YUV4MPEG2: raw planes at a constant frame rate; gaps are filled by repeating frames.
+    case y4m
+    /// Matroska with uncompressed video: exact per-frame timestamps and colour metadata.
+    case matroska
+    /// H.264 in MP4, encoded by the system's `ffmpeg`.
+    case mp4
+
+    /// The format a file name's extension names (`.y4m`, `.mkv`, `.mp4`, any case); nil for anything else.
+    public init?(path: String) {
+        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return nil }
+        switch path[path.index(after: dot)...].lowercased() {
+        case "y4m": self = .y4m
+        case "mkv": self = .matroska
+        case "mp4": self = .mp4
+        default: return nil
+        }
+    }
+
+    /// The file name extension, without the dot.
+    public var fileExtension: String {
+        switch self {
+        case .y4m: "y4m"
+        case .matroska: "mkv"
+        case .mp4: "mp4"
+        }
+    }
+}
+
+/// Where an export goes: a file (created or truncated) or an open descriptor the caller owns.
+public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
+    case path(String)
+    case fileDescriptor(Int32, name: String)
+
+    /// Standard output.
+    public static let standardOutput = ExportDestination.fileDescriptor(1, name: "stdout")
+
+    /// Parses a command-line argument: `-` is standard output, anything else a path.
+    public init(argument: String) {
+        self = argument == "-" ? .standardOutput : .path(argument)
+    }
+
+    public var description: String {
+        switch self {
+        case .path(let path): path
+        case .fileDescriptor(_, let name): name
+        }
+    }
+}
+
+/// What an export wrote.
+public struct ExportSummary: Sendable, Hashable {
+    public var format: ExportFormat
+    /// The file written, or nil when the destination was a descriptor.
+    public var path: String?
+    /// Frames the caller wrote.
+    public var frames: Int
+    /// Frames added to fill gaps (YUV4MPEG2 only: a repeat of the frame before the gap).
+    public var filledFrames: Int
+    /// Bytes written to the destination.
+    public var bytes: Int64
+    /// The pts of the first and last frame the caller wrote; nil when there were none.
+    public var firstPTSNanoseconds: Int64?
+    public var lastPTSNanoseconds: Int64?
+
+    /// Frames in the file: the caller's plus the filled ones.
+    public var writtenFrames: Int { frames + filledFrames }
+}
+
+/// An export that failed: which destination, and what was wrong.
+public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var destination: String
+    public var message: String
+
+    public init(destination: String, message: String) {
+        self.destination = destination
+        self.message = message
+    }
+
+    public var description: String { "\(destination): \(message)" }
+}
+
+/// A sink that writes frames of one stream to a file and reports what it wrote.
+///
+/// Frames must match the stream's layout and come in increasing pts order. Call ``finish()`` once, after the last
+/// frame: it flushes and closes the output. An exporter dropped without `finish()` closes its file, and what it
+/// holds may be incomplete.
+public protocol Exporter: FrameSink {
+    /// The stream the exporter was created for.
+    var stream: StreamDescription { get }
+    /// Flushes and closes the output.
+    ///
+    /// - Returns: what was written.
+    /// - Throws: ``ExportError`` when writing or the encoder fails.
+    mutating func finish() throws -> ExportSummary
+}
+
+/// Makes the exporter for `format`.
+///
+/// - Parameters:
+///   - format: the file format.
+///   - stream: the stream every frame will belong to.
+///   - destination: a path, or a descriptor (`-` on the command line is standard output).
+/// - Returns: a ``Y4MWriter``, ``MatroskaWriter`` or ``MP4Exporter``.
+/// - Throws: ``ExportError`` when the destination cannot be opened, the format cannot carry the stream's pixel
+///   format, or (`mp4`) `ffmpeg` is not available.
+public func makeExporter(
+    format: ExportFormat, stream: StreamDescription, destination: ExportDestination
+) throws(ExportError) -> any Exporter {
+    switch format {
+    case .y4m: try Y4MWriter(stream: stream, destination: destination)
+    case .matroska: try MatroskaWriter(stream: stream, destination: destination)
+    case .mp4: try MP4Exporter(stream: stream, destination: destination)
+    }
+}
+
+/// The checks and counts every exporter shares: layout, pts order, first and last pts.
+struct ExportTally {
+    let stream: StreamDescription
+    private(set) var frames = 0
+    private(set) var firstPTSNanoseconds: Int64?
+    private(set) var lastPTSNanoseconds: Int64?
+
+    init(stream: StreamDescription) { self.stream = stream }
+
+    /// Checks `frame` against the stream and the previous frame, and counts it.
+    ///
+    /// - Returns: the previous frame's pts, if any.
+    /// - Throws: ``FrameError`` on a layout mismatch or a pts not after the previous one.
+    mutating func accept(_ frame: FrameView) throws(FrameError) -> Int64? {
+        guard frame.layout == stream.layout else {
+            throw .layoutMismatch(expected: stream.layout, actual: frame.layout)
+        }
+        let pts = frame.info.ptsNanoseconds
+        let previous = lastPTSNanoseconds
+        if let previous {
+            if pts == previous { throw .duplicatePTS(nanoseconds: pts) }
+            if pts < previous { throw .nonMonotonicPTS(previousNanoseconds: previous, nanoseconds: pts) }
+        }
+        if firstPTSNanoseconds == nil { firstPTSNanoseconds = pts }
+        lastPTSNanoseconds = pts
+        frames += 1
+        return previous
+    }
+
+    func summary(format: ExportFormat, destination: ExportDestination, filledFrames: Int, bytes: Int64)
+        -> ExportSummary
+    {
+        var path: String? = nil
+        if case .path(let p) = destination { path = p }
+        return ExportSummary(
+            format: format, path: path, frames: frames, filledFrames: filledFrames, bytes: bytes,
+            firstPTSNanoseconds: firstPTSNanoseconds, lastPTSNanoseconds: lastPTSNanoseconds)
+    }
+}

@@ -1,0 +1,216 @@
+import RewindCore
+
+/// Writes frames as Matroska (`.mkv`) with uncompressed video, exact per-frame timestamps and colour metadata.
+///
+/// Layout (EBML; sizes are 8-byte variable-length integers, "unknown" for the segment so pipes work):
+///
+///     EBML header            DocType "matroska", version 4
+///     Segment (unknown size)
+///       Info                 TimestampScale 1 (timestamps are nanoseconds), [Duration, patched on a file], apps
+///       Tracks/TrackEntry    track 1, video, CodecID V_UNCOMPRESSED, DefaultDuration = frame duration in ns,
+///         Video              PixelWidth, PixelHeight, ColourSpace (fourcc), Colour (matrix, range, primaries,
+///                            transfer)
+///       Cluster              one per frame: Timestamp = the frame's pts in ns
+///         SimpleBlock        track 1, relative time 0, key frame, then the frame's packed planes
+///       Cluster …
+///
+/// With a timestamp scale of 1 ns and one cluster per frame, every pts is stored exactly, whatever its spacing.
+/// Fourccs: `I420` (i420), `NV12` (nv12, stored as is), `Y800` (gray8), `BGRA` (bgra); `p010` is refused (no
+/// fourcc that common demuxers read). Pts must not be negative (cluster timestamps are unsigned).
+public final class MatroskaWriter: Exporter {
+    public let stream: StreamDescription
+    private let destination: ExportDestination
+    private let output: OutputFile
+    private var tally: ExportTally
+    /// Where the Duration value (8-byte float) sits, when the output is a file that can be patched.
+    private var durationOffset: Int64?
+    /// The per-frame cluster and block headers, rebuilt in place for each frame.
+    private var frameHeader: [UInt8]
+
+    /// Opens the destination and writes the EBML header, segment info and track.
+    ///
+    /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
+    public init(stream: StreamDescription, destination: ExportDestination) throws(ExportError) {
+        guard let fourcc = MatroskaWriter.fourcc(stream.layout.format) else {
+            throw ExportError(
+                destination: destination.description,
+                message: "\(stream.layout.format) frames cannot be stored in Matroska: no common demuxer reads them; "
+                    + "export to .y4m (10-bit) or .mp4 instead")
+        }
+        self.stream = stream
+        self.destination = destination
+        self.tally = ExportTally(stream: stream)
+        self.output = try OutputFile(destination)
+        self.frameHeader = []
+        frameHeader.reserveCapacity(64)
+        var head = EBMLBuffer()
+        head.master(0x1A45_DFA3) { e in
+            e.uint(0x4286, 1)
+            e.uint(0x42F7, 1)
+            e.uint(0x42F2, 4)
+            e.uint(0x42F3, 8)
+            e.string(0x4282, "matroska")
+            e.uint(0x4287, 4)
+            e.uint(0x4285, 2)
+        }
+        head.id(0x1853_8067)
+        head.bytes += [0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]  // unknown size
+        var durationPosition: Int?
+        let infoStart = head.bytes.count + 4 + 8  // the Info element's ID and size come first
+        head.master(0x1549_A966) { e in
+            e.uint(0x2A_D7B1, 1)
+            if output.isRegularFile {
+                e.id(0x4489)
+                e.size(8)
+                durationPosition = e.bytes.count
+                e.bytes += [UInt8](repeating: 0, count: 8)
+            }
+            e.string(0x4D80, "rewind")
+            e.string(0x5741, "rewind")
+        }
+        if let durationPosition { durationOffset = Int64(infoStart + durationPosition) }
+        let frameNanoseconds = MatroskaWriter.defaultDuration(stream.frameDuration)
+        let color = MatroskaWriter.colour(stream)
+        head.master(0x1654_AE6B) { tracks in
+            tracks.master(0xAE) { t in
+                t.uint(0xD7, 1)
+                t.uint(0x73C5, 1)
+                t.uint(0x83, 1)
+                t.uint(0x9C, 0)
+                t.string(0x86, "V_UNCOMPRESSED")
+                t.uint(0x23_E383, frameNanoseconds)
+                t.master(0xE0) { v in
+                    v.uint(0xB0, UInt64(stream.layout.width))
+                    v.uint(0xBA, UInt64(stream.layout.height))
+                    v.binary(0x2E_B524, Array(fourcc.utf8))
+                    v.master(0x55B0) { c in
+                        c.uint(0x55B1, color.matrix)
+                        c.uint(0x55B9, color.range)
+                        c.uint(0x55BA, color.transfer)
+                        c.uint(0x55BB, color.primaries)
+                    }
+                }
+            }
+        }
+        try output.write(head.bytes)
+    }
+
+    /// Appends `frame` as a cluster with its exact pts.
+    ///
+    /// - Throws: ``FrameError`` for a frame of another layout or out of pts order; ``ExportError`` for a negative
+    ///   pts or when writing fails.
+    /// - Complexity: O(frame bytes); no allocation.
+    public func write(_ frame: FrameView) throws {
+        guard frame.info.ptsNanoseconds >= 0 else {
+            throw ExportError(
+                destination: destination.description,
+                message: "pts \(frame.info.ptsNanoseconds) ns is negative; Matroska timestamps start at 0")
+        }
+        _ = try tally.accept(frame)
+        let payload = UInt64(frame.bytes.count)
+        let blockSize = 4 + payload  // track number, relative timestamp (2 bytes), flags
+        let clusterSize = (1 + 1 + 8) + (1 + 8 + blockSize)
+        frameHeader.removeAll(keepingCapacity: true)
+        MatroskaWriter.append(&frameHeader, id: 0x1F43_B675)
+        MatroskaWriter.append(&frameHeader, size: clusterSize)
+        frameHeader.append(0xE7)
+        MatroskaWriter.append(&frameHeader, size: 8, width: 1)
+        MatroskaWriter.append(&frameHeader, bigEndian: UInt64(frame.info.ptsNanoseconds), count: 8)
+        frameHeader.append(0xA3)
+        MatroskaWriter.append(&frameHeader, size: blockSize)
+        frameHeader += [0x81, 0x00, 0x00, 0x80]
+        try output.write(frameHeader)
+        try output.write(frame.bytes)
+    }
+
+    public func finish() throws -> ExportSummary {
+        if let durationOffset, let first = tally.firstPTSNanoseconds, let last = tally.lastPTSNanoseconds {
+            let duration = Double(last - first) + Double(MatroskaWriter.defaultDuration(stream.frameDuration))
+            var bytes: [UInt8] = []
+            MatroskaWriter.append(&bytes, bigEndian: duration.bitPattern, count: 8)
+            try output.patch(at: durationOffset, bytes)
+        }
+        try output.close()
+        return tally.summary(format: .matroska, destination: destination, filledFrames: 0, bytes: output.bytesWritten)
+    }
+
+    static func fourcc(_ format: PixelFormat) -> String? {
+        switch format {
+        case .i420: "I420"
+        case .nv12: "NV12"
+        case .gray8: "Y800"
+        case .bgra: "BGRA"
+        case .p010: nil
+        }
+    }
+
+    /// The frame duration in whole nanoseconds (rounded), as Matroska's DefaultDuration wants.
+    static func defaultDuration(_ duration: FrameTime) -> UInt64 {
+        let ns = Int128(duration.value) * Int128(FrameTime.nanosecondsPerSecond)
+        return UInt64((ns + Int128(duration.timescale) / 2) / Int128(duration.timescale))
+    }
+
+    /// Matroska's Colour values (ISO/IEC 23091-4 code points) for the stream.
+    static func colour(_ stream: StreamDescription) -> (
+        matrix: UInt64, range: UInt64, transfer: UInt64, primaries: UInt64
+    ) {
+        if stream.layout.format == .bgra { return (0, 2, 2, 2) }  // RGB: identity matrix, full range
+        let range: UInt64 = stream.color.range == .full ? 2 : 1
+        switch stream.color.matrix {
+        case .bt709: return (1, range, 1, 1)
+        case .bt601: return (6, range, 6, 6)
+        case .bt2020: return (9, range, 14, 9)
+        case .unspecified: return (2, range, 2, 2)
+        }
+    }
+
+    static func append(_ bytes: inout [UInt8], id: UInt32) {
+        let count = id > 0xFF_FFFF ? 4 : id > 0xFFFF ? 3 : id > 0xFF ? 2 : 1
+        append(&bytes, bigEndian: UInt64(id), count: count)
+    }
+
+    /// Appends a size as an EBML variable-length integer of `width` bytes (8 by default).
+    static func append(_ bytes: inout [UInt8], size: UInt64, width: Int = 8) {
+        precondition(size < (1 << (7 * UInt64(width))) - 1, "EBML size \(size) does not fit in \(width) bytes")
+        append(&bytes, bigEndian: size | (1 << (7 * UInt64(width))), count: width)
+    }
+
+    static func append(_ bytes: inout [UInt8], bigEndian value: UInt64, count: Int) {
+        for k in stride(from: count - 1, through: 0, by: -1) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(k))))
+        }
+    }
+}
+
+/// Builds EBML elements in memory (headers only; frames are written straight to the output).
+struct EBMLBuffer {
+    var bytes: [UInt8] = []
+
+    mutating func id(_ id: UInt32) { MatroskaWriter.append(&bytes, id: id) }
+
+    mutating func size(_ size: UInt64) { MatroskaWriter.append(&bytes, size: size) }
+
+    mutating func uint(_ id: UInt32, _ value: UInt64) {
+        self.id(id)
+        let count = max(1, (64 - value.leadingZeroBitCount + 7) / 8)
+        MatroskaWriter.append(&bytes, size: UInt64(count), width: 1)
+        MatroskaWriter.append(&bytes, bigEndian: value, count: count)
+    }
+
+    mutating func string(_ id: UInt32, _ value: String) { binary(id, Array(value.utf8)) }
+
+    mutating func binary(_ id: UInt32, _ value: [UInt8]) {
+        self.id(id)
+        size(UInt64(value.count))
+        bytes += value
+    }
+
+    /// Appends a master element whose children `body` writes.
+    mutating func master(_ id: UInt32, _ body: (inout EBMLBuffer) -> Void) {
+        var child = EBMLBuffer()
+        body(&child)
+        self.id(id)
+        size(UInt64(child.bytes.count))
+        bytes += child.bytes
+    }
+}

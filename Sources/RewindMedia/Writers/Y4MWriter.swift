@@ -1,0 +1,256 @@
+import Dispatch
+import Foundation
+import RewindCore
+
+/// Writes frames as a YUV4MPEG2 (`.y4m`) stream at the stream's constant frame rate.
+///
+///     YUV4MPEG2 W1920 H1080 F60:1 Ip A1:1 C420jpeg XYSCSS=420JPEG XCOLORRANGE=LIMITED\n
+///     FRAME\n <Y> <Cb> <Cr>        (each plane packed, rows without padding)
+///
+/// Pixel formats:
+/// - `i420` is written as is; `nv12` as the same I420 (chroma de-interleaved into a reused buffer);
+/// - `gray8` as `Cmono`;
+/// - `p010` as `C420p10`: 16-bit little-endian samples holding the 10-bit value in their low bits, chroma
+///   de-interleaved;
+/// - `bgra` is refused: YUV4MPEG2 has no RGB format (export `.mkv` or `.mp4` instead).
+///
+/// Gaps: the file has one frame per frame duration. When a frame's pts is more than 1.5 frame durations after the
+/// previous one, the previous frame is repeated to fill the gap (`round(gap / duration) − 1` times), and counted in
+/// ``ExportSummary/filledFrames``. On a file this writer created, the repeat is read back from the file at the first
+/// gap; on a descriptor (a pipe) a copy of the latest payload is kept, one extra copy per frame.
+public final class Y4MWriter: Exporter {
+    public let stream: StreamDescription
+    private let destination: ExportDestination
+    private let output: OutputFile
+    private var tally: ExportTally
+    private var filledFrames = 0
+    /// The converted payload (nv12, p010) or the copy of the latest frame (pipes); empty when neither is needed.
+    private let scratch: UnsafeMutableRawBufferPointer
+    private let convertsPayload: Bool
+    private let keepsCopy: Bool
+    private var previousPayloadOffset: Int64 = -1
+    /// The previous payload read back from a regular file to fill a gap; allocated at the first gap.
+    private var readBack: UnsafeMutableRawBufferPointer?
+    private static let frameLine = Array("FRAME\n".utf8)
+    /// De-interleaves NV12 chroma on a second thread while the luma is written (frames of 256 KiB of chroma or
+    /// more, where a system call is long enough to hide the conversion).
+    private let helper: ConversionThread?
+
+    /// Opens the destination and writes the header.
+    ///
+    /// - Throws: ``ExportError`` for a `bgra` stream or when the destination cannot be opened or written.
+    public init(stream: StreamDescription, destination: ExportDestination) throws(ExportError) {
+        guard stream.layout.format != .bgra else {
+            throw ExportError(
+                destination: destination.description,
+                message: "YUV4MPEG2 has no RGB format, so bgra frames cannot be written to .y4m; "
+                    + "export to .mkv (uncompressed BGRA) or .mp4 instead")
+        }
+        self.stream = stream
+        self.destination = destination
+        self.tally = ExportTally(stream: stream)
+        self.output = try OutputFile(destination)
+        convertsPayload = stream.layout.format == .nv12 || stream.layout.format == .p010
+        keepsCopy = !output.isReadable
+        let needsScratch = convertsPayload || keepsCopy
+        scratch = .allocate(byteCount: needsScratch ? stream.layout.byteCount : 0, alignment: 16)
+        if stream.layout.format == .nv12 && stream.layout.plane(1).byteCount >= 256 << 10 {
+            let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
+            helper = ConversionThread(name: "rewind-y4m-chroma") { Y4MWriter.deinterleave($0, into: chroma) }
+        } else {
+            helper = nil
+        }
+        try output.write(Array(Y4MWriter.header(stream).utf8))
+    }
+
+    deinit {
+        scratch.deallocate()
+        readBack?.deallocate()
+    }
+
+    /// The header line for `stream`, with its newline.
+    static func header(_ stream: StreamDescription) -> String {
+        let rate = reduced(Int64(stream.frameDuration.timescale), stream.frameDuration.value)
+        let colorSpace: String
+        switch stream.layout.format {
+        case .gray8: colorSpace = "Cmono"
+        case .p010: colorSpace = "C420p10 XYSCSS=420P10"
+        case .nv12, .i420, .bgra: colorSpace = "C420jpeg XYSCSS=420JPEG"
+        }
+        let range = stream.color.range == .full ? "FULL" : "LIMITED"
+        return "YUV4MPEG2 W\(stream.layout.width) H\(stream.layout.height) F\(rate.0):\(rate.1) Ip A1:1 "
+            + "\(colorSpace) XCOLORRANGE=\(range)\n"
+    }
+
+    /// Writes `frame`, after repeating the previous frame over any gap before it.
+    ///
+    /// - Throws: ``FrameError`` for a frame of another layout or out of pts order; ``ExportError`` when writing
+    ///   fails.
+    /// - Complexity: O(frame bytes × (1 + filled frames)).
+    public func write(_ frame: FrameView) throws {
+        let previous = try tally.accept(frame)
+        if let previous {
+            let repeats = Y4MWriter.framesToFill(from: previous, to: frame.info.ptsNanoseconds, stream.frameDuration)
+            if repeats > 0 { try repeatPrevious(repeats) }
+        }
+        try output.write(Y4MWriter.frameLine)
+        previousPayloadOffset = output.bytesWritten
+        switch stream.layout.format {
+        case .nv12:
+            let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
+            if let helper {
+                // The chroma is de-interleaved on the helper thread while this one writes the frame line and luma.
+                helper.start(frame.plane(1).baseAddress!)
+                defer { helper.wait() }
+                try output.write(frame.plane(0))
+                if keepsCopy {
+                    scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.plane(0).count)
+                }
+                helper.wait()
+                try output.write(chroma)
+            } else {
+                if keepsCopy {
+                    scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.plane(0).count)
+                }
+                Y4MWriter.deinterleave(frame.plane(1).baseAddress!, into: chroma)
+                // The frame line, the luma and the converted chroma go out in one system call.
+                try output.write(frame.plane(0), chroma)
+            }
+        case .p010:
+            convertP010(frame)
+            try output.write(UnsafeRawBufferPointer(scratch))
+        case .i420, .gray8, .bgra:
+            try output.write(frame.bytes)
+            if keepsCopy {
+                scratch.baseAddress!.copyMemory(from: frame.bytes.baseAddress!, byteCount: frame.bytes.count)
+            }
+        }
+    }
+
+    public func finish() throws -> ExportSummary {
+        try output.close()
+        return tally.summary(
+            format: .y4m, destination: destination, filledFrames: filledFrames, bytes: output.bytesWritten)
+    }
+
+    /// How many frames fill the time between two frames: none unless the step exceeds 1.5 frame durations, then
+    /// the step in whole frame durations (rounded) minus one.
+    static func framesToFill(from previous: Int64, to pts: Int64, _ duration: FrameTime) -> Int {
+        let step = Int128(pts) - Int128(previous)
+        let unit = Int128(duration.value) * Int128(FrameTime.nanosecondsPerSecond)  // one duration, × timescale
+        let scaledStep = step * Int128(duration.timescale)
+        guard scaledStep * 2 > unit * 3 else { return 0 }
+        let slots = (scaledStep * 2 + unit) / (unit * 2)
+        return Int(clamping: slots - 1)
+    }
+
+    private func repeatPrevious(_ count: Int) throws(ExportError) {
+        let payload: UnsafeMutableRawBufferPointer
+        if keepsCopy {
+            payload = scratch
+        } else {
+            payload = readBack ?? .allocate(byteCount: stream.layout.byteCount, alignment: 16)
+            readBack = payload
+            try output.read(at: previousPayloadOffset, into: payload)
+        }
+        for _ in 0..<count {
+            try output.write(Y4MWriter.frameLine)
+            try output.write(UnsafeRawBufferPointer(payload))
+            filledFrames += 1
+        }
+    }
+
+    /// De-interleaves NV12's CbCr pairs into the Cb and Cr planes that fill `planes` (Cb first, each half of it),
+    /// 32 bytes at a time.
+    static func deinterleave(_ source: UnsafeRawPointer, into planes: UnsafeRawBufferPointer) {
+        let chroma = planes.count / 2
+        let u = UnsafeMutableRawPointer(mutating: planes.baseAddress!)
+        let v = u + chroma
+        var i = 0
+        while i + 16 <= chroma {
+            let pairs = source.loadUnaligned(fromByteOffset: 2 * i, as: SIMD32<UInt8>.self)
+            u.storeBytes(of: pairs.evenHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
+            v.storeBytes(of: pairs.oddHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
+            i += 16
+        }
+        while i < chroma {
+            u.storeBytes(of: source.load(fromByteOffset: 2 * i, as: UInt8.self), toByteOffset: i, as: UInt8.self)
+            v.storeBytes(of: source.load(fromByteOffset: 2 * i + 1, as: UInt8.self), toByteOffset: i, as: UInt8.self)
+            i += 1
+        }
+    }
+
+    private func convertP010(_ frame: FrameView) {
+        let lumaSamples = stream.layout.plane(0).byteCount / 2
+        let chroma = stream.layout.plane(1).byteCount / 4
+        let out = scratch.baseAddress!.assumingMemoryBound(to: UInt16.self)
+        frame.plane(0).withMemoryRebound(to: UInt16.self) { y in
+            for i in 0..<lumaSamples { out[i] = (UInt16(littleEndian: y[i]) >> 6).littleEndian }
+        }
+        frame.plane(1).withMemoryRebound(to: UInt16.self) { uv in
+            let u = out + lumaSamples
+            let v = u + chroma
+            for i in 0..<chroma {
+                u[i] = (UInt16(littleEndian: uv[2 * i]) >> 6).littleEndian
+                v[i] = (UInt16(littleEndian: uv[2 * i + 1]) >> 6).littleEndian
+            }
+        }
+    }
+
+    private static func reduced(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+        var (x, y) = (a, b)
+        while y != 0 { (x, y) = (y, x % y) }
+        return (a / x, b / x)
+    }
+}
+
+/// A thread that runs one fixed conversion at a time, so the caller can overlap it with a system call.
+///
+///     caller: start(source) ─▶ helper: convert(source) ─▶ caller: wait()
+///
+/// `start` and `wait` alternate, from one caller thread; the thread ends when the object is released.
+final class ConversionThread: @unchecked Sendable {
+    private let convert: (UnsafeRawPointer) -> Void
+    private let go = DispatchSemaphore(value: 0)
+    private let done = DispatchSemaphore(value: 0)
+    private let exited = DispatchSemaphore(value: 0)
+    // Written by the caller before `go` is signalled; read by the helper after waiting for it.
+    private var source: UnsafeRawPointer?
+    private var isRunning = false
+
+    init(name: String, _ convert: @escaping (UnsafeRawPointer) -> Void) {
+        self.convert = convert
+        let thread = Thread { [go, done, exited, unowned(unsafe) self] in
+            while true {
+                go.wait()
+                guard let source = self.source else { break }
+                self.convert(source)
+                done.signal()
+            }
+            exited.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    deinit {
+        source = nil
+        go.signal()
+        exited.wait()
+    }
+
+    /// Starts converting from `source`; the memory must stay valid until ``wait()`` returns.
+    func start(_ source: UnsafeRawPointer) {
+        precondition(!isRunning, "a conversion is already running")
+        self.source = source
+        isRunning = true
+        go.signal()
+    }
+
+    /// Waits for the conversion started last, if it is still running.
+    func wait() {
+        guard isRunning else { return }
+        done.wait()
+        isRunning = false
+    }
+}

@@ -1,0 +1,218 @@
+import RewindCapture
+import RewindCore
+import RewindMedia
+import SegmentStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A command-line value that could not be understood, with what was expected.
+public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The text that was given.
+    public let input: String
+    /// What a valid value looks like.
+    public let expected: String
+
+    /// A value error for `input`, saying what was `expected`.
+    public init(input: String, expected: String) {
+        self.input = input
+        self.expected = expected
+    }
+
+    public var description: String { "'\(input)' is not \(expected)" }
+}
+
+/// Parses the sizes, durations and times the CLI accepts. Integer arithmetic only: no value passes through a float.
+public enum Values {
+    private static let durationUnits: [(suffix: String, nanoseconds: Int64)] = [
+        ("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000),
+        ("m", 60_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000),
+    ]
+    private static let sizeUnits: [(suffix: String, bytes: Int64)] = [
+        ("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+        ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
+        ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40),
+    ]
+
+    /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `12.5s` or `250us` into nanoseconds.
+    ///
+    /// A bare number is seconds. Fractions are exact down to the nanosecond (`0.0000000015s` is refused).
+    /// - Throws: ``ValueError`` for anything else, negative values included.
+    public static func duration(_ text: String) throws(ValueError) -> Int64 {
+        let expected = "a duration like 5s, 1500ms, 10m, 1h or 12.5s"
+        guard
+            let value = try? scaled(text, units: durationUnits.map { ($0.suffix, $0.nanoseconds) }, bare: 1_000_000_000)
+        else { throw ValueError(input: text, expected: expected) }
+        return value
+    }
+
+    /// Parses a byte size such as `512MiB`, `2GiB`, `1.5GB`, `64K` or `4096` (bytes).
+    ///
+    /// Binary suffixes (`KiB`, `MiB`, `GiB`, and the short `K`, `M`, `G`) are powers of 1024; `KB`, `MB`, `GB`
+    /// are powers of 1000.
+    /// - Throws: ``ValueError`` for anything else.
+    public static func size(_ text: String) throws(ValueError) -> Int {
+        let expected = "a size like 512MiB, 2GiB, 64K or 4096"
+        guard let value = try? scaled(text, units: sizeUnits.map { ($0.suffix, $0.bytes) }, bare: 1),
+            let bytes = Int(exactly: value)
+        else { throw ValueError(input: text, expected: expected) }
+        return bytes
+    }
+
+    /// Parses a frame size `WIDTHxHEIGHT` (`1920x1080`).
+    public static func dimensions(_ text: String) throws(ValueError) -> (width: Int, height: Int) {
+        let parts = text.split(separator: "x", omittingEmptySubsequences: false)
+        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width > 0, height > 0,
+            width <= FrameLayout.maximumDimension, height <= FrameLayout.maximumDimension
+        else { throw ValueError(input: text, expected: "a frame size like 1920x1080") }
+        return (width, height)
+    }
+
+    /// Parses a frame rate: `60`, `29.97`, or a ratio `30000/1001`, into the duration of one frame.
+    public static func frameRate(_ text: String) throws(ValueError) -> FrameTime {
+        let error = ValueError(input: text, expected: "a frame rate like 60, 29.97 or 30000/1001")
+        if let slash = text.firstIndex(of: "/") {
+            guard let numerator = Int32(text[..<slash]), let denominator = Int64(text[text.index(after: slash)...]),
+                numerator > 0, denominator > 0
+            else { throw error }
+            return FrameTime(value: denominator, timescale: numerator)
+        }
+        // A decimal rate r = digits / 10^k frames per second; one frame lasts 10^k / digits seconds.
+        guard let (digits, scale) = decimal(text), digits > 0, digits <= Int64(Int32.max) else { throw error }
+        return FrameTime(value: scale, timescale: Int32(digits))
+    }
+
+    /// Splits `12.5` into (125, 10): an exact decimal as integer digits over a power of ten.
+    static func decimal(_ text: Substring) -> (digits: Int64, scale: Int64)? {
+        guard !text.isEmpty else { return nil }
+        var digits: Int64 = 0
+        var scale: Int64 = 1
+        var seenPoint = false
+        var seenDigit = false
+        for character in text {
+            if character == "." {
+                guard !seenPoint else { return nil }
+                seenPoint = true
+                continue
+            }
+            guard let digit = character.wholeNumberValue, character.isASCII else { return nil }
+            seenDigit = true
+            let (times10, overflow1) = digits.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(Int64(digit))
+            guard !overflow1, !overflow2 else { return nil }
+            digits = sum
+            if seenPoint {
+                let (nextScale, overflow) = scale.multipliedReportingOverflow(by: 10)
+                guard !overflow else { return nil }
+                scale = nextScale
+            }
+        }
+        return seenDigit ? (digits, scale) : nil
+    }
+
+    static func decimal(_ text: String) -> (digits: Int64, scale: Int64)? { decimal(text[...]) }
+
+    /// `number` × `unit` for the longest matching suffix, exactly; nil if not exact or out of range.
+    private static func scaled(_ text: String, units: [(String, Int64)], bare: Int64) throws -> Int64 {
+        struct Invalid: Error {}
+        var number = text[...]
+        var multiplier = bare
+        var bestLength = 0
+        for (suffix, factor) in units where text.hasSuffix(suffix) && suffix.count > bestLength {
+            bestLength = suffix.count
+            multiplier = factor
+        }
+        number = text.dropLast(bestLength)
+        guard let (digits, scale) = decimal(number) else { throw Invalid() }
+        let (product, overflow) = digits.multipliedReportingOverflow(by: multiplier)
+        guard !overflow, product % scale == 0 else { throw Invalid() }
+        return product / scale
+    }
+}
+
+/// A point in time given on the command line: stream time, absolute wall-clock time, or a time of day.
+public enum TimeSpec: Sendable, Equatable {
+    /// Stream (pts) time in nanoseconds: `12.5s`, `1500ms`.
+    case stream(Int64)
+    /// Wall-clock time, Unix nanoseconds: `2026-11-30T14:03:05.200Z`, `2026-11-30T14:03:05+01:00`,
+    /// or without a zone, local time.
+    case wall(Int64)
+    /// A local time of day, nanoseconds after midnight: `14:03:05.200`; resolved against the day the store's
+    /// first frame was captured.
+    case timeOfDay(Int64)
+
+    /// Parses `12.5s` / `1500ms` (stream time), ISO-8601 date-times, and `HH:MM:SS[.fff]` times of day.
+    public init(parsing text: String) throws(ValueError) {
+        let expected = "a time like 12.5s, 1500ms, 2026-11-30T14:03:05.200Z or 14:03:05.200"
+        if text.contains("T") && text.contains("-") {
+            guard let ns = TimeSpec.parseISO8601(text) else { throw ValueError(input: text, expected: expected) }
+            self = .wall(ns)
+        } else if text.contains(":") {
+            guard let ns = TimeSpec.parseClock(text[...]) else { throw ValueError(input: text, expected: expected) }
+            self = .timeOfDay(ns)
+        } else {
+            do {
+                self = .stream(try Values.duration(text))
+            } catch {
+                throw ValueError(input: text, expected: expected)
+            }
+        }
+    }
+
+    /// `HH:MM:SS[.fraction]` → nanoseconds after midnight.
+    static func parseClock(_ text: Substring) -> Int64? {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 2, parts[1].count == 2,
+            let hours = Int64(parts[0]), let minutes = Int64(parts[1]), (0..<24).contains(hours),
+            (0..<60).contains(minutes), let (digits, scale) = Values.decimal(parts[2]), scale <= 1_000_000_000
+        else { return nil }
+        let secondsNs = digits * (1_000_000_000 / scale)
+        guard secondsNs < 61 * 1_000_000_000 else { return nil }
+        return (hours * 3600 + minutes * 60) * 1_000_000_000 + secondsNs
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fraction][Z|±HH:MM]` → Unix nanoseconds.
+    static func parseISO8601(_ text: String) -> Int64? {
+        guard let t = text.firstIndex(of: "T") else { return nil }
+        let date = text[..<t].split(separator: "-", omittingEmptySubsequences: false)
+        guard date.count == 3, date[0].count == 4, date[1].count == 2, date[2].count == 2,
+            let year = Int64(date[0]), let month = Int64(date[1]), let day = Int64(date[2]),
+            (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
+        var rest = text[text.index(after: t)...]
+        var offsetSeconds: Int64? = nil
+        if rest.hasSuffix("Z") {
+            offsetSeconds = 0
+            rest = rest.dropLast()
+        } else if let sign = rest.lastIndex(where: { $0 == "+" || $0 == "-" }) {
+            let zone = rest[rest.index(after: sign)...].split(separator: ":")
+            guard zone.count == 2, let zh = Int64(zone[0]), let zm = Int64(zone[1]) else { return nil }
+            offsetSeconds = (zh * 3600 + zm * 60) * (rest[sign] == "-" ? -1 : 1)
+            rest = rest[..<sign]
+        }
+        guard let clock = parseClock(rest) else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        let localNs = days * 86_400_000_000_000 + clock
+        if let offsetSeconds { return localNs - offsetSeconds * 1_000_000_000 }
+        return localNs - localUTCOffsetSeconds(atUTCSeconds: localNs / 1_000_000_000) * 1_000_000_000
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The local zone's offset from UTC in seconds at about the given moment.
+    static func localUTCOffsetSeconds(atUTCSeconds seconds: Int64) -> Int64 {
+        var time = time_t(seconds)
+        var local = tm()
+        guard localtime_r(&time, &local) != nil else { return 0 }
+        return Int64(local.tm_gmtoff)
+    }
+}

@@ -1,0 +1,213 @@
+import Glibc
+import RewindMigrations
+import RewindSystem
+
+/// Brings a database's schema up to date with versioned migrations, and refuses databases it cannot safely use.
+///
+/// Rules:
+/// - Migrations are numbered 1, 2, 3… and applied in order, each in its own `BEGIN IMMEDIATE` transaction
+///   together with its row in `schema_migrations`; a migration that fails is rolled back and the schema stays at
+///   the previous version.
+/// - A database whose highest applied version is newer than this build knows is refused
+///   (``MigrationError/newerThanCode(path:databaseVersion:codeVersion:)``).
+/// - A database where an applied migration's recorded text differs from the shipped text is refused
+///   (``MigrationError/editedMigration(path:version:fileName:recordedFileName:)``): shipped migrations are never
+///   edited, a change is a new file.
+///
+/// `schema_migrations` is created by the runner itself (not by a migration):
+///
+///     version INTEGER PRIMARY KEY   -- 1, 2, 3…
+///     file_name TEXT                -- 0002_segments.sql
+///     sql_fnv1a64 TEXT              -- FNV-1a 64-bit hash of the text, 16 hex digits
+///     sql TEXT                      -- the full text as applied
+///     applied_wall_ns INTEGER       -- when, Unix epoch nanoseconds
+public struct MigrationRunner: Sendable {
+    /// The migrations this runner applies, in version order.
+    public let migrations: [Migration]
+
+    /// Makes a runner for `migrations`, which must be numbered 1, 2, 3… with no holes.
+    ///
+    /// - Parameter migrations: The shipped migrations, or a test's own list.
+    public init(migrations: [Migration] = Migration.all) {
+        for (index, migration) in migrations.enumerated() {
+            precondition(migration.version == index + 1, "migration \(migration.fileName) must be number \(index + 1)")
+        }
+        self.migrations = migrations
+    }
+
+    /// The schema version this runner brings a database to.
+    public var latestVersion: Int { migrations.last?.version ?? 0 }
+
+    /// Applies every migration the database has not applied yet.
+    ///
+    /// Safe against another process migrating at the same time: each step re-reads the applied versions inside
+    /// its write transaction.
+    ///
+    /// - Parameter database: A writable database.
+    /// - Returns: The versions applied by this call, in order (empty when already up to date).
+    /// - Throws: ``MigrationError`` when the database is newer than the code, an applied migration was edited, or
+    ///   a migration fails; ``SQLiteError`` for other database failures.
+    /// - Complexity: O(number of migrations) statements, plus the migrations themselves.
+    @discardableResult
+    public func migrate(_ database: SQLiteDatabase) throws -> [Int] {
+        try database.withConnection { connection in
+            try connection.execute(Self.createTable)
+            var applied: [Int] = []
+            for migration in migrations {
+                let didApply = try connection.transaction { () throws -> Bool in
+                    let recorded = try Self.recorded(connection)
+                    try check(recorded, path: connection.path)
+                    guard !recorded.contains(where: { $0.version == migration.version }) else { return false }
+                    do {
+                        try connection.execute(migration.sql)
+                    } catch {
+                        throw MigrationError.failed(
+                            path: connection.path, version: migration.version, fileName: migration.fileName,
+                            cause: error)
+                    }
+                    let insert = try connection.statement(
+                        "INSERT INTO schema_migrations (version, file_name, sql_fnv1a64, sql, applied_wall_ns) "
+                            + "VALUES (?, ?, ?, ?, ?)")
+                    try insert.bind(Int64(migration.version), at: 1)
+                    try insert.bind(migration.fileName, at: 2)
+                    try insert.bind(Self.hexHash(migration.sql), at: 3)
+                    try insert.bind(migration.sql, at: 4)
+                    try insert.bind(System.wallClockNanoseconds(), at: 5)
+                    try insert.run()
+                    return true
+                }
+                if didApply { applied.append(migration.version) }
+            }
+            return applied
+        }
+    }
+
+    /// Checks, without writing, that the database's schema is exactly what this build expects.
+    ///
+    /// Used by read-only opens, which cannot migrate.
+    ///
+    /// - Parameter database: Any database, read-only or not.
+    /// - Throws: ``MigrationError/schemaOutdated(path:databaseVersion:codeVersion:)`` when migrations are missing,
+    ///   and the errors of ``migrate(_:)`` for newer or edited schemas.
+    public func validate(_ database: SQLiteDatabase) throws {
+        try database.withConnection { connection in
+            let hasTable = try connection.scalarInt64(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
+            let recorded = hasTable == 1 ? try Self.recorded(connection) : []
+            try check(recorded, path: connection.path)
+            let version = recorded.last?.version ?? 0
+            guard version == latestVersion else {
+                throw MigrationError.schemaOutdated(
+                    path: connection.path, databaseVersion: version, codeVersion: latestVersion)
+            }
+        }
+    }
+
+    /// The migrations recorded as applied in `database`, in version order.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func appliedMigrations(_ database: SQLiteDatabase) throws -> [AppliedMigration] {
+        try database.withConnection { connection in
+            let hasTable = try connection.scalarInt64(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
+            return hasTable == 1 ? try Self.recorded(connection) : []
+        }
+    }
+
+    /// The FNV-1a 64-bit hash of `text`'s UTF-8 bytes: stable across builds and platforms.
+    public static func fnv1a64(_ text: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
+    private static func hexHash(_ text: String) -> String {
+        let digits = String(fnv1a64(text), radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+
+    private static let createTable = """
+        CREATE TABLE IF NOT EXISTS schema_migrations (
+            version         INTEGER PRIMARY KEY,
+            file_name       TEXT    NOT NULL,
+            sql_fnv1a64     TEXT    NOT NULL,
+            sql             TEXT    NOT NULL,
+            applied_wall_ns INTEGER NOT NULL
+        ) STRICT
+        """
+
+    private static func recorded(_ connection: SQLiteConnection) throws -> [AppliedMigration] {
+        let select = try connection.statement(
+            "SELECT version, file_name, sql_fnv1a64, sql, applied_wall_ns FROM schema_migrations ORDER BY version")
+        defer { select.reset() }
+        var rows: [AppliedMigration] = []
+        while try select.step() {
+            rows.append(
+                AppliedMigration(
+                    version: Int(select.int64(0)), fileName: select.text(1), sqlHash: select.text(2),
+                    sql: select.text(3), appliedWallNanoseconds: select.int64(4)))
+        }
+        return rows
+    }
+
+    private func check(_ recorded: [AppliedMigration], path: String) throws {
+        if let newest = recorded.last, newest.version > latestVersion {
+            throw MigrationError.newerThanCode(path: path, databaseVersion: newest.version, codeVersion: latestVersion)
+        }
+        for row in recorded {
+            let shipped = migrations[row.version - 1]
+            guard row.fileName == shipped.fileName, row.sql == shipped.sql else {
+                throw MigrationError.editedMigration(
+                    path: path, version: row.version, fileName: shipped.fileName, recordedFileName: row.fileName)
+            }
+        }
+    }
+}
+
+/// A migration recorded as applied in a database's `schema_migrations` table.
+public struct AppliedMigration: Sendable, Hashable {
+    public var version: Int
+    public var fileName: String
+    /// FNV-1a 64-bit hash of `sql`, 16 lower-case hex digits.
+    public var sqlHash: String
+    /// The full text as it was applied.
+    public var sql: String
+    public var appliedWallNanoseconds: Int64
+}
+
+/// Why a database's schema cannot be used by this build.
+public enum MigrationError: Error, Sendable, CustomStringConvertible {
+    /// The database was migrated by a newer build than this one.
+    case newerThanCode(path: String, databaseVersion: Int, codeVersion: Int)
+    /// An applied migration's recorded text (or file name) differs from the one this build ships.
+    case editedMigration(path: String, version: Int, fileName: String, recordedFileName: String)
+    /// A read-only open found a database that still needs migrations.
+    case schemaOutdated(path: String, databaseVersion: Int, codeVersion: Int)
+    /// A migration failed and was rolled back; the schema stays at the previous version.
+    case failed(path: String, version: Int, fileName: String, cause: any Error)
+
+    public var description: String {
+        switch self {
+        case .newerThanCode(let path, let databaseVersion, let codeVersion):
+            return
+                "\(path) was written by a newer rewind (schema \(databaseVersion), this build knows "
+                + "\(codeVersion)): upgrade rewind"
+        case .editedMigration(let path, let version, let fileName, let recordedFileName):
+            return
+                "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than this "
+                + "build's \(fileName): it was made by a different build of rewind; open it with that build, or "
+                + "move the store aside"
+        case .schemaOutdated(let path, let databaseVersion, let codeVersion):
+            return
+                "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "
+                + "read-only: open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
+        case .failed(let path, let version, let fileName, let cause):
+            return
+                "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
+                + "\(version - 1)): \(cause)"
+        }
+    }
+}

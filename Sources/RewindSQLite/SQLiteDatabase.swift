@@ -1,0 +1,309 @@
+import CSQLite
+import RewindSystem
+import Synchronization
+
+/// One SQLite connection, shared safely between threads.
+///
+/// The connection lives behind a `Mutex`: every use runs inside ``withConnection(_:)``, one caller at a time, and
+/// statements are prepared once and cached by their SQL text (finalized when the connection closes).
+///
+/// On open the connection is configured for a recorder that writes while other processes read:
+///
+/// | pragma         | value    | why                                                                  |
+/// |----------------|----------|----------------------------------------------------------------------|
+/// | `journal_mode` | `WAL`    | readers never block the writer and never see "database is locked"   |
+/// | `synchronous`  | `NORMAL` | no fsync per commit; the WAL is synced at each checkpoint            |
+/// | `busy_timeout` | 5000 ms  | a second writer waits instead of failing with `SQLITE_BUSY`           |
+/// | `foreign_keys` | `ON`     | frames cannot point at a missing segment or stream                   |
+///
+/// A read-only database (``init(path:readOnly:busyTimeoutMilliseconds:)`` with `readOnly: true`) opens with
+/// `SQLITE_OPEN_READONLY`, never creates the file and never changes its journal mode.
+public final class SQLiteDatabase: Sendable {
+    /// The database file.
+    public let path: String
+    /// Whether the connection was opened with `SQLITE_OPEN_READONLY`.
+    public let isReadOnly: Bool
+    private let connection: Mutex<SQLiteConnection>
+
+    /// Opens (or, unless `readOnly`, creates) the database at `path` and applies the pragmas above.
+    ///
+    /// - Parameters:
+    ///   - path: The database file, e.g. `DIR/index.sqlite`.
+    ///   - readOnly: Open with `SQLITE_OPEN_READONLY`: for other processes reading a store while it records.
+    ///   - busyTimeoutMilliseconds: How long a statement waits for another connection's lock before failing.
+    /// - Throws: ``SQLiteError`` when the file cannot be opened or is not a database (`SQLITE_NOTADB`,
+    ///   `SQLITE_CORRUPT`), with advice on what to do.
+    public init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
+        self.path = path
+        self.isReadOnly = readOnly
+        var handle: OpaquePointer?
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
+            let extended = handle.map { sqlite3_extended_errcode($0) } ?? status
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: status, extendedCode: extended, message: message, path: path)
+        }
+        sqlite3_extended_result_codes(handle, 1)
+        let connection = SQLiteConnection(handle: handle, path: path)
+        // The first statement reads the file header: garbage fails here with SQLITE_NOTADB, not later.
+        try connection.execute("PRAGMA busy_timeout = \(busyTimeoutMilliseconds)")
+        if readOnly {
+            _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+        } else {
+            let mode = try connection.scalarText("PRAGMA journal_mode = WAL")
+            guard mode?.lowercased() == "wal" else {
+                throw SQLiteError(
+                    code: SQLITE_ERROR, message: "journal_mode is \(mode ?? "unknown"), WAL is required",
+                    sql: "PRAGMA journal_mode = WAL", path: path)
+            }
+            try connection.execute("PRAGMA synchronous = NORMAL")
+        }
+        try connection.execute("PRAGMA foreign_keys = ON")
+        self.connection = Mutex(connection)
+    }
+
+    /// Runs `body` with exclusive use of the connection.
+    ///
+    /// Do not call back into this database from `body`: the lock is not reentrant.
+    ///
+    /// - Parameter body: Work on the connection; its statements stay cached for the next caller.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
+    public func withConnection<Result: Sendable>(
+        _ body: (SQLiteConnection) throws -> Result
+    ) throws -> Result {
+        try connection.withLock { connection throws -> Result in try body(connection) }
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (rolled back if `body` throws).
+    ///
+    /// - Parameter body: The transaction's work.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws, or ``SQLiteError`` when the transaction cannot begin or commit.
+    public func write<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
+        try withConnection { connection in try connection.transaction { try body(connection) } }
+    }
+
+    /// Runs `body` inside a transaction whose commit is durable on return: the commit is made with
+    /// `synchronous = FULL`, which fsyncs the WAL, then `NORMAL` is restored.
+    ///
+    /// Used when a segment is sealed: the sealed state must survive a power cut, while ordinary frame batches
+    /// only need to survive a crash of the process (which `NORMAL` gives).
+    ///
+    /// - Parameter body: The transaction's work.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws, or ``SQLiteError``.
+    public func durableWrite<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
+        try withConnection { connection in
+            try connection.execute("PRAGMA synchronous = FULL")
+            defer { try? connection.execute("PRAGMA synchronous = NORMAL") }
+            return try connection.transaction { try body(connection) }
+        }
+    }
+
+    /// Copies committed pages from the WAL into the database file without waiting for readers or writers
+    /// (`PRAGMA wal_checkpoint(PASSIVE)`), so the WAL does not grow without bound while readers are active.
+    ///
+    /// SQLite also checkpoints automatically every 1000 pages; call this at quiet moments (e.g. after a seal).
+    ///
+    /// - Returns: The WAL size in pages and how many of them are now in the database file.
+    /// - Throws: ``SQLiteError``.
+    @discardableResult
+    public func checkpoint() throws -> (walPages: Int, checkpointedPages: Int) {
+        try withConnection { connection in
+            let handle = connection.handle
+            var logPages: Int32 = 0
+            var checkpointed: Int32 = 0
+            let status = sqlite3_wal_checkpoint_v2(handle, nil, SQLITE_CHECKPOINT_PASSIVE, &logPages, &checkpointed)
+            guard status == SQLITE_OK else { throw connection.error(status, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
+            return (Int(logPages), Int(checkpointed))
+        }
+    }
+}
+
+/// A raw SQLite connection: only reachable inside ``SQLiteDatabase/withConnection(_:)``, never shared.
+///
+/// Owns its handle and its cached statements; closing finalizes the statements, then the handle.
+public final class SQLiteConnection {
+    let handle: OpaquePointer
+    /// The database file, for error messages.
+    public let path: String
+    private var statements: [String: SQLiteStatement] = [:]
+
+    init(handle: OpaquePointer, path: String) {
+        self.handle = handle
+        self.path = path
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// The error SQLite reports for `status` on this connection.
+    func error(_ status: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(
+            code: status, extendedCode: sqlite3_extended_errcode(handle),
+            message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
+    }
+
+    /// Runs one or more statements that return no rows (`sqlite3_exec`).
+    ///
+    /// - Parameter sql: The SQL text; may hold several statements separated by `;`.
+    /// - Throws: ``SQLiteError`` from the first statement that fails.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        let status = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard status == SQLITE_OK else { throw error(status, sql: sql) }
+    }
+
+    /// The statement for `sql`, prepared once per connection and reset for reuse.
+    ///
+    /// - Parameter sql: One SQL statement with `?` parameters.
+    /// - Returns: The cached statement, reset and with its bindings cleared.
+    /// - Throws: ``SQLiteError`` when the SQL does not compile.
+    public func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let cached = statements[sql] {
+            cached.reset()
+            return cached
+        }
+        var raw: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &raw, nil)
+        guard status == SQLITE_OK, let raw else { throw error(status, sql: sql) }
+        let statement = SQLiteStatement(handle: raw, connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back if it throws.
+    ///
+    /// `IMMEDIATE` takes the write lock at once, so two writers wait on `busy_timeout` instead of deadlocking.
+    ///
+    /// - Parameter body: The transaction's work.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws, or ``SQLiteError``.
+    public func transaction<Result>(_ body: () throws -> Result) throws -> Result {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            if sqlite3_get_autocommit(handle) == 0 { try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// The number of rows changed by the last INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes64(handle)) }
+
+    /// The rowid of the last inserted row.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// The first column of the first row of `sql`, as an integer (nil for NULL or no row).
+    public func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.optionalInt64(0)
+    }
+
+    /// The first column of the first row of `sql`, as text (nil for NULL or no row).
+    public func scalarText(_ sql: String) throws(SQLiteError) -> String? {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.optionalText(0)
+    }
+}
+
+/// A prepared statement, owned by one ``SQLiteConnection`` and finalized when it goes away.
+///
+/// Parameters and columns are numbered as SQLite numbers them: parameters from 1, columns from 0.
+public final class SQLiteStatement {
+    private let handle: OpaquePointer
+    private unowned let connection: SQLiteConnection
+    /// The statement's SQL text.
+    public let sql: String
+
+    init(handle: OpaquePointer, connection: SQLiteConnection, sql: String) {
+        self.handle = handle
+        self.connection = connection
+        self.sql = sql
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// Resets the statement for another run and clears its bindings.
+    public func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    /// Binds an integer to parameter `index` (from 1).
+    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+        try check(sqlite3_bind_int64(handle, index, value))
+    }
+
+    /// Binds an integer, or NULL when `value` is nil, to parameter `index` (from 1).
+    public func bind(_ value: Int64?, at index: Int32) throws(SQLiteError) {
+        if let value { try bind(value, at: index) } else { try check(sqlite3_bind_null(handle, index)) }
+    }
+
+    /// Binds text (copied by SQLite) to parameter `index` (from 1).
+    public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
+        let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+        try check(sqlite3_bind_text(handle, index, value, -1, transient))
+    }
+
+    /// Binds text, or NULL when `value` is nil, to parameter `index` (from 1).
+    public func bind(_ value: String?, at index: Int32) throws(SQLiteError) {
+        if let value { try bind(value, at: index) } else { try check(sqlite3_bind_null(handle, index)) }
+    }
+
+    /// Runs the statement to its next row.
+    ///
+    /// - Returns: true when a row is available, false when the statement is done.
+    /// - Throws: ``SQLiteError`` (the statement is reset so it can be reused).
+    @discardableResult
+    public func step() throws(SQLiteError) -> Bool {
+        let status = sqlite3_step(handle)
+        switch status {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = connection.error(status, sql: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    /// Runs a statement that returns no rows to completion, then resets it.
+    public func run() throws(SQLiteError) {
+        defer { reset() }
+        while try step() {}
+    }
+
+    /// Column `index` (from 0) as an integer (0 for NULL).
+    public func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
+
+    /// Column `index` (from 0) as an integer, nil for NULL.
+    public func optionalInt64(_ index: Int32) -> Int64? {
+        sqlite3_column_type(handle, index) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, index)
+    }
+
+    /// Column `index` (from 0) as text ("" for NULL).
+    public func text(_ index: Int32) -> String { optionalText(index) ?? "" }
+
+    /// Column `index` (from 0) as text, nil for NULL.
+    public func optionalText(_ index: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(handle, index) else { return nil }
+        return String(cString: bytes)
+    }
+
+    private func check(_ status: Int32) throws(SQLiteError) {
+        guard status == SQLITE_OK else { throw connection.error(status, sql: sql) }
+    }
+}

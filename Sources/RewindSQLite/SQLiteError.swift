@@ -1,0 +1,89 @@
+import CSQLite
+import RewindSystem
+
+/// A failure reported by SQLite, with the database, the statement and advice a user can act on.
+///
+/// `description` is the message to show: it names the database file, the SQLite code, and what to do, e.g.
+/// `database /x/index.sqlite is corrupt (SQLITE_CORRUPT): run 'rewind verify --repair'`.
+public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The primary result code (`SQLITE_BUSY`, `SQLITE_CORRUPT`, …).
+    public var code: Int32
+    /// The extended result code (`SQLITE_CONSTRAINT_PRIMARYKEY`, `SQLITE_IOERR_FSYNC`, …).
+    public var extendedCode: Int32
+    /// SQLite's own message (`sqlite3_errmsg`), e.g. `UNIQUE constraint failed: frames.stream_id, frames.pts_ns`.
+    public var message: String
+    /// The statement that failed, when there was one.
+    public var sql: String?
+    /// The database file.
+    public var path: String
+
+    public init(code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil, path: String) {
+        self.code = code & 0xFF
+        self.extendedCode = extendedCode ?? code
+        self.message = message
+        self.sql = sql
+        self.path = path
+    }
+
+    /// `SQLITE_CONSTRAINT_PRIMARYKEY` (a macro Swift does not import).
+    public static let constraintPrimaryKey: Int32 = SQLITE_CONSTRAINT | (6 << 8)
+    /// `SQLITE_CONSTRAINT_FOREIGNKEY` (a macro Swift does not import).
+    public static let constraintForeignKey: Int32 = SQLITE_CONSTRAINT | (3 << 8)
+    /// `SQLITE_CONSTRAINT_UNIQUE` (a macro Swift does not import).
+    public static let constraintUnique: Int32 = SQLITE_CONSTRAINT | (8 << 8)
+
+    /// Whether the file is not a database or its pages are corrupt (`SQLITE_NOTADB`, `SQLITE_CORRUPT`).
+    public var isDamagedDatabase: Bool { code == SQLITE_NOTADB || code == SQLITE_CORRUPT }
+
+    /// The symbolic name of the primary code, e.g. `SQLITE_CORRUPT`.
+    public var codeName: String { Self.name(of: code) }
+
+    public var description: String {
+        let what: String
+        switch code {
+        case SQLITE_CORRUPT:
+            what = "is corrupt (\(codeName)): run 'rewind verify --repair'"
+        case SQLITE_NOTADB:
+            what =
+                "is not a SQLite database (\(codeName)): run 'rewind verify --repair', which moves it aside and "
+                + "rebuilds it from the segment files"
+        case SQLITE_BUSY, SQLITE_LOCKED:
+            what =
+                "is locked by another process (\(codeName)) for longer than the busy timeout: stop the other "
+                + "writer (only one 'rewind record' per store) and retry"
+        case SQLITE_READONLY:
+            what = "cannot be written (\(codeName)): check the file and directory permissions"
+        case SQLITE_CANTOPEN:
+            what =
+                "cannot be opened (\(codeName)): check that the directory exists and is readable, and that the file "
+                + "exists when opening read-only"
+        case SQLITE_FULL:
+            what = "cannot grow (\(codeName)): the disk is full; free space or lower --disk"
+        case SQLITE_IOERR:
+            what = "hit an I/O error (\(codeName), extended code \(extendedCode)): check the disk"
+        case SQLITE_PERM, SQLITE_AUTH:
+            what = "refused access (\(codeName)): check the file permissions"
+        default:
+            what = "failed (\(codeName), extended code \(extendedCode))"
+        }
+        var text = "database \(path) \(what); sqlite says: \(message)"
+        if let sql { text += "; statement: \(sql)" }
+        return text
+    }
+
+    static func name(of code: Int32) -> String {
+        let names: [Int32: String] = [
+            SQLITE_OK: "SQLITE_OK", SQLITE_ERROR: "SQLITE_ERROR", SQLITE_INTERNAL: "SQLITE_INTERNAL",
+            SQLITE_PERM: "SQLITE_PERM", SQLITE_ABORT: "SQLITE_ABORT", SQLITE_BUSY: "SQLITE_BUSY",
+            SQLITE_LOCKED: "SQLITE_LOCKED", SQLITE_NOMEM: "SQLITE_NOMEM", SQLITE_READONLY: "SQLITE_READONLY",
+            SQLITE_INTERRUPT: "SQLITE_INTERRUPT", SQLITE_IOERR: "SQLITE_IOERR", SQLITE_CORRUPT: "SQLITE_CORRUPT",
+            SQLITE_NOTFOUND: "SQLITE_NOTFOUND", SQLITE_FULL: "SQLITE_FULL", SQLITE_CANTOPEN: "SQLITE_CANTOPEN",
+            SQLITE_PROTOCOL: "SQLITE_PROTOCOL", SQLITE_EMPTY: "SQLITE_EMPTY", SQLITE_SCHEMA: "SQLITE_SCHEMA",
+            SQLITE_TOOBIG: "SQLITE_TOOBIG", SQLITE_CONSTRAINT: "SQLITE_CONSTRAINT", SQLITE_MISMATCH: "SQLITE_MISMATCH",
+            SQLITE_MISUSE: "SQLITE_MISUSE", SQLITE_NOLFS: "SQLITE_NOLFS", SQLITE_AUTH: "SQLITE_AUTH",
+            SQLITE_FORMAT: "SQLITE_FORMAT", SQLITE_RANGE: "SQLITE_RANGE", SQLITE_NOTADB: "SQLITE_NOTADB",
+            SQLITE_NOTICE: "SQLITE_NOTICE", SQLITE_WARNING: "SQLITE_WARNING",
+        ]
+        return names[code & 0xFF] ?? "SQLite code \(code)"
+    }
+}

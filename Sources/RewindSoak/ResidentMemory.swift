@@ -1,0 +1,64 @@
+import CPlatform
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import RewindTesting
+import SegmentStore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The resident set size of this process: the pages of it that are in RAM, as the kernel counts them.
+public enum ResidentMemory {
+    private static var pageSize: Int { System.pageSize }
+
+    /// Makes this process hand large freed buffers back to the system at once instead of keeping them in malloc's
+    /// heaps: blocks of 512 KiB or more are mapped on their own and unmapped when freed.
+    ///
+    /// The recording path allocates nothing per frame, but queries, exports and read-backs allocate frame-sized
+    /// buffers for their duration; with glibc's adaptive defaults, freed buffers up to 32 MiB stay resident, which
+    /// a soak sees as the resident size creeping up by a frame at a time. Call it once, early, in a process that
+    /// must stay within a memory budget (the `rewind` tool does, for every command).
+    ///
+    /// - Returns: whether the C library took the settings.
+    @discardableResult
+    public static func limitHeapRetention() -> Bool {
+        rewind_limit_heap_retention() == 1
+    }
+
+    /// The resident size in bytes, from the second field of `/proc/self/statm` (resident pages) times the page
+    /// size: the figure `VmRSS` in `/proc/self/status` shows, read without parsing text lines. Allocates nothing.
+    ///
+    /// - Returns: nil when `/proc` cannot be read.
+    public static func current() -> Int? {
+        let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { buffer -> Int? in
+            var count = 0
+            while count < buffer.count {
+                let n = read(fd, buffer.baseAddress! + count, buffer.count - count)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                count += n
+            }
+            // "size resident shared text lib data dt": skip the first number, read the second.
+            var index = 0
+            while index < count && buffer[index] != UInt8(ascii: " ") { index += 1 }
+            index += 1
+            var pages = 0
+            var digits = 0
+            while index < count, buffer[index] >= UInt8(ascii: "0"), buffer[index] <= UInt8(ascii: "9") {
+                pages = pages * 10 + Int(buffer[index] - UInt8(ascii: "0"))
+                digits += 1
+                index += 1
+            }
+            return digits > 0 ? pages * pageSize : nil
+        }
+    }
+}

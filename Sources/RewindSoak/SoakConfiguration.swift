@@ -1,0 +1,131 @@
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindTesting
+import SegmentStore
+
+/// The settings of a soak run (``Soak/run(_:shouldStop:progress:)``).
+public struct SoakConfiguration: Sendable {
+    /// How fast the camera delivers frames.
+    public enum Speed: String, Sendable, CaseIterable {
+        /// As fast as the pipeline allows: the camera waits while the spill stage is a ring's worth behind (as a
+        /// file input does), so no frame is dropped for backpressure; stream time runs ahead of the wall clock.
+        case max
+        /// At the frame rate, like a live camera: it never waits, and frames the ring has no room for are dropped
+        /// on arrival (`drop-newest`) and counted.
+        case realtime
+    }
+
+    /// A deliberate fault in the harness itself, to show that a check can fail.
+    public enum Sabotage: String, Sendable, CaseIterable {
+        /// Keep a copy of every frame produced (up to twice the memory limit): memory grows linearly.
+        case retainBuffers = "retain-buffers"
+        /// Flip one bit in a copy of the first frame read back from disk before checking it.
+        case corruptFrame = "corrupt-frame"
+        /// Pretend the first frame read back from disk was never seen (neither on disk nor in memory).
+        case loseFrame = "lose-frame"
+    }
+
+    /// The resident size allowed above the memory budget for the process itself (code, runtime, SQLite, the
+    /// compression workers' buffers, the camera's scene, the read-back buffers).
+    public static let processAllowance = 48 << 20
+
+    /// Format (NV12) and size of every frame.
+    public var layout: FrameLayout
+    public var frameDuration: FrameTime
+    /// Stream time to run, nanoseconds.
+    public var duration: Int64
+    public var speed: Speed
+    /// The ring's hard memory budget, bytes.
+    public var memoryBudget: Int
+    /// The rewind window kept in memory, nanoseconds of stream time.
+    public var window: Int64
+    /// Retention: the segment files may use at most this many bytes (nil: no limit).
+    public var diskBudget: Int?
+    /// Sensor noise of the synthetic camera, standard deviation in 8-bit code values (0…8).
+    public var noise: Double
+    /// What happens when, sorted by time.
+    public var events: [SoakEvent]
+    /// The store directory; it must not hold a store yet.
+    public var storeDirectory: String
+    public var sabotage: Sabotage?
+
+    public init(
+        layout: FrameLayout, frameDuration: FrameTime, duration: Int64, speed: Speed = .max,
+        memoryBudget: Int = 256 << 20, window: Int64 = 10_000_000_000, diskBudget: Int? = 4 << 30,
+        noise: Double = 2, events: [SoakEvent] = [], storeDirectory: String, sabotage: Sabotage? = nil
+    ) {
+        self.layout = layout
+        self.frameDuration = frameDuration
+        self.duration = duration
+        self.speed = speed
+        self.memoryBudget = memoryBudget
+        self.window = window
+        self.diskBudget = diskBudget
+        self.noise = noise
+        self.events = events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }
+            .map(\.element)
+        self.storeDirectory = storeDirectory
+        self.sabotage = sabotage
+    }
+
+    /// The resident size no sample may exceed: the budget plus ``processAllowance``.
+    public var memoryLimit: Int { memoryBudget + Self.processAllowance }
+
+    /// The recorder's settings: eager spill, `drop-newest` backpressure, the budget and window given.
+    public var recorderConfiguration: RecorderConfiguration {
+        RecorderConfiguration(streamName: "soak", window: window, memoryBudget: memoryBudget)
+    }
+
+    /// How many camera frames (captured or skipped) the run spans: those whose pts is below ``duration``.
+    public var frameCount: Int {
+        // pts(n) = floor(n × value × 1e9 / timescale) < duration  ⟺  n < duration × timescale / (value × 1e9).
+        let numerator = Int128(duration) * Int128(frameDuration.timescale)
+        let denominator = Int128(frameDuration.value) * 1_000_000_000
+        return Int(clamping: (numerator + denominator - 1) / denominator)
+    }
+
+    /// The most camera frames a run may span (its bookkeeping takes two bits per frame, allocated up front).
+    public static let maximumFrameCount = 1 << 32
+
+    /// Checks what the types cannot.
+    ///
+    /// - Throws: ``SoakConfigurationError`` saying what is wrong.
+    public func validate() throws(SoakConfigurationError) {
+        guard duration > 0 else { throw .init("the duration must be longer than 0s") }
+        guard frameDuration.value > 0 else { throw .init("the frame rate must be positive") }
+        guard frameCount <= Self.maximumFrameCount else {
+            throw .init("\(frameCount) frames is more than a soak can track (\(Self.maximumFrameCount))")
+        }
+        guard layout.width >= SyntheticCamera.minimumWidth && layout.height >= SyntheticCamera.minimumHeight else {
+            throw .init(
+                "frames must be at least \(SyntheticCamera.minimumWidth)x\(SyntheticCamera.minimumHeight) "
+                    + "to carry the synthetic camera's mark")
+        }
+        guard noise >= 0 && noise <= 8 else { throw .init("the noise must be 0…8 code values") }
+        guard window > 0 else { throw .init("the window must be longer than 0s") }
+        let minimum = 8 * layout.byteCount
+        guard memoryBudget >= minimum else {
+            throw .init(
+                "a memory budget of \(formatBytes(Int64(memoryBudget))) holds fewer than 8 frames of \(layout) "
+                    + "(\(formatBytes(Int64(layout.byteCount))) each); give at least \(formatBytes(Int64(minimum)))")
+        }
+        if let diskBudget, diskBudget < 256 * layout.byteCount {
+            // Retention deletes the oldest of at least eight segments: each must hold enough frames that the
+            // read-back, a pass about every second, reads them first.
+            throw .init(
+                "a disk budget of \(formatBytes(Int64(diskBudget))) holds fewer than 256 frames of \(layout); give at "
+                    + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
+        }
+        if let event = events.first(where: { $0.at >= duration }) {
+            throw .init("event '\(event)' is at or after the end of the run, so it would never happen")
+        }
+    }
+}
+
+/// A soak configuration that cannot run.
+public struct SoakConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// An error number from a failed system call, with the C library's description.
+public struct Errno: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The raw value (`ENOSPC`, `EIO`, …).
+    public let rawValue: Int32
+
+    /// Wraps a raw error number.
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// The calling thread's `errno` now.
+    package static var current: Errno { Errno(rawValue: errno) }
+
+    /// Whether the error means the disk (or quota) is full.
+    public var isDiskFull: Bool { rawValue == ENOSPC || rawValue == EDQUOT }
+
+    /// The C library's words for the error (`No space left on device`).
+    public var description: String { String(cString: strerror(rawValue)) }
+}
+
+/// The process's view of the machine and its clocks, read once where they cannot change.
+public enum System {
+    /// The size of a memory page in bytes (`sysconf(_SC_PAGESIZE)`), read once.
+    public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// The processors online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
+    public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
+
+    /// The wall-clock time now, in Unix epoch nanoseconds (`CLOCK_REALTIME`).
+    public static func wallClockNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// Sleeps for `duration`, resuming after signals until all of it has passed. Negative durations return at once.
+    package static func sleep(for duration: Duration) {
+        guard duration > .zero else { return }
+        let (seconds, attoseconds) = duration.components
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&request, &left) == -1 && errno == EINTR { request = left }
+    }
+
+    /// Sleeps until `instant` on the continuous clock (returns at once if it has passed).
+    package static func sleep(until instant: ContinuousClock.Instant) {
+        sleep(for: ContinuousClock.now.duration(to: instant))
+    }
+
+    /// Calls `body` until it returns something other than −1 with `errno == EINTR`.
+    ///
+    /// - Returns: the first result that was not an interrupted call; on failure `errno` still holds the cause.
+    @inline(__always)
+    package static func retryingInterrupts<Result: BinaryInteger>(_ body: () -> Result) -> Result {
+        while true {
+            let result = body()
+            if result < 0 && errno == EINTR { continue }
+            return result
+        }
+    }
+}

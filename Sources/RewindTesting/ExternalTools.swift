@@ -1,0 +1,148 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// What a program printed and how it ended.
+public struct ToolResult: Sendable {
+    /// The exit status (or the signal number, when it was killed).
+    public let status: Int32
+    /// Everything written to standard output.
+    public let stdout: Data
+    /// Everything written to standard error, as text.
+    public let stderr: String
+
+    /// Standard output as text.
+    public var output: String { String(decoding: stdout, as: UTF8.self) }
+}
+
+/// Runs the real tools that tests check outputs with (`ffmpeg`, `ffprobe`, `sqlite3`, `lz4`) and any other program.
+public enum ExternalTools {
+    /// A tool that is not on PATH.
+    public struct Missing: Error, CustomStringConvertible {
+        /// The tool's name.
+        public var name: String
+        public var description: String {
+            "\(name) is not on PATH; run 'make test', which installs ffmpeg, ffprobe, lz4 and sqlite3"
+        }
+    }
+
+    /// A tool that exited with a non-zero status.
+    public struct Failed: Error, CustomStringConvertible {
+        /// The command line that was run.
+        public var command: String
+        /// Its exit status.
+        public var status: Int32
+        /// What it wrote to standard error.
+        public var stderr: String
+        public var description: String { "\(command) exited with \(status): \(stderr.suffix(2000))" }
+    }
+
+    /// The absolute path of `name` on PATH.
+    ///
+    /// - Throws: ``Missing`` when no directory on PATH holds an executable of that name.
+    public static func locate(_ name: String) throws -> String {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        for directory in path.split(separator: ":") {
+            let candidate = "\(directory)/\(name)"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw Missing(name: name)
+    }
+
+    /// Runs the program at `executable` to completion, feeding `stdin` (or nothing) and collecting both outputs.
+    ///
+    /// A non-zero exit is not an error here: it is in the result.
+    public static func execute(
+        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil
+    ) throws -> ToolResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let output = Pipe()
+        let errors = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+        try process.run()
+        if let stdin {
+            DispatchQueue.global().async {
+                try? input.fileHandleForWriting.write(contentsOf: stdin)
+                try? input.fileHandleForWriting.close()
+            }
+        }
+        let errorData = Mutex(Data())
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) {
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            errorData.withLock { $0 = data }
+        }
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return ToolResult(
+            status: process.terminationStatus, stdout: outputData,
+            stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    }
+
+    /// Runs `name` from PATH with `arguments`, feeding `input` on stdin; returns its standard output.
+    ///
+    /// - Throws: ``Missing`` when the tool is absent, ``Failed`` when it exits non-zero.
+    @discardableResult
+    public static func run(_ name: String, _ arguments: [String], input: Data? = nil) throws -> Data {
+        let result = try execute(try locate(name), arguments, stdin: input)
+        guard result.status == 0 else {
+            throw Failed(
+                command: ([name] + arguments).joined(separator: " "), status: result.status, stderr: result.stderr)
+        }
+        return result.stdout
+    }
+
+    /// The per-frame MD5 lines of `path` decoded to `pixelFormat` (`ffmpeg -f framemd5`), without timestamps.
+    public static func frameMD5s(_ path: String, pixelFormat: String? = nil) throws -> [String] {
+        var arguments = ["-hide_banner", "-loglevel", "error", "-i", path]
+        if let pixelFormat { arguments += ["-pix_fmt", pixelFormat] }
+        arguments += ["-fps_mode", "passthrough", "-f", "framemd5", "-"]
+        let text = String(decoding: try run("ffmpeg", arguments), as: UTF8.self)
+        return text.split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+            String($0.split(separator: ",").last!.trimmingCharacters(in: .whitespaces))
+        }
+    }
+
+    /// `ffprobe -show_entries` values, one array per line of `csv` output.
+    public static func probe(_ path: String, _ arguments: [String]) throws -> [[String]] {
+        let text = String(
+            decoding: try run("ffprobe", ["-v", "error"] + arguments + ["-of", "csv=p=0", path]), as: UTF8.self)
+        return text.split(separator: "\n").map {
+            $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        }
+    }
+
+    /// Makes a YUV4MPEG2 file of `testsrc2` frames with ffmpeg.
+    public static func makeY4M(
+        _ path: String, width: Int, height: Int, rate: String, frames: Int, pixelFormat: String = "yuv420p",
+        extra: [String] = []
+    ) throws {
+        try run(
+            "ffmpeg",
+            [
+                "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                "testsrc2=size=\(width)x\(height):rate=\(rate)", "-vf", "scale=\(width):\(height)",
+                "-frames:v", "\(frames)", "-pix_fmt", pixelFormat,
+            ] + extra + ["-f", "yuv4mpegpipe", path])
+    }
+}
+
+/// The `sqlite3` shell, for reading a store's index as any other program would.
+public enum SQLiteShell {
+    /// The shell's path on PATH.
+    ///
+    /// - Throws: ``ExternalTools/Missing`` when it is not installed.
+    public static func path() throws -> String { try ExternalTools.locate("sqlite3") }
+
+    /// Runs `sqlite3` with `arguments`; a non-zero exit is in the result.
+    public static func run(_ arguments: [String]) throws -> ToolResult {
+        try ExternalTools.execute(try path(), arguments)
+    }
+}

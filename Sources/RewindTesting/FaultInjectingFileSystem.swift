@@ -1,0 +1,162 @@
+import RewindSystem
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A ``FileSystem`` that passes calls to a real one but fails the ones it is told to: the Nth write with an errno,
+/// a short write, every write while the "disk" is full, the next `fdatasync`; or slows every write down.
+///
+/// Used by tests and by soak runs (`disk=full` and `disk=slow` events) to exercise the store's failure paths
+/// without a real full or slow disk. Writes are counted from 1 in the order they reach the file system.
+public final class FaultInjectingFileSystem: FileSystem {
+    /// What to do to one write.
+    public enum WriteFault: Sendable, Hashable {
+        /// Fail with this errno, writing nothing.
+        case error(Int32)
+        /// Write only this many bytes (a short write), then report that count.
+        case short(Int)
+    }
+
+    private struct State {
+        var writes = 0
+        var faults: [Int: WriteFault] = [:]
+        var diskFullErrno: Int32?
+        var syncFaults: [Int32] = []
+        var failedWrites = 0
+        var writeDelay: Int64 = 0
+        var renameFaults: [String: Int32] = [:]
+    }
+
+    private let base: any FileSystem
+    private let state = Mutex(State())
+
+    /// - Parameter base: the file system that does the real work (POSIX by default).
+    public init(base: any FileSystem = POSIXFileSystem()) {
+        self.base = base
+    }
+
+    /// Writes seen so far (including failed ones).
+    public var writeCount: Int { state.withLock { $0.writes } }
+    /// Writes that were failed or shortened.
+    public var failedWriteCount: Int { state.withLock { $0.failedWrites } }
+
+    /// Applies `fault` to write number `number` (counted from 1 across all files).
+    public func failWrite(number: Int, with fault: WriteFault) {
+        state.withLock { $0.faults[number] = fault }
+    }
+
+    /// Applies `fault` to the write after the last one seen.
+    public func failNextWrite(with fault: WriteFault) {
+        state.withLock { $0.faults[$0.writes + 1] = fault }
+    }
+
+    /// While full, every write fails with `ENOSPC` (or `code`); `false` makes writes succeed again.
+    public func setDiskFull(_ full: Bool, code: Int32 = ENOSPC) {
+        state.withLock { $0.diskFullErrno = full ? code : nil }
+    }
+
+    /// Makes every write that succeeds take at least `nanoseconds` longer (a slow disk); 0 restores full speed.
+    public func setWriteDelay(nanoseconds: Int64) {
+        precondition(nanoseconds >= 0, "write delay must not be negative")
+        state.withLock { $0.writeDelay = nanoseconds }
+    }
+
+    /// Fails the next rename of the file named `fileName` (the last component of its path) with `code`.
+    public func failNextRename(of fileName: String, with code: Int32 = EIO) {
+        state.withLock { $0.renameFaults[fileName] = code }
+    }
+
+    /// Fails the next `fsync`/`fdatasync` with `code`.
+    public func failNextSync(with code: Int32 = EIO) {
+        state.withLock { $0.syncFaults.append(code) }
+    }
+
+    public func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
+        try base.open(path, flags: flags, mode: mode)
+    }
+
+    public func close(_ fd: Int32) { base.close(fd) }
+
+    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        let (fault, delay): (WriteFault?, Int64) = state.withLock { s in
+            s.writes += 1
+            if let code = s.diskFullErrno {
+                s.failedWrites += 1
+                return (.error(code), 0)
+            }
+            guard let fault = s.faults.removeValue(forKey: s.writes) else { return (nil, s.writeDelay) }
+            s.failedWrites += 1
+            return (fault, 0)
+        }
+        switch fault {
+        case nil:
+            if delay > 0 { System.sleep(for: .nanoseconds(delay)) }
+            return try base.pwrite(fd, bytes, offset: offset, path: path)
+        case .error(let code):
+            throw FileSystemError(operation: "pwrite", path: path, code: code)
+        case .short(let count):
+            let n = max(0, min(count, bytes.count))
+            if n == 0 { throw FileSystemError(operation: "pwrite", path: path, code: ENOSPC) }
+            return try base.pwrite(fd, UnsafeRawBufferPointer(rebasing: bytes[..<n]), offset: offset, path: path)
+        }
+    }
+
+    public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        try base.pread(fd, into: buffer, offset: offset, path: path)
+    }
+
+    private func takeSyncFault() -> Int32? {
+        state.withLock { $0.syncFaults.isEmpty ? nil : $0.syncFaults.removeFirst() }
+    }
+
+    public func fsync(_ fd: Int32, path: String) throws(FileSystemError) {
+        if let code = takeSyncFault() { throw FileSystemError(operation: "fsync", path: path, code: code) }
+        try base.fsync(fd, path: path)
+    }
+
+    public func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) {
+        if let code = takeSyncFault() { throw FileSystemError(operation: "fdatasync", path: path, code: code) }
+        try base.fdatasync(fd, path: path)
+    }
+
+    public func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError) {
+        try base.ftruncate(fd, length: length, path: path)
+    }
+
+    public func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 {
+        try base.size(fd, path: path)
+    }
+
+    public func rename(_ from: String, to: String) throws(FileSystemError) {
+        let name = String(from.split(separator: "/").last ?? Substring(from))
+        if let code = state.withLock({ $0.renameFaults.removeValue(forKey: name) }) {
+            throw FileSystemError(operation: "rename", path: from, code: code)
+        }
+        try base.rename(from, to: to)
+    }
+    public func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
+    public func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }
+
+    public func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
+        try base.contentsOfDirectory(path)
+    }
+
+    public func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool {
+        try base.flock(fd, operation: operation, path: path)
+    }
+
+    public func availableBytes(_ path: String) throws(FileSystemError) -> Int64 {
+        if state.withLock({ $0.diskFullErrno != nil }) { return 0 }
+        return try base.availableBytes(path)
+    }
+
+    public func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+}

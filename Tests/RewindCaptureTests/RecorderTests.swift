@@ -1,0 +1,418 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Synchronization
+import Testing
+
+/// A file system whose writes wait while a gate is closed: a spill stage stalled on a slow disk.
+final class GatedFileSystem: FileSystem {
+    private let base = POSIXFileSystem()
+    private let isOpen = Atomic<Bool>(true)
+    /// Writes that found the gate closed and waited.
+    let waitedWrites = Atomic<Int>(0)
+
+    func close() { isOpen.store(false, ordering: .releasing) }
+    func open() { isOpen.store(true, ordering: .releasing) }
+
+    private func waitForGate() {
+        guard !isOpen.load(ordering: .acquiring) else { return }
+        waitedWrites.add(1, ordering: .relaxed)
+        while !isOpen.load(ordering: .acquiring) { usleep(1000) }
+    }
+
+    func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
+        try base.open(path, flags: flags, mode: mode)
+    }
+    func close(_ fd: Int32) { base.close(fd) }
+    func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String) throws(FileSystemError)
+        -> Int
+    {
+        waitForGate()
+        return try base.pwrite(fd, bytes, offset: offset, path: path)
+    }
+    func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        try base.pread(fd, into: buffer, offset: offset, path: path)
+    }
+    func fsync(_ fd: Int32, path: String) throws(FileSystemError) { try base.fsync(fd, path: path) }
+    func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) { try base.fdatasync(fd, path: path) }
+    func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError) {
+        try base.ftruncate(fd, length: length, path: path)
+    }
+    func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 { try base.size(fd, path: path) }
+    func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
+    func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
+    func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
+        try base.contentsOfDirectory(path)
+    }
+    func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool {
+        try base.flock(fd, operation: operation, path: path)
+    }
+    func availableBytes(_ path: String) throws(FileSystemError) -> Int64 { try base.availableBytes(path) }
+    func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+}
+
+/// Frame indexes (from the synthetic mark) of every frame a query returns; records an issue for any frame that is
+/// not bit-exact.
+func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (indexes: [Int64], split: QuerySplit) {
+    var indexes: [Int64] = []
+    let split = try recorder.frames(in: range) { view in
+        guard let mark = SyntheticCamera.verify(view) else {
+            Issue.record("frame at \(view.info.ptsNanoseconds) ns is not bit-exact")
+            return false
+        }
+        indexes.append(mark.index)
+        return true
+    }
+    return (indexes, split)
+}
+
+@Suite struct RecorderTests {
+    @Test func queriesMergeDiskAndMemoryExactlyOnceWhileRecording() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(segmentMaxDuration: 500_000_000))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 1_000_000_000, memoryBudget: 64 << 20))
+        for _ in 0..<600 {
+            recorder.waitForSpillRoom()
+            let outcome = try feed.appendNext(to: recorder)
+            #expect(outcome == .stored(sequence: UInt64(feed.index)))
+        }
+
+        // Ring: the last second; disk: everything. A range across the boundary comes from both, once each.
+        let (indexes, split) = try verifiedIndexes(recorder, feed.pts(7)..<feed.pts(590))
+        #expect(indexes == Array(7..<590))
+        #expect(split.fromDisk > 0 && split.fromMemory > 0)
+        #expect(split.fromMemory <= 61)
+
+        // A range held in memory decodes nothing from disk, even when it starts between two frames.
+        let decodedBefore = store.framesDecoded
+        let (inMemory, memorySplit) = try verifiedIndexes(recorder, (feed.pts(560) - 1000)..<feed.pts(600))
+        #expect(inMemory == Array(560..<600) && memorySplit.fromDisk == 0)
+        #expect(store.framesDecoded == decodedBefore, "a query held in memory decoded frames from disk")
+
+        // Keep recording on another thread while querying ranges that cross the moving boundary.
+        let produced = DispatchSemaphore(value: 0)
+        let producer = Thread { [feed] in
+            var feed = feed
+            for _ in 0..<600 {
+                recorder.waitForSpillRoom()
+                _ = try? feed.appendNext(to: recorder)
+            }
+            produced.signal()
+        }
+        producer.start()
+        var checks = 0
+        while checks < 40 {
+            let newest = recorder.ring.statistics.newestSequence.map { Int64($0) } ?? 0
+            let start = max(0, newest - 90 - Int64(checks % 7))
+            let end = newest - Int64(checks % 5)
+            let (got, _) = try verifiedIndexes(recorder, feed.pts(start)..<feed.pts(end))
+            #expect(got == Array(start..<end), "range [\(start), \(end)) frames")
+            checks += 1
+        }
+        produced.wait()
+        let statistics = try recorder.finish()
+        #expect(statistics.framesAccepted == 1200)
+        #expect(statistics.framesDurable == 1200)
+        #expect(statistics.totalDrops == 0)
+        let (all, _) = try verifiedIndexes(recorder, 0..<feed.pts(1200))
+        #expect(all == Array(0..<1200))
+    }
+
+    /// A query slower than the camera, over everything in memory: it pins a few frames at a time, reads what the
+    /// ring evicted meanwhile from disk, and the producer never drops a frame because of it.
+    @Test func aSlowQueryOverTheWholeRingNeverMakesTheProducerDrop() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let slab = (feed.stream.layout.byteCount + 4095) / 4096 * 4096
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 * slab))
+        for _ in 0..<100 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        #expect(recorder.ring.statistics.frames <= 64)
+        // A live camera: it never waits; a frame every millisecond.
+        let produced = DispatchSemaphore(value: 0)
+        let producer = Thread { [feed] in
+            var feed = feed
+            for _ in 0..<150 {
+                _ = try? feed.appendNext(to: recorder)
+                usleep(1000)
+            }
+            produced.signal()
+        }
+        producer.start()
+        var indexes: [Int64] = []
+        let split = try recorder.frames(in: 0..<feed.pts(100)) { view in
+            if let mark = SyntheticCamera.verify(view) { indexes.append(mark.index) }
+            usleep(2000)
+            return true
+        }
+        produced.wait()
+        let statistics = try recorder.finish()
+        #expect(indexes == Array(0..<100))
+        #expect(split.fromDisk >= 36, "\(split)")
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 250)
+    }
+
+    @Test func lastRangeIsTheNewestFramesOnly() throws {
+        var feed = try CameraFeed()
+        let recorder = try Recorder(
+            stream: feed.stream, store: nil,
+            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 << 20, spill: .off))
+        for _ in 0..<400 { _ = try feed.appendNext(to: recorder) }
+        let range = try #require(try recorder.lastRange(5_000_000_000))
+        let (indexes, split) = try verifiedIndexes(recorder, range)
+        #expect(indexes == Array(100..<400))
+        #expect(split.fromDisk == 0)
+    }
+
+    @Test func dropNewestBackpressureNeverBlocksTheProducerAndCountsEveryDrop() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let budget = 40 * 16 * 4096  // about 40 frames of 160x96 NV12 (one 24 KiB slab each)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 60_000_000_000, memoryBudget: budget))
+        disk.close()
+        var stored = 0
+        var dropped = 0
+        for _ in 0..<300 {
+            switch try feed.appendNext(to: recorder) {
+            case .stored: stored += 1
+            case .dropped: dropped += 1
+            }
+        }
+        // Every append returned while the disk was stalled: the producer never waited on it.
+        #expect(disk.waitedWrites.load(ordering: .relaxed) > 0)
+        #expect(stored + dropped == 300)
+        #expect(dropped > 200)
+        #expect(recorder.statistics.drops[DropLabel.spillBehind] == dropped)
+        // After the stall: a frame resumes the stream, and the gap is on record.
+        disk.open()
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        _ = try feed.appendNext(to: recorder)
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == stored + 1, "every accepted frame is durable")
+        let gaps = try store.gaps()
+        #expect(gaps.contains { $0.reason == DropLabel.droppedOnArrival })
+        #expect(try store.drops()[DropLabel.spillBehind] == dropped)
+        let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
+        #expect(indexes.count == stored + 1)
+        #expect(indexes.first == 0)
+    }
+
+    @Test func dropOldestUnspilledKeepsTheNewestFramesAndCountsTheLostOnes() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: 60_000_000_000, memoryBudget: 40 * 16 * 4096, backpressure: .dropOldestUnspilled))
+        disk.close()
+        for _ in 0..<300 { #expect(try feed.appendNext(to: recorder) != .dropped(.memoryBudget)) }
+        disk.open()
+        let statistics = try recorder.finish()
+        let lost = statistics.drops[DropLabel.evictedBeforeSpill] ?? 0
+        #expect(lost > 150)
+        #expect(statistics.framesDurable + lost + (statistics.drops["pinned frames"] ?? 0) == 300)
+        let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
+        #expect(indexes.count == statistics.framesDurable)
+        #expect(indexes.last == 299, "the newest frame reached disk")
+        #expect(try store.gaps().contains { $0.reason == DropLabel.evictedBeforeSpill })
+    }
+
+    @Test func criticalPressureShedsMemoryAtOnceAndNothingAcceptedIsLost() throws {
+        var feed = try CameraFeed(width: 320, height: 240)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let frameBytes = 320 * 240 * 3 / 2
+        let minimum = 8 * frameBytes
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: 60_000_000_000, memoryBudget: 200 * frameBytes, minimumBudget: minimum))
+        for _ in 0..<300 { _ = try feed.appendNext(to: recorder) }
+        while recorder.unspilledFrames > 0 { usleep(1000) }
+        let before = recorder.ring.statistics.mappedBytes
+        recorder.setPressure(.critical)
+        let after = recorder.ring.statistics
+        #expect(before > 100 * frameBytes)
+        #expect(after.mappedBytes <= minimum, "mapped \(after.mappedBytes) > minimum \(minimum)")
+        // Recording goes on within the reduced budget (as a file input: waiting for the disk, never dropping).
+        for _ in 0..<100 {
+            recorder.waitForSpillRoom()
+            let outcome = try feed.appendNext(to: recorder)
+            if case .dropped(let reason) = outcome { Issue.record("frame \(feed.index - 1) dropped: \(reason)") }
+            #expect(recorder.ring.statistics.mappedBytes <= minimum)
+        }
+        recorder.setPressure(.normal)
+        for _ in 0..<100 { _ = try feed.appendNext(to: recorder) }
+        let statistics = try recorder.finish()
+        let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
+        #expect(indexes.count == statistics.framesDurable)
+        #expect(500 == statistics.framesDurable + statistics.totalDrops, "every frame offered is durable or counted")
+    }
+
+    @Test func badFramesAreRejectedAndCountedWithoutDisturbingTheRecording() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        feed.index -= 3  // repeats an earlier pts
+        #expect(throws: FrameError.self) { try feed.appendNext(to: recorder) }
+        feed.index += 2
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        let statistics = try recorder.finish()
+        #expect(statistics.rejected == 1)
+        #expect(statistics.framesDurable == 20)
+    }
+
+    @Test func onEvictSpillWritesFramesOnlyAsTheyNearTheEndOfTheWindow() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 1_000_000_000, memoryBudget: 64 << 20, spill: .onEvict))
+        for _ in 0..<300 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        // Give the spill thread time to catch up with what is due; what is newer than 3/4 of the window stays.
+        var spilled = recorder.statistics.framesSpilled
+        for _ in 0..<200 where spilled < 300 - 46 {
+            usleep(5000)
+            spilled = recorder.statistics.framesSpilled
+        }
+        #expect(spilled <= 300 - 45, "frames younger than 3/4 of the window are not written yet")
+        #expect(spilled >= 300 - 60 - 9, "frames leaving the window were written")
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 300)
+        #expect(statistics.totalDrops == 0)
+        let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
+        #expect(indexes == Array(0..<300))
+    }
+
+    @Test func aFullDiskLeavesAGapWithItsReasonAndRecordingResumes() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        func drain() { while recorder.unspilledFrames > 0 { usleep(1000) } }
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(true)
+        for _ in 0..<5 { _ = try feed.appendNext(to: recorder) }
+        drain()
+        disk.setDiskFull(false)
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[DropLabel.diskError] == 5)
+        #expect(statistics.framesDurable == 20)
+        #expect(try store.drops()[DropLabel.diskError] == 5)
+        let gaps = try store.gaps()
+        #expect(gaps.count == 1)
+        #expect(gaps.first?.startNanoseconds == feed.pts(9))
+        #expect(gaps.first?.endNanoseconds == feed.pts(15))
+        #expect(gaps.first?.reason == DropLabel.diskError)
+        var onDisk: [Int64] = []
+        try store.frames(in: 0..<Int64.max) { view in
+            guard let mark = SyntheticCamera.verify(view) else {
+                Issue.record("frame at \(view.info.ptsNanoseconds) ns is not bit-exact")
+                return false
+            }
+            onDisk.append(mark.index)
+            return true
+        }
+        #expect(onDisk == Array(0..<10) + Array(15..<25))
+    }
+
+    @Test func aSlowDiskDelaysWritesWithoutLosingFrames() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        disk.setWriteDelay(nanoseconds: 2_000_000)
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<20 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        disk.setWriteDelay(nanoseconds: 0)
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 20)
+        #expect(statistics.totalDrops == 0)
+        #expect(disk.failedWriteCount == 0)
+    }
+
+    @Test func aWaitingProducerNeverDropsFramesBehindTheSpillBatchOfASmallRing() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let slab = 6 * 4096  // 160x96 NV12 takes one 24 KiB slab
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: 60_000_000_000, memoryBudget: 40 * slab, minimumBudget: 10 * slab))
+        // Each round, the spill stage is stalled with a batch pinned and frames waiting behind it when the budget
+        // is cut to ten frames (a ring smaller than four batches); then the producer records as a file input does.
+        for _ in 0..<5 {
+            while recorder.unspilledFrames > 0 { usleep(1000) }
+            disk.close()
+            for _ in 0..<30 { _ = try feed.appendNext(to: recorder) }
+            recorder.setPressure(.critical)
+            #expect(recorder.framesInRing == 10)
+            disk.open()
+            for _ in 0..<100 {
+                recorder.waitForSpillRoom()
+                if case .dropped(let reason) = try feed.appendNext(to: recorder) {
+                    Issue.record("frame \(feed.index - 1) dropped (\(reason)) although the producer waited for room")
+                }
+            }
+            recorder.setPressure(.normal)
+        }
+        let statistics = try recorder.finish()
+        // Only frames the cuts evicted before they were written are lost.
+        #expect(statistics.drops.keys.sorted() == [DropLabel.evictedBeforeSpill], "\(statistics.drops)")
+        #expect(statistics.framesDurable + statistics.totalDrops == 650)
+    }
+
+    @Test func inputIntervalGapsAreRecorded() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        _ = try feed.appendNext(to: recorder, skip: 5)  // the camera skipped 5 frames (thermal slow-down)
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        try recorder.finish()
+        let gaps = try store.gaps()
+        #expect(gaps.count == 1)
+        #expect(gaps.first?.startNanoseconds == feed.pts(9))
+        #expect(gaps.first?.endNanoseconds == feed.pts(15))
+        #expect(gaps.first?.reason == "input interval")
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import Glibc
+import RewindCore
+import RewindMedia
+import RewindTesting
+import Testing
+
+@Suite struct Y4MReaderTests {
+    struct Source: Sendable, CustomStringConvertible {
+        var width: Int
+        var height: Int
+        var rate: String
+        var pixelFormat: String
+        var duration: FrameTime
+        var description: String { "\(width)x\(height)@\(rate) \(pixelFormat)" }
+    }
+
+    static let sources = [
+        Source(
+            width: 320, height: 240, rate: "30000/1001", pixelFormat: "yuv420p",
+            duration: .init(value: 1001, timescale: 30000)),
+        Source(width: 321, height: 241, rate: "25", pixelFormat: "yuv420p", duration: .init(value: 1, timescale: 25)),
+        Source(width: 33, height: 17, rate: "60", pixelFormat: "yuv420p", duration: .init(value: 1, timescale: 60)),
+        Source(width: 160, height: 91, rate: "60", pixelFormat: "gray", duration: .init(value: 1, timescale: 60)),
+    ]
+
+    @Test(arguments: sources)
+    func readsWhatFFmpegWrites(source: Source) throws {
+        let path = TemporaryDirectory.shared.file("source.y4m")
+        try ExternalTools.makeY4M(
+            path, width: source.width, height: source.height, rate: source.rate, frames: 7,
+            pixelFormat: source.pixelFormat)
+        var reader = try Y4MReader(path: path, startWallNanoseconds: 5_000)
+        let format: PixelFormat = source.pixelFormat == "gray" ? .gray8 : .i420
+        #expect(reader.stream.layout == (try FrameLayout(format: format, width: source.width, height: source.height)))
+        #expect(reader.stream.frameDuration == source.duration)
+        // ffmpeg writes gray as full range (XCOLORRANGE=FULL) and yuv420p as limited.
+        #expect(reader.stream.color.range == (format == .gray8 ? .full : .video))
+        let frames = try readAllFrames(&reader)
+        #expect(frames.count == 7)
+        let raw = try ExternalTools.run(
+            "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", path, "-f", "rawvideo", "-"])
+        #expect(Array(raw) == frames.flatMap(\.bytes))
+        for (index, frame) in frames.enumerated() {
+            let pts = FrameTime(value: Int64(index) * source.duration.value, timescale: source.duration.timescale)
+            #expect(frame.info.pts == pts)
+            #expect(frame.info.wallNanoseconds == 5_000 + pts.nanoseconds!)
+        }
+    }
+
+    @Test func readsFullRangeAndFromADescriptor() throws {
+        let path = TemporaryDirectory.shared.file("full.y4m")
+        try ExternalTools.makeY4M(path, width: 64, height: 48, rate: "50", frames: 3, extra: ["-color_range", "pc"])
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var reader = try Y4MReader(fileDescriptor: fd, name: "stdin", matrix: .bt601)
+        #expect(reader.stream.color == ColorInfo(matrix: .bt601, range: .full))
+        #expect(try readAllFrames(&reader).count == 3)
+    }
+
+    /// The error reading `bytes` as a stream, after `validFrames` good frames.
+    func error(reading bytes: [UInt8], validFrames: Int = 0) throws -> InputError {
+        let path = TemporaryDirectory.shared.file("bad.y4m")
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        do {
+            var reader = try Y4MReader(path: path)
+            var buffer = [UInt8](repeating: 0, count: reader.stream.layout.byteCount)
+            for index in 0..<validFrames {
+                let info = try buffer.withUnsafeMutableBytes { try reader.readFrame(into: $0) }
+                #expect(info != nil, "frame \(index) should read")
+                #expect(buffer.allSatisfy { $0 == UInt8(index + 1) }, "frame \(index) keeps its bytes")
+            }
+            _ = try buffer.withUnsafeMutableBytes { try reader.readFrame(into: $0) }
+        } catch let error as InputError {
+            return error
+        }
+        Issue.record("reading did not fail")
+        return InputError(input: "", byteOffset: nil, message: "")
+    }
+
+    func header(_ text: String) -> [UInt8] { Array((text + "\n").utf8) }
+
+    @Test func malformedHeadersNameTheirOffset() throws {
+        let cases: [(String, Int64, String)] = [
+            ("YUV4MPEG W64 H48 F25:1", 0, "must start with 'YUV4MPEG2 '"),
+            ("YUV4MPEG2 H48 F25:1", 0, "no W tag"),
+            ("YUV4MPEG2 W64 F25:1", 0, "no H tag"),
+            ("YUV4MPEG2 W64 H48", 0, "no F tag"),
+            ("YUV4MPEG2 Wabc H48 F25:1", 10, "bad width 'Wabc'"),
+            ("YUV4MPEG2 W64 H0 F25:1", 14, "bad height 'H0'"),
+            ("YUV4MPEG2 W64 H48 F25:0", 18, "bad frame rate 'F25:0'"),
+            ("YUV4MPEG2 W64 H48 F25 ", 18, "bad frame rate 'F25'"),
+            ("YUV4MPEG2 W64 H48 F25:1 Ax", 24, "bad pixel aspect ratio"),
+            ("YUV4MPEG2 W64 H48 F25:1 C422", 24, "unsupported colour space 'C422'"),
+            ("YUV4MPEG2 W64 H48 F25:1 C444p10", 24, "supported are 420jpeg"),
+            ("YUV4MPEG2 W64 H48 F25:1 It", 24, "interlaced input ('It') is not supported"),
+            ("YUV4MPEG2 W64 H48 F25:1 Iz", 24, "bad interlacing"),
+            ("YUV4MPEG2 W64 H48 F25:1 XCOLORRANGE=HALF", 24, "bad colour range"),
+            ("YUV4MPEG2 W64 H48 F25:1 Cmono XYSCSS=420JPEG", 30, "XYSCSS=420JPEG contradicts Cmono at byte 24"),
+        ]
+        for (text, offset, message) in cases {
+            let error = try error(reading: header(text))
+            #expect(error.byteOffset == offset, "\(text): \(error)")
+            #expect(error.message.contains(message), "\(text): \(error)")
+        }
+        let empty = try error(reading: [])
+        #expect(empty.byteOffset == 0 && empty.message.contains("empty"))
+        let unterminated = try error(reading: Array("YUV4MPEG2 W64 H48".utf8))
+        #expect(unterminated.message.contains("no terminating newline"))
+    }
+
+    @Test func acceptsProgressiveUnknownInterlacingAndMonoFromXYSCSS() throws {
+        let path = TemporaryDirectory.shared.file("ok.y4m")
+        try Data(
+            header("YUV4MPEG2 W4 H2 F30000:1001 I? A0:0 XYSCSS=MONO XFOO=1 Zunknown") + Array("FRAME\n".utf8)
+                + [UInt8](repeating: 9, count: 8)
+        )
+        .write(to: URL(fileURLWithPath: path))
+        var reader = try Y4MReader(path: path)
+        #expect(reader.stream.layout.format == .gray8)
+        #expect(reader.stream.frameDuration == FrameTime(value: 1001, timescale: 30000))
+        #expect(try readAllFrames(&reader).map(\.bytes) == [[UInt8](repeating: 9, count: 8)])
+    }
+
+    @Test func badFrameMarkerAndTruncatedFrameNameTheirOffset() throws {
+        let head = header("YUV4MPEG2 W4 H2 F25:1 Cmono")  // 8-byte frames
+        let frame1 = Array("FRAME\n".utf8) + [UInt8](repeating: 1, count: 8)
+        let frame2 = Array("FRAME Ixyz\n".utf8) + [UInt8](repeating: 2, count: 8)
+        let good = head + frame1 + frame2
+        let badMarker = try error(
+            reading: good + Array("FRAMX\n".utf8) + [UInt8](repeating: 3, count: 8), validFrames: 2)
+        #expect(badMarker.byteOffset == Int64(good.count))
+        #expect(badMarker.message.contains("bad FRAME marker before frame 2: expected 'FRAME', found 'FRAMX'"))
+        let glued = try error(reading: good + Array("FRAMEX\n".utf8), validFrames: 2)
+        #expect(glued.byteOffset == Int64(good.count))
+        let truncated = try error(reading: good + Array("FRAME\n".utf8) + [3, 3, 3], validFrames: 2)
+        let end = Int64(good.count + 6 + 3)
+        #expect(truncated.byteOffset == end)
+        #expect(truncated.message == "frame 2 is truncated at byte \(end): expected 8 bytes of payload, got 3")
+        let cutMarker = try error(reading: good + Array("FRA".utf8), validFrames: 2)
+        #expect(cutMarker.message.contains("frame 2 is truncated"))
+        #expect(cutMarker.byteOffset == Int64(good.count + 3))
+    }
+}

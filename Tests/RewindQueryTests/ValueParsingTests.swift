@@ -1,0 +1,58 @@
+import RewindCore
+import RewindQuery
+import Testing
+
+@Suite struct ValueParsingTests {
+    @Test(
+        arguments: [
+            ("5s", 5_000_000_000), ("1500ms", 1_500_000_000), ("10m", 600_000_000_000), ("1h", 3_600_000_000_000),
+            ("12.5s", 12_500_000_000), ("250us", 250_000), ("7ns", 7), ("0.001s", 1_000_000), ("3", 3_000_000_000),
+            ("0s", 0), ("2min", 120_000_000_000),
+        ] as [(String, Int64)])
+    func durations(text: String, nanoseconds: Int64) throws {
+        #expect(try Values.duration(text) == nanoseconds)
+    }
+
+    @Test(arguments: ["", "s", "-5s", "5 s", "5sec", "1.2.3s", "0.5ns", "99999999999999999999s", "5x", ".s"])
+    func badDurations(text: String) {
+        #expect(throws: ValueError.self) { try Values.duration(text) }
+    }
+
+    @Test(
+        arguments: [
+            ("512MiB", 512 << 20), ("2GiB", 2 << 30), ("64K", 64 << 10), ("4096", 4096), ("1.5GB", 1_500_000_000),
+            ("1KB", 1000), ("10B", 10), ("0.5MiB", 1 << 19),
+        ] as [(String, Int)])
+    func sizes(text: String, bytes: Int) throws {
+        #expect(try Values.size(text) == bytes)
+    }
+
+    @Test(arguments: ["", "MiB", "-1MiB", "1.5B", "12 MiB", "1QiB", "0.3B"])
+    func badSizes(text: String) {
+        #expect(throws: ValueError.self) { try Values.size(text) }
+    }
+
+    @Test func dimensionsAndRates() throws {
+        #expect(try Values.dimensions("1920x1080") == (1920, 1080))
+        #expect(throws: ValueError.self) { try Values.dimensions("1920") }
+        #expect(throws: ValueError.self) { try Values.dimensions("0x10") }
+        #expect(throws: ValueError.self) { try Values.dimensions("99999x10") }
+        #expect(try Values.frameRate("60") == FrameTime(value: 1, timescale: 60))
+        #expect(try Values.frameRate("30000/1001") == FrameTime(value: 1001, timescale: 30000))
+        #expect(try Values.frameRate("29.97") == FrameTime(value: 100, timescale: 2997))
+        #expect(throws: ValueError.self) { try Values.frameRate("0") }
+        #expect(throws: ValueError.self) { try Values.frameRate("30/0") }
+    }
+
+    @Test func times() throws {
+        #expect(try TimeSpec(parsing: "12.5s") == .stream(12_500_000_000))
+        #expect(try TimeSpec(parsing: "1500ms") == .stream(1_500_000_000))
+        #expect(try TimeSpec(parsing: "1970-01-01T00:00:01.5Z") == .wall(1_500_000_000))
+        #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
+        #expect(try TimeSpec(parsing: "2026-11-30T15:03:05.200+01:00") == .wall(1_796_047_385_200_000_000))
+        #expect(try TimeSpec(parsing: "14:03:05.200") == .timeOfDay(50_585_200_000_000))
+        for bad in ["2026-13-01T00:00:00Z", "25:00:00", "14:03", "yesterday", "2026-11-30T14:03:05.200+0100"] {
+            #expect(throws: ValueError.self, "\(bad)") { try TimeSpec(parsing: bad) }
+        }
+    }
+}
