@@ -5,6 +5,7 @@ import RewindCapture
 import RewindCore
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import SegmentStore
 import Synchronization
 
@@ -78,7 +79,8 @@ public final class RecorderControl: @unchecked Sendable {
         let fd = rewind_unix_listen(socketPath, 16)
         guard fd >= 0 else {
             let reason =
-                -fd == ENAMETOOLONG ? "the path is too long for a Unix socket (at most 107 bytes)" : systemMessage(-fd)
+                -fd == ENAMETOOLONG
+                ? "the path is too long for a Unix socket (at most 107 bytes)" : Errno(rawValue: -fd).description
             throw ControlError("cannot create the control socket \(socketPath): \(reason)")
         }
         listener = fd
@@ -87,7 +89,7 @@ public final class RecorderControl: @unchecked Sendable {
         guard piped == 0 else {
             close(fd)
             unlink(socketPath)
-            throw ControlError("cannot create a pipe: \(systemMessage(-piped))")
+            throw ControlError("cannot create a pipe: \(Errno(rawValue: -piped).description)")
         }
         wake = (pipeFDs[0], pipeFDs[1])
         let thread = Thread { [self] in serve() }
@@ -327,140 +329,5 @@ public final class RecorderControl: @unchecked Sendable {
         case let other:
             throw ControlError("unknown command '\(other ?? "none")': save, clip or status")
         }
-    }
-}
-
-/// A control request that could not be made or served.
-public struct ControlError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
-
-/// One line of JSON on a control connection, optionally with a descriptor.
-enum ControlMessage {
-    static let maximumLength = 64 * 1024
-
-    static func send(_ object: [String: Any], to socket: Int32, descriptor: Int32 = -1) throws {
-        var data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        data.append(UInt8(ascii: "\n"))
-        try data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let sent = rewind_send_with_descriptor(
-                    socket, raw.baseAddress! + offset, raw.count - offset, offset == 0 ? descriptor : -1)
-                guard sent > 0 else {
-                    throw ControlError("cannot send on the control socket: \(systemMessage(Int32(-sent)))")
-                }
-                offset += sent
-            }
-        }
-    }
-
-    /// Reads one line; returns the object and a descriptor that came with it (−1 when none).
-    static func receive(from socket: Int32) throws -> ([String: Any], Int32) {
-        var line: [UInt8] = []
-        var descriptor: Int32 = -1
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while !line.contains(UInt8(ascii: "\n")) {
-            var received: Int32 = -1
-            let count = chunk.withUnsafeMutableBytes {
-                rewind_receive_with_descriptor(socket, $0.baseAddress, $0.count, &received)
-            }
-            if received >= 0 {
-                if descriptor < 0 { descriptor = received } else { close(received) }
-            }
-            guard count >= 0 else {
-                throw ControlError("cannot read the control socket: \(systemMessage(Int32(-count)))")
-            }
-            guard count > 0 else { break }
-            line += chunk[0..<count]
-            guard line.count <= maximumLength else { throw ControlError("request longer than 64 KiB") }
-        }
-        if let end = line.firstIndex(of: UInt8(ascii: "\n")) { line.removeSubrange(end...) }
-        guard !line.isEmpty else { throw ControlError("empty message: expected one line of JSON") }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
-            throw ControlError("not a JSON object: '\(String(decoding: line.prefix(200), as: UTF8.self))'")
-        }
-        return (object, descriptor)
-    }
-}
-
-private func systemMessage(_ code: Int32) -> String { String(cString: strerror(code)) }
-
-/// The client side of a live recorder's control socket (what `rewind save` uses).
-public enum ControlClient {
-    /// Asks the live recorder of `directory` to save the last `duration`.
-    ///
-    /// - Parameters:
-    ///   - destination: a path (made absolute here) or a descriptor to write into (sent with the request), or nil
-    ///     for `DIR/exports/`.
-    ///   - format: needed for a descriptor; a path's extension names its own.
-    /// - Returns: the recorder's reply, or nil when no recorder serves `directory` (no socket, or a stale one).
-    /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
-    public static func save(
-        directory: String, last duration: Int64, to destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
-    ) throws -> [String: Any]? {
-        var request: [String: Any] = ["command": "save", "last_ns": duration]
-        if let stream { request["stream"] = stream }
-        if let format { request["format"] = format.fileExtension }
-        return try exchange(directory: directory, request, destination: destination)
-    }
-
-    /// Sends an export request: a path goes in the request (made absolute), a descriptor along with it.
-    private static func exchange(directory: String, _ request: [String: Any], destination: ExportDestination?)
-        throws -> [String: Any]?
-    {
-        var request = request
-        var descriptor: Int32 = -1
-        switch destination {
-        case .path(let path):
-            request["path"] = URL(fileURLWithPath: path).standardizedFileURL.path
-        case .fileDescriptor(let fd, _):
-            descriptor = fd
-        case nil:
-            break
-        }
-        return try exchange(directory: directory, request, descriptor: descriptor)
-    }
-
-    /// Asks the live recorder of `directory` for the frames in [`from`, `to`), times as on the command line.
-    ///
-    /// - Returns: the recorder's reply, or nil when no recorder serves `directory`.
-    /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
-    public static func clip(
-        directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
-    ) throws -> [String: Any]? {
-        var request: [String: Any] = ["command": "clip", "from": from, "to": to]
-        if let stream { request["stream"] = stream }
-        if let format { request["format"] = format.fileExtension }
-        return try exchange(directory: directory, request, destination: destination)
-    }
-
-    /// The live recorder's status, or nil when none serves `directory`.
-    public static func status(directory: String) throws -> [String: Any]? {
-        try exchange(directory: directory, ["command": "status"], descriptor: -1)
-    }
-
-    private static func exchange(directory: String, _ request: [String: Any], descriptor: Int32) throws
-        -> [String: Any]?
-    {
-        let path = directory + "/" + RecorderControl.socketName
-        let socket = rewind_unix_connect(path)
-        guard socket >= 0 else {
-            // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket (the
-            // recorder could not serve it either, and said so when it started).
-            if -socket == ENOENT || -socket == ECONNREFUSED || -socket == ENAMETOOLONG { return nil }
-            throw ControlError("cannot connect to the recorder at \(path): \(systemMessage(-socket))")
-        }
-        defer { close(socket) }
-        try ControlMessage.send(request, to: socket, descriptor: descriptor)
-        let (reply, extra) = try ControlMessage.receive(from: socket)
-        if extra >= 0 { close(extra) }
-        guard reply["ok"] as? Bool == true else {
-            throw ControlError((reply["error"] as? String) ?? "the recorder refused the request")
-        }
-        return reply
     }
 }

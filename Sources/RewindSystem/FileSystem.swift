@@ -25,7 +25,7 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
 
     public var description: String {
-        "\(operation) '\(path)' failed: \(String(cString: strerror(code))) (errno \(code))"
+        "\(operation) '\(path)' failed: \(Errno(rawValue: code)) (errno \(code))"
     }
 }
 

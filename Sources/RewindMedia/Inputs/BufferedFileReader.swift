@@ -1,5 +1,6 @@
 import Glibc
 import RewindCore
+import RewindSystem
 
 /// A buffered reader over a file descriptor that reads short lines through its buffer and large payloads straight
 /// into the caller's memory.
@@ -33,7 +34,7 @@ final class BufferedFileReader {
     convenience init(path: String) throws(InputError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            let reason = String(cString: strerror(errno))
+            let reason = Errno.current.description
             throw InputError(input: path, byteOffset: nil, message: "cannot open for reading: \(reason)")
         }
         self.init(descriptor: fd, name: path, ownsDescriptor: true)
@@ -146,7 +147,7 @@ final class BufferedFileReader {
             let result = Glibc.read(descriptor, pointer, count)
             if result >= 0 { return result }
             if errno == EINTR { continue }
-            let reason = String(cString: strerror(errno))
+            let reason = Errno.current.description
             throw InputError(input: name, byteOffset: offset, message: "read failed: \(reason)")
         }
     }

@@ -1,6 +1,7 @@
 import CPlatform
 import Glibc
 import RewindCore
+import RewindSystem
 
 /// A buffered writer over a file descriptor: small writes gather in a buffer, large ones go straight to the file.
 ///
@@ -34,7 +35,7 @@ final class OutputFile {
             let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard fd >= 0 else {
                 throw ExportError(
-                    destination: path, message: "cannot create the file: \(String(cString: strerror(errno)))")
+                    destination: path, message: "cannot create the file: \(Errno.current.description)")
             }
             descriptor = fd
             name = path
@@ -202,6 +203,6 @@ final class OutputFile {
 
     private func failure(_ action: String, _ code: Int32) -> ExportError {
         let hint = code == ENOSPC ? "; free some space or write elsewhere" : ""
-        return ExportError(destination: name, message: "\(action) failed: \(String(cString: strerror(code)))\(hint)")
+        return ExportError(destination: name, message: "\(action) failed: \(Errno(rawValue: code).description)\(hint)")
     }
 }

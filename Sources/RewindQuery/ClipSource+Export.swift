@@ -1,0 +1,63 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+extension ClipSource {
+    /// Throws ``ClipError/empty(_:)``, saying what the source holds, when no frame lies in `range`.
+    public func requireFrames(in range: Range<Int64>) throws {
+        guard try !hasFrames(in: range) else { return }
+        let held = try span().map {
+            "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
+        }
+        throw ClipError.empty(
+            "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
+                + (held ?? "the store holds no frames") + "; nothing was written")
+    }
+
+    /// Exports every frame in `range` to `destination`.
+    ///
+    /// - Parameters:
+    ///   - range: pts nanoseconds, start inclusive, end exclusive.
+    ///   - format: the file format.
+    ///   - destination: a path or standard output.
+    ///   - progress: called after each frame with the count so far and the frame's pts.
+    /// - Returns: what was written.
+    /// - Throws: ``ClipError/empty(_:)`` when no frame lies in the range (nothing is written);
+    ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
+    public func export(
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        progress: ((Int, Int64) -> Void)? = nil
+    ) throws -> ExportSummary {
+        guard !range.isEmpty else {
+            throw ClipError.badRange(
+                "the range [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))) is empty: "
+                    + "--to must be after --from")
+        }
+        try requireFrames(in: range)
+        var exporter = try makeExporter(format: format, stream: stream, destination: destination)
+        do {
+            var count = 0
+            let write = { (view: FrameView) throws -> Bool in
+                try exporter.write(view)
+                count += 1
+                progress?(count, view.info.ptsNanoseconds)
+                return true
+            }
+            if case .store(let store, let row) = self {
+                // Frames from disk: decode on a second thread while this one writes.
+                try DecodePipeline(layout: stream.layout).run(store: store, stream: row.name, range: range, write)
+            } else {
+                try frames(in: range, write)
+            }
+            return try exporter.finish()
+        } catch {
+            if case .path(let path) = destination { try? FileManager.default.removeItem(atPath: path) }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// Overlaps reading and decoding frames from the segment store (on its own thread) with writing them (on the
+/// caller's). Frames are decoded straight into `depth + 2` buffers allocated once per export and handed over
+/// without a copy, two consecutive frames at a time on two threads where there are two cores: the decoder writes
+/// frames k + depth + 1 and k + depth + 2 into the buffers of frames k and k + 1 only after the writer is done with
+/// them.
+///
+///     reader thread (+ a decode helper): frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
+final class DecodePipeline: @unchecked Sendable {
+    private static let depth = 3
+    private let buffers: DecodeBuffers
+    /// One slot per frame in flight: the reader fills slot k before signalling `filled`, the writer empties it
+    /// before signalling `free` (raw memory, so the two threads never share an array's storage).
+    private let views: UnsafeMutableBufferPointer<FrameView?>
+    private let free = DispatchSemaphore(value: DecodePipeline.depth)
+    private let filled = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    // Written by the reader before it signals `filled` (or `finished`); read by the writer after waiting.
+    private var readerError: (any Error)?
+    private let isCancelled = Atomic<Bool>(false)
+
+    init(layout: FrameLayout) {
+        buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 2)
+        views = .allocate(capacity: Self.depth)
+        views.initialize(repeating: nil)
+    }
+
+    deinit {
+        views.deinitialize()
+        views.deallocate()
+    }
+
+    /// Streams `range` of `stream` in `store` through `write` (which returns false to stop), in pts order.
+    func run(
+        store: SegmentStore, stream: String, range: Range<Int64>, _ write: (FrameView) throws -> Bool
+    ) throws {
+        let reader = Thread { [self] in
+            var slot = 0
+            do {
+                let threads = min(2, System.onlineProcessorCount)
+                try store.frames(streamName: stream, in: range, into: buffers, decodeThreads: threads) { view in
+                    free.wait()
+                    if isCancelled.load(ordering: .acquiring) { return false }
+                    views[slot] = view
+                    filled.signal()
+                    slot = (slot + 1) % Self.depth
+                    return true
+                }
+            } catch {
+                readerError = error
+            }
+            filled.signal()
+            finished.signal()
+        }
+        reader.name = "rewind-export-read"
+        reader.start()
+        defer {
+            isCancelled.store(true, ordering: .releasing)
+            for _ in 0..<Self.depth { free.signal() }
+            finished.wait()
+        }
+        var slot = 0
+        while true {
+            filled.wait()
+            guard let view = views[slot] else {
+                // Only the end marker arrives with no frame in the slot.
+                if let readerError { throw readerError }
+                return
+            }
+            views[slot] = nil
+            let keepGoing = try write(view)
+            free.signal()
+            if !keepGoing { return }
+            slot = (slot + 1) % Self.depth
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// Formats nanoseconds as seconds with millisecond precision: `12.500s`.
+public func formatSeconds(_ nanoseconds: Int64) -> String {
+    let sign = nanoseconds < 0 ? "-" : ""
+    let magnitude = nanoseconds.magnitude
+    return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
+}
+
+/// Formats a byte count with a binary unit: `1.5 GiB`.
+public func formatBytes(_ bytes: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(bytes)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+}

@@ -1,0 +1,110 @@
+import CLZ4
+import RewindCore
+import RewindSQLite
+import RewindSystem
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// How a frame's bytes are stored. The raw value is written into every record (its `codec` byte).
+///
+/// A frame is cut into chunks (see ``ChunkPlan``); each chunk is stored raw, LZ4-compressed, or as the LZ4 of its
+/// byte-wise difference from the same chunk of the previous frame, whichever is smallest. The record's codec
+/// byte summarises the chunks: `lz4Delta` when any chunk needs the previous frame, else `lz4` when any chunk is
+/// compressed, else `raw`.
+public enum FrameCodec: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// Bytes as they are.
+    case raw = 0
+    /// LZ4 block of the bytes (acceleration 1, like `lz4 -1`).
+    case lz4 = 1
+    /// LZ4 block of `current &- previous`, byte by byte (wrapping), against the previous frame of the segment.
+    case lz4Delta = 2
+
+    public var description: String {
+        switch self {
+        case .raw: "raw"
+        case .lz4: "lz4"
+        case .lz4Delta: "lz4-delta"
+        }
+    }
+}
+
+/// Which codecs the encoder may use: the smallest per chunk, or one forced (for tests and measurements).
+public enum CodecPolicy: Sendable, Hashable {
+    /// Per chunk, the smallest of raw, LZ4 and LZ4 delta (delta only when the frame is not a key frame).
+    case automatic
+    /// Every chunk with this codec (`lz4Delta` falls back to `lz4` on key frames).
+    case forced(FrameCodec)
+}
+
+/// How a frame of a given layout is cut into chunks: each plane into pieces of at most `chunkSize` bytes.
+///
+/// Chunks never cross a plane boundary, so each is a run of rows of one plane; they are compressed independently
+/// (in parallel) and verified independently. The plan is a pure function of the layout and the chunk size, both
+/// of which are in the segment header, so a reader derives the same plan.
+public struct ChunkPlan: Sendable, Hashable {
+    /// The default chunk size: 256 KiB (4 × the LZ4 window, so cutting costs almost no compression).
+    public static let defaultChunkSize = 256 * 1024
+
+    /// Byte offset of each chunk in the frame.
+    public let offsets: [Int]
+    /// Byte length of each chunk.
+    public let lengths: [Int]
+    public let chunkSize: Int
+
+    public init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize) {
+        precondition(chunkSize >= 4096, "chunk size must be at least 4096 bytes")
+        var offsets: [Int] = []
+        var lengths: [Int] = []
+        for p in 0..<layout.planeCount {
+            let plane = layout.plane(p)
+            let pieces = max(1, (plane.byteCount + chunkSize - 1) / chunkSize)
+            // Even pieces, so the last one is not a sliver.
+            let base = plane.byteCount / pieces
+            var offset = plane.offset
+            for i in 0..<pieces {
+                let length = i == pieces - 1 ? plane.offset + plane.byteCount - offset : base
+                offsets.append(offset)
+                lengths.append(length)
+                offset += length
+            }
+        }
+        self.offsets = offsets
+        self.lengths = lengths
+        self.chunkSize = chunkSize
+    }
+
+    public var count: Int { offsets.count }
+
+    /// Bytes of a payload's chunk table: a 4-byte count and 12 bytes per chunk.
+    public var tableLength: Int { 4 + 12 * count }
+}
+
+/// Why stored bytes could not be turned back into a frame.
+public enum FrameDecodeError: Error, Sendable, Hashable, CustomStringConvertible {
+    case payloadTooShort(needed: Int, actual: Int)
+    case chunkCountMismatch(expected: Int, actual: Int)
+    case tableChecksumMismatch
+    case chunkChecksumMismatch(chunk: Int)
+    case chunkLengthInvalid(chunk: Int)
+    case unknownChunkCodec(chunk: Int, codec: UInt8)
+    case lz4Failed(chunk: Int)
+    case deltaWithoutPredecessor
+
+    public var description: String {
+        switch self {
+        case .payloadTooShort(let needed, let actual): "stored bytes too short (\(actual) of \(needed))"
+        case .chunkCountMismatch(let expected, let actual): "chunk table has \(actual) chunks, layout needs \(expected)"
+        case .tableChecksumMismatch: "stored-bytes checksum mismatch (chunk table)"
+        case .chunkChecksumMismatch(let chunk): "stored-bytes checksum mismatch (chunk \(chunk))"
+        case .chunkLengthInvalid(let chunk): "chunk \(chunk) has an impossible length"
+        case .unknownChunkCodec(let chunk, let codec): "chunk \(chunk) has unknown codec \(codec)"
+        case .lz4Failed(let chunk): "chunk \(chunk) does not decompress"
+        case .deltaWithoutPredecessor: "delta frame without its previous frame"
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import CSQLite
+import RewindCore
+import RewindMigrations
+import RewindSQLite
+import RewindSystem
+
+extension StoreIndex {
+    // MARK: Frames
+
+    /// Calls `body` with each frame of the stream whose pts is in `[range.lowerBound, range.upperBound)`, in pts
+    /// order, until it returns false.
+    ///
+    /// Reads pages of rows (64 first, then 512) under the lock and calls `body` outside it, so memory stays
+    /// bounded, the first frame arrives after one O(log n) seek, and `body` may call the index again. Each page
+    /// is one range scan of the primary key; frames added while iterating may or may not be seen.
+    ///
+    /// - Parameters:
+    ///   - streamID: The stream.
+    ///   - range: Pts nanoseconds, start inclusive, end exclusive.
+    ///   - body: Receives each frame; returns false to stop.
+    /// - Throws: What `body` throws, ``SQLiteError``.
+    /// - Complexity: O(log n + k) for k frames visited out of n.
+    public func frames(streamID: Int64, in range: Range<Int64>, _ body: (FrameRow) throws -> Bool) throws {
+        var lower = range.lowerBound
+        var pageSize = 64
+        var page: [FrameRow] = []
+        page.reserveCapacity(512)
+        while lower < range.upperBound {
+            let limit = pageSize
+            let start = lower
+            try database.withConnection { connection in
+                page.removeAll(keepingCapacity: true)
+                let select = try connection.statement(
+                    "\(Self.frameColumns) WHERE stream_id = ? AND pts_ns >= ? AND pts_ns < ? ORDER BY pts_ns LIMIT ?")
+                defer { select.reset() }
+                try select.bind(streamID, at: 1)
+                try select.bind(start, at: 2)
+                try select.bind(range.upperBound, at: 3)
+                try select.bind(Int64(limit), at: 4)
+                while try select.step() { page.append(Self.frameRow(select)) }
+            }
+            for row in page where try !body(row) { return }
+            guard page.count == limit, let last = page.last else { return }
+            lower = last.ptsNanoseconds + 1
+            pageSize = 512
+        }
+    }
+
+    /// The key frame at or before `pts`: where decoding of the frame at `pts` starts.
+    ///
+    /// - Parameters:
+    ///   - streamID: The stream.
+    ///   - pts: Nanoseconds.
+    /// - Returns: The key frame, or nil when no frame at or before `pts` has a key frame before it.
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(log n): two primary-key lookups. If the recorded key frame was removed since, a backward
+    ///   scan to the nearest remaining key frame.
+    public func keyFrame(streamID: Int64, atOrBefore pts: Int64) throws -> FrameRow? {
+        try database.withConnection { connection in
+            let select = try connection.statement(
+                "SELECT \(Self.frameFields), key_pts_ns FROM frames WHERE stream_id = ? AND pts_ns <= ? "
+                    + "ORDER BY pts_ns DESC LIMIT 1")
+            try select.bind(streamID, at: 1)
+            try select.bind(pts, at: 2)
+            guard try select.step() else {
+                select.reset()
+                return nil
+            }
+            let row = Self.frameRow(select)
+            let keyPTS = select.optionalInt64(8)
+            select.reset()
+            if row.isKeyFrame { return row }
+            guard let keyPTS else { return nil }
+            let key = try connection.statement("\(Self.frameColumns) WHERE stream_id = ? AND pts_ns = ?")
+            try key.bind(streamID, at: 1)
+            try key.bind(keyPTS, at: 2)
+            let found = try key.step() ? Self.frameRow(key) : nil
+            key.reset()
+            if let found { return found }
+            // The recorded key frame was removed (a truncated or deleted segment): search backwards for one.
+            let search = try connection.statement(
+                "\(Self.frameColumns) WHERE stream_id = ? AND pts_ns <= ? AND flags & 1 = 1 "
+                    + "ORDER BY pts_ns DESC LIMIT 1")
+            defer { search.reset() }
+            try search.bind(streamID, at: 1)
+            try search.bind(row.ptsNanoseconds, at: 2)
+            return try search.step() ? Self.frameRow(search) : nil
+        }
+    }
+
+    /// The frames of one segment, in pts order: what recovery and `rewind verify` compare with the file.
+    ///
+    /// - Parameter id: The segment.
+    /// - Returns: Its frame rows (empty for an unknown segment).
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(log n + k) for its k frames (the `frames_by_segment` index).
+    public func frames(ofSegment id: Int64) throws -> [FrameRow] {
+        try database.withConnection { connection in
+            let select = try connection.statement(
+                "\(Self.frameColumns) WHERE segment_id = ? ORDER BY stream_id, pts_ns")
+            defer { select.reset() }
+            try select.bind(id, at: 1)
+            var rows: [FrameRow] = []
+            while try select.step() { rows.append(Self.frameRow(select)) }
+            return rows
+        }
+    }
+
+    /// Removes a segment's frames from `pts` on and recounts the segment: for recovery, when the file holds
+    /// fewer frames than the index (e.g. a `.partial` file cut short by a crash).
+    ///
+    /// - Parameters:
+    ///   - id: The segment.
+    ///   - pts: The first pts to remove, nanoseconds; `Int64.min` removes every frame.
+    /// - Returns: How many frame rows were removed.
+    /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
+    /// - Complexity: O(k log n) for its k frames.
+    @discardableResult
+    public func removeFrames(ofSegment id: Int64, atOrAfter pts: Int64) throws -> Int {
+        try database.write { connection in
+            let delete = try connection.statement("DELETE FROM frames WHERE segment_id = ? AND pts_ns >= ?")
+            try delete.bind(id, at: 1)
+            try delete.bind(pts, at: 2)
+            try delete.run()
+            let removed = connection.changes
+            let recount = try connection.statement(
+                """
+                UPDATE segments SET (frame_count, first_pts_ns, last_pts_ns, raw_bytes, stored_bytes) = (
+                    SELECT count(*), min(pts_ns), max(pts_ns), coalesce(sum(raw_length), 0),
+                        coalesce(sum(stored_length), 0)
+                    FROM frames WHERE segment_id = ?1)
+                WHERE id = ?1
+                """)
+            try recount.bind(id, at: 1)
+            try recount.run()
+            guard connection.changes == 1 else { throw StoreIndexError.unknownSegment(id: id) }
+            return removed
+        }
+    }
+}

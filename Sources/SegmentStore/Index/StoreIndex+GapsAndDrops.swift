@@ -1,0 +1,80 @@
+import CSQLite
+import RewindCore
+import RewindMigrations
+import RewindSQLite
+import RewindSystem
+
+extension StoreIndex {
+    // MARK: Gaps and drops
+
+    /// Records a gap.
+    ///
+    /// - Throws: ``SQLiteError`` (a constraint error when `endNanoseconds < startNanoseconds`).
+    public func recordGap(_ gap: GapRow) throws {
+        try database.write { connection in
+            let insert = try connection.statement(
+                "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (?, ?, ?, ?)")
+            try insert.bind(gap.streamID, at: 1)
+            try insert.bind(gap.startNanoseconds, at: 2)
+            try insert.bind(gap.endNanoseconds, at: 3)
+            try insert.bind(gap.reason, at: 4)
+            try insert.run()
+        }
+    }
+
+    /// The gaps of one stream (or all), by stream then start.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func gaps(streamID: Int64? = nil) throws -> [GapRow] {
+        try database.withConnection { connection in
+            let columns = "SELECT stream_id, start_ns, end_ns, reason FROM gaps"
+            let select =
+                streamID == nil
+                ? try connection.statement("\(columns) ORDER BY stream_id, start_ns, id")
+                : try connection.statement("\(columns) WHERE stream_id = ? ORDER BY start_ns, id")
+            defer { select.reset() }
+            if let streamID { try select.bind(streamID, at: 1) }
+            var rows: [GapRow] = []
+            while try select.step() {
+                rows.append(
+                    GapRow(
+                        streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
+                        reason: select.text(3)))
+            }
+            return rows
+        }
+    }
+
+    /// Adds `count` to the stream's drop counter for `reason`.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func addDrops(streamID: Int64, reason: String, count: Int) throws {
+        precondition(count >= 0, "drop count must not be negative, got \(count)")
+        try database.write { connection in
+            let upsert = try connection.statement(
+                "INSERT INTO drops (stream_id, reason, count) VALUES (?, ?, ?) "
+                    + "ON CONFLICT (stream_id, reason) DO UPDATE SET count = count + excluded.count")
+            try upsert.bind(streamID, at: 1)
+            try upsert.bind(reason, at: 2)
+            try upsert.bind(Int64(count), at: 3)
+            try upsert.run()
+        }
+    }
+
+    /// Dropped frames by reason, for one stream or summed over all.
+    ///
+    /// - Throws: ``SQLiteError``.
+    public func drops(streamID: Int64? = nil) throws -> [String: Int] {
+        try database.withConnection { connection in
+            let select =
+                streamID == nil
+                ? try connection.statement("SELECT reason, sum(count) FROM drops GROUP BY reason")
+                : try connection.statement("SELECT reason, count FROM drops WHERE stream_id = ?")
+            defer { select.reset() }
+            if let streamID { try select.bind(streamID, at: 1) }
+            var counts: [String: Int] = [:]
+            while try select.step() { counts[select.text(0)] = Int(select.int64(1)) }
+            return counts
+        }
+    }
+}

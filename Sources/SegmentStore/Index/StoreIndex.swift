@@ -1,0 +1,112 @@
+import CSQLite
+import RewindCore
+import RewindMigrations
+import RewindSQLite
+import RewindSystem
+
+/// The SQLite index of a segment store (`DIR/index.sqlite`): streams, segment files and one row per stored frame.
+///
+/// The index answers "which frames overlap [t0, t1)" with one range scan of the `frames` primary key
+/// `(stream_id, pts_ns)`, so the time to the first frame of a range is O(log n) however large the store grows.
+/// The segment files stay the source of truth: every row here can be rebuilt from them.
+///
+/// Thread-safe: all calls share one connection behind a lock. Other processes may open the same file with
+/// `readOnly: true` while a recorder writes (WAL mode): they never see "database is locked".
+public final class StoreIndex: Sendable {
+    /// The underlying connection.
+    public let database: SQLiteDatabase
+
+    /// Opens the index at `path`, creating it and applying migrations unless `readOnly`.
+    ///
+    /// - Parameters:
+    ///   - path: The database file, normally `DIR/index.sqlite`.
+    ///   - readOnly: Open with `SQLITE_OPEN_READONLY` (never creates or migrates; a schema that is not exactly
+    ///     this build's is refused).
+    ///   - migrations: The migrations to apply; the shipped ones unless a test injects others.
+    /// - Throws: ``SQLiteError`` when the file cannot be opened or is corrupt; ``MigrationError`` when the schema
+    ///   is newer than this build, was changed, is outdated (read-only), or a migration fails.
+    public init(path: String, readOnly: Bool = false, migrations: [Migration] = Migration.all) throws {
+        database = try SQLiteDatabase(path: path, readOnly: readOnly)
+        let runner = MigrationRunner(migrations: migrations)
+        if readOnly {
+            try runner.validate(database)
+        } else {
+            try runner.migrate(database)
+        }
+    }
+
+    /// The database file.
+    public var path: String { database.path }
+
+    // MARK: Streams
+
+    /// Returns the stream called `name`, creating it with `description` if it does not exist.
+    ///
+    /// - Parameters:
+    ///   - name: The stream's unique name, e.g. `camera`.
+    ///   - description: What its frames are.
+    /// - Returns: The stored stream.
+    /// - Throws: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)`` when the stream exists with
+    ///   another description; ``SQLiteError``.
+    public func stream(named name: String, description: StreamDescription) throws -> StreamRow {
+        if let stored = try stream(named: name) { return try Self.checked(stored, against: description) }
+        return try database.write { connection in
+            // Another process may have created it since the read above.
+            if let stored = try Self.findStream(named: name, connection) {
+                return try Self.checked(stored, against: description)
+            }
+            let insert = try connection.statement(
+                """
+                INSERT INTO streams (name, pixel_format, width, height, frame_duration_value,
+                    frame_duration_timescale, color_matrix, color_range, created_wall_ns)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            try insert.bind(name, at: 1)
+            try insert.bind(description.layout.format.name, at: 2)
+            try insert.bind(Int64(description.layout.width), at: 3)
+            try insert.bind(Int64(description.layout.height), at: 4)
+            try insert.bind(description.frameDuration.value, at: 5)
+            try insert.bind(Int64(description.frameDuration.timescale), at: 6)
+            try insert.bind(description.color.matrix.name, at: 7)
+            try insert.bind(description.color.range.name, at: 8)
+            try insert.bind(System.wallClockNanoseconds(), at: 9)
+            try insert.run()
+            return StreamRow(id: connection.lastInsertRowID, name: name, description: description)
+        }
+    }
+
+    /// The stream called `name`, if it exists (works on a read-only index).
+    ///
+    /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
+    public func stream(named name: String) throws -> StreamRow? {
+        try database.withConnection { connection in try Self.findStream(named: name, connection) }
+    }
+
+    static func findStream(named name: String, _ connection: SQLiteConnection) throws -> StreamRow? {
+        let select = try connection.statement("\(streamColumns) WHERE name = ?")
+        defer { select.reset() }
+        try select.bind(name, at: 1)
+        return try select.step() ? try streamRow(select) : nil
+    }
+
+    static func checked(_ stored: StreamRow, against description: StreamDescription) throws -> StreamRow {
+        guard stored.description == description else {
+            throw StoreIndexError.streamDescriptionMismatch(
+                name: stored.name, stored: stored.description, requested: description)
+        }
+        return stored
+    }
+
+    /// Every stream, by id.
+    ///
+    /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
+    public func streams() throws -> [StreamRow] {
+        try database.withConnection { connection in
+            let select = try connection.statement("\(Self.streamColumns) ORDER BY id")
+            defer { select.reset() }
+            var rows: [StreamRow] = []
+            while try select.step() { rows.append(try Self.streamRow(select)) }
+            return rows
+        }
+    }
+}
