@@ -78,14 +78,10 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
 
 /// Prints what a live recorder wrote for us, like ``describe(_:destination:)`` does for a local export.
 private func report(_ reply: [String: Any], output: String, action: String) -> Int32 {
-    var message = "wrote \((reply["frames"] as? Int) ?? 0) frames"
-    message += " (\(formatBytes(Int64((reply["bytes"] as? Int) ?? 0)))) to \(output == "-" ? "stdout" : output)"
-    if let first = reply["first_pts_ns"] as? Int, let last = reply["last_pts_ns"] as? Int {
-        message += ", pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last)))"
-    }
-    if let filled = reply["filled_frames"] as? Int, filled > 0 {
-        message += "; \(filled) frames repeated to fill gaps (constant frame rate)"
-    }
+    var message = describeExport(
+        frames: (reply["frames"] as? Int) ?? 0, filledFrames: (reply["filled_frames"] as? Int) ?? 0,
+        bytes: Int64((reply["bytes"] as? Int) ?? 0), firstPTS: (reply["first_pts_ns"] as? Int).map(Int64.init),
+        lastPTS: (reply["last_pts_ns"] as? Int).map(Int64.init), destination: output == "-" ? "stdout" : output)
     message += "; \(action)"
     if output == "-" { printError(message) } else { print(message) }
     return ExitStatus.success

@@ -42,15 +42,17 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let exports = directory + "/exports"
     try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
     let source = ClipSource.recorder(recorder)
-    guard let last5 = try source.lastRange(5_000_000_000) else { throw CommandError("nothing was recorded") }
+    // The last 5 s, or everything when the run was shorter.
+    let saveLength = min(5_000_000_000, seconds)
+    guard let last5 = try source.lastRange(saveLength) else { throw CommandError("nothing was recorded") }
     var step = 2
     for format in [ExportFormat.y4m, .matroska] {
-        let path = "\(exports)/last-5s.\(format.fileExtension)"
+        let path = "\(exports)/last-\(shortSeconds(saveLength)).\(format.fileExtension)"
         let pinStart = ContinuousClock.now
         let summary = try source.export(range: last5, format: format, to: .path(path))
         let took = ContinuousClock.now - pinStart
         print(
-            "\(step). saved the last 5 s from memory in \(formatSeconds(nanoseconds(took))): "
+            "\(step). saved the last \(shortSeconds(saveLength)) from memory in \(formatSeconds(nanoseconds(took))): "
                 + describe(summary, destination: path))
         step += 1
     }
@@ -68,13 +70,28 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let ratio = stored.rawBytes > 0 ? Double(stored.storedBytes) / Double(stored.rawBytes) : 0
     print(
         "\(step + 1). finished: \(statistics.framesDurable) frames durable, \(formatBytes(stored.rawBytes)) raw stored in "
-            + "\(formatBytes(stored.storedBytes)) (\(String(format: "%.3f", ratio)) of raw), \(stored.segments) segments"
+            + "\(formatBytes(stored.storedBytes)) (\(String(format: "%.3f", ratio)) of raw), \(count(stored.segments, "segment"))"
     )
     print("")
-    print("play:    ffplay \(exports)/last-5s.mkv      (or mpv)")
+    print("play:    ffplay \(exports)/last-\(shortSeconds(saveLength)).mkv      (or mpv)")
     print("inspect: rewind info --store \(directory)")
-    print("clip:    rewind clip --store \(directory) --from 3s --to 4.5s -o clip.mp4")
+    if let first = stored.firstPTS, let last = stored.lastPTS {
+        // A range the store holds: 1.5 s (or less in a short run) from the middle of what was recorded.
+        let length = min(1_500_000_000, (last - first) / 3)
+        let from = (first + (last - first) / 3) / 1_000_000 * 1_000_000
+        print(
+            "clip:    rewind clip --store \(directory) --from \(formatSeconds(from)) --to \(formatSeconds(from + length)) -o clip.mp4"
+        )
+    }
     return ExitStatus.success
+}
+
+/// `5s`, `2.5s`: seconds without trailing zeros, for names and sentences.
+private func shortSeconds(_ nanoseconds: Int64) -> String {
+    var text = formatSeconds(nanoseconds).dropLast()  // "2.500"
+    while text.hasSuffix("0") { text = text.dropLast() }
+    if text.hasSuffix(".") { text = text.dropLast() }
+    return text + "s"
 }
 
 /// A duration in whole nanoseconds.

@@ -125,8 +125,11 @@ private func record<Source: FrameSource>(
     if configuration.spill != .off {
         line += "; \(statistics.framesDurable) durable in \(directory) (\(formatBytes(statistics.rawBytesSpilled)) raw"
         if let store {
-            let summary = try store.summary(streamName: configuration.streamName)
-            line += ", store now \(formatBytes(summary.storedBytes)) on disk for \(formatBytes(summary.rawBytes)) raw"
+            // The whole store, every stream and every earlier run included.
+            let summary = try store.summary()
+            line +=
+                "; the store now holds \(count(summary.frames, "frame")) in \(formatBytes(summary.storedBytes)) on "
+                + "disk for \(formatBytes(summary.rawBytes)) raw"
         }
         line += ")"
     }

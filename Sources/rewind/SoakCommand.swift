@@ -112,7 +112,8 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let gaps = report.gaps.values.reduce(0, +)
     print(
         "  drops: \(drops)\(describe(report.drops)); gaps: \(gaps)\(describe(report.gaps)); store: "
-            + "\(report.segments) segments, \(formatBytes(report.storedBytes)) for \(formatBytes(report.rawBytes)) raw")
+            + "\(count(report.segments, "segment")), \(formatBytes(report.storedBytes)) for \(formatBytes(report.rawBytes)) raw"
+    )
     if !report.events.isEmpty {
         print("  events:")
         for event in report.events {

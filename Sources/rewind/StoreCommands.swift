@@ -50,7 +50,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
     print(
-        "  frames: \(summary.frames) in \(summary.segments) segments "
+        "  frames: \(summary.frames) in \(count(summary.segments, "segment")) "
             + "(\(segments.filter { $0.state == .open }.count) open)")
     print(
         "  bytes: \(formatBytes(summary.rawBytes)) raw, \(formatBytes(summary.storedBytes)) stored "
@@ -122,7 +122,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
             "salvage": report.salvage.map(salvageJSON),
         ])
     } else {
-        print("verified \(report.segments) segments, \(report.frames) frames in \(directory)")
+        print("verified \(count(report.segments, "segment")), \(count(report.frames, "frame")) in \(directory)")
         for damage in report.damaged { print("  damaged: \(damage.message)") }
         for problem in report.problems { print("  problem: \(problem)") }
         for fix in report.repaired { print("  repaired: \(fix)") }

@@ -121,14 +121,30 @@ struct CommandError: Error, CustomStringConvertible {
     }
 }
 
-/// The lines an export prints: where it went, how much, and what was filled.
+/// The lines an export prints: where it went, what the file holds, and what was filled.
 func describe(_ summary: ExportSummary, destination: String) -> String {
-    var text = "wrote \(summary.frames) frames (\(formatBytes(summary.bytes))) to \(destination)"
-    if let first = summary.firstPTSNanoseconds, let last = summary.lastPTSNanoseconds {
-        text += ", pts \(formatSeconds(first)) … \(formatSeconds(last))"
+    describeExport(
+        frames: summary.frames, filledFrames: summary.filledFrames, bytes: summary.bytes,
+        firstPTS: summary.firstPTSNanoseconds, lastPTS: summary.lastPTSNanoseconds, destination: destination)
+}
+
+/// "wrote N frames (…) to F, pts A … B": N is what the file holds, repeats included.
+func describeExport(
+    frames: Int, filledFrames: Int, bytes: Int64, firstPTS: Int64?, lastPTS: Int64?, destination: String
+) -> String {
+    var text = "wrote \(count(frames + filledFrames, "frame"))"
+    if filledFrames > 0 {
+        text +=
+            " (\(frames) stored + \(filledFrames) repeated to fill gaps at a constant frame rate)"
     }
-    if summary.filledFrames > 0 {
-        text += "; \(summary.filledFrames) frames repeated to fill gaps (constant frame rate)"
+    text += " (\(formatBytes(bytes))) to \(destination)"
+    if let firstPTS, let lastPTS {
+        text += ", pts \(formatSeconds(firstPTS)) … \(formatSeconds(lastPTS))"
     }
     return text
+}
+
+/// "1 segment", "2 segments": a count with its noun in the right number.
+func count(_ value: Int, _ noun: String) -> String {
+    "\(value) \(noun)\(value == 1 ? "" : "s")"
 }
