@@ -14,7 +14,8 @@ import Testing
         // Frames 35…59 leave the index (frame 60 is a key frame, decodable on its own): a clip of the whole store
         // then has a 2.5 s hole to fill.
         try runChecked(
-            "sqlite3", ["\(store)/index.sqlite", "DELETE FROM frames WHERE pts_ns >= 3500000000 AND pts_ns < 6000000000"])
+            "sqlite3",
+            ["\(store)/index.sqlite", "DELETE FROM frames WHERE pts_ns >= 3500000000 AND pts_ns < 6000000000"])
         let output = directory.appendingPathComponent("gap.y4m").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "8s", "-o", output])
         #expect(clip.status == 0, "\(clip.stderr)")
