@@ -19,9 +19,14 @@ import Synchronization
 /// `dropOldestUnspilled` the frame is stored and the ring lets its oldest frames go, written or not. Every lost
 /// frame is counted with its reason and recorded as a gap.
 public final class Recorder: Sendable {
+    /// The stream every frame belongs to.
     public let stream: StreamDescription
+    /// The settings the recorder was made with.
     public let configuration: RecorderConfiguration
-    public let ring: RingStore
+    /// The ring holding the window in memory. Package-only: pressure must go through ``setPressure(_:)``, which
+    /// also updates the producer's backpressure, and pins through the query methods.
+    package let ring: RingStore
+    /// The store frames spill to; nil with spill `off`.
     public let store: SegmentStore?
     private let shared: RecorderShared
     private let spill: SpillStage?
@@ -209,6 +214,12 @@ public final class Recorder: Sendable {
     }
 
     /// Counters so far.
+    /// What the ring holds now: frames, bytes, pts range, budget and pinned frames.
+    public var memoryStatistics: RingStatistics { ring.statistics }
+
+    /// The ring's limits: window, budget, minimum budget under pressure.
+    public var memoryConfiguration: RingConfiguration { ring.configuration }
+
     public var statistics: RecorderStatistics {
         let ringStatistics = ring.statistics
         var result = shared.state.withLock { $0.statistics }

@@ -8,14 +8,14 @@ import SegmentStore
 import Synchronization
 
 /// Formats nanoseconds as seconds with millisecond precision: `12.500s`.
-public func formatSeconds(_ nanoseconds: Int64) -> String {
+package func formatSeconds(_ nanoseconds: Int64) -> String {
     let sign = nanoseconds < 0 ? "-" : ""
     let magnitude = nanoseconds.magnitude
     return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
 }
 
 /// Formats a byte count with a binary unit: `1.5 GiB`.
-public func formatBytes(_ bytes: Int64) -> String {
+package func formatBytes(_ bytes: Int64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]
     var value = Double(bytes)
     var unit = 0

@@ -21,14 +21,14 @@ import RewindSystem
 ///     sql_fnv1a64 TEXT              -- FNV-1a 64-bit hash of the text, 16 hex digits
 ///     sql TEXT                      -- the full text as applied
 ///     applied_wall_ns INTEGER       -- when, Unix epoch nanoseconds
-public struct MigrationRunner: Sendable {
+package struct MigrationRunner: Sendable {
     /// The migrations this runner applies, in version order.
-    public let migrations: [Migration]
+    package let migrations: [Migration]
 
     /// Makes a runner for `migrations`, which must be numbered 1, 2, 3… with no holes.
     ///
     /// - Parameter migrations: The shipped migrations, or a test's own list.
-    public init(migrations: [Migration] = Migration.all) {
+    package init(migrations: [Migration] = Migration.all) {
         for (index, migration) in migrations.enumerated() {
             precondition(migration.version == index + 1, "migration \(migration.fileName) must be number \(index + 1)")
         }
@@ -36,7 +36,7 @@ public struct MigrationRunner: Sendable {
     }
 
     /// The schema version this runner brings a database to.
-    public var latestVersion: Int { migrations.last?.version ?? 0 }
+    package var latestVersion: Int { migrations.last?.version ?? 0 }
 
     /// Applies every migration the database has not applied yet.
     ///
@@ -49,7 +49,7 @@ public struct MigrationRunner: Sendable {
     ///   a migration fails; ``SQLiteError`` for other database failures.
     /// - Complexity: O(number of migrations) statements, plus the migrations themselves.
     @discardableResult
-    public func migrate(_ database: SQLiteDatabase) throws -> [Int] {
+    package func migrate(_ database: SQLiteDatabase) throws -> [Int] {
         try database.withConnection { connection in
             try connection.execute(Self.createTable)
             var applied: [Int] = []
@@ -89,7 +89,7 @@ public struct MigrationRunner: Sendable {
     /// - Parameter database: Any database, read-only or not.
     /// - Throws: ``MigrationError/schemaOutdated(path:databaseVersion:codeVersion:)`` when migrations are missing,
     ///   and the errors of ``migrate(_:)`` for newer or edited schemas.
-    public func validate(_ database: SQLiteDatabase) throws {
+    package func validate(_ database: SQLiteDatabase) throws {
         try database.withConnection { connection in
             let hasTable = try connection.scalarInt64(
                 "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
@@ -106,7 +106,7 @@ public struct MigrationRunner: Sendable {
     /// The migrations recorded as applied in `database`, in version order.
     ///
     /// - Throws: ``SQLiteError``.
-    public func appliedMigrations(_ database: SQLiteDatabase) throws -> [AppliedMigration] {
+    package func appliedMigrations(_ database: SQLiteDatabase) throws -> [AppliedMigration] {
         try database.withConnection { connection in
             let hasTable = try connection.scalarInt64(
                 "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
@@ -115,7 +115,7 @@ public struct MigrationRunner: Sendable {
     }
 
     /// The FNV-1a 64-bit hash of `text`'s UTF-8 bytes: stable across builds and platforms.
-    public static func fnv1a64(_ text: String) -> UInt64 {
+    package static func fnv1a64(_ text: String) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in text.utf8 {
             hash ^= UInt64(byte)
@@ -168,18 +168,18 @@ public struct MigrationRunner: Sendable {
 }
 
 /// A migration recorded as applied in a database's `schema_migrations` table.
-public struct AppliedMigration: Sendable, Hashable {
-    public var version: Int
-    public var fileName: String
+package struct AppliedMigration: Sendable, Hashable {
+    package var version: Int
+    package var fileName: String
     /// FNV-1a 64-bit hash of `sql`, 16 lower-case hex digits.
-    public var sqlHash: String
+    package var sqlHash: String
     /// The full text as it was applied.
-    public var sql: String
-    public var appliedWallNanoseconds: Int64
+    package var sql: String
+    package var appliedWallNanoseconds: Int64
 }
 
 /// Why a database's schema cannot be used by this build.
-public enum MigrationError: Error, Sendable, CustomStringConvertible {
+package enum MigrationError: Error, Sendable, CustomStringConvertible {
     /// The database was migrated by a newer build than this one.
     case newerThanCode(path: String, databaseVersion: Int, codeVersion: Int)
     /// An applied migration's recorded text (or file name) differs from the one this build ships.
@@ -189,7 +189,7 @@ public enum MigrationError: Error, Sendable, CustomStringConvertible {
     /// A migration failed and was rolled back; the schema stays at the previous version.
     case failed(path: String, version: Int, fileName: String, cause: any Error)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .newerThanCode(let path, let databaseVersion, let codeVersion):
             return

@@ -18,11 +18,11 @@ import Synchronization
 ///
 /// A read-only database (``init(path:readOnly:busyTimeoutMilliseconds:)`` with `readOnly: true`) opens with
 /// `SQLITE_OPEN_READONLY`, never creates the file and never changes its journal mode.
-public final class SQLiteDatabase: Sendable {
+package final class SQLiteDatabase: Sendable {
     /// The database file.
-    public let path: String
+    package let path: String
     /// Whether the connection was opened with `SQLITE_OPEN_READONLY`.
-    public let isReadOnly: Bool
+    package let isReadOnly: Bool
     private let connection: Mutex<SQLiteConnection>
 
     /// Opens (or, unless `readOnly`, creates) the database at `path` and applies the pragmas above.
@@ -33,7 +33,7 @@ public final class SQLiteDatabase: Sendable {
     ///   - busyTimeoutMilliseconds: How long a statement waits for another connection's lock before failing.
     /// - Throws: ``SQLiteError`` when the file cannot be opened or is not a database (`SQLITE_NOTADB`,
     ///   `SQLITE_CORRUPT`), with advice on what to do.
-    public init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
+    package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
         self.path = path
         self.isReadOnly = readOnly
         var handle: OpaquePointer?
@@ -72,7 +72,7 @@ public final class SQLiteDatabase: Sendable {
     /// - Parameter body: Work on the connection; its statements stay cached for the next caller.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
-    public func withConnection<Result: Sendable>(
+    package func withConnection<Result: Sendable>(
         _ body: (SQLiteConnection) throws -> Result
     ) throws -> Result {
         try connection.withLock { connection throws -> Result in try body(connection) }
@@ -83,7 +83,7 @@ public final class SQLiteDatabase: Sendable {
     /// - Parameter body: The transaction's work.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws, or ``SQLiteError`` when the transaction cannot begin or commit.
-    public func write<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
+    package func write<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
         try withConnection { connection in try connection.transaction { try body(connection) } }
     }
 
@@ -96,7 +96,7 @@ public final class SQLiteDatabase: Sendable {
     /// - Parameter body: The transaction's work.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws, or ``SQLiteError``.
-    public func durableWrite<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
+    package func durableWrite<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
         try withConnection { connection in
             try connection.execute("PRAGMA synchronous = FULL")
             defer { try? connection.execute("PRAGMA synchronous = NORMAL") }
@@ -112,7 +112,7 @@ public final class SQLiteDatabase: Sendable {
     /// - Returns: The WAL size in pages and how many of them are now in the database file.
     /// - Throws: ``SQLiteError``.
     @discardableResult
-    public func checkpoint() throws -> (walPages: Int, checkpointedPages: Int) {
+    package func checkpoint() throws -> (walPages: Int, checkpointedPages: Int) {
         try withConnection { connection in
             let handle = connection.handle
             var logPages: Int32 = 0
@@ -127,10 +127,10 @@ public final class SQLiteDatabase: Sendable {
 /// A raw SQLite connection: only reachable inside ``SQLiteDatabase/withConnection(_:)``, never shared.
 ///
 /// Owns its handle and its cached statements; closing finalizes the statements, then the handle.
-public final class SQLiteConnection {
+package final class SQLiteConnection {
     let handle: OpaquePointer
     /// The database file, for error messages.
-    public let path: String
+    package let path: String
     private var statements: [String: SQLiteStatement] = [:]
 
     init(handle: OpaquePointer, path: String) {
@@ -154,7 +154,7 @@ public final class SQLiteConnection {
     ///
     /// - Parameter sql: The SQL text; may hold several statements separated by `;`.
     /// - Throws: ``SQLiteError`` from the first statement that fails.
-    public func execute(_ sql: String) throws(SQLiteError) {
+    package func execute(_ sql: String) throws(SQLiteError) {
         let status = sqlite3_exec(handle, sql, nil, nil, nil)
         guard status == SQLITE_OK else { throw error(status, sql: sql) }
     }
@@ -164,7 +164,7 @@ public final class SQLiteConnection {
     /// - Parameter sql: One SQL statement with `?` parameters.
     /// - Returns: The cached statement, reset and with its bindings cleared.
     /// - Throws: ``SQLiteError`` when the SQL does not compile.
-    public func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    package func statement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         if let cached = statements[sql] {
             cached.reset()
             return cached
@@ -184,7 +184,7 @@ public final class SQLiteConnection {
     /// - Parameter body: The transaction's work.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws, or ``SQLiteError``.
-    public func transaction<Result>(_ body: () throws -> Result) throws -> Result {
+    package func transaction<Result>(_ body: () throws -> Result) throws -> Result {
         try execute("BEGIN IMMEDIATE")
         do {
             let result = try body()
@@ -197,13 +197,13 @@ public final class SQLiteConnection {
     }
 
     /// The number of rows changed by the last INSERT, UPDATE or DELETE.
-    public var changes: Int { Int(sqlite3_changes64(handle)) }
+    package var changes: Int { Int(sqlite3_changes64(handle)) }
 
     /// The rowid of the last inserted row.
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
     /// The first column of the first row of `sql`, as an integer (nil for NULL or no row).
-    public func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
+    package func scalarInt64(_ sql: String) throws(SQLiteError) -> Int64? {
         let statement = try statement(sql)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -211,7 +211,7 @@ public final class SQLiteConnection {
     }
 
     /// The first column of the first row of `sql`, as text (nil for NULL or no row).
-    public func scalarText(_ sql: String) throws(SQLiteError) -> String? {
+    package func scalarText(_ sql: String) throws(SQLiteError) -> String? {
         let statement = try statement(sql)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -222,11 +222,11 @@ public final class SQLiteConnection {
 /// A prepared statement, owned by one ``SQLiteConnection`` and finalized when it goes away.
 ///
 /// Parameters and columns are numbered as SQLite numbers them: parameters from 1, columns from 0.
-public final class SQLiteStatement {
+package final class SQLiteStatement {
     private let handle: OpaquePointer
     private unowned let connection: SQLiteConnection
     /// The statement's SQL text.
-    public let sql: String
+    package let sql: String
 
     init(handle: OpaquePointer, connection: SQLiteConnection, sql: String) {
         self.handle = handle
@@ -237,29 +237,29 @@ public final class SQLiteStatement {
     deinit { sqlite3_finalize(handle) }
 
     /// Resets the statement for another run and clears its bindings.
-    public func reset() {
+    package func reset() {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
     }
 
     /// Binds an integer to parameter `index` (from 1).
-    public func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Int64, at index: Int32) throws(SQLiteError) {
         try check(sqlite3_bind_int64(handle, index, value))
     }
 
     /// Binds an integer, or NULL when `value` is nil, to parameter `index` (from 1).
-    public func bind(_ value: Int64?, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: Int64?, at index: Int32) throws(SQLiteError) {
         if let value { try bind(value, at: index) } else { try check(sqlite3_bind_null(handle, index)) }
     }
 
     /// Binds text (copied by SQLite) to parameter `index` (from 1).
-    public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: String, at index: Int32) throws(SQLiteError) {
         let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
         try check(sqlite3_bind_text(handle, index, value, -1, transient))
     }
 
     /// Binds text, or NULL when `value` is nil, to parameter `index` (from 1).
-    public func bind(_ value: String?, at index: Int32) throws(SQLiteError) {
+    package func bind(_ value: String?, at index: Int32) throws(SQLiteError) {
         if let value { try bind(value, at: index) } else { try check(sqlite3_bind_null(handle, index)) }
     }
 
@@ -268,7 +268,7 @@ public final class SQLiteStatement {
     /// - Returns: true when a row is available, false when the statement is done.
     /// - Throws: ``SQLiteError`` (the statement is reset so it can be reused).
     @discardableResult
-    public func step() throws(SQLiteError) -> Bool {
+    package func step() throws(SQLiteError) -> Bool {
         let status = sqlite3_step(handle)
         switch status {
         case SQLITE_ROW: return true
@@ -281,24 +281,24 @@ public final class SQLiteStatement {
     }
 
     /// Runs a statement that returns no rows to completion, then resets it.
-    public func run() throws(SQLiteError) {
+    package func run() throws(SQLiteError) {
         defer { reset() }
         while try step() {}
     }
 
     /// Column `index` (from 0) as an integer (0 for NULL).
-    public func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
+    package func int64(_ index: Int32) -> Int64 { sqlite3_column_int64(handle, index) }
 
     /// Column `index` (from 0) as an integer, nil for NULL.
-    public func optionalInt64(_ index: Int32) -> Int64? {
+    package func optionalInt64(_ index: Int32) -> Int64? {
         sqlite3_column_type(handle, index) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, index)
     }
 
     /// Column `index` (from 0) as text ("" for NULL).
-    public func text(_ index: Int32) -> String { optionalText(index) ?? "" }
+    package func text(_ index: Int32) -> String { optionalText(index) ?? "" }
 
     /// Column `index` (from 0) as text, nil for NULL.
-    public func optionalText(_ index: Int32) -> String? {
+    package func optionalText(_ index: Int32) -> String? {
         guard let bytes = sqlite3_column_text(handle, index) else { return nil }
         return String(cString: bytes)
     }

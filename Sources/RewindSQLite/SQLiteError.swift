@@ -5,19 +5,19 @@ import RewindSystem
 ///
 /// `description` is the message to show: it names the database file, the SQLite code, and what to do, e.g.
 /// `database /x/index.sqlite is corrupt (SQLITE_CORRUPT): run 'rewind verify --repair'`.
-public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
+package struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The primary result code (`SQLITE_BUSY`, `SQLITE_CORRUPT`, …).
-    public var code: Int32
+    package var code: Int32
     /// The extended result code (`SQLITE_CONSTRAINT_PRIMARYKEY`, `SQLITE_IOERR_FSYNC`, …).
-    public var extendedCode: Int32
+    package var extendedCode: Int32
     /// SQLite's own message (`sqlite3_errmsg`), e.g. `UNIQUE constraint failed: frames.stream_id, frames.pts_ns`.
-    public var message: String
+    package var message: String
     /// The statement that failed, when there was one.
-    public var sql: String?
+    package var sql: String?
     /// The database file.
-    public var path: String
+    package var path: String
 
-    public init(code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil, path: String) {
+    package init(code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil, path: String) {
         self.code = code & 0xFF
         self.extendedCode = extendedCode ?? code
         self.message = message
@@ -26,19 +26,19 @@ public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `SQLITE_CONSTRAINT_PRIMARYKEY` (a macro Swift does not import).
-    public static let constraintPrimaryKey: Int32 = SQLITE_CONSTRAINT | (6 << 8)
+    package static let constraintPrimaryKey: Int32 = SQLITE_CONSTRAINT | (6 << 8)
     /// `SQLITE_CONSTRAINT_FOREIGNKEY` (a macro Swift does not import).
-    public static let constraintForeignKey: Int32 = SQLITE_CONSTRAINT | (3 << 8)
+    package static let constraintForeignKey: Int32 = SQLITE_CONSTRAINT | (3 << 8)
     /// `SQLITE_CONSTRAINT_UNIQUE` (a macro Swift does not import).
-    public static let constraintUnique: Int32 = SQLITE_CONSTRAINT | (8 << 8)
+    package static let constraintUnique: Int32 = SQLITE_CONSTRAINT | (8 << 8)
 
     /// Whether the file is not a database or its pages are corrupt (`SQLITE_NOTADB`, `SQLITE_CORRUPT`).
-    public var isDamagedDatabase: Bool { code == SQLITE_NOTADB || code == SQLITE_CORRUPT }
+    package var isDamagedDatabase: Bool { code == SQLITE_NOTADB || code == SQLITE_CORRUPT }
 
     /// The symbolic name of the primary code, e.g. `SQLITE_CORRUPT`.
-    public var codeName: String { Self.name(of: code) }
+    package var codeName: String { Self.name(of: code) }
 
-    public var description: String {
+    package var description: String {
         let what: String
         switch code {
         case SQLITE_CORRUPT:

@@ -30,7 +30,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     progress.clear()
     let elapsed = ContinuousClock.now - started
     var statistics = recorder.statistics
-    let ringStatistics = recorder.ring.statistics
+    let ringStatistics = recorder.memoryStatistics
     print(
         "1. recorded \(loop.framesStored) frames (\(formatSeconds(seconds)) of stream time) in "
             + "\(formatSeconds(nanoseconds(elapsed))), "

@@ -8,7 +8,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let streams = try store.streams()
     let gaps = try store.gaps()
     let drops = try store.drops()
-    let segments = try store.index.segments()
+    let segments = try store.segments()
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
     let live = try? ControlClient.status(directory: directory)

@@ -7,7 +7,7 @@ import RewindSystem
 /// slicing-by-8 tables. This is the checksum of every segment header, record header, chunk and footer.
 ///
 /// The check value of the ASCII bytes `123456789` is `0xE3069283`.
-public enum CRC32C {
+package enum CRC32C {
     /// Eight 256-entry tables; table 0 is the classic byte-at-a-time table, table k advances a byte k places.
     private static let tables: [UInt32] = {
         var t = [UInt32](repeating: 0, count: 8 * 256)
@@ -29,14 +29,14 @@ public enum CRC32C {
     /// of buffers as one).
     ///
     /// - Complexity: O(n).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return crc }
         if hasHardware { return ~rewind_crc32c_hardware(~crc, base, bytes.count) }
         return softwareChecksum(base, count: bytes.count, continuing: crc)
     }
 
     /// Whether the processor's CRC32 instruction is used (SSE4.2 on x86-64); otherwise slicing-by-8 tables.
-    public static let hasHardware = rewind_crc32c_has_hardware() != 0
+    package static let hasHardware = rewind_crc32c_has_hardware() != 0
 
     /// The table-driven checksum (slicing-by-8), used where the processor has no CRC32 instruction.
     static func softwareChecksum(_ base: UnsafeRawPointer, count: Int, continuing crc: UInt32 = 0) -> UInt32 {
@@ -67,7 +67,7 @@ public enum CRC32C {
     }
 
     /// The CRC-32C of an array of bytes.
-    public static func checksum(_ bytes: [UInt8]) -> UInt32 {
+    package static func checksum(_ bytes: [UInt8]) -> UInt32 {
         bytes.withUnsafeBytes { checksum($0) }
     }
 }

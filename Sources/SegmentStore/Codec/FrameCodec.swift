@@ -46,17 +46,17 @@ public enum CodecPolicy: Sendable, Hashable {
 /// Chunks never cross a plane boundary, so each is a run of rows of one plane; they are compressed independently
 /// (in parallel) and verified independently. The plan is a pure function of the layout and the chunk size, both
 /// of which are in the segment header, so a reader derives the same plan.
-public struct ChunkPlan: Sendable, Hashable {
+package struct ChunkPlan: Sendable, Hashable {
     /// The default chunk size: 256 KiB (4 × the LZ4 window, so cutting costs almost no compression).
-    public static let defaultChunkSize = 256 * 1024
+    package static let defaultChunkSize = StoreOptions.defaultChunkSize
 
     /// Byte offset of each chunk in the frame.
-    public let offsets: [Int]
+    package let offsets: [Int]
     /// Byte length of each chunk.
-    public let lengths: [Int]
-    public let chunkSize: Int
+    package let lengths: [Int]
+    package let chunkSize: Int
 
-    public init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize) {
+    package init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize) {
         precondition(chunkSize >= 4096, "chunk size must be at least 4096 bytes")
         var offsets: [Int] = []
         var lengths: [Int] = []
@@ -78,10 +78,10 @@ public struct ChunkPlan: Sendable, Hashable {
         self.chunkSize = chunkSize
     }
 
-    public var count: Int { offsets.count }
+    package var count: Int { offsets.count }
 
     /// Bytes of a payload's chunk table: a 4-byte count and 12 bytes per chunk.
-    public var tableLength: Int { 4 + 12 * count }
+    package var tableLength: Int { 4 + 12 * count }
 }
 
 /// Why stored bytes could not be turned back into a frame.

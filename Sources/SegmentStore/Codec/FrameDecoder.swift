@@ -51,15 +51,15 @@ public final class DecodeBuffers: @unchecked Sendable {
 ///
 /// Not thread-safe: one owner. The decoded frame lives in ``frame`` until the next `decode` (with one buffer), or
 /// until `buffers.count − 1` more frames are decoded (see ``DecodeBuffers``).
-public final class FrameDecoder {
-    public let layout: FrameLayout
-    public let plan: ChunkPlan
-    public let buffers: DecodeBuffers
+package final class FrameDecoder {
+    package let layout: FrameLayout
+    package let plan: ChunkPlan
+    package let buffers: DecodeBuffers
     private let scratch: ByteBuffer
 
     /// - Parameters:
     ///   - buffers: where frames are decoded; a single buffer of its own when nil.
-    public init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize, buffers: DecodeBuffers? = nil) {
+    package init(layout: FrameLayout, chunkSize: Int = ChunkPlan.defaultChunkSize, buffers: DecodeBuffers? = nil) {
         precondition(buffers == nil || buffers!.byteCount == layout.byteCount, "decode buffers of another size")
         self.layout = layout
         self.plan = ChunkPlan(layout: layout, chunkSize: chunkSize)
@@ -68,12 +68,12 @@ public final class FrameDecoder {
     }
 
     /// The last decoded frame.
-    public var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: buffers.last, count: layout.byteCount) }
+    package var frame: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: buffers.last, count: layout.byteCount) }
 
     /// Checks a payload's table and every chunk checksum without decoding.
     ///
     /// - Throws: ``FrameDecodeError`` naming the first problem.
-    public static func verify(_ payload: UnsafeRawBufferPointer, plan: ChunkPlan, expectedCRC: UInt32)
+    package static func verify(_ payload: UnsafeRawBufferPointer, plan: ChunkPlan, expectedCRC: UInt32)
         throws(FrameDecodeError)
     {
         _ = try walk(payload, plan: plan, expectedCRC: expectedCRC) { _, _, _ throws(FrameDecodeError) in }
@@ -119,7 +119,7 @@ public final class FrameDecoder {
     ///   - hasPrevious: whether ``frame`` holds the previous frame of the same segment (needed by delta chunks).
     /// - Throws: ``FrameDecodeError``; ``frame`` still holds the frame before (decode a key frame next).
     /// - Complexity: O(frame bytes).
-    public func decode(_ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, hasPrevious: Bool)
+    package func decode(_ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, hasPrevious: Bool)
         throws(FrameDecodeError)
     {
         try decode(

@@ -47,14 +47,14 @@ private final class EncoderContext {
 }
 
 /// The result of encoding one frame: the record payload sits in ``FrameEncoder/record`` after the header space.
-public struct EncodedFrame: Sendable, Hashable {
-    public var codec: FrameCodec
+package struct EncodedFrame: Sendable, Hashable {
+    package var codec: FrameCodec
     /// Whether the frame decodes on its own (no chunk is a delta).
-    public var isKey: Bool
+    package var isKey: Bool
     /// Bytes of the payload (chunk table + chunks).
-    public var storedLength: Int
+    package var storedLength: Int
     /// CRC-32C of the chunk table, which holds the CRC-32C of every chunk.
-    public var storedCRC: UInt32
+    package var storedCRC: UInt32
 }
 
 /// Encodes the frames of one stream, in order, into record payloads, using a pool of worker threads.
@@ -73,12 +73,12 @@ public struct EncodedFrame: Sendable, Hashable {
 ///
 /// Not thread-safe: one owner (the stream's writer) calls `encode`; the pool parallelises inside the call.
 /// Every buffer is allocated once, in `init`.
-public final class FrameEncoder {
-    public let layout: FrameLayout
-    public let plan: ChunkPlan
-    public var policy: CodecPolicy
+package final class FrameEncoder {
+    package let layout: FrameLayout
+    package let plan: ChunkPlan
+    package var policy: CodecPolicy
     /// Bytes reserved at the start of ``record`` for the caller's record header.
-    public let headerSpace: Int
+    package let headerSpace: Int
 
     private let pool: WorkerPool
     private let contexts: [EncoderContext]
@@ -101,7 +101,7 @@ public final class FrameEncoder {
     ///   - workerCount: threads compressing (including the caller).
     ///   - chunkSize: the largest chunk, see ``ChunkPlan``.
     ///   - headerSpace: bytes to leave free before the payload in ``record``.
-    public init(
+    package init(
         layout: FrameLayout, workerCount: Int, chunkSize: Int = ChunkPlan.defaultChunkSize,
         headerSpace: Int = 0, policy: CodecPolicy = .automatic
     ) {
@@ -139,15 +139,15 @@ public final class FrameEncoder {
     }
 
     /// The worker threads in use.
-    public var workerCount: Int { pool.workerCount }
+    package var workerCount: Int { pool.workerCount }
 
     /// Header space followed by the payload of the last encoded frame; valid until the next `encode`.
-    public var record: UnsafeMutableRawBufferPointer {
+    package var record: UnsafeMutableRawBufferPointer {
         UnsafeMutableRawBufferPointer(start: staging.base, count: recordLength)
     }
 
     /// Forgets the previous frame: the next frame is a key frame (a new segment starts).
-    public func reset() {
+    package func reset() {
         hasPrevious = false
     }
 
@@ -158,7 +158,7 @@ public final class FrameEncoder {
     ///   - key: whether the frame must decode on its own (segment start, key interval).
     /// - Returns: the codec, key flag, payload length and payload CRC; the payload is in ``record``.
     /// - Complexity: O(frame bytes), spread over the workers.
-    public func encode(_ bytes: UnsafeRawBufferPointer, key: Bool) -> EncodedFrame {
+    package func encode(_ bytes: UnsafeRawBufferPointer, key: Bool) -> EncodedFrame {
         precondition(bytes.count == layout.byteCount, "frame has \(bytes.count) bytes, layout \(layout.byteCount)")
         let mayDelta = hasPrevious && !key
         let probe = frameNumber % 8 == 0

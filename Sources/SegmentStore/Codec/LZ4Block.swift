@@ -11,15 +11,15 @@ import Synchronization
 #endif
 
 /// Plain LZ4 block compression (acceleration 1, like `lz4 -1`), the reference the codec is measured against.
-public enum LZ4Block {
+package enum LZ4Block {
     /// The largest compressed size of `count` bytes.
-    public static func compressBound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
+    package static func compressBound(_ count: Int) -> Int { Int(LZ4_compressBound(Int32(count))) }
 
     /// Compresses `source` into `destination` (at least ``compressBound(_:)`` bytes) with `LZ4_compress_fast`,
     /// acceleration 1, as one block.
     ///
     /// - Returns: the compressed size (0 when it does not fit).
-    public static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer)
+    package static func compress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer)
         -> Int
     {
         Int(

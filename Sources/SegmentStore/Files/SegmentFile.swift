@@ -68,29 +68,29 @@ import RewindSystem
 ///
 /// A sealed file is read through its trailer and footer without any index; a torn or unsealed file is read by
 /// scanning records from the header until one fails its checks.
-public enum SegmentFormat {
-    public static let version: UInt8 = 1
-    public static let magic: [UInt8] = Array("RWSEG".utf8)
-    public static let recordMagic: UInt32 = 0x5246_5752  // "RWFR" little-endian
-    public static let footerMagic: UInt32 = 0x5446_5752  // "RWFT"
-    public static let trailerMagic: [UInt8] = Array("RWSEGEND".utf8)
-    public static let fixedHeaderLength = 70
-    public static let recordHeaderLength = 56
-    public static let footerEntryLength = 24
-    public static let trailerLength = 32
-    public static let keyFlag: UInt8 = 1
-    public static let sealedSuffix = ".seg"
-    public static let partialSuffix = ".seg.partial"
+package enum SegmentFormat {
+    package static let version: UInt8 = 1
+    package static let magic: [UInt8] = Array("RWSEG".utf8)
+    package static let recordMagic: UInt32 = 0x5246_5752  // "RWFR" little-endian
+    package static let footerMagic: UInt32 = 0x5446_5752  // "RWFT"
+    package static let trailerMagic: [UInt8] = Array("RWSEGEND".utf8)
+    package static let fixedHeaderLength = 70
+    package static let recordHeaderLength = 56
+    package static let footerEntryLength = 24
+    package static let trailerLength = 32
+    package static let keyFlag: UInt8 = 1
+    package static let sealedSuffix = ".seg"
+    package static let partialSuffix = ".seg.partial"
 
     /// `000042.seg` for sequence 42 (at least six digits).
-    public static func fileName(sequence: UInt64, partial: Bool) -> String {
+    package static func fileName(sequence: UInt64, partial: Bool) -> String {
         var digits = String(sequence)
         if digits.count < 6 { digits = String(repeating: "0", count: 6 - digits.count) + digits }
         return digits + (partial ? partialSuffix : sealedSuffix)
     }
 
     /// The sequence number of a segment file name (`000042.seg` or `000042.seg.partial` → 42), or nil.
-    public static func sequence(ofFileName name: String) -> UInt64? {
+    package static func sequence(ofFileName name: String) -> UInt64? {
         let stem: Substring
         if name.hasSuffix(partialSuffix) {
             stem = name.dropLast(partialSuffix.count)
@@ -120,16 +120,16 @@ extension UnsafeRawPointer {
 }
 
 /// The parsed header of a segment file.
-public struct SegmentHeader: Sendable, Hashable {
-    public var stream: StreamDescription
-    public var streamName: String
-    public var sequence: UInt64
-    public var keyInterval: Int
-    public var chunkSize: Int
-    public var createdWallNanoseconds: Int64
-    public var formatVersion: UInt8 = SegmentFormat.version
+package struct SegmentHeader: Sendable, Hashable {
+    package var stream: StreamDescription
+    package var streamName: String
+    package var sequence: UInt64
+    package var keyInterval: Int
+    package var chunkSize: Int
+    package var createdWallNanoseconds: Int64
+    package var formatVersion: UInt8 = SegmentFormat.version
 
-    public init(
+    package init(
         stream: StreamDescription, streamName: String, sequence: UInt64, keyInterval: Int, chunkSize: Int,
         createdWallNanoseconds: Int64
     ) {
@@ -142,10 +142,10 @@ public struct SegmentHeader: Sendable, Hashable {
     }
 
     /// Bytes of the encoded header.
-    public var length: Int { SegmentFormat.fixedHeaderLength + streamName.utf8.count }
+    package var length: Int { SegmentFormat.fixedHeaderLength + streamName.utf8.count }
 
     /// The header's bytes, CRC included.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         let name = Array(streamName.utf8)
         precondition(name.count <= Int(UInt16.max), "stream name too long")
         var bytes = [UInt8](repeating: 0, count: length)
@@ -176,7 +176,7 @@ public struct SegmentHeader: Sendable, Hashable {
     }
 
     /// Why a header could not be parsed.
-    public enum ParseError: Error, Sendable, Hashable {
+    package enum ParseError: Error, Sendable, Hashable {
         /// Fewer bytes than the header needs; `needed` is the full length when known.
         case truncated(needed: Int)
         case notASegment
@@ -188,7 +188,7 @@ public struct SegmentHeader: Sendable, Hashable {
     /// Parses a header from the first bytes of a file.
     ///
     /// - Throws: ``ParseError``; `.truncated(needed:)` asks for more bytes.
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(ParseError) -> SegmentHeader {
+    package static func parse(_ bytes: UnsafeRawBufferPointer) throws(ParseError) -> SegmentHeader {
         guard bytes.count >= SegmentFormat.fixedHeaderLength else {
             throw .truncated(needed: SegmentFormat.fixedHeaderLength)
         }
@@ -231,20 +231,20 @@ public struct SegmentHeader: Sendable, Hashable {
 }
 
 /// The fixed part of one frame record.
-public struct RecordHeader: Sendable, Hashable {
-    public var frameNumber: UInt32
-    public var ptsNanoseconds: Int64
-    public var wallNanoseconds: Int64
-    public var rawLength: Int
-    public var storedLength: Int
-    public var flags: UInt8
-    public var codec: UInt8
-    public var storedCRC: UInt32
+package struct RecordHeader: Sendable, Hashable {
+    package var frameNumber: UInt32
+    package var ptsNanoseconds: Int64
+    package var wallNanoseconds: Int64
+    package var rawLength: Int
+    package var storedLength: Int
+    package var flags: UInt8
+    package var codec: UInt8
+    package var storedCRC: UInt32
 
-    public var isKey: Bool { flags & SegmentFormat.keyFlag != 0 }
+    package var isKey: Bool { flags & SegmentFormat.keyFlag != 0 }
 
     /// Writes the header (with its CRC) into the first ``SegmentFormat/recordHeaderLength`` bytes at `p`.
-    public func write(to p: UnsafeMutableRawPointer) {
+    package func write(to p: UnsafeMutableRawPointer) {
         p.put(SegmentFormat.recordMagic, at: 0)
         p.put(frameNumber, at: 4)
         p.put(ptsNanoseconds, at: 8)
@@ -260,14 +260,14 @@ public struct RecordHeader: Sendable, Hashable {
     }
 
     /// Why bytes are not a valid record header.
-    public enum ParseError: Error, Sendable, Hashable {
+    package enum ParseError: Error, Sendable, Hashable {
         case badMagic
         case checksumMismatch
         case invalidLength
     }
 
     /// Parses and checks a record header.
-    public static func parse(_ p: UnsafeRawPointer) throws(ParseError) -> RecordHeader {
+    package static func parse(_ p: UnsafeRawPointer) throws(ParseError) -> RecordHeader {
         guard p.get(UInt32.self, at: 0) == SegmentFormat.recordMagic else { throw .badMagic }
         guard CRC32C.checksum(UnsafeRawBufferPointer(start: p, count: 52)) == p.get(UInt32.self, at: 52) else {
             throw .checksumMismatch
@@ -283,18 +283,18 @@ public struct RecordHeader: Sendable, Hashable {
 }
 
 /// One entry of a sealed file's footer (and one frame found by a scan).
-public struct SegmentFrameEntry: Sendable, Hashable {
-    public var offset: Int64
-    public var ptsNanoseconds: Int64
-    public var wallNanoseconds: Int64
-    public var rawLength: Int
-    public var storedLength: Int
-    public var flags: UInt8
-    public var codec: UInt8
+package struct SegmentFrameEntry: Sendable, Hashable {
+    package var offset: Int64
+    package var ptsNanoseconds: Int64
+    package var wallNanoseconds: Int64
+    package var rawLength: Int
+    package var storedLength: Int
+    package var flags: UInt8
+    package var codec: UInt8
 
-    public var isKey: Bool { flags & SegmentFormat.keyFlag != 0 }
+    package var isKey: Bool { flags & SegmentFormat.keyFlag != 0 }
     /// Bytes of the whole record (header + payload).
-    public var recordLength: Int { SegmentFormat.recordHeaderLength + storedLength }
+    package var recordLength: Int { SegmentFormat.recordHeaderLength + storedLength }
 }
 
 extension SegmentFormat {

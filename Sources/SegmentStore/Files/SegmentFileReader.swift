@@ -13,11 +13,11 @@ import RewindSystem
 /// Every record is checked (header CRC, frame number, lengths, chunk-table and chunk CRCs) before its bytes are
 /// handed out; a failed check throws ``SegmentStoreError/damaged(file:frame:offset:detail:)``. Not thread-safe:
 /// one owner. The descriptor is closed by ``close()`` or `deinit`.
-public final class SegmentFileReader {
-    public let fileName: String
-    public let path: String
-    public let header: SegmentHeader
-    public let plan: ChunkPlan
+package final class SegmentFileReader {
+    package let fileName: String
+    package let path: String
+    package let header: SegmentHeader
+    package let plan: ChunkPlan
     private let fileSystem: any FileSystem
     private var fd: Int32
     private let buffer = RecordStorage()
@@ -27,7 +27,7 @@ public final class SegmentFileReader {
     /// - Parameter sharedLock: take a shared `flock` so retention does not delete the file while it is read.
     /// - Throws: ``SegmentStoreError/io(_:)`` when it cannot be opened, ``SegmentStoreError/notASegment(file:detail:)``
     ///   when its header is bad.
-    public init(path: String, fileSystem: any FileSystem, sharedLock: Bool = false) throws(SegmentStoreError) {
+    package init(path: String, fileSystem: any FileSystem, sharedLock: Bool = false) throws(SegmentStoreError) {
         self.path = path
         self.fileName = String(path.split(separator: "/").last ?? Substring(path))
         self.fileSystem = fileSystem
@@ -67,7 +67,7 @@ public final class SegmentFileReader {
     deinit { close() }
 
     /// Closes the file (and drops its lock). Idempotent.
-    public func close() {
+    package func close() {
         if fd >= 0 {
             fileSystem.close(fd)
             fd = -1
@@ -75,7 +75,7 @@ public final class SegmentFileReader {
     }
 
     /// The current size of the file.
-    public func size() throws(SegmentStoreError) -> Int64 {
+    package func size() throws(SegmentStoreError) -> Int64 {
         do { return try fileSystem.size(fd, path: path) } catch { throw .io(error) }
     }
 
@@ -88,7 +88,7 @@ public final class SegmentFileReader {
     /// - Returns: the record header and its payload, valid until the next read.
     /// - Throws: ``SegmentStoreError/damaged(file:frame:offset:detail:)`` when anything fails a check or the record
     ///   runs past the end of the file; ``SegmentStoreError/io(_:)`` on a read error.
-    public func readRecord(at offset: Int64, frame: Int?, verifyPayload: Bool = true) throws(SegmentStoreError)
+    package func readRecord(at offset: Int64, frame: Int?, verifyPayload: Bool = true) throws(SegmentStoreError)
         -> (RecordHeader, UnsafeRawBufferPointer)
     {
         try readRecord(at: offset, frame: frame, verifyPayload: verifyPayload, into: buffer)
@@ -151,7 +151,7 @@ public final class SegmentFileReader {
     }
 
     /// What a scan found.
-    public struct ScanResult: Sendable {
+    package struct ScanResult: Sendable {
         /// Every valid record, in file order.
         public var entries: [SegmentFrameEntry] = []
         /// The end of the last valid record: where a torn file is cut.
@@ -168,7 +168,7 @@ public final class SegmentFileReader {
     ///
     /// - Parameter verifyPayload: also check chunk CRCs (a full verify); false checks headers only.
     /// - Complexity: O(file size).
-    public func scan(verifyPayload: Bool = true) throws(SegmentStoreError) -> ScanResult {
+    package func scan(verifyPayload: Bool = true) throws(SegmentStoreError) -> ScanResult {
         let fileSize = try size()
         var result = ScanResult(validEnd: Int64(header.length), fileSize: fileSize)
         var offset = Int64(header.length)
@@ -224,14 +224,14 @@ public final class SegmentFileReader {
     }
 
     /// A valid record found past damage by ``resynchronize(after:)``.
-    public struct FoundRecord: Sendable, Hashable {
+    package struct FoundRecord: Sendable, Hashable {
         /// The frame number its header carries.
         public var frameNumber: Int
         public var entry: SegmentFrameEntry
     }
 
     /// What lies past the first damaged record of a file.
-    public struct TailScan: Sendable {
+    package struct TailScan: Sendable {
         /// Every valid record after the damage, in file order.
         public var records: [FoundRecord] = []
         /// Each further damaged spot, in file order.
@@ -249,7 +249,7 @@ public final class SegmentFileReader {
     /// - Returns: the valid records and the further damaged spots, in file order.
     /// - Throws: ``SegmentStoreError/io(_:)`` on a read error.
     /// - Complexity: O(bytes after the damage), plus one record read per magic found.
-    public func resynchronize(after scan: ScanResult) throws(SegmentStoreError) -> TailScan {
+    package func resynchronize(after scan: ScanResult) throws(SegmentStoreError) -> TailScan {
         var tail = TailScan()
         guard scan.damage != nil else { return tail }
         let fileSize = scan.fileSize
@@ -349,7 +349,7 @@ public final class SegmentFileReader {
     /// The footer of a sealed file, or nil when the file has no valid trailer and footer.
     ///
     /// Footer entries carry offsets, pts, flags and codec; wall times and lengths come from the records.
-    public func readFooter() throws(SegmentStoreError) -> [SegmentFrameEntry]? {
+    package func readFooter() throws(SegmentStoreError) -> [SegmentFrameEntry]? {
         let fileSize = try size()
         guard fileSize >= Int64(header.length + SegmentFormat.trailerLength) else { return nil }
         var trailer = [UInt8](repeating: 0, count: SegmentFormat.trailerLength)

@@ -14,32 +14,32 @@ import RewindSystem
 /// appended durable (`fdatasync`, plus the directory once so the new name survives); `seal` writes the footer and
 /// trailer, `fsync`s, renames to `.seg` and `fsync`s the directory. A failed append cuts the file back to its last
 /// complete record, so the file stays valid. Not thread-safe: one owner.
-public final class SegmentFileWriter {
-    public let header: SegmentHeader
-    public let directory: String
+package final class SegmentFileWriter {
+    package let header: SegmentHeader
+    package let directory: String
     private let fileSystem: any FileSystem
     private var fd: Int32
     /// The current file name (`.seg.partial` until sealed).
-    public private(set) var fileName: String
+    package private(set) var fileName: String
     /// The end of the last complete record: where the next one goes.
-    public private(set) var endOffset: Int64
+    package private(set) var endOffset: Int64
     /// Every complete record, in order.
-    public private(set) var entries: [SegmentFrameEntry] = []
+    package private(set) var entries: [SegmentFrameEntry] = []
     /// Records made durable by the last successful ``sync()``.
-    public private(set) var durableCount = 0
-    public private(set) var isSealed = false
+    package private(set) var durableCount = 0
+    package private(set) var isSealed = false
     private var directorySynced = false
 
-    public var path: String { directory + "/" + fileName }
-    public var frameCount: Int { entries.count }
-    public var firstPTS: Int64? { entries.first?.ptsNanoseconds }
-    public var lastPTS: Int64? { entries.last?.ptsNanoseconds }
-    public var lastDurablePTS: Int64? { durableCount > 0 ? entries[durableCount - 1].ptsNanoseconds : nil }
+    package var path: String { directory + "/" + fileName }
+    package var frameCount: Int { entries.count }
+    package var firstPTS: Int64? { entries.first?.ptsNanoseconds }
+    package var lastPTS: Int64? { entries.last?.ptsNanoseconds }
+    package var lastDurablePTS: Int64? { durableCount > 0 ? entries[durableCount - 1].ptsNanoseconds : nil }
 
     /// Creates `directory/NNNNNN.seg.partial` (it must not exist) and writes the header.
     ///
     /// - Throws: ``FileSystemError``; nothing is left behind when the header cannot be written.
-    public init(directory: String, header: SegmentHeader, fileSystem: any FileSystem) throws(FileSystemError) {
+    package init(directory: String, header: SegmentHeader, fileSystem: any FileSystem) throws(FileSystemError) {
         self.header = header
         self.directory = directory
         self.fileSystem = fileSystem
@@ -61,7 +61,7 @@ public final class SegmentFileWriter {
     deinit { close() }
 
     /// Closes the descriptor without sealing (the file stays a `.partial`, valid up to its last record).
-    public func close() {
+    package func close() {
         if fd >= 0 {
             fileSystem.close(fd)
             fd = -1
@@ -74,7 +74,7 @@ public final class SegmentFileWriter {
     /// - Returns: the new entry (its offset is what the index stores).
     /// - Throws: ``FileSystemError``; the file is then cut back to its previous end (best effort) and is still valid.
     @discardableResult
-    public func append(
+    package func append(
         record: UnsafeMutableRawBufferPointer, ptsNanoseconds: Int64, wallNanoseconds: Int64, encoded: EncodedFrame
     ) throws(FileSystemError) -> SegmentFrameEntry {
         precondition(!isSealed && fd >= 0, "append to a sealed or closed segment")
@@ -103,7 +103,7 @@ public final class SegmentFileWriter {
     ///
     /// - Throws: ``FileSystemError``. After a failed sync nothing since the last good sync can be trusted: the
     ///   caller should ``rollBackToDurable()``.
-    public func sync() throws(FileSystemError) {
+    package func sync() throws(FileSystemError) {
         precondition(fd >= 0, "sync of a closed segment")
         try fileSystem.fdatasync(fd, path: path)
         if !directorySynced {
@@ -114,7 +114,7 @@ public final class SegmentFileWriter {
     }
 
     /// Forgets records written after the last successful sync and cuts the file there.
-    public func rollBackToDurable() {
+    package func rollBackToDurable() {
         guard durableCount < entries.count else { return }
         let end =
             durableCount == 0
@@ -132,7 +132,7 @@ public final class SegmentFileWriter {
     /// - Throws: ``FileSystemError``; the file is then cut back to its last record and stays a valid `.partial`
     ///   (recovery seals it later).
     @discardableResult
-    public func seal() throws(FileSystemError) -> String {
+    package func seal() throws(FileSystemError) -> String {
         precondition(!isSealed && fd >= 0, "seal of a sealed or closed segment")
         let bytes = SegmentFormat.footerAndTrailer(entries: entries, footerOffset: endOffset)
         let partialPath = path

@@ -20,7 +20,7 @@ extension StoreIndex {
     ///   - body: Receives each frame; returns false to stop.
     /// - Throws: What `body` throws, ``SQLiteError``.
     /// - Complexity: O(log n + k) for k frames visited out of n.
-    public func frames(streamID: Int64, in range: Range<Int64>, _ body: (FrameRow) throws -> Bool) throws {
+    package func frames(streamID: Int64, in range: Range<Int64>, _ body: (FrameRow) throws -> Bool) throws {
         var lower = range.lowerBound
         var pageSize = 64
         var page: [FrameRow] = []
@@ -55,7 +55,7 @@ extension StoreIndex {
     /// - Throws: ``SQLiteError``.
     /// - Complexity: O(log n): two primary-key lookups. If the recorded key frame was removed since, a backward
     ///   scan to the nearest remaining key frame.
-    public func keyFrame(streamID: Int64, atOrBefore pts: Int64) throws -> FrameRow? {
+    package func keyFrame(streamID: Int64, atOrBefore pts: Int64) throws -> FrameRow? {
         try database.withConnection { connection in
             let select = try connection.statement(
                 "SELECT \(Self.frameFields), key_pts_ns FROM frames WHERE stream_id = ? AND pts_ns <= ? "
@@ -94,7 +94,7 @@ extension StoreIndex {
     /// - Returns: Its frame rows (empty for an unknown segment).
     /// - Throws: ``SQLiteError``.
     /// - Complexity: O(log n + k) for its k frames (the `frames_by_segment` index).
-    public func frames(ofSegment id: Int64) throws -> [FrameRow] {
+    package func frames(ofSegment id: Int64) throws -> [FrameRow] {
         try database.withConnection { connection in
             let select = try connection.statement(
                 "\(Self.frameColumns) WHERE segment_id = ? ORDER BY stream_id, pts_ns")
@@ -116,7 +116,7 @@ extension StoreIndex {
     /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
     /// - Complexity: O(k log n) for its k frames.
     @discardableResult
-    public func removeFrames(ofSegment id: Int64, atOrAfter pts: Int64) throws -> Int {
+    package func removeFrames(ofSegment id: Int64, atOrAfter pts: Int64) throws -> Int {
         try database.write { connection in
             let delete = try connection.statement("DELETE FROM frames WHERE segment_id = ? AND pts_ns >= ?")
             try delete.bind(id, at: 1)

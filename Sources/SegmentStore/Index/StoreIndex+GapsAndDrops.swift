@@ -10,7 +10,7 @@ extension StoreIndex {
     /// Records a gap.
     ///
     /// - Throws: ``SQLiteError`` (a constraint error when `endNanoseconds < startNanoseconds`).
-    public func recordGap(_ gap: GapRow) throws {
+    package func recordGap(_ gap: GapRow) throws {
         try database.write { connection in
             let insert = try connection.statement(
                 "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (?, ?, ?, ?)")
@@ -25,7 +25,7 @@ extension StoreIndex {
     /// The gaps of one stream (or all), by stream then start.
     ///
     /// - Throws: ``SQLiteError``.
-    public func gaps(streamID: Int64? = nil) throws -> [GapRow] {
+    package func gaps(streamID: Int64? = nil) throws -> [GapRow] {
         try database.withConnection { connection in
             let columns = "SELECT stream_id, start_ns, end_ns, reason FROM gaps"
             let select =
@@ -48,7 +48,7 @@ extension StoreIndex {
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
     /// - Throws: ``SQLiteError``.
-    public func addDrops(streamID: Int64, reason: String, count: Int) throws {
+    package func addDrops(streamID: Int64, reason: String, count: Int) throws {
         precondition(count >= 0, "drop count must not be negative, got \(count)")
         try database.write { connection in
             let upsert = try connection.statement(
@@ -64,7 +64,7 @@ extension StoreIndex {
     /// Dropped frames by reason, for one stream or summed over all.
     ///
     /// - Throws: ``SQLiteError``.
-    public func drops(streamID: Int64? = nil) throws -> [String: Int] {
+    package func drops(streamID: Int64? = nil) throws -> [String: Int] {
         try database.withConnection { connection in
             let select =
                 streamID == nil

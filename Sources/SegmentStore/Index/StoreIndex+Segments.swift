@@ -16,7 +16,7 @@ extension StoreIndex {
     ///   - createdWallNanoseconds: When it was created, Unix epoch nanoseconds.
     /// - Returns: The new segment's id.
     /// - Throws: ``StoreIndexError/fileNameInUse(_:)``, ``StoreIndexError/unknownStream(id:)``, ``SQLiteError``.
-    public func insertSegment(
+    package func insertSegment(
         streamID: Int64, fileName: String, formatVersion: Int, createdWallNanoseconds: Int64
     ) throws -> Int64 {
         try database.write { connection in
@@ -50,7 +50,7 @@ extension StoreIndex {
     ///   ``StoreIndexError/duplicatePTS(streamID:pts:)``, ``StoreIndexError/segmentNotOpen(segmentID:streamID:)``,
     ///   ``SQLiteError``. Nothing of the batch is stored when it throws.
     /// - Complexity: O(k log n) for k rows in an index of n frames.
-    public func addFrames(_ rows: [FrameRow], streamID: Int64) throws {
+    package func addFrames(_ rows: [FrameRow], streamID: Int64) throws {
         guard let first = rows.first else { return }
         for (previous, next) in zip(rows, rows.dropFirst()) where next.ptsNanoseconds <= previous.ptsNanoseconds {
             throw StoreIndexError.framesNotInPTSOrder(
@@ -141,7 +141,7 @@ extension StoreIndex {
     ///   - sealedWallNanoseconds: When it was sealed; now when nil.
     /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``StoreIndexError/segmentIsDeleting(id:)``,
     ///   ``StoreIndexError/fileNameInUse(_:)``, ``SQLiteError``.
-    public func sealSegment(id: Int64, fileName: String, sealedWallNanoseconds: Int64? = nil) throws {
+    package func sealSegment(id: Int64, fileName: String, sealedWallNanoseconds: Int64? = nil) throws {
         try database.durableWrite { connection in
             let update = try connection.statement(
                 "UPDATE segments SET state = 'sealed', file_name = ?, sealed_wall_ns = ? "
@@ -164,7 +164,7 @@ extension StoreIndex {
     /// - Parameter segmentID: The segment.
     /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
     /// - Complexity: O(k log n) for its k frames.
-    public func markDeleting(segmentID: Int64) throws {
+    package func markDeleting(segmentID: Int64) throws {
         try database.write { connection in
             let update = try connection.statement("UPDATE segments SET state = 'deleting' WHERE id = ?")
             try update.bind(segmentID, at: 1)
@@ -181,7 +181,7 @@ extension StoreIndex {
     /// - Parameter id: The segment.
     /// - Throws: ``StoreIndexError/unknownSegment(id:)``, ``SQLiteError``.
     /// - Complexity: O(k log n) for its k frames.
-    public func removeSegment(id: Int64) throws {
+    package func removeSegment(id: Int64) throws {
         try database.write { connection in
             let deleteFrames = try connection.statement("DELETE FROM frames WHERE segment_id = ?")
             try deleteFrames.bind(id, at: 1)
@@ -197,7 +197,7 @@ extension StoreIndex {
     ///
     /// - Throws: ``SQLiteError``.
     /// - Complexity: O(s) for s segments.
-    public func segments(streamID: Int64? = nil) throws -> [SegmentRow] {
+    package func segments(streamID: Int64? = nil) throws -> [SegmentRow] {
         try database.withConnection { connection in
             let select =
                 streamID == nil
@@ -218,7 +218,7 @@ extension StoreIndex {
     ///
     /// - Throws: ``SQLiteError``.
     /// - Complexity: O(log s + k) for k matching segments out of s.
-    public func segments(streamID: Int64, overlapping range: Range<Int64>) throws -> [SegmentRow] {
+    package func segments(streamID: Int64, overlapping range: Range<Int64>) throws -> [SegmentRow] {
         try database.withConnection { connection in
             var rows: [SegmentRow] = []
             let before = try connection.statement(
@@ -245,7 +245,7 @@ extension StoreIndex {
     /// The segment with this id, if any.
     ///
     /// - Throws: ``SQLiteError``.
-    public func segment(id: Int64) throws -> SegmentRow? {
+    package func segment(id: Int64) throws -> SegmentRow? {
         try database.withConnection { connection in
             let select = try connection.statement("\(Self.segmentColumns) WHERE id = ?")
             defer { select.reset() }
@@ -257,7 +257,7 @@ extension StoreIndex {
     /// The segment with this file name, if any.
     ///
     /// - Throws: ``SQLiteError``.
-    public func segment(fileName: String) throws -> SegmentRow? {
+    package func segment(fileName: String) throws -> SegmentRow? {
         try database.withConnection { connection in
             let select = try connection.statement("\(Self.segmentColumns) WHERE file_name = ?")
             defer { select.reset() }

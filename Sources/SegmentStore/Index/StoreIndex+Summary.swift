@@ -11,7 +11,7 @@ extension StoreIndex {
     ///
     /// - Throws: ``SQLiteError``.
     /// - Complexity: O(s) for s segments (computed from segment counters, not frame rows).
-    public func summary(streamID: Int64? = nil) throws -> IndexSummary {
+    package func summary(streamID: Int64? = nil) throws -> IndexSummary {
         try database.withConnection { connection in
             let aggregate = """
                 SELECT count(*), coalesce(sum(frame_count), 0), min(first_pts_ns), max(last_pts_ns),
@@ -34,7 +34,7 @@ extension StoreIndex {
     /// Copies the WAL into the database file without blocking readers or writers (`wal_checkpoint(PASSIVE)`).
     ///
     /// - Throws: ``SQLiteError``.
-    public func checkpoint() throws {
+    package func checkpoint() throws {
         try database.checkpoint()
     }
 
@@ -43,7 +43,7 @@ extension StoreIndex {
     /// The value stored under `key` in `store_info` (e.g. a store id or the creating version), if any.
     ///
     /// - Throws: ``SQLiteError``.
-    public func info(_ key: String) throws -> String? {
+    package func info(_ key: String) throws -> String? {
         try database.withConnection { connection in
             let select = try connection.statement("SELECT value FROM store_info WHERE key = ?")
             defer { select.reset() }
@@ -55,7 +55,7 @@ extension StoreIndex {
     /// Stores `value` under `key` in `store_info`, replacing any previous value.
     ///
     /// - Throws: ``SQLiteError``.
-    public func setInfo(_ key: String, to value: String) throws {
+    package func setInfo(_ key: String, to value: String) throws {
         try database.write { connection in
             let upsert = try connection.statement(
                 "INSERT INTO store_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"

@@ -12,9 +12,9 @@ import RewindSystem
 ///
 /// Thread-safe: all calls share one connection behind a lock. Other processes may open the same file with
 /// `readOnly: true` while a recorder writes (WAL mode): they never see "database is locked".
-public final class StoreIndex: Sendable {
+package final class StoreIndex: Sendable {
     /// The underlying connection.
-    public let database: SQLiteDatabase
+    package let database: SQLiteDatabase
 
     /// Opens the index at `path`, creating it and applying migrations unless `readOnly`.
     ///
@@ -25,7 +25,7 @@ public final class StoreIndex: Sendable {
     ///   - migrations: The migrations to apply; the shipped ones unless a test injects others.
     /// - Throws: ``SQLiteError`` when the file cannot be opened or is corrupt; ``MigrationError`` when the schema
     ///   is newer than this build, was changed, is outdated (read-only), or a migration fails.
-    public init(path: String, readOnly: Bool = false, migrations: [Migration] = Migration.all) throws {
+    package init(path: String, readOnly: Bool = false, migrations: [Migration] = Migration.all) throws {
         database = try SQLiteDatabase(path: path, readOnly: readOnly)
         let runner = MigrationRunner(migrations: migrations)
         if readOnly {
@@ -36,7 +36,7 @@ public final class StoreIndex: Sendable {
     }
 
     /// The database file.
-    public var path: String { database.path }
+    package var path: String { database.path }
 
     // MARK: Streams
 
@@ -48,7 +48,7 @@ public final class StoreIndex: Sendable {
     /// - Returns: The stored stream.
     /// - Throws: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)`` when the stream exists with
     ///   another description; ``SQLiteError``.
-    public func stream(named name: String, description: StreamDescription) throws -> StreamRow {
+    package func stream(named name: String, description: StreamDescription) throws -> StreamRow {
         if let stored = try stream(named: name) { return try Self.checked(stored, against: description) }
         return try database.write { connection in
             // Another process may have created it since the read above.
@@ -78,7 +78,7 @@ public final class StoreIndex: Sendable {
     /// The stream called `name`, if it exists (works on a read-only index).
     ///
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
-    public func stream(named name: String) throws -> StreamRow? {
+    package func stream(named name: String) throws -> StreamRow? {
         try database.withConnection { connection in try Self.findStream(named: name, connection) }
     }
 
@@ -100,7 +100,7 @@ public final class StoreIndex: Sendable {
     /// Every stream, by id.
     ///
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
-    public func streams() throws -> [StreamRow] {
+    package func streams() throws -> [StreamRow] {
         try database.withConnection { connection in
             let select = try connection.statement("\(Self.streamColumns) ORDER BY id")
             defer { select.reset() }

@@ -25,7 +25,10 @@ public struct StoreOptions: Sendable {
     public var maxAge: Int64?
     /// A writer `fdatasync`s (and adds its index rows) at least every this many nanoseconds of pts.
     public var syncInterval: Int64
-    /// The largest piece a frame plane is cut into for compression (see ``ChunkPlan``).
+    /// The chunk size segment files are written with unless told otherwise: 256 KiB.
+    public static let defaultChunkSize = 256 * 1024
+
+    /// The largest piece a frame plane is cut into for compression.
     public var chunkSize: Int
     /// Which codecs may be used; `.automatic` picks the smallest per chunk.
     public var codecPolicy: CodecPolicy
@@ -35,7 +38,7 @@ public struct StoreOptions: Sendable {
     public init(
         keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
         segmentMaxDuration: Int64 = 60 * 1_000_000_000, segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
-        maxAge: Int64? = nil, syncInterval: Int64 = 1_000_000_000, chunkSize: Int = ChunkPlan.defaultChunkSize,
+        maxAge: Int64? = nil, syncInterval: Int64 = 1_000_000_000, chunkSize: Int = StoreOptions.defaultChunkSize,
         codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem()
     ) {
         precondition(keyInterval >= 1, "key interval must be at least 1")
@@ -147,7 +150,8 @@ public struct RetentionReport: Sendable {
 public final class SegmentStore: Sendable {
     public let directory: String
     public let segmentsDirectory: String
-    public let index: StoreIndex
+    /// The SQLite index. Package-only: users read it through the store's methods.
+    package let index: StoreIndex
     public let options: StoreOptions
     public let isReadOnly: Bool
     /// What recovery found and did when the store was opened (empty for read-only stores).
@@ -302,6 +306,11 @@ public final class SegmentStore: Sendable {
     /// Totals over the whole store (or one stream).
     public func summary(streamName: String? = nil) throws -> IndexSummary {
         try index.summary(streamID: streamName.map { try streamID(named: $0) })
+    }
+
+    /// The segment files of one stream or all, in sequence order (deleting ones included, with their state).
+    public func segments(streamName: String? = nil) throws -> [SegmentRow] {
+        try index.segments(streamID: streamName.map { try streamID(named: $0) })
     }
 
     /// Recorded gaps of one stream or all.
