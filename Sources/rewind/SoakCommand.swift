@@ -111,7 +111,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let drops = report.drops.values.reduce(0, +)
     let gaps = report.gaps.values.reduce(0, +)
     print(
-        "  drops: \(drops)\(describe(report.drops)); gaps: \(gaps)\(describe(report.gaps)); store: "
+        "  drops: \(drops)\(describe(report.drops.keyedByRawValue)); gaps: \(gaps)\(describe(report.gaps.keyedByRawValue)); store: "
             + "\(report.segments) segments, \(formatBytes(report.storedBytes)) for \(formatBytes(report.rawBytes)) raw")
     if !report.events.isEmpty {
         print("  events:")
