@@ -25,7 +25,7 @@ public struct RecordLoopResult: Sendable {
     public var framesRead = 0
     /// Frames the ring accepted.
     public var framesStored = 0
-    /// Frames the ring dropped (no memory under the policy).
+    /// Frames dropped on arrival (the recorder's statistics say why: spill behind, memory budget, pinned frames).
     public var framesDropped = 0
     /// Why the loop ended.
     public var endReason = "end of input"

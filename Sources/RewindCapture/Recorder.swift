@@ -87,13 +87,15 @@ public final class Recorder: Sendable {
 
     /// Appends a frame by copying caller-owned planes (one copy into a pooled slab).
     ///
-    /// - Returns: the frame's sequence number, or why it was dropped (counted, and recorded as a gap on disk).
+    /// - Returns: the frame's sequence number, or why it was dropped (counted under that reason, and recorded as a
+    ///   gap with it on disk): ``LossReason/spillBehind`` when the spill stage is too far behind (`drop-newest`),
+    ///   or the ring's reason.
     /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind {
             shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
-            return .dropped(.pinnedFrames)
+            shared.noteDroppedOnArrival(.spillBehind)
+            return .dropped(.spillBehind)
         }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info))
     }
@@ -105,11 +107,12 @@ public final class Recorder: Sendable {
     public func reserve() -> ReservedSlab? {
         if isSpillBehind {
             shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
+            shared.noteDroppedOnArrival(.spillBehind)
             return nil
         }
-        let slab = ring.reserve(stream.layout)
-        if slab == nil { shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed) }
+        var reason = DropReason.memoryBudget
+        let slab = ring.reserve(stream.layout, dropReason: &reason)
+        if slab == nil { shared.noteDroppedOnArrival(reason.lossReason) }
         return slab
     }
 
@@ -144,16 +147,17 @@ public final class Recorder: Sendable {
     private func note(_ outcome: AppendOutcome) -> AppendOutcome {
         switch outcome {
         case .stored(let sequence):
-            // After drops, mark this frame as the first after them, so its gap is recorded with the right reason.
-            if shared.hasDroppedSinceLastStore.load(ordering: .relaxed)
-                && shared.hasDroppedSinceLastStore.exchange(false, ordering: .relaxed)
+            // After drops, mark this frame as the first after them, so its gap is recorded with their reason.
+            if shared.arrivalDropsSinceLastStore.load(ordering: .relaxed) != 0,
+                let reason = LossReason.arrivalReason(
+                    of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
             {
-                shared.firstAfterDrops.withLock { _ = $0.insert(sequence) }
+                shared.firstAfterDrops.withLock { $0[sequence] = reason }
             }
             shared.newestSequence.store(sequence, ordering: .releasing)
             spill?.wake()
-        case .dropped:
-            shared.hasDroppedSinceLastStore.store(true, ordering: .relaxed)
+        case .dropped(let reason):
+            shared.noteDroppedOnArrival(reason)
         }
         return outcome
     }
@@ -320,25 +324,6 @@ public struct QuerySplit: Sendable, Hashable {
     public var total: Int { fromDisk + fromMemory }
 }
 
-/// The drop reasons written to the store and shown by `rewind info`.
-public enum DropLabel {
-    public static let evictedBeforeSpill = "evicted before spill"
-    public static let diskError = "disk error"
-    public static let spillBehind = "spill behind"
-    /// The reason of a gap left by frames dropped on arrival (spill behind, or no memory).
-    public static let droppedOnArrival = "frames dropped on arrival"
-}
-
-extension DropReason {
-    /// The reason as written to the store.
-    public var label: String {
-        switch self {
-        case .memoryBudget: "memory budget"
-        case .pinnedFrames: "pinned frames"
-        }
-    }
-}
-
 /// State shared by the producer, the eviction handler, queries and the spill thread.
 final class RecorderShared: Sendable {
     /// The next sequence number the spill stage will write; frames below it are written (or lost).
@@ -351,24 +336,47 @@ final class RecorderShared: Sendable {
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
     let droppedSpillBehind = Atomic<Int>(0)
-    /// Set by the producer when it drops a frame; cleared by the next stored frame.
-    let hasDroppedSinceLastStore = Atomic<Bool>(false)
-    /// Sequence numbers of frames stored right after drops (touched only when frames are dropped).
-    let firstAfterDrops = Mutex<Set<UInt64>>([])
+    /// The reasons of the frames dropped on arrival since the last stored frame, one bit each
+    /// (``LossReason/arrivalBit``); set by the producer when it drops a frame, cleared by the next stored frame.
+    let arrivalDropsSinceLastStore = Atomic<UInt8>(0)
+    /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
+    /// (touched only when frames are dropped).
+    let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])
     let state = Mutex(SharedState())
 
     struct SharedState {
         var statistics = RecorderStatistics()
     }
 
+    /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`.
+    func noteDroppedOnArrival(_ reason: LossReason) {
+        arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
+    }
+
     /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
-    func drops(ring: RingStatistics) -> [String: Int] {
+    func drops(ring: RingStatistics) -> [LossReason: Int] {
         var drops = state.withLock { $0.statistics.drops }
         for reason in DropReason.allCases where ring.dropped[reason] > 0 {
-            drops[reason.label, default: 0] += Int(ring.dropped[reason])
+            drops[reason.lossReason, default: 0] += Int(ring.dropped[reason])
         }
         let behind = droppedSpillBehind.load(ordering: .relaxed)
-        if behind > 0 { drops[DropLabel.spillBehind, default: 0] += behind }
+        if behind > 0 { drops[.spillBehind, default: 0] += behind }
         return drops
+    }
+}
+
+extension LossReason {
+    /// This reason's bit in ``RecorderShared/arrivalDropsSinceLastStore``: its place in ``arrivalPrecedence``.
+    fileprivate var arrivalBit: UInt8 {
+        guard let index = Self.arrivalPrecedence.firstIndex(of: self) else {
+            preconditionFailure("\(self) is not a reason to drop a frame on arrival")
+        }
+        return 1 << UInt8(index)
+    }
+
+    /// The reason that names a gap left by drops on arrival with these ``arrivalBit``s: the first of
+    /// ``arrivalPrecedence`` present, or nil when there are none.
+    fileprivate static func arrivalReason(of bits: UInt8) -> LossReason? {
+        arrivalPrecedence.first { bits & $0.arrivalBit != 0 }
     }
 }

@@ -60,8 +60,9 @@ public struct RecorderStatistics: Sendable, Hashable {
     /// Frames durable on disk (synced).
     public var framesDurable: Int = 0
     public var rawBytesSpilled: Int64 = 0
-    /// Frames lost, by reason (`memory budget`, `spill behind`, `disk error`, …).
-    public var drops: [String: Int] = [:]
+    /// Frames lost, by reason (``LossReason/memoryBudget``, ``LossReason/spillBehind``, ``LossReason/diskError``,
+    /// …).
+    public var drops: [LossReason: Int] = [:]
     /// Frames refused as bad input.
     public var rejected: UInt64 = 0
     /// Gaps recorded (intervals with missing frames).

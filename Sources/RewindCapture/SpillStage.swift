@@ -31,7 +31,7 @@ final class SpillStage: @unchecked Sendable {
     private var lastWrittenPTS: Int64?
     /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
     /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason.
-    private var pendingLoss: String?
+    private var pendingLoss: LossReason?
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
     /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
@@ -127,9 +127,9 @@ final class SpillStage: @unchecked Sendable {
         let pts = view.info.ptsNanoseconds
         if sequence > lastSequence + 1 {
             noteLost(Int(sequence - lastSequence - 1))
-            pendingLoss = pendingLoss ?? DropLabel.evictedBeforeSpill
+            pendingLoss = pendingLoss ?? .evictedBeforeSpill
         }
-        let afterDrops = shared.firstAfterDrops.withLock { $0.remove(sequence) != nil }
+        let arrivalDrops = shared.firstAfterDrops.withLock { $0.removeValue(forKey: sequence) }
         var failure: String?
         do {
             try writer.append(view)
@@ -139,16 +139,16 @@ final class SpillStage: @unchecked Sendable {
         lastSequence = sequence
         shared.spillCursor.store(sequence + 1, ordering: .releasing)
         if failure == nil {
-            noteGap(before: pts, afterDrops: afterDrops)
+            noteGap(before: pts, arrivalDrops: arrivalDrops)
             lastWrittenPTS = pts
             pendingLoss = nil
         } else {
-            pendingLoss = pendingLoss ?? DropLabel.diskError
+            pendingLoss = pendingLoss ?? .diskError
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { state in
             if let failure {
-                state.statistics.drops[DropLabel.diskError, default: 0] += 1
+                state.statistics.drops[.diskError, default: 0] += 1
                 state.statistics.lastError = failure
             } else {
                 state.statistics.framesSpilled += 1
@@ -159,15 +159,16 @@ final class SpillStage: @unchecked Sendable {
     }
 
     /// Records a gap before a frame just written at `pts` when frames are missing since the last one written:
-    /// lost after they were accepted (``pendingLoss``), dropped on arrival, or never produced.
-    private func noteGap(before pts: Int64, afterDrops: Bool) {
+    /// lost after they were accepted (``pendingLoss``), dropped on arrival (`arrivalDrops`, the reason of those
+    /// drops), or never produced. A loss after acceptance names the gap over drops on arrival (see ``LossReason``).
+    private func noteGap(before pts: Int64, arrivalDrops: LossReason?) {
         guard let lastWrittenPTS else { return }
         let nominal = stream.frameDuration.nanoseconds ?? 0
-        let reason: String
+        let reason: LossReason
         if let pendingLoss {
             reason = pendingLoss
         } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
-            reason = afterDrops ? DropLabel.droppedOnArrival : "input interval"
+            reason = arrivalDrops ?? .inputInterval
         } else {
             return
         }
@@ -181,7 +182,7 @@ final class SpillStage: @unchecked Sendable {
 
     /// Counts frames that left the ring before they were written.
     private func noteLost(_ count: Int) {
-        shared.state.withLock { $0.statistics.drops[DropLabel.evictedBeforeSpill, default: 0] += count }
+        shared.state.withLock { $0.statistics.drops[.evictedBeforeSpill, default: 0] += count }
     }
 
     private func answerFlushRequests() {

@@ -319,7 +319,7 @@ public final class RecorderControl: @unchecked Sendable {
             let ring = recorder.ring.statistics
             var reply: [String: Any] = [
                 "ok": true, "frames_accepted": statistics.framesAccepted, "frames_durable": statistics.framesDurable,
-                "drops": statistics.drops, "window_ns": recorder.configuration.window,
+                "drops": statistics.drops.keyedByRawValue, "window_ns": recorder.configuration.window,
                 "memory_frames": ring.frames, "memory_bytes": ring.mappedBytes, "memory_budget_bytes": ring.budget,
                 "stream": recorder.configuration.streamName, "layout": "\(recorder.stream.layout)",
             ]

@@ -17,7 +17,8 @@ public enum PinPolicy: Sendable, Hashable {
     case evictOldestUnpinned
 }
 
-/// Why a frame that was offered to the ring was not stored. Every drop is counted with its reason.
+/// Why a frame that was offered to the ring was not stored. Every drop is counted with its reason; outside the
+/// ring it is named by its ``lossReason``.
 public enum DropReason: Sendable, Hashable, CaseIterable {
     /// No memory under the budget: the frame is larger than the budget, or the slabs are held outside the ring
     /// (by eviction handlers still working on them).
@@ -30,8 +31,9 @@ public enum DropReason: Sendable, Hashable, CaseIterable {
 public enum AppendOutcome: Sendable, Hashable {
     /// The frame is in the ring with this sequence number (1, 2, 3, … for stored frames, without gaps).
     case stored(sequence: UInt64)
-    /// The frame was not stored, for this reason; the ring is unchanged.
-    case dropped(DropReason)
+    /// The frame was not stored, for this reason; the ring is unchanged. The ring drops for
+    /// ``LossReason/memoryBudget`` or ``LossReason/pinnedFrames``; a recorder also for ``LossReason/spillBehind``.
+    case dropped(LossReason)
 }
 
 /// The limits of a ring store: its time window, its memory budget and what to do with pinned frames.

@@ -89,7 +89,7 @@ public final class RingStore: Sendable {
         }
         try evictExpired(before: info)
         var reason = DropReason.memoryBudget
-        guard let slab = makeReservation(layout, dropReason: &reason) else { return .dropped(reason) }
+        guard let slab = makeReservation(layout, dropReason: &reason) else { return .dropped(reason.lossReason) }
         planes.copy(into: slab.address.pointer, layout: layout)
         return try commit(slab, info: info)
     }
@@ -101,7 +101,15 @@ public final class RingStore: Sendable {
     /// - Returns: the slab, or nil when there is no memory under the budget and policy (counted as a drop).
     public func reserve(_ layout: FrameLayout) -> ReservedSlab? {
         var reason = DropReason.memoryBudget
-        return makeReservation(layout, dropReason: &reason)
+        return reserve(layout, dropReason: &reason)
+    }
+
+    /// Reserves a pooled slab like ``reserve(_:)``, and says why when there is none.
+    ///
+    /// - Parameter dropReason: set to why the frame is dropped when the result is nil; unchanged otherwise.
+    /// - Returns: the slab, or nil when there is no memory under the budget and policy (counted as a drop).
+    public func reserve(_ layout: FrameLayout, dropReason: inout DropReason) -> ReservedSlab? {
+        makeReservation(layout, dropReason: &dropReason)
     }
 
     /// Adds a filled slab to the ring as the newest frame.
@@ -109,7 +117,7 @@ public final class RingStore: Sendable {
     /// - Parameters:
     ///   - slab: a slab from ``reserve(_:)`` of this ring, holding the frame's packed planes.
     ///   - info: the frame's pts, wall time and colour.
-    /// - Returns: the frame's sequence number, or ``DropReason/pinnedFrames`` when the ring is full of slots and
+    /// - Returns: the frame's sequence number, or ``LossReason/pinnedFrames`` when the ring is full of slots and
     ///   pinned frames may not be evicted (the slab goes back to the pool).
     /// - Throws: ``FrameError`` when the pts is out of range or not after the last stored pts; the slab goes back
     ///   to the pool and the ring is unchanged.
@@ -150,7 +158,7 @@ public final class RingStore: Sendable {
                 continue
             case .drop(let reason, let unmap):
                 if let unmap { perform(unmap) }
-                return .dropped(reason)
+                return .dropped(reason.lossReason)
             case .reject(let error, let unmap):
                 if let unmap { perform(unmap) }
                 throw error

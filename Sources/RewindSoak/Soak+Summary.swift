@@ -54,8 +54,8 @@ extension SoakRun {
     /// was lost after acceptance — a failed write or an eviction before its write, counted by the recorder and
     /// covered by a gap with that reason (or before the first frame the store ever held). Anything else is lost.
     private mutating func account(_ readback: Readback, gaps: [GapRow]) {
-        let lossReasons: Set = [DropLabel.diskError, DropLabel.evictedBeforeSpill]
-        let lossGaps = gaps.filter { lossReasons.contains($0.reason) }.sorted {
+        let lossReasons = LossReason.allCases.filter(\.isLossOfAcceptedFrames)
+        let lossGaps = gaps.filter(\.reason.isLossOfAcceptedFrames).sorted {
             $0.startNanoseconds < $1.startNanoseconds
         }
         let counted = lossReasons.reduce(0) { $0 + (report.drops[$1] ?? 0) }
@@ -207,8 +207,8 @@ extension SoakRun {
     }
 
     private func noFramesLost() -> SoakReport.Invariant {
-        let losses = [DropLabel.diskError, DropLabel.evictedBeforeSpill].compactMap { reason in
-            report.drops[reason].map { "\(reason): \($0)" }
+        let losses = [LossReason.diskError, .evictedBeforeSpill].compactMap { reason in
+            report.drops[reason].map { "\(reason.rawValue): \($0)" }
         }
         var detail =
             "\(report.framesAccepted) frames accepted, \(report.framesVerified) read back bit-exact, "

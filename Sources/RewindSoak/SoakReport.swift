@@ -108,9 +108,9 @@ public struct SoakReport: Sendable {
     /// Accepted frames missing because of a counted loss after acceptance (`disk error`, `evicted before spill`).
     public var framesLostToCountedDrops = 0
     /// Every frame lost, by reason (the recorder's counters).
-    public var drops: [String: Int] = [:]
+    public var drops: [LossReason: Int] = [:]
     /// Gaps the store recorded, by reason.
-    public var gaps: [String: Int] = [:]
+    public var gaps: [LossReason: Int] = [:]
     public var segments = 0
     public var rawBytes: Int64 = 0
     public var storedBytes: Int64 = 0
@@ -157,8 +157,8 @@ public struct SoakReport: Sendable {
             "corrupt_frames": corruptFrames,
             "frames_lost_to_counted_drops": framesLostToCountedDrops,
             "drops": drops.values.reduce(0, +),
-            "drops_by_reason": drops,
-            "gaps_by_reason": gaps,
+            "drops_by_reason": drops.keyedByRawValue,
+            "gaps_by_reason": gaps.keyedByRawValue,
             "segments": segments,
             "raw_bytes": rawBytes,
             "stored_bytes": storedBytes,

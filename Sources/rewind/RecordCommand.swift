@@ -137,7 +137,7 @@ private func record<Source: FrameSource>(
     if !statistics.drops.isEmpty {
         line +=
             " ("
-            + statistics.drops.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+            + statistics.drops.keyedByRawValue.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
             .joined(separator: ", ") + ")"
     }
     if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }

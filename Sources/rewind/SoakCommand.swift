@@ -111,9 +111,9 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let drops = report.drops.values.reduce(0, +)
     let gaps = report.gaps.values.reduce(0, +)
     print(
-        "  drops: \(drops)\(describe(report.drops)); gaps: \(gaps)\(describe(report.gaps)); store: "
-            + "\(count(report.segments, "segment")), \(formatBytes(report.storedBytes)) for \(formatBytes(report.rawBytes)) raw"
-    )
+        "  drops: \(drops)\(describe(report.drops.keyedByRawValue)); gaps: \(gaps)\(describe(report.gaps.keyedByRawValue)); "
+            + "store: \(count(report.segments, "segment")), \(formatBytes(report.storedBytes)) for "
+            + "\(formatBytes(report.rawBytes)) raw")
     if !report.events.isEmpty {
         print("  events:")
         for event in report.events {

@@ -7,7 +7,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let summary = try store.summary()
     let streams = try store.streams()
     let gaps = try store.gaps()
-    let drops = try store.drops()
+    let drops = try store.drops().keyedByRawValue
     let segments = try store.segments()
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
@@ -17,7 +17,8 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
             "segments": summary.segments, "drops": totalDrops, "drops_by_reason": drops,
             "gaps": gaps.map {
-                ["start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason] as [String: Any]
+                ["start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason.rawValue]
+                    as [String: Any]
             },
             "open_segments": segments.filter { $0.state == .open }.count,
             "streams": streams.map { row -> [String: Any] in
@@ -64,7 +65,8 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                     .map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"))
     print("  gaps: \(gaps.count)")
     for gap in gaps.prefix(20) {
-        print("    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason)")
+        print(
+            "    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason.rawValue)")
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
     if let live {

@@ -204,7 +204,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         #expect(disk.waitedWrites.load(ordering: .relaxed) > 0)
         #expect(stored + dropped == 300)
         #expect(dropped > 200)
-        #expect(recorder.statistics.drops[DropLabel.spillBehind] == dropped)
+        #expect(recorder.statistics.drops[.spillBehind] == dropped)
         // After the stall: a frame resumes the stream, and the gap is on record.
         disk.open()
         while recorder.unspilledFrames > 0 { usleep(1000) }
@@ -212,11 +212,49 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         let statistics = try recorder.finish()
         #expect(statistics.framesDurable == stored + 1, "every accepted frame is durable")
         let gaps = try store.gaps()
-        #expect(gaps.contains { $0.reason == DropLabel.droppedOnArrival })
-        #expect(try store.drops()[DropLabel.spillBehind] == dropped)
+        #expect(gaps.contains { $0.reason == .spillBehind })
+        #expect(try store.drops()[.spillBehind] == dropped)
         let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
         #expect(indexes.count == stored + 1)
         #expect(indexes.first == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFrameDroppedBecauseTheSpillIsBehindSaysSoInItsOutcomeCounterAndGap() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: 60_000_000_000, memoryBudget: 40 * 6 * 4096))
+        // The disk stalls: the spill stage falls behind and, with drop-newest, frames are refused on arrival.
+        disk.close()
+        var droppedFrames: [Int64] = []
+        var storedCount = 0
+        for _ in 0..<100 {
+            switch try feed.appendNext(to: recorder) {
+            case .stored: storedCount += 1
+            case .dropped(let reason):
+                #expect(reason == .spillBehind, "frame \(feed.index - 1)")
+                droppedFrames.append(feed.index - 1)
+            }
+        }
+        #expect(!droppedFrames.isEmpty, "a stalled disk and a 40-frame ring make the recorder drop")
+        #expect(recorder.statistics.drops == [.spillBehind: droppedFrames.count])
+        // The disk recovers; waiting for room (as a file input does) lets the next frame in, after the hole.
+        disk.open()
+        recorder.waitForSpillRoom()
+        #expect(try feed.appendNext(to: recorder) == .stored(sequence: UInt64(storedCount + 1)))
+        let statistics = try recorder.finish()
+        #expect(statistics.drops == [.spillBehind: droppedFrames.count])
+        #expect(try store.drops() == [.spillBehind: droppedFrames.count])
+        let gaps = try store.gaps()
+        #expect(!gaps.isEmpty && gaps.allSatisfy { $0.reason == .spillBehind }, "\(gaps)")
+        for frame in droppedFrames {
+            let pts = feed.pts(frame)
+            #expect(gaps.contains { $0.startNanoseconds < pts && pts < $0.endNanoseconds }, "frame \(frame) in a gap")
+        }
     }
 
     @Test func dropOldestUnspilledKeepsTheNewestFramesAndCountsTheLostOnes() throws {
@@ -232,13 +270,13 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         for _ in 0..<300 { #expect(try feed.appendNext(to: recorder) != .dropped(.memoryBudget)) }
         disk.open()
         let statistics = try recorder.finish()
-        let lost = statistics.drops[DropLabel.evictedBeforeSpill] ?? 0
+        let lost = statistics.drops[.evictedBeforeSpill] ?? 0
         #expect(lost > 150)
-        #expect(statistics.framesDurable + lost + (statistics.drops["pinned frames"] ?? 0) == 300)
+        #expect(statistics.framesDurable + lost + (statistics.drops[.pinnedFrames] ?? 0) == 300)
         let (indexes, _) = try verifiedIndexes(recorder, 0..<Int64.max)
         #expect(indexes.count == statistics.framesDurable)
         #expect(indexes.last == 299, "the newest frame reached disk")
-        #expect(try store.gaps().contains { $0.reason == DropLabel.evictedBeforeSpill })
+        #expect(try store.gaps().contains { $0.reason == .evictedBeforeSpill })
     }
 
     @Test func criticalPressureShedsMemoryAtOnceAndNothingAcceptedIsLost() throws {
@@ -328,14 +366,14 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         disk.setDiskFull(false)
         for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
         let statistics = try recorder.finish()
-        #expect(statistics.drops[DropLabel.diskError] == 5)
+        #expect(statistics.drops[.diskError] == 5)
         #expect(statistics.framesDurable == 20)
-        #expect(try store.drops()[DropLabel.diskError] == 5)
+        #expect(try store.drops()[.diskError] == 5)
         let gaps = try store.gaps()
         #expect(gaps.count == 1)
         #expect(gaps.first?.startNanoseconds == feed.pts(9))
         #expect(gaps.first?.endNanoseconds == feed.pts(15))
-        #expect(gaps.first?.reason == DropLabel.diskError)
+        #expect(gaps.first?.reason == .diskError)
         var onDisk: [Int64] = []
         try store.frames(in: 0..<Int64.max) { view in
             guard let mark = SyntheticCamera.verify(view) else {
@@ -396,7 +434,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         }
         let statistics = try recorder.finish()
         // Only frames the cuts evicted before they were written are lost.
-        #expect(statistics.drops.keys.sorted() == [DropLabel.evictedBeforeSpill], "\(statistics.drops)")
+        #expect(Array(statistics.drops.keys) == [.evictedBeforeSpill], "\(statistics.drops)")
         #expect(statistics.framesDurable + statistics.totalDrops == 650)
     }
 
@@ -413,6 +451,6 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         #expect(gaps.count == 1)
         #expect(gaps.first?.startNanoseconds == feed.pts(9))
         #expect(gaps.first?.endNanoseconds == feed.pts(15))
-        #expect(gaps.first?.reason == "input interval")
+        #expect(gaps.first?.reason == .inputInterval)
     }
 }

@@ -95,7 +95,7 @@ import Testing
         _ = try StoreIndex(path: directory.indexPath)
         let reader = try StoreIndex(path: directory.indexPath, readOnly: true)
         let error = try #require(throws: SQLiteError.self) {
-            try reader.addDrops(streamID: 1, reason: "x", count: 1)
+            try reader.addDrops(streamID: 1, reason: .diskError, count: 1)
         }
         #expect(error.codeName == "SQLITE_READONLY")
         #expect(error.description.contains("cannot be written"))

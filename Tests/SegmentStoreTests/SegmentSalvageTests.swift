@@ -99,7 +99,7 @@ import Testing
         #expect(salvage.lost.map { Array($0.firstFrame...$0.lastFrame) } == stretches)
         #expect(salvage.lost.map(\.firstPTS) == stretches.map { frames.pts($0.first!) })
         #expect(salvage.lost.map(\.lastPTS) == stretches.map { frames.pts($0.last!) })
-        let gaps = try store.gaps().filter { $0.reason == "damaged" }
+        let gaps = try store.gaps().filter { $0.reason == .damaged }
         #expect(
             gaps.map(\.startNanoseconds) == stretches.map { $0.first! == 0 ? frames.pts(0) : frames.pts($0.first! - 1) }
         )
@@ -156,6 +156,6 @@ import Testing
         #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg"])
         try Self.expectEveryFrameOnceExcept(lost, store: store, frames: frames)
         #expect(try store.verify(repair: false).clean)
-        #expect(try store.gaps().filter { $0.reason == "damaged" }.count == 1)
+        #expect(try store.gaps().filter { $0.reason == .damaged }.count == 1)
     }
 }

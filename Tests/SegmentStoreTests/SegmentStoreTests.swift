@@ -184,11 +184,11 @@ import Testing
         defer { frames.deallocate() }
         let store = try SegmentStore.open(directory: dir.path)
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-        try writer.recordGap(start: 100, end: 200, reason: "missing_frames")
-        try writer.addDrops(reason: "backpressure", count: 3)
+        try writer.recordGap(start: 100, end: 200, reason: .spillBehind)
+        try writer.addDrops(reason: .spillBehind, count: 3)
         try writer.close()
-        #expect(try store.gaps().map(\.reason) == ["missing_frames"])
-        #expect(try store.drops()["backpressure"] == 3)
+        #expect(try store.gaps().map(\.reason) == [.spillBehind])
+        #expect(try store.drops()[.spillBehind] == 3)
     }
 }
 

@@ -17,12 +17,13 @@ extension StoreIndex {
             try insert.bind(gap.streamID, at: 1)
             try insert.bind(gap.startNanoseconds, at: 2)
             try insert.bind(gap.endNanoseconds, at: 3)
-            try insert.bind(gap.reason, at: 4)
+            try insert.bind(gap.reason.rawValue, at: 4)
             try insert.run()
         }
     }
 
-    /// The gaps of one stream (or all), by stream then start.
+    /// The gaps of one stream (or all), by stream then start. A reason this build does not know reads as
+    /// ``LossReason/unrecognized``.
     ///
     /// - Throws: ``SQLiteError``.
     package func gaps(streamID: Int64? = nil) throws -> [GapRow] {
@@ -39,7 +40,7 @@ extension StoreIndex {
                 rows.append(
                     GapRow(
                         streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
-                        reason: select.text(3)))
+                        reason: LossReason(stored: select.text(3))))
             }
             return rows
         }
@@ -48,23 +49,24 @@ extension StoreIndex {
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
     /// - Throws: ``SQLiteError``.
-    package func addDrops(streamID: Int64, reason: String, count: Int) throws {
+    package func addDrops(streamID: Int64, reason: LossReason, count: Int) throws {
         precondition(count >= 0, "drop count must not be negative, got \(count)")
         try database.write { connection in
             let upsert = try connection.statement(
                 "INSERT INTO drops (stream_id, reason, count) VALUES (?, ?, ?) "
                     + "ON CONFLICT (stream_id, reason) DO UPDATE SET count = count + excluded.count")
             try upsert.bind(streamID, at: 1)
-            try upsert.bind(reason, at: 2)
+            try upsert.bind(reason.rawValue, at: 2)
             try upsert.bind(Int64(count), at: 3)
             try upsert.run()
         }
     }
 
-    /// Dropped frames by reason, for one stream or summed over all.
+    /// Dropped frames by reason, for one stream or summed over all. Reasons this build does not know are summed
+    /// under ``LossReason/unrecognized``.
     ///
     /// - Throws: ``SQLiteError``.
-    package func drops(streamID: Int64? = nil) throws -> [String: Int] {
+    package func drops(streamID: Int64? = nil) throws -> [LossReason: Int] {
         try database.withConnection { connection in
             let select =
                 streamID == nil
@@ -72,8 +74,8 @@ extension StoreIndex {
                 : try connection.statement("SELECT reason, count FROM drops WHERE stream_id = ?")
             defer { select.reset() }
             if let streamID { try select.bind(streamID, at: 1) }
-            var counts: [String: Int] = [:]
-            while try select.step() { counts[select.text(0)] = Int(select.int64(1)) }
+            var counts: [LossReason: Int] = [:]
+            while try select.step() { counts[LossReason(stored: select.text(0)), default: 0] += Int(select.int64(1)) }
             return counts
         }
     }

@@ -84,15 +84,15 @@ public struct StreamRow: Sendable, Hashable {
 }
 
 /// An interval `[startNanoseconds, endNanoseconds)` of a stream's pts clock with no frames where frames were
-/// expected, or where the frame rate changed.
+/// expected.
 public struct GapRow: Sendable, Hashable {
     public var streamID: Int64
     public var startNanoseconds: Int64
     public var endNanoseconds: Int64
-    /// Why, e.g. `missing_frames`, `frame_rate_change`.
-    public var reason: String
+    /// Why: the reason of the drops that left it, or ``LossReason/inputInterval`` when the source itself left it.
+    public var reason: LossReason
 
-    public init(streamID: Int64, startNanoseconds: Int64, endNanoseconds: Int64, reason: String) {
+    public init(streamID: Int64, startNanoseconds: Int64, endNanoseconds: Int64, reason: LossReason) {
         self.streamID = streamID
         self.startNanoseconds = startNanoseconds
         self.endNanoseconds = endNanoseconds

@@ -108,7 +108,7 @@ extension SegmentStore {
                 guard let start = lost.previousPTS ?? lost.firstPTS ?? lost.nextPTS else { continue }
                 let end = lost.nextPTS ?? lost.lastPTS.map { $0 + duration } ?? start + duration * Int64(lost.count)
                 let gap = GapRow(
-                    streamID: writer.stream.id, startNanoseconds: start, endNanoseconds: end, reason: "damaged")
+                    streamID: writer.stream.id, startNanoseconds: start, endNanoseconds: end, reason: .damaged)
                 if !recorded.contains(gap) { try index.recordGap(gap) }
             }
         }

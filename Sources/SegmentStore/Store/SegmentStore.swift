@@ -319,7 +319,7 @@ public final class SegmentStore: Sendable {
     }
 
     /// Dropped-frame counters by reason, for one stream or all.
-    public func drops(streamName: String? = nil) throws -> [String: Int] {
+    public func drops(streamName: String? = nil) throws -> [LossReason: Int] {
         try index.drops(streamID: streamName.map { try streamID(named: $0) })
     }
 

@@ -144,13 +144,13 @@ public final class StreamWriter {
     }
 
     /// Records an interval with no frames where frames were expected.
-    public func recordGap(start: Int64, end: Int64, reason: String) throws {
+    public func recordGap(start: Int64, end: Int64, reason: LossReason) throws {
         try store.index.recordGap(
             GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
     }
 
     /// Adds `count` dropped frames to the counter for `reason`.
-    public func addDrops(reason: String, count: Int) throws {
+    public func addDrops(reason: LossReason, count: Int) throws {
         try store.index.addDrops(streamID: stream.id, reason: reason, count: count)
     }
 
