@@ -22,7 +22,7 @@ final class SpillStage: @unchecked Sendable {
     /// Incremented by queries that need the index to cover every written frame; the thread syncs and answers.
     private let flushRequests = Atomic<Int>(0)
     private let flushesDone = Atomic<Int>(0)
-    private let finalError = Mutex<String?>(nil)
+    private let finalError = Mutex<(any Error)?>(nil)
 
     // Spill-thread state.
     /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
@@ -82,7 +82,7 @@ final class SpillStage: @unchecked Sendable {
             wakeup.signal()
             stopped.wait()
         }
-        if let message = finalError.withLock({ $0 }) { throw RecorderError.finishFailed(message) }
+        if let failure = finalError.withLock({ $0 }) { throw RecorderError.finishFailed(cause: failure) }
     }
 
     // MARK: The thread
@@ -198,16 +198,16 @@ final class SpillStage: @unchecked Sendable {
 
     /// Final sync and seal, and the drop counters written to the store.
     private func close() {
-        var message: String?
+        var failure: (any Error)?
         do {
             try writer.sync()
         } catch {
-            message = "\(error)"
+            failure = error
         }
         do {
             try writer.close()
         } catch {
-            message = message ?? "\(error)"
+            failure = failure ?? error
         }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
@@ -216,23 +216,25 @@ final class SpillStage: @unchecked Sendable {
             do {
                 try writer.addDrops(reason: reason, count: count)
             } catch {
-                message = message ?? "\(error)"
+                failure = failure ?? error
             }
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { $0.statistics.framesDurable = durable }
         flushesDone.store(Int.max / 2, ordering: .releasing)
-        if let message { finalError.withLock { $0 = message } }
+        if let failure { finalError.withLock { $0 = failure } }
     }
 }
 
 /// Why a recorder could not finish cleanly.
 public enum RecorderError: Error, Sendable, CustomStringConvertible {
-    case finishFailed(String)
+    /// The final sync, seal or drop counters failed; `cause` is the store's error (a ``SegmentStoreError`` such as
+    /// `diskFull`, or a ``StoreIndexError``). Frames durable before it stay.
+    case finishFailed(cause: any Error)
 
     public var description: String {
         switch self {
-        case .finishFailed(let message): "could not finish writing: \(message)"
+        case .finishFailed(let cause): "could not finish writing: \(cause)"
         }
     }
 }

@@ -74,14 +74,16 @@ public enum ControlClient {
             // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket (the
             // recorder could not serve it either, and said so when it started).
             if -socket == ENOENT || -socket == ECONNREFUSED || -socket == ENAMETOOLONG { return nil }
-            throw ControlError("cannot connect to the recorder at \(path): \(Errno(rawValue: -socket).description)")
+            throw ControlError.socket(action: "connect to", path: path, Errno(rawValue: -socket))
         }
         defer { close(socket) }
         try ControlMessage.send(request, to: socket, descriptor: descriptor)
         let (reply, extra) = try ControlMessage.receive(from: socket)
         if extra >= 0 { close(extra) }
         guard reply["ok"] as? Bool == true else {
-            throw ControlError((reply["error"] as? String) ?? "the recorder refused the request")
+            throw ControlError.refused(
+                (reply["reason"] as? String).flatMap(ControlError.Refusal.init(rawValue:)) ?? .failed,
+                message: (reply["error"] as? String) ?? "the recorder refused the request")
         }
         return reply
     }

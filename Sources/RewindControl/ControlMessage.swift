@@ -10,9 +10,75 @@ import SegmentStore
 import Synchronization
 
 /// A control request that could not be made or served.
-public struct ControlError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Why a recorder refused a request, as sent on the wire (`"reason"` in an error reply).
+    public enum Refusal: String, Sendable, Hashable {
+        /// The request itself was wrong: a missing or malformed field, an unknown command or stream.
+        case badRequest = "bad_request"
+        /// The clip range's end is not after its start (or the duration to save is not above 0).
+        case badRange = "bad_range"
+        /// The range holds no frame; nothing was written.
+        case empty
+        /// The export or anything else failed.
+        case failed
+    }
+
+    /// A system call on the control socket (`path`, when known) failed; `action` says which (`connect`, `send`).
+    case socket(action: String, path: String?, Errno)
+    /// The socket's path is longer than a Unix socket address holds (`limit` bytes).
+    case socketPathTooLong(path: String, limit: Int)
+    /// Another live recorder already serves the socket at `path`.
+    case alreadyServed(path: String)
+    /// A message longer than `limit` bytes.
+    case messageTooLong(limit: Int)
+    /// An empty message.
+    case emptyMessage
+    /// A message that is not one JSON object; `excerpt` is its start.
+    case notJSON(excerpt: String)
+    /// A request field that is missing or malformed: which one, and what was wrong (a sentence naming it).
+    case badField(String, detail: String)
+    /// A command the recorder does not know (nil: none given).
+    case unknownCommand(String?)
+    /// The request names a stream the recorder does not record.
+    case wrongStream(recording: String, requested: String)
+    /// The recorder refused the request: its reason code and its own message.
+    case refused(Refusal, message: String)
+
+    public var description: String {
+        switch self {
+        case .socket(let action, let path, let errno):
+            return "cannot \(action) the control socket\(path.map { " \($0)" } ?? ""): \(errno)"
+        case .socketPathTooLong(let path, let limit):
+            return "cannot create the control socket \(path): the path is too long for a Unix socket (at most "
+                + "\(limit) bytes)"
+        case .alreadyServed(let path):
+            return "another recorder already serves \(path)"
+        case .messageTooLong(let limit):
+            return "request longer than \(limit / 1024) KiB"
+        case .emptyMessage:
+            return "empty message: expected one line of JSON"
+        case .notJSON(let excerpt):
+            return "not a JSON object: '\(excerpt)'"
+        case .badField(_, let detail):
+            return detail
+        case .unknownCommand(let command):
+            return "unknown command '\(command ?? "none")': save, clip or status"
+        case .wrongStream(let recording, let requested):
+            return "the live recorder records stream '\(recording)', not '\(requested)'"
+        case .refused(_, let message):
+            return message
+        }
+    }
+
+    /// The reason code a recorder sends back for `error`.
+    static func refusal(for error: any Error) -> Refusal {
+        switch error {
+        case is ControlError, is ValueError: .badRequest
+        case ClipError.badRange, ClipError.nonPositiveDuration: .badRange
+        case ClipError.empty, ClipError.noFrames: .empty
+        default: .failed
+        }
+    }
 }
 
 /// One line of JSON on a control connection, optionally with a descriptor.
@@ -28,8 +94,7 @@ enum ControlMessage {
                 let sent = rewind_send_with_descriptor(
                     socket, raw.baseAddress! + offset, raw.count - offset, offset == 0 ? descriptor : -1)
                 guard sent > 0 else {
-                    throw ControlError(
-                        "cannot send on the control socket: \(Errno(rawValue: Int32(-sent)).description)")
+                    throw ControlError.socket(action: "send on", path: nil, Errno(rawValue: Int32(-sent)))
                 }
                 offset += sent
             }
@@ -50,16 +115,16 @@ enum ControlMessage {
                 if descriptor < 0 { descriptor = received } else { close(received) }
             }
             guard count >= 0 else {
-                throw ControlError("cannot read the control socket: \(Errno(rawValue: Int32(-count)).description)")
+                throw ControlError.socket(action: "read", path: nil, Errno(rawValue: Int32(-count)))
             }
             guard count > 0 else { break }
             line += chunk[0..<count]
-            guard line.count <= maximumLength else { throw ControlError("request longer than 64 KiB") }
+            guard line.count <= maximumLength else { throw ControlError.messageTooLong(limit: maximumLength) }
         }
         if let end = line.firstIndex(of: UInt8(ascii: "\n")) { line.removeSubrange(end...) }
-        guard !line.isEmpty else { throw ControlError("empty message: expected one line of JSON") }
+        guard !line.isEmpty else { throw ControlError.emptyMessage }
         guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
-            throw ControlError("not a JSON object: '\(String(decoding: line.prefix(200), as: UTF8.self))'")
+            throw ControlError.notJSON(excerpt: String(decoding: line.prefix(200), as: UTF8.self))
         }
         return (object, descriptor)
     }

@@ -73,15 +73,13 @@ public final class RecorderControl: @unchecked Sendable {
         let existing = rewind_unix_connect(socketPath)
         if existing >= 0 {
             close(existing)
-            throw ControlError("another recorder already serves \(socketPath)")
+            throw ControlError.alreadyServed(path: socketPath)
         }
         unlink(socketPath)
         let fd = rewind_unix_listen(socketPath, 16)
         guard fd >= 0 else {
-            let reason =
-                -fd == ENAMETOOLONG
-                ? "the path is too long for a Unix socket (at most 107 bytes)" : Errno(rawValue: -fd).description
-            throw ControlError("cannot create the control socket \(socketPath): \(reason)")
+            if -fd == ENAMETOOLONG { throw ControlError.socketPathTooLong(path: socketPath, limit: 107) }
+            throw ControlError.socket(action: "create", path: socketPath, Errno(rawValue: -fd))
         }
         listener = fd
         var pipeFDs: [Int32] = [-1, -1]
@@ -89,7 +87,7 @@ public final class RecorderControl: @unchecked Sendable {
         guard piped == 0 else {
             close(fd)
             unlink(socketPath)
-            throw ControlError("cannot create a pipe: \(Errno(rawValue: -piped).description)")
+            throw ControlError.socket(action: "create a wake pipe for", path: socketPath, Errno(rawValue: -piped))
         }
         wake = (pipeFDs[0], pipeFDs[1])
         let thread = Thread { [self] in serve() }
@@ -129,9 +127,9 @@ public final class RecorderControl: @unchecked Sendable {
         -> ExportSummary
     {
         let length = duration ?? recorder.configuration.window
-        guard length > 0 else { throw ClipError.badRange("the duration to save must be longer than 0") }
+        guard length > 0 else { throw ClipError.nonPositiveDuration(length) }
         guard let range = try recorder.lastRange(length) else {
-            throw ClipError.empty("the recorder holds no frames yet: nothing to save")
+            throw ClipError.noFrames(source: "recorder")
         }
         return try export(range, to: destination, format: format)
     }
@@ -175,19 +173,19 @@ public final class RecorderControl: @unchecked Sendable {
         let source = ClipSource.recorder(recorder)
         func time(_ key: String) throws -> Int64 {
             guard let text = request[key] as? String else {
-                throw ControlError("a clip needs '\(key)': a time such as 12.5s, 1500ms or 2026-11-30T14:03:05Z")
+                throw ControlError.badField(
+                    key, detail: "a clip needs '\(key)': a time such as 12.5s, 1500ms or 2026-11-30T14:03:05Z")
             }
             do {
                 return try source.resolve(try TimeSpec(parsing: text))
             } catch let error as ValueError {
-                throw ControlError("\(key): \(error)")
+                throw ControlError.badField(key, detail: "\(key): \(error)")
             }
         }
         let from = try time("from")
         let to = try time("to")
         guard from < to else {
-            throw ClipError.badRange(
-                "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: 'to' must be after 'from'")
+            throw ClipError.badRange(from: from, to: to)
         }
         return from..<to
     }
@@ -261,7 +259,7 @@ public final class RecorderControl: @unchecked Sendable {
             passed = descriptor
             reply = try respond(to: request, descriptor: descriptor)
         } catch {
-            reply = ["ok": false, "error": "\(error)"]
+            reply = ["ok": false, "error": "\(error)", "reason": ControlError.refusal(for: error).rawValue]
         }
         try? ControlMessage.send(reply, to: client)
     }
@@ -270,14 +268,14 @@ public final class RecorderControl: @unchecked Sendable {
         switch request["command"] as? String {
         case let command where command == "save" || command == "clip":
             if let stream = request["stream"] as? String, stream != recorder.configuration.streamName {
-                throw ControlError(
-                    "the live recorder records stream '\(recorder.configuration.streamName)', not '\(stream)'")
+                throw ControlError.wrongStream(recording: recorder.configuration.streamName, requested: stream)
             }
             var duration: Int64?
             var range: Range<Int64>?
             if command == "save", let value = request["last_ns"] {
                 guard let number = value as? NSNumber, number.int64Value > 0 else {
-                    throw ControlError("last_ns must be a whole number of nanoseconds above 0")
+                    throw ControlError.badField(
+                        "last_ns", detail: "last_ns must be a whole number of nanoseconds above 0")
                 }
                 duration = number.int64Value
             } else if command == "clip" {
@@ -286,7 +284,7 @@ public final class RecorderControl: @unchecked Sendable {
             var format: ExportFormat?
             if let name = request["format"] as? String {
                 guard let named = ExportFormat(path: "x." + name) else {
-                    throw ControlError("unknown format '\(name)': y4m, mkv or mp4")
+                    throw ControlError.badField("format", detail: "unknown format '\(name)': y4m, mkv or mp4")
                 }
                 format = named
             }
@@ -294,9 +292,11 @@ public final class RecorderControl: @unchecked Sendable {
             if descriptor >= 0 {
                 destination = .fileDescriptor(descriptor, name: "the client's descriptor")
             } else if let path = request["path"] as? String {
-                guard path.hasPrefix("/") else { throw ControlError("path must be absolute: '\(path)'") }
+                guard path.hasPrefix("/") else {
+                    throw ControlError.badField("path", detail: "path must be absolute: '\(path)'")
+                }
                 guard ExportFormat(path: path) != nil else {
-                    throw ControlError("'\(path)' must end in .y4m, .mkv or .mp4")
+                    throw ControlError.badField("path", detail: "'\(path)' must end in .y4m, .mkv or .mp4")
                 }
                 destination = .path(path)
             }
@@ -327,7 +327,7 @@ public final class RecorderControl: @unchecked Sendable {
             reply["memory_last_pts_ns"] = ring.lastPTSNanoseconds ?? NSNull()
             return reply
         case let other:
-            throw ControlError("unknown command '\(other ?? "none")': save, clip or status")
+            throw ControlError.unknownCommand(other)
         }
     }
 }

@@ -7,16 +7,31 @@ import RewindSystem
 import SegmentStore
 import Synchronization
 
-/// Why a clip could not be made.
-public enum ClipError: Error, Sendable, CustomStringConvertible {
-    /// The range holds no frame; the message says what the store does hold.
-    case empty(String)
-    /// The range is backwards or empty.
-    case badRange(String)
+/// Why a clip could not be made: the range asked for, in pts nanoseconds, and what the source holds.
+public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No frame lies in `range`; `held` is the span of pts the source does hold (nil when it holds none).
+    /// Nothing was written.
+    case empty(range: Range<Int64>, held: ClosedRange<Int64>?)
+    /// The source (`store`, `recorder`) holds no frame at all, so there is nothing to export or resolve against.
+    case noFrames(source: String)
+    /// The range's end is not after its start.
+    case badRange(from: Int64, to: Int64)
+    /// A duration to save that is not longer than 0.
+    case nonPositiveDuration(Int64)
 
     public var description: String {
         switch self {
-        case .empty(let message), .badRange(let message): message
+        case .empty(let range, let held):
+            let holds = held.map { "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))" }
+            return "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
+                + (holds ?? "the store holds no frames") + "; nothing was written"
+        case .noFrames(let source):
+            return "the \(source) holds no frames yet: nothing to export"
+        case .badRange(let from, let to):
+            return "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: its end \(formatSeconds(to)) is "
+                + "not after its start \(formatSeconds(from))"
+        case .nonPositiveDuration(let duration):
+            return "the duration to save (\(formatSeconds(duration))) must be longer than 0"
         }
     }
 }

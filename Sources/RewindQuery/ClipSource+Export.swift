@@ -8,15 +8,10 @@ import SegmentStore
 import Synchronization
 
 extension ClipSource {
-    /// Throws ``ClipError/empty(_:)``, saying what the source holds, when no frame lies in `range`.
+    /// Throws ``ClipError/empty(range:held:)``, saying what the source holds, when no frame lies in `range`.
     public func requireFrames(in range: Range<Int64>) throws {
         guard try !hasFrames(in: range) else { return }
-        let held = try span().map {
-            "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))"
-        }
-        throw ClipError.empty(
-            "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
-                + (held ?? "the store holds no frames") + "; nothing was written")
+        throw ClipError.empty(range: range, held: try span())
     }
 
     /// Exports every frame in `range` to `destination`.
@@ -27,16 +22,15 @@ extension ClipSource {
     ///   - destination: a path or standard output.
     ///   - progress: called after each frame with the count so far and the frame's pts.
     /// - Returns: what was written.
-    /// - Throws: ``ClipError/empty(_:)`` when no frame lies in the range (nothing is written);
+    /// - Throws: ``ClipError/badRange(from:to:)`` for an empty range; ``ClipError/empty(range:held:)`` when no
+    ///   frame lies in the range (nothing is written);
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
         progress: ((Int, Int64) -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
-            throw ClipError.badRange(
-                "the range [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))) is empty: "
-                    + "--to must be after --from")
+            throw ClipError.badRange(from: range.lowerBound, to: range.upperBound)
         }
         try requireFrames(in: range)
         var exporter = try makeExporter(format: format, stream: stream, destination: destination)

@@ -92,17 +92,17 @@ public enum ClipSource: Sendable {
     ///
     /// Stream times are pts. Wall-clock times map to pts through the first frame's wall-clock time; a time of day
     /// is taken on the local date of the first frame.
-    /// - Throws: ``ClipError/empty(_:)`` when a wall-clock time is given and the store holds no frame.
+    /// - Throws: ``ClipError/noFrames(source:)`` when a wall-clock time is given and the store holds no frame.
     public func resolve(_ time: TimeSpec) throws -> Int64 {
         switch time {
         case .stream(let nanoseconds):
             return nanoseconds
         case .wall(let wall):
-            guard let offset = try wallOffset() else { throw ClipError.empty("the store holds no frames") }
+            guard let offset = try wallOffset() else { throw ClipError.noFrames(source: "store") }
             return wall - offset
         case .timeOfDay(let sinceMidnight):
             guard let offset = try wallOffset(), let span = try span() else {
-                throw ClipError.empty("the store holds no frames")
+                throw ClipError.noFrames(source: "store")
             }
             let firstWall = span.lowerBound + offset
             let localSeconds =

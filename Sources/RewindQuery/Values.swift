@@ -13,14 +13,20 @@ public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
     public let input: String
     /// What a valid value looks like.
     public let expected: String
+    /// A valid value close to `input` (a bare number `5` given for a duration: `5s`), when there is one.
+    public let suggestion: String?
 
-    /// A value error for `input`, saying what was `expected`.
-    public init(input: String, expected: String) {
+    /// A value error for `input`, saying what was `expected` and, when known, a valid value close to it.
+    public init(input: String, expected: String, suggestion: String? = nil) {
         self.input = input
         self.expected = expected
+        self.suggestion = suggestion
     }
 
-    public var description: String { "'\(input)' is not \(expected)" }
+    public var description: String {
+        if let suggestion { return "'\(input)' has no unit: \(expected) needs one, as in \(suggestion)" }
+        return "'\(input)' is not \(expected)"
+    }
 }
 
 /// Parses the sizes, durations and times the CLI accepts. Integer arithmetic only: no value passes through a float.
@@ -37,10 +43,14 @@ public enum Values {
 
     /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `12.5s` or `250us` into nanoseconds.
     ///
-    /// A bare number is seconds. Fractions are exact down to the nanosecond (`0.0000000015s` is refused).
+    /// A bare number (`5`) is refused: its unit is ambiguous; the error suggests seconds (`5s`). Fractions are
+    /// exact down to the nanosecond (`0.0000000015s` is refused).
     /// - Throws: ``ValueError`` for anything else, negative values included.
     public static func duration(_ text: String) throws(ValueError) -> Int64 {
         let expected = "a duration like 5s, 1500ms, 10m, 1h or 12.5s"
+        if decimal(text) != nil {
+            throw ValueError(input: text, expected: "a duration", suggestion: text + "s")
+        }
         guard
             let value = try? scaled(text, units: durationUnits.map { ($0.suffix, $0.nanoseconds) }, bare: 1_000_000_000)
         else { throw ValueError(input: text, expected: expected) }
@@ -155,7 +165,8 @@ public enum TimeSpec: Sendable, Equatable {
             do {
                 self = .stream(try Values.duration(text))
             } catch {
-                throw ValueError(input: text, expected: expected)
+                guard let suggestion = error.suggestion else { throw ValueError(input: text, expected: expected) }
+                throw ValueError(input: text, expected: "a time", suggestion: suggestion)
             }
         }
     }

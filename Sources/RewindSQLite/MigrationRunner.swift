@@ -192,18 +192,15 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
     package var description: String {
         switch self {
         case .newerThanCode(let path, let databaseVersion, let codeVersion):
-            return
-                "\(path) was written by a newer rewind (schema \(databaseVersion), this build knows "
-                + "\(codeVersion)): upgrade rewind"
+            return "\(path) was written by a newer build (schema \(databaseVersion), this build knows \(codeVersion))"
         case .editedMigration(let path, let version, let fileName, let recordedFileName):
             return
                 "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than this "
-                + "build's \(fileName): it was made by a different build of rewind; open it with that build, or "
-                + "move the store aside"
+                + "build's \(fileName): it was made by a different build"
         case .schemaOutdated(let path, let databaseVersion, let codeVersion):
             return
                 "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "
-                + "read-only: open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
+                + "read-only"
         case .failed(let path, let version, let fileName, let cause):
             return
                 "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "

@@ -1,10 +1,10 @@
 import CSQLite
 import RewindSystem
 
-/// A failure reported by SQLite, with the database, the statement and advice a user can act on.
+/// A failure reported by SQLite: the database, the result codes, SQLite's message and the statement.
 ///
-/// `description` is the message to show: it names the database file, the SQLite code, and what to do, e.g.
-/// `database /x/index.sqlite is corrupt (SQLITE_CORRUPT): run 'rewind verify --repair'`.
+/// `description` states what failed and nothing more, e.g.
+/// `database /x/index.sqlite is corrupt (SQLITE_CORRUPT); sqlite says: database disk image is malformed`.
 package struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The primary result code (`SQLITE_BUSY`, `SQLITE_CORRUPT`, …).
     package var code: Int32
@@ -41,35 +41,28 @@ package struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     package var description: String {
         let what: String
         switch code {
-        case SQLITE_CORRUPT:
-            what = "is corrupt (\(codeName)): run 'rewind verify --repair'"
-        case SQLITE_NOTADB:
-            what =
-                "is not a SQLite database (\(codeName)): run 'rewind verify --repair', which moves it aside and "
-                + "rebuilds it from the segment files"
+        case SQLITE_CORRUPT: what = "is corrupt (\(codeName))"
+        case SQLITE_NOTADB: what = "is not a SQLite database (\(codeName))"
         case SQLITE_BUSY, SQLITE_LOCKED:
-            what =
-                "is locked by another process (\(codeName)) for longer than the busy timeout: stop the other "
-                + "writer (only one 'rewind record' per store) and retry"
-        case SQLITE_READONLY:
-            what = "cannot be written (\(codeName)): check the file and directory permissions"
-        case SQLITE_CANTOPEN:
-            what =
-                "cannot be opened (\(codeName)): check that the directory exists and is readable, and that the file "
-                + "exists when opening read-only"
-        case SQLITE_FULL:
-            what = "cannot grow (\(codeName)): the disk is full; free space or lower --disk"
-        case SQLITE_IOERR:
-            what = "hit an I/O error (\(codeName), extended code \(extendedCode)): check the disk"
-        case SQLITE_PERM, SQLITE_AUTH:
-            what = "refused access (\(codeName)): check the file permissions"
-        default:
-            what = "failed (\(codeName), extended code \(extendedCode))"
+            what = "is locked by another process (\(codeName)) for longer than the busy timeout"
+        case SQLITE_READONLY: what = "cannot be written (\(codeName))"
+        case SQLITE_CANTOPEN: what = "cannot be opened (\(codeName))"
+        case SQLITE_FULL: what = "cannot grow (\(codeName)): the disk is full"
+        case SQLITE_IOERR: what = "hit an I/O error (\(codeName), extended code \(extendedCode))"
+        case SQLITE_PERM, SQLITE_AUTH: what = "refused access (\(codeName))"
+        default: what = "failed (\(codeName), extended code \(extendedCode))"
         }
         var text = "database \(path) \(what); sqlite says: \(message)"
         if let sql { text += "; statement: \(sql)" }
         return text
     }
+
+    /// Whether another connection holds the lock (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+    package var isLocked: Bool { code == SQLITE_BUSY || code == SQLITE_LOCKED }
+    /// Whether the disk is full (`SQLITE_FULL`).
+    package var isFull: Bool { code == SQLITE_FULL }
+    /// Whether the file is corrupt (`SQLITE_CORRUPT`), as opposed to not a database at all.
+    package var isCorrupt: Bool { code == SQLITE_CORRUPT }
 
     static func name(of code: Int32) -> String {
         let names: [Int32: String] = [

@@ -7,24 +7,24 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
-    // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let reply: [String: Any]?
-    do {
-        reply = try ControlClient.clip(
-            directory: directory, from: arguments.string("from")!, to: arguments.string("to")!,
-            destination: ExportDestination(argument: output), format: format, stream: arguments.string("stream"))
-    } catch let error as ControlError {
-        throw CommandError("\(error)")
+    // Two times of the same kind are compared before anything is opened or asked of a live recorder.
+    switch (try arguments.time("from")!, try arguments.time("to")!) {
+    case (.stream(let from), .stream(let to)), (.wall(let from), .wall(let to)),
+        (.timeOfDay(let from), .timeOfDay(let to)):
+        if from >= to { throw ClipError.badRange(from: from, to: to) }
+    default:
+        break
     }
+    // A live recorder exports from its memory and disk together, so the newest frames are there too.
+    let reply = try ControlClient.clip(
+        directory: directory, from: arguments.string("from")!, to: arguments.string("to")!,
+        destination: ExportDestination(argument: output), format: format, stream: arguments.string("stream"))
     if let reply { return report(reply, output: output, action: "exported by the live recorder") }
     let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     let from = try source.resolve(try arguments.time("from")!)
     let to = try source.resolve(try arguments.time("to")!)
-    guard from < to else {
-        throw CommandError(
-            "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: --to must be after --from")
-    }
+    guard from < to else { throw ClipError.badRange(from: from, to: to) }
     return try export(from: source, range: from..<to, output: arguments.string("output")!)
 }
 
@@ -37,14 +37,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
     // A live recorder saves from its memory (and disk for what is older) without stopping.
-    let reply: [String: Any]?
-    do {
-        reply = try ControlClient.save(
-            directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
-            stream: arguments.string("stream"))
-    } catch let error as ControlError {
-        throw CommandError("\(error)")
-    }
+    let reply = try ControlClient.save(
+        directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
+        stream: arguments.string("stream"))
     if let reply { return report(reply, output: output, action: "saved by the live recorder") }
     let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
@@ -66,9 +61,9 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
         summary = try source.export(range: range, format: format, to: destination) { count, pts in
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }
-    } catch let error as ClipError {
+    } catch {
         progress.clear()
-        throw CommandError("\(error)")
+        throw error
     }
     progress.clear()
     let message = describe(summary, destination: output == "-" ? "stdout" : output)

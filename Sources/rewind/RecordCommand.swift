@@ -145,8 +145,10 @@ private func record<Source: FrameSource>(
     print(line)
     if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
     if let inputError {
-        printError("input error: \(inputError)\neverything recorded before it is stored")
-        return ExitStatus.dataError
+        let failure = CommandFailure(inputError, command: "record")
+        printError(failure.text(command: "record", help: ""))
+        printError("rewind record: everything recorded before it is stored")
+        return failure.status
     }
     return ExitStatus.success
 }

@@ -2,15 +2,17 @@ import Foundation
 import RewindKit
 import RewindSoak
 
-/// Exit statuses, following `sysexits.h` where one fits.
+/// Exit statuses, following `sysexits.h` where one fits. ``CommandFailure`` picks one for each error.
 enum ExitStatus {
     static let success: Int32 = 0
     /// A failure of the work itself (I/O, damaged store, failed export).
     static let failure: Int32 = 1
     /// `EX_USAGE`: the command line was wrong.
     static let usage: Int32 = 64
-    /// `EX_DATAERR`: the input data was malformed.
+    /// `EX_DATAERR`: the input data was malformed (a bad header, a truncated frame).
     static let dataError: Int32 = 65
+    /// `EX_NOINPUT`: an input file does not exist or cannot be opened.
+    static let noInput: Int32 = 66
     /// `EX_UNAVAILABLE`: a needed tool or service is missing.
     static let unavailable: Int32 = 69
 }
@@ -74,21 +76,10 @@ enum Rewind {
                 return ExitStatus.success
             }
             return try command.run(parsed)
-        } catch let error as UsageError {
-            printError("rewind \(command.spec.name): \(error.message)\n\n\(command.spec.help)")
-            return ExitStatus.usage
-        } catch let error as CommandError {
-            printError("rewind \(command.spec.name): \(error)")
-            return error.status
-        } catch let error as InputError {
-            printError("rewind \(command.spec.name): \(error)")
-            return ExitStatus.dataError
-        } catch let error as ExportError where error.message.contains("ffmpeg") && error.message.contains("not found") {
-            printError("rewind \(command.spec.name): \(error)")
-            return ExitStatus.unavailable
         } catch {
-            printError("rewind \(command.spec.name): \(error)")
-            return ExitStatus.failure
+            let failure = CommandFailure(error, command: command.spec.name)
+            printError(failure.text(command: command.spec.name, help: command.spec.help))
+            return failure.status
         }
     }
 }

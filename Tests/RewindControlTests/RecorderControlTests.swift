@@ -186,7 +186,9 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             _ = try ControlClient.clip(directory: live.directory, from: "2s", to: "1s", destination: nil, format: nil)
             Issue.record("a backwards range was accepted")
         } catch {
-            #expect("\(error)".contains("'to' must be after 'from'"))
+            #expect("\(error)".contains("the range [2.000s, 1.000s) is empty"), "\(error)")
+            #expect(
+                (error as? ControlError).map { if case .refused(.badRange, _) = $0 { true } else { false } } == true)
         }
         do {
             _ = try ControlClient.clip(

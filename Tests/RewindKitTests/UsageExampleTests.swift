@@ -23,7 +23,7 @@ import Testing
 
         // Save the last 5 s, frame-exact, from memory and disk.
         let source = ClipSource.recorder(recorder)
-        guard let lastFive = try source.lastRange(5_000_000_000) else { throw ClipError.empty("nothing recorded") }
+        guard let lastFive = try source.lastRange(5_000_000_000) else { throw ClipError.noFrames(source: "store") }
         let summary = try source.export(range: lastFive, format: .matroska, to: .path(clipPath))
         _ = try recorder.finish()
         return summary

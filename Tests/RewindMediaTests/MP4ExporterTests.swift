@@ -59,8 +59,8 @@ import Testing
             _ = try MP4Exporter(
                 stream: stream, destination: .path(TemporaryDirectory.shared.file("x.mp4")), searchPath: "")
         } throws: {
-            ($0 as? ExportError)?.message
-                == "ffmpeg not found on PATH: install it (apt-get install ffmpeg) or export .y4m/.mkv instead"
+            ($0 as? ExportError)?.reason == .missingTool("ffmpeg")
+                && ($0 as? ExportError)?.message == "ffmpeg not found on PATH"
         }
     }
 

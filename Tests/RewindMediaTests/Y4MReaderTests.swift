@@ -76,7 +76,7 @@ import Testing
             return error
         }
         Issue.record("reading did not fail")
-        return InputError(input: "", byteOffset: nil, message: "")
+        return InputError(input: "", byteOffset: nil, problem: .empty)
     }
 
     func header(_ text: String) -> [UInt8] { Array((text + "\n").utf8) }
@@ -137,7 +137,11 @@ import Testing
         let truncated = try error(reading: good + Array("FRAME\n".utf8) + [3, 3, 3], validFrames: 2)
         let end = Int64(good.count + 6 + 3)
         #expect(truncated.byteOffset == end)
-        #expect(truncated.message == "frame 2 is truncated at byte \(end): expected 8 bytes of payload, got 3")
+        #expect(truncated.message == "frame 2 is truncated: expected 8 bytes of payload, got 3")
+        #expect(truncated.frame == 2)
+        #expect(truncated.problem == .truncated(expectedBytes: 8, gotBytes: 3))
+        #expect(truncated.isMalformed)
+        #expect(truncated.description == "\(truncated.input): at byte \(end): \(truncated.message)")
         let cutMarker = try error(reading: good + Array("FRA".utf8), validFrames: 2)
         #expect(cutMarker.message.contains("frame 2 is truncated"))
         #expect(cutMarker.byteOffset == Int64(good.count + 3))

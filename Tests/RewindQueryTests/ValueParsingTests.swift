@@ -6,7 +6,7 @@ import Testing
     @Test(
         arguments: [
             ("5s", 5_000_000_000), ("1500ms", 1_500_000_000), ("10m", 600_000_000_000), ("1h", 3_600_000_000_000),
-            ("12.5s", 12_500_000_000), ("250us", 250_000), ("7ns", 7), ("0.001s", 1_000_000), ("3", 3_000_000_000),
+            ("12.5s", 12_500_000_000), ("250us", 250_000), ("7ns", 7), ("0.001s", 1_000_000),
             ("0s", 0), ("2min", 120_000_000_000),
         ] as [(String, Int64)])
     func durations(text: String, nanoseconds: Int64) throws {
@@ -53,6 +53,23 @@ import Testing
         #expect(try TimeSpec(parsing: "14:03:05.200") == .timeOfDay(50_585_200_000_000))
         for bad in ["2026-13-01T00:00:00Z", "25:00:00", "14:03", "yesterday", "2026-11-30T14:03:05.200+0100"] {
             #expect(throws: ValueError.self, "\(bad)") { try TimeSpec(parsing: bad) }
+        }
+    }
+
+    @Test(arguments: ["5", "3", "12.5", "0"])
+    func bareNumbersAreRefusedWithTheSecondsSpellingSuggested(text: String) {
+        for parse in [{ _ = try Values.duration(text) }, { _ = try TimeSpec(parsing: text) }] as [() throws -> Void] {
+            do {
+                try parse()
+                Issue.record("'\(text)' was accepted")
+            } catch let error as ValueError {
+                #expect(error.input == text)
+                #expect(error.suggestion == text + "s")
+                #expect(error.description.contains("'\(text)' has no unit"), "\(error)")
+                #expect(error.description.contains(text + "s"), "\(error)")
+            } catch {
+                Issue.record("unexpected \(error)")
+            }
         }
     }
 }

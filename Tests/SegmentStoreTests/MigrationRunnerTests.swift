@@ -56,7 +56,7 @@ import Testing
         let error = try #require(throws: MigrationError.self) { try old.migrate(database) }
         #expect(
             error.description
-                == "\(directory.indexPath) was written by a newer rewind (schema 2, this build knows 1): upgrade rewind"
+                == "\(directory.indexPath) was written by a newer build (schema 2, this build knows 1)"
         )
         #expect(throws: MigrationError.self) { try old.validate(database) }
     }

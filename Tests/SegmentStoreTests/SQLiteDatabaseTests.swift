@@ -45,7 +45,7 @@ import Testing
             #expect(error.code == 26)  // SQLITE_NOTADB
             #expect(error.path == directory.indexPath)
             #expect(error.description.hasPrefix("database \(directory.indexPath) is not a SQLite database"))
-            #expect(error.description.contains("rewind verify --repair"))
+            #expect(!error.description.contains("rewind "))
         }
     }
 
@@ -76,7 +76,7 @@ import Testing
         }
         let error = try #require(caught as? SQLiteError, "expected an SQLiteError, got \(String(describing: caught))")
         #expect(error.code == 11 || error.code == 26)  // SQLITE_CORRUPT or SQLITE_NOTADB
-        #expect(error.description.contains("rewind verify --repair"))
+        #expect(!error.description.contains("rewind "))
     }
 
     @Test func missingFileReadOnlyIsNotCreated() throws {

@@ -34,8 +34,7 @@ final class BufferedFileReader {
     convenience init(path: String) throws(InputError) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
-            let reason = Errno.current.description
-            throw InputError(input: path, byteOffset: nil, message: "cannot open for reading: \(reason)")
+            throw InputError(input: path, byteOffset: nil, problem: .cannotOpen(Errno.current))
         }
         self.init(descriptor: fd, name: path, ownsDescriptor: true)
     }
@@ -58,9 +57,7 @@ final class BufferedFileReader {
                 try refill()
                 if readIndex == writeIndex {
                     if line.isEmpty { return nil }
-                    throw InputError(
-                        input: name, byteOffset: offset,
-                        message: "input ends inside a line that started at byte \(start) (no terminating newline)")
+                    throw InputError(input: name, byteOffset: offset, problem: .unterminatedLine(lineStart: start))
                 }
             }
             let pending = UnsafeRawBufferPointer(rebasing: buffer[readIndex..<writeIndex])
@@ -147,14 +144,11 @@ final class BufferedFileReader {
             let result = Glibc.read(descriptor, pointer, count)
             if result >= 0 { return result }
             if errno == EINTR { continue }
-            let reason = Errno.current.description
-            throw InputError(input: name, byteOffset: offset, message: "read failed: \(reason)")
+            throw InputError(input: name, byteOffset: offset, problem: .readFailed(Errno.current))
         }
     }
 
     private func lineTooLong(start: Int64, _ maximumLength: Int) -> InputError {
-        InputError(
-            input: name, byteOffset: start,
-            message: "line is longer than \(maximumLength) bytes without a newline")
+        InputError(input: name, byteOffset: start, problem: .lineTooLong(maximumLength: maximumLength))
     }
 }

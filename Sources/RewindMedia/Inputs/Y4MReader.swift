@@ -101,9 +101,9 @@ public struct Y4MReader: FrameSource {
         do {
             line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength)
         } catch {
-            throw InputError(
-                input: reader.name, byteOffset: error.byteOffset,
-                message: "frame \(index) is truncated: \(error.message)")
+            var error = error
+            error.frame = index
+            throw error
         }
         guard let line else { return false }
         let isMarker =
@@ -111,8 +111,8 @@ public struct Y4MReader: FrameSource {
             && (line.count == Y4MReader.frameMarker.count || line[Y4MReader.frameMarker.count] == UInt8(ascii: " "))
         guard isMarker else {
             throw InputError(
-                input: reader.name, byteOffset: markerOffset,
-                message: "bad FRAME marker before frame \(index): expected 'FRAME', found '\(Y4MHeader.excerpt(line))'")
+                input: reader.name, byteOffset: markerOffset, frame: index,
+                problem: .badFrameMarker(found: Y4MHeader.excerpt(line)))
         }
         return true
     }
@@ -124,13 +124,13 @@ public struct Y4MReader: FrameSource {
         let got = try reader.read(into: buffer)
         guard got == buffer.count else {
             throw InputError(
-                input: reader.name, byteOffset: payloadOffset + Int64(got),
-                message: "frame \(index) is truncated at byte \(payloadOffset + Int64(got)): "
-                    + "expected \(buffer.count) bytes of payload, got \(got)")
+                input: reader.name, byteOffset: payloadOffset + Int64(got), frame: index,
+                problem: .truncated(expectedBytes: buffer.count, gotBytes: got))
         }
         guard let pts = FrameTime.frame(index, duration: stream.frameDuration) else {
             throw InputError(
-                input: reader.name, byteOffset: markerOffset, message: "frame \(index)'s pts does not fit in 64 bits")
+                input: reader.name, byteOffset: markerOffset, frame: index,
+                problem: .malformed("its pts does not fit in 64 bits"))
         }
         let info = try FrameInfo(pts: pts, wallNanoseconds: 0, color: stream.color)
         var result = info
@@ -161,11 +161,12 @@ struct Y4MHeader {
     /// Reads and validates the header line.
     static func read(from reader: BufferedFileReader) throws(InputError) -> Y4MHeader {
         let start = reader.offset
-        func fail(_ offset: Int, _ message: String) -> InputError {
-            InputError(input: reader.name, byteOffset: start + Int64(offset), message: message)
+        func fail(_ offset: Int, _ problem: InputError.Problem) -> InputError {
+            InputError(input: reader.name, byteOffset: start + Int64(offset), problem: problem)
         }
+        func fail(_ offset: Int, _ message: String) -> InputError { fail(offset, .malformed(message)) }
         guard let line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength) else {
-            throw fail(0, "input is empty: expected a YUV4MPEG2 header ('YUV4MPEG2 W… H… F…')")
+            throw fail(0, .empty)
         }
         guard line.starts(with: magic) else {
             throw fail(0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(line))'")
@@ -213,10 +214,7 @@ struct Y4MHeader {
                 switch value {
                 case "p", "?": break
                 case "t", "b", "m":
-                    throw fail(
-                        tokenStart,
-                        "interlaced input ('\(token)') is not supported: only progressive ('Ip') frames are read; "
-                            + "deinterlace first, e.g. ffmpeg -vf bwdif")
+                    throw fail(tokenStart, .interlaced(token))
                 default:
                     throw fail(tokenStart, "bad interlacing '\(token)': expected Ip, It, Ib, Im or I?")
                 }
@@ -231,10 +229,7 @@ struct Y4MHeader {
                 case "420jpeg", "420paldv", "420mpeg2", "420": format = .i420
                 case "mono": format = .gray8
                 default:
-                    throw fail(
-                        tokenStart,
-                        "unsupported colour space '\(token)': supported are \(supportedColorSpaces); "
-                            + "convert first, e.g. ffmpeg -i in -pix_fmt yuv420p -f yuv4mpegpipe out.y4m")
+                    throw fail(tokenStart, .unsupportedColorSpace(token))
                 }
             case UInt8(ascii: "X"):
                 if value.hasPrefix("COLORRANGE=") {

@@ -1,4 +1,5 @@
 import RewindCore
+import RewindSystem
 
 /// The file formats a clip can be exported to.
 public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
@@ -72,12 +73,55 @@ public struct ExportSummary: Sendable, Hashable {
 
 /// An export that failed: which destination, and what was wrong.
 public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var destination: String
-    public var message: String
+    /// What went wrong.
+    public enum Reason: Sendable, Hashable {
+        /// An external program the format needs (`ffmpeg` for MP4) is not on the search path.
+        case missingTool(String)
+        /// The external program could not be started.
+        case cannotStartTool(path: String, detail: String)
+        /// The external program failed: its exit status, the tail of its stderr (may be empty), and the error
+        /// that made us stop feeding it, if any.
+        case toolFailed(tool: String, status: Int32, log: String, cause: String?)
+        /// A system call on the destination failed; `action` says which (`cannot create the file`, `writing`).
+        case system(action: String, Errno)
+        /// The format cannot carry the stream's pixel format (`y4m` and `bgra`, `mkv` and `p010`).
+        case unsupportedPixelFormat(PixelFormat, format: ExportFormat)
+        /// A frame's pts is negative and the format's timestamps start at 0.
+        case negativePTS(Int64)
+    }
 
-    public init(destination: String, message: String) {
+    public var destination: String
+    public var reason: Reason
+
+    public init(destination: String, reason: Reason) {
         self.destination = destination
-        self.message = message
+        self.reason = reason
+    }
+
+    /// What was wrong, without the destination.
+    public var message: String {
+        switch reason {
+        case .missingTool(let tool):
+            return "\(tool) not found on PATH"
+        case .cannotStartTool(let path, let detail):
+            return "cannot start \(path): \(detail)"
+        case .toolFailed(let tool, let status, let log, let cause):
+            var message = "\(tool) failed (exit status \(status))"
+            if !log.isEmpty { message += ":\n\(log)" }
+            if let cause, log.isEmpty { message += " after \(cause)" }
+            return message
+        case .system(let action, let errno):
+            return "\(action): \(errno)"
+        case .unsupportedPixelFormat(let pixelFormat, let format):
+            switch format {
+            case .y4m: return "YUV4MPEG2 has no RGB format, so \(pixelFormat) frames cannot be written to .y4m"
+            case .matroska:
+                return "\(pixelFormat) frames cannot be stored in Matroska: no common demuxer reads them"
+            case .mp4: return "\(pixelFormat) frames cannot be written to .mp4"
+            }
+        case .negativePTS(let pts):
+            return "pts \(pts) ns is negative; Matroska timestamps start at 0"
+        }
     }
 
     public var description: String { "\(destination): \(message)" }

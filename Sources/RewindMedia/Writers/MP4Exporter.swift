@@ -34,9 +34,7 @@ public final class MP4Exporter: Exporter {
     ) throws(ExportError) {
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
-            throw ExportError(
-                destination: destination.description,
-                message: "ffmpeg not found on PATH: install it (apt-get install ffmpeg) or export .y4m/.mkv instead")
+            throw ExportError(destination: destination.description, reason: .missingTool("ffmpeg"))
         }
         self.stream = stream
         self.destination = destination
@@ -68,7 +66,8 @@ public final class MP4Exporter: Exporter {
             try process.run()
         } catch {
             try? FileManager.default.removeItem(atPath: errorLog)
-            throw ExportError(destination: destination.description, message: "cannot start \(ffmpeg): \(error)")
+            throw ExportError(
+                destination: destination.description, reason: .cannotStartTool(path: ffmpeg, detail: "\(error)"))
         }
         try? pipe.fileHandleForReading.close()
         self.process = process
@@ -132,10 +131,10 @@ public final class MP4Exporter: Exporter {
         process.waitUntilExit()
         let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
         let tail = log.split(separator: "\n").suffix(8).joined(separator: "\n")
-        var message = "ffmpeg failed (exit status \(process.terminationStatus))"
-        if !tail.isEmpty { message += ":\n\(tail)" }
-        if let error, tail.isEmpty { message += " after \(error)" }
-        return ExportError(destination: destination.description, message: message)
+        return ExportError(
+            destination: destination.description,
+            reason: .toolFailed(
+                tool: "ffmpeg", status: process.terminationStatus, log: tail, cause: error.map { "\($0)" }))
     }
 
     /// The absolute path of an executable `name` in the `:`-separated `path`, or nil.

@@ -34,8 +34,7 @@ public final class MatroskaWriter: Exporter {
         guard let fourcc = MatroskaWriter.fourcc(stream.layout.format) else {
             throw ExportError(
                 destination: destination.description,
-                message: "\(stream.layout.format) frames cannot be stored in Matroska: no common demuxer reads them; "
-                    + "export to .y4m (10-bit) or .mp4 instead")
+                reason: .unsupportedPixelFormat(stream.layout.format, format: .matroska))
         }
         self.stream = stream
         self.destination = destination
@@ -103,8 +102,7 @@ public final class MatroskaWriter: Exporter {
     public func write(_ frame: FrameView) throws {
         guard frame.info.ptsNanoseconds >= 0 else {
             throw ExportError(
-                destination: destination.description,
-                message: "pts \(frame.info.ptsNanoseconds) ns is negative; Matroska timestamps start at 0")
+                destination: destination.description, reason: .negativePTS(frame.info.ptsNanoseconds))
         }
         _ = try tally.accept(frame)
         let payload = UInt64(frame.bytes.count)

@@ -35,7 +35,7 @@ final class OutputFile {
             let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard fd >= 0 else {
                 throw ExportError(
-                    destination: path, message: "cannot create the file: \(Errno.current.description)")
+                    destination: path, reason: .system(action: "cannot create the file", Errno.current))
             }
             descriptor = fd
             name = path
@@ -202,7 +202,6 @@ final class OutputFile {
     }
 
     private func failure(_ action: String, _ code: Int32) -> ExportError {
-        let hint = code == ENOSPC ? "; free some space or write elsewhere" : ""
-        return ExportError(destination: name, message: "\(action) failed: \(Errno(rawValue: code).description)\(hint)")
+        ExportError(destination: name, reason: .system(action: "\(action) failed", Errno(rawValue: code)))
     }
 }

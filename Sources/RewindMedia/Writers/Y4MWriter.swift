@@ -42,9 +42,7 @@ public final class Y4MWriter: Exporter {
     public init(stream: StreamDescription, destination: ExportDestination) throws(ExportError) {
         guard stream.layout.format != .bgra else {
             throw ExportError(
-                destination: destination.description,
-                message: "YUV4MPEG2 has no RGB format, so bgra frames cannot be written to .y4m; "
-                    + "export to .mkv (uncompressed BGRA) or .mp4 instead")
+                destination: destination.description, reason: .unsupportedPixelFormat(.bgra, format: .y4m))
         }
         self.stream = stream
         self.destination = destination

@@ -138,10 +138,9 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
         case .streamDescriptionMismatch(let name, let stored, let requested):
             return
                 "stream '\(name)' is stored as \(stored.layout) at \(stored.frameDuration) s/frame \(stored.color), "
-                + "not \(requested.layout) at \(requested.frameDuration) s/frame \(requested.color): record into a "
-                + "new store directory or a stream of another name"
+                + "not \(requested.layout) at \(requested.frameDuration) s/frame \(requested.color)"
         case .invalidStreamRow(let id, let detail):
-            return "stream \(id) in the index cannot be read (\(detail)): run 'rewind verify --repair'"
+            return "stream \(id) in the index cannot be read (\(detail))"
         case .segmentNotOpen(let segmentID, let streamID):
             return "segment \(segmentID) is not an open segment of stream \(streamID); frames can only be added there"
         case .unknownSegment(let id):

@@ -34,6 +34,15 @@ extension SegmentStore {
         streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
         decodeThreads: Int = 1, _ body: (FrameView) throws -> Bool
     ) throws {
+        try SegmentStoreError.translatingIndexErrors {
+            try framesUntranslated(streamName: streamName, in: range, into: buffers, decodeThreads: decodeThreads, body)
+        }
+    }
+
+    private func framesUntranslated(
+        streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
+        decodeThreads: Int = 1, _ body: (FrameView) throws -> Bool
+    ) throws {
         let streams = try index.streams().filter { streamName == nil || $0.name == streamName }
         if let streamName, streams.isEmpty { throw SegmentStoreError.unknownStream(streamName) }
         for stream in streams {

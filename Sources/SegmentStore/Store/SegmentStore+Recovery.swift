@@ -32,6 +32,10 @@ extension SegmentStore {
     /// - Throws: ``SegmentStoreError/readOnly(_:)`` for a repair on a read-only store; I/O and index errors.
     /// - Complexity: O(bytes of all segment files).
     public func verify(repair: Bool) throws -> VerifyReport {
+        return try SegmentStoreError.translatingIndexErrors { try verifyUntranslated(repair: repair) }
+    }
+
+    private func verifyUntranslated(repair: Bool) throws -> VerifyReport {
         if repair && isReadOnly { throw SegmentStoreError.readOnly("repair") }
         return try reconcile(mode: repair ? .repair : .verify)
     }

@@ -22,6 +22,10 @@ extension SegmentStore {
     /// - Complexity: O(segments).
     @discardableResult
     public func enforceRetention() throws -> RetentionReport {
+        return try SegmentStoreError.translatingIndexErrors { try enforceRetentionUntranslated() }
+    }
+
+    private func enforceRetentionUntranslated() throws -> RetentionReport {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("delete old segments") }
         var report = RetentionReport()
         let rows = try index.segments().filter { $0.state != .deleting }.sorted { $0.id < $1.id }

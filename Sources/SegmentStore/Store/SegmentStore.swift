@@ -191,9 +191,16 @@ public final class SegmentStore: Sendable {
     /// deletes are finished, and index rows whose files are gone are reported in ``recovery``.
     ///
     /// - Throws: ``SegmentStoreError/storeLocked(directory:)`` when another process records here;
-    ///   ``SegmentStoreError/io(_:)``; index errors (``SQLiteError``, ``MigrationError``).
+    ///   ``SegmentStoreError/io(_:)``; the index's errors as ``SegmentStoreError`` (`damagedIndex`, `index` with
+    ///   `locked`, `schemaNewerThanThisBuild`, …).
     /// - Complexity: O(segments) plus a scan of every `.partial` file and of files the index does not know.
     public static func open(directory: String, options: StoreOptions = .init()) throws -> SegmentStore {
+        return try SegmentStoreError.translatingIndexErrors {
+            try openUntranslated(directory: directory, options: options)
+        }
+    }
+
+    private static func openUntranslated(directory: String, options: StoreOptions = .init()) throws -> SegmentStore {
         let fs = options.fileSystem
         try wrapIO { () throws(FileSystemError) in
             try fs.makeDirectory(directory)
@@ -230,6 +237,15 @@ public final class SegmentStore: Sendable {
     public static func openReadOnly(directory: String, fileSystem: any FileSystem = POSIXFileSystem()) throws
         -> SegmentStore
     {
+        return try SegmentStoreError.translatingIndexErrors {
+            try openReadOnlyUntranslated(directory: directory, fileSystem: fileSystem)
+        }
+    }
+
+    private static func openReadOnlyUntranslated(directory: String, fileSystem: any FileSystem = POSIXFileSystem())
+        throws
+        -> SegmentStore
+    {
         let index = try openIndex(directory: directory, readOnly: true)
         return SegmentStore(
             directory: directory, index: index, options: StoreOptions(workerCount: 1, fileSystem: fileSystem),
@@ -239,12 +255,8 @@ public final class SegmentStore: Sendable {
     /// Opens `DIR/index.sqlite`; a file that is not a database, or a corrupt one, is
     /// ``SegmentStoreError/damagedIndex(path:isDatabase:detail:)``.
     private static func openIndex(directory: String, readOnly: Bool) throws -> StoreIndex {
-        let path = directory + "/index.sqlite"
-        do {
-            return try StoreIndex(path: path, readOnly: readOnly)
-        } catch let error as SQLiteError where error.isDamagedDatabase {
-            throw SegmentStoreError.damagedIndex(
-                path: path, isDatabase: error.codeName == "SQLITE_CORRUPT", detail: error.message)
+        try SegmentStoreError.translatingIndexErrors {
+            try StoreIndex(path: directory + "/index.sqlite", readOnly: readOnly)
         }
     }
 
@@ -280,6 +292,12 @@ public final class SegmentStore: Sendable {
     ///   - stream: what its frames are; must match the stored description of an existing stream.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``; ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
     public func makeWriter(streamName: String, stream: StreamDescription) throws -> StreamWriter {
+        return try SegmentStoreError.translatingIndexErrors {
+            try makeWriterUntranslated(streamName: streamName, stream: stream)
+        }
+    }
+
+    private func makeWriterUntranslated(streamName: String, stream: StreamDescription) throws -> StreamWriter {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
         let row = try index.stream(named: streamName, description: stream)
         let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
@@ -301,11 +319,13 @@ public final class SegmentStore: Sendable {
     }
 
     /// The streams in the store.
-    public func streams() throws -> [StreamRow] { try index.streams() }
+    public func streams() throws -> [StreamRow] { try SegmentStoreError.translatingIndexErrors { try index.streams() } }
 
     /// Totals over the whole store (or one stream).
     public func summary(streamName: String? = nil) throws -> IndexSummary {
-        try index.summary(streamID: streamName.map { try streamID(named: $0) })
+        try SegmentStoreError.translatingIndexErrors {
+            try index.summary(streamID: streamName.map { try streamID(named: $0) })
+        }
     }
 
     /// The segment files of one stream or all, in sequence order (deleting ones included, with their state).
@@ -315,12 +335,16 @@ public final class SegmentStore: Sendable {
 
     /// Recorded gaps of one stream or all.
     public func gaps(streamName: String? = nil) throws -> [GapRow] {
-        try index.gaps(streamID: streamName.map { try streamID(named: $0) })
+        try SegmentStoreError.translatingIndexErrors {
+            try index.gaps(streamID: streamName.map { try streamID(named: $0) })
+        }
     }
 
     /// Dropped-frame counters by reason, for one stream or all.
     public func drops(streamName: String? = nil) throws -> [LossReason: Int] {
-        try index.drops(streamID: streamName.map { try streamID(named: $0) })
+        try SegmentStoreError.translatingIndexErrors {
+            try index.drops(streamID: streamName.map { try streamID(named: $0) })
+        }
     }
 
     func streamID(named name: String) throws -> Int64 {

@@ -2,7 +2,11 @@ import RewindCore
 import RewindSQLite
 import RewindSystem
 
-/// What went wrong in the segment store, with the file, frame and byte it concerns and what to do about it.
+/// What went wrong in the segment store, with the file, frame and byte it concerns.
+///
+/// Every error that leaves the store's public API (open, queries, writes, verify) is one of these, a
+/// ``StoreIndexError``, a ``FrameDecodeError`` or a ``FrameError``: the index's SQLite errors are translated into
+/// ``index(path:problem:detail:)`` (and ``damagedIndex(path:isDatabase:detail:)``), so callers never see SQLite types.
 public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     /// A record failed a check: its bytes are never returned as a frame.
     case damaged(file: String, frame: Int, offset: Int64, detail: String)
@@ -20,45 +24,129 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     case storeLocked(directory: String)
     /// No stream of that name in the store.
     case unknownStream(String)
-    /// The store was opened read-only.
+    /// The store was opened read-only; `action` is what was refused (`write stream 'camera'`).
     case readOnly(String)
     /// `DIR/index.sqlite` is not a SQLite database (`isDatabase` false), or its pages are corrupt; the segment
     /// files are intact and the index can be rebuilt from them. `detail` is SQLite's own message.
     case damagedIndex(path: String, isDatabase: Bool, detail: String)
+    /// Any other failure of the index (`DIR/index.sqlite`): what went wrong, and SQLite's own message.
+    case index(path: String, problem: IndexProblem, detail: String)
+
+    /// What went wrong with the index, beyond damage.
+    public enum IndexProblem: Sendable, Hashable {
+        /// Another connection held the lock for longer than the busy timeout (`SQLITE_BUSY`, `SQLITE_LOCKED`).
+        case locked(codeName: String)
+        /// The index could not grow: the disk is full (`SQLITE_FULL`).
+        case full
+        /// Another SQLite failure: its code name (`SQLITE_IOERR`, `SQLITE_CANTOPEN`, `SQLITE_READONLY`…), extended
+        /// code and the statement, if any.
+        case failed(codeName: String, extendedCode: Int32, sql: String?)
+        /// The index was written by a newer build, with a schema this build does not know.
+        case schemaNewerThanThisBuild(databaseVersion: Int, codeVersion: Int)
+        /// A read-only open found an index that still needs migrations this build would apply when writing.
+        case schemaOutdated(databaseVersion: Int, codeVersion: Int)
+        /// An applied migration's recorded text differs from the one this build ships: another build made it.
+        case editedMigration(version: Int, fileName: String, recordedFileName: String)
+        /// A migration failed and was rolled back; the schema stays at `version - 1`.
+        case migrationFailed(version: Int, fileName: String)
+    }
 
     public var description: String {
         switch self {
         case .damaged(let file, let frame, let offset, let detail):
-            return "segment \(file) is damaged at byte \(offset) (frame \(frame)): \(detail); "
-                + "run 'rewind verify --repair'"
+            return "segment \(file) is damaged at byte \(offset) (frame \(frame)): \(detail)"
         case .notASegment(let file, let detail):
-            return "segments/\(file) is not a readable segment file (\(detail)); run 'rewind verify --repair' or "
-                + "move it out of the store"
+            return "segments/\(file) is not a readable segment file (\(detail))"
         case .diskFull(let file, let frames, let pts, let cause):
-            return "disk full while writing segment \(file): \(frames) frames \(Self.upTo(pts)) are durable; "
-                + "free space or lower --disk (\(cause))"
+            return "disk full while writing segment \(file): \(frames) frames \(Self.upTo(pts)) are durable (\(cause))"
         case .writeFailed(let file, let frames, let pts, let cause):
-            return "writing segment \(file) failed: \(frames) frames \(Self.upTo(pts)) are durable; "
-                + "check the disk (\(cause))"
+            return "writing segment \(file) failed: \(frames) frames \(Self.upTo(pts)) are durable (\(cause))"
         case .io(let error):
             return error.description
         case .frame(let error):
             return error.description
         case .storeLocked(let directory):
-            return "store \(directory) is open for recording by another process; stop it, or read with "
-                + "'rewind info'/'rewind clip' (read-only)"
+            return "store \(directory) is open for recording by another process"
         case .unknownStream(let name):
-            return "no stream named '\(name)' in the store; 'rewind info' lists the streams"
+            return "no stream named '\(name)' in the store"
         case .readOnly(let what):
             return "cannot \(what): the store is open read-only"
         case .damagedIndex(let path, let isDatabase, let detail):
             let what = isDatabase ? "is corrupt (SQLITE_CORRUPT)" : "is not a SQLite database (SQLITE_NOTADB)"
-            return "database \(path) \(what): run 'rewind verify --repair', which moves it aside and rebuilds it "
-                + "from the segment files; sqlite says: \(detail)"
+            return "database \(path) \(what); the segment files are intact; sqlite says: \(detail)"
+        case .index(let path, let problem, let detail):
+            switch problem {
+            case .locked(let codeName):
+                return "database \(path) is locked by another process (\(codeName)) for longer than the busy "
+                    + "timeout; sqlite says: \(detail)"
+            case .full:
+                return "database \(path) cannot grow (SQLITE_FULL): the disk is full; sqlite says: \(detail)"
+            case .failed(let codeName, let extendedCode, let sql):
+                var text =
+                    "database \(path) failed (\(codeName), extended code \(extendedCode)); sqlite says: \(detail)"
+                if let sql { text += "; statement: \(sql)" }
+                return text
+            case .schemaNewerThanThisBuild(let databaseVersion, let codeVersion):
+                return "\(path) was written by a newer build (schema \(databaseVersion), this build knows "
+                    + "\(codeVersion))"
+            case .schemaOutdated(let databaseVersion, let codeVersion):
+                return "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "
+                    + "read-only"
+            case .editedMigration(let version, let fileName, let recordedFileName):
+                return "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than "
+                    + "this build's \(fileName): it was made by a different build"
+            case .migrationFailed(let version, let fileName):
+                return "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
+                    + "\(version - 1)): \(detail)"
+            }
         }
     }
 
     private static func upTo(_ pts: Int64?) -> String {
         pts.map { "up to pts \($0) ns" } ?? "(none)"
+    }
+
+    /// The store's own error for an index error (``SQLiteError``, ``MigrationError``); other errors unchanged.
+    static func translating(_ error: any Error) -> any Error {
+        switch error {
+        case let error as SQLiteError:
+            if error.isDamagedDatabase {
+                return SegmentStoreError.damagedIndex(
+                    path: error.path, isDatabase: error.isCorrupt, detail: error.message)
+            }
+            let problem: IndexProblem =
+                error.isLocked
+                ? .locked(codeName: error.codeName)
+                : error.isFull
+                    ? .full : .failed(codeName: error.codeName, extendedCode: error.extendedCode, sql: error.sql)
+            return SegmentStoreError.index(path: error.path, problem: problem, detail: error.message)
+        case let error as MigrationError:
+            switch error {
+            case .newerThanCode(let path, let databaseVersion, let codeVersion):
+                return SegmentStoreError.index(
+                    path: path,
+                    problem: .schemaNewerThanThisBuild(databaseVersion: databaseVersion, codeVersion: codeVersion),
+                    detail: "")
+            case .schemaOutdated(let path, let databaseVersion, let codeVersion):
+                return SegmentStoreError.index(
+                    path: path, problem: .schemaOutdated(databaseVersion: databaseVersion, codeVersion: codeVersion),
+                    detail: "")
+            case .editedMigration(let path, let version, let fileName, let recordedFileName):
+                return SegmentStoreError.index(
+                    path: path,
+                    problem: .editedMigration(version: version, fileName: fileName, recordedFileName: recordedFileName),
+                    detail: "")
+            case .failed(let path, let version, let fileName, let cause):
+                return SegmentStoreError.index(
+                    path: path, problem: .migrationFailed(version: version, fileName: fileName), detail: "\(cause)")
+            }
+        default:
+            return error
+        }
+    }
+
+    /// Runs `body`, turning index errors into the store's own (see ``translating(_:)``).
+    static func translatingIndexErrors<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch { throw translating(error) }
     }
 }

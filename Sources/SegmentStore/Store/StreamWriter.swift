@@ -70,6 +70,10 @@ public final class StreamWriter {
     ///   closed at its last good record; the next append starts a new one); index errors.
     /// - Complexity: O(frame bytes), spread over ``workerCount`` threads.
     public func append(_ frame: FrameView) throws {
+        try SegmentStoreError.translatingIndexErrors { try appendUntranslated(frame) }
+    }
+
+    private func appendUntranslated(_ frame: FrameView) throws {
         precondition(!closed, "append to a closed StreamWriter")
         let pts = frame.info.ptsNanoseconds
         guard frame.layout == stream.description.layout else {
@@ -120,6 +124,10 @@ public final class StreamWriter {
     ///   segment closed); index errors (the rows are kept and added at the next sync, or rebuilt by recovery).
     @discardableResult
     public func sync() throws -> Int64? {
+        return try SegmentStoreError.translatingIndexErrors { try syncUntranslated() }
+    }
+
+    private func syncUntranslated() throws -> Int64? {
         lastSyncPTS = lastPTS
         guard let open = segment else { return lastDurablePTS }
         do {
@@ -136,6 +144,10 @@ public final class StreamWriter {
     ///
     /// - Throws: like ``sync()``; the writer is closed anyway.
     public func close() throws {
+        try SegmentStoreError.translatingIndexErrors { try closeUntranslated() }
+    }
+
+    private func closeUntranslated() throws {
         guard !closed else { return }
         closed = true
         defer { store.writerClosed(streamName: stream.name) }
@@ -145,13 +157,17 @@ public final class StreamWriter {
 
     /// Records an interval with no frames where frames were expected.
     public func recordGap(start: Int64, end: Int64, reason: LossReason) throws {
-        try store.index.recordGap(
-            GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+        try SegmentStoreError.translatingIndexErrors {
+            try store.index.recordGap(
+                GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+        }
     }
 
     /// Adds `count` dropped frames to the counter for `reason`.
     public func addDrops(reason: LossReason, count: Int) throws {
-        try store.index.addDrops(streamID: stream.id, reason: reason, count: count)
+        try SegmentStoreError.translatingIndexErrors {
+            try store.index.addDrops(streamID: stream.id, reason: reason, count: count)
+        }
     }
 
     // MARK: Segments

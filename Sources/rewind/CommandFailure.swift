@@ -1,0 +1,146 @@
+import Foundation
+import RewindKit
+
+/// What the command line makes of an error: the message to print, the exit status, and the advice to add.
+///
+/// The one place that maps error types and cases to exit statuses and advice. Library errors state what failed;
+/// what to do about it (which command to run, which option to change) is said here, never by matching on
+/// message text.
+struct CommandFailure {
+    var message: String
+    var status: Int32
+    /// A line of advice printed after the message, when there is one.
+    var advice: String?
+    /// Whether the command's help follows the message (usage errors).
+    var showsHelp = false
+
+    init(message: String, status: Int32 = ExitStatus.failure, advice: String? = nil, showsHelp: Bool = false) {
+        self.message = message
+        self.status = status
+        self.advice = advice
+        self.showsHelp = showsHelp
+    }
+
+    /// The failure for `error` thrown by the command `command` (`clip`, `record`…).
+    init(_ error: any Error, command: String) {
+        self.init(message: "\(error)")
+        switch error {
+        case let error as UsageError:
+            self.init(message: error.message, status: ExitStatus.usage, showsHelp: true)
+        case let error as CommandError:
+            status = error.status
+        case is ValueError:
+            status = ExitStatus.usage
+        case let error as ClipError:
+            switch error {
+            case .badRange:
+                status = ExitStatus.usage
+                advice = command == "clip" ? "--to must be after --from" : nil
+            case .nonPositiveDuration:
+                status = ExitStatus.usage
+                advice = command == "save" ? "--last must be longer than 0s" : nil
+            case .empty, .noFrames:
+                break
+            }
+        case let error as ControlError:
+            if case .refused(.badRange, _) = error {
+                status = ExitStatus.usage
+                advice = command == "clip" ? "--to must be after --from" : nil
+            }
+        case let error as InputError:
+            status = error.isMalformed ? ExitStatus.dataError : ExitStatus.failure
+            if case .cannotOpen = error.problem { status = ExitStatus.noInput }
+            advice = Self.advice(for: error)
+        case let error as ExportError:
+            if case .missingTool = error.reason { status = ExitStatus.unavailable }
+            advice = Self.advice(for: error)
+        case let error as RecorderError:
+            switch error {
+            case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
+            }
+        default:
+            advice = Self.advice(forStoreError: error)
+        }
+    }
+
+    /// The lines to print on standard error: `rewind COMMAND: message`, the advice, and the help when it belongs.
+    func text(command: String, help: String) -> String {
+        var text = "rewind \(command): \(message)"
+        if let advice { text += "\nrewind \(command): \(advice)" }
+        if showsHelp { text += "\n\n\(help)" }
+        return text
+    }
+
+    private static let repair = "run 'rewind verify --repair'"
+
+    private static func advice(for error: InputError) -> String? {
+        switch error.problem {
+        case .unsupportedColorSpace:
+            "convert first, e.g. ffmpeg -i in -pix_fmt yuv420p -f yuv4mpegpipe out.y4m"
+        case .interlaced:
+            "deinterlace first, e.g. ffmpeg -vf bwdif"
+        default:
+            nil
+        }
+    }
+
+    private static func advice(for error: ExportError) -> String? {
+        switch error.reason {
+        case .missingTool(let tool):
+            "install \(tool) (apt-get install \(tool)) or export .y4m/.mkv instead"
+        case .unsupportedPixelFormat(_, .y4m):
+            "export to .mkv (uncompressed BGRA) or .mp4 instead"
+        case .unsupportedPixelFormat(_, .matroska):
+            "export to .y4m (10-bit) or .mp4 instead"
+        case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
+            "free some space or write elsewhere"
+        default:
+            nil
+        }
+    }
+
+    private static func advice(forStoreError error: any Error) -> String? {
+        switch error {
+        case let error as SegmentStoreError:
+            switch error {
+            case .damaged: return repair
+            case .notASegment: return "\(repair) or move it out of the store"
+            case .diskFull: return "free space or lower --disk"
+            case .writeFailed: return "check the disk"
+            case .storeLocked: return "stop it, or read with 'rewind info'/'rewind clip' (read-only)"
+            case .unknownStream: return "'rewind info' lists the streams"
+            case .damagedIndex: return "\(repair), which moves it aside and rebuilds it from the segment files"
+            case .index(_, let problem, _):
+                switch problem {
+                case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"
+                case .full: return "free space or lower --disk"
+                case .failed(let codeName, _, _):
+                    switch codeName {
+                    case "SQLITE_IOERR": return "check the disk"
+                    case "SQLITE_READONLY": return "check the file and directory permissions"
+                    case "SQLITE_CANTOPEN":
+                        return "check that the directory exists and is readable, and that the file exists"
+                    case "SQLITE_PERM", "SQLITE_AUTH": return "check the file permissions"
+                    default: return nil
+                    }
+                case .schemaNewerThanThisBuild: return "upgrade rewind"
+                case .schemaOutdated:
+                    return "open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
+                case .editedMigration: return "open it with the build of rewind that made it, or move the store aside"
+                case .migrationFailed: return nil
+                }
+            case .io, .frame, .readOnly: return nil
+            }
+        case let error as StoreIndexError:
+            switch error {
+            case .streamDescriptionMismatch: return "record into a new store directory or a stream of another name"
+            case .invalidStreamRow: return repair
+            default: return nil
+            }
+        case is FrameDecodeError:
+            return repair
+        default:
+            return nil
+        }
+    }
+}

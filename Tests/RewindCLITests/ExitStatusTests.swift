@@ -1,0 +1,138 @@
+import Foundation
+import RewindKit
+import Testing
+
+@testable import rewind
+
+/// Each exit status the README lists, end to end, with what stderr says; and the one mapping behind them.
+@Suite struct ExitStatusTests {
+    func recordedStore(in directory: URL) throws -> String {
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "1s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        return store
+    }
+
+    @Test func aBackwardsRangeIsAUsageErrorNamingBothTimes() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try recordedStore(in: directory)
+        let output = directory.appendingPathComponent("x.y4m").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "3s", "--to", "1s", "-o", output])
+        #expect(clip.status == 64, "\(clip.stderr)")
+        #expect(clip.stderr.hasPrefix("rewind clip: the range [3.000s, 1.000s) is empty"), "\(clip.stderr)")
+        #expect(clip.stderr.contains("--to must be after --from"), "\(clip.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
+    @Test(arguments: [
+        (["save", "--last", "5"], "--last: '5' has no unit", "5s"),
+        (["clip", "--from", "3", "--to", "4s"], "--from: '3' has no unit", "3s"),
+        (["record", "--input", "synthetic", "--duration", "2"], "--duration: '2' has no unit", "2s"),
+    ])
+    func aBareNumberForATimeIsRefusedWithTheUnitSuggested(arguments: [String], message: String, suggestion: String)
+        throws
+    {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        var full = [arguments[0], "--store", store] + arguments.dropFirst()
+        if arguments[0] != "record" { full += ["-o", directory.appendingPathComponent("x.y4m").path] }
+        let result = try Tool.rewind(full)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.contains(suggestion), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing was started")
+    }
+
+    @Test func aMissingInputFileIsNoInputNotMalformedData() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.y4m").path
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(missing)"])
+        #expect(record.status == 66, "\(record.stderr)")
+        #expect(record.stderr.hasPrefix("rewind record: \(missing): cannot open for reading"), "\(record.stderr)")
+        #expect(record.stderr.contains("No such file or directory"), "\(record.stderr)")
+    }
+
+    @Test func aTruncatedInputNamesItsOffsetOnceAfterTheCommandPrefix() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("short.y4m")
+        // One 4x2 gray frame needs 8 bytes of payload; 3 are there.
+        try Data(("YUV4MPEG2 W4 H2 F25:1 Cmono\nFRAME\n".utf8) + [1, 2, 3]).write(to: input)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(input.path)"])
+        #expect(record.status == 65, "\(record.stderr)")
+        let line = try #require(
+            record.stderr.split(separator: "\n").first { $0.hasPrefix("rewind record: \(input.path)") })
+        #expect(
+            line == "rewind record: \(input.path): at byte 37: frame 0 is truncated: expected 8 bytes of payload, got 3"
+        )
+        #expect(record.stderr.contains("everything recorded before it is stored"))
+    }
+
+    @Test func mp4WithoutFFmpegIsUnavailable() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try recordedStore(in: directory)
+        let output = directory.appendingPathComponent("clip.mp4").path
+        let clip = try Tool.rewind(
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output],
+            environment: ["PATH": "/nonexistent"])
+        #expect(clip.status == 69, "\(clip.stderr)")
+        #expect(clip.stderr.contains("ffmpeg not found on PATH"), "\(clip.stderr)")
+        #expect(clip.stderr.contains("install ffmpeg"), "\(clip.stderr)")
+    }
+
+    @Test func theMappingGivesEachErrorItsStatusAndAdvice() {
+        let cases: [(any Error, String, Int32, String?)] = [
+            (UsageError("bad"), "clip", 64, nil),
+            (ValueError(input: "5", expected: "a duration", suggestion: "5s"), "save", 64, nil),
+            (ClipError.badRange(from: 3, to: 1), "clip", 64, "--to must be after --from"),
+            (ClipError.empty(range: 0..<1, held: nil), "clip", 1, nil),
+            (ControlError.refused(.badRange, message: "m"), "clip", 64, "--to must be after --from"),
+            (
+                InputError(input: "f", byteOffset: 1, problem: .truncated(expectedBytes: 2, gotBytes: 1)), "record", 65,
+                nil
+            ),
+            (InputError(input: "f", byteOffset: nil, problem: .cannotOpen(Errno(rawValue: ENOENT))), "record", 66, nil),
+            (ExportError(destination: "x.mp4", reason: .missingTool("ffmpeg")), "clip", 69, "install ffmpeg"),
+            (
+                SegmentStoreError.damaged(file: "1.seg", frame: 2, offset: 3, detail: "crc"), "clip", 1,
+                "rewind verify --repair"
+            ),
+            (
+                SegmentStoreError.damagedIndex(path: "i", isDatabase: false, detail: "d"), "info", 1,
+                "rewind verify --repair"
+            ),
+            (
+                SegmentStoreError.diskFull(
+                    file: "f", durableFrames: 1, durablePTS: 1,
+                    cause: FileSystemError(operation: "pwrite", path: "f", code: ENOSPC)), "record", 1, "lower --disk"
+            ),
+            (
+                RecorderError.finishFailed(
+                    cause: SegmentStoreError.index(path: "i", problem: .full, detail: "d")), "record", 1, "lower --disk"
+            ),
+            (
+                SegmentStoreError.index(
+                    path: "i", problem: .schemaNewerThanThisBuild(databaseVersion: 2, codeVersion: 1), detail: ""),
+                "info", 1,
+                "upgrade rewind"
+            ),
+            (CommandError("x", status: 69), "bench", 69, nil),
+        ]
+        for (error, command, status, advice) in cases {
+            let failure = CommandFailure(error, command: command)
+            #expect(failure.status == status, "\(error)")
+            if let advice {
+                #expect(failure.advice?.contains(advice) == true, "\(error): \(String(describing: failure.advice))")
+            } else {
+                #expect(failure.advice == nil, "\(error)")
+            }
+            #expect(failure.message == (error as? UsageError)?.message ?? "\(error)")
+        }
+    }
+}

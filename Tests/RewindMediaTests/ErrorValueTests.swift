@@ -1,0 +1,60 @@
+import Foundation
+import RewindCore
+import RewindMedia
+import RewindSystem
+import RewindTesting
+import Testing
+
+/// Input and export errors carry the input, offset, frame and errno, and their descriptions carry no advice.
+@Suite struct MediaErrorValueTests {
+    static let adviceWords = ["rewind ", "--", "run '", "install", "instead", "ffmpeg -"]
+
+    @Test func aMissingFileIsACannotOpenWithItsErrnoNotMalformedData() {
+        let path = TemporaryDirectory.shared.file("does-not-exist.y4m")
+        #expect {
+            _ = try Y4MReader(path: path)
+        } throws: { error in
+            guard let error = error as? InputError else { return false }
+            return error.input == path && error.problem == .cannotOpen(Errno(rawValue: ENOENT)) && !error.isMalformed
+                && error.byteOffset == nil && "\(error)".contains(path)
+        }
+    }
+
+    @Test func everyInputProblemStatesTheFactOnceWithoutAdvice() {
+        let problems: [InputError.Problem] = [
+            .cannotOpen(Errno(rawValue: ENOENT)), .readFailed(Errno(rawValue: EIO)), .empty,
+            .truncated(expectedBytes: 8, gotBytes: 3), .unterminatedLine(lineStart: 12), .lineTooLong(maximumLength: 9),
+            .badFrameMarker(found: "FRAMX"), .unsupportedColorSpace("C444"), .interlaced("It"), .malformed("bad W"),
+        ]
+        for problem in problems {
+            let error = InputError(input: "in.y4m", byteOffset: 100_000, frame: 4, problem: problem)
+            let text = "\(error)"
+            #expect(text.hasPrefix("in.y4m: at byte 100000: "), "\(text)")
+            #expect(text.components(separatedBy: "100000").count == 2, "the offset once: \(text)")
+            for word in Self.adviceWords { #expect(!text.contains(word), "'\(word)' in: \(text)") }
+        }
+        let truncated = InputError(
+            input: "in.y4m", byteOffset: 100_000, frame: 0,
+            problem: .truncated(expectedBytes: 115_200, gotBytes: 99_990))
+        #expect(
+            "\(truncated)"
+                == "in.y4m: at byte 100000: frame 0 is truncated: expected 115200 bytes of payload, got 99990")
+    }
+
+    @Test func everyExportReasonStatesTheFactWithoutAdvice() {
+        let reasons: [ExportError.Reason] = [
+            .missingTool("ffmpeg"), .cannotStartTool(path: "/usr/bin/ffmpeg", detail: "EACCES"),
+            .toolFailed(tool: "ffmpeg", status: 1, log: "x", cause: nil),
+            .system(action: "writing failed", Errno(rawValue: ENOSPC)), .unsupportedPixelFormat(.bgra, format: .y4m),
+            .unsupportedPixelFormat(.p010, format: .matroska), .negativePTS(-5),
+        ]
+        for reason in reasons {
+            let error = ExportError(destination: "/out/clip.mkv", reason: reason)
+            #expect("\(error)".hasPrefix("/out/clip.mkv: "))
+            for word in Self.adviceWords { #expect(!"\(error)".contains(word), "'\(word)' in: \(error)") }
+        }
+        #expect(
+            "\(ExportError(destination: "d", reason: .system(action: "writing failed", Errno(rawValue: ENOSPC))))"
+                .contains("No space left on device"))
+    }
+}

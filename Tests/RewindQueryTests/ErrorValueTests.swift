@@ -1,0 +1,29 @@
+import RewindQuery
+import Testing
+
+@Suite struct QueryErrorValueTests {
+    @Test func clipErrorsNameTheirTimesWithoutOptionNames() {
+        let cases: [(ClipError, [String])] = [
+            (.badRange(from: 3_000_000_000, to: 1_000_000_000), ["3.000s", "1.000s", "is empty"]),
+            (
+                .empty(range: 5_000_000_000..<6_000_000_000, held: 0...966_000_000),
+                ["no frames in [5.000s, 6.000s)", "the store holds 0.000s … 0.966s"]
+            ),
+            (.empty(range: 0..<1, held: nil), ["the store holds no frames"]),
+            (.noFrames(source: "recorder"), ["recorder holds no frames"]),
+            (.nonPositiveDuration(0), ["0.000s"]),
+        ]
+        for (error, facts) in cases {
+            for fact in facts { #expect("\(error)".contains(fact), "'\(fact)' missing in: \(error)") }
+            for word in ["rewind ", "--", "run '", "'to'", "'from'"] {
+                #expect(!"\(error)".contains(word), "'\(word)' in: \(error)")
+            }
+        }
+    }
+
+    @Test func valueErrorsKeepTheInputAndWhatWasExpected() {
+        let error = ValueError(input: "5x", expected: "a duration like 5s")
+        #expect(error.input == "5x" && error.expected == "a duration like 5s" && error.suggestion == nil)
+        #expect(!"\(error)".contains("--"))
+    }
+}
