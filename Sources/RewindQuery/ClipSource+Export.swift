@@ -25,13 +25,14 @@ extension ClipSource {
     ///   - range: pts nanoseconds, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path or standard output.
+    ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
     ///   - progress: called after each frame with the count so far and the frame's pts.
     /// - Returns: what was written.
     /// - Throws: ``ClipError/empty(_:)`` when no frame lies in the range (nothing is written);
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
-        progress: ((Int, Int64) -> Void)? = nil
+        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
             throw ClipError.badRange(
@@ -39,7 +40,8 @@ extension ClipSource {
                     + "--to must be after --from")
         }
         try requireFrames(in: range)
-        var exporter = try makeExporter(format: format, stream: stream, destination: destination)
+        var exporter = try makeExporter(
+            format: format, stream: stream, destination: destination, fileSystem: fileSystem)
         do {
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
@@ -56,7 +58,7 @@ extension ClipSource {
             }
             return try exporter.finish()
         } catch {
-            if case .path(let path) = destination { try? FileManager.default.removeItem(atPath: path) }
+            if case .path(let path) = destination { try? fileSystem.unlink(path) }
             throw error
         }
     }
