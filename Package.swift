@@ -36,7 +36,7 @@ let package = Package(
         .target(name: "RewindSQLite", dependencies: ["RewindSystem", "CSQLite", "RewindMigrations"]),
         .target(name: "SegmentStore", dependencies: ["RewindCore", "RewindSQLite", "CLZ4", "CCRC32C"]),
         .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
-        .target(name: "RewindMedia", dependencies: ["RewindCore", "CPlatform"]),
+        .target(name: "RewindMedia", dependencies: ["RewindCore"]),
         .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
         .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform"]),
         .target(

@@ -16,14 +16,16 @@
 #include <malloc.h>
 #endif
 
-int rewind_reserve_blocks(int fd, int64_t length) {
+int rewind_reserve_blocks(int fd, int64_t offset, int64_t length) {
 #ifdef __linux__
     if (length <= 0) return 0;
-    return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)length) == 0 ? 0 : errno;
+    return fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)offset, (off_t)length);
 #else
     (void)fd;
+    (void)offset;
     (void)length;
-    return EOPNOTSUPP;
+    errno = EOPNOTSUPP;
+    return -1;
 #endif
 }
 

@@ -1,9 +1,9 @@
-import CPlatform
 import Foundation
 import RewindCapture
 import RewindCore
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import RewindTesting
 import SegmentStore
 
@@ -174,7 +174,7 @@ public enum RecorderBenchmarks {
         if reserving {
             var total = 0
             for index in 0..<snapshot.count { total += snapshot.withFrame(at: index) { view, _ in view.bytes.count } }
-            _ = rewind_reserve_blocks(fd, Int64(total))
+            _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(total), path: path)
         }
         for index in 0..<snapshot.count {
             snapshot.withFrame(at: index) { view, _ in
@@ -200,7 +200,7 @@ public enum RecorderBenchmarks {
         let start = ContinuousClock.now
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
-        if reserving { _ = rewind_reserve_blocks(fd, Int64(bytes)) }
+        if reserving { _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(bytes), path: path) }
         var left = bytes
         while left > 0 {
             let count = min(left, chunk.count)

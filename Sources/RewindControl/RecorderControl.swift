@@ -205,8 +205,7 @@ public final class RecorderControl: @unchecked Sendable {
         while true {
             fds[0].revents = 0
             fds[1].revents = 0
-            let ready = poll(&fds, 2, -1)
-            if ready < 0 && errno == EINTR { continue }
+            let ready = System.retryingInterrupts { poll(&fds, 2, -1) }
             guard ready > 0 else { return }
             if fds[1].revents != 0 {
                 var bytes = [UInt8](repeating: 0, count: 64)

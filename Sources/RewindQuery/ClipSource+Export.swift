@@ -20,6 +20,7 @@ extension ClipSource {
     ///   - range: pts nanoseconds, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path or standard output.
+    ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
     ///   - progress: called after each frame with the count so far and the frame's pts.
     /// - Returns: what was written.
     /// - Throws: ``ClipError/badRange(from:to:)`` for an empty range; ``ClipError/empty(range:held:)`` when no
@@ -27,13 +28,14 @@ extension ClipSource {
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
-        progress: ((Int, Int64) -> Void)? = nil
+        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
             throw ClipError.badRange(from: range.lowerBound, to: range.upperBound)
         }
         try requireFrames(in: range)
-        var exporter = try makeExporter(format: format, stream: stream, destination: destination)
+        var exporter = try makeExporter(
+            format: format, stream: stream, destination: destination, fileSystem: fileSystem)
         do {
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
@@ -50,7 +52,7 @@ extension ClipSource {
             }
             return try exporter.finish()
         } catch {
-            if case .path(let path) = destination { try? FileManager.default.removeItem(atPath: path) }
+            if case .path(let path) = destination { try? fileSystem.unlink(path) }
             throw error
         }
     }

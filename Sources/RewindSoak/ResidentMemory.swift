@@ -42,8 +42,7 @@ public enum ResidentMemory {
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 128) { buffer -> Int? in
             var count = 0
             while count < buffer.count {
-                let n = read(fd, buffer.baseAddress! + count, buffer.count - count)
-                if n < 0 && errno == EINTR { continue }
+                let n = System.retryingInterrupts { read(fd, buffer.baseAddress! + count, buffer.count - count) }
                 guard n > 0 else { break }
                 count += n
             }

@@ -1,3 +1,5 @@
+import CPlatform
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -29,8 +31,12 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 }
 
-/// The thin seam between the segment store and the operating system: every system call the store makes on files
-/// goes through one of these methods, so tests can inject full disks, I/O errors and short writes.
+/// The thin seam between the library and the operating system: every system call the segment store, the exporters
+/// and the file inputs make on files goes through one of these methods, so tests can inject full disks, I/O errors
+/// and short writes.
+///
+/// A method may be given a descriptor it did not open (standard output, a pipe, a file the caller opened); `path`
+/// then only names it in errors.
 ///
 /// Implementations retry `EINTR` themselves; every other failure throws ``FileSystemError``.
 public protocol FileSystem: Sendable {
@@ -38,9 +44,20 @@ public protocol FileSystem: Sendable {
     func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32
     /// `close(2)`; errors are ignored (the descriptor is gone either way).
     func close(_ fd: Int32)
+    /// `close(2)`, reporting its error (a delayed write error on some file systems). The descriptor is gone either
+    /// way, so an interrupted close is not retried.
+    func close(_ fd: Int32, path: String) throws(FileSystemError)
     /// One `pwrite(2)`; returns the bytes written, which may be fewer than asked.
     func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String) throws(FileSystemError)
         -> Int
+    /// One `writev(2)` at the descriptor's position (`offset` nil: pipes, standard output, appending) or one
+    /// `pwritev(2)` at `offset`; returns the bytes written, which may be fewer than asked.
+    ///
+    /// - Parameter buffers: the pieces, written in order as one contiguous run of bytes.
+    func writev(_ fd: Int32, _ buffers: UnsafeBufferPointer<iovec>, offset: Int64?, path: String)
+        throws(FileSystemError) -> Int
+    /// One `read(2)` at the descriptor's position; returns the bytes read (0 at end of input).
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(FileSystemError) -> Int
     /// One `pread(2)`; returns the bytes read (0 at end of file).
     func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
@@ -50,8 +67,16 @@ public protocol FileSystem: Sendable {
     func fdatasync(_ fd: Int32, path: String) throws(FileSystemError)
     /// `ftruncate(2)`.
     func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError)
+    /// Reserves disk blocks for the bytes `offset ..< offset + length` without changing the file's size
+    /// (`fallocate(2)` with `FALLOC_FL_KEEP_SIZE`), so later writes into the range skip block allocation.
+    ///
+    /// - Returns: false where the file system or platform cannot reserve blocks.
+    /// - Throws: ``FileSystemError`` for any other failure (`ENOSPC`: blocks may be reserved in part).
+    func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool
     /// The size of an open file (`fstat(2)`).
     func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64
+    /// Whether an open descriptor is a regular file, not a pipe, socket or device (`fstat(2)`).
+    func isRegularFile(_ fd: Int32, path: String) throws(FileSystemError) -> Bool
     /// `rename(2)`.
     func rename(_ from: String, to: String) throws(FileSystemError)
     /// `unlink(2)`; a missing file is not an error.
@@ -127,12 +152,9 @@ public struct POSIXFileSystem: FileSystem {
     private func retrying<T: BinaryInteger>(_ operation: String, _ path: String, _ call: () -> T)
         throws(FileSystemError) -> T
     {
-        while true {
-            let result = call()
-            if result >= 0 { return result }
-            if errno == EINTR { continue }
-            throw FileSystemError(operation: operation, path: path, code: errno)
-        }
+        let result = System.retryingInterrupts(call)
+        if result >= 0 { return result }
+        throw FileSystemError(operation: operation, path: path, code: errno)
     }
 
     public func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
@@ -141,10 +163,32 @@ public struct POSIXFileSystem: FileSystem {
 
     public func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
+    public func close(_ fd: Int32, path: String) throws(FileSystemError) {
+        if Glibc.close(fd) != 0 && errno != EINTR {
+            throw FileSystemError(operation: "close", path: path, code: errno)
+        }
+    }
+
     public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
         try retrying("pwrite", path) { Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) }
+    }
+
+    public func writev(_ fd: Int32, _ buffers: UnsafeBufferPointer<iovec>, offset: Int64?, path: String)
+        throws(FileSystemError) -> Int
+    {
+        let count = Int32(buffers.count)
+        if let offset {
+            return try retrying("pwritev", path) { Glibc.pwritev(fd, buffers.baseAddress, count, off_t(offset)) }
+        }
+        return try retrying("writev", path) { Glibc.writev(fd, buffers.baseAddress, count) }
+    }
+
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(FileSystemError)
+        -> Int
+    {
+        try retrying("read", path) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
     }
 
     public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
@@ -165,10 +209,26 @@ public struct POSIXFileSystem: FileSystem {
         _ = try retrying("ftruncate", path) { Glibc.ftruncate(fd, off_t(length)) }
     }
 
+    public func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool {
+        guard length > 0 else { return true }
+        do {
+            _ = try retrying("fallocate", path) { rewind_reserve_blocks(fd, offset, length) }
+            return true
+        } catch  where error.code == EOPNOTSUPP || error.code == ENOSYS {
+            return false
+        }
+    }
+
     public func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 {
         var info = stat()
         _ = try retrying("fstat", path) { Glibc.fstat(fd, &info) }
         return Int64(info.st_size)
+    }
+
+    public func isRegularFile(_ fd: Int32, path: String) throws(FileSystemError) -> Bool {
+        var info = stat()
+        _ = try retrying("fstat", path) { Glibc.fstat(fd, &info) }
+        return (info.st_mode & S_IFMT) == S_IFREG
     }
 
     public func rename(_ from: String, to: String) throws(FileSystemError) {
@@ -201,12 +261,9 @@ public struct POSIXFileSystem: FileSystem {
     }
 
     public func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool {
-        while true {
-            if systemFlock(fd, operation) == 0 { return true }
-            if errno == EINTR { continue }
-            if errno == EWOULDBLOCK { return false }
-            throw FileSystemError(operation: "flock", path: path, code: errno)
-        }
+        if System.retryingInterrupts({ systemFlock(fd, operation) }) == 0 { return true }
+        if errno == EWOULDBLOCK { return false }
+        throw FileSystemError(operation: "flock", path: path, code: errno)
     }
 
     public func availableBytes(_ path: String) throws(FileSystemError) -> Int64 {

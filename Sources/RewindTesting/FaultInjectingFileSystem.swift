@@ -8,10 +8,13 @@ import Synchronization
 #endif
 
 /// A ``FileSystem`` that passes calls to a real one but fails the ones it is told to: the Nth write with an errno,
-/// a short write, every write while the "disk" is full, the next `fdatasync`; or slows every write down.
+/// a short write, every write while the "disk" is full, the Nth read, the next `fdatasync`; or slows every write
+/// down.
 ///
-/// Used by tests and by soak runs (`disk=full` and `disk=slow` events) to exercise the store's failure paths
-/// without a real full or slow disk. Writes are counted from 1 in the order they reach the file system.
+/// Used by tests and by soak runs (`disk=full` and `disk=slow` events) to exercise the failure paths of the store,
+/// the exporters and the file inputs without a real full or slow disk. Writes (`pwrite`, `writev`) are counted from
+/// 1 in the order they reach the file system, and so are reads (`pread`, `read`), separately. While the disk is
+/// full, reserving blocks fails with `ENOSPC` too.
 public final class FaultInjectingFileSystem: FileSystem {
     /// What to do to one write.
     public enum WriteFault: Sendable, Hashable {
@@ -29,6 +32,8 @@ public final class FaultInjectingFileSystem: FileSystem {
         var failedWrites = 0
         var writeDelay: Int64 = 0
         var renameFaults: [String: Int32] = [:]
+        var reads = 0
+        var readFaults: [Int: Int32] = [:]
     }
 
     private let base: any FileSystem
@@ -43,6 +48,19 @@ public final class FaultInjectingFileSystem: FileSystem {
     public var writeCount: Int { state.withLock { $0.writes } }
     /// Writes that were failed or shortened.
     public var failedWriteCount: Int { state.withLock { $0.failedWrites } }
+
+    /// Reads seen so far (including failed ones).
+    public var readCount: Int { state.withLock { $0.reads } }
+
+    /// Fails read number `number` (counted from 1 across all files) with `code`, reading nothing.
+    public func failRead(number: Int, with code: Int32 = EIO) {
+        state.withLock { $0.readFaults[number] = code }
+    }
+
+    /// Fails the read after the last one seen with `code`.
+    public func failNextRead(with code: Int32 = EIO) {
+        state.withLock { $0.readFaults[$0.reads + 1] = code }
+    }
 
     /// Applies `fault` to write number `number` (counted from 1 across all files).
     public func failWrite(number: Int, with fault: WriteFault) {
@@ -81,10 +99,11 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     public func close(_ fd: Int32) { base.close(fd) }
 
-    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
-        throws(FileSystemError) -> Int
-    {
-        let (fault, delay): (WriteFault?, Int64) = state.withLock { s in
+    public func close(_ fd: Int32, path: String) throws(FileSystemError) { try base.close(fd, path: path) }
+
+    /// Counts a write and decides what happens to it: a fault, or a delay before it goes through.
+    private func takeWriteFault() -> (WriteFault?, delay: Int64) {
+        state.withLock { s in
             s.writes += 1
             if let code = s.diskFullErrno {
                 s.failedWrites += 1
@@ -94,6 +113,12 @@ public final class FaultInjectingFileSystem: FileSystem {
             s.failedWrites += 1
             return (fault, 0)
         }
+    }
+
+    public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
+        throws(FileSystemError) -> Int
+    {
+        let (fault, delay) = takeWriteFault()
         switch fault {
         case nil:
             if delay > 0 { System.sleep(for: .nanoseconds(delay)) }
@@ -107,10 +132,52 @@ public final class FaultInjectingFileSystem: FileSystem {
         }
     }
 
+    public func writev(_ fd: Int32, _ buffers: UnsafeBufferPointer<iovec>, offset: Int64?, path: String)
+        throws(FileSystemError) -> Int
+    {
+        let (fault, delay) = takeWriteFault()
+        let operation = offset == nil ? "writev" : "pwritev"
+        switch fault {
+        case nil:
+            if delay > 0 { System.sleep(for: .nanoseconds(delay)) }
+            return try base.writev(fd, buffers, offset: offset, path: path)
+        case .error(let code):
+            throw FileSystemError(operation: operation, path: path, code: code)
+        case .short(let count):
+            // The first `count` bytes of the pieces: whole pieces, then part of the next.
+            var prefix: [iovec] = []
+            var left = count
+            for piece in buffers where left > 0 {
+                prefix.append(iovec(iov_base: piece.iov_base, iov_len: min(piece.iov_len, left)))
+                left -= prefix[prefix.count - 1].iov_len
+            }
+            if prefix.isEmpty { throw FileSystemError(operation: operation, path: path, code: ENOSPC) }
+            return try prefix.withUnsafeBufferPointer { (shortened) throws(FileSystemError) -> Int in
+                try base.writev(fd, shortened, offset: offset, path: path)
+            }
+        }
+    }
+
+    /// Counts a read; the errno to fail it with, if any.
+    private func takeReadFault() -> Int32? {
+        state.withLock { s in
+            s.reads += 1
+            return s.readFaults.removeValue(forKey: s.reads)
+        }
+    }
+
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(FileSystemError)
+        -> Int
+    {
+        if let code = takeReadFault() { throw FileSystemError(operation: "read", path: path, code: code) }
+        return try base.read(fd, into: buffer, path: path)
+    }
+
     public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
-        try base.pread(fd, into: buffer, offset: offset, path: path)
+        if let code = takeReadFault() { throw FileSystemError(operation: "pread", path: path, code: code) }
+        return try base.pread(fd, into: buffer, offset: offset, path: path)
     }
 
     private func takeSyncFault() -> Int32? {
@@ -131,8 +198,19 @@ public final class FaultInjectingFileSystem: FileSystem {
         try base.ftruncate(fd, length: length, path: path)
     }
 
+    public func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool {
+        if let code = state.withLock({ $0.diskFullErrno }) {
+            throw FileSystemError(operation: "fallocate", path: path, code: code)
+        }
+        return try base.reserve(fd, offset: offset, length: length, path: path)
+    }
+
     public func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 {
         try base.size(fd, path: path)
+    }
+
+    public func isRegularFile(_ fd: Int32, path: String) throws(FileSystemError) -> Bool {
+        try base.isRegularFile(fd, path: path)
     }
 
     public func rename(_ from: String, to: String) throws(FileSystemError) {

@@ -30,11 +30,21 @@ final class GatedFileSystem: FileSystem {
         try base.open(path, flags: flags, mode: mode)
     }
     func close(_ fd: Int32) { base.close(fd) }
+    func close(_ fd: Int32, path: String) throws(FileSystemError) { try base.close(fd, path: path) }
     func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String) throws(FileSystemError)
         -> Int
     {
         waitForGate()
         return try base.pwrite(fd, bytes, offset: offset, path: path)
+    }
+    func writev(_ fd: Int32, _ buffers: UnsafeBufferPointer<iovec>, offset: Int64?, path: String)
+        throws(FileSystemError) -> Int
+    {
+        waitForGate()
+        return try base.writev(fd, buffers, offset: offset, path: path)
+    }
+    func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(FileSystemError) -> Int {
+        try base.read(fd, into: buffer, path: path)
     }
     func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
@@ -46,7 +56,13 @@ final class GatedFileSystem: FileSystem {
     func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError) {
         try base.ftruncate(fd, length: length, path: path)
     }
+    func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool {
+        try base.reserve(fd, offset: offset, length: length, path: path)
+    }
     func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 { try base.size(fd, path: path) }
+    func isRegularFile(_ fd: Int32, path: String) throws(FileSystemError) -> Bool {
+        try base.isRegularFile(fd, path: path)
+    }
     func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
     func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
     func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }

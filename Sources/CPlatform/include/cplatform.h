@@ -5,10 +5,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/// Reserves disk blocks for the first `length` bytes of the file open on `fd` without changing its size
+/// Reserves disk blocks for the `length` bytes at `offset` of the file open on `fd` without changing its size
 /// (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), so later writes into the range skip block allocation.
-/// Returns 0, or the errno (EOPNOTSUPP where the file system or platform cannot reserve).
-int rewind_reserve_blocks(int fd, int64_t length);
+/// Returns 0, or −1 with `errno` set (EOPNOTSUPP where the file system or platform cannot reserve; EINTR is left
+/// to the caller).
+int rewind_reserve_blocks(int fd, int64_t offset, int64_t length);
 
 /// Creates a Unix stream socket listening at `path` (which must not exist). Returns the descriptor, or −errno
 /// (−ENAMETOOLONG when the path does not fit in sockaddr_un).

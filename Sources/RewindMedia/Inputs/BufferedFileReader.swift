@@ -8,10 +8,12 @@ import RewindSystem
 ///     buffer:  | consumed ... | readIndex ..... pending ..... writeIndex | free ... capacity |
 ///     offset:  byte offset in the input of the next byte a caller receives
 ///
-/// Owns its buffer and, when `ownsDescriptor`, the descriptor: both are released in `deinit`. One reader at a time.
+/// Every read goes through a ``FileSystem``, so faults injected there reach inputs. Owns its buffer and, when
+/// `ownsDescriptor`, the descriptor: both are released in `deinit`. One reader at a time.
 final class BufferedFileReader {
     let name: String
     private let descriptor: Int32
+    private let fileSystem: any FileSystem
     private let ownsDescriptor: Bool
     private let buffer: UnsafeMutableRawBufferPointer
     private var readIndex = 0
@@ -20,28 +22,34 @@ final class BufferedFileReader {
     /// Bytes handed out (or skipped) so far: the offset of the next byte.
     private(set) var offset: Int64 = 0
 
-    init(descriptor: Int32, name: String, ownsDescriptor: Bool, capacity: Int = 64 * 1024) {
+    init(
+        descriptor: Int32, name: String, ownsDescriptor: Bool, fileSystem: any FileSystem,
+        capacity: Int = 64 * 1024
+    ) {
         precondition(capacity > 0, "reader capacity must be positive")
         self.descriptor = descriptor
+        self.fileSystem = fileSystem
         self.name = name
         self.ownsDescriptor = ownsDescriptor
         self.buffer = .allocate(byteCount: capacity, alignment: 16)
     }
 
-    /// Opens `path` for reading.
+    /// Opens `path` for reading through `fileSystem`.
     ///
     /// - Throws: ``InputError`` naming the path and the system's reason.
-    convenience init(path: String) throws(InputError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw InputError(input: path, byteOffset: nil, problem: .cannotOpen(Errno.current))
+    convenience init(path: String, fileSystem: any FileSystem) throws(InputError) {
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+        } catch {
+            throw InputError(input: path, byteOffset: nil, problem: .cannotOpen(Errno(rawValue: error.code)))
         }
-        self.init(descriptor: fd, name: path, ownsDescriptor: true)
+        self.init(descriptor: fd, name: path, ownsDescriptor: true, fileSystem: fileSystem)
     }
 
     deinit {
         buffer.deallocate()
-        if ownsDescriptor { close(descriptor) }
+        if ownsDescriptor { fileSystem.close(descriptor) }
     }
 
     /// Reads one line ending in `\n` (the `\n` is consumed, not returned).
@@ -112,7 +120,7 @@ final class BufferedFileReader {
                 readIndex += take
                 filled += take
             } else {
-                let count = try systemRead(destination.baseAddress! + filled, remaining)
+                let count = try systemRead(UnsafeMutableRawBufferPointer(rebasing: destination[filled...]))
                 if count == 0 { isAtEndOfInput = true }
                 filled += count
             }
@@ -134,17 +142,17 @@ final class BufferedFileReader {
             writeIndex = pending
         }
         guard writeIndex < buffer.count else { return }
-        let count = try systemRead(buffer.baseAddress! + writeIndex, buffer.count - writeIndex)
+        let count = try systemRead(UnsafeMutableRawBufferPointer(rebasing: buffer[writeIndex...]))
         if count == 0 { isAtEndOfInput = true }
         writeIndex += count
     }
 
-    private func systemRead(_ pointer: UnsafeMutableRawPointer, _ count: Int) throws(InputError) -> Int {
-        while true {
-            let result = Glibc.read(descriptor, pointer, count)
-            if result >= 0 { return result }
-            if errno == EINTR { continue }
-            throw InputError(input: name, byteOffset: offset, problem: .readFailed(Errno.current))
+    /// One read at the descriptor's position into `destination`; 0 at the end of input.
+    private func systemRead(_ destination: UnsafeMutableRawBufferPointer) throws(InputError) -> Int {
+        do {
+            return try fileSystem.read(descriptor, into: destination, path: name)
+        } catch {
+            throw InputError(input: name, byteOffset: offset, problem: .readFailed(Errno(rawValue: error.code)))
         }
     }
 

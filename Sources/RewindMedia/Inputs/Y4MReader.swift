@@ -1,5 +1,6 @@
 import Glibc
 import RewindCore
+import RewindSystem
 
 /// Reads a YUV4MPEG2 (`.y4m`) stream from a file or a descriptor (such as stdin), one frame at a time, straight into
 /// the caller's buffer.
@@ -42,12 +43,15 @@ public struct Y4MReader: FrameSource {
     ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
     ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns); each frame's wall time is this plus its pts.
     ///     Defaults to now.
+    ///   - fileSystem: where the reads go (a fault-injecting one in tests).
     /// - Throws: ``InputError`` when the file cannot be opened or its header is malformed or unsupported.
     public init(
-        path: String, matrix: ColorInfo.Matrix = .unspecified, startWallNanoseconds: Int64? = nil
+        path: String, matrix: ColorInfo.Matrix = .unspecified, startWallNanoseconds: Int64? = nil,
+        fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(InputError) {
         try self.init(
-            reader: BufferedFileReader(path: path), matrix: matrix, startWallNanoseconds: startWallNanoseconds)
+            reader: BufferedFileReader(path: path, fileSystem: fileSystem), matrix: matrix,
+            startWallNanoseconds: startWallNanoseconds)
     }
 
     /// Parses the header of the stream read from `fileDescriptor`, which stays open (the caller owns it).
@@ -57,12 +61,14 @@ public struct Y4MReader: FrameSource {
     ///   - name: how errors name the input.
     ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
     ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns). Defaults to now.
+    ///   - fileSystem: where the reads go (a fault-injecting one in tests).
     /// - Throws: ``InputError`` when the header is malformed or unsupported, or reading fails.
     public init(
         fileDescriptor: Int32, name: String = "stdin", matrix: ColorInfo.Matrix = .unspecified,
-        startWallNanoseconds: Int64? = nil
+        startWallNanoseconds: Int64? = nil, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(InputError) {
-        let reader = BufferedFileReader(descriptor: fileDescriptor, name: name, ownsDescriptor: false)
+        let reader = BufferedFileReader(
+            descriptor: fileDescriptor, name: name, ownsDescriptor: false, fileSystem: fileSystem)
         try self.init(reader: reader, matrix: matrix, startWallNanoseconds: startWallNanoseconds)
     }
 

@@ -148,16 +148,18 @@ public protocol Exporter: FrameSink {
 ///   - format: the file format.
 ///   - stream: the stream every frame will belong to.
 ///   - destination: a path, or a descriptor (`-` on the command line is standard output).
+///   - fileSystem: where the exporter's writes go (a fault-injecting one in tests).
 /// - Returns: a ``Y4MWriter``, ``MatroskaWriter`` or ``MP4Exporter``.
 /// - Throws: ``ExportError`` when the destination cannot be opened, the format cannot carry the stream's pixel
 ///   format, or (`mp4`) `ffmpeg` is not available.
 public func makeExporter(
-    format: ExportFormat, stream: StreamDescription, destination: ExportDestination
+    format: ExportFormat, stream: StreamDescription, destination: ExportDestination,
+    fileSystem: any FileSystem = POSIXFileSystem()
 ) throws(ExportError) -> any Exporter {
     switch format {
-    case .y4m: try Y4MWriter(stream: stream, destination: destination)
-    case .matroska: try MatroskaWriter(stream: stream, destination: destination)
-    case .mp4: try MP4Exporter(stream: stream, destination: destination)
+    case .y4m: try Y4MWriter(stream: stream, destination: destination, fileSystem: fileSystem)
+    case .matroska: try MatroskaWriter(stream: stream, destination: destination, fileSystem: fileSystem)
+    case .mp4: try MP4Exporter(stream: stream, destination: destination, fileSystem: fileSystem)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import RewindCore
+import RewindSystem
 
 /// Encodes frames to H.264 in MP4 with the system's `ffmpeg`, fed a lossless Matroska stream on its stdin.
 ///
@@ -10,6 +11,7 @@ import RewindCore
 /// input frame: none duplicated, none dropped. The stream's matrix and range become the MP4's colour tags (and,
 /// for `bgra`, the RGB→YUV conversion). To standard output the MP4 is fragmented (a pipe cannot be seeked back).
 ///
+/// The Matroska stream goes to ffmpeg's stdin through the given ``FileSystem``; ffmpeg writes the MP4 itself.
 /// `ffmpeg`'s stderr goes to a temporary file; when it fails, the error carries its last lines. Writing to a pipe
 /// whose reader died would raise SIGPIPE, so creating an exporter sets SIGPIPE to be ignored in this process
 /// (writes then fail with EPIPE, reported with ffmpeg's own error).
@@ -28,9 +30,11 @@ public final class MP4Exporter: Exporter {
     ///   - stream: the stream every frame will belong to.
     ///   - destination: the MP4 file, or a descriptor (a fragmented MP4 is written there).
     ///   - searchPath: the directories to look for `ffmpeg` in, `:`-separated; defaults to `PATH`.
+    ///   - fileSystem: where the writes to ffmpeg's stdin go (a fault-injecting one in tests).
     /// - Throws: ``ExportError`` when `ffmpeg` is not found or cannot be started.
     public init(
-        stream: StreamDescription, destination: ExportDestination, searchPath: String? = nil
+        stream: StreamDescription, destination: ExportDestination, searchPath: String? = nil,
+        fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(ExportError) {
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
@@ -75,7 +79,7 @@ public final class MP4Exporter: Exporter {
         let name = "ffmpeg's stdin"
         do {
             matroska = try MatroskaWriter(
-                stream: stream, destination: .fileDescriptor(input.fileDescriptor, name: name))
+                stream: stream, destination: .fileDescriptor(input.fileDescriptor, name: name), fileSystem: fileSystem)
         } catch {
             throw failure(after: error)
         }

@@ -1,4 +1,5 @@
 import RewindCore
+import RewindSystem
 
 /// Writes frames as Matroska (`.mkv`) with uncompressed video, exact per-frame timestamps and colour metadata.
 ///
@@ -29,8 +30,14 @@ public final class MatroskaWriter: Exporter {
 
     /// Opens the destination and writes the EBML header, segment info and track.
     ///
+    /// - Parameters:
+    ///   - stream: the stream every frame will belong to.
+    ///   - destination: a path, or a descriptor the caller keeps.
+    ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
     /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
-    public init(stream: StreamDescription, destination: ExportDestination) throws(ExportError) {
+    public init(
+        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem()
+    ) throws(ExportError) {
         guard let fourcc = MatroskaWriter.fourcc(stream.layout.format) else {
             throw ExportError(
                 destination: destination.description,
@@ -39,7 +46,7 @@ public final class MatroskaWriter: Exporter {
         self.stream = stream
         self.destination = destination
         self.tally = ExportTally(stream: stream)
-        self.output = try OutputFile(destination)
+        self.output = try OutputFile(destination, fileSystem: fileSystem)
         self.frameHeader = []
         frameHeader.reserveCapacity(64)
         var head = EBMLBuffer()

@@ -1,4 +1,3 @@
-import CPlatform
 import Glibc
 import RewindCore
 import RewindSystem
@@ -8,17 +7,21 @@ import RewindSystem
 ///     buffer: | pending (count bytes) | free ... capacity |
 ///     bytesWritten counts every byte accepted, pending or not.
 ///
-/// Owns the buffer, and the descriptor when it opened it (from a path): ``close()`` flushes and closes; `deinit`
-/// closes without flushing.
+/// Every system call goes through a ``FileSystem``, so faults injected there reach exports. Owns the buffer, the
+/// three `iovec`s every `writev` reuses, and the descriptor when it opened it (from a path): ``close()`` flushes
+/// and closes; `deinit` closes without flushing.
 final class OutputFile {
     let name: String
     let descriptor: Int32
+    private let fileSystem: any FileSystem
     private let ownsDescriptor: Bool
     /// Whether earlier bytes can be read back with ``read(at:into:)`` (a regular file opened read-write).
     let isReadable: Bool
     /// Whether the output is a regular file (so it can be patched with ``patch(at:_:)``).
     let isRegularFile: Bool
     private let buffer: UnsafeMutableRawBufferPointer
+    /// The pieces of one `writev`: pending bytes, then up to two caller buffers.
+    private let vectors: UnsafeMutableBufferPointer<iovec>
     private var count = 0
     private var isClosed = false
     /// Disk blocks are reserved up to this offset; released again by ``close()``.
@@ -28,14 +31,21 @@ final class OutputFile {
 
     /// Opens `destination`: creates or truncates a path (mode 0644), or adopts a descriptor the caller keeps.
     ///
+    /// - Parameters:
+    ///   - destination: the path or descriptor to write.
+    ///   - fileSystem: where the system calls go.
+    ///   - capacity: the buffer's size in bytes.
     /// - Throws: ``ExportError`` with the system's reason when the path cannot be opened.
-    init(_ destination: ExportDestination, capacity: Int = 1 << 20) throws(ExportError) {
+    init(_ destination: ExportDestination, fileSystem: any FileSystem, capacity: Int = 1 << 20) throws(ExportError) {
+        self.fileSystem = fileSystem
         switch destination {
         case .path(let path):
-            let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else {
+            let fd: Int32
+            do {
+                fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o644)
+            } catch {
                 throw ExportError(
-                    destination: path, reason: .system(action: "cannot create the file", Errno.current))
+                    destination: path, reason: .system(action: "cannot create the file", Errno(rawValue: error.code)))
             }
             descriptor = fd
             name = path
@@ -47,15 +57,16 @@ final class OutputFile {
             ownsDescriptor = false
             isReadable = false
         }
-        var status = stat()
-        isRegularFile = fstat(descriptor, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
+        isRegularFile = (try? fileSystem.isRegularFile(descriptor, path: name)) ?? false
         canReserve = ownsDescriptor && isRegularFile
         buffer = .allocate(byteCount: capacity, alignment: 16)
+        vectors = .allocate(capacity: 3)
     }
 
     deinit {
         buffer.deallocate()
-        if ownsDescriptor && !isClosed { Glibc.close(descriptor) }
+        vectors.deallocate()
+        if ownsDescriptor && !isClosed { fileSystem.close(descriptor) }
     }
 
     /// Appends `bytes`.
@@ -110,22 +121,24 @@ final class OutputFile {
     func read(at offset: Int64, into destination: UnsafeMutableRawBufferPointer) throws(ExportError) {
         precondition(isReadable, "output \(name) cannot be read back")
         try flush()
-        var done = 0
-        while done < destination.count {
-            let result = pread(
-                descriptor, destination.baseAddress! + done, destination.count - done, off_t(offset) + off_t(done))
-            if result < 0 && errno == EINTR { continue }
-            guard result > 0 else { throw failure("reading back", result < 0 ? errno : EIO) }
-            done += result
+        let done: Int
+        do {
+            done = try fileSystem.readAll(descriptor, into: destination, offset: offset, path: name)
+        } catch {
+            throw failure("reading back", error.code)
         }
+        guard done == destination.count else { throw failure("reading back", EIO) }
     }
 
     /// Overwrites bytes already written, without moving the write position (regular files only).
     func patch(at offset: Int64, _ bytes: [UInt8]) throws(ExportError) {
         precondition(isRegularFile, "output \(name) cannot be patched")
         try flush()
-        let result = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress!, $0.count, off_t(offset)) }
-        guard result == bytes.count else { throw failure("patching", result < 0 ? errno : EIO) }
+        do {
+            try fileSystem.writeAll(descriptor, bytes, offset: offset, path: name)
+        } catch {
+            throw failure("patching", error.code)
+        }
     }
 
     /// How far ahead of the write position disk blocks are reserved.
@@ -138,12 +151,18 @@ final class OutputFile {
     private func reserveAhead(_ upcoming: Int) {
         guard canReserve, bytesWritten + Int64(upcoming) > reservedEnd else { return }
         let end = bytesWritten + Int64(upcoming) + OutputFile.reservationWindow
-        let result = rewind_reserve_blocks(descriptor, end)
-        if result == 0 {
-            reservedEnd = end
-        } else {
+        do {
+            if try fileSystem.reserve(descriptor, offset: 0, length: end, path: name) {
+                reservedEnd = end
+            } else {
+                canReserve = false
+            }
+        } catch {
             canReserve = false
-            if result == ENOSPC { _ = ftruncate(descriptor, off_t(bytesWritten - Int64(count))) }
+            if error.code == ENOSPC {
+                // Release what was reserved: cut back to the bytes on disk (the pending ones are not yet).
+                try? fileSystem.ftruncate(descriptor, length: bytesWritten - Int64(count), path: name)
+            }
         }
     }
 
@@ -153,10 +172,20 @@ final class OutputFile {
         try flush()
         isClosed = true
         // Truncating to the current size frees reserved blocks past the end.
-        if reservedEnd > bytesWritten && ftruncate(descriptor, off_t(bytesWritten)) != 0 {
-            throw failure("truncating", errno)
+        if reservedEnd > bytesWritten {
+            do {
+                try fileSystem.ftruncate(descriptor, length: bytesWritten, path: name)
+            } catch {
+                if ownsDescriptor { fileSystem.close(descriptor) }
+                throw failure("truncating", error.code)
+            }
         }
-        if ownsDescriptor && Glibc.close(descriptor) != 0 { throw failure("closing", errno) }
+        guard ownsDescriptor else { return }
+        do {
+            try fileSystem.close(descriptor, path: name)
+        } catch {
+            throw failure("closing", error.code)
+        }
     }
 
     private func writeFully(_ bytes: UnsafeRawBufferPointer) throws(ExportError) {
@@ -164,41 +193,39 @@ final class OutputFile {
             bytes, UnsafeRawBufferPointer(start: nil, count: 0), UnsafeRawBufferPointer(start: nil, count: 0))
     }
 
-    /// Writes the three pieces in order with `writev(2)`, resuming after short writes.
+    /// Writes the three pieces in order with `writev(2)` at the descriptor's position, resuming after short writes.
     private func writeFully(
         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer
     ) throws(ExportError) {
-        var vectors = (iovec(), iovec(), iovec())
-        let result = withUnsafeMutableBytes(of: &vectors) { raw -> Int32 in
-            let vector = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
-            var used = 0
-            func add(_ part: UnsafeRawBufferPointer) {
-                guard part.count > 0 else { return }
-                vector[used] = iovec(
-                    iov_base: UnsafeMutableRawPointer(mutating: part.baseAddress!), iov_len: part.count)
-                used += 1
-            }
-            add(a)
-            add(b)
-            add(c)
-            var first = 0
-            while first < used {
-                let written = writev(descriptor, vector + first, Int32(used - first))
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return written < 0 ? errno : EIO }
-                var left = written
-                while first < used && left >= vector[first].iov_len {
-                    left -= vector[first].iov_len
-                    first += 1
-                }
-                if left > 0 {
-                    vector[first].iov_base += left
-                    vector[first].iov_len -= left
-                }
-            }
-            return 0
+        var used = 0
+        func add(_ part: UnsafeRawBufferPointer) {
+            guard part.count > 0 else { return }
+            vectors[used] = iovec(iov_base: UnsafeMutableRawPointer(mutating: part.baseAddress!), iov_len: part.count)
+            used += 1
         }
-        if result != 0 { throw failure("writing", result) }
+        add(a)
+        add(b)
+        add(c)
+        var first = 0
+        while first < used {
+            let written: Int
+            do {
+                let pieces = UnsafeBufferPointer(rebasing: vectors[first..<used])
+                written = try fileSystem.writev(descriptor, pieces, offset: nil, path: name)
+            } catch {
+                throw failure("writing", error.code)
+            }
+            guard written > 0 else { throw failure("writing", EIO) }
+            var left = written
+            while first < used && left >= vectors[first].iov_len {
+                left -= vectors[first].iov_len
+                first += 1
+            }
+            if left > 0 {
+                vectors[first].iov_base += left
+                vectors[first].iov_len -= left
+            }
+        }
     }
 
     private func failure(_ action: String, _ code: Int32) -> ExportError {

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import RewindCore
+import RewindSystem
 
 /// Writes frames as a YUV4MPEG2 (`.y4m`) stream at the stream's constant frame rate.
 ///
@@ -38,8 +39,14 @@ public final class Y4MWriter: Exporter {
 
     /// Opens the destination and writes the header.
     ///
+    /// - Parameters:
+    ///   - stream: the stream every frame will belong to.
+    ///   - destination: a path, or a descriptor the caller keeps.
+    ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
     /// - Throws: ``ExportError`` for a `bgra` stream or when the destination cannot be opened or written.
-    public init(stream: StreamDescription, destination: ExportDestination) throws(ExportError) {
+    public init(
+        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem()
+    ) throws(ExportError) {
         guard stream.layout.format != .bgra else {
             throw ExportError(
                 destination: destination.description, reason: .unsupportedPixelFormat(.bgra, format: .y4m))
@@ -47,7 +54,7 @@ public final class Y4MWriter: Exporter {
         self.stream = stream
         self.destination = destination
         self.tally = ExportTally(stream: stream)
-        self.output = try OutputFile(destination)
+        self.output = try OutputFile(destination, fileSystem: fileSystem)
         convertsPayload = stream.layout.format == .nv12 || stream.layout.format == .p010
         keepsCopy = !output.isReadable
         let needsScratch = convertsPayload || keepsCopy
