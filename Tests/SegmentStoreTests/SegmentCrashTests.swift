@@ -13,7 +13,7 @@ import Testing
 ///
 /// The writer is this test binary re-executed with `REWIND_CRASH_CHILD_STORE` set, running
 /// ``crashWriterChildProcess()``, which prints `DURABLE <pts>` after each successful sync.
-@Suite struct SegmentCrashTests {
+@Suite(.timeLimit(.minutes(10))) struct SegmentCrashTests {
     static let childVariable = "REWIND_CRASH_CHILD_STORE"
     static let frameFormat = (PixelFormat.nv12, 160, 120)
 

@@ -4,7 +4,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite struct SegmentRetentionTests {
+@Suite(.timeLimit(.minutes(5))) struct SegmentRetentionTests {
     @Test func budgetDeletesOldestSealedSegmentsButNotOneBeingRead() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
