@@ -134,6 +134,8 @@ public enum ExternalTools {
 
         /// Standard output so far.
         public var stdout: Data { outputData.bytes.withLock { $0 } }
+        /// Standard output so far, as text.
+        public var output: String { String(decoding: stdout, as: UTF8.self) }
         /// Standard error so far, as text.
         public var stderr: String { String(decoding: errorData.bytes.withLock { $0 }, as: UTF8.self) }
 
