@@ -79,3 +79,34 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
+
+/// Waits for every task in `group` to finish.
+///
+/// - Throws: ``WaitTimedOut`` when they have not finished within `timeout`.
+public func wait(
+    for group: DispatchGroup, until what: @autoclosure () -> String, timeout: Duration = defaultWaitTimeout,
+    file: String = #fileID, line: Int = #line
+) throws {
+    guard group.wait(timeout: .now() + timeout.seconds) == .success else {
+        throw WaitTimedOut(what: what(), timeout: timeout, file: file, line: line)
+    }
+}
+
+/// Waits for `process` to exit; one that is still running at the deadline is killed (SIGKILL).
+///
+/// - Throws: ``WaitTimedOut`` when it had to be killed.
+public func waitForExit(
+    _ process: Process, _ what: @autoclosure () -> String, timeout: Duration = ExternalTools.defaultTimeout,
+    file: String = #fileID, line: Int = #line
+) throws {
+    do {
+        try waitUntil(what(), timeout: timeout, interval: .milliseconds(5), file: file, line: line) {
+            !process.isRunning
+        }
+    } catch {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        throw error
+    }
+    process.waitUntilExit()  // returns at once: the status is set
+}

@@ -120,7 +120,7 @@ import Testing
         try writeFrames(frames, layout: stream.layout, to: &writer)
         let summary = try writer.finish()
         try pipe.fileHandleForWriting.close()
-        cat.waitUntilExit()
+        try waitForExit(cat, "cat has drained the pipe")
         #expect(summary.frames == 3)
         let packets = try ExternalTools.probe(output, ["-show_entries", "packet=pts"]).map { Int64($0[0]) }
         #expect(packets == [0, 16_666_667, 50_000_000])

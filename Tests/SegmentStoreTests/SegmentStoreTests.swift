@@ -173,7 +173,7 @@ import Testing
             box.result = Result { try readAll(store) }
         }
         thread.start()
-        while !thread.isFinished { usleep(1000) }
+        try waitUntil("the reading thread finishes") { thread.isFinished }
         return try box.result!.get()
     }
 
