@@ -49,49 +49,139 @@ public enum ExternalTools {
         throw Missing(name: name)
     }
 
+    /// A program that did not exit in time: it was sent SIGTERM, then SIGKILL.
+    public struct TimedOut: Error, CustomStringConvertible {
+        /// The command line that was run.
+        public var command: String
+        /// How long it was given.
+        public var timeout: Duration
+        /// What it wrote before it was killed.
+        public var stdout: Data
+        public var stderr: String
+        public var description: String {
+            "\(command) did not exit within \(timeout) and was killed; stderr: \(stderr.suffix(2000))"
+        }
+    }
+
+    /// The default time a program may run: a liveness bound for a loaded two-core machine, not a performance limit.
+    public static let defaultTimeout: Duration = .seconds(120)
+
     /// Runs the program at `executable` to completion, feeding `stdin` (or nothing) and collecting both outputs.
     ///
     /// A non-zero exit is not an error here: it is in the result.
+    /// - Parameter timeout: How long the program may run; then it is terminated (SIGTERM, and SIGKILL five seconds
+    ///   later).
+    /// - Throws: ``TimedOut`` when the program had to be killed; errors starting it.
     public static func execute(
-        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil
+        _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil,
+        timeout: Duration = defaultTimeout
     ) throws -> ToolResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let output = Pipe()
-        let errors = Pipe()
-        let input = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = stdin == nil ? FileHandle.nullDevice : input
-        try process.run()
-        if let stdin {
-            DispatchQueue.global().async {
-                try? input.fileHandleForWriting.write(contentsOf: stdin)
-                try? input.fileHandleForWriting.close()
+        let child = try Child(executable, arguments, stdin: stdin, environment: environment)
+        return try child.finish(timeout: timeout)
+    }
+
+    /// A program running in the background with both outputs collected, that a test can stop or await with a
+    /// deadline.
+    public final class Child: @unchecked Sendable {
+        /// The running process (for its pid, or signals a test sends).
+        public let process: Process
+        /// The command line, for messages.
+        public let command: String
+        private let exited = DispatchSemaphore(value: 0)
+        private let readers = DispatchGroup()
+        private let outputData = Collected()
+        private let errorData = Collected()
+
+        /// Bytes read from a pipe so far.
+        private final class Collected: Sendable {
+            let bytes = Mutex(Data())
+        }
+
+        /// Starts `executable` with `arguments`, feeding `stdin` (or nothing).
+        public init(
+            _ executable: String, _ arguments: [String], stdin: Data? = nil, environment: [String: String]? = nil
+        ) throws {
+            command = ([executable] + arguments).joined(separator: " ")
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = arguments
+            if let environment { process.environment = environment }
+            let output = Pipe()
+            let errors = Pipe()
+            let input = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            process.standardInput = stdin == nil ? FileHandle.nullDevice : input
+            let exited = exited
+            process.terminationHandler = { _ in exited.signal() }
+            try process.run()
+            if let stdin {
+                DispatchQueue.global().async {
+                    try? input.fileHandleForWriting.write(contentsOf: stdin)
+                    try? input.fileHandleForWriting.close()
+                }
+            }
+            for (pipe, data) in [(output, outputData), (errors, errorData)] {
+                DispatchQueue.global().async(group: readers) {
+                    while true {
+                        let chunk = pipe.fileHandleForReading.availableData
+                        if chunk.isEmpty { break }
+                        data.bytes.withLock { $0.append(chunk) }
+                    }
+                }
             }
         }
-        let errorData = Mutex(Data())
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) {
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            errorData.withLock { $0 = data }
+
+        /// Standard output so far.
+        public var stdout: Data { outputData.bytes.withLock { $0 } }
+        /// Standard output so far, as text.
+        public var output: String { String(decoding: stdout, as: UTF8.self) }
+        /// Standard error so far, as text.
+        public var stderr: String { String(decoding: errorData.bytes.withLock { $0 }, as: UTF8.self) }
+
+        /// Waits up to `timeout` for the program to exit.
+        ///
+        /// - Returns: whether it exited.
+        public func waitForExit(timeout: Duration) -> Bool {
+            guard exited.wait(timeout: .now() + timeout.seconds) == .success else { return false }
+            exited.signal()  // for finish()
+            return true
         }
-        let outputData = output.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
-        process.waitUntilExit()
-        return ToolResult(
-            status: process.terminationStatus, stdout: outputData,
-            stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+
+        /// Waits up to `timeout` for the program to exit, else terminates it (SIGTERM, then SIGKILL five seconds
+        /// later); then collects what it wrote.
+        ///
+        /// - Throws: ``TimedOut`` when it had to be killed.
+        public func finish(timeout: Duration = ExternalTools.defaultTimeout) throws -> ToolResult {
+            var timedOut = false
+            if exited.wait(timeout: .now() + timeout.seconds) != .success {
+                timedOut = true
+                process.terminate()
+                if exited.wait(timeout: .now() + 5) != .success {
+                    kill(process.processIdentifier, SIGKILL)
+                    _ = exited.wait(timeout: .now() + 30)
+                }
+            }
+            // The pipes reach end of file when the program exits, unless a program it started still holds them.
+            _ = readers.wait(timeout: .now() + (timedOut ? 5 : 30))
+            exited.signal()  // for a later finish()
+            if timedOut || process.isRunning {
+                throw TimedOut(command: command, timeout: timeout, stdout: stdout, stderr: stderr)
+            }
+            process.waitUntilExit()  // returns at once: the status is set
+            return ToolResult(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        }
     }
 
     /// Runs `name` from PATH with `arguments`, feeding `input` on stdin; returns its standard output.
     ///
-    /// - Throws: ``Missing`` when the tool is absent, ``Failed`` when it exits non-zero.
+    /// - Throws: ``Missing`` when the tool is absent, ``Failed`` when it exits non-zero, ``TimedOut`` when it runs
+    ///   longer than `timeout`.
     @discardableResult
-    public static func run(_ name: String, _ arguments: [String], input: Data? = nil) throws -> Data {
-        let result = try execute(try locate(name), arguments, stdin: input)
+    public static func run(
+        _ name: String, _ arguments: [String], input: Data? = nil, timeout: Duration = defaultTimeout
+    ) throws -> Data {
+        let result = try execute(try locate(name), arguments, stdin: input, timeout: timeout)
         guard result.status == 0 else {
             throw Failed(
                 command: ([name] + arguments).joined(separator: " "), status: result.status, stderr: result.stderr)

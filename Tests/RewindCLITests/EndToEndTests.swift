@@ -1,4 +1,5 @@
 import Foundation
+import RewindTesting
 import Testing
 
 /// A YUV4MPEG2 test source made by ffmpeg, and what ffmpeg says its frames are.
@@ -58,7 +59,7 @@ func info(_ store: String) throws -> [String: Any] {
     return try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any] ?? [:]
 }
 
-@Suite struct EndToEndTests {
+@Suite(.timeLimit(.minutes(10))) struct EndToEndTests {
     @Test(arguments: [("320x240", "30000/1001", 90), ("321x241", "25", 60), ("640x360", "60", 150)])
     func y4mRecordThenClipIsFrameExactAcrossSegments(size: String, rate: String, frameCount: Int) throws {
         let directory = try Tool.temporaryDirectory()
@@ -211,18 +212,20 @@ func info(_ store: String) throws -> [String: Any] {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Tool.rewindPath)
-        process.arguments = ["record", "--store", store, "--input", "synthetic:320x240@60", "--realtime"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        usleep(1_500_000)
-        process.interrupt()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@60", "--realtime",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        // Interrupted once it has recorded half a second (it serves its socket while recording).
+        try waitUntil("the recorder holds more than 30 frames in memory", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return ((object?["live"] as? [String: Any])?["memory_frames"] as? Int ?? 0) > 30
+        }
+        recorder.process.interrupt()
+        let finished = try recorder.finish()
+        let text = finished.output
+        #expect(finished.status == 0, "\(finished.stderr)")
         #expect(text.contains("stopped"))
         // "recorded N frames …; N durable"
         let words = text.split(separator: " ")

@@ -1,18 +1,10 @@
 import Foundation
 import Glibc
+import RewindTesting
 import Testing
 
 /// `rewind record` serves saves while it records: `rewind save` through DIR/rewind.sock, and SIGUSR1.
-@Suite struct LiveRecorderTests {
-    /// Waits (polling, at most `seconds`) for `condition`; a liveness bound, not a performance limit.
-    func eventually(_ seconds: Double, _ condition: () throws -> Bool) rethrows -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try condition() { return true }
-            usleep(20_000)
-        }
-        return try condition()
-    }
+@Suite(.timeLimit(.minutes(5))) struct LiveRecorderTests {
 
     func probe(_ path: String, _ entries: String) throws -> String {
         let result = try Tool.run(
@@ -25,21 +17,19 @@ import Testing
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Tool.rewindPath)
-        process.arguments = [
+        let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--window", "3s",
-        ]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
+        ])
+        let process = recorder.process
         defer { if process.isRunning { process.terminate() } }
         let socket = store + "/rewind.sock"
-        // Three seconds recorded: the socket is up and the window is full.
-        #expect(eventually(30) { FileManager.default.fileExists(atPath: socket) })
-        usleep(3_000_000)
+        // Three seconds recorded: the socket is up and the window (3 s at 30 fps, and the frame that ends it) is full.
+        try waitUntil("the recorder serves \(socket)") { FileManager.default.fileExists(atPath: socket) }
+        try waitUntil("the live recorder holds a full window of 91 frames", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return (object?["live"] as? [String: Any])?["memory_frames"] as? Int == 91
+        }
 
         // A save through the socket comes from memory: the last 2 s, 60 frames at 30 fps, written by the recorder.
         let clip = directory.appendingPathComponent("live.mkv").path
@@ -77,17 +67,18 @@ import Testing
         func exported() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []).filter { $0.hasSuffix(".mkv") }
         }
-        #expect(eventually(30) { exported().count == 1 })
+        try waitUntil("SIGUSR1 wrote one clip into \(exports)") { exported().count == 1 }
         let saved = exports + "/" + (exported().first ?? "missing")
-        #expect(eventually(30) { (try? probe(saved, "stream=nb_read_frames")) == "90" })
+        try waitUntil("the SIGUSR1 clip holds 90 frames", interval: .milliseconds(50)) {
+            (try? probe(saved, "stream=nb_read_frames")) == "90"
+        }
 
         // SIGINT: the recorder finishes, removes its socket, and `rewind save` reads the disk instead.
         process.interrupt()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let log = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(log)")
-        #expect(text.contains("recorded"))
+        let finished = try recorder.finish()
+        let log = finished.stderr
+        #expect(finished.status == 0, "\(log)")
+        #expect(finished.output.contains("recorded"))
         #expect(log.contains("saved: wrote 90 frames"), "\(log)")
         #expect(!FileManager.default.fileExists(atPath: socket))
         let fromDisk = directory.appendingPathComponent("disk.y4m").path

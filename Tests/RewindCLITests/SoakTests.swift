@@ -1,4 +1,5 @@
 import Foundation
+import RewindTesting
 import Testing
 
 /// The keys `rewind soak --report` promises (DESIGN: machine-readable outputs).
@@ -20,7 +21,7 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
     return (result, object)
 }
 
-@Suite struct SoakTests {
+@Suite(.timeLimit(.minutes(10))) struct SoakTests {
     @Test func aShortSoakThroughEveryKindOfEventPassesWithACompleteReportAndChart() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

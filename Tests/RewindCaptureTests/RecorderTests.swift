@@ -11,6 +11,9 @@ import Synchronization
 import Testing
 
 /// A file system whose writes wait while a gate is closed: a spill stage stalled on a slow disk.
+///
+/// A write waits at most two minutes, then goes ahead: a test that fails before it opens the gate cannot leave the
+/// spill thread, and the recorder's `finish()`, waiting for ever.
 final class GatedFileSystem: FileSystem {
     private let base = POSIXFileSystem()
     private let isOpen = Atomic<Bool>(true)
@@ -23,7 +26,7 @@ final class GatedFileSystem: FileSystem {
     private func waitForGate() {
         guard !isOpen.load(ordering: .acquiring) else { return }
         waitedWrites.add(1, ordering: .relaxed)
-        while !isOpen.load(ordering: .acquiring) { usleep(1000) }
+        try? waitUntil("the test opens the gate", timeout: .seconds(120)) { isOpen.load(ordering: .acquiring) }
     }
 
     func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
@@ -91,7 +94,20 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
     return (indexes, split)
 }
 
-@Suite struct RecorderTests {
+/// Waits until the spill stage has written every frame the recorder accepted.
+func waitUntilSpilled(_ recorder: Recorder, file: String = #fileID, line: Int = #line) throws {
+    try waitUntil("the spill stage has written every accepted frame", file: file, line: line) {
+        recorder.unspilledFrames == 0
+    }
+}
+
+/// The index (from the synthetic mark's frame numbering) of the oldest frame in the ring.
+func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64 {
+    let first = try #require(recorder.ring.statistics.firstPTSNanoseconds, "the ring is empty")
+    return try #require((0..<feed.index).first { feed.pts($0) == first }, "no frame has pts \(first)")
+}
+
+@Suite(.timeLimit(.minutes(5))) struct RecorderTests {
     @Test func queriesMergeDiskAndMemoryExactlyOnceWhileRecording() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(
@@ -105,11 +121,14 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             #expect(outcome == .stored(sequence: UInt64(feed.index)))
         }
 
-        // Ring: the last second; disk: everything. A range across the boundary comes from both, once each.
+        // Ring: the last second; disk: everything. A range across the boundary comes from both, once each: what
+        // the ring still holds from memory, the rest from disk.
+        try waitUntilSpilled(recorder)
+        let oldestInRing = try oldestIndexInRing(recorder, feed)
+        #expect((539...540).contains(oldestInRing), "the ring holds the last second (60 frames at 60 fps)")
         let (indexes, split) = try verifiedIndexes(recorder, feed.pts(7)..<feed.pts(590))
         #expect(indexes == Array(7..<590))
-        #expect(split.fromDisk > 0 && split.fromMemory > 0)
-        #expect(split.fromMemory <= 61)
+        #expect(split.fromDisk == Int(oldestInRing - 7) && split.fromMemory == Int(590 - oldestInRing), "\(split)")
 
         // A range held in memory decodes nothing from disk, even when it starts between two frames.
         let decodedBefore = store.framesDecoded
@@ -137,7 +156,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             #expect(got == Array(start..<end), "range [\(start), \(end)) frames")
             checks += 1
         }
-        produced.wait()
+        try wait(for: produced, until: "the producer thread has appended 600 more frames")
         let statistics = try recorder.finish()
         #expect(statistics.framesAccepted == 1200)
         #expect(statistics.framesDurable == 1200)
@@ -148,6 +167,10 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
 
     /// A query slower than the camera, over everything in memory: it pins a few frames at a time, reads what the
     /// ring evicted meanwhile from disk, and the producer never drops a frame because of it.
+    ///
+    /// The camera is driven by the query itself, so the interleaving is the same on every run: for each frame the
+    /// query delivers, two new frames arrive (a live camera: it never waits for room), and the spill stage writes
+    /// them before the query goes on. The ring holds 64 frames; the query pins 8 at a time.
     @Test func aSlowQueryOverTheWholeRingNeverMakesTheProducerDrop() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
@@ -159,29 +182,27 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
-        while recorder.unspilledFrames > 0 { usleep(1000) }
-        #expect(recorder.ring.statistics.frames <= 64)
-        // A live camera: it never waits; a frame every millisecond.
-        let produced = DispatchSemaphore(value: 0)
-        let producer = Thread { [feed] in
-            var feed = feed
-            for _ in 0..<150 {
-                _ = try? feed.appendNext(to: recorder)
-                usleep(1000)
-            }
-            produced.signal()
-        }
-        producer.start()
+        try waitUntilSpilled(recorder)
+        // Frames 0…35 are on disk only, 36…99 in the ring too.
+        #expect(recorder.ring.statistics.frames == 64)
+        #expect(try oldestIndexInRing(recorder, feed) == 36)
         var indexes: [Int64] = []
+        var outcomes: [AppendOutcome] = []
         let split = try recorder.frames(in: 0..<feed.pts(100)) { view in
             if let mark = SyntheticCamera.verify(view) { indexes.append(mark.index) }
-            usleep(2000)
+            if outcomes.count < 150 {
+                for _ in 0..<2 { outcomes.append(try feed.appendNext(to: recorder)) }
+                try waitUntilSpilled(recorder)
+            }
             return true
         }
-        produced.wait()
         let statistics = try recorder.finish()
         #expect(indexes == Array(0..<100))
-        #expect(split.fromDisk >= 36, "\(split)")
+        #expect(outcomes.count == 150)
+        #expect(outcomes.allSatisfy { if case .stored = $0 { true } else { false } }, "\(outcomes)")
+        // 36 frames from disk; by then the 72 new frames have pushed 36…43 out (they stay readable, pinned) and
+        // all the rest of 44…99, so everything after the first batch comes from disk too.
+        #expect(split.fromDisk == 92 && split.fromMemory == 8, "\(split)")
         #expect(statistics.totalDrops == 0, "\(statistics.drops)")
         #expect(statistics.framesDurable == 250)
     }
@@ -208,6 +229,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             stream: feed.stream, store: store,
             configuration: RecorderConfiguration(window: 60_000_000_000, memoryBudget: budget))
         disk.close()
+        defer { disk.open() }
         var stored = 0
         var dropped = 0
         for _ in 0..<300 {
@@ -223,7 +245,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
         #expect(recorder.statistics.drops[.spillBehind] == dropped)
         // After the stall: a frame resumes the stream, and the gap is on record.
         disk.open()
-        while recorder.unspilledFrames > 0 { usleep(1000) }
+        try waitUntilSpilled(recorder)
         _ = try feed.appendNext(to: recorder)
         let statistics = try recorder.finish()
         #expect(statistics.framesDurable == stored + 1, "every accepted frame is durable")
@@ -282,8 +304,13 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             stream: feed.stream, store: store,
             configuration: RecorderConfiguration(
                 window: 60_000_000_000, memoryBudget: 40 * 16 * 4096, backpressure: .dropOldestUnspilled))
+        // The first frame is written before the disk stalls, so the loss that follows lies between two written
+        // frames and is recorded as a gap however the spill thread is scheduled.
+        #expect(try feed.appendNext(to: recorder) == .stored(sequence: 1))
+        try waitUntilSpilled(recorder)
         disk.close()
-        for _ in 0..<300 { #expect(try feed.appendNext(to: recorder) != .dropped(.memoryBudget)) }
+        defer { disk.open() }
+        for _ in 1..<300 { #expect(try feed.appendNext(to: recorder) != .dropped(.memoryBudget)) }
         disk.open()
         let statistics = try recorder.finish()
         let lost = statistics.drops[.evictedBeforeSpill] ?? 0
@@ -305,7 +332,7 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             configuration: RecorderConfiguration(
                 window: 60_000_000_000, memoryBudget: 200 * frameBytes, minimumBudget: minimum))
         for _ in 0..<300 { _ = try feed.appendNext(to: recorder) }
-        while recorder.unspilledFrames > 0 { usleep(1000) }
+        try waitUntilSpilled(recorder)
         let before = recorder.ring.statistics.mappedBytes
         recorder.setPressure(.critical)
         let after = recorder.ring.statistics
@@ -351,14 +378,11 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
-        // Give the spill thread time to catch up with what is due; what is newer than 3/4 of the window stays.
-        var spilled = recorder.statistics.framesSpilled
-        for _ in 0..<200 where spilled < 300 - 46 {
-            usleep(5000)
-            spilled = recorder.statistics.framesSpilled
-        }
-        #expect(spilled <= 300 - 45, "frames younger than 3/4 of the window are not written yet")
-        #expect(spilled >= 300 - 60 - 9, "frames leaving the window were written")
+        // Frames 0…254 are at least 3/4 of the window (45 frames at 60 fps) older than frame 299: the spill stage
+        // writes exactly those, and keeps the 45 newer ones in memory only.
+        try waitUntil("the spill stage has written the 255 frames due") { recorder.statistics.framesSpilled >= 255 }
+        #expect(recorder.statistics.framesSpilled == 255, "frames younger than 3/4 of the window are not written yet")
+        #expect(recorder.unspilledFrames == 45)
         let statistics = try recorder.finish()
         #expect(statistics.framesDurable == 300)
         #expect(statistics.totalDrops == 0)
@@ -373,12 +397,11 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
             directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
         let recorder = try Recorder(
             stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
-        func drain() { while recorder.unspilledFrames > 0 { usleep(1000) } }
         for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
-        drain()
+        try waitUntilSpilled(recorder)
         disk.setDiskFull(true)
         for _ in 0..<5 { _ = try feed.appendNext(to: recorder) }
-        drain()
+        try waitUntilSpilled(recorder)
         disk.setDiskFull(false)
         for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
         let statistics = try recorder.finish()
@@ -433,8 +456,9 @@ func verifiedIndexes(_ recorder: Recorder, _ range: Range<Int64>) throws -> (ind
                 window: 60_000_000_000, memoryBudget: 40 * slab, minimumBudget: 10 * slab))
         // Each round, the spill stage is stalled with a batch pinned and frames waiting behind it when the budget
         // is cut to ten frames (a ring smaller than four batches); then the producer records as a file input does.
+        defer { disk.open() }
         for _ in 0..<5 {
-            while recorder.unspilledFrames > 0 { usleep(1000) }
+            try waitUntilSpilled(recorder)
             disk.close()
             for _ in 0..<30 { _ = try feed.appendNext(to: recorder) }
             recorder.setPressure(.critical)

@@ -31,7 +31,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
     return indexes
 }
 
-@Suite struct RecorderControlTests {
+@Suite(.timeLimit(.minutes(5))) struct RecorderControlTests {
     /// A recorder with 3 s (180 frames) recorded, its control serving, and a producer that keeps appending.
     final class LiveRecorder: @unchecked Sendable {
         let directory: String
@@ -83,7 +83,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         func finish(producing: Bool) throws {
             if producing {
                 stopProducer.store(true, ordering: .releasing)
-                producerDone.wait()
+                try wait(for: producerDone, until: "the producer thread stops")
             }
             control.stop()
             _ = try recorder.finish()
@@ -117,7 +117,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
                 }
             }
         }
-        group.wait()
+        try wait(for: group, until: "three overlapping saves are answered")
         try live.finish(producing: true)
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         for (number, path) in paths.enumerated() {
@@ -158,11 +158,11 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         #expect(try exportedIndexes(namedPath, layout: live.feed.stream.layout) == Array(165..<180))
         live.control.requestSave()
         var windowSave: ExportSummary?
-        for _ in 0..<2000 where windowSave == nil {
+        try waitUntil("requestSave() has written the window into a file") {
             windowSave = live.saves.summaries.withLock { saves in
                 saves.compactMap { $0 }.first { $0.path != namedPath && $0.format == .matroska }
             }
-            usleep(5000)
+            return windowSave != nil
         }
         let window = try #require(windowSave, "requestSave() made no file")
         #expect(window.frames == 120)
@@ -269,6 +269,9 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         }
         if connected != 0 { close(fd) }
         try #require(connected == 0)
+        // A reply that never comes fails the read after 30 s instead of hanging the test.
+        var limit = timeval(tv_sec: 30, tv_usec: 0)
+        try #require(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size)) == 0)
         return fd
     }
 

@@ -4,7 +4,7 @@ import RewindTesting
 import Testing
 
 /// The usage example at the top of `RewindKit.swift` and in the README, compiled and run as written.
-@Suite struct UsageExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct UsageExampleTests {
     /// Opens a store, records 8 seconds of a camera, and saves the last 5 s.
     static func saveTheLastFiveSeconds(storeDirectory: String, clipPath: String) throws -> ExportSummary {
         // Open (or create) a store: segment files and an SQLite index in one directory.

@@ -5,7 +5,7 @@ import RewindMedia
 import RewindTesting
 import Testing
 
-@Suite struct MatroskaWriterTests {
+@Suite(.timeLimit(.minutes(5))) struct MatroskaWriterTests {
     func decodeRaw(_ path: String, pixelFormat: String? = nil) throws -> [UInt8] {
         var arguments = ["-hide_banner", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough"]
         if let pixelFormat { arguments += ["-pix_fmt", pixelFormat] }
@@ -120,7 +120,7 @@ import Testing
         try writeFrames(frames, layout: stream.layout, to: &writer)
         let summary = try writer.finish()
         try pipe.fileHandleForWriting.close()
-        cat.waitUntilExit()
+        try waitForExit(cat, "cat has drained the pipe")
         #expect(summary.frames == 3)
         let packets = try ExternalTools.probe(output, ["-show_entries", "packet=pts"]).map { Int64($0[0]) }
         #expect(packets == [0, 16_666_667, 50_000_000])

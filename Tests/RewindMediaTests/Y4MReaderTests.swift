@@ -5,7 +5,7 @@ import RewindMedia
 import RewindTesting
 import Testing
 
-@Suite struct Y4MReaderTests {
+@Suite(.timeLimit(.minutes(5))) struct Y4MReaderTests {
     struct Source: Sendable, CustomStringConvertible {
         var width: Int
         var height: Int

@@ -12,19 +12,25 @@ import Testing
 /// there and bit-exact, and nothing damaged is ever returned.
 ///
 /// The writer is this test binary re-executed with `REWIND_CRASH_CHILD_STORE` set, running
-/// ``crashWriterChildProcess()``, which prints `DURABLE <pts>` after each successful sync.
-@Suite struct SegmentCrashTests {
+/// ``crashWriterChildProcess()`` (enabled only then), which prints `START <frame>` and then `DURABLE <pts>` after
+/// each successful sync. The parent checks that each child started, reported durable frames, was still writing when
+/// it was killed and died of that kill, so a child that ran nothing cannot pass for one that was killed.
+@Suite(.timeLimit(.minutes(10))) struct SegmentCrashTests {
     static let childVariable = "REWIND_CRASH_CHILD_STORE"
     static let frameFormat = (PixelFormat.nv12, 160, 120)
+    /// A child writes at most this long: if its parent dies, it does not write for ever.
+    static let childLifetime: Duration = .seconds(120)
+
+    static var childStore: String? { ProcessInfo.processInfo.environment[childVariable] }
 
     static func makeFrames() throws -> TestFrames {
         try TestFrames(format: frameFormat.0, width: frameFormat.1, height: frameFormat.2)
     }
 
     /// The child: appends frames after whatever the store already holds, syncing every few frames, until killed.
-    /// Does nothing in a normal test run.
-    @Test func crashWriterChildProcess() throws {
-        guard let directory = ProcessInfo.processInfo.environment[Self.childVariable] else { return }
+    @Test(.enabled(if: childStore != nil, "runs only as the child of killNineAtRandomMomentsLosesNothingDurable"))
+    func crashWriterChildProcess() throws {
+        let directory = try #require(Self.childStore)
         let frames = try Self.makeFrames()
         let store = try SegmentStore.open(
             directory: directory,
@@ -33,13 +39,17 @@ import Testing
         let last = try store.summary().lastPTS
         var i = last.map { Int($0 / frames.stream.frameDuration.nanoseconds!) + 1 } ?? 0
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-        while true {
+        FileHandle.standardOutput.write(Data("START \(i)\n".utf8))
+        let clock = ContinuousClock()
+        let end = clock.now + Self.childLifetime
+        while clock.now < end {
             try writer.append(frames.frame(i))
             if i % 3 == 2, let pts = try writer.sync() {
                 FileHandle.standardOutput.write(Data("DURABLE \(pts)\n".utf8))
             }
             i += 1
         }
+        Issue.record("the child was not killed within \(Self.childLifetime)")
     }
 
     @Test func killNineAtRandomMomentsLosesNothingDurable() throws {
@@ -49,29 +59,32 @@ import Testing
         defer { frames.deallocate() }
         let binary = ProcessInfo.processInfo.arguments[0]
         var durable: Set<Int64> = []
+        var framesBefore = 0
         var rng = SystemRandomNumberGenerator()
         for round in 0..<12 {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: binary)
-            child.arguments = ["--testing-library", "swift-testing", "--filter", "crashWriterChildProcess"]
-            child.environment = ProcessInfo.processInfo.environment.merging([Self.childVariable: dir.path]) { $1 }
-            let pipe = Pipe()
-            child.standardOutput = pipe
-            child.standardError = FileHandle.nullDevice
-            try child.run()
+            let child = try ExternalTools.Child(
+                binary, ["--testing-library", "swift-testing", "--filter", "crashWriterChildProcess"],
+                environment: ProcessInfo.processInfo.environment.merging([Self.childVariable: dir.path]) { $1 })
+            defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
             // Wait for the first durable frame of this round, then kill at a random moment after it.
-            let reader = pipe.fileHandleForReading
-            var text = ""
-            while !text.contains("DURABLE") && child.isRunning {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
+            try waitUntil("round \(round): the child reports a durable frame or exits") {
+                child.output.contains("DURABLE") || !child.process.isRunning
             }
             usleep(UInt32.random(in: 0..<150_000, using: &rng))
-            kill(child.processIdentifier, SIGKILL)
-            child.waitUntilExit()
-            text += String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-            let reported = text.split(separator: "\n").compactMap { line -> Int64? in
+            try #require(
+                child.process.isRunning,
+                "round \(round): the child exited before it was killed: \(child.output) \(child.stderr.suffix(2000))")
+            kill(child.process.processIdentifier, SIGKILL)
+            let result = try child.finish(timeout: .seconds(30))
+            #expect(
+                child.process.terminationReason == .uncaughtSignal && result.status == SIGKILL,
+                "round \(round): the child died of the kill")
+            let lines = result.output.split(separator: "\n")
+            #expect(
+                lines.first == "START \(framesBefore)",
+                "round \(round): the child started after the \(framesBefore) frames the store held: \(lines.first ?? "")"
+            )
+            let reported = lines.compactMap { line -> Int64? in
                 guard line.hasPrefix("DURABLE ") else { return nil }
                 return Int64(line.dropFirst("DURABLE ".count))
             }
@@ -80,6 +93,8 @@ import Testing
 
             let store = try SegmentStore.open(directory: dir.path)
             let read = try readAll(store)
+            #expect(read.count > framesBefore, "round \(round): the child added frames")
+            framesBefore = read.count
             let present = Set(read.map(\.0))
             for pts in durable { #expect(present.contains(pts), "round \(round): durable pts \(pts) lost") }
             let duration = frames.stream.frameDuration.nanoseconds!
@@ -90,5 +105,6 @@ import Testing
             let report = try store.verify(repair: false)
             #expect(report.clean, "round \(round): \(report.damaged) \(report.problems)")
         }
+        #expect(durable.count >= 12, "every round made frames durable")
     }
 }

@@ -4,7 +4,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite struct SegmentRetentionTests {
+@Suite(.timeLimit(.minutes(5))) struct SegmentRetentionTests {
     @Test func budgetDeletesOldestSealedSegmentsButNotOneBeingRead() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -75,22 +75,32 @@ import Testing
         defer { dir.remove() }
         let frames = try TestFrames(format: .gray8, width: 64, height: 48)
         defer { frames.deallocate() }
+        let clock = ManualClock()
         do {
-            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(workerCount: 1))
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(workerCount: 1, now: clock.now))
             let old = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 0..<5 { try old.append(frames.frame(i)) }
             try old.close()
-            usleep(400_000)
+            clock.advance(by: .milliseconds(400))
             let recent = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 5..<10 { try recent.append(frames.frame(i)) }
             try recent.close()
         }
+        let rows = try SegmentStore.openReadOnly(directory: dir.path).index.segments()
+        #expect(rows.map(\.sealedWallNanoseconds) == [clock.now() - 400_000_000, clock.now()], "sealed by the clock")
         let store = try SegmentStore.open(
-            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: 200_000_000))
-        let report = try store.enforceRetention()
-        #expect(report.deleted == ["000001.seg"])
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: 200_000_000, now: clock.now))
+        // Segment 1 is 400 ms old, segment 2 just sealed.
+        #expect(try store.enforceRetention().deleted == ["000001.seg"])
         #expect(dir.segmentFiles() == ["000002.seg"])
         #expect(try readAll(store).map(\.0) == (5..<10).map { frames.pts($0) })
+        // Exactly at the limit a segment stays; a nanosecond later it goes.
+        clock.advance(by: .milliseconds(200))
+        #expect(try store.enforceRetention().deleted.isEmpty)
+        clock.advance(by: .nanoseconds(1))
+        #expect(try store.enforceRetention().deleted == ["000002.seg"])
+        #expect(dir.segmentFiles().isEmpty)
     }
 
     @Test func halfDoneDeleteIsFinishedByRecovery() throws {

@@ -4,7 +4,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite struct SegmentStoreTests {
+@Suite(.timeLimit(.minutes(5))) struct SegmentStoreTests {
     @Test func writesAndReadsBackBitExactAcrossSegments() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -173,7 +173,7 @@ import Testing
             box.result = Result { try readAll(store) }
         }
         thread.start()
-        while !thread.isFinished { usleep(1000) }
+        try waitUntil("the reading thread finishes") { thread.isFinished }
         return try box.result!.get()
     }
 

@@ -6,7 +6,7 @@ import Testing
 
 @testable import SegmentStore
 
-@Suite struct StoreIndexConcurrencyTests {
+@Suite(.timeLimit(.minutes(5))) struct StoreIndexConcurrencyTests {
     /// Other processes (`sqlite3` shells, opened afresh in a loop and one kept open) and a read-only connection in
     /// this process read while this process records batches, seals segments and checkpoints: no reader may see
     /// "database is locked", and each reader's frame count only grows.
@@ -77,7 +77,7 @@ import Testing
             finished.signal()
         }
         thread.start()
-        firstRead.wait()
+        try wait(for: firstRead, until: "the in-process reader has read once")
 
         // The writer: 600 batches of 60 frames (10 minutes of 60 fps), a segment sealed every 30 batches.
         var segment = try index.insertSegment(
@@ -96,11 +96,11 @@ import Testing
         }
         #expect(FileManager.default.createFile(atPath: stopFile, contents: nil))
         done.store(true, ordering: .releasing)
-        finished.wait()
-        shell.waitUntilExit()
+        try wait(for: finished, until: "the in-process reader stops")
+        try waitForExit(shell, "the sqlite3 shell loop sees the stop file and exits")
         try input.fileHandleForWriting.write(contentsOf: Data((query + "\n").utf8))
         try input.fileHandleForWriting.close()
-        longLived.waitUntilExit()
+        try waitForExit(longLived, "the long-lived sqlite3 shell exits at the end of its input")
 
         #expect(readerFailures.withLock { $0 }.isEmpty, "in-process reader: \(readerFailures.withLock { $0 })")
         let inProcess = readerCounts.withLock { $0 }

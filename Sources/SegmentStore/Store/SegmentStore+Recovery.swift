@@ -289,6 +289,6 @@ extension SegmentStore {
                 report.problems.append("could not index segment \(fileName): \(error)")
             }
         }
-        try index.sealSegment(id: segmentID, fileName: fileName)
+        try index.sealSegment(id: segmentID, fileName: fileName, sealedWallNanoseconds: options.now())
     }
 }

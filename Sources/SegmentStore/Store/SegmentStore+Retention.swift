@@ -36,7 +36,7 @@ extension SegmentStore {
             sizes[row.id] = size
             total += size
         }
-        let now = System.wallClockNanoseconds()
+        let now = options.now()
         for row in rows where row.state == .sealed {
             let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
             let tooOld =

@@ -21,7 +21,7 @@ public struct StoreOptions: Sendable {
     public var segmentMaxBytes: Int
     /// Retention: the segment files may use at most this many bytes; the oldest sealed segments go first.
     public var diskBudget: Int?
-    /// Retention: sealed segments older than this many nanoseconds (wall clock) are deleted.
+    /// Retention: sealed segments older than this many nanoseconds (by ``now``) are deleted.
     public var maxAge: Int64?
     /// A writer `fdatasync`s (and adds its index rows) at least every this many nanoseconds of pts.
     public var syncInterval: Int64
@@ -34,12 +34,16 @@ public struct StoreOptions: Sendable {
     public var codecPolicy: CodecPolicy
     /// Every system call on files goes through this.
     public var fileSystem: any FileSystem
+    /// The wall clock, Unix epoch nanoseconds: when segments are created and sealed, and what ``maxAge`` is
+    /// measured against. Tests pass a clock they advance themselves.
+    public var now: @Sendable () -> Int64
 
     public init(
         keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
         segmentMaxDuration: Int64 = 60 * 1_000_000_000, segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
         maxAge: Int64? = nil, syncInterval: Int64 = 1_000_000_000, chunkSize: Int = StoreOptions.defaultChunkSize,
-        codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem()
+        codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem(),
+        now: @escaping @Sendable () -> Int64 = System.wallClockNanoseconds
     ) {
         precondition(keyInterval >= 1, "key interval must be at least 1")
         precondition(workerCount >= 1, "worker count must be at least 1")
@@ -54,6 +58,7 @@ public struct StoreOptions: Sendable {
         self.chunkSize = chunkSize
         self.codecPolicy = codecPolicy
         self.fileSystem = fileSystem
+        self.now = now
     }
 }
 

@@ -176,7 +176,7 @@ public final class StreamWriter {
         let header = SegmentHeader(
             stream: stream.description, streamName: stream.name, sequence: store.allocateSequence(),
             keyInterval: store.options.keyInterval, chunkSize: store.options.chunkSize,
-            createdWallNanoseconds: System.wallClockNanoseconds())
+            createdWallNanoseconds: store.options.now())
         let writer: SegmentFileWriter
         do {
             writer = try SegmentFileWriter(
@@ -222,7 +222,8 @@ public final class StreamWriter {
         } catch {
             try fail(error)
         }
-        try store.index.sealSegment(id: segmentID, fileName: sealedName)
+        try store.index.sealSegment(
+            id: segmentID, fileName: sealedName, sealedWallNanoseconds: store.options.now())
         sealedFileNames.append(sealedName)
         durableBefore += open.frameCount
         segment = nil
@@ -256,7 +257,8 @@ public final class StreamWriter {
             try? store.fileSystem.unlink(open.path)
             try? store.index.removeSegment(id: segmentID)
         } else if let sealedName = try? open.seal() {
-            try? store.index.sealSegment(id: segmentID, fileName: sealedName)
+            try? store.index.sealSegment(
+                id: segmentID, fileName: sealedName, sealedWallNanoseconds: store.options.now())
         } else {
             open.close()
             unsealed.append((segmentID, open))
@@ -280,7 +282,8 @@ public final class StreamWriter {
                     directory: store.segmentsDirectory, fileName: writer.fileName, header: writer.header, scan: scan,
                     fileSystem: store.fileSystem)
             else { return false }
-            return (try? store.index.sealSegment(id: id, fileName: name)) != nil
+            return (try? store.index.sealSegment(id: id, fileName: name, sealedWallNanoseconds: store.options.now()))
+                != nil
         }
     }
 }
