@@ -17,6 +17,12 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The error number (`ENOSPC`, `EIO`, …).
     public let code: Int32
 
+    /// Describes a failed call.
+    ///
+    /// - Parameters:
+    ///   - operation: the system call's name, as it appears in messages (`open`, `pwrite`, …).
+    ///   - path: the file or directory the call was about, or a name for a descriptor it did not open.
+    ///   - code: the `errno` the call left.
     public init(operation: String, path: String, code: Int32) {
         self.operation = operation
         self.path = path
@@ -26,6 +32,8 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     /// Whether the error means the disk (or quota) is full.
     public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT }
 
+    /// The call, the path, the C library's words for the error and its number, on one line
+    /// (`pwrite 'a.seg' failed: No space left on device (errno 28)`).
     public var description: String {
         "\(operation) '\(path)' failed: \(Errno(rawValue: code)) (errno \(code))"
     }
@@ -110,7 +118,9 @@ extension FileSystem {
         }
     }
 
-    /// Writes all of an array's bytes at `offset`.
+    /// Writes all of an array's bytes at `offset`, looping over short writes.
+    ///
+    /// - Throws: ``FileSystemError`` from the first failing write; some bytes may have been written before it.
     public func writeAll(_ fd: Int32, _ bytes: [UInt8], offset: Int64, path: String) throws(FileSystemError) {
         var failure: FileSystemError?
         bytes.withUnsafeBytes { raw in
@@ -119,7 +129,10 @@ extension FileSystem {
         if let failure { throw failure }
     }
 
-    /// Reads exactly `buffer.count` bytes at `offset`; returns the bytes actually read (fewer only at end of file).
+    /// Reads exactly `buffer.count` bytes at `offset`, looping over short reads.
+    ///
+    /// - Returns: the bytes actually read, fewer than `buffer.count` only at end of file.
+    /// - Throws: ``FileSystemError`` from the first failing read.
     public func readAll(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
@@ -134,6 +147,9 @@ extension FileSystem {
     }
 
     /// Makes a directory entry change (create, rename, unlink) durable by syncing the directory itself.
+    ///
+    /// - Parameter path: the directory that holds the changed entry, not the entry.
+    /// - Throws: ``FileSystemError`` from opening or syncing the directory.
     public func syncDirectory(_ path: String) throws(FileSystemError) {
         let fd = try open(path, flags: O_RDONLY | O_DIRECTORY, mode: 0)
         defer { close(fd) }
@@ -146,6 +162,7 @@ private func systemStatvfs(_ path: String, _ info: inout statvfs) -> Int32 { sta
 
 /// The real file system: direct POSIX calls, retrying `EINTR`.
 public struct POSIXFileSystem: FileSystem {
+    /// Makes the file system; it holds no state, so every value is the same.
     public init() {}
 
     @inline(__always)
@@ -157,24 +174,47 @@ public struct POSIXFileSystem: FileSystem {
         throw FileSystemError(operation: operation, path: path, code: errno)
     }
 
+    /// `open(2)` with `O_CLOEXEC` added to `flags`, so descriptors never leak into child processes.
+    ///
+    /// - Parameters:
+    ///   - path: the file to open.
+    ///   - flags: `O_RDONLY`, `O_RDWR`, `O_CREAT`, … as for `open(2)`.
+    ///   - mode: the permission bits for a file `O_CREAT` makes; ignored otherwise.
+    /// - Returns: the new descriptor; the caller closes it.
+    /// - Throws: ``FileSystemError`` with the call's `errno` (`ENOENT`, `EACCES`, …).
     public func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
         try retrying("open", path) { Glibc.open(path, flags | O_CLOEXEC, mode) }
     }
 
+    /// `close(2)`, ignoring its result: the descriptor is released either way.
     public func close(_ fd: Int32) { _ = Glibc.close(fd) }
 
+    /// `close(2)`, reporting its error; `EINTR` is not an error (Linux releases the descriptor before it can be
+    /// interrupted), so it is neither retried nor thrown.
+    ///
+    /// - Throws: ``FileSystemError`` for `EIO` and other delayed write errors.
     public func close(_ fd: Int32, path: String) throws(FileSystemError) {
         if Glibc.close(fd) != 0 && errno != EINTR {
             throw FileSystemError(operation: "close", path: path, code: errno)
         }
     }
 
+    /// One `pwrite(2)` of `bytes` at byte `offset`, retried on `EINTR`; the descriptor's position does not move.
+    ///
+    /// - Returns: the bytes written, which may be fewer than `bytes.count`; `writeAll` loops over
+    ///   short writes.
+    /// - Throws: ``FileSystemError`` (`ENOSPC`, `EIO`, …).
     public func pwrite(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
         try retrying("pwrite", path) { Glibc.pwrite(fd, bytes.baseAddress, bytes.count, off_t(offset)) }
     }
 
+    /// One gathered write, retried on `EINTR`: `pwritev(2)` at byte `offset`, or `writev(2)` at the descriptor's
+    /// position when `offset` is nil.
+    ///
+    /// - Returns: the bytes written, which may be fewer than the buffers hold together.
+    /// - Throws: ``FileSystemError`` naming `pwritev` or `writev`.
     public func writev(_ fd: Int32, _ buffers: UnsafeBufferPointer<iovec>, offset: Int64?, path: String)
         throws(FileSystemError) -> Int
     {
@@ -185,30 +225,53 @@ public struct POSIXFileSystem: FileSystem {
         return try retrying("writev", path) { Glibc.writev(fd, buffers.baseAddress, count) }
     }
 
+    /// One `read(2)` of up to `buffer.count` bytes at the descriptor's position, retried on `EINTR`.
+    ///
+    /// - Returns: the bytes read; 0 at end of input.
+    /// - Throws: ``FileSystemError`` (`EIO`, `EAGAIN` on a non-blocking descriptor, …).
     public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws(FileSystemError)
         -> Int
     {
         try retrying("read", path) { Glibc.read(fd, buffer.baseAddress, buffer.count) }
     }
 
+    /// One `pread(2)` of up to `buffer.count` bytes at byte `offset`, retried on `EINTR`; the position does not move.
+    ///
+    /// - Returns: the bytes read, fewer than asked only at end of file or on a short read; 0 at end of file.
+    /// - Throws: ``FileSystemError`` (`EIO`, …).
     public func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, offset: Int64, path: String)
         throws(FileSystemError) -> Int
     {
         try retrying("pread", path) { Glibc.pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
     }
 
+    /// `fsync(2)`, retried on `EINTR`: the file's data and metadata reach stable storage before it returns.
+    ///
+    /// - Throws: ``FileSystemError``; after `EIO` the unwritten data may be lost, so do not assume a retry helps.
     public func fsync(_ fd: Int32, path: String) throws(FileSystemError) {
         _ = try retrying("fsync", path) { Glibc.fsync(fd) }
     }
 
+    /// `fdatasync(2)`, retried on `EINTR`: the file's data and its size reach stable storage, other metadata may not.
+    ///
+    /// - Throws: ``FileSystemError``; after `EIO` the unwritten data may be lost.
     public func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) {
         _ = try retrying("fdatasync", path) { Glibc.fdatasync(fd) }
     }
 
+    /// `ftruncate(2)`, retried on `EINTR`: cuts the file to, or extends it with zeros to, `length` bytes.
+    ///
+    /// - Throws: ``FileSystemError``.
     public func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError) {
         _ = try retrying("ftruncate", path) { Glibc.ftruncate(fd, off_t(length)) }
     }
 
+    /// Reserves disk blocks for bytes `offset ..< offset + length` with `fallocate(2)` and `FALLOC_FL_KEEP_SIZE`;
+    /// the file's size is unchanged.
+    ///
+    /// - Returns: true when the blocks are reserved (or `length` is not positive); false when the file system or
+    ///   platform does not support it (`EOPNOTSUPP`, `ENOSYS`).
+    /// - Throws: ``FileSystemError`` for any other failure (`ENOSPC`: blocks may be reserved in part).
     public func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool {
         guard length > 0 else { return true }
         do {
@@ -219,34 +282,56 @@ public struct POSIXFileSystem: FileSystem {
         }
     }
 
+    /// The open file's size in bytes, from `fstat(2)`.
+    ///
+    /// - Throws: ``FileSystemError`` naming `fstat`.
     public func size(_ fd: Int32, path: String) throws(FileSystemError) -> Int64 {
         var info = stat()
         _ = try retrying("fstat", path) { Glibc.fstat(fd, &info) }
         return Int64(info.st_size)
     }
 
+    /// Whether the descriptor is a regular file (`S_IFREG` from `fstat(2)`), not a pipe, socket, device or directory.
+    ///
+    /// - Throws: ``FileSystemError`` naming `fstat`.
     public func isRegularFile(_ fd: Int32, path: String) throws(FileSystemError) -> Bool {
         var info = stat()
         _ = try retrying("fstat", path) { Glibc.fstat(fd, &info) }
         return (info.st_mode & S_IFMT) == S_IFREG
     }
 
+    /// `rename(2)`, retried on `EINTR`: atomically replaces `to` with `from` (same file system only). Sync the
+    /// directory (``syncDirectory(_:)``) to make the change durable.
+    ///
+    /// - Throws: ``FileSystemError`` naming `from`.
     public func rename(_ from: String, to: String) throws(FileSystemError) {
         _ = try retrying("rename", from) { Glibc.rename(from, to) }
     }
 
+    /// `unlink(2)`; a file that does not exist (`ENOENT`) counts as removed.
+    ///
+    /// - Throws: ``FileSystemError`` for any other failure.
     public func unlink(_ path: String) throws(FileSystemError) {
         if Glibc.unlink(path) != 0 && errno != ENOENT {
             throw FileSystemError(operation: "unlink", path: path, code: errno)
         }
     }
 
+    /// `mkdir(2)` with mode `0o755`; an existing entry at `path` (`EEXIST`) counts as made, and parent directories
+    /// are not created.
+    ///
+    /// - Throws: ``FileSystemError`` naming `mkdir` for any other failure.
     public func makeDirectory(_ path: String) throws(FileSystemError) {
         if Glibc.mkdir(path, 0o755) != 0 && errno != EEXIST {
             throw FileSystemError(operation: "mkdir", path: path, code: errno)
         }
     }
 
+    /// The names in a directory (`opendir(3)`, `readdir(3)`), without `.` and `..`, in the order the file system
+    /// returns them (unsorted).
+    ///
+    /// - Throws: ``FileSystemError`` naming `opendir`.
+    /// - Complexity: O(entries).
     public func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
         guard let dir = opendir(path) else { throw FileSystemError(operation: "opendir", path: path, code: errno) }
         defer { closedir(dir) }
@@ -260,18 +345,30 @@ public struct POSIXFileSystem: FileSystem {
         return names
     }
 
+    /// `flock(2)`, retried on `EINTR`.
+    ///
+    /// - Parameter operation: `LOCK_SH`, `LOCK_EX` or `LOCK_UN`, with `LOCK_NB` not to wait.
+    /// - Returns: true when the operation succeeded; false when `LOCK_NB` was given and another open file
+    ///   description holds a conflicting lock (`EWOULDBLOCK`).
+    /// - Throws: ``FileSystemError`` for any other failure.
     public func flock(_ fd: Int32, operation: Int32, path: String) throws(FileSystemError) -> Bool {
         if System.retryingInterrupts({ systemFlock(fd, operation) }) == 0 { return true }
         if errno == EWOULDBLOCK { return false }
         throw FileSystemError(operation: "flock", path: path, code: errno)
     }
 
+    /// Bytes available to an unprivileged writer on the file system holding `path`: `f_bavail × f_frsize` from
+    /// `statvfs(3)`.
+    ///
+    /// - Throws: ``FileSystemError`` naming `statvfs`.
     public func availableBytes(_ path: String) throws(FileSystemError) -> Int64 {
         var info = Glibc.statvfs()
         _ = try retrying("statvfs", path) { systemStatvfs(path, &info) }
         return Int64(info.f_bavail) * Int64(info.f_frsize)
     }
 
+    /// Whether anything (file, directory, link target) exists at `path`, by `access(2)` with `F_OK`; false also when
+    /// the path cannot be searched.
     public func fileExists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }

@@ -24,6 +24,7 @@ public enum FrameCodec: UInt8, Sendable, CaseIterable, CustomStringConvertible {
     /// LZ4 block of `current &- previous`, byte by byte (wrapping), against the previous frame of the segment.
     case lz4Delta = 2
 
+    /// The name tools print for the codec: `raw`, `lz4` or `lz4-delta`.
     public var description: String {
         switch self {
         case .raw: "raw"
@@ -86,15 +87,25 @@ package struct ChunkPlan: Sendable, Hashable {
 
 /// Why stored bytes could not be turned back into a frame.
 public enum FrameDecodeError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The stored bytes are not as long as the chunk table says: `needed` bytes, `actual` there (`actual` is the
+    /// larger when bytes follow the last chunk).
     case payloadTooShort(needed: Int, actual: Int)
+    /// The chunk table lists `actual` chunks; the stream's layout and chunk size make `expected`.
     case chunkCountMismatch(expected: Int, actual: Int)
+    /// The chunk table's CRC-32C does not match its bytes.
     case tableChecksumMismatch
+    /// Chunk `chunk`'s CRC-32C does not match its stored bytes.
     case chunkChecksumMismatch(chunk: Int)
+    /// Chunk `chunk`'s stored length runs past the stored bytes, or a raw chunk's differs from the chunk's length.
     case chunkLengthInvalid(chunk: Int)
+    /// Chunk `chunk` names a codec byte that is not a ``FrameCodec``.
     case unknownChunkCodec(chunk: Int, codec: UInt8)
+    /// Chunk `chunk` is not a valid LZ4 block, or does not decompress to the chunk's length.
     case lz4Failed(chunk: Int)
+    /// A delta chunk came with no previous frame to add it to (decoding must start at a key frame).
     case deltaWithoutPredecessor
 
+    /// One line saying what is wrong, with the chunk number where there is one.
     public var description: String {
         switch self {
         case .payloadTooShort(let needed, let actual): "stored bytes too short (\(actual) of \(needed))"

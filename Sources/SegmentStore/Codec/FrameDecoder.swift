@@ -18,20 +18,25 @@ import Synchronization
 ///
 ///     decode k → buffer[k % count]; a delta frame reads the frame before it from buffer[(k − 1) % count]
 public final class DecodeBuffers: @unchecked Sendable {
+    /// Bytes of each buffer: one raw frame of the stream's layout.
     public let byteCount: Int
     private let buffers: [ByteBuffer]
     /// The buffer holding the last decoded frame.
     private var current = 0
 
+    /// Allocates `count` buffers of `byteCount` bytes each.
+    ///
     /// - Parameters:
     ///   - byteCount: bytes of one frame.
     ///   - count: buffers, at least 1.
+    /// - Complexity: O(`byteCount × count`): the buffers are allocated now.
     public init(byteCount: Int, count: Int = 1) {
         precondition(count >= 1, "at least one decode buffer")
         self.byteCount = byteCount
         buffers = (0..<count).map { _ in ByteBuffer(count: byteCount) }
     }
 
+    /// How many buffers there are: a decoded frame stays intact while the next `count − 1` are decoded.
     public var count: Int { buffers.count }
 
     /// The last decoded frame.

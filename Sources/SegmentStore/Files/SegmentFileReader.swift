@@ -227,6 +227,8 @@ package final class SegmentFileReader {
     package struct FoundRecord: Sendable, Hashable {
         /// The frame number its header carries.
         public var frameNumber: Int
+        /// Where the record is (its byte offset in the file) and what its header says: pts, wall time, lengths,
+        /// flags and codec.
         public var entry: SegmentFrameEntry
     }
 

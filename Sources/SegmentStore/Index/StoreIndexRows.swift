@@ -26,6 +26,17 @@ public struct FrameRow: Sendable, Hashable {
     /// The frame codec id written in the segment file.
     public var codec: UInt8
 
+    /// Describes a stored frame; each argument sets the property of the same name.
+    ///
+    /// - Parameters:
+    ///   - ptsNanoseconds: presentation time, nanoseconds on the stream's clock.
+    ///   - wallNanoseconds: capture time, Unix epoch nanoseconds.
+    ///   - segmentID: the id of the ``SegmentRow`` whose file holds the frame.
+    ///   - fileOffset: byte offset of the frame's record in that file.
+    ///   - storedLength: bytes of the record's payload as stored (after compression).
+    ///   - rawLength: bytes of the raw frame.
+    ///   - flags: bit 0 set for a key frame (``keyFrameFlag``).
+    ///   - codec: the ``FrameCodec`` raw value of the record.
     public init(
         ptsNanoseconds: Int64, wallNanoseconds: Int64, segmentID: Int64, fileOffset: Int64, storedLength: Int,
         rawLength: Int, flags: UInt8, codec: UInt8
@@ -49,15 +60,21 @@ public struct SegmentRow: Sendable, Hashable {
     /// Where a segment is in its life: written to (`open`, file `*.partial`), final and durable (`sealed`), or
     /// being removed by retention (`deleting`, its frame rows already gone).
     public enum State: String, Sendable, Hashable, CaseIterable {
+        /// Being written: frames are appended to its `*.partial` file.
         case open
+        /// Closed, footer written, synced and renamed to its final name: never written again.
         case sealed
+        /// Chosen by retention: its frame rows are gone and its file is being removed.
         case deleting
     }
 
+    /// The segment's row id in the index, unique in the store.
     public var id: Int64
+    /// The id of the ``StreamRow`` whose frames the segment holds.
     public var streamID: Int64
     /// The file's name inside `DIR/segments/`.
     public var fileName: String
+    /// Where the segment is in its life: `open`, `sealed` or `deleting`.
     public var state: State
     /// The segment file format version written in its header.
     public var formatVersion: Int
@@ -65,6 +82,7 @@ public struct SegmentRow: Sendable, Hashable {
     public var firstPTS: Int64?
     /// The pts of its last frame, nanoseconds; nil while it has no frames.
     public var lastPTS: Int64?
+    /// Frames of the segment with rows in the index (for an open segment, those made durable by a sync).
     public var frameCount: Int
     /// Sum of the frames' raw lengths.
     public var rawBytes: Int64
@@ -78,20 +96,34 @@ public struct SegmentRow: Sendable, Hashable {
 
 /// A stream: its name and what its frames are.
 public struct StreamRow: Sendable, Hashable {
+    /// The stream's row id in the index.
     public var id: Int64
+    /// The stream's name, unique in the store (`camera`).
     public var name: String
+    /// What every frame of the stream is: its layout, colour and nominal frame duration, fixed when the
+    /// stream is created.
     public var description: StreamDescription
 }
 
 /// An interval `[startNanoseconds, endNanoseconds)` of a stream's pts clock with no frames where frames were
 /// expected.
 public struct GapRow: Sendable, Hashable {
+    /// The id of the ``StreamRow`` the gap belongs to.
     public var streamID: Int64
+    /// The start of the gap, inclusive: nanoseconds of pts on the stream's clock.
     public var startNanoseconds: Int64
+    /// The end of the gap, exclusive: nanoseconds of pts on the stream's clock (at least `startNanoseconds`).
     public var endNanoseconds: Int64
     /// Why: the reason of the drops that left it, or ``LossReason/inputInterval`` when the source itself left it.
     public var reason: LossReason
 
+    /// Describes a gap; each argument sets the property of the same name.
+    ///
+    /// - Parameters:
+    ///   - streamID: the stream's row id.
+    ///   - startNanoseconds: the first pts of the gap, inclusive, nanoseconds on the stream's clock.
+    ///   - endNanoseconds: the pts where frames resume, exclusive, nanoseconds on the stream's clock.
+    ///   - reason: why there are no frames.
     public init(streamID: Int64, startNanoseconds: Int64, endNanoseconds: Int64, reason: LossReason) {
         self.streamID = streamID
         self.startNanoseconds = startNanoseconds
@@ -102,13 +134,18 @@ public struct GapRow: Sendable, Hashable {
 
 /// Totals over the live (not `deleting`) segments of one stream or of the whole store: what `rewind info` shows.
 public struct IndexSummary: Sendable, Hashable {
+    /// Frames with rows in the index.
     public var frames: Int
     /// The earliest pts, nanoseconds; nil when there are no frames.
     public var firstPTS: Int64?
     /// The latest pts, nanoseconds; nil when there are no frames.
     public var lastPTS: Int64?
+    /// Bytes the frames take raw (the sum of their raw lengths).
     public var rawBytes: Int64
+    /// Bytes the frames take in the segment files (the sum of their stored lengths, without headers and
+    /// footers).
     public var storedBytes: Int64
+    /// Segments counted (`open` and `sealed`), including any without frames yet.
     public var segments: Int
 }
 
@@ -133,6 +170,7 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
     /// A frame with this pts is already stored for the stream.
     case duplicatePTS(streamID: Int64, pts: Int64)
 
+    /// One line naming the stream, segment or pts concerned and what the index expected instead.
     public var description: String {
         switch self {
         case .streamDescriptionMismatch(let name, let stored, let requested):

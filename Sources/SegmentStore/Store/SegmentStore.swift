@@ -38,6 +38,19 @@ public struct StoreOptions: Sendable {
     /// measured against. Tests pass a clock they advance themselves.
     public var now: @Sendable () -> Int64
 
+    /// Describes how to write; the defaults suit a recorder on the local disk.
+    ///
+    /// The duration-like arguments set the properties of the same name.
+    ///
+    /// - Parameters:
+    ///   - keyInterval: a key frame at least every this many frames, at least 1.
+    ///   - workerCount: threads compressing each frame, at least 1; all online processors by default.
+    ///   - segmentMaxBytes: a segment is sealed once its file reaches this many bytes (512 MiB by default).
+    ///   - diskBudget: the most bytes the segment files may use; nil for no limit.
+    ///   - chunkSize: the largest piece, in bytes, a plane is cut into for compression; at least 4096.
+    ///   - codecPolicy: which codecs the encoder may use.
+    ///   - fileSystem: every system call on files goes through this; the real one by default.
+    ///   - now: the wall clock, Unix epoch nanoseconds.
     public init(
         keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
         segmentMaxDuration: Int64 = 60 * 1_000_000_000, segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
@@ -70,8 +83,10 @@ public struct SegmentDamage: Sendable, Hashable, CustomStringConvertible {
     public var frame: Int
     /// The byte offset of the damaged record.
     public var offset: Int64
+    /// What is wrong with the record, in words (the description of the error the scan found).
     public var message: String
 
+    /// The ``message``.
     public var description: String { message }
 }
 
@@ -103,14 +118,20 @@ public struct SegmentSalvage: Sendable, Hashable {
     public struct LostFrames: Sendable, Hashable {
         /// The first lost frame's number in the segment.
         public var firstFrame: Int
+        /// How many consecutive frames are lost, at least 1.
         public var count: Int
-        /// The first and last lost frames' pts, when the footer or their records still say it.
+        /// The first lost frame's pts, nanoseconds on the stream's clock; nil when neither the footer nor its record
+        /// still says it.
         public var firstPTS: Int64?
+        /// The last lost frame's pts, nanoseconds on the stream's clock; nil when neither the footer nor its record
+        /// still says it.
         public var lastPTS: Int64?
-        /// The kept frame just before (nil when the loss starts the file) and just after (nil when it ends it).
+        /// The pts of the kept frame just before the loss; nil when the loss starts the file.
         public var previousPTS: Int64?
+        /// The pts of the kept frame just after the loss; nil when the loss ends the file.
         public var nextPTS: Int64?
 
+        /// The last lost frame's number in the segment.
         public var lastFrame: Int { firstFrame + count - 1 }
     }
 
@@ -129,6 +150,9 @@ public struct SegmentSalvage: Sendable, Hashable {
     /// The new segments holding the salvaged frames.
     public var salvagedInto: [String] = []
 
+    /// Frames lost in all the stretches together.
+    ///
+    /// - Complexity: O(stretches).
     public var lostFrameCount: Int { lost.reduce(0) { $0 + $1.count } }
 }
 
@@ -136,6 +160,7 @@ public struct SegmentSalvage: Sendable, Hashable {
 public struct RetentionReport: Sendable {
     /// Segment files deleted, oldest first.
     public var deleted: [String] = []
+    /// Bytes of the deleted segment files (their sizes when the pass began).
     public var freedBytes: Int64 = 0
     /// Segments due for deletion but being read (tried again next pass).
     public var skippedInUse: [String] = []
@@ -151,13 +176,19 @@ public struct RetentionReport: Sendable {
 /// rebuilt from them when missing, and nothing is ever deleted because the index is missing or empty.
 ///
 /// A store opened with ``open(directory:options:)`` holds an exclusive `flock` on `DIR` so two recorders cannot
-/// share it; ``openReadOnly(directory:)`` takes no lock and may run beside a recorder in another process.
+/// share it; ``openReadOnly(directory:fileSystem:)`` takes no lock and may run beside a recorder in another process.
 public final class SegmentStore: Sendable {
+    /// The store's directory (`DIR`), as given to open.
     public let directory: String
+    /// Where the segment files are: `DIR/segments`.
     public let segmentsDirectory: String
     /// The SQLite index. Package-only: users read it through the store's methods.
     package let index: StoreIndex
+    /// How the store writes: the options it was opened with (for a read-only store, the defaults with one worker
+    /// and the file system it was given).
     public let options: StoreOptions
+    /// Whether the store was opened with ``openReadOnly(directory:fileSystem:)``: no lock and no recovery at open;
+    /// writers, retention and repairs are refused with ``SegmentStoreError/readOnly(_:)``.
     public let isReadOnly: Bool
     /// What recovery found and did when the store was opened (empty for read-only stores).
     public var recovery: VerifyReport { recoveryReport.withLock { $0 } }
@@ -295,7 +326,8 @@ public final class SegmentStore: Sendable {
     /// - Parameters:
     ///   - streamName: the stream's name (created in the index if new).
     ///   - stream: what its frames are; must match the stored description of an existing stream.
-    /// - Throws: ``SegmentStoreError/readOnly(_:)``; ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
+    /// - Throws: ``SegmentStoreError/readOnly(_:)``;
+    ///   ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
     public func makeWriter(streamName: String, stream: StreamDescription) throws -> StreamWriter {
         return try SegmentStoreError.translatingIndexErrors {
             try makeWriterUntranslated(streamName: streamName, stream: stream)
@@ -323,29 +355,48 @@ public final class SegmentStore: Sendable {
         _ = activeStreams.withLock { $0.remove(streamName) }
     }
 
-    /// The streams in the store.
+    /// The streams in the store, by id (the order they were created in).
+    ///
+    /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``; index errors.
     public func streams() throws -> [StreamRow] { try SegmentStoreError.translatingIndexErrors { try index.streams() } }
 
-    /// Totals over the whole store (or one stream).
+    /// Totals over the live segments of the whole store, or of one stream.
+    ///
+    /// - Parameter streamName: the stream, or nil for the whole store.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(segments).
     public func summary(streamName: String? = nil) throws -> IndexSummary {
         try SegmentStoreError.translatingIndexErrors {
             try index.summary(streamID: streamName.map { try streamID(named: $0) })
         }
     }
 
-    /// The segment files of one stream or all, in sequence order (deleting ones included, with their state).
+    /// The segment files of one stream or all (`deleting` ones included, with their state), by first pts (segments
+    /// without frames first), then id.
+    ///
+    /// - Parameter streamName: the stream, or nil for every stream.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(segments).
     public func segments(streamName: String? = nil) throws -> [SegmentRow] {
         try index.segments(streamID: streamName.map { try streamID(named: $0) })
     }
 
-    /// Recorded gaps of one stream or all.
+    /// Recorded gaps of one stream (by start) or all (by stream, then start).
+    ///
+    /// - Parameter streamName: the stream, or nil for every stream.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(gaps).
     public func gaps(streamName: String? = nil) throws -> [GapRow] {
         try SegmentStoreError.translatingIndexErrors {
             try index.gaps(streamID: streamName.map { try streamID(named: $0) })
         }
     }
 
-    /// Dropped-frame counters by reason, for one stream or all.
+    /// Dropped-frame counts by reason, for one stream or summed over all; reasons this build does not know are
+    /// summed under ``LossReason/unrecognized``.
+    ///
+    /// - Parameter streamName: the stream, or nil for every stream.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
     public func drops(streamName: String? = nil) throws -> [LossReason: Int] {
         try SegmentStoreError.translatingIndexErrors {
             try index.drops(streamID: streamName.map { try streamID(named: $0) })

@@ -51,6 +51,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case migrationFailed(version: Int, fileName: String)
     }
 
+    /// One line naming the file (and frame and byte offset where known), what went wrong, and for write
+    /// failures how many frames, up to which pts, are durable.
     public var description: String {
         switch self {
         case .damaged(let file, let frame, let offset, let detail):

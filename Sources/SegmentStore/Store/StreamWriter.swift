@@ -19,7 +19,9 @@ import RewindSystem
 /// sealed (or left as a valid `.partial` for recovery when even that fails), the error is thrown, and the next
 /// `append` starts a new segment.
 public final class StreamWriter {
+    /// The store the frames go to.
     public let store: SegmentStore
+    /// The stream being written, as the index knows it (its id, name and frame description).
     public let stream: StreamRow
     private let encoder: FrameEncoder
     private var segment: SegmentFileWriter?
@@ -35,6 +37,7 @@ public final class StreamWriter {
     private var framesSinceKey = 0
     private var durableBefore = 0
     private var closed = false
+    /// The pts of the newest durable frame, nanoseconds on the stream's clock; nil until a sync makes one durable.
     public private(set) var lastDurablePTS: Int64?
     /// The segments this writer sealed, in order.
     public private(set) var sealedFileNames: [String] = []
@@ -155,7 +158,13 @@ public final class StreamWriter {
         retryUnsealed()
     }
 
-    /// Records an interval with no frames where frames were expected.
+    /// Records an interval with no frames where frames were expected; durable when this returns.
+    ///
+    /// - Parameters:
+    ///   - start: the first pts of the gap, inclusive, nanoseconds on the stream's clock.
+    ///   - end: the pts where frames resume, exclusive, nanoseconds on the stream's clock; at least `start`.
+    ///   - reason: why there are no frames (``LossReason/inputInterval`` when the source itself left the gap).
+    /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``, also when `end` is before `start`.
     public func recordGap(start: Int64, end: Int64, reason: LossReason) throws {
         try SegmentStoreError.translatingIndexErrors {
             try store.index.recordGap(
@@ -163,7 +172,9 @@ public final class StreamWriter {
         }
     }
 
-    /// Adds `count` dropped frames to the counter for `reason`.
+    /// Adds `count` dropped frames to the stream's counter for `reason`; durable when this returns.
+    ///
+    /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``.
     public func addDrops(reason: LossReason, count: Int) throws {
         try SegmentStoreError.translatingIndexErrors {
             try store.index.addDrops(streamID: stream.id, reason: reason, count: count)
