@@ -378,7 +378,9 @@ public final class SegmentStore: Sendable {
     /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
     /// - Complexity: O(segments).
     public func segments(streamName: String? = nil) throws -> [SegmentRow] {
-        try index.segments(streamID: streamName.map { try streamID(named: $0) })
+        try SegmentStoreError.translatingIndexErrors {
+            try index.segments(streamID: streamName.map { try streamID(named: $0) })
+        }
     }
 
     /// Recorded gaps of one stream (by start) or all (by stream, then start).
