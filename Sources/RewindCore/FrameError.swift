@@ -1,19 +1,25 @@
 /// Bad input about frames: thrown, counted by whoever receives it, and never leaves a store half-changed.
 public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A frame's width or height, in pixels, is outside `1...FrameLayout.maximumDimension`.
     case invalidDimensions(width: Int, height: Int)
+    /// A pixel format name (as given on the command line or in JSON) that ``PixelFormat/init(name:)`` does not
+    /// know.
     case unknownFormat(String)
-    /// A frame's pts is not after the previous one's.
+    /// A frame's pts is before the previous one's; both are nanoseconds of pts on the stream clock.
     case nonMonotonicPTS(previousNanoseconds: Int64, nanoseconds: Int64)
-    /// A frame's pts equals the previous one's.
+    /// A frame's pts, in nanoseconds on the stream clock, equals the previous one's.
     case duplicatePTS(nanoseconds: Int64)
-    /// A plane has the wrong number of bytes (or too short a row stride) for the frame's layout.
+    /// A plane (0-based index) has too few bytes, or too short a row stride, for the frame's layout; `expected`
+    /// and `actual` are both byte counts or both row lengths in bytes.
     case planeSizeMismatch(plane: Int, expected: Int, actual: Int)
     /// The caller passed the wrong number of planes for the format.
     case planeCountMismatch(expected: Int, actual: Int)
     /// The frame's layout differs from the one its stream was opened with.
     case layoutMismatch(expected: FrameLayout, actual: FrameLayout)
+    /// A pts that does not fit in 64-bit nanoseconds (beyond about ±292 years).
     case ptsOutOfRange(FrameTime)
 
+    /// A one-line message for people: what was wrong, with the values involved.
     public var description: String {
         switch self {
         case .invalidDimensions(let w, let h):

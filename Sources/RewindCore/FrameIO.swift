@@ -2,11 +2,19 @@
 ///
 /// The bytes are borrowed: a view is valid only inside the closure that hands it out and must not escape it.
 public struct FrameView {
+    /// The frame's format, size and plane layout within ``bytes``.
     public let layout: FrameLayout
+    /// The frame's pts, wall-clock capture time and colour.
     public let info: FrameInfo
     /// All planes, packed as `layout` describes (`layout.byteCount` bytes).
     public let bytes: UnsafeRawBufferPointer
 
+    /// Makes a view of borrowed frame bytes.
+    ///
+    /// - Parameters:
+    ///   - layout: the frame's geometry; `bytes` must hold exactly `layout.byteCount` bytes (checked).
+    ///   - info: the frame's timing and colour.
+    ///   - bytes: the packed planes; they must stay valid and unchanged for as long as the view is used.
     public init(layout: FrameLayout, info: FrameInfo, bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count == layout.byteCount, "frame bytes \(bytes.count) != layout \(layout.byteCount)")
         self.layout = layout
@@ -14,7 +22,9 @@ public struct FrameView {
         self.bytes = bytes
     }
 
-    /// The bytes of plane `index`.
+    /// The bytes of plane `index` (`layout.plane(index).byteCount` bytes, rows packed without padding).
+    ///
+    /// - Parameter index: the plane, below `layout.planeCount`.
     public func plane(_ index: Int) -> UnsafeRawBufferPointer {
         let plane = layout.plane(index)
         return UnsafeRawBufferPointer(rebasing: bytes[plane.offset..<plane.offset + plane.byteCount])

@@ -8,8 +8,15 @@ public struct FrameInfo: Sendable, Hashable {
     public var ptsNanoseconds: Int64
     /// Wall-clock capture time, Unix epoch nanoseconds.
     public var wallNanoseconds: Int64
+    /// The frame's colour matrix and range.
     public var color: ColorInfo
 
+    /// Makes a frame's description and computes ``ptsNanoseconds`` from `pts`.
+    ///
+    /// - Parameters:
+    ///   - pts: the presentation time on the stream clock.
+    ///   - wallNanoseconds: the wall-clock capture time, Unix epoch nanoseconds.
+    ///   - color: the frame's colour matrix and range.
     /// - Throws: ``FrameError/ptsOutOfRange(_:)`` when `pts` does not fit in Int64 nanoseconds.
     public init(pts: FrameTime, wallNanoseconds: Int64, color: ColorInfo) throws(FrameError) {
         guard let ns = pts.nanoseconds else { throw .ptsOutOfRange(pts) }
@@ -25,11 +32,19 @@ public struct FrameInfo: Sendable, Hashable {
 /// Written into segment headers and export headers. Frames may still arrive late, early or not at all: the nominal
 /// rate is what a constant-rate export uses and what gap detection compares against.
 public struct StreamDescription: Sendable, Hashable {
+    /// The format, size and plane layout every frame of the stream has.
     public var layout: FrameLayout
     /// The nominal time between frames (e.g. 1/60 s); frame-rate changes are recorded as gaps, not here.
     public var frameDuration: FrameTime
+    /// The colour matrix and range of the stream, as written into headers.
     public var color: ColorInfo
 
+    /// Describes a stream.
+    ///
+    /// - Parameters:
+    ///   - layout: the layout of every frame.
+    ///   - frameDuration: the nominal time between frames; must be positive.
+    ///   - color: the stream's colour matrix and range.
     public init(layout: FrameLayout, frameDuration: FrameTime, color: ColorInfo) {
         precondition(frameDuration.value > 0, "frame duration must be positive")
         self.layout = layout

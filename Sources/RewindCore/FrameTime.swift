@@ -3,6 +3,7 @@
 /// Comparison and equality are exact across timescales (`FrameTime(value: 1, timescale: 30)` equals
 /// `FrameTime(value: 2, timescale: 60)`), computed in 128-bit arithmetic so no value overflows.
 public struct FrameTime: Sendable, Comparable, Hashable, CustomStringConvertible {
+    /// Nanoseconds in one second: the timescale of ``init(nanoseconds:)`` and the unit of ``nanoseconds``.
     public static let nanosecondsPerSecond: Int64 = 1_000_000_000
 
     /// The numerator, in units of `1 / timescale` seconds.
@@ -44,16 +45,22 @@ public struct FrameTime: Sendable, Comparable, Hashable, CustomStringConvertible
     /// Seconds as a floating-point number, for display only.
     public var seconds: Double { Double(value) / Double(timescale) }
 
+    /// The fraction as written, `value/timescale` (not reduced), such as `1001/30000`.
     public var description: String { "\(value)/\(timescale)" }
 
+    /// Whether two times are the same instant, whatever their timescales (`1/30 == 2/60`).
     public static func == (lhs: FrameTime, rhs: FrameTime) -> Bool {
         Int128(lhs.value) * Int128(rhs.timescale) == Int128(rhs.value) * Int128(lhs.timescale)
     }
 
+    /// Whether `lhs` is earlier than `rhs`, compared exactly across timescales.
     public static func < (lhs: FrameTime, rhs: FrameTime) -> Bool {
         Int128(lhs.value) * Int128(rhs.timescale) < Int128(rhs.value) * Int128(lhs.timescale)
     }
 
+    /// Hashes the reduced fraction, so times that are equal across timescales hash equally.
+    ///
+    /// - Complexity: O(log(min(|value|, timescale))) for the greatest common divisor.
     public func hash(into hasher: inout Hasher) {
         // Hash the reduced fraction so equal times hash equally.
         let divisor = FrameTime.gcd(value.magnitude, UInt64(timescale))

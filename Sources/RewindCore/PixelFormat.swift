@@ -28,6 +28,7 @@ public enum PixelFormat: UInt8, Sendable, CaseIterable, CustomStringConvertible 
         }
     }
 
+    /// The same as ``name``: `nv12`, `i420`, `bgra`, `gray8` or `p010`.
     public var description: String { name }
 
     /// How many planes a frame of this format has.
@@ -68,14 +69,28 @@ public struct PlaneLayout: Sendable, Hashable {
 ///     offset 0                 plane(0).byteCount          byteCount
 ///     | plane 0 (Y or BGRA)    | plane 1 (CbCr or Cb) | plane 2 (Cr) |
 ///
-/// Chroma planes of 4:2:0 formats have `(width + 1) / 2` samples per row and `(height + 1) / 2` rows.
+/// Chroma planes of 4:2:0 formats have `(width + 1) / 2` samples per row and `(height + 1) / 2` rows. Each plane
+/// starts where the previous one ends; in bytes per row × rows, with `cw = (width + 1) / 2` and
+/// `ch = (height + 1) / 2`:
+///
+///     format   plane 0                  plane 1                plane 2
+///     gray8    Y      width × height
+///     bgra     BGRA 4·width × height
+///     nv12     Y      width × height    CbCr  2·cw × ch
+///     p010     Y    2·width × height    CbCr  4·cw × ch
+///     i420     Y      width × height    Cb      cw × ch        Cr  cw × ch
+///
+/// (`CbCr` is one plane of interleaved pairs; `p010` samples are 2 bytes.)
 public struct FrameLayout: Sendable, Hashable, CustomStringConvertible {
     /// The largest width or height accepted (larger than any video format in use, small enough that sizes never
     /// overflow).
     public static let maximumDimension = 1 << 15
 
+    /// The pixel format, which fixes the number and shape of the planes.
     public let format: PixelFormat
+    /// The width in pixels (luma samples), in `1...maximumDimension`.
     public let width: Int
+    /// The height in pixels (luma rows), in `1...maximumDimension`.
     public let height: Int
     /// Bytes of all planes together.
     public let byteCount: Int
@@ -133,12 +148,15 @@ public struct FrameLayout: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The format and size, such as `nv12 1920x1080`.
     public var description: String { "\(format) \(width)x\(height)" }
 
+    /// Whether two layouts have the same format, width and height (the planes follow from those).
     public static func == (lhs: FrameLayout, rhs: FrameLayout) -> Bool {
         lhs.format == rhs.format && lhs.width == rhs.width && lhs.height == rhs.height
     }
 
+    /// Hashes the format, width and height, the parts ``==(_:_:)`` compares.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(format)
         hasher.combine(width)

@@ -7,6 +7,12 @@ public struct PlaneSource {
     /// Distance in bytes between the starts of two rows; at least the plane's packed row length.
     public var bytesPerRow: Int
 
+    /// Describes a plane in caller-owned memory; nothing is copied or checked until the frame is appended.
+    ///
+    /// - Parameters:
+    ///   - base: the first byte of the first row; it must stay readable until the append returns.
+    ///   - byteCount: bytes readable from `base`; at least `bytesPerRow × (rows − 1)` plus the packed row length.
+    ///   - bytesPerRow: the row stride in bytes, padding included.
     public init(base: UnsafeRawPointer, byteCount: Int, bytesPerRow: Int) {
         self.base = base
         self.byteCount = byteCount
@@ -18,6 +24,22 @@ public struct PlaneSource {
 ///
 /// Rows may be padded (`bytesPerRow` larger than the packed row, as capture buffers often are); the copy into a
 /// pooled slab packs them. A plane may have more bytes than it needs, never fewer.
+///
+/// One plane, copied row by row when its stride differs from the packed row (`plane` is the layout's
+/// ``PlaneLayout``):
+///
+///     caller's plane                                 slab, from plane.offset
+///     base ─▶ | row 0               | padding |  ─▶  | row 0               |
+///             | row 1               | padding |      | row 1               |
+///             | …                   |                | …                   |
+///             | row plane.rows − 1  |                | row plane.rows − 1  |
+///              ◀ plane.bytesPerRow ▶                  ◀ plane.bytesPerRow ▶
+///             ◀───────── bytesPerRow ─────────▶
+///
+///     bytes needed = bytesPerRow × (plane.rows − 1) + plane.bytesPerRow ≤ byteCount
+///
+/// The last row needs no padding after it. When `bytesPerRow` equals the packed row, the plane is copied in one
+/// piece.
 public struct PlaneSources {
     /// How many planes were given.
     public let count: Int

@@ -49,6 +49,7 @@ public struct RingConfiguration: Sendable, Hashable {
     /// The budget under ``MemoryPressure/critical`` pressure; ``MemoryPressure/warning`` uses
     /// `max(minimumBudget, memoryBudget / 2)`.
     public var minimumBudget: Int
+    /// What to do when pinned frames stand in the way of a new one; ``PinPolicy/evictOldestUnpinned`` by default.
     public var pinPolicy: PinPolicy
     /// The most frames the ring holds at once (the slot capacity is the smaller of this and one frame per page of
     /// the budget). When full, the oldest frame is evicted, like any other eviction.

@@ -57,7 +57,9 @@ public struct EvictedFrame: ~Copyable, Sendable {
 
     /// The frame's sequence number in the ring.
     public var sequence: UInt64 { slot.sequence }
+    /// The frame's format, size and plane layout in its slab.
     public var layout: FrameLayout { slot.layout }
+    /// The frame's pts, wall-clock capture time and colour.
     public var info: FrameInfo { slot.info }
 
     /// Calls `body` with a view of the frame; the view must not escape.

@@ -22,11 +22,12 @@ public final class RingSnapshot: Sendable {
 
     /// The number of frames.
     public var count: Int { frames.count }
+    /// Whether the snapshot holds no frame (none matched, or the ring was empty).
     public var isEmpty: Bool { frames.isEmpty }
 
-    /// The pts of the first frame, or nil when empty.
+    /// The pts of the first frame, nanoseconds on the stream clock, or nil when empty.
     public var firstPTSNanoseconds: Int64? { frames.first?.info.ptsNanoseconds }
-    /// The pts of the last frame, or nil when empty.
+    /// The pts of the last frame, nanoseconds on the stream clock, or nil when empty.
     public var lastPTSNanoseconds: Int64? { frames.last?.info.ptsNanoseconds }
     /// The sequence numbers of the frames, first to last (consecutive).
     public var sequences: ClosedRange<UInt64>? {

@@ -1,8 +1,11 @@
 /// How many frames were dropped, by reason.
 public struct DropCounts: Sendable, Hashable {
+    /// Frames dropped because there was no memory under the budget (``DropReason/memoryBudget``).
     public var memoryBudget: UInt64 = 0
+    /// Frames dropped because the memory that could be freed was pinned (``DropReason/pinnedFrames``).
     public var pinnedFrames: UInt64 = 0
 
+    /// Makes counts that are all zero.
     public init() {}
 
     /// All drops.
@@ -27,15 +30,24 @@ public struct DropCounts: Sendable, Hashable {
 
 /// How many frames were rejected as bad input, by kind of ``FrameError``.
 public struct RejectionCounts: Sendable, Hashable {
+    /// Rejections for ``FrameError/invalidDimensions(width:height:)``.
     public var invalidDimensions: UInt64 = 0
+    /// Rejections for ``FrameError/unknownFormat(_:)``.
     public var unknownFormat: UInt64 = 0
+    /// Rejections for ``FrameError/nonMonotonicPTS(previousNanoseconds:nanoseconds:)``.
     public var nonMonotonicPTS: UInt64 = 0
+    /// Rejections for ``FrameError/duplicatePTS(nanoseconds:)``.
     public var duplicatePTS: UInt64 = 0
+    /// Rejections for ``FrameError/planeSizeMismatch(plane:expected:actual:)``.
     public var planeSizeMismatch: UInt64 = 0
+    /// Rejections for ``FrameError/planeCountMismatch(expected:actual:)``.
     public var planeCountMismatch: UInt64 = 0
+    /// Rejections for ``FrameError/layoutMismatch(expected:actual:)``.
     public var layoutMismatch: UInt64 = 0
+    /// Rejections for ``FrameError/ptsOutOfRange(_:)``.
     public var ptsOutOfRange: UInt64 = 0
 
+    /// Makes counts that are all zero.
     public init() {}
 
     /// All rejections.
@@ -102,16 +114,19 @@ public struct RingStatistics: Sendable, Hashable {
     public var mappedBytes: Int
     /// The budget in force (lowered by memory pressure).
     public var budget: Int
+    /// The memory pressure last set with ``RingStore/setPressure(_:)``; ``MemoryPressure/normal`` until then.
     public var pressure: MemoryPressure
     /// Frames stored.
     public var appended: UInt64
     /// Frames that left the ring (window, budget, capacity or pressure) and went to the eviction handler.
     public var evicted: UInt64
+    /// Frames offered but not stored, by reason.
     public var dropped: DropCounts
+    /// Frames refused as bad input, by kind of ``FrameError``; the ring was left unchanged by each.
     public var rejected: RejectionCounts
-    /// The pts of the oldest frame in the ring.
+    /// The pts of the oldest frame in the ring, nanoseconds on the stream clock; nil when the ring is empty.
     public var firstPTSNanoseconds: Int64?
-    /// The pts of the newest frame in the ring.
+    /// The pts of the newest frame in the ring, nanoseconds on the stream clock; nil when the ring is empty.
     public var lastPTSNanoseconds: Int64?
     /// The sequence number of the newest frame ever stored.
     public var newestSequence: UInt64?

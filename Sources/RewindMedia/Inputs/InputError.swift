@@ -36,8 +36,16 @@ public struct InputError: Error, Sendable, Hashable, CustomStringConvertible {
     public var byteOffset: Int64?
     /// The frame (0-based) being read when the problem was found; nil in the header or before any byte.
     public var frame: Int64?
+    /// What was wrong.
     public var problem: Problem
 
+    /// Makes an error about one input.
+    ///
+    /// - Parameters:
+    ///   - input: the input's name as the user gave it (a path, or `stdin`).
+    ///   - byteOffset: the offset in bytes from the start of the input where the problem was found, or nil.
+    ///   - frame: the 0-based frame being read, or nil in the header or before any byte.
+    ///   - problem: what was wrong.
     public init(input: String, byteOffset: Int64?, frame: Int64? = nil, problem: Problem) {
         self.input = input
         self.byteOffset = byteOffset
@@ -82,6 +90,8 @@ public struct InputError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The input's name, the byte offset when known, and the message, such as
+    /// `clip.y4m: at byte 6220854: frame 2 is truncated: …`.
     public var description: String {
         if let byteOffset {
             return "\(input): at byte \(byteOffset): \(message)"

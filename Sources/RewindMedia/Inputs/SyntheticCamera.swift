@@ -24,13 +24,16 @@ import RewindCore
 public struct SyntheticCamera: FrameSource, Sendable {
     /// How far, in pixels, the view pans across the scene in each direction.
     public static let margin = 128
-    /// The smallest frame that can carry the mark.
+    /// The narrowest frame that can carry the mark, in pixels: one pixel per bit of a 64-bit mark row.
     public static let minimumWidth = 64
+    /// The shortest frame that can carry the mark, in rows: the mark takes the first two rows of plane 0.
     public static let minimumHeight = 2
 
+    /// The layout, nominal frame duration and colour of every frame; frame `n` has pts `n × frameDuration`.
     public let stream: StreamDescription
     /// Standard deviation of the sensor noise, in 8-bit code values; 0 for none.
     public let noise: Double
+    /// Varies the scene's content and the noise; the same seed and parameters give the same bytes.
     public let seed: UInt64
     /// Wall-clock time (Unix ns) of frame 0; frame `n` is captured at this plus its pts.
     public let startWallNanoseconds: Int64

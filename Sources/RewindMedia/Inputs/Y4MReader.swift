@@ -30,6 +30,8 @@ public struct Y4MReader: FrameSource {
     /// The longest header or `FRAME` line accepted.
     public static let maximumLineLength = 4096
 
+    /// What the header says: the layout (`W`, `H`, `C`), the frame duration (`F` `num:den` gives `den/num` s) and
+    /// the colour (the `matrix` given at creation, the range from `XCOLORRANGE`).
     public let stream: StreamDescription
     /// Frames returned so far; the index of the next frame.
     public private(set) var framesRead: Int64 = 0

@@ -33,6 +33,7 @@ public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
 
 /// Where an export goes: a file (created or truncated) or an open descriptor the caller owns.
 public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
+    /// A file path: the file is created, or truncated when it exists, and closed by the exporter.
     case path(String)
     case fileDescriptor(Int32, name: String)
 
@@ -44,6 +45,7 @@ public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
         self = argument == "-" ? .standardOutput : .path(argument)
     }
 
+    /// How messages name the destination: the path, or the descriptor's name (such as `stdout`).
     public var description: String {
         switch self {
         case .path(let path): path
@@ -54,6 +56,7 @@ public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
 
 /// What an export wrote.
 public struct ExportSummary: Sendable, Hashable {
+    /// The file format written.
     public var format: ExportFormat
     /// The file written, or nil when the destination was a descriptor.
     public var path: String?
@@ -63,8 +66,9 @@ public struct ExportSummary: Sendable, Hashable {
     public var filledFrames: Int
     /// Bytes written to the destination.
     public var bytes: Int64
-    /// The pts of the first and last frame the caller wrote; nil when there were none.
+    /// The pts of the first frame the caller wrote, nanoseconds on the stream clock; nil when there were none.
     public var firstPTSNanoseconds: Int64?
+    /// The pts of the last frame the caller wrote, nanoseconds on the stream clock; nil when there were none.
     public var lastPTSNanoseconds: Int64?
 
     /// Frames in the file: the caller's plus the filled ones.
@@ -90,9 +94,16 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case negativePTS(Int64)
     }
 
+    /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
     public var destination: String
+    /// What went wrong.
     public var reason: Reason
 
+    /// Makes an error about one destination.
+    ///
+    /// - Parameters:
+    ///   - destination: the path, or the descriptor's name (an ``ExportDestination``'s description).
+    ///   - reason: what went wrong.
     public init(destination: String, reason: Reason) {
         self.destination = destination
         self.reason = reason
@@ -124,6 +135,7 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The destination and the message, such as `clip.mp4: ffmpeg not found on PATH`.
     public var description: String { "\(destination): \(message)" }
 }
 

@@ -16,6 +16,7 @@ import RewindSystem
 /// whose reader died would raise SIGPIPE, so creating an exporter sets SIGPIPE to be ignored in this process
 /// (writes then fail with EPIPE, reported with ffmpeg's own error).
 public final class MP4Exporter: Exporter {
+    /// The stream given at creation; every frame written must have its layout.
     public let stream: StreamDescription
     private let destination: ExportDestination
     private let process: Process

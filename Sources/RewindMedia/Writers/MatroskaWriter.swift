@@ -19,6 +19,7 @@ import RewindSystem
 /// Fourccs: `I420` (i420), `NV12` (nv12, stored as is), `Y800` (gray8), `BGRA` (bgra); `p010` is refused (no
 /// fourcc that common demuxers read). Pts must not be negative (cluster timestamps are unsigned).
 public final class MatroskaWriter: Exporter {
+    /// The stream given at creation; every frame written must have its layout.
     public let stream: StreamDescription
     private let destination: ExportDestination
     private let output: OutputFile
@@ -128,6 +129,11 @@ public final class MatroskaWriter: Exporter {
         try output.write(frame.bytes)
     }
 
+    /// Patches the segment's Duration (on a regular file: last pts − first pts + one frame duration), then
+    /// flushes and closes the output; a descriptor the caller gave stays open.
+    ///
+    /// - Returns: what was written.
+    /// - Throws: ``ExportError`` when patching, writing or closing fails.
     public func finish() throws -> ExportSummary {
         if let durationOffset, let first = tally.firstPTSNanoseconds, let last = tally.lastPTSNanoseconds {
             let duration = Double(last - first) + Double(MatroskaWriter.defaultDuration(stream.frameDuration))

@@ -20,6 +20,7 @@ import RewindSystem
 /// ``ExportSummary/filledFrames``. On a file this writer created, the repeat is read back from the file at the first
 /// gap; on a descriptor (a pipe) a copy of the latest payload is kept, one extra copy per frame.
 public final class Y4MWriter: Exporter {
+    /// The stream given at creation; every frame written must have its layout.
     public let stream: StreamDescription
     private let destination: ExportDestination
     private let output: OutputFile
@@ -132,6 +133,10 @@ public final class Y4MWriter: Exporter {
         }
     }
 
+    /// Flushes and closes the output; a descriptor the caller gave stays open.
+    ///
+    /// - Returns: what was written, with the frames repeated to fill gaps in ``ExportSummary/filledFrames``.
+    /// - Throws: ``ExportError`` when writing or closing fails.
     public func finish() throws -> ExportSummary {
         try output.close()
         return tally.summary(
