@@ -33,11 +33,14 @@ public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
 
 /// Where an export goes: a file (created or truncated) or an open descriptor the caller owns.
 public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
+    /// A file the export creates (or truncates), writes and closes.
     case path(String)
-    case fileDescriptor(Int32, name: String)
+    /// An open descriptor written from its current position; `name` names it in errors. The caller owns it: the
+    /// export never closes it, and the caller closes it after the export returns.
+    case fileDescriptor(FileDescriptor, name: String)
 
     /// Standard output.
-    public static let standardOutput = ExportDestination.fileDescriptor(1, name: "stdout")
+    public static let standardOutput = ExportDestination.fileDescriptor(.standardOutput, name: "stdout")
 
     /// Parses a command-line argument: `-` is standard output, anything else a path.
     public init(argument: String) {
