@@ -9,81 +9,96 @@ import RewindSystem
 import SegmentStore
 import Synchronization
 
-/// The client side of a live recorder's control socket (what `rewind save` uses).
+/// The client side of a live recorder's control socket (what `rewind save`, `rewind clip` and `rewind info` use).
+///
+/// Each call makes one connection, sends one ``ControlRequest`` and reads one ``ControlReply``.
 public enum ControlClient {
-    /// Asks the live recorder of `directory` to save the last `duration`.
+    /// Asks the live recorder of `directory` to save the last `duration` nanoseconds.
     ///
     /// - Parameters:
-    ///   - destination: a path (made absolute here) or a descriptor to write into (sent with the request), or nil
-    ///     for `DIR/exports/`.
+    ///   - destination: a path (made absolute here) or a descriptor to write into, or nil for `DIR/exports/`. A
+    ///     descriptor is sent with the request (the recorder gets a duplicate and closes it); the caller still owns
+    ///     its own and closes it after this returns.
     ///   - format: needed for a descriptor; a path's extension names its own.
-    /// - Returns: the recorder's reply, or nil when no recorder serves `directory` (no socket, or a stale one).
+    /// - Returns: what the recorder wrote, or nil when no recorder serves `directory` (no socket, or a stale one).
     /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
     public static func save(
         directory: String, last duration: Int64, to destination: ExportDestination?, format: ExportFormat?,
         stream: String? = nil
-    ) throws -> [String: Any]? {
-        var request: [String: Any] = ["command": "save", "last_ns": duration]
-        if let stream { request["stream"] = stream }
-        if let format { request["format"] = format.fileExtension }
-        return try exchange(directory: directory, request, destination: destination)
+    ) throws -> ControlReply.Export? {
+        try export(
+            directory: directory, ControlRequest(.save(lastNanoseconds: duration), stream: stream, format: format),
+            destination: destination)
+    }
+
+    /// Asks the live recorder of `directory` for the frames in [`from`, `to`), times as on the command line.
+    ///
+    /// - Parameters: as for ``save(directory:last:to:format:stream:)``.
+    /// - Returns: what the recorder wrote, or nil when no recorder serves `directory`.
+    /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
+    public static func clip(
+        directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
+        stream: String? = nil
+    ) throws -> ControlReply.Export? {
+        try export(
+            directory: directory, ControlRequest(.clip(from: from, to: to), stream: stream, format: format),
+            destination: destination)
+    }
+
+    /// The live recorder's status, or nil when none serves `directory`.
+    ///
+    /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
+    public static func status(directory: String) throws -> ControlReply.Status? {
+        switch try exchange(directory: directory, ControlRequest(.status), descriptor: nil) {
+        case nil: return nil
+        case .status(let status): return status
+        case .some(let other): throw ControlError.badReply(excerpt: "\(other)")
+        }
     }
 
     /// Sends an export request: a path goes in the request (made absolute), a descriptor along with it.
-    private static func exchange(directory: String, _ request: [String: Any], destination: ExportDestination?)
-        throws -> [String: Any]?
+    private static func export(directory: String, _ request: ControlRequest, destination: ExportDestination?)
+        throws -> ControlReply.Export?
     {
         var request = request
-        var descriptor: Int32 = -1
+        var descriptor: FileDescriptor?
         switch destination {
         case .path(let path):
-            request["path"] = URL(fileURLWithPath: path).standardizedFileURL.path
+            request.path = URL(fileURLWithPath: path).standardizedFileURL.path
         case .fileDescriptor(let fd, _):
             descriptor = fd
         case nil:
             break
         }
-        return try exchange(directory: directory, request, descriptor: descriptor)
+        switch try exchange(directory: directory, request, descriptor: descriptor) {
+        case nil: return nil
+        case .exported(let export): return export
+        case .some(let other): throw ControlError.badReply(excerpt: "\(other)")
+        }
     }
 
-    /// Asks the live recorder of `directory` for the frames in [`from`, `to`), times as on the command line.
+    /// One request and its reply; nil when no recorder serves `directory`.
     ///
-    /// - Returns: the recorder's reply, or nil when no recorder serves `directory`.
-    /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
-    public static func clip(
-        directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
-    ) throws -> [String: Any]? {
-        var request: [String: Any] = ["command": "clip", "from": from, "to": to]
-        if let stream { request["stream"] = stream }
-        if let format { request["format"] = format.fileExtension }
-        return try exchange(directory: directory, request, destination: destination)
-    }
-
-    /// The live recorder's status, or nil when none serves `directory`.
-    public static func status(directory: String) throws -> [String: Any]? {
-        try exchange(directory: directory, ["command": "status"], descriptor: -1)
-    }
-
-    private static func exchange(directory: String, _ request: [String: Any], descriptor: Int32) throws
-        -> [String: Any]?
+    /// - Throws: ``ControlError/refused(_:message:)`` for a failure reply, other ``ControlError``s when the
+    ///   connection broke or the reply is not one.
+    private static func exchange(directory: String, _ request: ControlRequest, descriptor: FileDescriptor?)
+        throws -> ControlReply?
     {
         let path = directory + "/" + RecorderControl.socketName
-        let socket = rewind_unix_connect(path)
-        guard socket >= 0 else {
+        let connected = rewind_unix_connect(path)
+        guard connected >= 0 else {
             // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket (the
             // recorder could not serve it either, and said so when it started).
-            if -socket == ENOENT || -socket == ECONNREFUSED || -socket == ENAMETOOLONG { return nil }
-            throw ControlError.socket(action: "connect to", path: path, Errno(rawValue: -socket))
+            if -connected == ENOENT || -connected == ECONNREFUSED || -connected == ENAMETOOLONG { return nil }
+            throw ControlError.socket(action: "connect to", path: path, Errno(rawValue: -connected))
         }
-        defer { close(socket) }
-        try ControlMessage.send(request, to: socket, descriptor: descriptor)
-        let (reply, extra) = try ControlMessage.receive(from: socket)
-        if extra >= 0 { close(extra) }
-        guard reply["ok"] as? Bool == true else {
-            throw ControlError.refused(
-                (reply["reason"] as? String).flatMap(ControlError.Refusal.init(rawValue:)) ?? .failed,
-                message: (reply["error"] as? String) ?? "the recorder refused the request")
+        let socket = OwnedFileDescriptor(taking: FileDescriptor(rawValue: connected))
+        try ControlMessage.send(try request.encodedLine(), to: socket.descriptor, descriptor: descriptor)
+        // A descriptor sent back with the reply is closed with the message.
+        let received = try ControlMessage.receive(from: socket.descriptor)
+        let reply = try ControlReply(line: received.bytes)
+        if case .failure(let failure) = reply {
+            throw ControlError.refused(failure.reason, message: failure.message)
         }
         return reply
     }

@@ -35,6 +35,8 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     case emptyMessage
     /// A message that is not one JSON object; `excerpt` is its start.
     case notJSON(excerpt: String)
+    /// A reply that is not one the protocol knows (a field missing or of the wrong type); `excerpt` is its start.
+    case badReply(excerpt: String)
     /// A request field that is missing or malformed: which one, and what was wrong (a sentence naming it).
     case badField(String, detail: String)
     /// A command the recorder does not know (nil: none given).
@@ -59,6 +61,8 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "empty message: expected one line of JSON"
         case .notJSON(let excerpt):
             return "not a JSON object: '\(excerpt)'"
+        case .badReply(let excerpt):
+            return "the recorder's reply is not one this build understands: '\(excerpt)'"
         case .badField(_, let detail):
             return detail
         case .unknownCommand(let command):
@@ -81,18 +85,35 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// One line of JSON on a control connection, optionally with a descriptor.
+/// One line received on a control connection, and the descriptor that came with it, which this value owns: it is
+/// closed when the value ends, so whoever reads the line only borrows the descriptor.
+struct ReceivedLine: ~Copyable {
+    /// The line, without its newline.
+    var bytes: [UInt8] = []
+    /// The first descriptor that came with the line.
+    var descriptor: FileDescriptor?
+
+    deinit {
+        if let descriptor { close(descriptor.rawValue) }
+    }
+}
+
+/// The framing of the control socket: one line of bytes each way, a descriptor optionally riding with the first
+/// byte (SCM_RIGHTS). It knows nothing of what the lines mean.
 enum ControlMessage {
     static let maximumLength = 64 * 1024
 
-    static func send(_ object: [String: Any], to socket: Int32, descriptor: Int32 = -1) throws {
-        var data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        data.append(UInt8(ascii: "\n"))
+    /// Sends `line` and a newline on `socket`.
+    ///
+    /// - Parameter descriptor: sent along (the receiver gets a duplicate); the caller still owns it and closes it.
+    static func send(_ line: [UInt8], to socket: FileDescriptor, descriptor: FileDescriptor? = nil) throws {
+        let data = line + [UInt8(ascii: "\n")]
         try data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
                 let sent = rewind_send_with_descriptor(
-                    socket, raw.baseAddress! + offset, raw.count - offset, offset == 0 ? descriptor : -1)
+                    socket.rawValue, raw.baseAddress! + offset, raw.count - offset,
+                    offset == 0 ? (descriptor?.rawValue ?? -1) : -1)
                 guard sent > 0 else {
                     throw ControlError.socket(action: "send on", path: nil, Errno(rawValue: Int32(-sent)))
                 }
@@ -101,31 +122,35 @@ enum ControlMessage {
         }
     }
 
-    /// Reads one line; returns the object and a descriptor that came with it (−1 when none).
-    static func receive(from socket: Int32) throws -> ([String: Any], Int32) {
-        var line: [UInt8] = []
-        var descriptor: Int32 = -1
+    /// Reads one line from `socket`, and the first descriptor that came with it (any more are closed).
+    ///
+    /// - Throws: ``ControlError``: the read failed, the line is empty, or longer than ``maximumLength``.
+    static func receive(from socket: FileDescriptor) throws -> ReceivedLine {
+        var received = ReceivedLine()
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while !line.contains(UInt8(ascii: "\n")) {
-            var received: Int32 = -1
+        while !received.bytes.contains(UInt8(ascii: "\n")) {
+            var passed: Int32 = -1
             let count = chunk.withUnsafeMutableBytes {
-                rewind_receive_with_descriptor(socket, $0.baseAddress, $0.count, &received)
+                rewind_receive_with_descriptor(socket.rawValue, $0.baseAddress, $0.count, &passed)
             }
-            if received >= 0 {
-                if descriptor < 0 { descriptor = received } else { close(received) }
+            if passed >= 0 {
+                if received.descriptor == nil {
+                    received.descriptor = FileDescriptor(rawValue: passed)
+                } else {
+                    close(passed)
+                }
             }
             guard count >= 0 else {
                 throw ControlError.socket(action: "read", path: nil, Errno(rawValue: Int32(-count)))
             }
             guard count > 0 else { break }
-            line += chunk[0..<count]
-            guard line.count <= maximumLength else { throw ControlError.messageTooLong(limit: maximumLength) }
+            received.bytes += chunk[0..<count]
+            guard received.bytes.count <= maximumLength else {
+                throw ControlError.messageTooLong(limit: maximumLength)
+            }
         }
-        if let end = line.firstIndex(of: UInt8(ascii: "\n")) { line.removeSubrange(end...) }
-        guard !line.isEmpty else { throw ControlError.emptyMessage }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
-            throw ControlError.notJSON(excerpt: String(decoding: line.prefix(200), as: UTF8.self))
-        }
-        return (object, descriptor)
+        if let end = received.bytes.firstIndex(of: UInt8(ascii: "\n")) { received.bytes.removeSubrange(end...) }
+        guard !received.bytes.isEmpty else { throw ControlError.emptyMessage }
+        return received
     }
 }

@@ -12,18 +12,18 @@ import Synchronization
 /// The control socket of a live recorder, `DIR/rewind.sock`: other processes ask it to save the last seconds
 /// from memory, or for its status, without stopping or slowing capture.
 ///
-/// Protocol: one request per connection, one line of JSON each way.
+/// Protocol: one request per connection, one line of JSON each way: a ``ControlRequest`` in, a ``ControlReply``
+/// out (their documentation shows the lines). A save or clip may carry a descriptor (SCM_RIGHTS) to write into
+/// instead of a path.
 ///
-///     → {"command": "save", "last_ns": 5000000000, "path": "/abs/clip.y4m"}      path omitted: DIR/exports/
-///       (optional "stream": refused unless it is the recorder's; "last_ns" omitted: the whole window)
-///     → {"command": "save", "last_ns": 5000000000, "format": "y4m"} + a descriptor (SCM_RIGHTS): written there
-///     ← {"ok": true, "path": …, "frames": 300, "filled_frames": 0, "bytes": …, "first_pts_ns": …, "last_pts_ns": …}
-///     → {"command": "clip", "from": "12.5s", "to": "2026-11-30T14:03:09Z", "path": "/abs/clip.mkv"}  (times as
-///       on the command line; the same destinations as a save)
-///     → {"command": "status"}
-///     ← {"ok": true, "frames_accepted": …, "frames_durable": …, "drops": {…}, "window_ns": …, "memory_frames": …,
-///        "memory_bytes": …, "memory_budget_bytes": …, "memory_first_pts_ns": …, "memory_last_pts_ns": …, …}
-///     ← {"ok": false, "error": "…"}                                                on any failure
+/// The serving is split in two. ``handle(_:descriptor:)`` (and ``handle(line:descriptor:)``, which decodes first)
+/// is all of the logic: it takes a typed request and returns a typed reply, and tests call it without a socket.
+/// The socket loop only frames bytes: it reads a line and any descriptor, hands them to `handle`, and writes the
+/// encoded reply.
+///
+/// Descriptors: the control owns its listening socket and ``wakeDescriptor`` and closes them itself. A descriptor
+/// a client sends is owned by the connection: it is closed once the request is handled, before the reply is
+/// written, so `handle` only borrows it.
 ///
 /// Each request is served on its own thread: the range is resolved as soon as the request is read, so
 /// overlapping requests each get their own file and are never merged; up to ``concurrentExports`` export at
@@ -108,8 +108,9 @@ public final class RecorderControl: @unchecked Sendable {
         _ = write(wake.write, &byte, 1)
     }
 
-    /// The descriptor a signal handler writes `s` to (see ``requestSave()``).
-    public var wakeDescriptor: Int32 { wake.write }
+    /// The descriptor a signal handler writes `s` to (see ``requestSave()``). The control owns it and closes it when
+    /// it is deinitialized; until then it stays open (also after ``stop()``), so a handler may write to it.
+    public var wakeDescriptor: FileDescriptor { FileDescriptor(rawValue: wake.write) }
 
     /// Stops accepting requests, removes the socket, and waits for the saves in progress. Idempotent.
     public func stop() {
@@ -169,25 +170,102 @@ public final class RecorderControl: @unchecked Sendable {
 
     /// The range of a clip request: `from` and `to` as on the command line (`12.5s`, `1500ms`, ISO-8601 wall time),
     /// resolved against this recorder (memory and disk).
-    private func clipRange(_ request: [String: Any]) throws -> Range<Int64> {
+    private func clipRange(from: String, to: String) throws -> Range<Int64> {
         let source = ClipSource.recorder(recorder)
-        func time(_ key: String) throws -> Int64 {
-            guard let text = request[key] as? String else {
-                throw ControlError.badField(
-                    key, detail: "a clip needs '\(key)': a time such as 12.5s, 1500ms or 2026-11-30T14:03:05Z")
-            }
+        func time(_ key: String, _ text: String) throws -> Int64 {
             do {
                 return try source.resolve(try TimeSpec(parsing: text))
             } catch let error as ValueError {
                 throw ControlError.badField(key, detail: "\(key): \(error)")
             }
         }
-        let from = try time("from")
-        let to = try time("to")
-        guard from < to else {
-            throw ClipError.badRange(from: from, to: to)
+        let start = try time("from", from)
+        let end = try time("to", to)
+        guard start < end else {
+            throw ClipError.badRange(from: start, to: end)
         }
-        return from..<to
+        return start..<end
+    }
+
+    // MARK: - Handling
+
+    /// Serves one decoded request: everything the control does for a client, without a socket.
+    ///
+    /// - Parameters:
+    ///   - request: what the client asked.
+    ///   - descriptor: where a save or clip writes, when the client sent one (it wins over `request.path`). Only
+    ///     borrowed: the caller closes it after this returns.
+    /// - Returns: what was exported, the status, or a failure with its reason code (`bad_request` for a wrong
+    ///   field or stream, `bad_range`, `empty`, `failed`). Saves and clips are also reported to `onSave`.
+    public func handle(_ request: ControlRequest, descriptor: FileDescriptor? = nil) -> ControlReply {
+        do {
+            return try respond(to: request, descriptor: descriptor)
+        } catch {
+            return .failure(ControlReply.Failure(error))
+        }
+    }
+
+    /// Decodes one line (without its newline) and serves it; a line that is not a request gets a `bad_request`
+    /// failure.
+    ///
+    /// - Parameter descriptor: as for ``handle(_:descriptor:)``.
+    public func handle(line: some Collection<UInt8>, descriptor: FileDescriptor? = nil) -> ControlReply {
+        do {
+            return handle(try ControlRequest(line: line), descriptor: descriptor)
+        } catch {
+            return .failure(ControlReply.Failure(error))
+        }
+    }
+
+    private func respond(to request: ControlRequest, descriptor: FileDescriptor?) throws -> ControlReply {
+        if let stream = request.stream, stream != recorder.configuration.streamName {
+            throw ControlError.wrongStream(recording: recorder.configuration.streamName, requested: stream)
+        }
+        let duration: Int64?
+        let range: Range<Int64>?
+        switch request.command {
+        case .status:
+            return .status(status)
+        case .save(let last):
+            if let last, last <= 0 {
+                throw ControlError.badField("last_ns", detail: "last_ns must be a whole number of nanoseconds above 0")
+            }
+            duration = last
+            range = nil
+        case .clip(let from, let to):
+            duration = nil
+            range = try clipRange(from: from, to: to)
+        }
+        var destination: ExportDestination?
+        if let descriptor {
+            destination = .fileDescriptor(descriptor, name: "the client's descriptor")
+        } else if let path = request.path {
+            guard path.hasPrefix("/") else {
+                throw ControlError.badField("path", detail: "path must be absolute: '\(path)'")
+            }
+            guard ExportFormat(path: path) != nil else {
+                throw ControlError.badField("path", detail: "'\(path)' must end in .y4m, .mkv or .mp4")
+            }
+            destination = .path(path)
+        }
+        let result = Result {
+            if let range { return try export(range, to: destination, format: request.format) }
+            return try save(last: duration, to: destination, format: request.format)
+        }
+        onSave(result)
+        return .exported(ControlReply.Export(try result.get()))
+    }
+
+    /// The recorder's counters and what its ring holds now.
+    public var status: ControlReply.Status {
+        let statistics = recorder.statistics
+        let ring = recorder.ring.statistics
+        return ControlReply.Status(
+            stream: recorder.configuration.streamName, layout: "\(recorder.stream.layout)",
+            framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
+            drops: statistics.drops, windowNanoseconds: recorder.configuration.window, memoryFrames: ring.frames,
+            memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
+            memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds)
     }
 
     // MARK: - Serving
@@ -242,91 +320,24 @@ public final class RecorderControl: @unchecked Sendable {
                 close(client)
                 inFlight.leave()
             }
-            handle(client)
+            serve(client: FileDescriptor(rawValue: client))
         }
         thread.name = "rewind-control-client"
         thread.start()
     }
 
-    /// Reads one request, serves it, writes one reply.
-    private func handle(_ client: Int32) {
-        var passed: Int32 = -1
-        defer { if passed >= 0 { close(passed) } }
-        let reply: [String: Any]
+    /// Reads one line (and any descriptor), serves it, writes one reply: the framing around ``handle(line:descriptor:)``.
+    private func serve(client: FileDescriptor) {
+        let reply: ControlReply
         do {
-            let (request, descriptor) = try ControlMessage.receive(from: client)
-            passed = descriptor
-            reply = try respond(to: request, descriptor: descriptor)
+            // The descriptor that came with the line is closed when `received` ends, before the reply is written,
+            // so a reader of a pipe the client passed sees its end once the reply arrives.
+            let received = try ControlMessage.receive(from: client)
+            reply = handle(line: received.bytes, descriptor: received.descriptor)
         } catch {
-            reply = ["ok": false, "error": "\(error)", "reason": ControlError.refusal(for: error).rawValue]
+            reply = .failure(ControlReply.Failure(error))
         }
-        try? ControlMessage.send(reply, to: client)
-    }
-
-    private func respond(to request: [String: Any], descriptor: Int32) throws -> [String: Any] {
-        switch request["command"] as? String {
-        case let command where command == "save" || command == "clip":
-            if let stream = request["stream"] as? String, stream != recorder.configuration.streamName {
-                throw ControlError.wrongStream(recording: recorder.configuration.streamName, requested: stream)
-            }
-            var duration: Int64?
-            var range: Range<Int64>?
-            if command == "save", let value = request["last_ns"] {
-                guard let number = value as? NSNumber, number.int64Value > 0 else {
-                    throw ControlError.badField(
-                        "last_ns", detail: "last_ns must be a whole number of nanoseconds above 0")
-                }
-                duration = number.int64Value
-            } else if command == "clip" {
-                range = try clipRange(request)
-            }
-            var format: ExportFormat?
-            if let name = request["format"] as? String {
-                guard let named = ExportFormat(path: "x." + name) else {
-                    throw ControlError.badField("format", detail: "unknown format '\(name)': y4m, mkv or mp4")
-                }
-                format = named
-            }
-            var destination: ExportDestination?
-            if descriptor >= 0 {
-                destination = .fileDescriptor(descriptor, name: "the client's descriptor")
-            } else if let path = request["path"] as? String {
-                guard path.hasPrefix("/") else {
-                    throw ControlError.badField("path", detail: "path must be absolute: '\(path)'")
-                }
-                guard ExportFormat(path: path) != nil else {
-                    throw ControlError.badField("path", detail: "'\(path)' must end in .y4m, .mkv or .mp4")
-                }
-                destination = .path(path)
-            }
-            let result = Result {
-                if let range { return try export(range, to: destination, format: format) }
-                return try save(last: duration, to: destination, format: format)
-            }
-            onSave(result)
-            let summary = try result.get()
-            var reply: [String: Any] = [
-                "ok": true, "frames": summary.frames, "filled_frames": summary.filledFrames, "bytes": summary.bytes,
-                "format": summary.format.fileExtension,
-            ]
-            reply["path"] = summary.path ?? NSNull()
-            reply["first_pts_ns"] = summary.firstPTSNanoseconds ?? NSNull()
-            reply["last_pts_ns"] = summary.lastPTSNanoseconds ?? NSNull()
-            return reply
-        case "status":
-            let statistics = recorder.statistics
-            let ring = recorder.ring.statistics
-            var reply: [String: Any] = [
-                "ok": true, "frames_accepted": statistics.framesAccepted, "frames_durable": statistics.framesDurable,
-                "drops": statistics.drops.keyedByRawValue, "window_ns": recorder.configuration.window,
-                "memory_frames": ring.frames, "memory_bytes": ring.mappedBytes, "memory_budget_bytes": ring.budget,
-                "stream": recorder.configuration.streamName, "layout": "\(recorder.stream.layout)",
-            ]
-            reply["memory_first_pts_ns"] = ring.firstPTSNanoseconds ?? NSNull()
-            reply["memory_last_pts_ns"] = ring.lastPTSNanoseconds ?? NSNull()
-            return reply
-        case let other:
-            throw ControlError.unknownCommand(other)
-        }
+        guard let line = try? reply.encodedLine() else { return }
+        try? ControlMessage.send(line, to: client)
     }
 }

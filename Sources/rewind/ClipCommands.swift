@@ -72,11 +72,11 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
 }
 
 /// Prints what a live recorder wrote for us, like ``describe(_:destination:)`` does for a local export.
-private func report(_ reply: [String: Any], output: String, action: String) -> Int32 {
+private func report(_ export: ControlReply.Export, output: String, action: String) -> Int32 {
     var message = describeExport(
-        frames: (reply["frames"] as? Int) ?? 0, filledFrames: (reply["filled_frames"] as? Int) ?? 0,
-        bytes: Int64((reply["bytes"] as? Int) ?? 0), firstPTS: (reply["first_pts_ns"] as? Int).map(Int64.init),
-        lastPTS: (reply["last_pts_ns"] as? Int).map(Int64.init), destination: output == "-" ? "stdout" : output)
+        frames: export.frames, filledFrames: export.filledFrames, bytes: export.bytes,
+        firstPTS: export.firstPTSNanoseconds, lastPTS: export.lastPTSNanoseconds,
+        destination: output == "-" ? "stdout" : output)
     message += "; \(action)"
     if output == "-" { printError(message) } else { print(message) }
     return ExitStatus.success

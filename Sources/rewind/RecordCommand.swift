@@ -71,7 +71,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
             from: &reader, directory: directory, configuration: configuration, options: options,
             loop: RecordLoopOptions(realtime: realtime, duration: duration))
     case .standardInput:
-        var reader = try Y4MReader(fileDescriptor: STDIN_FILENO)
+        var reader = try Y4MReader(fileDescriptor: .standardInput)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
             loop: RecordLoopOptions(realtime: realtime, duration: duration))

@@ -33,7 +33,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         ]
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
-        object["live"] = live.map { status in status.filter { $0.key != "ok" } as Any } ?? NSNull()
+        object["live"] = live.map(liveJSON) ?? NSNull()
         try printJSON(object)
         return ExitStatus.success
     }
@@ -70,17 +70,27 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
     if let live {
-        var line = "  live recorder: \((live["memory_frames"] as? Int) ?? 0) frames in memory"
-        if let first = live["memory_first_pts_ns"] as? Int, let last = live["memory_last_pts_ns"] as? Int {
-            line += " (pts \(formatSeconds(Int64(first))) … \(formatSeconds(Int64(last))))"
+        var line = "  live recorder: \(live.memoryFrames) frames in memory"
+        if let first = live.memoryFirstPTSNanoseconds, let last = live.memoryLastPTSNanoseconds {
+            line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }
-        line += ", \(formatBytes(Int64((live["memory_bytes"] as? Int) ?? 0))) of "
-        line += "\(formatBytes(Int64((live["memory_budget_bytes"] as? Int) ?? 0))); "
-        line +=
-            "\((live["frames_accepted"] as? Int) ?? 0) frames accepted, \((live["frames_durable"] as? Int) ?? 0) durable"
+        line += ", \(formatBytes(Int64(live.memoryBytes))) of \(formatBytes(Int64(live.memoryBudgetBytes))); "
+        line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable"
         print(line)
     }
     return ExitStatus.success
+}
+
+/// A live recorder's status for `info --json`: the keys its control reply uses.
+private func liveJSON(_ status: ControlReply.Status) -> Any {
+    [
+        "stream": status.stream, "layout": status.layout, "frames_accepted": status.framesAccepted,
+        "frames_durable": status.framesDurable, "drops": status.drops.keyedByRawValue,
+        "window_ns": status.windowNanoseconds, "memory_frames": status.memoryFrames,
+        "memory_bytes": status.memoryBytes, "memory_budget_bytes": status.memoryBudgetBytes,
+        "memory_first_pts_ns": status.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
+        "memory_last_pts_ns": status.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
+    ] as [String: Any]
 }
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {

@@ -50,7 +50,7 @@ private let saveSignalDescriptor = Atomic<Int32>(-1)
 
 /// Makes SIGUSR1 save the recorder's whole window into `DIR/exports/` (the handler only writes a byte to a pipe).
 func installSaveSignal(_ control: RecorderControl) {
-    saveSignalDescriptor.store(control.wakeDescriptor, ordering: .releasing)
+    saveSignalDescriptor.store(control.wakeDescriptor.rawValue, ordering: .releasing)
     // Writes to a client's pipe that closed must fail with EPIPE, not end the recorder.
     signal(SIGPIPE, SIG_IGN)
     var unblock = sigset_t()

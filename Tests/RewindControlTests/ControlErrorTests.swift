@@ -10,7 +10,7 @@ import Testing
             (.socketPathTooLong(path: "/very/long", limit: 107), "107 bytes"),
             (.alreadyServed(path: "/s/rewind.sock"), "/s/rewind.sock"),
             (.messageTooLong(limit: 65536), "64 KiB"), (.emptyMessage, "empty message"),
-            (.notJSON(excerpt: "hello"), "'hello'"),
+            (.notJSON(excerpt: "hello"), "'hello'"), (.badReply(excerpt: "{\"ok\": 1}"), "'{\"ok\": 1}'"),
             (.badField("from", detail: "from: '3' has no unit"), "'3' has no unit"),
             (.unknownCommand("fly"), "'fly'"), (.wrongStream(recording: "camera", requested: "other"), "'other'"),
             (.refused(.badRange, message: "the range [2.000s, 1.000s) is empty"), "[2.000s, 1.000s)"),

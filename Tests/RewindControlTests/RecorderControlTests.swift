@@ -5,6 +5,7 @@ import RewindControl
 import RewindCore
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import RewindTesting
 import SegmentStore
 import Synchronization
@@ -107,9 +108,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
                 do {
                     let reply = try ControlClient.save(
                         directory: live.directory, last: 1_000_000_000, to: .path(path), format: nil)
-                    let summary = Reply(
-                        ok: reply?["ok"] as? Bool == true, path: reply?["path"] as? String,
-                        frames: reply?["frames"] as? Int)
+                    let summary = Reply(ok: reply != nil, path: reply?.path, frames: reply?.frames)
                     replies.withLock { $0[number] = summary }
                 } catch {
                     let message = "\(error)"
@@ -143,17 +142,18 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         try #require(fd >= 0)
         let reply = try #require(
             try ControlClient.save(
-                directory: live.directory, last: 500_000_000, to: .fileDescriptor(fd, name: "file"), format: .y4m))
+                directory: live.directory, last: 500_000_000,
+                to: .fileDescriptor(FileDescriptor(rawValue: fd), name: "file"), format: .y4m))
         close(fd)
-        #expect(reply["frames"] as? Int == 30)
-        #expect(reply["path"] is NSNull)
+        #expect(reply.frames == 30)
+        #expect(reply.path == nil)
         let frames = try ExternalTools.probe(path, ["-count_frames", "-show_entries", "stream=nb_read_frames"])
         #expect(frames == [["30"]])
 
         // No path: DIR/exports/save-….mkv, and requestSave() (SIGUSR1) saves the whole window there.
         let named = try #require(
             try ControlClient.save(directory: live.directory, last: 250_000_000, to: nil, format: nil))
-        let namedPath = try #require(named["path"] as? String)
+        let namedPath = try #require(named.path)
         #expect(namedPath.hasPrefix(live.directory + "/exports/save-") && namedPath.hasSuffix(".mkv"))
         #expect(try exportedIndexes(namedPath, layout: live.feed.stream.layout) == Array(165..<180))
         live.control.requestSave()
@@ -177,7 +177,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         let reply = try #require(
             try ControlClient.clip(
                 directory: live.directory, from: "500ms", to: "2.5s", destination: .path(path), format: nil))
-        #expect(reply["frames"] as? Int == 120)
+        #expect(reply.frames == 120)
         #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(30..<150))
         #expect(throws: ControlError.self) {
             try ControlClient.clip(directory: live.directory, from: "10s", to: "11s", destination: nil, format: nil)
@@ -218,9 +218,9 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         #expect((reply["error"] as? String)?.contains(error) == true, "\(reply)")
         #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))
         let status = try #require(try ControlClient.status(directory: live.directory))
-        #expect(status["frames_accepted"] as? Int == 180)
+        #expect(status.framesAccepted == 180)
         // The 2 s window keeps the frames from newest − 2 s to newest, both ends included: 121 at 60 fps.
-        #expect(status["memory_frames"] as? Int == 121)
+        #expect(status.memoryFrames == 121)
     }
 
     /// A client that connects and sends nothing is dropped after the request timeout, so it cannot hold the
@@ -229,7 +229,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         let live = try LiveRecorder()
         let silent = try connectRaw(live.control.socketPath)
         defer { close(silent) }
-        #expect(try ControlClient.status(directory: live.directory)?["frames_accepted"] as? Int == 180)
+        #expect(try ControlClient.status(directory: live.directory)?.framesAccepted == 180)
         // A second control for the same folder is refused while the first answers.
         #expect(throws: ControlError.self) {
             _ = try RecorderControl(recorder: live.recorder, directory: live.directory)

@@ -55,7 +55,8 @@ import Testing
         defer { if fd >= 0 { close(fd) } }
         var exporter = try makeExporter(
             format: format, stream: stream,
-            destination: toFile ? .path(output) : .fileDescriptor(fd, name: "descriptor"), fileSystem: disk)
+            destination: toFile ? .path(output) : .fileDescriptor(FileDescriptor(rawValue: fd), name: "descriptor"),
+            fileSystem: disk)
         try writeFrames(frames, layout: stream.layout, to: &exporter)
         let summary = try exporter.finish()
         #expect(disk.failedWriteCount > 8, "writes cut short: \(disk.failedWriteCount)")
@@ -104,7 +105,8 @@ import Testing
         defer { close(fd) }
         let disk = FaultInjectingFileSystem()
         disk.failWrite(number: 2, with: .error(EIO))
-        var writer = try Y4MWriter(stream: stream, destination: .fileDescriptor(fd, name: "pipe"), fileSystem: disk)
+        var writer = try Y4MWriter(
+            stream: stream, destination: .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"), fileSystem: disk)
         let error = #expect(throws: ExportError.self) {
             try writeFrames(frames, layout: stream.layout, to: &writer)
         }

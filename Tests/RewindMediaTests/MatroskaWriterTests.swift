@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import RewindCore
 import RewindMedia
+import RewindSystem
 import RewindTesting
 import Testing
 
@@ -116,7 +117,8 @@ import Testing
             forWritingTo: URL(fileURLWithPath: output, isDirectory: false).creatingFile())
         try cat.run()
         let fd = pipe.fileHandleForWriting.fileDescriptor
-        var writer = try MatroskaWriter(stream: stream, destination: .fileDescriptor(fd, name: "pipe"))
+        var writer = try MatroskaWriter(
+            stream: stream, destination: .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"))
         try writeFrames(frames, layout: stream.layout, to: &writer)
         let summary = try writer.finish()
         try pipe.fileHandleForWriting.close()

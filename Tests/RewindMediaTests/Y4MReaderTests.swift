@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import RewindCore
 import RewindMedia
+import RewindSystem
 import RewindTesting
 import Testing
 
@@ -54,7 +55,7 @@ import Testing
         let fd = open(path, O_RDONLY)
         try #require(fd >= 0)
         defer { close(fd) }
-        var reader = try Y4MReader(fileDescriptor: fd, name: "stdin", matrix: .bt601)
+        var reader = try Y4MReader(fileDescriptor: FileDescriptor(rawValue: fd), name: "stdin", matrix: .bt601)
         #expect(reader.stream.color == ColorInfo(matrix: .bt601, range: .full))
         #expect(try readAllFrames(&reader).count == 3)
     }

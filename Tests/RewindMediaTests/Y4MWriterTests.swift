@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import RewindCore
 import RewindMedia
+import RewindSystem
 import RewindTesting
 import Testing
 
@@ -56,7 +57,8 @@ import Testing
             // A write-only descriptor cannot be read back: the writer keeps a copy instead.
             let fd = open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
             try #require(fd >= 0)
-            var writer = try Y4MWriter(stream: stream, destination: .fileDescriptor(fd, name: "pipe"))
+            var writer = try Y4MWriter(
+                stream: stream, destination: .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"))
             try writeFrames(frames, layout: stream.layout, to: &writer)
             summary = try writer.finish()
             close(fd)
@@ -83,7 +85,8 @@ import Testing
         let fd = toFile ? -1 : open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         defer { if fd >= 0 { close(fd) } }
         var writer = try Y4MWriter(
-            stream: stream, destination: toFile ? .path(output) : .fileDescriptor(fd, name: "pipe"))
+            stream: stream,
+            destination: toFile ? .path(output) : .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"))
         try writeFrames(frames, layout: stream.layout, to: &writer)
         let summary = try writer.finish()
         #expect(summary.filledFrames == 2)

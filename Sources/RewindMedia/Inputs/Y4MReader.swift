@@ -59,18 +59,19 @@ public struct Y4MReader: FrameSource {
     /// Parses the header of the stream read from `fileDescriptor`, which stays open (the caller owns it).
     ///
     /// - Parameters:
-    ///   - fileDescriptor: where to read, e.g. `STDIN_FILENO`.
+    ///   - fileDescriptor: where to read, e.g. ``FileDescriptor/standardInput``; the caller owns it and closes it
+    ///     after the reader is done.
     ///   - name: how errors name the input.
     ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
     ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns). Defaults to now.
     ///   - fileSystem: where the reads go (a fault-injecting one in tests).
     /// - Throws: ``InputError`` when the header is malformed or unsupported, or reading fails.
     public init(
-        fileDescriptor: Int32, name: String = "stdin", matrix: ColorInfo.Matrix = .unspecified,
+        fileDescriptor: FileDescriptor, name: String = "stdin", matrix: ColorInfo.Matrix = .unspecified,
         startWallNanoseconds: Int64? = nil, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(InputError) {
         let reader = BufferedFileReader(
-            descriptor: fileDescriptor, name: name, ownsDescriptor: false, fileSystem: fileSystem)
+            descriptor: fileDescriptor.rawValue, name: name, ownsDescriptor: false, fileSystem: fileSystem)
         try self.init(reader: reader, matrix: matrix, startWallNanoseconds: startWallNanoseconds)
     }
 

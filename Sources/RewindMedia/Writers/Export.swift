@@ -35,10 +35,12 @@ public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
 public enum ExportDestination: Sendable, Hashable, CustomStringConvertible {
     /// A file path: the file is created, or truncated when it exists, and closed by the exporter.
     case path(String)
-    case fileDescriptor(Int32, name: String)
+    /// An open descriptor written from its current position; `name` names it in errors. The caller owns it: the
+    /// export never closes it, and the caller closes it after the export returns.
+    case fileDescriptor(FileDescriptor, name: String)
 
     /// Standard output.
-    public static let standardOutput = ExportDestination.fileDescriptor(1, name: "stdout")
+    public static let standardOutput = ExportDestination.fileDescriptor(.standardOutput, name: "stdout")
 
     /// Parses a command-line argument: `-` is standard output, anything else a path.
     public init(argument: String) {

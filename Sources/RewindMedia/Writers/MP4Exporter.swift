@@ -63,7 +63,7 @@ public final class MP4Exporter: Exporter {
                 process.standardOutput = FileHandle.nullDevice
             case .fileDescriptor(let fd, _):
                 arguments += ["-movflags", "frag_keyframe+empty_moov", "-f", "mp4", "pipe:1"]
-                process.standardOutput = FileHandle(fileDescriptor: fd, closeOnDealloc: false)
+                process.standardOutput = FileHandle(fileDescriptor: fd.rawValue, closeOnDealloc: false)
             }
             process.arguments = arguments
             process.standardInput = pipe
@@ -80,7 +80,9 @@ public final class MP4Exporter: Exporter {
         let name = "ffmpeg's stdin"
         do {
             matroska = try MatroskaWriter(
-                stream: stream, destination: .fileDescriptor(input.fileDescriptor, name: name), fileSystem: fileSystem)
+                stream: stream,
+                destination: .fileDescriptor(FileDescriptor(rawValue: input.fileDescriptor), name: name),
+                fileSystem: fileSystem)
         } catch {
             throw failure(after: error)
         }

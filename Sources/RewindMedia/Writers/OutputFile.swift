@@ -52,7 +52,7 @@ final class OutputFile {
             ownsDescriptor = true
             isReadable = true
         case .fileDescriptor(let fd, let label):
-            descriptor = fd
+            descriptor = fd.rawValue
             name = label
             ownsDescriptor = false
             isReadable = false
