@@ -126,9 +126,9 @@ public final class RecorderControl: @unchecked Sendable {
     public func save(last duration: Int64?, to destination: ExportDestination?, format: ExportFormat?) throws
         -> ExportSummary
     {
-        let length = duration ?? recorder.configuration.window
+        let length = duration ?? recorder.configuration.windowNanoseconds
         guard length > 0 else { throw ClipError.nonPositiveDuration(length) }
-        guard let range = try recorder.lastRange(length) else {
+        guard let range = try recorder.lastRange(.nanoseconds(length)) else {
             throw ClipError.noFrames(source: "recorder")
         }
         return try export(range, to: destination, format: format)
@@ -318,7 +318,7 @@ public final class RecorderControl: @unchecked Sendable {
             let ring = recorder.ring.statistics
             var reply: [String: Any] = [
                 "ok": true, "frames_accepted": statistics.framesAccepted, "frames_durable": statistics.framesDurable,
-                "drops": statistics.drops.keyedByRawValue, "window_ns": recorder.configuration.window,
+                "drops": statistics.drops.keyedByRawValue, "window_ns": recorder.configuration.windowNanoseconds,
                 "memory_frames": ring.frames, "memory_bytes": ring.mappedBytes, "memory_budget_bytes": ring.budget,
                 "stream": recorder.configuration.streamName, "layout": "\(recorder.stream.layout)",
             ]

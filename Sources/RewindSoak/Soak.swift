@@ -74,7 +74,7 @@ struct SoakRun {
     init(configuration: SoakConfiguration) throws {
         self.configuration = configuration
         var options = StoreOptions(
-            segmentMaxDuration: 10_000_000_000, diskBudget: configuration.diskBudget, fileSystem: disk)
+            segmentMaxDuration: .seconds(10), diskBudget: configuration.diskBudget, fileSystem: disk)
         // At least eight segments fit in the disk budget, so retention only ever deletes segments read back long
         // before.
         if let budget = configuration.diskBudget { options.segmentMaxBytes = max(1 << 20, min(512 << 20, budget / 8)) }
@@ -168,7 +168,7 @@ struct SoakRun {
                 progress?(progressNow("recording"))
             }
         }
-        if report.endReason != "stopped" { report.streamNanoseconds = configuration.duration }
+        if report.endReason != "stopped" { report.streamNanoseconds = configuration.durationNanoseconds }
     }
 
     /// Captures camera frame `index` straight into a pooled slab and hands it to the recorder.
@@ -217,14 +217,14 @@ struct SoakRun {
         case .thermal(let state):
             thermal = state
         case .disk(.full):
-            disk.setWriteDelay(nanoseconds: 0)
+            disk.setWriteDelay(.zero)
             disk.setDiskFull(true)
         case .disk(.slow):
             disk.setDiskFull(false)
-            disk.setWriteDelay(nanoseconds: SoakEvent.slowDiskWriteDelay)
+            disk.setWriteDelay(SoakEvent.slowDiskWriteDelay)
         case .disk(.ok):
             disk.setDiskFull(false)
-            disk.setWriteDelay(nanoseconds: 0)
+            disk.setWriteDelay(.zero)
         }
         report.events.append(
             SoakReport.Event(

@@ -169,7 +169,7 @@ public struct SoakReport: Sendable {
             "problems": problems,
             "store": configuration.storeDirectory,
             "settings": [
-                "duration_ns": configuration.duration,
+                "duration_ns": configuration.durationNanoseconds,
                 "speed": configuration.speed.rawValue,
                 "width": configuration.layout.width,
                 "height": configuration.layout.height,
@@ -177,7 +177,7 @@ public struct SoakReport: Sendable {
                 "frame_duration_value": configuration.frameDuration.value,
                 "frame_duration_timescale": Int(configuration.frameDuration.timescale),
                 "memory_budget_bytes": configuration.memoryBudget,
-                "window_ns": configuration.window,
+                "window_ns": configuration.windowNanoseconds,
                 "disk_budget_bytes": configuration.diskBudget.map { $0 as Any } ?? NSNull(),
                 "noise": configuration.noise,
                 "sabotage": configuration.sabotage.map { $0.rawValue as Any } ?? NSNull(),

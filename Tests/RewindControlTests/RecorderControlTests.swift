@@ -52,7 +52,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             let store = try SegmentStore.open(directory: directory)
             recorder = try Recorder(
                 stream: feed.stream, store: store,
-                configuration: RecorderConfiguration(window: 2_000_000_000, memoryBudget: 64 << 20))
+                configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 64 << 20))
             for _ in 0..<180 {
                 recorder.waitForSpillRoom()
                 _ = try feed.appendNext(to: recorder)

@@ -86,7 +86,7 @@ public final class StreamWriter {
             }
         }
         if let open = segment, let first = open.firstPTS,
-            pts - first >= store.options.segmentMaxDuration || open.endOffset >= Int64(store.options.segmentMaxBytes)
+            pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(store.options.segmentMaxBytes)
         {
             try sealCurrent()
         }
@@ -111,7 +111,7 @@ public final class StreamWriter {
                 fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
                 flags: entry.flags, codec: entry.codec))
         if let lastSyncPTS {
-            if pts - lastSyncPTS >= store.options.syncInterval { _ = try sync() }
+            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds { _ = try sync() }
         } else {
             lastSyncPTS = pts
         }
@@ -119,7 +119,7 @@ public final class StreamWriter {
 
     /// Makes everything appended so far durable: `fdatasync` of the segment, then its index rows.
     ///
-    /// - Returns: the pts of the last durable frame, or nil when none is.
+    /// - Returns: the pts of the last durable frame (nanoseconds on the stream clock), or nil when none is.
     /// - Throws: like ``append(_:)`` when the sync fails (frames since the previous sync are then dropped and the
     ///   segment closed); index errors (the rows are kept and added at the next sync, or rebuilt by recovery).
     @discardableResult
@@ -156,6 +156,11 @@ public final class StreamWriter {
     }
 
     /// Records an interval with no frames where frames were expected.
+    ///
+    /// - Parameters:
+    ///   - start: the first pts of the gap, nanoseconds on the stream clock (inclusive).
+    ///   - end: where the gap ends, pts nanoseconds (exclusive).
+    ///   - reason: why the frames are missing.
     public func recordGap(start: Int64, end: Int64, reason: LossReason) throws {
         try SegmentStoreError.translatingIndexErrors {
             try store.index.recordGap(
@@ -227,7 +232,7 @@ public final class StreamWriter {
         sealedFileNames.append(sealedName)
         durableBefore += open.frameCount
         segment = nil
-        if store.options.diskBudget != nil || store.options.maxAge != nil {
+        if store.options.diskBudget != nil || store.options.maxAgeNanoseconds != nil {
             do {
                 _ = try store.enforceRetention()
                 lastRetentionError = nil
