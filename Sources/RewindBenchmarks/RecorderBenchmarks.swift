@@ -82,13 +82,13 @@ public enum RecorderBenchmarks {
         var pinTimes: [Double] = []
         for _ in 0..<21 {
             let pinStart = ContinuousClock.now
-            guard let range = try recorder.lastRange(5_000_000_000) else { throw BenchmarkError("nothing recorded") }
+            guard let range = try recorder.lastRange(.seconds(5)) else { throw BenchmarkError("nothing recorded") }
             let pinned = recorder.ring.pin(range)
             pinTimes.append(seconds(ContinuousClock.now - pinStart) * 1000)
             pinned.release()
         }
         results["save_pin_ms"] = pinTimes.sorted()[pinTimes.count / 2]
-        guard let range = try recorder.lastRange(5_000_000_000) else { throw BenchmarkError("nothing recorded") }
+        guard let range = try recorder.lastRange(.seconds(5)) else { throw BenchmarkError("nothing recorded") }
         let snapshot = recorder.ring.pin(range)
         defer { snapshot.release() }
         let savePath = directory + "/save.y4m"
@@ -130,10 +130,10 @@ public enum RecorderBenchmarks {
         var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: fps))
         let recorder = try Recorder(
             stream: camera.stream, store: store,
-            configuration: RecorderConfiguration(window: 6_000_000_000, memoryBudget: 1536 << 20))
+            configuration: RecorderConfiguration(window: .seconds(6), memoryBudget: 1536 << 20))
         try recorder.record(
             from: &camera,
-            options: RecordLoopOptions(realtime: true, duration: seconds * 1_000_000_000, waitsForSpill: false))
+            options: RecordLoopOptions(pacing: .realtime, duration: .seconds(seconds), spillLag: .drop))
         while recorder.unspilledFrames > 0 { usleep(1000) }
         return LiveRun(recorder: recorder, drops: recorder.statistics.totalDrops)
     }

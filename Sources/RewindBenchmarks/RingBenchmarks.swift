@@ -150,7 +150,7 @@ public enum RingBenchmarks {
         let slab = (layout.byteCount + 4095) / 4096 * 4096
         let budget = (framesInWindow + 3) * slab
         let configuration = RingConfiguration(
-            window: Int64(framesInWindow - 1) * frameStep, memoryBudget: budget, minimumBudget: slab)
+            window: .nanoseconds(Int64(framesInWindow - 1) * frameStep), memoryBudget: budget, minimumBudget: slab)
         return RingStore(configuration: configuration, onEvict: { _ in })
     }
 

@@ -5,22 +5,64 @@ import SegmentStore
 
 /// How ``Recorder/record(from:options:shouldStop:progress:)`` reads its source.
 public struct RecordLoopOptions: Sendable {
-    /// Pace frames at their pts (a file played as if live). Otherwise read as fast as the pipeline allows.
-    public var realtime: Bool
-    /// Stop before the first frame whose pts is this far past the first frame's, nanoseconds.
-    public var duration: Int64?
-    /// When the spill stage falls behind, wait instead of dropping (for files; a live source must not wait).
-    public var waitsForSpill: Bool
+    /// How fast the loop reads its source.
+    public enum Pacing: Sendable, Hashable, CaseIterable {
+        /// Read as fast as the pipeline allows (a file recorded at once).
+        case asFastAsPossible
+        /// Wait until each frame's pts has come on a clock started at the first frame (a file played as if live).
+        case realtime
+    }
 
-    public init(realtime: Bool = false, duration: Int64? = nil, waitsForSpill: Bool? = nil) {
-        self.realtime = realtime
-        self.duration = duration
-        self.waitsForSpill = waitsForSpill ?? !realtime
+    /// What the loop does when the spill stage has fallen behind and memory is full of frames not yet written.
+    public enum SpillLag: Sendable, Hashable, CaseIterable {
+        /// Wait before reading the next frame until the spill stage has room, so no frame is dropped for it: for
+        /// sources that can wait (files).
+        case wait
+        /// Keep reading; the recorder's ``BackpressurePolicy`` decides which frame is dropped: for sources that
+        /// must not wait (a live camera).
+        case drop
+    }
+
+    /// How fast the source is read.
+    public var pacing: Pacing
+    /// Stop before the first frame whose pts is this far past the first frame's (whole nanoseconds of pts).
+    public var duration: Duration? {
+        get { durationNanoseconds.map { .nanoseconds($0) } }
+        set { durationNanoseconds = newValue?.nanosecondsClamped }
+    }
+    /// ``duration`` in nanoseconds, converted once when it is set; the loop compares each pts against it.
+    package private(set) var durationNanoseconds: Int64?
+    /// What to do when the spill stage falls behind.
+    public var spillLag: SpillLag
+
+    /// Makes options.
+    ///
+    /// - Parameters:
+    ///   - pacing: how fast the source is read.
+    ///   - duration: how much stream time to record (nil: until the source ends or the loop is stopped).
+    ///   - spillLag: what to do when the spill stage falls behind; by default `.wait` when reading as fast as
+    ///     possible and `.drop` in real time.
+    public init(pacing: Pacing = .asFastAsPossible, duration: Duration? = nil, spillLag: SpillLag? = nil) {
+        self.pacing = pacing
+        self.durationNanoseconds = duration?.nanosecondsClamped
+        self.spillLag = spillLag ?? (pacing == .realtime ? .drop : .wait)
     }
 }
 
 /// What a record loop read.
 public struct RecordLoopResult: Sendable {
+    /// Why a record loop ended; the raw value is the phrase the command line prints.
+    public enum EndReason: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The source had no more frames.
+        case endOfInput = "end of input"
+        /// `shouldStop` returned true.
+        case stopped
+        /// The next frame was past ``RecordLoopOptions/duration``.
+        case durationReached = "duration reached"
+
+        public var description: String { rawValue }
+    }
+
     /// Frames read from the source.
     public var framesRead = 0
     /// Frames the ring accepted.
@@ -28,7 +70,7 @@ public struct RecordLoopResult: Sendable {
     /// Frames dropped on arrival (the recorder's statistics say why: spill behind, memory budget, pinned frames).
     public var framesDropped = 0
     /// Why the loop ended.
-    public var endReason = "end of input"
+    public var endReason = EndReason.endOfInput
 
     public init() {}
 }
@@ -37,6 +79,12 @@ extension Recorder {
     /// Reads `source` frame by frame straight into pooled slabs (the zero-copy path) until it ends, `duration` is
     /// reached or `shouldStop` returns true.
     ///
+    /// - Parameters:
+    ///   - source: the frames to record.
+    ///   - options: pacing, duration and what to do when the spill stage falls behind.
+    ///   - shouldStop: asked before each frame; true ends the loop.
+    ///   - progress: called after each frame read with the counts so far and that frame's pts (nanoseconds on
+    ///     the stream clock).
     /// - Throws: the source's error (malformed or truncated input). Frames stored before it stay stored; call
     ///   ``finish()`` afterwards either way.
     @discardableResult
@@ -52,22 +100,22 @@ extension Recorder {
         var scratch: [UInt8] = []
         while true {
             if shouldStop() {
-                result.endReason = "stopped"
+                result.endReason = .stopped
                 break
             }
-            if options.waitsForSpill { waitForSpillRoom(until: shouldStop) }
+            if options.spillLag == .wait { waitForSpillRoom(until: shouldStop) }
             /// Counts the frame and applies the duration limit and pacing; false ends the loop.
             func admit(_ info: FrameInfo) -> Bool {
                 result.framesRead += 1
                 let pts = info.ptsNanoseconds
                 let first = firstPTS ?? pts
                 firstPTS = first
-                if let duration = options.duration, pts - first >= duration {
+                if let duration = options.durationNanoseconds, pts - first >= duration {
                     result.framesRead -= 1
-                    result.endReason = "duration reached"
+                    result.endReason = .durationReached
                     return false
                 }
-                if options.realtime {
+                if options.pacing == .realtime {
                     let start = startInstant ?? ContinuousClock.now
                     startInstant = start
                     System.sleep(until: start + .nanoseconds(pts - first))

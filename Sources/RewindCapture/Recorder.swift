@@ -64,7 +64,8 @@ public final class Recorder: Sendable {
             // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
             onEvict: { _ in })
         let nominal = stream.frameDuration.nanoseconds ?? 1
-        framesInWindow = nominal > 0 ? Int(min(configuration.window / nominal, Int64(Int.max / 2))) : Int.max / 2
+        framesInWindow =
+            nominal > 0 ? Int(min(configuration.windowNanoseconds / nominal, Int64(Int.max / 2))) : Int.max / 2
         let page = System.pageSize
         slabBytes = max(1, (frameBytes + page - 1) / page * page)
         if let store = self.store {
@@ -243,7 +244,9 @@ public final class Recorder: Sendable {
     /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
     /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
     /// the only copy, and the whole range is pinned up front.
-    /// - Parameter body: returns false to stop early. The view is only valid during the call.
+    /// - Parameters:
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    ///   - body: returns false to stop early. The view is only valid during the call.
     /// - Returns: how many frames came from disk and from memory.
     /// - Throws: store errors (a damaged frame is an error, never data).
     /// - Complexity: O(log n) to the first frame; memory bounded by one decoded frame plus the pinned ones.
@@ -306,14 +309,16 @@ public final class Recorder: Sendable {
     /// (8, or a quarter of a small ring).
     static func queryBatch(_ framesInRing: Int) -> Int { spillBatch(framesInRing) }
 
-    /// The range of the last `duration` of the stream: `(newest − duration, newest]`.
+    /// The pts range of the last `duration` of the stream: `(newest − duration, newest]`.
     ///
-    /// - Returns: nil when nothing has been recorded.
-    public func lastRange(_ duration: Int64) throws -> Range<Int64>? {
+    /// - Parameter duration: how much of the stream, measured in pts (whole nanoseconds).
+    /// - Returns: pts nanoseconds on the stream clock, start inclusive, end exclusive, for ``frames(in:_:)``; nil
+    ///   when nothing has been recorded.
+    public func lastRange(_ duration: Duration) throws -> Range<Int64>? {
         var newest = ring.statistics.lastPTSNanoseconds
         if newest == nil, let store { newest = try store.summary(streamName: configuration.streamName).lastPTS }
         guard let newest else { return nil }
-        return (newest - duration + 1)..<(newest + 1)
+        return Range(last: duration, endingAt: newest)
     }
 }
 

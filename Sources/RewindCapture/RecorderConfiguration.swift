@@ -24,8 +24,13 @@ public enum BackpressurePolicy: String, Sendable, CaseIterable {
 public struct RecorderConfiguration: Sendable {
     /// The stream's name in the store (several streams can share one store).
     public var streamName: String
-    /// The rewind window kept in memory, nanoseconds of pts.
-    public var window: Int64
+    /// The rewind window kept in memory, measured in pts (whole nanoseconds: ``Swift/Duration/nanosecondsClamped``).
+    public var window: Duration {
+        get { .nanoseconds(windowNanoseconds) }
+        set { windowNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``window`` in nanoseconds, converted once when it is set.
+    package private(set) var windowNanoseconds: Int64
     /// The hard memory budget of the ring, bytes.
     public var memoryBudget: Int
     /// The budget under critical memory pressure, bytes (default: an eighth of the budget, at least 4 frames).
@@ -33,21 +38,37 @@ public struct RecorderConfiguration: Sendable {
     public var spill: SpillPolicy
     public var backpressure: BackpressurePolicy
     /// With `onEvict`, frames are written once they are this much older than the newest frame (default: 3/4 of
-    /// the window), so they reach disk before the window lets them go.
-    public var onEvictLead: Int64?
+    /// the window), so they reach disk before the window lets them go. Measured in pts, whole nanoseconds.
+    public var onEvictLead: Duration? {
+        get { onEvictLeadNanoseconds.map { .nanoseconds($0) } }
+        set { onEvictLeadNanoseconds = newValue?.nanosecondsClamped }
+    }
+    /// ``onEvictLead`` in nanoseconds, converted once when it is set.
+    package private(set) var onEvictLeadNanoseconds: Int64?
+
+    /// Makes a configuration.
+    ///
+    /// - Parameters:
+    ///   - streamName: the stream's name in the store.
+    ///   - window: the rewind window kept in memory (10 seconds by default).
+    ///   - memoryBudget: the ring's hard memory budget, bytes.
+    ///   - minimumBudget: the budget under critical memory pressure, bytes.
+    ///   - spill: when frames go to the store.
+    ///   - backpressure: what to drop when the spill stage falls behind.
+    ///   - onEvictLead: with `onEvict`, how far behind the newest frame a frame is written.
 
     public init(
-        streamName: String = "camera", window: Int64 = 10_000_000_000, memoryBudget: Int = 512 << 20,
+        streamName: String = "camera", window: Duration = .seconds(10), memoryBudget: Int = 512 << 20,
         minimumBudget: Int? = nil, spill: SpillPolicy = .eager, backpressure: BackpressurePolicy = .dropNewest,
-        onEvictLead: Int64? = nil
+        onEvictLead: Duration? = nil
     ) {
         self.streamName = streamName
-        self.window = window
+        self.windowNanoseconds = window.nanosecondsClamped
         self.memoryBudget = memoryBudget
         self.minimumBudget = minimumBudget
         self.spill = spill
         self.backpressure = backpressure
-        self.onEvictLead = onEvictLead
+        self.onEvictLeadNanoseconds = onEvictLead?.nanosecondsClamped
     }
 }
 

@@ -108,7 +108,7 @@ final class SpillStage: @unchecked Sendable {
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
-            horizon = newest - (configuration.onEvictLead ?? configuration.window / 4 * 3)
+            horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
         }
         var written = 0
         for index in 0..<snapshot.count {

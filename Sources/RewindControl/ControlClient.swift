@@ -23,11 +23,12 @@ public enum ControlClient {
     /// - Returns: what the recorder wrote, or nil when no recorder serves `directory` (no socket, or a stale one).
     /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
     public static func save(
-        directory: String, last duration: Int64, to destination: ExportDestination?, format: ExportFormat?,
+        directory: String, last duration: Duration, to destination: ExportDestination?, format: ExportFormat?,
         stream: String? = nil
     ) throws -> ControlReply.Export? {
         try export(
-            directory: directory, ControlRequest(.save(lastNanoseconds: duration), stream: stream, format: format),
+            directory: directory,
+            ControlRequest(.save(lastNanoseconds: duration.nanosecondsClamped), stream: stream, format: format),
             destination: destination)
     }
 

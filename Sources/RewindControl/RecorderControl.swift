@@ -124,11 +124,11 @@ public final class RecorderControl: @unchecked Sendable {
     /// Saves the last `duration` (the window when nil) to `destination` (`DIR/exports/save-….ext` when nil).
     ///
     /// - Throws: ``ClipError`` when nothing is recorded yet, and export errors.
-    public func save(last duration: Int64?, to destination: ExportDestination?, format: ExportFormat?) throws
+    public func save(last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?) throws
         -> ExportSummary
     {
         let length = duration ?? recorder.configuration.window
-        guard length > 0 else { throw ClipError.nonPositiveDuration(length) }
+        guard length > .zero else { throw ClipError.nonPositiveDuration(length) }
         guard let range = try recorder.lastRange(length) else {
             throw ClipError.noFrames(source: "recorder")
         }
@@ -221,7 +221,7 @@ public final class RecorderControl: @unchecked Sendable {
         if let stream = request.stream, stream != recorder.configuration.streamName {
             throw ControlError.wrongStream(recording: recorder.configuration.streamName, requested: stream)
         }
-        let duration: Int64?
+        let duration: Duration?
         let range: Range<Int64>?
         switch request.command {
         case .status:
@@ -230,7 +230,7 @@ public final class RecorderControl: @unchecked Sendable {
             if let last, last <= 0 {
                 throw ControlError.badField("last_ns", detail: "last_ns must be a whole number of nanoseconds above 0")
             }
-            duration = last
+            duration = last.map { .nanoseconds($0) }
             range = nil
         case .clip(let from, let to):
             duration = nil
@@ -259,11 +259,12 @@ public final class RecorderControl: @unchecked Sendable {
     /// The recorder's counters and what its ring holds now.
     public var status: ControlReply.Status {
         let statistics = recorder.statistics
-        let ring = recorder.ring.statistics
+        let ring = recorder.memoryStatistics
         return ControlReply.Status(
             stream: recorder.configuration.streamName, layout: "\(recorder.stream.layout)",
             framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
-            drops: statistics.drops, windowNanoseconds: recorder.configuration.window, memoryFrames: ring.frames,
+            drops: statistics.drops, windowNanoseconds: recorder.configuration.windowNanoseconds,
+            memoryFrames: ring.frames,
             memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
             memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds)
     }

@@ -41,8 +41,14 @@ public struct RingConfiguration: Sendable, Hashable {
     /// The most frames a ring holds, whatever its budget: the slot table is allocated once at this size at most.
     public static let defaultMaximumFrames = 16_384
 
-    /// Nanoseconds of pts: frames older than `newest.pts - window` leave the ring.
-    public var window: Int64
+    /// How much pts the ring keeps: frames older than `newest.pts - window` leave the ring. Kept as whole
+    /// nanoseconds (``Swift/Duration/nanosecondsClamped``); must not be negative.
+    public var window: Duration {
+        get { .nanoseconds(windowNanoseconds) }
+        set { windowNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``window`` in nanoseconds of pts, converted once when it is set; the ring compares pts against it.
+    package private(set) var windowNanoseconds: Int64
     /// The hard limit in bytes on all slabs mapped by the ring's pool: frames in the ring, free slabs, and slabs
     /// held or pinned outside the ring.
     public var memoryBudget: Int
@@ -58,16 +64,16 @@ public struct RingConfiguration: Sendable, Hashable {
     /// Makes a configuration.
     ///
     /// - Parameters:
-    ///   - window: the rewind window in nanoseconds of pts; must not be negative.
+    ///   - window: the rewind window, measured in pts; must not be negative.
     ///   - memoryBudget: the hard budget in bytes.
     ///   - minimumBudget: the budget under critical pressure; at most `memoryBudget`.
     ///   - pinPolicy: what to do when pinned frames stand in the way of a new one.
     ///   - maximumFrames: the cap on the slot count.
     public init(
-        window: Int64, memoryBudget: Int, minimumBudget: Int, pinPolicy: PinPolicy = .evictOldestUnpinned,
+        window: Duration, memoryBudget: Int, minimumBudget: Int, pinPolicy: PinPolicy = .evictOldestUnpinned,
         maximumFrames: Int = RingConfiguration.defaultMaximumFrames
     ) {
-        self.window = window
+        self.windowNanoseconds = window.nanosecondsClamped
         self.memoryBudget = memoryBudget
         self.minimumBudget = minimumBudget
         self.pinPolicy = pinPolicy
@@ -84,7 +90,7 @@ public struct RingConfiguration: Sendable, Hashable {
     }
 
     func validate() {
-        precondition(window >= 0, "ring window must not be negative, got \(window) ns")
+        precondition(windowNanoseconds >= 0, "ring window must not be negative, got \(window)")
         precondition(memoryBudget >= 0, "memory budget must not be negative, got \(memoryBudget)")
         precondition(
             minimumBudget >= 0 && minimumBudget <= memoryBudget,

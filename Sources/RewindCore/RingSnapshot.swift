@@ -56,9 +56,11 @@ public final class RingSnapshot: Sendable {
 }
 
 extension RingStore {
-    /// Pins the frames whose pts (ns) lies in `range`.
+    /// Pins the frames whose pts lies in `range`.
     ///
-    /// - Parameter limit: the most frames to pin (the oldest ones first).
+    /// - Parameters:
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    ///   - limit: the most frames to pin (the oldest ones first).
     /// - Returns: the pinned frames in pts order (possibly none).
     /// - Complexity: O(log frames + pinned frames), under the lock.
     public func pin(_ range: Range<Int64>, limit: Int = .max) -> RingSnapshot {

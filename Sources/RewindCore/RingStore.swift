@@ -435,7 +435,7 @@ struct RingState: ~Copyable {
 
     /// Whether `slot` is older than the window before a frame at `newest`.
     func isExpired(_ slot: Slot, newest: Int64) -> Bool {
-        let (threshold, overflow) = newest.subtractingReportingOverflow(configuration.window)
+        let (threshold, overflow) = newest.subtractingReportingOverflow(configuration.windowNanoseconds)
         return !overflow && slot.info.ptsNanoseconds < threshold
     }
 

@@ -10,10 +10,10 @@
 //         frameDuration: FrameTime(value: 1, timescale: 60), frameCount: 600)
 //     let recorder = try Recorder(
 //         stream: camera.stream, store: store,
-//         configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 512 << 20))
+//         configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 512 << 20))
 //     try recorder.record(from: &camera)
 //     let source = ClipSource.recorder(recorder)
-//     if let lastFive = try source.lastRange(5_000_000_000) {
+//     if let lastFive = try source.lastRange(.seconds(5)) {
 //         try source.export(range: lastFive, format: .matroska, to: .path("last5s.mkv"))
 //     }
 //     try recorder.finish()

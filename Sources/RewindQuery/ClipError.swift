@@ -17,7 +17,7 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The range's end is not after its start.
     case badRange(from: Int64, to: Int64)
     /// A duration to save that is not longer than 0.
-    case nonPositiveDuration(Int64)
+    case nonPositiveDuration(Duration)
 
     public var description: String {
         switch self {
@@ -31,7 +31,7 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
             return "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: its end \(formatSeconds(to)) is "
                 + "not after its start \(formatSeconds(from))"
         case .nonPositiveDuration(let duration):
-            return "the duration to save (\(formatSeconds(duration))) must be longer than 0"
+            return "the duration to save (\(formatSeconds(duration.nanosecondsClamped))) must be longer than 0"
         }
     }
 }

@@ -9,6 +9,8 @@ import Synchronization
 
 extension ClipSource {
     /// Throws ``ClipError/empty(range:held:)``, saying what the source holds, when no frame lies in `range`.
+    ///
+    /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func requireFrames(in range: Range<Int64>) throws {
         guard try !hasFrames(in: range) else { return }
         throw ClipError.empty(range: range, held: try span())
@@ -17,11 +19,11 @@ extension ClipSource {
     /// Exports every frame in `range` to `destination`.
     ///
     /// - Parameters:
-    ///   - range: pts nanoseconds, start inclusive, end exclusive.
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path or standard output.
     ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
-    ///   - progress: called after each frame with the count so far and the frame's pts.
+    ///   - progress: called after each frame with the count so far and the frame's pts (nanoseconds).
     /// - Returns: what was written.
     /// - Throws: ``ClipError/badRange(from:to:)`` for an empty range; ``ClipError/empty(range:held:)`` when no
     ///   frame lies in the range (nothing is written);

@@ -20,7 +20,11 @@ public enum ClipSource: Sendable {
         }
     }
 
-    /// Calls `body` with every frame in `range` (nanoseconds of pts, start inclusive, end exclusive), in pts order.
+    /// Calls `body` with every frame in `range`, in pts order.
+    ///
+    /// - Parameters:
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    ///   - body: receives each frame (valid only during the call); returns false to stop.
     public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws {
         switch self {
         case .recorder(let recorder):
@@ -31,6 +35,8 @@ public enum ClipSource: Sendable {
     }
 
     /// Whether any frame lies in `range`, from the ring and the index alone (nothing is decoded).
+    ///
+    /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func hasFrames(in range: Range<Int64>) throws -> Bool {
         switch self {
         case .recorder(let recorder):
@@ -51,7 +57,7 @@ public enum ClipSource: Sendable {
         }
     }
 
-    /// The first and last pts recorded, nanoseconds; nil when nothing is.
+    /// The first and last pts recorded, nanoseconds on the stream clock, both inclusive; nil when nothing is.
     public func span() throws -> ClosedRange<Int64>? {
         switch self {
         case .recorder(let recorder):
@@ -71,10 +77,14 @@ public enum ClipSource: Sendable {
         }
     }
 
-    /// The range of the last `duration`: `(newest − duration, newest]`; nil when nothing is recorded.
-    public func lastRange(_ duration: Int64) throws -> Range<Int64>? {
+    /// The pts range of the last `duration`: `(newest − duration, newest]`.
+    ///
+    /// - Parameter duration: how much of the stream, measured in pts (whole nanoseconds).
+    /// - Returns: pts nanoseconds on the stream clock, start inclusive, end exclusive, for ``frames(in:_:)`` and
+    ///   ``export(range:format:to:progress:)``; nil when nothing is recorded.
+    public func lastRange(_ duration: Duration) throws -> Range<Int64>? {
         guard let span = try span() else { return nil }
-        return (span.upperBound - duration + 1)..<(span.upperBound + 1)
+        return Range(last: duration, endingAt: span.upperBound)
     }
 
     /// Wall-clock time of the first frame minus its pts: maps wall-clock times to pts.
@@ -88,7 +98,7 @@ public enum ClipSource: Sendable {
         return offset
     }
 
-    /// Turns a command-line time into a pts in nanoseconds.
+    /// Turns a command-line time into a pts: nanoseconds on the stream clock.
     ///
     /// Stream times are pts. Wall-clock times map to pts through the first frame's wall-clock time; a time of day
     /// is taken on the local date of the first frame.

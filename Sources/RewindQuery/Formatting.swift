@@ -14,6 +14,9 @@ package func formatSeconds(_ nanoseconds: Int64) -> String {
     return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
 }
 
+/// Formats a duration as seconds with millisecond precision: `12.500s`.
+package func formatSeconds(_ duration: Duration) -> String { formatSeconds(duration.nanosecondsClamped) }
+
 /// Formats a byte count with a binary unit: `1.5 GiB`.
 package func formatBytes(_ bytes: Int64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]

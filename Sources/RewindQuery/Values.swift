@@ -41,12 +41,18 @@ public enum Values {
         ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40),
     ]
 
-    /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `12.5s` or `250us` into nanoseconds.
+    /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `12.5s` or `250us`.
     ///
     /// A bare number (`5`) is refused: its unit is ambiguous; the error suggests seconds (`5s`). Fractions are
-    /// exact down to the nanosecond (`0.0000000015s` is refused).
+    /// exact down to the nanosecond (`0.0000000015s` is refused), and the result fits `Int64` nanoseconds, so its
+    /// ``Swift/Duration/nanosecondsClamped`` is exact.
     /// - Throws: ``ValueError`` for anything else, negative values included.
-    public static func duration(_ text: String) throws(ValueError) -> Int64 {
+    public static func duration(_ text: String) throws(ValueError) -> Duration {
+        .nanoseconds(try durationNanoseconds(text))
+    }
+
+    /// Parses a duration like ``duration(_:)`` into whole nanoseconds.
+    static func durationNanoseconds(_ text: String) throws(ValueError) -> Int64 {
         let expected = "a duration like 5s, 1500ms, 10m, 1h or 12.5s"
         if decimal(text) != nil {
             throw ValueError(input: text, expected: "a duration", suggestion: text + "s")
@@ -163,7 +169,7 @@ public enum TimeSpec: Sendable, Equatable {
             self = .timeOfDay(ns)
         } else {
             do {
-                self = .stream(try Values.duration(text))
+                self = .stream(try Values.durationNanoseconds(text))
             } catch {
                 guard let suggestion = error.suggestion else { throw ValueError(input: text, expected: expected) }
                 throw ValueError(input: text, expected: "a time", suggestion: suggestion)

@@ -105,7 +105,7 @@ extension SoakRun {
         let framesInBudget = Int64(max(1, configuration.memoryBudget / slab))
         /// Stream time for the ring to hold only frames that arrived after a change, at one frame in `divisor`.
         func turnover(_ divisor: Int) -> Int64 {
-            min(configuration.window, framesInBudget * frameNanoseconds * Int64(divisor))
+            min(configuration.windowNanoseconds, framesInBudget * frameNanoseconds * Int64(divisor))
         }
         // Warm-up: at least 1 s of stream time, and until the ring has filled at the rate the camera starts with.
         var divisor = 1

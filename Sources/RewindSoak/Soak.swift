@@ -9,8 +9,19 @@ import SegmentStore
 
 /// Where a soak run is, for a progress line.
 public struct SoakProgress: Sendable {
-    /// `recording`, `finishing` (final sync and seal) or `reading back`.
-    public var phase: String
+    /// A stage of a soak run; the raw value is how the progress line names it.
+    public enum Phase: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The camera is recording.
+        case recording
+        /// The final sync and seal.
+        case finishing
+        /// The last read-back pass over the store and the check of the ring's frames.
+        case readingBack = "reading back"
+
+        public var description: String { rawValue }
+    }
+
+    public var phase: Phase
     public var streamNanoseconds: Int64
     public var framesProduced: Int
     public var framesDropped: Int
@@ -74,7 +85,7 @@ struct SoakRun {
     init(configuration: SoakConfiguration) throws {
         self.configuration = configuration
         var options = StoreOptions(
-            segmentMaxDuration: 10_000_000_000, diskBudget: configuration.diskBudget, fileSystem: disk)
+            segmentMaxDuration: .seconds(10), diskBudget: configuration.diskBudget, fileSystem: disk)
         // At least eight segments fit in the disk budget, so retention only ever deletes segments read back long
         // before.
         if let budget = configuration.diskBudget { options.segmentMaxBytes = max(1 << 20, min(512 << 20, budget / 8)) }
@@ -109,14 +120,14 @@ struct SoakRun {
         record(shouldStop: shouldStop, progress: progress)
         report.recordingWallNanoseconds = monitor.now()
         monitor.recordingEnded()
-        progress?(progressNow("finishing"))
+        progress?(progressNow(.finishing))
         retained = []
         do {
             try recorder.finish()
         } catch {
             report.lastError = "\(error)"
         }
-        progress?(progressNow("reading back"))
+        progress?(progressNow(.readingBack))
         var result = readback.finish()
         let snapshot = recorder.ring.pin(Int64.min..<Int64.max)
         for index in 0..<snapshot.count {
@@ -139,7 +150,7 @@ struct SoakRun {
         var lastProgress = ContinuousClock.now
         for index in 0..<frameCount {
             if shouldStop() {
-                report.endReason = "stopped"
+                report.endReason = .stopped
                 break
             }
             let pts = FrameTime.frame(Int64(index), duration: configuration.frameDuration)!.nanoseconds!
@@ -165,10 +176,10 @@ struct SoakRun {
             capture(index)
             if progress != nil, ContinuousClock.now - lastProgress >= .milliseconds(100) {
                 lastProgress = ContinuousClock.now
-                progress?(progressNow("recording"))
+                progress?(progressNow(.recording))
             }
         }
-        if report.endReason != "stopped" { report.streamNanoseconds = configuration.duration }
+        if report.endReason != .stopped { report.streamNanoseconds = configuration.durationNanoseconds }
     }
 
     /// Captures camera frame `index` straight into a pooled slab and hands it to the recorder.
@@ -217,14 +228,14 @@ struct SoakRun {
         case .thermal(let state):
             thermal = state
         case .disk(.full):
-            disk.setWriteDelay(nanoseconds: 0)
+            disk.setWriteDelay(.zero)
             disk.setDiskFull(true)
         case .disk(.slow):
             disk.setDiskFull(false)
-            disk.setWriteDelay(nanoseconds: SoakEvent.slowDiskWriteDelay)
+            disk.setWriteDelay(SoakEvent.slowDiskWriteDelay)
         case .disk(.ok):
             disk.setDiskFull(false)
-            disk.setWriteDelay(nanoseconds: 0)
+            disk.setWriteDelay(.zero)
         }
         report.events.append(
             SoakReport.Event(
@@ -232,7 +243,7 @@ struct SoakRun {
                 rssBytes: ResidentMemory.current() ?? 0, reducedLimitBytes: reducedLimit))
     }
 
-    private func progressNow(_ phase: String) -> SoakProgress {
+    private func progressNow(_ phase: SoakProgress.Phase) -> SoakProgress {
         SoakProgress(
             phase: phase, streamNanoseconds: report.streamNanoseconds, framesProduced: report.framesProduced,
             framesDropped: report.framesDroppedOnArrival, rssBytes: ResidentMemory.current() ?? 0)

@@ -34,13 +34,23 @@ public struct SoakConfiguration: Sendable {
     /// Format (NV12) and size of every frame.
     public var layout: FrameLayout
     public var frameDuration: FrameTime
-    /// Stream time to run, nanoseconds.
-    public var duration: Int64
+    /// Stream time to run (whole nanoseconds of pts).
+    public var duration: Duration {
+        get { .nanoseconds(durationNanoseconds) }
+        set { durationNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``duration`` in nanoseconds, converted once when it is set.
+    package private(set) var durationNanoseconds: Int64
     public var speed: Speed
     /// The ring's hard memory budget, bytes.
     public var memoryBudget: Int
-    /// The rewind window kept in memory, nanoseconds of stream time.
-    public var window: Int64
+    /// The rewind window kept in memory, measured in stream time (whole nanoseconds of pts).
+    public var window: Duration {
+        get { .nanoseconds(windowNanoseconds) }
+        set { windowNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``window`` in nanoseconds, converted once when it is set.
+    package private(set) var windowNanoseconds: Int64
     /// Retention: the segment files may use at most this many bytes (nil: no limit).
     public var diskBudget: Int?
     /// Sensor noise of the synthetic camera, standard deviation in 8-bit code values (0…8).
@@ -52,16 +62,16 @@ public struct SoakConfiguration: Sendable {
     public var sabotage: Sabotage?
 
     public init(
-        layout: FrameLayout, frameDuration: FrameTime, duration: Int64, speed: Speed = .max,
-        memoryBudget: Int = 256 << 20, window: Int64 = 10_000_000_000, diskBudget: Int? = 4 << 30,
+        layout: FrameLayout, frameDuration: FrameTime, duration: Duration, speed: Speed = .max,
+        memoryBudget: Int = 256 << 20, window: Duration = .seconds(10), diskBudget: Int? = 4 << 30,
         noise: Double = 2, events: [SoakEvent] = [], storeDirectory: String, sabotage: Sabotage? = nil
     ) {
         self.layout = layout
         self.frameDuration = frameDuration
-        self.duration = duration
+        self.durationNanoseconds = duration.nanosecondsClamped
         self.speed = speed
         self.memoryBudget = memoryBudget
-        self.window = window
+        self.windowNanoseconds = window.nanosecondsClamped
         self.diskBudget = diskBudget
         self.noise = noise
         self.events = events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }
@@ -81,7 +91,7 @@ public struct SoakConfiguration: Sendable {
     /// How many camera frames (captured or skipped) the run spans: those whose pts is below ``duration``.
     public var frameCount: Int {
         // pts(n) = floor(n × value × 1e9 / timescale) < duration  ⟺  n < duration × timescale / (value × 1e9).
-        let numerator = Int128(duration) * Int128(frameDuration.timescale)
+        let numerator = Int128(durationNanoseconds) * Int128(frameDuration.timescale)
         let denominator = Int128(frameDuration.value) * 1_000_000_000
         return Int(clamping: (numerator + denominator - 1) / denominator)
     }
@@ -93,7 +103,7 @@ public struct SoakConfiguration: Sendable {
     ///
     /// - Throws: ``SoakConfigurationError`` saying what is wrong.
     public func validate() throws(SoakConfigurationError) {
-        guard duration > 0 else { throw .init("the duration must be longer than 0s") }
+        guard durationNanoseconds > 0 else { throw .init("the duration must be longer than 0s") }
         guard frameDuration.value > 0 else { throw .init("the frame rate must be positive") }
         guard frameCount <= Self.maximumFrameCount else {
             throw .init("\(frameCount) frames is more than a soak can track (\(Self.maximumFrameCount))")
@@ -104,7 +114,7 @@ public struct SoakConfiguration: Sendable {
                     + "to carry the synthetic camera's mark")
         }
         guard noise >= 0 && noise <= 8 else { throw .init("the noise must be 0…8 code values") }
-        guard window > 0 else { throw .init("the window must be longer than 0s") }
+        guard windowNanoseconds > 0 else { throw .init("the window must be longer than 0s") }
         let minimum = 8 * layout.byteCount
         guard memoryBudget >= minimum else {
             throw .init(
@@ -118,7 +128,7 @@ public struct SoakConfiguration: Sendable {
                 "a disk budget of \(formatBytes(Int64(diskBudget))) holds fewer than 256 frames of \(layout); give at "
                     + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
         }
-        if let event = events.first(where: { $0.at >= duration }) {
+        if let event = events.first(where: { $0.at >= durationNanoseconds }) {
             throw .init("event '\(event)' is at or after the end of the run, so it would never happen")
         }
     }

@@ -87,7 +87,7 @@ public enum DiskCondition: String, Sendable, Hashable, CaseIterable {
 extension SoakEvent {
     /// How much longer each write takes while the disk is `slow`: 25 ms, so at most 40 frame records a second reach
     /// the disk, fewer than a 60 FPS camera delivers.
-    public static let slowDiskWriteDelay: Int64 = 25_000_000
+    public static let slowDiskWriteDelay: Duration = .milliseconds(25)
 
     /// Parses a comma-separated list such as `30s:pressure=critical,60s:thermal=serious,90s:disk=full`.
     ///
@@ -101,15 +101,16 @@ extension SoakEvent {
     /// - Returns: the events in the order they will happen.
     /// - Throws: ``SoakEventError`` naming the first bad item and what was expected.
     /// - Complexity: O(n log n) in the number of events.
-    public static func parseList(_ text: String, duration: Int64? = nil) throws(SoakEventError) -> [SoakEvent] {
+    public static func parseList(_ text: String, duration: Duration? = nil) throws(SoakEventError) -> [SoakEvent] {
+        let end = duration?.nanosecondsClamped
         guard !text.allSatisfy({ $0 == " " }) else { return [] }
         var events: [SoakEvent] = []
         for item in text.split(separator: ",", omittingEmptySubsequences: false) {
             let event = try parse(item.trimmingSpaces)
-            if let duration, event.at >= duration {
+            if let end, event.at >= end {
                 throw SoakEventError(
                     item: String(item.trimmingSpaces),
-                    message: "it is at or after the end of the run (\(formatTime(duration))), so it would never happen")
+                    message: "it is at or after the end of the run (\(formatTime(end))), so it would never happen")
             }
             events.append(event)
         }
@@ -127,7 +128,7 @@ extension SoakEvent {
         guard let colon = item.firstIndex(of: ":") else { throw error(shape) }
         let time: Int64
         do {
-            time = try Values.duration(String(item[..<colon]))
+            time = try Values.duration(String(item[..<colon])).nanosecondsClamped
         } catch {
             throw SoakEventError(item: text, message: "\(error)")
         }

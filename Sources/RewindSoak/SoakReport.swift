@@ -24,6 +24,16 @@ public enum SoakInvariant: String, Sendable, CaseIterable {
 
 /// What a soak run did and found: the `--report` JSON of `rewind soak`, and the data behind its chart.
 public struct SoakReport: Sendable {
+    /// Why a soak run ended; the raw value is what the summary line and `end_reason` in the JSON report say.
+    public enum EndReason: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// The run reached ``SoakConfiguration/duration`` of stream time.
+        case durationReached = "duration reached"
+        /// It was stopped early (`shouldStop` returned true).
+        case stopped
+
+        public var description: String { rawValue }
+    }
+
     /// One check and its outcome.
     public struct Invariant: Sendable, Hashable {
         public var name: String
@@ -68,8 +78,8 @@ public struct SoakReport: Sendable {
     /// Wall-clock time of the whole run and of its recording part, nanoseconds.
     public var wallNanoseconds: Int64 = 0
     public var recordingWallNanoseconds: Int64 = 0
-    /// `duration reached` or `stopped`.
-    public var endReason = "duration reached"
+    /// Why the run ended.
+    public var endReason = EndReason.durationReached
 
     /// The budget (``SoakConfiguration/memoryBudget``), the limit on the resident size (budget + 48 MiB), and the
     /// budget under critical pressure.
@@ -165,11 +175,11 @@ public struct SoakReport: Sendable {
             "stream_ns": streamNanoseconds,
             "wall_ns": wallNanoseconds,
             "recording_wall_ns": recordingWallNanoseconds,
-            "end_reason": endReason,
+            "end_reason": endReason.rawValue,
             "problems": problems,
             "store": configuration.storeDirectory,
             "settings": [
-                "duration_ns": configuration.duration,
+                "duration_ns": configuration.durationNanoseconds,
                 "speed": configuration.speed.rawValue,
                 "width": configuration.layout.width,
                 "height": configuration.layout.height,
@@ -177,7 +187,7 @@ public struct SoakReport: Sendable {
                 "frame_duration_value": configuration.frameDuration.value,
                 "frame_duration_timescale": Int(configuration.frameDuration.timescale),
                 "memory_budget_bytes": configuration.memoryBudget,
-                "window_ns": configuration.window,
+                "window_ns": configuration.windowNanoseconds,
                 "disk_budget_bytes": configuration.diskBudget.map { $0 as Any } ?? NSNull(),
                 "noise": configuration.noise,
                 "sabotage": configuration.sabotage.map { $0.rawValue as Any } ?? NSNull(),

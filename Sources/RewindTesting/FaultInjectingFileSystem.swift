@@ -1,3 +1,4 @@
+import RewindCore
 import RewindSystem
 import Synchronization
 
@@ -77,9 +78,10 @@ public final class FaultInjectingFileSystem: FileSystem {
         state.withLock { $0.diskFullErrno = full ? code : nil }
     }
 
-    /// Makes every write that succeeds take at least `nanoseconds` longer (a slow disk); 0 restores full speed.
-    public func setWriteDelay(nanoseconds: Int64) {
-        precondition(nanoseconds >= 0, "write delay must not be negative")
+    /// Makes every write that succeeds take at least `delay` longer (a slow disk); `.zero` restores full speed.
+    public func setWriteDelay(_ delay: Duration) {
+        precondition(delay >= .zero, "write delay must not be negative, got \(delay)")
+        let nanoseconds = delay.nanosecondsClamped
         state.withLock { $0.writeDelay = nanoseconds }
     }
 

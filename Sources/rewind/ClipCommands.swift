@@ -32,13 +32,14 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let duration = try arguments.duration("last")!
     let output = arguments.string("output")!
-    guard duration > 0 else { throw UsageError("--last must be longer than 0s") }
+    guard duration > .zero else { throw UsageError("--last must be longer than 0s") }
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
     // A live recorder saves from its memory (and disk for what is older) without stopping.
     let reply = try ControlClient.save(
-        directory: directory, last: duration, to: ExportDestination(argument: output), format: format,
+        directory: directory, last: duration, to: ExportDestination(argument: output),
+        format: format,
         stream: arguments.string("stream"))
     if let reply { return report(reply, output: output, action: "saved by the live recorder") }
     let store = try openStoreForReading(directory)

@@ -8,7 +8,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     try prepareFreshStore(directory)
     let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
     let frameDuration = FrameTime(value: 1, timescale: 60)
-    let window: Int64 = 8_000_000_000
+    let window: Duration = .seconds(8)
     let budget = 1536 << 20
     print("rewind demo: synthetic 1080p60 NV12 camera → \(formatSeconds(window)) ring in \(formatBytes(Int64(budget)))")
     print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
@@ -33,7 +33,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let ringStatistics = recorder.memoryStatistics
     print(
         "1. recorded \(loop.framesStored) frames (\(formatSeconds(seconds)) of stream time) in "
-            + "\(formatSeconds(nanoseconds(elapsed))), "
+            + "\(formatSeconds(elapsed)), "
             + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
             + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "
             + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))"
@@ -43,7 +43,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
     let source = ClipSource.recorder(recorder)
     // The last 5 s, or everything when the run was shorter.
-    let saveLength = min(5_000_000_000, seconds)
+    let saveLength = min(.seconds(5), seconds)
     guard let last5 = try source.lastRange(saveLength) else { throw CommandError("nothing was recorded") }
     var step = 2
     for format in [ExportFormat.y4m, .matroska] {
@@ -52,7 +52,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
         let summary = try source.export(range: last5, format: format, to: .path(path))
         let took = ContinuousClock.now - pinStart
         print(
-            "\(step). saved the last \(shortSeconds(saveLength)) from memory in \(formatSeconds(nanoseconds(took))): "
+            "\(step). saved the last \(shortSeconds(saveLength)) from memory in \(formatSeconds(took)): "
                 + describe(summary, destination: path))
         step += 1
     }
@@ -87,16 +87,11 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
 }
 
 /// `5s`, `2.5s`: seconds without trailing zeros, for names and sentences.
-private func shortSeconds(_ nanoseconds: Int64) -> String {
-    var text = formatSeconds(nanoseconds).dropLast()  // "2.500"
+private func shortSeconds(_ duration: Duration) -> String {
+    var text = formatSeconds(duration).dropLast()  // "2.500"
     while text.hasSuffix("0") { text = text.dropLast() }
     if text.hasSuffix(".") { text = text.dropLast() }
     return text + "s"
-}
-
-/// A duration in whole nanoseconds.
-private func nanoseconds(_ duration: Duration) -> Int64 {
-    duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
 }
 
 /// Empties `directory` if it is a store left by an earlier demo; refuses to touch anything else.

@@ -52,9 +52,9 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     var options = StoreOptions()
     options.diskBudget = try arguments.size("disk")
     let segment = try arguments.duration("segment")!
-    guard segment > 0 else { throw UsageError("--segment must be longer than 0s") }
+    guard segment > .zero else { throw UsageError("--segment must be longer than 0s") }
     options.segmentMaxDuration = segment
-    let realtime = arguments.flag("realtime")
+    let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
 
     switch input {
@@ -64,17 +64,17 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
         return try record(
             from: &camera, directory: directory, configuration: configuration, options: options,
-            loop: RecordLoopOptions(realtime: realtime, duration: duration, waitsForSpill: !realtime))
+            loop: RecordLoopOptions(pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait))
     case .y4mFile(let path):
         var reader = try Y4MReader(path: path)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            loop: RecordLoopOptions(realtime: realtime, duration: duration))
+            loop: RecordLoopOptions(pacing: pacing, duration: duration))
     case .standardInput:
         var reader = try Y4MReader(fileDescriptor: .standardInput)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            loop: RecordLoopOptions(realtime: realtime, duration: duration))
+            loop: RecordLoopOptions(pacing: pacing, duration: duration))
     }
 }
 
@@ -141,7 +141,7 @@ private func record<Source: FrameSource>(
             .joined(separator: ", ") + ")"
     }
     if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
-    line += "; \(loopResult.endReason)"
+    line += "; \(loopResult.endReason.rawValue)"
     print(line)
     if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
     if let inputError {

@@ -49,7 +49,7 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         configuration, shouldStop: { stopRequested.load(ordering: .relaxed) },
         progress: { state in
             progress.update(
-                "soak \(state.phase) … pts \(formatSeconds(state.streamNanoseconds)) of \(formatSeconds(duration)), "
+                "soak \(state.phase.rawValue) … pts \(formatSeconds(state.streamNanoseconds)) of \(formatSeconds(duration)), "
                     + "\(state.framesProduced) frames, \(state.framesDropped) dropped, "
                     + "RSS \(formatBytes(Int64(state.rssBytes)))")
         })
@@ -96,7 +96,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     print(
         "soak \(report.passed ? "passed" : "FAILED"): \(configuration.layout) at \(String(format: "%g", fps)) fps, "
             + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
-            + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason))")
+            + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
     var memory =
         "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "
         + "(budget \(bytes(report.budgetBytes)) + 48 MiB); slope "

@@ -18,12 +18,12 @@ import Testing
         #expect(parsed.string("store") == "/tmp/s")
         #expect(parsed.string("output") == "out.y4m")
         #expect(parsed.flag("json"))
-        #expect(try parsed.duration("window") == 5_000_000_000)
+        #expect(try parsed.duration("window") == .seconds(5))
     }
 
     @Test func appliesDefaults() throws {
         let parsed = try spec.parse(["--store", "x"])
-        #expect(try parsed.duration("window") == 10_000_000_000)
+        #expect(try parsed.duration("window") == .seconds(10))
         #expect(!parsed.flag("json"))
     }
 

@@ -111,10 +111,10 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     @Test func queriesMergeDiskAndMemoryExactlyOnceWhileRecording() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(
-            directory: try TemporaryDirectory.store(), options: StoreOptions(segmentMaxDuration: 500_000_000))
+            directory: try TemporaryDirectory.store(), options: StoreOptions(segmentMaxDuration: .milliseconds(500)))
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 1_000_000_000, memoryBudget: 64 << 20))
+            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 64 << 20))
         for _ in 0..<600 {
             recorder.waitForSpillRoom()
             let outcome = try feed.appendNext(to: recorder)
@@ -177,7 +177,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let slab = (feed.stream.layout.byteCount + 4095) / 4096 * 4096
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 * slab))
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 * slab))
         for _ in 0..<100 {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
@@ -211,9 +211,9 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         var feed = try CameraFeed()
         let recorder = try Recorder(
             stream: feed.stream, store: nil,
-            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 << 20, spill: .off))
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20, spill: .off))
         for _ in 0..<400 { _ = try feed.appendNext(to: recorder) }
-        let range = try #require(try recorder.lastRange(5_000_000_000))
+        let range = try #require(try recorder.lastRange(.seconds(5)))
         let (indexes, split) = try verifiedIndexes(recorder, range)
         #expect(indexes == Array(100..<400))
         #expect(split.fromDisk == 0)
@@ -227,7 +227,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let budget = 40 * 16 * 4096  // about 40 frames of 160x96 NV12 (one 24 KiB slab each)
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 60_000_000_000, memoryBudget: budget))
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: budget))
         disk.close()
         defer { disk.open() }
         var stored = 0
@@ -265,7 +265,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
             directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 60_000_000_000, memoryBudget: 40 * 6 * 4096))
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 40 * 6 * 4096))
         // The disk stalls: the spill stage falls behind and, with drop-newest, frames are refused on arrival.
         disk.close()
         var droppedFrames: [Int64] = []
@@ -303,7 +303,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let recorder = try Recorder(
             stream: feed.stream, store: store,
             configuration: RecorderConfiguration(
-                window: 60_000_000_000, memoryBudget: 40 * 16 * 4096, backpressure: .dropOldestUnspilled))
+                window: .seconds(60), memoryBudget: 40 * 16 * 4096, backpressure: .dropOldestUnspilled))
         // The first frame is written before the disk stalls, so the loss that follows lies between two written
         // frames and is recorded as a gap however the spill thread is scheduled.
         #expect(try feed.appendNext(to: recorder) == .stored(sequence: 1))
@@ -330,7 +330,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let recorder = try Recorder(
             stream: feed.stream, store: store,
             configuration: RecorderConfiguration(
-                window: 60_000_000_000, memoryBudget: 200 * frameBytes, minimumBudget: minimum))
+                window: .seconds(60), memoryBudget: 200 * frameBytes, minimumBudget: minimum))
         for _ in 0..<300 { _ = try feed.appendNext(to: recorder) }
         try waitUntilSpilled(recorder)
         let before = recorder.ring.statistics.mappedBytes
@@ -373,7 +373,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: 1_000_000_000, memoryBudget: 64 << 20, spill: .onEvict))
+            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 64 << 20, spill: .onEvict))
         for _ in 0..<300 {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
@@ -428,7 +428,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     @Test func aSlowDiskDelaysWritesWithoutLosingFrames() throws {
         var feed = try CameraFeed()
         let disk = FaultInjectingFileSystem()
-        disk.setWriteDelay(nanoseconds: 2_000_000)
+        disk.setWriteDelay(.milliseconds(2))
         let store = try SegmentStore.open(
             directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
         let recorder = try Recorder(
@@ -437,7 +437,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
-        disk.setWriteDelay(nanoseconds: 0)
+        disk.setWriteDelay(.zero)
         let statistics = try recorder.finish()
         #expect(statistics.framesDurable == 20)
         #expect(statistics.totalDrops == 0)
@@ -453,7 +453,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let recorder = try Recorder(
             stream: feed.stream, store: store,
             configuration: RecorderConfiguration(
-                window: 60_000_000_000, memoryBudget: 40 * slab, minimumBudget: 10 * slab))
+                window: .seconds(60), memoryBudget: 40 * slab, minimumBudget: 10 * slab))
         // Each round, the spill stage is stalled with a batch pinned and frames waiting behind it when the budget
         // is cut to ten frames (a ring smaller than four batches); then the producer records as a file input does.
         defer { disk.open() }

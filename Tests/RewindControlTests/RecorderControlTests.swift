@@ -53,7 +53,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             let store = try SegmentStore.open(directory: directory)
             recorder = try Recorder(
                 stream: feed.stream, store: store,
-                configuration: RecorderConfiguration(window: 2_000_000_000, memoryBudget: 64 << 20))
+                configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 64 << 20))
             for _ in 0..<180 {
                 recorder.waitForSpillRoom()
                 _ = try feed.appendNext(to: recorder)
@@ -107,7 +107,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             DispatchQueue.global().async(group: group) {
                 do {
                     let reply = try ControlClient.save(
-                        directory: live.directory, last: 1_000_000_000, to: .path(path), format: nil)
+                        directory: live.directory, last: .seconds(1), to: .path(path), format: nil)
                     let summary = Reply(ok: reply != nil, path: reply?.path, frames: reply?.frames)
                     replies.withLock { $0[number] = summary }
                 } catch {
@@ -142,7 +142,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         try #require(fd >= 0)
         let reply = try #require(
             try ControlClient.save(
-                directory: live.directory, last: 500_000_000,
+                directory: live.directory, last: .milliseconds(500),
                 to: .fileDescriptor(FileDescriptor(rawValue: fd), name: "file"), format: .y4m))
         close(fd)
         #expect(reply.frames == 30)
@@ -152,7 +152,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
 
         // No path: DIR/exports/save-….mkv, and requestSave() (SIGUSR1) saves the whole window there.
         let named = try #require(
-            try ControlClient.save(directory: live.directory, last: 250_000_000, to: nil, format: nil))
+            try ControlClient.save(directory: live.directory, last: .milliseconds(250), to: nil, format: nil))
         let namedPath = try #require(named.path)
         #expect(namedPath.hasPrefix(live.directory + "/exports/save-") && namedPath.hasSuffix(".mkv"))
         #expect(try exportedIndexes(namedPath, layout: live.feed.stream.layout) == Array(165..<180))
@@ -250,7 +250,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
         // A file left where the socket was (a recorder that was killed): nobody answers.
         #expect(FileManager.default.createFile(atPath: live.control.socketPath, contents: Data()))
         #expect(
-            try ControlClient.save(directory: live.directory, last: 1_000_000_000, to: nil, format: nil) == nil)
+            try ControlClient.save(directory: live.directory, last: .seconds(1), to: nil, format: nil) == nil)
     }
 
     /// A plain connection to the control socket, made without the client library.

@@ -24,7 +24,7 @@ final class RunState: Sendable {
         let log = EvictionLog()
         let ring = RingStore(
             configuration: RingConfiguration(
-                window: 300, memoryBudget: 40 * slab, minimumBudget: 6 * slab, pinPolicy: policy),
+                window: .nanoseconds(300), memoryBudget: 40 * slab, minimumBudget: 6 * slab, pinPolicy: policy),
             onEvict: log.handler)
         let run = RunState()
         let frameCount = 3_000

@@ -29,7 +29,7 @@ import Testing
         let page = SlabPool.systemPageSize
         let budgetPages = Int.random(in: 8...64, using: &rng)
         let configuration = RingConfiguration(
-            window: Int64.random(in: 50...2_000, using: &rng), memoryBudget: budgetPages * page,
+            window: .nanoseconds(Int64.random(in: 50...2_000, using: &rng)), memoryBudget: budgetPages * page,
             minimumBudget: Int.random(in: 1...budgetPages / 2, using: &rng) * page,
             pinPolicy: Bool.random(using: &rng) ? .dropNewest : .evictOldestUnpinned)
         let log = EvictionLog()
@@ -109,7 +109,7 @@ import Testing
                 #expect(stats.mappedBytes <= max(previous.mappedBytes, previous.budget), "step \(step)")
             }
             if let first = stats.firstPTSNanoseconds, let last = stats.lastPTSNanoseconds {
-                #expect(last - first <= configuration.window, "step \(step)")
+                #expect(.nanoseconds(last - first) <= configuration.window, "step \(step)")
             }
             previous = stats
         }

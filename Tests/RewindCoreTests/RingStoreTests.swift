@@ -7,7 +7,7 @@ import Testing
     static let slab = SlabPool.systemPageSize * 2
 
     static func makeRing(
-        slabs: Int, window: Int64 = 1_000_000_000_000, policy: PinPolicy = .evictOldestUnpinned,
+        slabs: Int, window: Duration = .seconds(1000), policy: PinPolicy = .evictOldestUnpinned,
         minimumSlabs: Int = 1, log: EvictionLog
     ) -> RingStore {
         RingStore(
@@ -108,7 +108,7 @@ import Testing
 
     @Test func steadyStateReusesTheSameSlabs() throws {
         let log = EvictionLog()
-        let ring = Self.makeRing(slabs: 64, window: 100, log: log)
+        let ring = Self.makeRing(slabs: 64, window: .nanoseconds(100), log: log)
         for index in 0..<20 { try Self.append(ring, Int64(index) * 10) }
         let mapped = ring.statistics.mappedBytes
         for index in 20..<500 { try Self.append(ring, Int64(index) * 10) }
@@ -121,7 +121,7 @@ import Testing
 
     @Test func everyEvictedFrameReachesTheHandlerOnceInOrderWithItsBytes() throws {
         let log = EvictionLog()
-        let ring = Self.makeRing(slabs: 6, window: 50, log: log)
+        let ring = Self.makeRing(slabs: 6, window: .nanoseconds(50), log: log)
         var pts: Int64 = 0
         for index in 0..<300 {
             pts += Int64(1 + index % 7)
@@ -240,7 +240,7 @@ import Testing
 
     @Test func pinnedSnapshotsStayBitExactWhileTheRingTurnsOver() throws {
         let log = EvictionLog()
-        let ring = Self.makeRing(slabs: 12, window: 40, log: log)
+        let ring = Self.makeRing(slabs: 12, window: .nanoseconds(40), log: log)
         for index in 0..<5 { try Self.append(ring, Int64(index) * 10) }
         let snapshot = ring.pin(0..<50)
         #expect(snapshot.count == 5)
@@ -293,7 +293,8 @@ import Testing
         let budget = 256 << 20
         let minimum = 16 << 20
         let ring = RingStore(
-            configuration: RingConfiguration(window: Int64.max, memoryBudget: budget, minimumBudget: minimum),
+            configuration: RingConfiguration(
+                window: .nanoseconds(Int64.max), memoryBudget: budget, minimumBudget: minimum),
             onEvict: { _ in })
         var pts: Int64 = 0
         while ring.statistics.dropped.total == 0 && ring.statistics.evicted < 4 {

@@ -18,12 +18,12 @@ import Testing
         // Record: the newest 10 s stay in memory under a 64 MiB budget; every frame is also spilled to disk.
         let recorder = try Recorder(
             stream: camera.stream, store: store,
-            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 << 20))
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
         try recorder.record(from: &camera)
 
         // Save the last 5 s, frame-exact, from memory and disk.
         let source = ClipSource.recorder(recorder)
-        guard let lastFive = try source.lastRange(5_000_000_000) else { throw ClipError.noFrames(source: "store") }
+        guard let lastFive = try source.lastRange(.seconds(5)) else { throw ClipError.noFrames(source: "store") }
         let summary = try source.export(range: lastFive, format: .matroska, to: .path(clipPath))
         _ = try recorder.finish()
         return summary

@@ -15,7 +15,7 @@ import Testing
         var feed = try CameraFeed()
         let recorder = try Recorder(
             stream: feed.stream, store: nil,
-            configuration: RecorderConfiguration(window: 10_000_000_000, memoryBudget: 64 << 20, spill: .off))
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20, spill: .off))
         for _ in 0..<150 { _ = try feed.appendNext(to: recorder) }
         let output = TemporaryDirectory.shared.file("clip-full.\(format.fileExtension)")
         let disk = FaultInjectingFileSystem()

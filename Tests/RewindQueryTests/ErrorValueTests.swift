@@ -11,7 +11,7 @@ import Testing
             ),
             (.empty(range: 0..<1, held: nil), ["the store holds no frames"]),
             (.noFrames(source: "recorder"), ["recorder holds no frames"]),
-            (.nonPositiveDuration(0), ["0.000s"]),
+            (.nonPositiveDuration(.zero), ["0.000s"]),
         ]
         for (error, facts) in cases {
             for fact in facts { #expect("\(error)".contains(fact), "'\(fact)' missing in: \(error)") }

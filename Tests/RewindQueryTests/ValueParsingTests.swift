@@ -10,7 +10,7 @@ import Testing
             ("0s", 0), ("2min", 120_000_000_000),
         ] as [(String, Int64)])
     func durations(text: String, nanoseconds: Int64) throws {
-        #expect(try Values.duration(text) == nanoseconds)
+        #expect(try Values.duration(text) == .nanoseconds(nanoseconds))
     }
 
     @Test(arguments: ["", "s", "-5s", "5 s", "5sec", "1.2.3s", "0.5ns", "99999999999999999999s", "5x", ".s"])

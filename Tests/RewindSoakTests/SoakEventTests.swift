@@ -56,9 +56,9 @@ import Testing
     }
 
     @Test func anEventAtOrAfterTheEndCouldNeverHappen() throws {
-        #expect(try SoakEvent.parseList("59.999s:disk=full", duration: 60_000_000_000).count == 1)
+        #expect(try SoakEvent.parseList("59.999s:disk=full", duration: .seconds(60)).count == 1)
         #expect {
-            try SoakEvent.parseList("30s:disk=full,60s:disk=ok", duration: 60_000_000_000)
+            try SoakEvent.parseList("30s:disk=full,60s:disk=ok", duration: .seconds(60))
         } throws: { error in
             "\(error)" == "'60s:disk=ok': it is at or after the end of the run (60s), so it would never happen"
         }

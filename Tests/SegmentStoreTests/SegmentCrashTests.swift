@@ -35,7 +35,8 @@ import Testing
         let store = try SegmentStore.open(
             directory: directory,
             options: StoreOptions(
-                keyInterval: 5, workerCount: 2, segmentMaxDuration: 400_000_000, syncInterval: .max))
+                keyInterval: 5, workerCount: 2, segmentMaxDuration: .milliseconds(400),
+                syncInterval: .nanoseconds(Int64.max)))
         let last = try store.summary().lastPTS
         var i = last.map { Int($0 / frames.stream.frameDuration.nanoseconds!) + 1 } ?? 0
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)

@@ -17,7 +17,8 @@ import Testing
         defer { frames.deallocate() }
         let fs = FaultInjectingFileSystem()
         let store = try SegmentStore.open(
-            directory: dir.path, options: StoreOptions(keyInterval: 5, workerCount: 2, syncInterval: 1, fileSystem: fs))
+            directory: dir.path,
+            options: StoreOptions(keyInterval: 5, workerCount: 2, syncInterval: .nanoseconds(1), fileSystem: fs))
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<20 { try writer.append(frames.frame(i)) }
         #expect(writer.durableFrameCount == 20)
@@ -77,7 +78,7 @@ import Testing
         let fs = FaultInjectingFileSystem()
         let store = try SegmentStore.open(
             directory: dir.path,
-            options: StoreOptions(workerCount: 1, syncInterval: .max, fileSystem: fs))
+            options: StoreOptions(workerCount: 1, syncInterval: .nanoseconds(Int64.max), fileSystem: fs))
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<5 { try writer.append(frames.frame(i)) }
         try writer.sync()
@@ -109,7 +110,8 @@ import Testing
         defer { frames.deallocate() }
         let store = try SegmentStore.open(
             directory: dir.path,
-            options: StoreOptions(keyInterval: 5, workerCount: 2, syncInterval: 1, codecPolicy: .forced(.raw)))
+            options: StoreOptions(
+                keyInterval: 5, workerCount: 2, syncInterval: .nanoseconds(1), codecPolicy: .forced(.raw)))
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         var i = 0
         var failure: (any Error)?

@@ -188,7 +188,7 @@ import Testing
         defer { dir.remove() }
         do {
             let store = try SegmentStore.open(
-                directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: 300_000_000))
+                directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: .milliseconds(300)))
             let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 0..<40 { try writer.append(frames.frame(i)) }
             try writer.sync()  // the last segment stays a .partial: a crash
@@ -220,7 +220,7 @@ import Testing
         defer { dir.remove() }
         do {
             let store = try SegmentStore.open(
-                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: 300_000_000))
+                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: .milliseconds(300)))
             let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 0..<20 { try writer.append(frames.frame(i)) }
             try writer.close()

@@ -17,7 +17,8 @@ import Testing
             defer { probe.remove() }
             let store = try SegmentStore.open(
                 directory: probe.path,
-                options: StoreOptions(workerCount: 1, segmentMaxDuration: 300_000_000, codecPolicy: .forced(.raw)))
+                options: StoreOptions(
+                    workerCount: 1, segmentMaxDuration: .milliseconds(300), codecPolicy: .forced(.raw)))
             let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 0..<10 { try writer.append(frames.frame(i)) }
             try writer.close()
@@ -29,7 +30,7 @@ import Testing
         let store = try SegmentStore.open(
             directory: dir.path,
             options: StoreOptions(
-                workerCount: 1, segmentMaxDuration: 300_000_000, diskBudget: budget, codecPolicy: .forced(.raw)))
+                workerCount: 1, segmentMaxDuration: .milliseconds(300), diskBudget: budget, codecPolicy: .forced(.raw)))
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<30 { try writer.append(frames.frame(i)) }
         // Segments 1 and 2 sealed (10 frames each), 3 open, within budget: nothing deleted.
@@ -90,7 +91,7 @@ import Testing
         let rows = try SegmentStore.openReadOnly(directory: dir.path).index.segments()
         #expect(rows.map(\.sealedWallNanoseconds) == [clock.now() - 400_000_000, clock.now()], "sealed by the clock")
         let store = try SegmentStore.open(
-            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: 200_000_000, now: clock.now))
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .milliseconds(200), now: clock.now))
         // Segment 1 is 400 ms old, segment 2 just sealed.
         #expect(try store.enforceRetention().deleted == ["000001.seg"])
         #expect(dir.segmentFiles() == ["000002.seg"])
@@ -110,7 +111,7 @@ import Testing
         defer { frames.deallocate() }
         do {
             let store = try SegmentStore.open(
-                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: 100_000_000))
+                directory: dir.path, options: StoreOptions(workerCount: 1, segmentMaxDuration: .milliseconds(100)))
             let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
             for i in 0..<9 { try writer.append(frames.frame(i)) }
             try writer.close()

@@ -14,7 +14,7 @@ import Testing
         let store = try SegmentStore.open(
             directory: dir.path,
             options: StoreOptions(
-                keyInterval: keyInterval, workerCount: 2, segmentMaxDuration: frames.pts(100) - 1_000))
+                keyInterval: keyInterval, workerCount: 2, segmentMaxDuration: .nanoseconds(frames.pts(100) - 1_000)))
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<130 { try writer.append(frames.frame(i)) }
         try writer.close()

@@ -10,7 +10,7 @@ import Testing
         defer { dir.remove() }
         let frames = try TestFrames()
         defer { frames.deallocate() }
-        let options = StoreOptions(keyInterval: 7, workerCount: 2, segmentMaxDuration: 1_000_000_000)
+        let options = StoreOptions(keyInterval: 7, workerCount: 2, segmentMaxDuration: .seconds(1))
         let store = try SegmentStore.open(directory: dir.path, options: options)
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<100 { try writer.append(frames.frame(i)) }
@@ -42,7 +42,7 @@ import Testing
         let frames = try TestFrames(format: .i420, width: 640, height: 360)
         defer { frames.deallocate() }
         let options = StoreOptions(
-            keyInterval: 7, workerCount: 2, segmentMaxDuration: 1_000_000_000, chunkSize: 16384, codecPolicy: policy)
+            keyInterval: 7, workerCount: 2, segmentMaxDuration: .seconds(1), chunkSize: 16384, codecPolicy: policy)
         let store = try SegmentStore.open(directory: dir.path, options: options)
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         for i in 0..<75 { try writer.append(frames.frame(i)) }
@@ -134,7 +134,7 @@ import Testing
         let frames = try TestFrames(format: .gray8, width: 128, height: 96)
         defer { frames.deallocate() }
         let store = try SegmentStore.open(
-            directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: 500_000_000))
+            directory: dir.path, options: StoreOptions(workerCount: 2, segmentMaxDuration: .milliseconds(500)))
         #expect {
             _ = try SegmentStore.open(directory: dir.path)
         } throws: { error in

@@ -19,7 +19,7 @@ extension SegmentStore {
     ///
     /// - Parameters:
     ///   - streamName: the stream; nil reads every stream, one after the other, each in pts order.
-    ///   - range: pts nanoseconds, start inclusive, end exclusive.
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     ///   - buffers: where frames are decoded, owned by the caller: with n buffers, each view stays valid while
     ///     `body` receives the next n − 1 frames (and after the read, until the buffers are released), so another
     ///     thread can consume frames without copying them. Nil: one buffer of the reader's own, and each view is

@@ -40,7 +40,7 @@ extension SegmentStore {
         for row in rows where row.state == .sealed {
             let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
             let tooOld =
-                options.maxAge.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
+                options.maxAgeNanoseconds.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
                 ?? false
             guard overBudget || tooOld else { continue }
             let path = segmentsDirectory + "/" + row.fileName

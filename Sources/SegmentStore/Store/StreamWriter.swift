@@ -89,7 +89,7 @@ public final class StreamWriter {
             }
         }
         if let open = segment, let first = open.firstPTS,
-            pts - first >= store.options.segmentMaxDuration || open.endOffset >= Int64(store.options.segmentMaxBytes)
+            pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(store.options.segmentMaxBytes)
         {
             try sealCurrent()
         }
@@ -114,7 +114,7 @@ public final class StreamWriter {
                 fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
                 flags: entry.flags, codec: entry.codec))
         if let lastSyncPTS {
-            if pts - lastSyncPTS >= store.options.syncInterval { _ = try sync() }
+            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds { _ = try sync() }
         } else {
             lastSyncPTS = pts
         }
@@ -122,7 +122,7 @@ public final class StreamWriter {
 
     /// Makes everything appended so far durable: `fdatasync` of the segment, then its index rows.
     ///
-    /// - Returns: the pts of the last durable frame, or nil when none is.
+    /// - Returns: the pts of the last durable frame (nanoseconds on the stream clock), or nil when none is.
     /// - Throws: like ``append(_:)`` when the sync fails (frames since the previous sync are then dropped and the
     ///   segment closed); index errors (the rows are kept and added at the next sync, or rebuilt by recovery).
     @discardableResult
@@ -238,7 +238,7 @@ public final class StreamWriter {
         sealedFileNames.append(sealedName)
         durableBefore += open.frameCount
         segment = nil
-        if store.options.diskBudget != nil || store.options.maxAge != nil {
+        if store.options.diskBudget != nil || store.options.maxAgeNanoseconds != nil {
             do {
                 _ = try store.enforceRetention()
                 lastRetentionError = nil

@@ -210,7 +210,7 @@ public struct ParsedArguments: Sendable {
 
     public func string(_ name: String) -> String? { values[name] }
 
-    public func duration(_ name: String) throws(UsageError) -> Int64? {
+    public func duration(_ name: String) throws(UsageError) -> Duration? {
         try convert(name) { text throws(ValueError) in try Values.duration(text) }
     }
 
