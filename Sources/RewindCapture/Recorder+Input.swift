@@ -60,6 +60,7 @@ public struct RecordLoopResult: Sendable {
         /// The next frame was past ``RecordLoopOptions/duration``.
         case durationReached = "duration reached"
 
+        /// The phrase the command line prints: the raw value (`end of input`, `stopped`, `duration reached`).
         public var description: String { rawValue }
     }
 
@@ -72,6 +73,7 @@ public struct RecordLoopResult: Sendable {
     /// Why the loop ended.
     public var endReason = EndReason.endOfInput
 
+    /// An empty result: no frames read, stored or dropped, ended by ``EndReason/endOfInput``.
     public init() {}
 }
 

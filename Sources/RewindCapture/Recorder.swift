@@ -218,13 +218,14 @@ public final class Recorder: Sendable {
         return statistics
     }
 
-    /// Counters so far.
     /// What the ring holds now: frames, bytes, pts range, budget and pinned frames.
     public var memoryStatistics: RingStatistics { ring.statistics }
 
     /// The ring's limits: window, budget, minimum budget under pressure.
     public var memoryConfiguration: RingConfiguration { ring.configuration }
 
+    /// The recorder's counters so far: frames accepted, written and durable, raw bytes written, drops by reason
+    /// (the ring's and the spill stage's together), rejections, gaps and the last write error.
     public var statistics: RecorderStatistics {
         let ringStatistics = ring.statistics
         var result = shared.state.withLock { $0.statistics }
@@ -324,8 +325,12 @@ public final class Recorder: Sendable {
 
 /// Where a query's frames came from.
 public struct QuerySplit: Sendable, Hashable {
+    /// Frames read and decoded from the segment store: older than the ring, or evicted before the query reached
+    /// them.
     public var fromDisk = 0
+    /// Frames read in place from the ring (pinned while read).
     public var fromMemory = 0
+    /// Frames passed to the query's body, from both sources; each frame is counted once.
     public var total: Int { fromDisk + fromMemory }
 }
 

@@ -35,7 +35,11 @@ public struct RecorderConfiguration: Sendable {
     public var memoryBudget: Int
     /// The budget under critical memory pressure, bytes (default: an eighth of the budget, at least 4 frames).
     public var minimumBudget: Int?
+    /// When frames go from the ring to the segment store (``SpillPolicy/eager`` by default; ``SpillPolicy/off``
+    /// keeps memory only, with no store).
     public var spill: SpillPolicy
+    /// What to drop when the spill stage falls behind and memory is full of frames not yet written
+    /// (``BackpressurePolicy/dropNewest`` by default).
     public var backpressure: BackpressurePolicy
     /// With `onEvict`, frames are written once they are this much older than the newest frame (default: 3/4 of
     /// the window), so they reach disk before the window lets them go. Measured in pts, whole nanoseconds.
@@ -56,7 +60,6 @@ public struct RecorderConfiguration: Sendable {
     ///   - spill: when frames go to the store.
     ///   - backpressure: what to drop when the spill stage falls behind.
     ///   - onEvictLead: with `onEvict`, how far behind the newest frame a frame is written.
-
     public init(
         streamName: String = "camera", window: Duration = .seconds(10), memoryBudget: Int = 512 << 20,
         minimumBudget: Int? = nil, spill: SpillPolicy = .eager, backpressure: BackpressurePolicy = .dropNewest,
@@ -80,6 +83,7 @@ public struct RecorderStatistics: Sendable, Hashable {
     public var framesSpilled: UInt64 = 0
     /// Frames durable on disk (synced).
     public var framesDurable: Int = 0
+    /// Raw (uncompressed) frame bytes of the frames written to the segment store, before compression.
     public var rawBytesSpilled: Int64 = 0
     /// Frames lost, by reason (``LossReason/memoryBudget``, ``LossReason/spillBehind``, ``LossReason/diskError``,
     /// …).
@@ -91,5 +95,8 @@ public struct RecorderStatistics: Sendable, Hashable {
     /// The last write error, if any (the recorder keeps going after it).
     public var lastError: String?
 
+    /// Frames lost for any reason: the sum of ``drops``.
+    ///
+    /// - Complexity: O(number of reasons in ``drops``).
     public var totalDrops: Int { drops.values.reduce(0, +) }
 }

@@ -232,6 +232,7 @@ public enum RecorderError: Error, Sendable, CustomStringConvertible {
     /// `diskFull`, or a ``StoreIndexError``). Frames durable before it stay.
     case finishFailed(cause: any Error)
 
+    /// The failure in words, with the store's error after it (`could not finish writing: …`).
     public var description: String {
         switch self {
         case .finishFailed(let cause): "could not finish writing: \(cause)"

@@ -46,6 +46,7 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The recorder refused the request: its reason code and its own message.
     case refused(Refusal, message: String)
 
+    /// The error in words, as the command line prints it and a recorder sends it as `"error"`.
     public var description: String {
         switch self {
         case .socket(let action, let path, let errno):

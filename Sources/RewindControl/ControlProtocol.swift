@@ -31,14 +31,25 @@ public struct ControlRequest: Sendable, Hashable, Codable {
         }
     }
 
+    /// What the request asks for: `"command"` on the wire, with `"last_ns"` for a save and `"from"` and `"to"`
+    /// for a clip.
     public var command: Command
-    /// The stream the request is about; nil: the recorder's own.
+    /// The stream the request is about (`"stream"`); nil: the recorder's own.
     public var stream: String?
-    /// An absolute path to export to (save and clip); nil: a descriptor sent with the request, or `DIR/exports/`.
+    /// An absolute path to export to (`"path"`; save and clip); nil: a descriptor sent with the request, or
+    /// `DIR/exports/`.
     public var path: String?
-    /// The export format (save and clip); nil: the path's extension names it, or the recorder's default.
+    /// The export format (`"format"`, its file extension: `y4m`, `mkv` or `mp4`; save and clip); nil: the path's
+    /// extension names it, or the recorder's default.
     public var format: ExportFormat?
 
+    /// Makes a request.
+    ///
+    /// - Parameters:
+    ///   - command: what to ask for.
+    ///   - stream: the stream it is about; nil: whichever the recorder records.
+    ///   - path: an absolute path to export to; nil: a descriptor sent with the request, or `DIR/exports/`.
+    ///   - format: the export format; nil: from the path's extension, or the recorder's default.
     public init(_ command: Command, stream: String? = nil, path: String? = nil, format: ExportFormat? = nil) {
         self.command = command
         self.stream = stream
@@ -95,6 +106,10 @@ public struct ControlRequest: Sendable, Hashable, Codable {
         }
     }
 
+    /// Encodes the request with the keys above: `"command"`, then `"last_ns"` or `"from"` and `"to"` for the
+    /// command, then `"stream"`, `"path"` and `"format"` (its file extension); absent values are left out.
+    ///
+    /// - Throws: the encoder's error.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(command.name, forKey: .command)
@@ -131,18 +146,24 @@ public enum ControlReply: Sendable, Hashable, Codable {
 
     /// What a save or clip wrote (the wire's form of an ``ExportSummary``).
     public struct Export: Sendable, Hashable {
+        /// The file format written (`"format"`, its file extension: `y4m`, `mkv` or `mp4`).
         public var format: ExportFormat
-        /// The file written, or nil when the destination was a descriptor.
+        /// The file written (`"path"`), or nil (`null`) when the destination was a descriptor.
         public var path: String?
-        /// Frames the recorder wrote, and frames added to fill gaps (YUV4MPEG2 only).
+        /// Frames the recorder wrote (`"frames"`).
         public var frames: Int
+        /// Frames added to fill gaps (`"filled_frames"`; YUV4MPEG2 only, a repeat of the frame before the gap).
         public var filledFrames: Int
-        /// Bytes written to the destination.
+        /// Bytes written to the destination (`"bytes"`).
         public var bytes: Int64
-        /// The pts of the first and last frame written, in nanoseconds; nil when there were none.
+        /// The pts of the first frame written, nanoseconds on the stream clock (`"first_pts_ns"`); nil (`null`)
+        /// when there were none.
         public var firstPTSNanoseconds: Int64?
+        /// The pts of the last frame written, nanoseconds on the stream clock (`"last_pts_ns"`); nil (`null`) when
+        /// there were none.
         public var lastPTSNanoseconds: Int64?
 
+        /// Makes an export reply from its fields; each parameter is the property of the same name.
         public init(
             format: ExportFormat, path: String?, frames: Int, filledFrames: Int, bytes: Int64,
             firstPTSNanoseconds: Int64?, lastPTSNanoseconds: Int64?
@@ -170,23 +191,32 @@ public enum ControlReply: Sendable, Hashable, Codable {
 
     /// A live recorder's counters and what it holds in memory.
     public struct Status: Sendable, Hashable {
-        /// The stream it records, and its frame layout as text (`nv12 1920x1080`).
+        /// The name of the stream the recorder records (`"stream"`).
         public var stream: String
+        /// The stream's frame layout as text (`"layout"`, such as `nv12 1920x1080`).
         public var layout: String
+        /// Frames accepted into the ring since the recorder started (`"frames_accepted"`).
         public var framesAccepted: UInt64
+        /// Frames durable on disk, synced to the segment store (`"frames_durable"`; 0 with spill `off`).
         public var framesDurable: Int
-        /// Frames lost, by reason.
+        /// Frames lost, by reason (`"drops"`: an object keyed by the reason's raw value, such as `"spill behind"`).
         public var drops: [LossReason: Int]
-        /// The ring's time window in nanoseconds.
+        /// The ring's time window, pts nanoseconds (`"window_ns"`).
         public var windowNanoseconds: Int64
-        /// Frames in memory, the bytes they map, and the ring's budget.
+        /// Frames in the ring now (`"memory_frames"`).
         public var memoryFrames: Int
+        /// Bytes of slabs the ring's pool has mapped now, frames rounded up to pages (`"memory_bytes"`).
         public var memoryBytes: Int
+        /// The ring's memory budget in force, bytes (`"memory_budget_bytes"`; lowered under memory pressure).
         public var memoryBudgetBytes: Int
-        /// The pts of the oldest and newest frame in memory, in nanoseconds; nil when the ring is empty.
+        /// The pts of the oldest frame in memory, nanoseconds on the stream clock (`"memory_first_pts_ns"`); nil
+        /// (`null`) when the ring is empty.
         public var memoryFirstPTSNanoseconds: Int64?
+        /// The pts of the newest frame in memory, nanoseconds on the stream clock (`"memory_last_pts_ns"`); nil
+        /// (`null`) when the ring is empty.
         public var memoryLastPTSNanoseconds: Int64?
 
+        /// Makes a status reply from its fields; each parameter is the property of the same name.
         public init(
             stream: String, layout: String, framesAccepted: UInt64, framesDurable: Int, drops: [LossReason: Int],
             windowNanoseconds: Int64, memoryFrames: Int, memoryBytes: Int, memoryBudgetBytes: Int,
@@ -208,9 +238,16 @@ public enum ControlReply: Sendable, Hashable, Codable {
 
     /// Why the recorder refused or failed a request: its reason code and its own message.
     public struct Failure: Sendable, Hashable {
+        /// The reason code (`"reason"`: `bad_request`, `bad_range`, `empty` or `failed`); clients branch on it.
         public var reason: ControlError.Refusal
+        /// The recorder's message, a sentence for people (`"error"`).
         public var message: String
 
+        /// Makes a failure reply.
+        ///
+        /// - Parameters:
+        ///   - reason: the reason code sent as `"reason"`.
+        ///   - message: the sentence sent as `"error"`.
         public init(reason: ControlError.Refusal, message: String) {
             self.reason = reason
             self.message = message

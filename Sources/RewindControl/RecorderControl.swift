@@ -32,10 +32,15 @@ import Synchronization
 /// into `DIR/exports/`. Call ``stop()`` before finishing the recorder: it closes the socket, removes it and waits
 /// for saves in progress.
 public final class RecorderControl: @unchecked Sendable {
+    /// The socket's file name inside the recorder's directory: `rewind.sock`.
     public static let socketName = "rewind.sock"
 
+    /// The recorder served: the one saves and clips read from and status describes. Not owned: the caller
+    /// finishes it, after ``stop()``.
     public let recorder: Recorder
+    /// The directory that holds the socket and, under `exports/`, the saves that name no path (created if missing).
     public let directory: String
+    /// The socket's path: ``directory``, then `/`, then ``socketName``.
     public let socketPath: String
     /// The format of saves that name no path or format.
     public let defaultFormat: ExportFormat
@@ -47,6 +52,7 @@ public final class RecorderControl: @unchecked Sendable {
     private let inFlight = DispatchGroup()
     /// Exports at once; more requests wait their turn (each export holds a few frame-sized buffers).
     private let exportSlots = DispatchSemaphore(value: RecorderControl.concurrentExports)
+    /// How many saves and clips export at once (4); further requests wait for one of them to end.
     public static let concurrentExports = 4
     /// How long a client may take to send its request before the connection is dropped.
     public let requestTimeoutSeconds: Int
@@ -56,7 +62,15 @@ public final class RecorderControl: @unchecked Sendable {
 
     /// Opens `DIR/rewind.sock` (replacing a stale one that nobody answers on) and starts serving.
     ///
-    /// - Throws: ``ControlError`` when the socket cannot be created (e.g. a path too long for a Unix socket).
+    /// - Parameters:
+    ///   - recorder: the live recorder to serve; finish it only after ``stop()``.
+    ///   - directory: `DIR`, where the socket and `exports/` go; created if missing.
+    ///   - defaultFormat: the format of saves that name neither a path nor a format.
+    ///   - requestTimeoutSeconds: how long a client may take to send its request, seconds.
+    ///   - onSave: called after each save or clip (for a client or ``requestSave()``), on the thread that made
+    ///     it, with what was written or why it failed.
+    /// - Throws: ``ControlError`` when the socket cannot be created (e.g. a path too long for a Unix socket), or
+    ///   ``ControlError/alreadyServed(path:)`` when another live recorder answers on it.
     public init(
         recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska, requestTimeoutSeconds: Int = 5,
         onSave: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void = { _ in }

@@ -19,6 +19,7 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A duration to save that is not longer than 0.
     case nonPositiveDuration(Duration)
 
+    /// The error in words, times as seconds on the stream clock (the range asked for and what is held).
     public var description: String {
         switch self {
         case .empty(let range, let held):

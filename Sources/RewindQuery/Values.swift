@@ -23,6 +23,7 @@ public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
         self.suggestion = suggestion
     }
 
+    /// The error in words: what was given and what was expected, with the suggestion when there is one.
     public var description: String {
         if let suggestion { return "'\(input)' has no unit: \(expected) needs one, as in \(suggestion)" }
         return "'\(input)' is not \(expected)"

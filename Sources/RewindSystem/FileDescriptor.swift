@@ -25,6 +25,7 @@ public struct FileDescriptor: RawRepresentable, Sendable, Hashable, CustomString
     /// The process's standard error, descriptor 2.
     public static let standardError = FileDescriptor(rawValue: 2)
 
+    /// `descriptor N`, with N the descriptor number.
     public var description: String { "descriptor \(rawValue)" }
 }
 
