@@ -84,3 +84,15 @@ extension SegmentStore {
         return try? fileSystem.size(fd, path: path)
     }
 }
+
+/// What one retention pass did.
+public struct RetentionReport: Sendable {
+    /// Segment files deleted, oldest first.
+    public var deleted: [String] = []
+    /// Bytes of the deleted segment files (their sizes when the pass began).
+    public var freedBytes: Int64 = 0
+    /// Segments due for deletion but being read (tried again next pass).
+    public var skippedInUse: [String] = []
+    /// Bytes of segment files left.
+    public var remainingBytes: Int64 = 0
+}

@@ -1,0 +1,93 @@
+import RewindCore
+import RewindSQLite
+import RewindSystem
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// How a store writes: compression, segment size, durability cadence, retention, and the file-system seam.
+public struct StoreOptions: Sendable {
+    /// A key frame (decodable alone) at least every this many frames; random access decodes at most this many.
+    public var keyInterval: Int
+    /// Threads compressing each frame (including the spill thread itself); all cores by default.
+    public var workerCount: Int
+    /// A segment is sealed once its frames span this much pts (whole nanoseconds); must be positive.
+    public var segmentMaxDuration: Duration {
+        get { .nanoseconds(segmentMaxNanoseconds) }
+        set { segmentMaxNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``segmentMaxDuration`` in nanoseconds, converted once when it is set; writers compare pts against it.
+    package private(set) var segmentMaxNanoseconds: Int64
+    /// A segment is sealed once its file reaches this many bytes.
+    public var segmentMaxBytes: Int
+    /// Retention: the segment files may use at most this many bytes; the oldest sealed segments go first.
+    public var diskBudget: Int?
+    /// Retention: sealed segments older than this (by ``now``, whole nanoseconds) are deleted.
+    public var maxAge: Duration? {
+        get { maxAgeNanoseconds.map { .nanoseconds($0) } }
+        set { maxAgeNanoseconds = newValue?.nanosecondsClamped }
+    }
+    /// ``maxAge`` in nanoseconds, converted once when it is set.
+    package private(set) var maxAgeNanoseconds: Int64?
+    /// A writer `fdatasync`s (and adds its index rows) at least every this much pts (whole nanoseconds).
+    public var syncInterval: Duration {
+        get { .nanoseconds(syncIntervalNanoseconds) }
+        set { syncIntervalNanoseconds = newValue.nanosecondsClamped }
+    }
+    /// ``syncInterval`` in nanoseconds, converted once when it is set; writers compare pts against it.
+    package private(set) var syncIntervalNanoseconds: Int64
+    /// The chunk size segment files are written with unless told otherwise: 256 KiB.
+    public static let defaultChunkSize = 256 * 1024
+
+    /// The largest piece a frame plane is cut into for compression.
+    public var chunkSize: Int
+    /// Which codecs may be used; `.automatic` picks the smallest per chunk.
+    public var codecPolicy: CodecPolicy
+    /// Every system call on files goes through this.
+    public var fileSystem: any FileSystem
+    /// The wall clock, Unix epoch nanoseconds: when segments are created and sealed, and what ``maxAge`` is
+    /// measured against. Tests pass a clock they advance themselves.
+    public var now: @Sendable () -> Int64
+
+    /// Makes options; every argument has a default.
+    ///
+    /// - Parameters:
+    ///   - keyInterval: a key frame at least every this many frames; at least 1.
+    ///   - workerCount: threads compressing each frame; at least 1.
+    ///   - segmentMaxDuration: the pts a segment spans before it is sealed (60 s); positive.
+    ///   - segmentMaxBytes: the size a segment file reaches before it is sealed; positive.
+    ///   - diskBudget: retention by size, bytes (nil: no limit).
+    ///   - maxAge: retention by age, by ``now`` (nil: no limit).
+    ///   - syncInterval: the pts between two syncs of a writer (1 s).
+    ///   - chunkSize: the largest piece a plane is compressed in.
+    ///   - codecPolicy: which codecs may be used.
+    ///   - fileSystem: the file-system seam.
+    ///   - now: the wall clock, Unix epoch nanoseconds.
+    public init(
+        keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
+        segmentMaxDuration: Duration = .seconds(60), segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
+        maxAge: Duration? = nil, syncInterval: Duration = .seconds(1), chunkSize: Int = StoreOptions.defaultChunkSize,
+        codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem(),
+        now: @escaping @Sendable () -> Int64 = System.wallClockNanoseconds
+    ) {
+        precondition(keyInterval >= 1, "key interval must be at least 1")
+        precondition(workerCount >= 1, "worker count must be at least 1")
+        precondition(
+            segmentMaxDuration.nanosecondsClamped > 0 && segmentMaxBytes > 0, "segment limits must be positive")
+        self.keyInterval = keyInterval
+        self.workerCount = workerCount
+        self.segmentMaxNanoseconds = segmentMaxDuration.nanosecondsClamped
+        self.segmentMaxBytes = segmentMaxBytes
+        self.diskBudget = diskBudget
+        self.maxAgeNanoseconds = maxAge?.nanosecondsClamped
+        self.syncIntervalNanoseconds = syncInterval.nanosecondsClamped
+        self.chunkSize = chunkSize
+        self.codecPolicy = codecPolicy
+        self.fileSystem = fileSystem
+        self.now = now
+    }
+}
