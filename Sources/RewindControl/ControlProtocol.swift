@@ -144,50 +144,9 @@ public enum ControlReply: Sendable, Hashable, Codable {
     /// The request was refused or failed.
     case failure(Failure)
 
-    /// What a save or clip wrote (the wire's form of an ``ExportSummary``).
-    public struct Export: Sendable, Hashable {
-        /// The file format written (`"format"`, its file extension: `y4m`, `mkv` or `mp4`).
-        public var format: ExportFormat
-        /// The file written (`"path"`), or nil (`null`) when the destination was a descriptor.
-        public var path: String?
-        /// Frames the recorder wrote (`"frames"`).
-        public var frames: Int
-        /// Frames added to fill gaps (`"filled_frames"`; YUV4MPEG2 only, a repeat of the frame before the gap).
-        public var filledFrames: Int
-        /// Bytes written to the destination (`"bytes"`).
-        public var bytes: Int64
-        /// The pts of the first frame written, nanoseconds on the stream clock (`"first_pts_ns"`); nil (`null`)
-        /// when there were none.
-        public var firstPTSNanoseconds: Int64?
-        /// The pts of the last frame written, nanoseconds on the stream clock (`"last_pts_ns"`); nil (`null`) when
-        /// there were none.
-        public var lastPTSNanoseconds: Int64?
-
-        /// Makes an export reply from its fields; each parameter is the property of the same name.
-        public init(
-            format: ExportFormat, path: String?, frames: Int, filledFrames: Int, bytes: Int64,
-            firstPTSNanoseconds: Int64?, lastPTSNanoseconds: Int64?
-        ) {
-            self.format = format
-            self.path = path
-            self.frames = frames
-            self.filledFrames = filledFrames
-            self.bytes = bytes
-            self.firstPTSNanoseconds = firstPTSNanoseconds
-            self.lastPTSNanoseconds = lastPTSNanoseconds
-        }
-
-        /// What `summary` says about an export.
-        public init(_ summary: ExportSummary) {
-            self.init(
-                format: summary.format, path: summary.path, frames: summary.frames,
-                filledFrames: summary.filledFrames, bytes: summary.bytes,
-                firstPTSNanoseconds: summary.firstPTSNanoseconds, lastPTSNanoseconds: summary.lastPTSNanoseconds)
-        }
-
-        /// Frames in the file: the recorder's plus the filled ones.
-        public var writtenFrames: Int { frames + filledFrames }
-    }
+    /// What a save or clip wrote: the recorder's ``ExportSummary``, sent as `"format"` (the file extension),
+    /// `"path"`, `"frames"`, `"filled_frames"`, `"bytes"`, `"first_pts_ns"` and `"last_pts_ns"` (`null` when absent).
+    public typealias Export = ExportSummary
 
     /// A live recorder's counters and what it holds in memory.
     public struct Status: Sendable, Hashable {

@@ -267,7 +267,7 @@ public final class RecorderControl: @unchecked Sendable {
             return try save(last: duration, to: destination, format: request.format)
         }
         onSave(result)
-        return .exported(ControlReply.Export(try result.get()))
+        return .exported(try result.get())
     }
 
     /// The recorder's counters and what its ring holds now.

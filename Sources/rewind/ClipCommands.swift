@@ -73,12 +73,8 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
 }
 
 /// Prints what a live recorder wrote for us, like ``describe(_:destination:)`` does for a local export.
-private func report(_ export: ControlReply.Export, output: String, action: String) -> Int32 {
-    var message = describeExport(
-        frames: export.frames, filledFrames: export.filledFrames, bytes: export.bytes,
-        firstPTS: export.firstPTSNanoseconds, lastPTS: export.lastPTSNanoseconds,
-        destination: output == "-" ? "stdout" : output)
-    message += "; \(action)"
+private func report(_ export: ExportSummary, output: String, action: String) -> Int32 {
+    let message = describe(export, destination: output == "-" ? "stdout" : output) + "; \(action)"
     if output == "-" { printError(message) } else { print(message) }
     return ExitStatus.success
 }

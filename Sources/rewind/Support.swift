@@ -121,25 +121,16 @@ struct CommandError: Error, CustomStringConvertible {
     }
 }
 
-/// The lines an export prints: where it went, what the file holds, and what was filled.
+/// "wrote N frames (…) to F, pts A … B": where an export went, what the file holds (repeats included), and what
+/// was filled.
 func describe(_ summary: ExportSummary, destination: String) -> String {
-    describeExport(
-        frames: summary.frames, filledFrames: summary.filledFrames, bytes: summary.bytes,
-        firstPTS: summary.firstPTSNanoseconds, lastPTS: summary.lastPTSNanoseconds, destination: destination)
-}
-
-/// "wrote N frames (…) to F, pts A … B": N is what the file holds, repeats included.
-func describeExport(
-    frames: Int, filledFrames: Int, bytes: Int64, firstPTS: Int64?, lastPTS: Int64?, destination: String
-) -> String {
-    var text = "wrote \(count(frames + filledFrames, "frame"))"
-    if filledFrames > 0 {
-        text +=
-            " (\(frames) stored + \(filledFrames) repeated to fill gaps at a constant frame rate)"
+    var text = "wrote \(count(summary.writtenFrames, "frame"))"
+    if summary.filledFrames > 0 {
+        text += " (\(summary.frames) stored + \(summary.filledFrames) repeated to fill gaps at a constant frame rate)"
     }
-    text += " (\(formatBytes(bytes))) to \(destination)"
-    if let firstPTS, let lastPTS {
-        text += ", pts \(formatSeconds(firstPTS)) … \(formatSeconds(lastPTS))"
+    text += " (\(formatBytes(summary.bytes))) to \(destination)"
+    if let first = summary.firstPTSNanoseconds, let last = summary.lastPTSNanoseconds {
+        text += ", pts \(formatSeconds(first)) … \(formatSeconds(last))"
     }
     return text
 }

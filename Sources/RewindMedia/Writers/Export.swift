@@ -75,6 +75,20 @@ public struct ExportSummary: Sendable, Hashable {
 
     /// Frames in the file: the caller's plus the filled ones.
     public var writtenFrames: Int { frames + filledFrames }
+
+    /// Makes a summary from its fields; each parameter is the property of the same name.
+    public init(
+        format: ExportFormat, path: String?, frames: Int, filledFrames: Int, bytes: Int64,
+        firstPTSNanoseconds: Int64?, lastPTSNanoseconds: Int64?
+    ) {
+        self.format = format
+        self.path = path
+        self.frames = frames
+        self.filledFrames = filledFrames
+        self.bytes = bytes
+        self.firstPTSNanoseconds = firstPTSNanoseconds
+        self.lastPTSNanoseconds = lastPTSNanoseconds
+    }
 }
 
 /// An export that failed: which destination, and what was wrong.
