@@ -115,20 +115,25 @@ public enum ExternalTools {
             let exited = exited
             process.terminationHandler = { _ in exited.signal() }
             try process.run()
+            // Each pipe gets a thread of its own: blocking reads on the shared dispatch pool would wait for a free
+            // worker while other tests' long-running children hold them all.
             if let stdin {
-                DispatchQueue.global().async {
+                Thread {
                     try? input.fileHandleForWriting.write(contentsOf: stdin)
                     try? input.fileHandleForWriting.close()
-                }
+                }.start()
             }
             for (pipe, data) in [(output, outputData), (errors, errorData)] {
-                DispatchQueue.global().async(group: readers) {
+                readers.enter()
+                let readers = readers
+                Thread {
+                    defer { readers.leave() }
                     while true {
                         let chunk = pipe.fileHandleForReading.availableData
                         if chunk.isEmpty { break }
                         data.bytes.withLock { $0.append(chunk) }
                     }
-                }
+                }.start()
             }
         }
 

@@ -257,7 +257,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(indexes.first == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func aFrameDroppedBecauseTheSpillIsBehindSaysSoInItsOutcomeCounterAndGap() throws {
         var feed = try CameraFeed()
         let disk = GatedFileSystem()

@@ -30,7 +30,7 @@ import Testing
         try recorder.finish()  // everything accepted is durable
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(5)))
     func theExampleSavesExactlyTheLastFiveSeconds() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
