@@ -1,4 +1,5 @@
 import RewindCore
+import RewindSystem
 import SegmentStore
 
 /// When frames go from the ring to the segment store.
@@ -94,6 +95,8 @@ public struct RecorderStatistics: Sendable, Hashable {
     public var gaps: Int = 0
     /// The last write error, if any (the recorder keeps going after it).
     public var lastError: String?
+    /// The error number of the last failed segment write (`ENOSPC` when the disk was full), if any.
+    public var lastWriteErrno: Errno?
 
     /// Frames lost for any reason: the sum of ``drops``.
     ///

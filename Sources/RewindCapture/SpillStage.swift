@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import RewindCore
+import RewindSystem
 import SegmentStore
 import Synchronization
 
@@ -32,6 +33,9 @@ final class SpillStage: @unchecked Sendable {
     /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
     /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason.
     private var pendingLoss: LossReason?
+    /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
+    /// recording is a gap up to the last one when no frame is written after them.
+    private var failedPTS: (first: Int64, last: Int64)?
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
     /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
@@ -131,10 +135,12 @@ final class SpillStage: @unchecked Sendable {
         }
         let arrivalDrops = shared.firstAfterDrops.withLock { $0.removeValue(forKey: sequence) }
         var failure: String?
+        var failureErrno: Errno?
         do {
             try writer.append(view)
         } catch {
             failure = "\(error)"
+            failureErrno = Self.errno(of: error)
         }
         lastSequence = sequence
         shared.spillCursor.store(sequence + 1, ordering: .releasing)
@@ -142,14 +148,17 @@ final class SpillStage: @unchecked Sendable {
             noteGap(before: pts, arrivalDrops: arrivalDrops)
             lastWrittenPTS = pts
             pendingLoss = nil
+            failedPTS = nil
         } else {
             pendingLoss = pendingLoss ?? .diskError
+            failedPTS = (failedPTS?.first ?? pts, pts)
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { state in
             if let failure {
                 state.statistics.drops[.diskError, default: 0] += 1
                 state.statistics.lastError = failure
+                state.statistics.lastWriteErrno = failureErrno ?? state.statistics.lastWriteErrno
             } else {
                 state.statistics.framesSpilled += 1
                 state.statistics.rawBytesSpilled += Int64(view.bytes.count)
@@ -162,7 +171,11 @@ final class SpillStage: @unchecked Sendable {
     /// lost after they were accepted (``pendingLoss``), dropped on arrival (`arrivalDrops`, the reason of those
     /// drops), or never produced. A loss after acceptance names the gap over drops on arrival (see ``LossReason``).
     private func noteGap(before pts: Int64, arrivalDrops: LossReason?) {
-        guard let lastWrittenPTS else { return }
+        guard let lastWrittenPTS else {
+            // Nothing written yet: only failed writes before this frame leave a gap, from the first of them.
+            if let failedPTS, let pendingLoss { recordGap(start: failedPTS.first, end: pts, reason: pendingLoss) }
+            return
+        }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: LossReason
         if let pendingLoss {
@@ -172,11 +185,36 @@ final class SpillStage: @unchecked Sendable {
         } else {
             return
         }
+        recordGap(start: lastWrittenPTS, end: pts, reason: reason)
+    }
+
+    @discardableResult
+    private func recordGap(start: Int64, end: Int64, reason: LossReason) -> (any Error)? {
         do {
-            try writer.recordGap(start: lastWrittenPTS, end: pts, reason: reason)
+            try writer.recordGap(start: start, end: end, reason: reason)
             shared.state.withLock { $0.statistics.gaps += 1 }
+            return nil
         } catch {
             shared.state.withLock { $0.statistics.lastError = "\(error)" }
+            return error
+        }
+    }
+
+    /// Records the gap left by failed writes after the last frame written (the tail of the recording), ending one
+    /// frame time after the last failed frame.
+    private func noteTailGap() -> (any Error)? {
+        guard let failedPTS, let pendingLoss else { return nil }
+        let end = failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1)
+        return recordGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+    }
+
+    /// The error number under a store error from a failed write, if it has one.
+    private static func errno(of error: any Error) -> Errno? {
+        switch error {
+        case SegmentStoreError.diskFull(_, _, _, let cause), SegmentStoreError.writeFailed(_, _, _, let cause):
+            Errno(rawValue: cause.code)
+        default:
+            nil
         }
     }
 
@@ -209,6 +247,7 @@ final class SpillStage: @unchecked Sendable {
         } catch {
             failure = failure ?? error
         }
+        if let error = noteTailGap() { failure = failure ?? error }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
         let drops = shared.drops(ring: ring.statistics)

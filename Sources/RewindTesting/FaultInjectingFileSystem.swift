@@ -35,6 +35,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var renameFaults: [String: Int32] = [:]
         var reads = 0
         var readFaults: [Int: Int32] = [:]
+        var capacity: (bytes: Int64, directory: String)?
     }
 
     private let base: any FileSystem
@@ -88,6 +89,12 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// Fails the next rename of the file named `fileName` (the last component of its path) with `code`.
     public func failNextRename(of fileName: String, with code: Int32 = EIO) {
         state.withLock { $0.renameFaults[fileName] = code }
+    }
+
+    /// Makes ``availableBytes(_:)`` of `directory` report `bytes` minus the sizes of the files in it, a small disk
+    /// holding only that directory (nil: the real file system's answer). Writes are not limited by it.
+    public func setCapacity(_ bytes: Int64?, of directory: String) {
+        state.withLock { $0.capacity = bytes.map { ($0, directory) } }
     }
 
     /// Fails the next `fsync`/`fdatasync` with `code`.
@@ -234,8 +241,16 @@ public final class FaultInjectingFileSystem: FileSystem {
     }
 
     public func availableBytes(_ path: String) throws(FileSystemError) -> Int64 {
-        if state.withLock({ $0.diskFullErrno != nil }) { return 0 }
-        return try base.availableBytes(path)
+        let (isFull, capacity) = state.withLock { ($0.diskFullErrno != nil, $0.capacity) }
+        if isFull { return 0 }
+        guard let capacity, capacity.directory == path else { return try base.availableBytes(path) }
+        var used: Int64 = 0
+        for name in try base.contentsOfDirectory(path) {
+            let fd = try base.open(path + "/" + name, flags: O_RDONLY, mode: 0)
+            defer { base.close(fd) }
+            used += try base.size(fd, path: path + "/" + name)
+        }
+        return max(0, capacity.bytes - used)
     }
 
     public func fileExists(_ path: String) -> Bool { base.fileExists(path) }

@@ -26,6 +26,10 @@ let recordCommand = Command(
             .value("memory", "SIZE", "hard memory budget of the ring", type: .size, default: "512MiB"),
             .value("disk", "SIZE", "disk budget; oldest segments are deleted past it", type: .size),
             .value(
+                "min-free", "SIZE",
+                "free space to keep on the disk; oldest segments are deleted below it (with --disk: 256MiB)",
+                type: .size),
+            .value(
                 "spill", "MODE", "eager | on-evict | off", type: .choice(["eager", "on-evict", "off"]), default: "eager"
             ),
             .value("duration", "DURATION", "stop after this much stream time", type: .duration),

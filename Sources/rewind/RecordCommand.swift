@@ -39,6 +39,10 @@ enum InputSpec {
     }
 }
 
+/// The free space `--disk` keeps on the file system unless `--min-free` says otherwise: 256 MiB, about 80 raw
+/// 1080p frames, small enough for a small disk and enough to absorb a burst while retention deletes.
+let defaultMinimumFree = 256 << 20
+
 func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let input = try InputSpec(parsing: arguments.string("input")!)
@@ -51,6 +55,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     }
     var options = StoreOptions()
     options.diskBudget = try arguments.size("disk")
+    options.minimumFreeBytes = try arguments.size("min-free") ?? options.diskBudget.map { _ in defaultMinimumFree }
     let segment = try arguments.duration("segment")!
     guard segment > .zero else { throw UsageError("--segment must be longer than 0s") }
     options.segmentMaxDuration = segment
@@ -144,11 +149,36 @@ private func record<Source: FrameSource>(
     line += "; \(loopResult.endReason.rawValue)"
     print(line)
     if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
+    var status = ExitStatus.success
+    if let loss = lossFailure(statistics, loop: loop) {
+        printError(loss.text(command: "record", help: ""))
+        status = loss.status
+    }
     if let inputError {
         let failure = CommandFailure(inputError, command: "record")
         printError(failure.text(command: "record", help: ""))
         printError("rewind record: everything recorded before it is stored")
         return failure.status
     }
-    return ExitStatus.success
+    return status
+}
+
+/// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before
+/// they were written when the input waits for the disk (a file, which promises to lose nothing). Nil otherwise.
+private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptions) -> CommandFailure? {
+    let diskErrors = statistics.drops[.diskError] ?? 0
+    let evicted = loop.spillLag == .wait ? statistics.drops[.evictedBeforeSpill] ?? 0 : 0
+    guard diskErrors + evicted > 0 else { return nil }
+    var causes: [String] = []
+    if diskErrors > 0 {
+        let why = statistics.lastWriteErrno.map { $0.isDiskFull ? "disk full" : "\($0)" } ?? "write failed"
+        causes.append("\(diskErrors) to disk errors (\(why))")
+    }
+    if evicted > 0 { causes.append("\(evicted) evicted from memory before they were written") }
+    let isDiskFull = statistics.lastWriteErrno?.isDiskFull ?? false
+    return CommandFailure(
+        message: "lost \(count(diskErrors + evicted, "accepted frame")): \(causes.joined(separator: ", ")); "
+            + "\(count(statistics.framesDurable, "frame")) are durable and each lost stretch is a gap in the index",
+        status: ExitStatus.failure,
+        advice: isDiskFull ? "free space, or set --disk or --min-free so old segments are deleted to make room" : nil)
 }

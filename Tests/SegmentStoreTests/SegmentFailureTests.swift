@@ -100,12 +100,13 @@ import Testing
         defer { dir.remove() }
         try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
         let mount = try ExternalTools.execute(
-            "/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", dir.segments], timeout: .seconds(30))
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", dir.segments], timeout: .seconds(30))
         try #require(mount.status == 0, "mount -t tmpfs failed as root: \(mount.stderr)")
         defer { _ = try? ExternalTools.execute("/bin/umount", [dir.segments], timeout: .seconds(30)) }
-        // A filler file takes half the space; deleting it later frees the disk.
+        // A filler file takes half the space; deleting it later frees the disk. Of the 8 MiB left, the writer keeps
+        // the index's reserve free.
         let filler = dir.segments + "/filler"
-        try writeFile(filler, [UInt8](repeating: 7, count: 4 << 20))
+        try writeFile(filler, [UInt8](repeating: 7, count: 8 << 20))
         let frames = try TestFrames(format: .nv12, width: 320, height: 240)
         defer { frames.deallocate() }
         let store = try SegmentStore.open(
@@ -125,6 +126,7 @@ import Testing
             }
         }
         let full = try #require(failure as? SegmentStoreError, "8 MiB must fill up")
+        try #require(i > 0, "frames fit before the index's reserve: \(full)")
         guard case .diskFull(_, let durable, let pts, _) = full else {
             Issue.record("expected disk full, got \(full)")
             return

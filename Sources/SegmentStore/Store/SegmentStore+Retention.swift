@@ -9,8 +9,9 @@ import RewindSystem
 #endif
 
 extension SegmentStore {
-    /// Deletes the oldest sealed segments while the segment files exceed ``StoreOptions/diskBudget`` or are older
-    /// than ``StoreOptions/maxAge``.
+    /// Deletes the oldest sealed segments while the segment files exceed ``StoreOptions/diskBudget``, the file
+    /// system has less than ``StoreOptions/minimumFreeBytes`` free (beyond ``StoreOptions/indexReserveBytes``), or
+    /// they are older than ``StoreOptions/maxAge``.
     ///
     /// Each delete is restartable: the row is marked `deleting` (its frames vanish from queries), the file is
     /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
@@ -22,10 +23,20 @@ extension SegmentStore {
     /// - Complexity: O(segments).
     @discardableResult
     public func enforceRetention() throws -> RetentionReport {
-        return try SegmentStoreError.translatingIndexErrors { try enforceRetentionUntranslated() }
+        return try SegmentStoreError.translatingIndexErrors { try enforceRetentionUntranslated(reserving: 0) }
     }
 
-    private func enforceRetentionUntranslated() throws -> RetentionReport {
+    /// A retention pass that also keeps `bytes` free beyond the floor (the next frame a writer is about to write).
+    func enforceRetention(reserving bytes: Int64) throws -> RetentionReport {
+        try SegmentStoreError.translatingIndexErrors { try enforceRetentionUntranslated(reserving: bytes) }
+    }
+
+    /// The bytes free on the file system holding the segments, or nil when it cannot say.
+    func availableSegmentBytes() -> Int64? {
+        try? fileSystem.availableBytes(segmentsDirectory)
+    }
+
+    private func enforceRetentionUntranslated(reserving bytes: Int64) throws -> RetentionReport {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("delete old segments") }
         var report = RetentionReport()
         let rows = try index.segments().filter { $0.state != .deleting }.sorted { $0.id < $1.id }
@@ -37,12 +48,15 @@ extension SegmentStore {
             total += size
         }
         let now = options.now()
+        let wantedFree = options.minimumFreeBytes.map { Int64($0) + StoreOptions.indexReserveBytes + bytes }
+        var available = wantedFree == nil ? nil : availableSegmentBytes()
         for row in rows where row.state == .sealed {
             let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
+            let shortOfSpace = wantedFree.map { wanted in available.map { $0 < wanted } ?? false } ?? false
             let tooOld =
                 options.maxAgeNanoseconds.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
                 ?? false
-            guard overBudget || tooOld else { continue }
+            guard overBudget || shortOfSpace || tooOld else { continue }
             let path = segmentsDirectory + "/" + row.fileName
             let fd: Int32
             do {
@@ -73,6 +87,7 @@ extension SegmentStore {
             total -= size
             report.freedBytes += size
             report.deleted.append(row.fileName)
+            if wantedFree != nil { available = availableSegmentBytes() }
         }
         report.remainingBytes = total
         return report

@@ -162,6 +162,17 @@ public final class SegmentStore: Sendable {
         }
     }
 
+    /// Gives back a number from ``allocateSequence()`` whose file was never made (or removed with nothing in it and
+    /// no index row), so a failed attempt does not burn it; a number allocated after it stays burned.
+    func releaseSequence(_ sequence: UInt64) {
+        nextSequence.withLock { next in
+            if next == sequence + 1 { next = sequence }
+        }
+    }
+
+    /// The number the next segment would get, without taking it.
+    var upcomingSequence: UInt64 { nextSequence.withLock { $0 } }
+
     /// Makes the writer of one stream. One writer per stream at a time; it is used by one thread.
     ///
     /// - Parameters:

@@ -26,6 +26,15 @@ public struct StoreOptions: Sendable {
     public var segmentMaxBytes: Int
     /// Retention: the segment files may use at most this many bytes; the oldest sealed segments go first.
     public var diskBudget: Int?
+    /// Retention by free space: the oldest sealed segments are deleted while the file system holding the segments
+    /// has less than this many bytes free beyond what the next frame and the index need (nil: free space alone
+    /// deletes nothing). A floor near the disk's size deletes every sealed segment; keep it well below.
+    public var minimumFreeBytes: Int?
+    /// Bytes of free space no segment write may use, so the index can still record gaps, drop counters and seals
+    /// on a disk that segments filled: 4 MiB.
+    public static let indexReserveBytes: Int64 = 4 << 20
+    /// Whether retention runs at all: a disk budget, a free-space floor or a maximum age is set.
+    package var hasRetention: Bool { diskBudget != nil || minimumFreeBytes != nil || maxAgeNanoseconds != nil }
     /// Retention: sealed segments older than this (by ``now``, whole nanoseconds) are deleted.
     public var maxAge: Duration? {
         get { maxAgeNanoseconds.map { .nanoseconds($0) } }
@@ -61,6 +70,7 @@ public struct StoreOptions: Sendable {
     ///   - segmentMaxDuration: the pts a segment spans before it is sealed (60 s); positive.
     ///   - segmentMaxBytes: the size a segment file reaches before it is sealed; positive.
     ///   - diskBudget: retention by size, bytes (nil: no limit).
+    ///   - minimumFreeBytes: retention by free space, bytes kept free on the file system (nil: none).
     ///   - maxAge: retention by age, by ``now`` (nil: no limit).
     ///   - syncInterval: the pts between two syncs of a writer (1 s).
     ///   - chunkSize: the largest piece a plane is compressed in.
@@ -70,7 +80,8 @@ public struct StoreOptions: Sendable {
     public init(
         keyInterval: Int = 30, workerCount: Int = System.onlineProcessorCount,
         segmentMaxDuration: Duration = .seconds(60), segmentMaxBytes: Int = 512 << 20, diskBudget: Int? = nil,
-        maxAge: Duration? = nil, syncInterval: Duration = .seconds(1), chunkSize: Int = StoreOptions.defaultChunkSize,
+        minimumFreeBytes: Int? = nil, maxAge: Duration? = nil, syncInterval: Duration = .seconds(1),
+        chunkSize: Int = StoreOptions.defaultChunkSize,
         codecPolicy: CodecPolicy = .automatic, fileSystem: any FileSystem = POSIXFileSystem(),
         now: @escaping @Sendable () -> Int64 = System.wallClockNanoseconds
     ) {
@@ -83,6 +94,7 @@ public struct StoreOptions: Sendable {
         self.segmentMaxNanoseconds = segmentMaxDuration.nanosecondsClamped
         self.segmentMaxBytes = segmentMaxBytes
         self.diskBudget = diskBudget
+        self.minimumFreeBytes = minimumFreeBytes
         self.maxAgeNanoseconds = maxAge?.nanosecondsClamped
         self.syncIntervalNanoseconds = syncInterval.nanosecondsClamped
         self.chunkSize = chunkSize

@@ -18,6 +18,15 @@ import RewindSystem
 /// When a write fails (a full disk, an I/O error), the open segment is cut back to its last good record and
 /// sealed (or left as a valid `.partial` for recovery when even that fails), the error is thrown, and the next
 /// `append` starts a new segment.
+///
+/// Room: before each frame the writer asks the file system how much is free. A frame that would leave less than
+/// ``StoreOptions/indexReserveBytes`` is not written (``SegmentStoreError/diskFull(file:durableFrames:durablePTS:cause:)``
+/// with `ENOSPC`, the open segment untouched), so the index can still record the gap, the drop counters and the
+/// seal. With retention by free space (``StoreOptions/minimumFreeBytes``) the oldest sealed segments are deleted
+/// first, and when only the open segment is left it is sealed so that it can go too.
+///
+/// A segment's index row is added with its first durable frames, and a segment number is given back when its
+/// file could not be made or held no frame: a failed attempt leaves neither a row nor a hole in the numbers.
 public final class StreamWriter {
     /// The store the frames go to.
     public let store: SegmentStore
@@ -25,13 +34,14 @@ public final class StreamWriter {
     public let stream: StreamRow
     private let encoder: FrameEncoder
     private var segment: SegmentFileWriter?
-    private var segmentID: Int64 = 0
+    /// The open segment's index row; nil until its first frames are durable and indexed.
+    private var segmentID: Int64?
     /// Index rows of the open segment not yet added (frames written, not yet synced).
     private var pendingRows: [FrameRow] = []
     /// Frames of the open segment whose rows are in the index.
     private var indexedCount = 0
     /// Segments closed by a failure whose seal did not finish: (row id, writer).
-    private var unsealed: [(Int64, SegmentFileWriter)] = []
+    private var unsealed: [(Int64?, SegmentFileWriter)] = []
     private var lastPTS: Int64?
     private var lastSyncPTS: Int64?
     private var framesSinceKey = 0
@@ -93,6 +103,7 @@ public final class StreamWriter {
         {
             try sealCurrent()
         }
+        try ensureRoom(forRawBytes: frame.bytes.count)
         if segment == nil { try startSegment() }
         guard let open = segment else { return }
         let key = open.frameCount == 0 || framesSinceKey + 1 >= store.options.keyInterval
@@ -110,7 +121,7 @@ public final class StreamWriter {
         lastPTS = pts
         pendingRows.append(
             FrameRow(
-                ptsNanoseconds: pts, wallNanoseconds: entry.wallNanoseconds, segmentID: segmentID,
+                ptsNanoseconds: pts, wallNanoseconds: entry.wallNanoseconds, segmentID: segmentID ?? 0,
                 fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
                 flags: entry.flags, codec: entry.codec))
         if let lastSyncPTS {
@@ -193,54 +204,102 @@ public final class StreamWriter {
             writer = try SegmentFileWriter(
                 directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem)
         } catch {
+            store.releaseSequence(header.sequence)
             let name = SegmentFormat.fileName(sequence: header.sequence, partial: true)
             throw error.isDiskFull
                 ? SegmentStoreError.diskFull(file: name, durableFrames: 0, durablePTS: nil, cause: error)
                 : SegmentStoreError.writeFailed(file: name, durableFrames: 0, durablePTS: nil, cause: error)
         }
-        do {
-            segmentID = try store.index.insertSegment(
-                streamID: stream.id, fileName: writer.fileName, formatVersion: Int(SegmentFormat.version),
-                createdWallNanoseconds: header.createdWallNanoseconds)
-        } catch {
-            writer.close()
-            try? store.fileSystem.unlink(writer.path)
-            throw error
-        }
         segment = writer
+        segmentID = nil
         pendingRows.removeAll(keepingCapacity: true)
         indexedCount = 0
         framesSinceKey = 0
         retryUnsealed()
     }
 
-    private func flushRows() throws {
-        guard let open = segment, !pendingRows.isEmpty else { return }
-        let durable = open.durableCount - indexedCount
-        guard durable > 0 else { return }
-        let rows = durable == pendingRows.count ? pendingRows : Array(pendingRows.prefix(durable))
+    /// The open segment's row, added to the index now if it is not there yet.
+    private func indexedSegmentID(_ open: SegmentFileWriter) throws -> Int64 {
+        if let segmentID { return segmentID }
+        let id = try store.index.insertSegment(
+            streamID: stream.id, fileName: open.fileName, formatVersion: Int(SegmentFormat.version),
+            createdWallNanoseconds: open.header.createdWallNanoseconds)
+        segmentID = id
+        return id
+    }
+
+    /// Adds index rows for the first `count` pending frames of the open segment (and the segment's row first).
+    private func indexPending(_ open: SegmentFileWriter, count: Int) throws {
+        let id = try indexedSegmentID(open)
+        var rows = Array(pendingRows.prefix(count))
+        for i in rows.indices { rows[i].segmentID = id }
         try store.index.addFrames(rows, streamID: stream.id)
         pendingRows.removeFirst(rows.count)
         indexedCount += rows.count
     }
 
-    private func sealCurrent() throws {
+    /// Makes room for a frame of `raw` bytes, or throws ``SegmentStoreError/diskFull(file:durableFrames:durablePTS:cause:)``
+    /// without writing anything when the file system cannot hold it and keep ``StoreOptions/indexReserveBytes``.
+    private func ensureRoom(forRawBytes raw: Int) throws {
+        // A record is never larger than the raw frame plus its header and chunk table.
+        let frameNeed = Int64(raw) + Int64(SegmentFormat.recordHeaderLength) + (64 << 10)
+        let need = frameNeed + StoreOptions.indexReserveBytes
+        guard var available = store.availableSegmentBytes() else { return }
+        if let floor = store.options.minimumFreeBytes, available < need + Int64(floor) {
+            do {
+                _ = try store.enforceRetention(reserving: frameNeed)
+                lastRetentionError = nil
+            } catch {
+                lastRetentionError = error
+            }
+            available = store.availableSegmentBytes() ?? available
+            if available < need, let open = segment, open.frameCount > 0 {
+                // Only the open segment is left to delete: seal it, and retention may take it.
+                try sealCurrent(reserving: frameNeed)
+                available = store.availableSegmentBytes() ?? available
+            }
+        }
+        guard available < need else { return }
+        let file =
+            segment?.fileName ?? SegmentFormat.fileName(sequence: store.upcomingSequence, partial: true)
+        let cause = FileSystemError(operation: "statvfs", path: store.segmentsDirectory, code: ENOSPC)
+        throw SegmentStoreError.diskFull(
+            file: file, durableFrames: segment?.durableCount ?? 0,
+            durablePTS: segment?.lastDurablePTS ?? lastDurablePTS,
+            cause: cause)
+    }
+
+    private func flushRows() throws {
+        guard let open = segment, !pendingRows.isEmpty else { return }
+        let durable = open.durableCount - indexedCount
+        guard durable > 0 else { return }
+        try indexPending(open, count: durable)
+    }
+
+    private func sealCurrent(reserving bytes: Int64 = 0) throws {
         try sync()
         guard let open = segment else { return }
+        guard open.frameCount > 0 else {
+            open.close()
+            try? store.fileSystem.unlink(open.path)
+            store.releaseSequence(open.header.sequence)
+            segment = nil
+            return
+        }
         let sealedName: String
         do {
             sealedName = try open.seal()
         } catch {
             try fail(error)
         }
-        try store.index.sealSegment(
-            id: segmentID, fileName: sealedName, sealedWallNanoseconds: store.options.now())
-        sealedFileNames.append(sealedName)
         durableBefore += open.frameCount
         segment = nil
-        if store.options.diskBudget != nil || store.options.maxAgeNanoseconds != nil {
+        try store.index.sealSegment(
+            id: try indexedSegmentID(open), fileName: sealedName, sealedWallNanoseconds: store.options.now())
+        sealedFileNames.append(sealedName)
+        if store.options.hasRetention {
             do {
-                _ = try store.enforceRetention()
+                _ = try store.enforceRetention(reserving: bytes)
                 lastRetentionError = nil
             } catch {
                 lastRetentionError = error
@@ -255,21 +314,23 @@ public final class StreamWriter {
         let fileName = open.fileName
         if (try? open.sync()) == nil { open.rollBackToDurable() }
         lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
-        let rows = pendingRows.prefix(open.durableCount - indexedCount)
-        if !rows.isEmpty, (try? store.index.addFrames(Array(rows), streamID: stream.id)) != nil {
-            indexedCount += rows.count
-        }
+        let durableRows = open.durableCount - indexedCount
+        if durableRows > 0 { try? indexPending(open, count: durableRows) }
         pendingRows.removeAll(keepingCapacity: true)
         durableBefore += open.durableCount
         segment = nil
         lastPTS = lastDurablePTS
         if open.frameCount == 0 {
+            // Nothing in it and (rows come with the first durable frames) no index row: as if never made.
             open.close()
             try? store.fileSystem.unlink(open.path)
-            try? store.index.removeSegment(id: segmentID)
+            if segmentID == nil { store.releaseSequence(open.header.sequence) }
         } else if let sealedName = try? open.seal() {
-            try? store.index.sealSegment(
-                id: segmentID, fileName: sealedName, sealedWallNanoseconds: store.options.now())
+            // Without a row (the index failed too), recovery at the next open adds it from the file.
+            if let segmentID {
+                try? store.index.sealSegment(
+                    id: segmentID, fileName: sealedName, sealedWallNanoseconds: store.options.now())
+            }
         } else {
             open.close()
             unsealed.append((segmentID, open))
@@ -293,6 +354,7 @@ public final class StreamWriter {
                     directory: store.segmentsDirectory, fileName: writer.fileName, header: writer.header, scan: scan,
                     fileSystem: store.fileSystem)
             else { return false }
+            guard let id else { return true }
             return (try? store.index.sealSegment(id: id, fileName: name, sealedWallNanoseconds: store.options.now()))
                 != nil
         }

@@ -1,0 +1,111 @@
+import Foundation
+import RewindTesting
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Recordings into a small real tmpfs: a full disk loses frames only with a non-zero exit, a message and a gap for
+/// every lost stretch; with `--min-free` the same recording keeps going by deleting old segments.
+///
+/// Mounting needs root: other users skip with that reason; a root that cannot mount fails, saying why.
+@Suite(.timeLimit(.minutes(10)), .enabled(if: getuid() == 0, "mounting a small tmpfs to fill up needs root"))
+struct FullDiskTests {
+    /// 300 noisy 640x360 frames (about 100 MiB raw, 30 MiB stored): more than the 24 MiB tmpfs holds.
+    static let frameCount = 300
+
+    /// The pts of frame `index` of the 30 fps source, ns.
+    static func pts(_ index: Int) -> Int64 { Int64(index) * 1_000_000_000 / 30 }
+
+    /// Mounts a 24 MiB tmpfs at `directory/disk`, runs `body` with its path, and unmounts it.
+    private func withSmallDisk(_ body: (_ disk: String, _ source: String) throws -> Void) throws {
+        let directory = try Tool.temporaryDirectory("full-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = directory.appendingPathComponent("source.y4m").path
+        try ExternalTools.makeY4M(
+            source, width: 640, height: 360, rate: "30", frames: Self.frameCount,
+            extra: ["-vf", "noise=alls=100:allf=t+u"])
+        let disk = directory.appendingPathComponent("disk").path
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let mount = try ExternalTools.execute(
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=24m", "tmpfs", disk], timeout: .seconds(30))
+        try #require(mount.status == 0, "mount -t tmpfs failed as root (is mounting allowed here?): \(mount.stderr)")
+        defer { _ = try? ExternalTools.execute("/bin/umount", [disk], timeout: .seconds(30)) }
+        try body(disk, source)
+    }
+
+    /// The pts of the frames the index holds, from the `sqlite3` shell.
+    private func indexedPTS(_ store: String) throws -> Set<Int64> {
+        let query = try runChecked("sqlite3", ["-readonly", "\(store)/index.sqlite", "SELECT pts_ns FROM frames"])
+        return Set(query.output.split(separator: "\n").compactMap { Int64($0) })
+    }
+
+    @Test func aFullDiskExitsNonZeroNamesTheLossAndLeavesAGapForEveryLostFrame() throws {
+        try withSmallDisk { disk, source in
+            let store = disk + "/store"
+            let record = try Tool.rewind(
+                ["record", "--store", store, "--input", "y4m:\(source)", "--segment", "1s"])
+            #expect(record.status == 1, "a recording that lost frames must fail: \(record.stderr)")
+            #expect(record.stderr.contains("rewind record: lost "), "\(record.stderr)")
+            #expect(record.stderr.contains("to disk errors (disk full)"), "\(record.stderr)")
+
+            let stored = try indexedPTS(store)
+            let lost = (0..<Self.frameCount).map(Self.pts).filter { !stored.contains($0) }
+            #expect(!lost.isEmpty, "24 MiB must fill up")
+            #expect(record.stderr.contains("lost \(lost.count) accepted frames"), "\(record.stderr)")
+            let gaps = try #require(try info(store)["gaps"] as? [[String: Any]])
+            let ranges = gaps.compactMap { gap -> Range<Int64>? in
+                guard let start = gap["start_ns"] as? Int64, let end = gap["end_ns"] as? Int64,
+                    gap["reason"] as? String == "disk error"
+                else { return nil }
+                return start..<end
+            }
+            let uncovered = lost.filter { pts in !ranges.contains { $0.contains(pts) } }
+            #expect(uncovered.isEmpty, "lost frames outside every gap: \(uncovered.prefix(5)) (gaps: \(gaps))")
+            #expect(lost.last == Self.pts(Self.frameCount - 1), "the tail is what was lost")
+
+            var verify = try Tool.rewind(["verify", "--store", store])
+            if verify.status != 0 {
+                let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+                #expect(repair.status == 0, "\(repair.output) \(repair.stderr)")
+                verify = try Tool.rewind(["verify", "--store", store])
+            }
+            #expect(verify.status == 0 && verify.output.contains("clean"), "\(verify.output) \(verify.stderr)")
+            let names = try FileManager.default.contentsOfDirectory(atPath: store + "/segments").sorted()
+            let expected = (1...names.count).map { String(format: "%06d.seg", $0) }
+            #expect(names == expected, "failed attempts must not burn segment numbers")
+        }
+    }
+
+    @Test func minFreeKeepsRecordingByDeletingOldSegments() throws {
+        try withSmallDisk { disk, source in
+            let store = disk + "/store"
+            let record = try Tool.rewind(
+                [
+                    "record", "--store", store, "--input", "y4m:\(source)", "--segment", "1s", "--disk", "1GiB",
+                    "--min-free", "6MiB",
+                ])
+            #expect(record.status == 0, "\(record.output) \(record.stderr)")
+            #expect(record.output.contains("; 0 dropped;"), "\(record.output)")
+            let json = try info(store)
+            #expect(json["drops"] as? Int == 0)
+            #expect((json["gaps"] as? [Any])?.isEmpty == true, "\(json)")
+            let stored = try indexedPTS(store)
+            #expect(stored.count < Self.frameCount, "old segments must have been deleted")
+            #expect(stored.contains(Self.pts(Self.frameCount - 1)), "the newest frame is kept")
+
+            // The newest frames, bit-exact.
+            let newest = 30
+            let from = Self.pts(Self.frameCount - newest)
+            let clip = disk + "/../newest.y4m"
+            let save = try Tool.rewind(
+                ["clip", "--store", store, "--from", "\(from)ns", "--to", "\(Self.frameCount * 40)ms", "-o", clip])
+            #expect(save.status == 0, "\(save.stderr)")
+            let expected = Array(try ExternalTools.frameMD5s(source).suffix(newest))
+            #expect(try ExternalTools.frameMD5s(clip) == expected)
+            let verify = try Tool.rewind(["verify", "--store", store])
+            #expect(verify.status == 0 && verify.output.contains("clean"), "\(verify.output) \(verify.stderr)")
+        }
+    }
+}
