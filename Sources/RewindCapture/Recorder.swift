@@ -53,7 +53,13 @@ public final class Recorder: Sendable {
         let shared = RecorderShared()
         self.shared = shared
         let frameBytes = stream.layout.byteCount
-        let minimum = configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * frameBytes)
+        let page = System.pageSize
+        let slabBytes = max(1, (frameBytes + page - 1) / page * page)
+        self.slabBytes = slabBytes
+        // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
+        // without one it could only drop.
+        let minimum = max(
+            configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * slabBytes), slabBytes)
         ring = RingStore(
             configuration: RingConfiguration(
                 window: configuration.window, memoryBudget: configuration.memoryBudget,
@@ -66,8 +72,6 @@ public final class Recorder: Sendable {
         let nominal = stream.frameDuration.nanoseconds ?? 1
         framesInWindow =
             nominal > 0 ? Int(min(configuration.windowNanoseconds / nominal, Int64(Int.max / 2))) : Int.max / 2
-        let page = System.pageSize
-        slabBytes = max(1, (frameBytes + page - 1) / page * page)
         if let store = self.store {
             let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
             spill = SpillStage(
@@ -120,10 +124,27 @@ public final class Recorder: Sendable {
     /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
     /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
     /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
+    /// A ring too small for the margin still takes a frame when everything before it is written and unpinned
+    /// (write-through, ``canWriteThrough(room:)``).
     private var isSpillBehind: Bool {
         guard spill != nil && configuration.backpressure == .dropNewest else { return false }
         let room = framesInRing
-        return Int(unspilledFrames) + Self.margin(room) + shared.queryPinnedFrames.load(ordering: .relaxed) >= room
+        // With no slab in the budget the ring itself drops the frame, on memory budget.
+        guard room > 0 else { return false }
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        guard Int(unspilledFrames) + Self.margin(room) + queries >= room else { return false }
+        return !canWriteThrough(room: room)
+    }
+
+    /// Whether the next frame can be stored without pushing out anything unwritten however small the ring: every
+    /// accepted frame is written, the spill stage holds no pins, and queries leave at least one slab of `room`.
+    ///
+    /// Then the ring evicts a written frame (or maps a free slab) for the new one: a pinned frame leaves the ring
+    /// holding its slab, but with fewer pinned slabs than `room` an unpinned one is always found. This is the
+    /// floor under every margin: a ring of one slab records a frame at a time.
+    private func canWriteThrough(room: Int) -> Bool {
+        unspilledFrames == 0 && shared.spillPinnedFrames.load(ordering: .acquiring) == 0
+            && shared.queryPinnedFrames.load(ordering: .relaxed) < room
     }
 
     /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
@@ -172,28 +193,53 @@ public final class Recorder: Sendable {
     }
 
     /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
-    /// holds at the nominal rate. The spill stage may fall behind by about this much before frames are lost.
+    /// holds at the nominal rate, at least one when the budget holds a frame (0 only when it holds none). The
+    /// spill stage may fall behind by about this much before frames are lost.
     public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
 
+    /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
+    /// fits: the newest frame stays in the ring however short the window.
     private func room(under level: MemoryPressure) -> Int {
-        min(ring.configuration.budget(under: level) / slabBytes, framesInWindow)
+        let slabs = ring.configuration.budget(under: level) / slabBytes
+        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow))
     }
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
-    /// must not lose frames; a live source should not wait).
+    /// must not lose frames; a live source should not wait), or until `shouldStop` returns true.
     ///
     /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
     /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
-    /// unwritten by design and no such room is kept.)
+    /// unwritten by design and no such room is kept.) When the ring is too small for that margin — a tiny budget,
+    /// a window of a frame or two, critical pressure — it waits instead until every accepted frame is written and
+    /// released (write-through, a frame at a time), so the producer always makes progress. While it waits, the
+    /// spill stage is woken and writes every unwritten frame (with `on-evict` too).
+    ///
+    /// Returns at once when nothing fits in the budget at all (the frame will be dropped on arrival and counted:
+    /// waiting cannot help), when spill is `off` and when the spill stage has stopped. `shouldStop` is asked about
+    /// every half millisecond.
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
-        guard spill != nil else { return }
-        while spill?.isRunning == true && !shouldStop() {
-            let room = framesInRing
-            let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
-            let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
-            guard Int(unspilledFrames) + Self.margin(room) + slack + 1 >= room else { return }
+        guard let spill, framesInRing > 0 else { return }
+        var isWaiting = false
+        defer { if isWaiting { shared.producerWaiting.store(false, ordering: .releasing) } }
+        while spill.isRunning && !shouldStop() {
+            if hasSpillRoom { return }
+            if !isWaiting {
+                isWaiting = true
+                shared.producerWaiting.store(true, ordering: .releasing)
+                spill.wake()
+            }
             usleep(500)
         }
+    }
+
+    /// Whether a waiting producer may go on: the unwritten frames, the spill stage's margin, the queries' slack
+    /// and the next frame fit in the ring; or, in a ring too small for that, the next frame can be written through.
+    private var hasSpillRoom: Bool {
+        let room = framesInRing
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
+        if Int(unspilledFrames) + Self.margin(room) + slack + 1 < room { return true }
+        return canWriteThrough(room: room)
     }
 
     /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
@@ -342,6 +388,11 @@ final class RecorderShared: Sendable {
     let newestSequence = Atomic<UInt64>(0)
     /// Frames pinned by queries right now (a batch each).
     let queryPinnedFrames = Atomic<Int>(0)
+    /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.
+    let spillPinnedFrames = Atomic<Int>(0)
+    /// Set while a producer waits for room (``Recorder/waitForSpillRoom(until:)``): the spill stage then writes
+    /// every unwritten frame, not only those due (`on-evict`).
+    let producerWaiting = Atomic<Bool>(false)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).

@@ -104,10 +104,18 @@ final class SpillStage: @unchecked Sendable {
     private func spillAvailable(all: Bool) -> Bool {
         let snapshot = ring.pin(
             fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
-        defer { snapshot.release() }
+        // Counted until released: a producer writing through waits until the spill stage holds no slab.
+        let pinned = snapshot.count
+        shared.spillPinnedFrames.add(pinned, ordering: .releasing)
+        defer {
+            snapshot.release()
+            shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
+        }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
-        if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
+        // A waiting producer needs room now: write everything, due or not.
+        let writesAll = all || shared.producerWaiting.load(ordering: .acquiring)
+        if configuration.spill == .onEvict && !writesAll, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
         }
         var written = 0
