@@ -34,6 +34,16 @@ public final class Recorder: Sendable {
     private let framesInWindow: Int
     /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
     private let slabBytes: Int
+
+    /// The smallest memory budget a recorder of frames of `layout` can store a frame in: one frame rounded up to
+    /// whole pages, as the ring's pool maps it. With it, a file records a frame at a time (write-through).
+    ///
+    /// - Parameter layout: the stream's frame layout.
+    /// - Returns: bytes.
+    public static func smallestMemoryBudget(for layout: FrameLayout) -> Int {
+        let page = System.pageSize
+        return max(1, (layout.byteCount + page - 1) / page * page)
+    }
     /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
     private let ringRoom = Atomic<Int>(0)
 
@@ -53,8 +63,7 @@ public final class Recorder: Sendable {
         let shared = RecorderShared()
         self.shared = shared
         let frameBytes = stream.layout.byteCount
-        let page = System.pageSize
-        let slabBytes = max(1, (frameBytes + page - 1) / page * page)
+        let slabBytes = Self.smallestMemoryBudget(for: stream.layout)
         self.slabBytes = slabBytes
         // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
         // without one it could only drop.
