@@ -229,26 +229,27 @@ public final class Recorder: Sendable {
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
         guard let spill, framesInRing > 0 else { return }
         var isWaiting = false
-        defer { if isWaiting { shared.producerWaiting.store(false, ordering: .releasing) } }
+        defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
         while spill.isRunning && !shouldStop() {
-            if hasSpillRoom { return }
+            let room = framesInRing
+            let allowed = unwrittenFramesAllowed(room: room)
+            if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
+            shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
             if !isWaiting {
                 isWaiting = true
-                shared.producerWaiting.store(true, ordering: .releasing)
                 spill.wake()
             }
             usleep(500)
         }
     }
 
-    /// Whether a waiting producer may go on: the unwritten frames, the spill stage's margin, the queries' slack
-    /// and the next frame fit in the ring; or, in a ring too small for that, the next frame can be written through.
-    private var hasSpillRoom: Bool {
-        let room = framesInRing
+    /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's
+    /// margin, the queries' slack and the next frame. Negative when the ring is too small for those margins: then
+    /// only write-through (``canWriteThrough(room:)``) lets the producer on.
+    private func unwrittenFramesAllowed(room: Int) -> Int {
         let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
         let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
-        if Int(unspilledFrames) + Self.margin(room) + slack + 1 < room { return true }
-        return canWriteThrough(room: room)
+        return room - Self.margin(room) - slack - 2
     }
 
     /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
@@ -399,9 +400,10 @@ final class RecorderShared: Sendable {
     let queryPinnedFrames = Atomic<Int>(0)
     /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.
     let spillPinnedFrames = Atomic<Int>(0)
-    /// Set while a producer waits for room (``Recorder/waitForSpillRoom(until:)``): the spill stage then writes
-    /// every unwritten frame, not only those due (`on-evict`).
-    let producerWaiting = Atomic<Bool>(false)
+    /// While a producer waits for room (``Recorder/waitForSpillRoom(until:)``), how many unwritten frames it can
+    /// go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
+    /// due yet (`on-evict`) until no more than that are left.
+    let unwrittenFramesWanted = Atomic<Int>(-1)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
