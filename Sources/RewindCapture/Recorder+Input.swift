@@ -84,7 +84,8 @@ extension Recorder {
     /// - Parameters:
     ///   - source: the frames to record.
     ///   - options: pacing, duration and what to do when the spill stage falls behind.
-    ///   - shouldStop: asked before each frame; true ends the loop.
+    ///   - shouldStop: asked before each frame and while the loop waits (for spill room, about every half
+    ///     millisecond; for a frame's time in real time, every 50 ms); true ends the loop without reading on.
     ///   - progress: called after each frame read with the counts so far and that frame's pts (nanoseconds on
     ///     the stream clock).
     /// - Throws: the source's error (malformed or truncated input). Frames stored before it stay stored; call
@@ -105,7 +106,14 @@ extension Recorder {
                 result.endReason = .stopped
                 break
             }
-            if options.spillLag == .wait { waitForSpillRoom(until: shouldStop) }
+            if options.spillLag == .wait {
+                waitForSpillRoom(until: shouldStop)
+                // A stop while waiting ends the loop before another frame is read (it would only be dropped).
+                if shouldStop() {
+                    result.endReason = .stopped
+                    break
+                }
+            }
             /// Counts the frame and applies the duration limit and pacing; false ends the loop.
             func admit(_ info: FrameInfo) -> Bool {
                 result.framesRead += 1
@@ -120,7 +128,12 @@ extension Recorder {
                 if options.pacing == .realtime {
                     let start = startInstant ?? ContinuousClock.now
                     startInstant = start
-                    System.sleep(until: start + .nanoseconds(pts - first))
+                    // However far the next pts lies, a stop ends the wait within 50 ms.
+                    guard System.sleep(until: start + .nanoseconds(pts - first), unless: shouldStop) else {
+                        result.framesRead -= 1
+                        result.endReason = .stopped
+                        return false
+                    }
                 }
                 return true
             }

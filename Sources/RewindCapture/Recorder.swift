@@ -34,6 +34,16 @@ public final class Recorder: Sendable {
     private let framesInWindow: Int
     /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
     private let slabBytes: Int
+
+    /// The smallest memory budget a recorder of frames of `layout` can store a frame in: one frame rounded up to
+    /// whole pages, as the ring's pool maps it. With it, a file records a frame at a time (write-through).
+    ///
+    /// - Parameter layout: the stream's frame layout.
+    /// - Returns: bytes.
+    public static func smallestMemoryBudget(for layout: FrameLayout) -> Int {
+        let page = System.pageSize
+        return max(1, (layout.byteCount + page - 1) / page * page)
+    }
     /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
     private let ringRoom = Atomic<Int>(0)
 
@@ -53,7 +63,12 @@ public final class Recorder: Sendable {
         let shared = RecorderShared()
         self.shared = shared
         let frameBytes = stream.layout.byteCount
-        let minimum = configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * frameBytes)
+        let slabBytes = Self.smallestMemoryBudget(for: stream.layout)
+        self.slabBytes = slabBytes
+        // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
+        // without one it could only drop.
+        let minimum = max(
+            configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * slabBytes), slabBytes)
         ring = RingStore(
             configuration: RingConfiguration(
                 window: configuration.window, memoryBudget: configuration.memoryBudget,
@@ -66,8 +81,6 @@ public final class Recorder: Sendable {
         let nominal = stream.frameDuration.nanoseconds ?? 1
         framesInWindow =
             nominal > 0 ? Int(min(configuration.windowNanoseconds / nominal, Int64(Int.max / 2))) : Int.max / 2
-        let page = System.pageSize
-        slabBytes = max(1, (frameBytes + page - 1) / page * page)
         if let store = self.store {
             let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
             spill = SpillStage(
@@ -120,10 +133,27 @@ public final class Recorder: Sendable {
     /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
     /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
     /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
+    /// A ring too small for the margin still takes a frame when everything before it is written and unpinned
+    /// (write-through, ``canWriteThrough(room:)``).
     private var isSpillBehind: Bool {
         guard spill != nil && configuration.backpressure == .dropNewest else { return false }
         let room = framesInRing
-        return Int(unspilledFrames) + Self.margin(room) + shared.queryPinnedFrames.load(ordering: .relaxed) >= room
+        // With no slab in the budget the ring itself drops the frame, on memory budget.
+        guard room > 0 else { return false }
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        guard Int(unspilledFrames) + Self.margin(room) + queries >= room else { return false }
+        return !canWriteThrough(room: room)
+    }
+
+    /// Whether the next frame can be stored without pushing out anything unwritten however small the ring: every
+    /// accepted frame is written, the spill stage holds no pins, and queries leave at least one slab of `room`.
+    ///
+    /// Then the ring evicts a written frame (or maps a free slab) for the new one: a pinned frame leaves the ring
+    /// holding its slab, but with fewer pinned slabs than `room` an unpinned one is always found. This is the
+    /// floor under every margin: a ring of one slab records a frame at a time.
+    private func canWriteThrough(room: Int) -> Bool {
+        unspilledFrames == 0 && shared.spillPinnedFrames.load(ordering: .acquiring) == 0
+            && shared.queryPinnedFrames.load(ordering: .relaxed) < room
     }
 
     /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
@@ -172,28 +202,54 @@ public final class Recorder: Sendable {
     }
 
     /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
-    /// holds at the nominal rate. The spill stage may fall behind by about this much before frames are lost.
+    /// holds at the nominal rate, at least one when the budget holds a frame (0 only when it holds none). The
+    /// spill stage may fall behind by about this much before frames are lost.
     public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
 
+    /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
+    /// fits: the newest frame stays in the ring however short the window.
     private func room(under level: MemoryPressure) -> Int {
-        min(ring.configuration.budget(under: level) / slabBytes, framesInWindow)
+        let slabs = ring.configuration.budget(under: level) / slabBytes
+        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow))
     }
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
-    /// must not lose frames; a live source should not wait).
+    /// must not lose frames; a live source should not wait), or until `shouldStop` returns true.
     ///
     /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
     /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
-    /// unwritten by design and no such room is kept.)
+    /// unwritten by design and no such room is kept.) When the ring is too small for that margin — a tiny budget,
+    /// a window of a frame or two, critical pressure — it waits instead until every accepted frame is written and
+    /// released (write-through, a frame at a time), so the producer always makes progress. While it waits, the
+    /// spill stage is woken and writes every unwritten frame (with `on-evict` too).
+    ///
+    /// Returns at once when nothing fits in the budget at all (the frame will be dropped on arrival and counted:
+    /// waiting cannot help), when spill is `off` and when the spill stage has stopped. `shouldStop` is asked about
+    /// every half millisecond.
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
-        guard spill != nil else { return }
-        while spill?.isRunning == true && !shouldStop() {
+        guard let spill, framesInRing > 0 else { return }
+        var isWaiting = false
+        defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
+        while spill.isRunning && !shouldStop() {
             let room = framesInRing
-            let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
-            let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
-            guard Int(unspilledFrames) + Self.margin(room) + slack + 1 >= room else { return }
+            let allowed = unwrittenFramesAllowed(room: room)
+            if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
+            shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
+            if !isWaiting {
+                isWaiting = true
+                spill.wake()
+            }
             usleep(500)
         }
+    }
+
+    /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's
+    /// margin, the queries' slack and the next frame. Negative when the ring is too small for those margins: then
+    /// only write-through (``canWriteThrough(room:)``) lets the producer on.
+    private func unwrittenFramesAllowed(room: Int) -> Int {
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
+        return room - Self.margin(room) - slack - 2
     }
 
     /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
@@ -342,6 +398,12 @@ final class RecorderShared: Sendable {
     let newestSequence = Atomic<UInt64>(0)
     /// Frames pinned by queries right now (a batch each).
     let queryPinnedFrames = Atomic<Int>(0)
+    /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.
+    let spillPinnedFrames = Atomic<Int>(0)
+    /// While a producer waits for room (``Recorder/waitForSpillRoom(until:)``), how many unwritten frames it can
+    /// go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
+    /// due yet (`on-evict`) until no more than that are left.
+    let unwrittenFramesWanted = Atomic<Int>(-1)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).

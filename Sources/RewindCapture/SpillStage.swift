@@ -108,16 +108,26 @@ final class SpillStage: @unchecked Sendable {
     private func spillAvailable(all: Bool) -> Bool {
         let snapshot = ring.pin(
             fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
-        defer { snapshot.release() }
+        // Counted until released: a producer writing through waits until the spill stage holds no slab.
+        let pinned = snapshot.count
+        shared.spillPinnedFrames.add(pinned, ordering: .releasing)
+        defer {
+            snapshot.release()
+            shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
+        }
         guard !snapshot.isEmpty else { return false }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
         }
+        // A waiting producer needs room now: frames not due yet are written too, until few enough are left.
+        let wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
+        let newest = shared.newestSequence.load(ordering: .acquiring)
         var written = 0
         for index in 0..<snapshot.count {
             let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
-                guard view.info.ptsNanoseconds <= horizon else { return false }
+                let isWanted = wanted >= 0 && newest >= sequence && Int(newest - sequence) + 1 > wanted
+                guard view.info.ptsNanoseconds <= horizon || isWanted else { return false }
                 write(view, sequence: sequence)
                 return true
             }

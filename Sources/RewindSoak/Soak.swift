@@ -48,7 +48,8 @@ public enum Soak {
     ///
     /// - Parameters:
     ///   - configuration: what to run; see ``SoakConfiguration/validate()``.
-    ///   - shouldStop: polled once per frame; true ends the recording early (the rest of the run still happens).
+    ///   - shouldStop: polled once per frame and while the camera waits (for spill room or a frame's time); true
+    ///   ends the recording early (the rest of the run still happens).
     ///   - progress: called on the producing thread about ten times a second.
     /// - Returns: the report; ``SoakReport/passed`` says whether every invariant held.
     /// - Throws: ``SoakConfigurationError`` for a configuration that cannot run; store errors when the store
@@ -158,7 +159,9 @@ struct SoakRun {
             // Published before the events of this instant, so samples taken while they apply count after them.
             monitor.streamTime.store(pts, ordering: .relaxed)
             if nextEvent < configuration.events.count && configuration.events[nextEvent].at <= pts {
-                if configuration.speed == .realtime { System.sleep(until: started + .nanoseconds(pts)) }
+                if configuration.speed == .realtime {
+                    System.sleep(until: started + .nanoseconds(pts), unless: shouldStop)
+                }
                 while nextEvent < configuration.events.count && configuration.events[nextEvent].at <= pts {
                     apply(configuration.events[nextEvent], index: nextEvent)
                     nextEvent += 1
@@ -170,8 +173,14 @@ struct SoakRun {
             }
             report.framesProduced += 1
             switch configuration.speed {
-            case .realtime: System.sleep(until: started + .nanoseconds(pts))
+            case .realtime: System.sleep(until: started + .nanoseconds(pts), unless: shouldStop)
             case .max: recorder.waitForSpillRoom(until: shouldStop)
+            }
+            // A stop while waiting ends the recording before another frame is offered (it would only be dropped).
+            if shouldStop() {
+                report.framesProduced -= 1
+                report.endReason = .stopped
+                break
             }
             capture(index)
             if progress != nil, ContinuousClock.now - lastProgress >= .milliseconds(100) {

@@ -115,6 +115,13 @@ public struct SoakConfiguration: Sendable {
         }
         guard noise >= 0 && noise <= 8 else { throw .init("the noise must be 0…8 code values") }
         guard windowNanoseconds > 0 else { throw .init("the window must be longer than 0s") }
+        let frameNanoseconds = frameDuration.nanoseconds ?? 0
+        guard windowNanoseconds >= frameNanoseconds else {
+            throw .init(
+                "a window of \(formatSeconds(windowNanoseconds)) is shorter than one frame "
+                    + "(\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
+                    + "\((frameNanoseconds + 999_999) / 1_000_000)ms")
+        }
         let minimum = 8 * layout.byteCount
         guard memoryBudget >= minimum else {
             throw .init(

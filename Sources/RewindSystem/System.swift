@@ -53,6 +53,22 @@ public enum System {
         sleep(for: ContinuousClock.now.duration(to: instant))
     }
 
+    /// Sleeps until `instant`, or until `shouldStop` returns true, asked every `interval` (50 ms by default).
+    ///
+    /// - Returns: false when it returned because `shouldStop` did.
+    @discardableResult
+    package static func sleep(
+        until instant: ContinuousClock.Instant, unless shouldStop: () -> Bool,
+        checkingEvery interval: Duration = .milliseconds(50)
+    ) -> Bool {
+        while true {
+            if shouldStop() { return false }
+            let left = ContinuousClock.now.duration(to: instant)
+            guard left > .zero else { return true }
+            sleep(for: min(left, interval))
+        }
+    }
+
     /// Calls `body` until it returns something other than −1 with `errno == EINTR`.
     ///
     /// - Returns: the first result that was not an interrupted call; on failure `errno` still holds the cause.

@@ -87,6 +87,7 @@ private func record<Source: FrameSource>(
     from source: inout Source, directory: String, configuration: RecorderConfiguration, options: StoreOptions,
     loop: RecordLoopOptions
 ) throws -> Int32 {
+    try checkMemoryFits(source.stream, configuration)
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     if let store, !store.recovery.repaired.isEmpty {
         printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
@@ -181,4 +182,24 @@ private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptio
             + "\(count(statistics.framesDurable, "frame")) are durable and each lost stretch is a gap in the index",
         status: ExitStatus.failure,
         advice: isDiskFull ? "free space, or set --disk or --min-free so old segments are deleted to make room" : nil)
+}
+
+/// Refuses a window or memory budget too small to record `stream` at all, naming the smallest that works: the
+/// budget must hold one frame (rounded up to whole pages), the window must span one frame time. Anything at or
+/// above these records every frame of a file, a frame at a time if need be.
+func checkMemoryFits(_ stream: StreamDescription, _ configuration: RecorderConfiguration) throws(UsageError) {
+    let smallestBudget = Recorder.smallestMemoryBudget(for: stream.layout)
+    guard configuration.memoryBudget >= smallestBudget else {
+        throw UsageError(
+            "--memory: \(formatBytes(Int64(configuration.memoryBudget))) cannot hold one frame of \(stream.layout) "
+                + "(\(formatBytes(Int64(smallestBudget))) in whole pages); give at least --memory \((smallestBudget + 1023) / 1024)KiB"
+        )
+    }
+    let frameNanoseconds = stream.frameDuration.nanoseconds ?? 0
+    guard configuration.window >= .nanoseconds(frameNanoseconds) else {
+        throw UsageError(
+            "--window: \(formatSeconds(configuration.window)) is shorter than one frame of this input "
+                + "(\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
+                + "--window \((frameNanoseconds + 999_999) / 1_000_000)ms")
+    }
 }

@@ -1,0 +1,137 @@
+import Foundation
+import RewindTesting
+import Testing
+
+/// Windows and budgets of a frame or two, stops while the recorder waits, and soaks under critical pressure on
+/// small rings: each records every frame, is refused up front, or ends promptly — never hangs.
+@Suite(.timeLimit(.minutes(10))) struct ReliabilityEdgeTests {
+    /// A 10 fps 320x240 file of 12 frames (100 ms per frame, 115200 bytes or 29 pages per frame).
+    private func makeSource(in directory: URL, rate: String = "10", frames: Int = 12) throws -> String {
+        let path = directory.appendingPathComponent("source.y4m").path
+        try ExternalTools.makeY4M(path, width: 320, height: 240, rate: rate, frames: frames)
+        return path
+    }
+
+    @Test(arguments: [
+        ["--window", "100ms"], ["--window", "200ms"], ["--memory", "116KiB"], ["--memory", "232KiB"],
+        ["--window", "100ms", "--memory", "116KiB"],
+    ])
+    func aFileRecordsEveryFrameBitExactInAWindowOrBudgetOfOneOrTwoFrames(limits: [String]) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try makeSource(in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "y4m:" + source] + limits, timeout: .seconds(60))
+        #expect(record.status == 0, "\(limits): \(record.stderr)")
+        #expect(record.output.contains("recorded 12 frames"), "\(limits): \(record.output)")
+        #expect(record.output.contains("; 0 dropped;"), "\(limits): \(record.output)")
+        let saved = directory.appendingPathComponent("saved.y4m").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "10s", "-o", saved])
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(try ExternalTools.frameMD5s(saved) == ExternalTools.frameMD5s(source), "\(limits)")
+    }
+
+    @Test(arguments: [
+        (["--window", "99ms"], "give at least --window 100ms"),
+        (["--window", "0s"], "give at least --window 100ms"),
+        (["--memory", "112KiB"], "give at least --memory 116KiB"),
+        (["--memory", "0"], "give at least --memory 116KiB"),
+    ])
+    func aWindowOrBudgetTooSmallForOneFrameIsRefusedNamingTheSmallestThatWorks(
+        limits: [String], advice: String
+    ) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try makeSource(in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:" + source] + limits)
+        #expect(record.status == 64, "\(limits): \(record.output) \(record.stderr)")
+        #expect(record.stderr.contains(advice), "\(limits): \(record.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"), "refused before the store opened")
+    }
+
+    @Test func aSoakWithAWindowShorterThanAFrameIsRefused() throws {
+        let result = try Tool.rewind([
+            "soak", "--duration", "2s", "--size", "320x240", "--fps", "10", "--window", "50ms",
+        ])
+        #expect(result.status == 64, "\(result.output) \(result.stderr)")
+        #expect(result.stderr.contains("give at least 100ms"), "\(result.stderr)")
+    }
+
+    /// SIGTERM while a real-time recording waits for a frame a second away ends it within a moment, cleanly.
+    @Test func sigtermEndsARealTimeRecordingWaitingForItsNextFrame() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try makeSource(in: directory, rate: "1/5", frames: 3)  // a frame every 5 s
+        let store = directory.appendingPathComponent("store").path
+        let child = try Tool.startRewind(["record", "--store", store, "--input", "y4m:" + source, "--realtime"])
+        defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder holds the store's lock", timeout: .seconds(30)) {
+            FileManager.default.fileExists(atPath: store + "/index.sqlite")
+        }
+        Thread.sleep(forTimeInterval: 1)  // into the wait for the second frame
+        let signalled = ContinuousClock.now
+        kill(child.process.processIdentifier, SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(5)), "one SIGTERM ended the recording")
+        #expect(ContinuousClock.now - signalled < .seconds(3))
+        let result = try child.finish(timeout: .seconds(5))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.output.contains("recorded 1 frames"), "\(result.output)")
+        #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
+    }
+
+    /// SIGTERM while a soak at full speed waits for a slow disk on a small ring ends it within a moment; the run
+    /// then finishes its checks.
+    @Test func sigtermEndsASoakWaitingForASlowDisk() throws {
+        let child = try Tool.startRewind([
+            "soak", "--duration", "10m", "--speed", "max", "--size", "320x240", "--fps", "60", "--memory", "2MiB",
+            "--events", "0.5s:disk=slow",
+        ])
+        defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
+        Thread.sleep(forTimeInterval: 4)  // past the event: every write now takes 25 ms longer
+        let signalled = ContinuousClock.now
+        kill(child.process.processIdentifier, SIGTERM)
+        #expect(child.waitForExit(timeout: .seconds(20)), "one SIGTERM ended the soak")
+        #expect(ContinuousClock.now - signalled < .seconds(20))
+        let result = try child.finish(timeout: .seconds(5))
+        #expect(result.status == 0, "\(result.output) \(result.stderr)")
+        #expect(result.output.contains("(stopped)"), "\(result.output)")
+    }
+
+    /// 1080p60 with 64 MiB: critical pressure leaves a ring of three frames; the soak writes through and passes.
+    @Test func a1080p60SoakWith64MiBPassesThroughCriticalPressure() throws {
+        let result = try Tool.rewind(
+            [
+                "soak", "--duration", "12s", "--speed", "max", "--size", "1920x1080", "--fps", "60", "--memory",
+                "64MiB", "--events", "4s:pressure=critical,8s:pressure=normal",
+            ], timeout: .seconds(240))
+        #expect(result.status == 0, "\(result.output) \(result.stderr)")
+        #expect(result.output.hasPrefix("soak passed"), "\(result.output)")
+        #expect(result.output.contains("(duration reached)"))
+        #expect(result.output.contains("720 produced"), "\(result.output)")
+    }
+
+    /// 4K30 with 512 MiB: critical pressure leaves a ring of five frames; the soak records every frame through it.
+    @Test func a4K30SoakWith512MiBRecordsEveryFrameThroughCriticalPressure() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let reportPath = directory.appendingPathComponent("report.json").path
+        let result = try Tool.rewind(
+            [
+                "soak", "--duration", "6s", "--speed", "max", "--size", "3840x2160", "--fps", "30", "--memory",
+                "512MiB", "--events", "2s:pressure=critical,4s:pressure=normal", "--report", reportPath,
+            ], timeout: .seconds(300))
+        #expect(result.output.contains("(duration reached)"), "\(result.output) \(result.stderr)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: reportPath))
+        let report = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(report["frames_produced"] as? Int == 180)
+        #expect(report["frames_accepted"] as? Int == 180)
+        #expect(report["frames_verified"] as? Int == 180)
+        #expect(report["frames_lost"] as? Int == 0)
+        let invariants = try #require(report["invariants"] as? [[String: Any]])
+        for name in ["frames_bit_exact", "no_frames_lost"] {
+            #expect(invariants.first { $0["name"] as? String == name }?["passed"] as? Bool == true, "\(name)")
+        }
+    }
+}
