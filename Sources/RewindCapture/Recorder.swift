@@ -46,6 +46,8 @@ public final class Recorder: Sendable {
     }
     /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
     private let ringRoom = Atomic<Int>(0)
+    /// Changes of level through ``setPressure(_:)``.
+    private let pressureChangeCount = Atomic<Int>(0)
 
     /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
     ///
@@ -255,11 +257,15 @@ public final class Recorder: Sendable {
     /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
     /// set here, not on ``ring`` directly, so backpressure follows the new budget.
     public func setPressure(_ level: MemoryPressure) {
+        if level != ring.statistics.pressure { pressureChangeCount.add(1, ordering: .relaxed) }
         let room = room(under: level)
         ringRoom.store(room, ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
         ring.setPressure(level)
     }
+
+    /// How many times ``setPressure(_:)`` changed the level.
+    public var pressureChanges: Int { pressureChangeCount.load(ordering: .relaxed) }
 
     // MARK: Finishing
 

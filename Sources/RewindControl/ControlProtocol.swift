@@ -134,7 +134,7 @@ public struct ControlRequest: Sendable, Hashable, Codable {
 ///      "first_pts_ns": …, "last_pts_ns": …}                                   a save or clip (path null: a descriptor)
 ///     {"ok": true, "frames_accepted": …, "frames_durable": …, "drops": {…}, "window_ns": …, "memory_frames": …,
 ///      "memory_bytes": …, "memory_budget_bytes": …, "memory_first_pts_ns": …, "memory_last_pts_ns": …,
-///      "stream": "camera", "layout": "nv12 …"}                                 a status
+///      "pressure": "normal", "pressure_changes": 0, "stream": "camera", "layout": "nv12 …"}          a status
 ///     {"ok": false, "error": "…", "reason": "bad_range"}                       any failure
 public enum ControlReply: Sendable, Hashable, Codable {
     /// What a save or clip wrote.
@@ -174,12 +174,18 @@ public enum ControlReply: Sendable, Hashable, Codable {
         /// The pts of the newest frame in memory, nanoseconds on the stream clock (`"memory_last_pts_ns"`); nil
         /// (`null`) when the ring is empty.
         public var memoryLastPTSNanoseconds: Int64?
+        /// The memory pressure in force (`"pressure"`: `normal`, `warning` or `critical`; `normal` when a recorder
+        /// that predates the field does not send it).
+        public var pressure: MemoryPressure
+        /// How many times the pressure level changed since the recorder started (`"pressure_changes"`).
+        public var pressureChanges: Int
 
         /// Makes a status reply from its fields; each parameter is the property of the same name.
         public init(
             stream: String, layout: String, framesAccepted: UInt64, framesDurable: Int, drops: [LossReason: Int],
             windowNanoseconds: Int64, memoryFrames: Int, memoryBytes: Int, memoryBudgetBytes: Int,
-            memoryFirstPTSNanoseconds: Int64?, memoryLastPTSNanoseconds: Int64?
+            memoryFirstPTSNanoseconds: Int64?, memoryLastPTSNanoseconds: Int64?, pressure: MemoryPressure = .normal,
+            pressureChanges: Int = 0
         ) {
             self.stream = stream
             self.layout = layout
@@ -192,6 +198,8 @@ public enum ControlReply: Sendable, Hashable, Codable {
             self.memoryBudgetBytes = memoryBudgetBytes
             self.memoryFirstPTSNanoseconds = memoryFirstPTSNanoseconds
             self.memoryLastPTSNanoseconds = memoryLastPTSNanoseconds
+            self.pressure = pressure
+            self.pressureChanges = pressureChanges
         }
     }
 
@@ -233,6 +241,8 @@ public enum ControlReply: Sendable, Hashable, Codable {
         case memoryBudget = "memory_budget_bytes"
         case memoryFirstPTS = "memory_first_pts_ns"
         case memoryLastPTS = "memory_last_pts_ns"
+        case pressure
+        case pressureChanges = "pressure_changes"
     }
 
     /// Decodes a reply: `"ok": false` is a failure (an unknown reason reads as ``ControlError/Refusal/failed``),
@@ -264,7 +274,10 @@ public enum ControlReply: Sendable, Hashable, Codable {
                     memoryBytes: try container.decode(Int.self, forKey: .memoryBytes),
                     memoryBudgetBytes: try container.decode(Int.self, forKey: .memoryBudget),
                     memoryFirstPTSNanoseconds: try container.decodeIfPresent(Int64.self, forKey: .memoryFirstPTS),
-                    memoryLastPTSNanoseconds: try container.decodeIfPresent(Int64.self, forKey: .memoryLastPTS)))
+                    memoryLastPTSNanoseconds: try container.decodeIfPresent(Int64.self, forKey: .memoryLastPTS),
+                    pressure: try container.decodeIfPresent(String.self, forKey: .pressure)
+                        .flatMap { MemoryPressure(name: $0) } ?? .normal,
+                    pressureChanges: try container.decodeIfPresent(Int.self, forKey: .pressureChanges) ?? 0))
             return
         }
         let formatName = try container.decode(String.self, forKey: .format)
@@ -308,6 +321,8 @@ public enum ControlReply: Sendable, Hashable, Codable {
             try container.encode(status.memoryBudgetBytes, forKey: .memoryBudget)
             try container.encode(status.memoryFirstPTSNanoseconds, forKey: .memoryFirstPTS)
             try container.encode(status.memoryLastPTSNanoseconds, forKey: .memoryLastPTS)
+            try container.encode(status.pressure.name, forKey: .pressure)
+            try container.encode(status.pressureChanges, forKey: .pressureChanges)
         case .failure(let failure):
             try container.encode(false, forKey: .ok)
             try container.encode(failure.message, forKey: .error)

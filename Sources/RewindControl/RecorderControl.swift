@@ -280,7 +280,8 @@ public final class RecorderControl: @unchecked Sendable {
             drops: statistics.drops, windowNanoseconds: recorder.configuration.windowNanoseconds,
             memoryFrames: ring.frames,
             memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
-            memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds)
+            memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds,
+            pressure: ring.pressure, pressureChanges: recorder.pressureChanges)
     }
 
     // MARK: - Serving

@@ -4,6 +4,7 @@ import RewindCapture
 import RewindCore
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import RewindTesting
 import SegmentStore
 import Synchronization

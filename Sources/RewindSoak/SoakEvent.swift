@@ -168,17 +168,6 @@ public struct SoakEventError: Error, Sendable, Hashable, CustomStringConvertible
     public var description: String { "'\(item)': \(message)" }
 }
 
-extension MemoryPressure {
-    /// `normal`, `warning` or `critical`.
-    public var name: String {
-        switch self {
-        case .normal: "normal"
-        case .warning: "warning"
-        case .critical: "critical"
-        }
-    }
-}
-
 extension Substring {
     fileprivate var trimmingSpaces: Substring {
         var text = self

@@ -41,6 +41,10 @@ let recordCommand = Command(
             .value(
                 "segment", "DURATION", "start a new segment file after this much stream time", type: .duration,
                 default: "60s"),
+            .value(
+                "memory-pressure", "MODE",
+                "auto (shed memory when the kernel reports pressure: Linux PSI) | off",
+                type: .choice(["auto", "off"]), default: "auto"),
         ]),
     run: runRecord)
 

@@ -61,6 +61,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     options.segmentMaxDuration = segment
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
+    let followsPressure = arguments.string("memory-pressure")! == "auto"
 
     switch input {
     case .synthetic(let width, let height, let frameDuration):
@@ -69,23 +70,24 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
         return try record(
             from: &camera, directory: directory, configuration: configuration, options: options,
+            followsPressure: followsPressure,
             loop: RecordLoopOptions(pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait))
     case .y4mFile(let path):
         var reader = try Y4MReader(path: path)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            loop: RecordLoopOptions(pacing: pacing, duration: duration))
+            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
     case .standardInput:
         var reader = try Y4MReader(fileDescriptor: .standardInput)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            loop: RecordLoopOptions(pacing: pacing, duration: duration))
+            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
     }
 }
 
 private func record<Source: FrameSource>(
     from source: inout Source, directory: String, configuration: RecorderConfiguration, options: StoreOptions,
-    loop: RecordLoopOptions
+    followsPressure: Bool, loop: RecordLoopOptions
 ) throws -> Int32 {
     try checkMemoryFits(source.stream, configuration)
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
@@ -108,6 +110,7 @@ private func record<Source: FrameSource>(
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }
+    let monitor = followsPressure ? startPressureMonitor(recorder) : nil
     var progress = ProgressLine()
     let layout = source.stream.layout
     var inputError: (any Error)?
@@ -124,6 +127,7 @@ private func record<Source: FrameSource>(
         inputError = error
     }
     progress.clear()
+    monitor?.stop()
     removeSaveSignal()
     control?.stop()
     let statistics = try recorder.finish()
@@ -147,6 +151,9 @@ private func record<Source: FrameSource>(
             .joined(separator: ", ") + ")"
     }
     if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
+    if monitor != nil || recorder.pressureChanges > 0 {
+        line += "; \(count(recorder.pressureChanges, "memory pressure change"))"
+    }
     line += "; \(loopResult.endReason.rawValue)"
     print(line)
     if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
@@ -202,4 +209,30 @@ func checkMemoryFits(_ stream: StreamDescription, _ configuration: RecorderConfi
                 + "(\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
                 + "--window \((frameNanoseconds + 999_999) / 1_000_000)ms")
     }
+}
+
+/// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change
+/// with the resident size before and after; says once on stderr when the kernel offers none.
+private func startPressureMonitor(_ recorder: Recorder) -> MemoryPressureMonitor? {
+    let monitor: MemoryPressureMonitor
+    do {
+        monitor = try MemoryPressureMonitor(recorder: recorder) { change in
+            var line = "memory pressure \(change.from.name) → \(change.to.name)"
+            line += String(
+                format: " (stalled %.0f%% some, %.0f%% full", change.sample.some * 100, change.sample.full * 100)
+            if let memory = change.sample.memory {
+                line += ", \(formatBytes(Int64(memory.availableBytes))) available"
+            }
+            line += ")"
+            if let before = change.residentBytesBefore, let after = change.residentBytesAfter {
+                line += "; resident \(formatBytes(Int64(before))) → \(formatBytes(Int64(after)))"
+            }
+            printError(line)
+        }
+    } catch {
+        printError("memory pressure: off (\(error): the kernel offers no pressure stall information)")
+        return nil
+    }
+    monitor.start()
+    return monitor
 }

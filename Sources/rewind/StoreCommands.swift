@@ -75,7 +75,8 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }
         line += ", \(formatBytes(Int64(live.memoryBytes))) of \(formatBytes(Int64(live.memoryBudgetBytes))); "
-        line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable"
+        line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable; "
+        line += "memory pressure \(live.pressure.name) (\(count(live.pressureChanges, "change")))"
         print(line)
     }
     return ExitStatus.success
@@ -90,6 +91,7 @@ private func liveJSON(_ status: ControlReply.Status) -> Any {
         "memory_bytes": status.memoryBytes, "memory_budget_bytes": status.memoryBudgetBytes,
         "memory_first_pts_ns": status.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
         "memory_last_pts_ns": status.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
+        "pressure": status.pressure.name, "pressure_changes": status.pressureChanges,
     ] as [String: Any]
 }
 

@@ -55,7 +55,7 @@ import Testing
                 stream: "camera", layout: "nv12 160x96", framesAccepted: 180, framesDurable: 120,
                 drops: [.memoryBudget: 3, .spillBehind: 1], windowNanoseconds: 2_000_000_000, memoryFrames: 121,
                 memoryBytes: 2_764_800, memoryBudgetBytes: 67_108_864, memoryFirstPTSNanoseconds: 983_333_333,
-                memoryLastPTSNanoseconds: 2_983_333_333))
+                memoryLastPTSNanoseconds: 2_983_333_333, pressure: .warning, pressureChanges: 2))
         let failure = ControlReply.failure(.init(reason: .badRange, message: "the range [2.000s, 1.000s) is empty"))
         let cases: [(ControlReply, [String: Any])] = [
             (
@@ -79,7 +79,7 @@ import Testing
                     "frames_durable": 120, "drops": ["memory budget": 3, "spill behind": 1],
                     "window_ns": 2_000_000_000, "memory_frames": 121, "memory_bytes": 2_764_800,
                     "memory_budget_bytes": 67_108_864, "memory_first_pts_ns": 983_333_333,
-                    "memory_last_pts_ns": 2_983_333_333,
+                    "memory_last_pts_ns": 2_983_333_333, "pressure": "warning", "pressure_changes": 2,
                 ]
             ),
             (
@@ -92,6 +92,17 @@ import Testing
             #expect(line == (try oldBytes(old)), "\(String(decoding: line, as: UTF8.self))")
             #expect(try ControlReply(line: line) == reply)
         }
+    }
+
+    @Test func aStatusWithoutPressureFieldsReadsAsNormalWithNoChanges() throws {
+        let line =
+            #"{"ok": true, "stream": "camera", "layout": "nv12 160x96", "frames_accepted": 1, "frames_durable": 0, "drops": {}, "window_ns": 1, "memory_frames": 1, "memory_bytes": 1, "memory_budget_bytes": 1}"#
+        guard case .status(let status) = try ControlReply(line: Array(line.utf8)) else {
+            Issue.record("not a status")
+            return
+        }
+        #expect(status.pressure == .normal)
+        #expect(status.pressureChanges == 0)
     }
 
     @Test func aFailureWithAnUnknownReasonOrNoMessageStillReadsAsAFailure() throws {

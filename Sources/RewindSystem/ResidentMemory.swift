@@ -1,11 +1,4 @@
 import CPlatform
-import RewindCapture
-import RewindCore
-import RewindMedia
-import RewindQuery
-import RewindSystem
-import RewindTesting
-import SegmentStore
 
 #if canImport(Glibc)
     import Glibc
