@@ -93,3 +93,25 @@ import Testing
         #expect(reExported.isSuperset(of: ["RewindCore", "RewindCapture", "RewindQuery", "RewindMedia"]))
     }
 }
+
+/// Rules the test sources keep.
+@Suite struct TestSourceRulesTests {
+    /// Swift Testing counts a test's time limit from when the test is scheduled, and synchronous tests wait for one
+    /// of the cooperative threads while long ones run: a limit of a minute or two fails a quick unit test that
+    /// never got a thread. Limits are five minutes or more; waits inside tests have their own deadlines.
+    @Test func noTimeLimitIsShorterThanFiveMinutes() throws {
+        let tests = ModuleGraphTests.root.appendingPathComponent("Tests")
+        let limit = try Regex(#"\.timeLimit\(\.minutes\((\d+)\)\)"#)
+        var checked = 0
+        for case let url as URL in FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil)!
+        where url.pathExtension == "swift" {
+            let text = try String(contentsOf: url, encoding: .utf8)
+            for match in text.matches(of: limit) {
+                checked += 1
+                let minutes = Int(match.output[1].substring!)!
+                #expect(minutes >= 5, "\(url.lastPathComponent): .timeLimit(.minutes(\(minutes)))")
+            }
+        }
+        #expect(checked > 10, "no time limits found under \(tests.path)")
+    }
+}
