@@ -1,3 +1,4 @@
+import RewindSystem
 import Synchronization
 
 /// The in-memory rewind buffer: the most recent frames, in pts order, in pooled slabs, bounded by a time window

@@ -13,7 +13,7 @@
 /// race. Calling ``acquire(_:)`` first thing inside a critical section and ``release(_:)`` last thing, with one
 /// address per lock, tells it. The hooks are looked up once with `dlsym`; without the sanitizer they are absent
 /// and each call is one load and one branch.
-enum ThreadSanitizer {
+package enum ThreadSanitizer {
     private typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
 
     private struct Hooks: @unchecked Sendable {
@@ -30,17 +30,17 @@ enum ThreadSanitizer {
     }()
 
     /// Whether the process runs under ThreadSanitizer.
-    static var isActive: Bool { hooks != nil }
+    package static var isActive: Bool { hooks != nil }
 
     /// Call right after taking the lock identified by `address`.
     @inline(__always)
-    static func acquire(_ address: UnsafeRawPointer) {
+    package static func acquire(_ address: UnsafeRawPointer) {
         if let hooks { hooks.acquire(address) }
     }
 
     /// Call right before giving up the lock identified by `address`.
     @inline(__always)
-    static func release(_ address: UnsafeRawPointer) {
+    package static func release(_ address: UnsafeRawPointer) {
         if let hooks { hooks.release(address) }
     }
 }
