@@ -106,6 +106,9 @@ final class SpillStage: @unchecked Sendable {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     private func spillAvailable(all: Bool) -> Bool {
+        // Read before pinning: every frame up to this sequence was in the ring before the pin (the producer
+        // publishes a sequence after storing its frame), so one the pin does not find has been evicted.
+        let storedBeforePin = shared.newestSequence.load(ordering: .acquiring)
         let snapshot = ring.pin(
             fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
         // Counted until released: a producer writing through waits until the spill stage holds no slab.
@@ -115,7 +118,7 @@ final class SpillStage: @unchecked Sendable {
             snapshot.release()
             shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
         }
-        guard !snapshot.isEmpty else { return false }
+        guard !snapshot.isEmpty else { return skipEvicted(upTo: storedBeforePin) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
@@ -226,6 +229,20 @@ final class SpillStage: @unchecked Sendable {
         default:
             nil
         }
+    }
+
+    /// Accounts for unwritten frames that all left the ring before the spill stage reached them (a pressure cut can
+    /// evict every one of them at once): they are counted as lost and the cursor moves past them, so a producer
+    /// waiting for them to be written goes on, and the gap is recorded before the next frame written.
+    ///
+    /// - Returns: whether any frame was skipped.
+    private func skipEvicted(upTo stored: UInt64) -> Bool {
+        guard stored > lastSequence else { return false }
+        noteLost(Int(stored - lastSequence))
+        pendingLoss = pendingLoss ?? .evictedBeforeSpill
+        lastSequence = stored
+        shared.spillCursor.store(stored + 1, ordering: .releasing)
+        return true
     }
 
     /// Counts frames that left the ring before they were written.
