@@ -47,6 +47,14 @@ public final class StreamWriter {
     private var framesSinceKey = 0
     private var durableBefore = 0
     private var closed = false
+    /// Free bytes on the file system as last read, less what frames may have taken since (an upper bound per frame),
+    /// so `statvfs` runs only near the floor or every ``freeSpaceCheckInterval`` frames, not for every frame.
+    private var estimatedAvailable: Int64?
+    private var framesSinceFreeSpaceCheck = 0
+    /// Frames between two reads of the free space while far from the floor (other processes may write too).
+    static let freeSpaceCheckInterval = 64
+    /// How far above what a frame needs the estimate must stay to skip a read.
+    static let freeSpaceSlack: Int64 = 256 << 20
     /// The pts of the newest durable frame, nanoseconds on the stream's clock; nil until a sync makes one durable.
     public private(set) var lastDurablePTS: Int64?
     /// The segments this writer sealed, in order.
@@ -244,7 +252,18 @@ public final class StreamWriter {
         // A record is never larger than the raw frame plus its header and chunk table.
         let frameNeed = Int64(raw) + Int64(SegmentFormat.recordHeaderLength) + (64 << 10)
         let need = frameNeed + StoreOptions.indexReserveBytes
+        let floor = Int64(store.options.minimumFreeBytes ?? 0)
+        if let estimate = estimatedAvailable, framesSinceFreeSpaceCheck < Self.freeSpaceCheckInterval,
+            estimate >= need + floor + Self.freeSpaceSlack
+        {
+            estimatedAvailable = estimate - frameNeed
+            framesSinceFreeSpaceCheck += 1
+            return
+        }
+        framesSinceFreeSpaceCheck = 0
+        estimatedAvailable = nil
         guard var available = store.availableSegmentBytes() else { return }
+        defer { estimatedAvailable = available - frameNeed }
         if let floor = store.options.minimumFreeBytes, available < need + Int64(floor) {
             do {
                 _ = try store.enforceRetention(reserving: frameNeed)
