@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Glibc
 import RewindCapture
 import RewindCore
 import RewindMedia
@@ -36,9 +37,10 @@ extension ClipSource {
             throw ClipError.badRange(from: range.lowerBound, to: range.upperBound)
         }
         try requireFrames(in: range)
-        var exporter = try makeExporter(
-            format: format, stream: stream, destination: destination, fileSystem: fileSystem)
+        let staging = StagedExport(destination, fileSystem: fileSystem)
         do {
+            var exporter = try makeExporter(
+                format: format, stream: stream, destination: staging.writtenDestination, fileSystem: fileSystem)
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)
@@ -52,10 +54,82 @@ extension ClipSource {
             } else {
                 try frames(in: range, write)
             }
-            return try exporter.finish()
+            return try staging.complete(exporter.finish())
         } catch {
-            if case .path(let path) = destination { try? fileSystem.unlink(path) }
-            throw error
+            throw staging.abandon(after: error)
         }
+    }
+}
+
+/// An export to a path, written under a temporary name beside it and renamed to the requested name only when
+/// complete, so a crash or a failure never leaves a truncated file under that name.
+///
+///     /exports/clip.mkv  ← rename ←  /exports/.clip.mkv.partial-<pid>-<n>   (written while the export runs)
+///
+/// A destination that exists and is not a regular file (`/dev/null`, a FIFO, a terminal) is written in place:
+/// renaming over it would replace the device or pipe. A symbolic link is followed, so the file it names is the
+/// one replaced. Descriptors are written as they are.
+struct StagedExport {
+    /// The requested path, symbolic links resolved; nil when the export is written in place.
+    let finalPath: String?
+    /// Where the exporter writes: the temporary path, or the destination itself.
+    let writtenDestination: ExportDestination
+    private let requested: ExportDestination
+    private let fileSystem: any FileSystem
+
+    private static let counter = Atomic<Int>(0)
+
+    init(_ destination: ExportDestination, fileSystem: any FileSystem) {
+        requested = destination
+        self.fileSystem = fileSystem
+        guard case .path(let path) = destination, let target = StagedExport.replaceableTarget(path) else {
+            finalPath = nil
+            writtenDestination = destination
+            return
+        }
+        let slash = target.lastIndex(of: "/")
+        let directory = slash.map { String(target[...$0]) } ?? ""
+        let name = slash.map { String(target[target.index(after: $0)...]) } ?? target
+        let serial = StagedExport.counter.add(1, ordering: .relaxed).newValue
+        finalPath = target
+        writtenDestination = .path("\(directory).\(name).partial-\(getpid())-\(serial)")
+    }
+
+    /// `path` with symbolic links resolved when it can be replaced by a rename (a regular file, or nothing yet);
+    /// nil when it names something else.
+    private static func replaceableTarget(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return path }  // nothing there yet (or unreachable: the open says why)
+        guard (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Renames the finished file to the requested name and reports it under that name.
+    func complete(_ summary: ExportSummary) throws -> ExportSummary {
+        guard let finalPath, case .path(let temporary) = writtenDestination else { return summary }
+        do {
+            try fileSystem.rename(temporary, to: finalPath)
+        } catch {
+            try? fileSystem.unlink(temporary)
+            throw ExportError(
+                destination: finalPath,
+                reason: .system(action: "cannot rename the finished file into place", Errno(rawValue: error.code)))
+        }
+        var summary = summary
+        summary.path = finalPath
+        return summary
+    }
+
+    /// Removes the partial file and returns `error`, naming the requested path instead of the temporary one.
+    func abandon(after error: any Error) -> any Error {
+        guard case .path(let written) = writtenDestination else { return error }
+        try? fileSystem.unlink(written)
+        if var exportError = error as? ExportError, exportError.destination == written {
+            exportError.destination = requested.description
+            return exportError
+        }
+        return error
     }
 }

@@ -89,4 +89,37 @@ import Testing
         #expect((try JSONSerialization.jsonObject(with: infoAfter.stdout) as? [String: Any])?["live"] is NSNull)
         #expect(try probe(fromDisk, "stream=nb_read_frames") == "30")
     }
+
+    /// A recorder killed (`kill -9`) while it writes a save leaves nothing under the requested name: the save was
+    /// written under a temporary name beside it, renamed only once complete.
+    @Test func aRecorderKilledMidSaveLeavesNoFileUnderTheRequestedName() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:1920x1080@30", "--realtime", "--window", "10s",
+            "--memory", "2GiB",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try waitUntil("the live recorder holds 8 s", timeout: .seconds(60), interval: .milliseconds(100)) {
+            let info = try? Tool.rewind(["info", "--store", store, "--json"])
+            let object = info.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
+            return ((object?["live"] as? [String: Any])?["memory_frames"] as? Int ?? 0) >= 241
+        }
+        let exports = directory.appendingPathComponent("exports")
+        try FileManager.default.createDirectory(at: exports, withIntermediateDirectories: true)
+        let output = exports.appendingPathComponent("out.mkv").path
+        // 240 frames of 3 MB: the recorder writes for a while, under a temporary name.
+        let save = try Tool.startRewind(["save", "--store", store, "--last", "8s", "-o", output])
+        try waitUntil("the recorder started writing the save", interval: .milliseconds(2)) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: exports.path)) ?? []
+            return names.contains { $0.hasPrefix(".out.mkv.partial-") }
+        }
+        kill(process.processIdentifier, SIGKILL)
+        _ = try recorder.finish()
+        let client = try save.finish()
+        #expect(client.status != 0, "the save reported success: \(client.output) \(client.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output), "a partial \(output) was left under its name")
+    }
 }

@@ -59,7 +59,7 @@ public final class MP4Exporter: Exporter {
         do {
             switch destination {
             case .path(let file):
-                arguments += ["-movflags", "+faststart", "-y", file]
+                arguments += ["-movflags", "+faststart", "-f", "mp4", "-y", file]
                 process.standardOutput = FileHandle.nullDevice
             case .fileDescriptor(let fd, _):
                 arguments += ["-movflags", "frag_keyframe+empty_moov", "-f", "mp4", "pipe:1"]
