@@ -1,9 +1,12 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev liblz4-dev pkg-config ffmpeg lz4 sqlite3
+APT_PACKAGES := libsqlite3-dev liblz4-dev pkg-config ffmpeg lz4 sqlite3 systemd
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
+PREFIX ?= /usr/local
+BINDIR := $(PREFIX)/bin
+UNITDIR := $(PREFIX)/lib/systemd/system
 
-.PHONY: deps build release demo test test-tsan lint format bench clean
+.PHONY: deps build release demo test test-tsan lint format bench clean install
 
 deps:
 	@missing=""; \
@@ -21,6 +24,16 @@ build: deps
 
 release: deps
 	$(SWIFT) build -c release --product rewind
+
+# The Swift standard library and Foundation linked in: the installed binary needs only libsqlite3 and liblz4 (and
+# libc) at run time, no Swift toolchain. Its own build folder, so it never mixes with the debug or release builds.
+install: deps
+	$(SWIFT) build -c release --static-swift-stdlib --product rewind --scratch-path .build/static
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR)
+	install -m 0755 .build/static/release/rewind $(DESTDIR)$(BINDIR)/rewind
+	sed 's|@BINDIR@|$(BINDIR)|g' contrib/rewind@.service > $(DESTDIR)$(UNITDIR)/rewind@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/rewind@.service
+	@echo "installed $(DESTDIR)$(BINDIR)/rewind and $(DESTDIR)$(UNITDIR)/rewind@.service"
 
 demo: release
 	.build/release/rewind demo
