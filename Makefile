@@ -1,6 +1,6 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev liblz4-dev pkg-config ffmpeg lz4 sqlite3 systemd
+APT_PACKAGES := libsqlite3-dev liblz4-dev libturbojpeg0-dev zlib1g-dev pkg-config ffmpeg lz4 sqlite3 systemd
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin

@@ -20,6 +20,16 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .yum(["lz4-devel"]), .brew(["lz4"])]
         ),
+        .systemLibrary(
+            name: "CTurboJPEG",
+            pkgConfig: "libturbojpeg",
+            providers: [.apt(["libturbojpeg0-dev"]), .yum(["turbojpeg-devel"]), .brew(["jpeg-turbo"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"]), .yum(["zlib-devel"]), .brew(["zlib"])]
+        ),
         .target(name: "CCRC32C"),
         .target(name: "CPlatform"),
         .target(
@@ -36,7 +46,7 @@ let package = Package(
         .target(name: "RewindSQLite", dependencies: ["RewindSystem", "CSQLite", "RewindMigrations"]),
         .target(name: "SegmentStore", dependencies: ["RewindCore", "RewindSQLite", "CLZ4", "CCRC32C"]),
         .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
-        .target(name: "RewindMedia", dependencies: ["RewindCore"]),
+        .target(name: "RewindMedia", dependencies: ["RewindCore", "CTurboJPEG", "CZlib"]),
         .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
         .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform"]),
         .target(
