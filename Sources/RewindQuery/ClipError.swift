@@ -18,6 +18,9 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
     case badRange(from: Int64, to: Int64)
     /// A duration to save that is not longer than 0.
     case nonPositiveDuration(Duration)
+    /// A timeline's bucket count outside `1...ClipSource.maximumBuckets`, or more buckets than its range has
+    /// nanoseconds.
+    case badBucketCount(Int)
 
     /// The error in words, times as seconds on the stream clock (the range asked for and what is held).
     public var description: String {
@@ -33,6 +36,9 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "not after its start \(formatSeconds(from))"
         case .nonPositiveDuration(let duration):
             return "the duration to save (\(formatSeconds(duration.nanosecondsClamped))) must be longer than 0"
+        case .badBucketCount(let count):
+            return "a timeline of \(count) buckets: the count must be 1 to \(ClipSource.maximumBuckets) and at most "
+                + "the range's length in nanoseconds"
         }
     }
 }

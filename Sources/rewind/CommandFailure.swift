@@ -39,6 +39,8 @@ struct CommandFailure {
             case .nonPositiveDuration:
                 status = ExitStatus.usage
                 advice = command == "save" ? "--last must be longer than 0s" : nil
+            case .badBucketCount:
+                status = ExitStatus.usage
             case .empty, .noFrames:
                 break
             }

@@ -46,6 +46,37 @@ extension StoreIndex {
         }
     }
 
+    /// Where ``framePTS(streamID:_:_:)`` looks from a time.
+    package enum FrameStep: Sendable {
+        /// The last frame at or before the time.
+        case atOrBefore
+        /// The last frame strictly before the time.
+        case before
+        /// The first frame strictly after the time.
+        case after
+    }
+
+    /// The pts of the stream's stored frame nearest `time` in the direction `step` says, or nil when there is none.
+    ///
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(log n): one seek of the primary key.
+    package func framePTS(streamID: Int64, _ step: FrameStep, _ time: Int64) throws -> Int64? {
+        try database.withConnection { connection in
+            let condition =
+                switch step {
+                case .atOrBefore: "pts_ns <= ? ORDER BY pts_ns DESC"
+                case .before: "pts_ns < ? ORDER BY pts_ns DESC"
+                case .after: "pts_ns > ? ORDER BY pts_ns"
+                }
+            let select = try connection.statement(
+                "SELECT pts_ns FROM frames WHERE stream_id = ? AND \(condition) LIMIT 1")
+            defer { select.reset() }
+            try select.bind(streamID, at: 1)
+            try select.bind(time, at: 2)
+            return try select.step() ? select.int64(0) : nil
+        }
+    }
+
     /// The key frame at or before `pts`: where decoding of the frame at `pts` starts.
     ///
     /// - Parameters:

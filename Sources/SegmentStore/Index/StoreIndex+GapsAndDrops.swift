@@ -46,6 +46,30 @@ extension StoreIndex {
         }
     }
 
+    /// The gaps of one stream that overlap `[range.lowerBound, range.upperBound)`, by start.
+    ///
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(log g + k) for k gaps starting before the range's end out of g (one scan of `gaps_by_time`).
+    package func gaps(streamID: Int64, overlapping range: Range<Int64>) throws -> [GapRow] {
+        try database.withConnection { connection in
+            let select = try connection.statement(
+                "SELECT stream_id, start_ns, end_ns, reason FROM gaps "
+                    + "WHERE stream_id = ? AND start_ns < ? AND end_ns > ? ORDER BY start_ns, id")
+            defer { select.reset() }
+            try select.bind(streamID, at: 1)
+            try select.bind(range.upperBound, at: 2)
+            try select.bind(range.lowerBound, at: 3)
+            var rows: [GapRow] = []
+            while try select.step() {
+                rows.append(
+                    GapRow(
+                        streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
+                        reason: LossReason(stored: select.text(3))))
+            }
+            return rows
+        }
+    }
+
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
     /// - Throws: ``SQLiteError``.

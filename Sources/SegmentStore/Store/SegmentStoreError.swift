@@ -148,7 +148,7 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     }
 
     /// Runs `body`, turning index errors into the store's own (see ``translating(_:)``).
-    static func translatingIndexErrors<T>(_ body: () throws -> T) throws -> T {
+    package static func translatingIndexErrors<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch { throw translating(error) }
     }
 }
