@@ -45,41 +45,11 @@ public enum StoreIndexBenchmark {
         path: String, seconds: Int, fps: Int = 60, samples: Int = 25
     ) throws -> StoreIndexTimeToFirstFrame {
         precondition(seconds > 0 && fps > 0 && samples > 0, "seconds, fps and samples must be positive")
-        let index = try StoreIndex(path: path)
-        let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
-        let description = StreamDescription(
-            layout: layout, frameDuration: FrameTime(value: 1, timescale: Int32(fps)), color: .bt709Video)
-        let stream = try index.stream(named: "bench", description: description)
-        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / Int64(fps) }
-
         let clock = ContinuousClock()
         let insertStart = clock.now
-        var batch: [FrameRow] = []
-        batch.reserveCapacity(fps)
-        var segment: Int64 = 0
-        var offset: Int64 = 0
-        for second in 0..<seconds {
-            if second % 60 == 0 {
-                if second > 0 { try index.sealSegment(id: segment, fileName: "\(segment).rws") }
-                segment = try index.insertSegment(
-                    streamID: stream.id, fileName: "\(second).partial", formatVersion: 1, createdWallNanoseconds: 0)
-                offset = 64
-            }
-            batch.removeAll(keepingCapacity: true)
-            for frame in second * fps..<(second + 1) * fps {
-                let stored = 400_000 + frame % 1000
-                batch.append(
-                    FrameRow(
-                        ptsNanoseconds: pts(frame), wallNanoseconds: pts(frame), segmentID: segment,
-                        fileOffset: offset, storedLength: stored, rawLength: layout.byteCount,
-                        flags: frame % fps == 0 ? FrameRow.keyFrameFlag : 0, codec: 1))
-                offset += Int64(stored) + 64
-            }
-            try index.addFrames(batch, streamID: stream.id)
-        }
-        try index.sealSegment(id: segment, fileName: "\(segment).rws")
-        try index.checkpoint()
+        let (index, stream) = try buildIndex(path: path, seconds: seconds, fps: fps)
         let inserted = clock.now - insertStart
+        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / Int64(fps) }
 
         var result = StoreIndexTimeToFirstFrame(
             frames: seconds * fps, insertNanoseconds: nanoseconds(inserted), samples: [], firstPTS: [], rangeStarts: [],
@@ -110,6 +80,46 @@ public enum StoreIndexBenchmark {
         }
         result.coldNanoseconds = nanoseconds(cold)
         return result
+    }
+
+    /// Builds an index at `path` holding `seconds` of `fps` 1080p NV12 frame rows of stream `bench` (a key frame each
+    /// second, 1 s batches, one-minute segments, each sealed), with no segment files behind it.
+    ///
+    /// - Returns: the index and the stream's row.
+    /// - Throws: ``SQLiteError``, ``MigrationError``, ``StoreIndexError``.
+    package static func buildIndex(path: String, seconds: Int, fps: Int) throws -> (StoreIndex, StreamRow) {
+        let index = try StoreIndex(path: path)
+        let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let description = StreamDescription(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: Int32(fps)), color: .bt709Video)
+        let stream = try index.stream(named: "bench", description: description)
+        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / Int64(fps) }
+        var batch: [FrameRow] = []
+        batch.reserveCapacity(fps)
+        var segment: Int64 = 0
+        var offset: Int64 = 0
+        for second in 0..<seconds {
+            if second % 60 == 0 {
+                if second > 0 { try index.sealSegment(id: segment, fileName: "\(segment).rws") }
+                segment = try index.insertSegment(
+                    streamID: stream.id, fileName: "\(second).partial", formatVersion: 1, createdWallNanoseconds: 0)
+                offset = 64
+            }
+            batch.removeAll(keepingCapacity: true)
+            for frame in second * fps..<(second + 1) * fps {
+                let stored = 400_000 + frame % 1000
+                batch.append(
+                    FrameRow(
+                        ptsNanoseconds: pts(frame), wallNanoseconds: pts(frame), segmentID: segment,
+                        fileOffset: offset, storedLength: stored, rawLength: layout.byteCount,
+                        flags: frame % fps == 0 ? FrameRow.keyFrameFlag : 0, codec: 1))
+                offset += Int64(stored) + 64
+            }
+            try index.addFrames(batch, streamID: stream.id)
+        }
+        try index.sealSegment(id: segment, fileName: "\(segment).rws")
+        try index.checkpoint()
+        return (index, stream)
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

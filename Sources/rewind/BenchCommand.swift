@@ -19,6 +19,9 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("export_over_write", "clip export to .y4m from disk ÷ plain write of the same bytes", "≤ 1.3"),
     ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
     ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
+    ("thumbnail_ms_memory", "320-px JPEG of a 1080p frame in memory, median ms", "≤ 10"),
+    ("thumbnail_ms_disk", "320-px JPEG of a 1080p frame on disk (decoded from its key frame), median ms", "≤ 30"),
+    ("timeline_ms", "timeline of one hour of 60 fps in 500 buckets, median ms", "≤ 20"),
 ]
 
 func runBench(_ arguments: ParsedArguments) throws -> Int32 {
@@ -46,6 +49,7 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
         try RecorderBenchmarks.runFileRecording(quick: quick)
     }
     measure("live", "live recording and saving from memory") { try RecorderBenchmarks.runLive(quick: quick) }
+    measure("view", "thumbnails and timelines") { try ViewBenchmarks.run(quick: quick) }
     if json {
         try printJSON(results)
     } else {

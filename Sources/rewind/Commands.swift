@@ -137,7 +137,7 @@ let benchCommand = Command(
             .value(
                 "only", "PART",
                 "measure one part: ring | store | file (recording a file, exports from disk) | live (live recording, "
-                    + "saves from memory)",
-                type: .choice(["ring", "store", "file", "live"])),
+                    + "saves from memory) | view (thumbnails, timelines)",
+                type: .choice(["ring", "store", "file", "live", "view"])),
         ]),
     run: runBench)

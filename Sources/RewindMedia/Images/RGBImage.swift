@@ -63,10 +63,21 @@ public struct RGBImage: Sendable, Hashable {
             self.ends = ends
         }
 
-        /// The box in a plane subsampled by two: the chroma samples that cover the luma box.
-        func halved(index: Int, limit: Int) -> Range<Int> {
-            let start = min(starts[index] / 2, limit - 1)
-            return start..<max(start + 1, min(limit, (ends[index] + 1) / 2))
+        private init(starts: [Int], ends: [Int]) {
+            self.starts = starts
+            self.ends = ends
+        }
+
+        /// The boxes in a plane subsampled by two (`limit` samples): the chroma samples that cover each luma box.
+        func halved(limit: Int) -> Boxes {
+            var starts = self.starts
+            var ends = self.ends
+            for index in starts.indices {
+                let start = min(self.starts[index] / 2, limit - 1)
+                starts[index] = start
+                ends[index] = max(start + 1, min(limit, (self.ends[index] + 1) / 2))
+            }
+            return Boxes(starts: starts, ends: ends)
         }
     }
 
@@ -105,90 +116,97 @@ public struct RGBImage: Sendable, Hashable {
         into output: UnsafeMutableBufferPointer<UInt8>
     ) {
         let layout = frame.layout
-        let samples = SampleReader(frame)
-        let chromaWidth = (layout.width + 1) / 2
-        let chromaHeight = (layout.height + 1) / 2
-        var out = 0
-        for row in 0..<rows.starts.count {
-            let lumaRows = rows.starts[row]..<rows.ends[row]
-            let chromaRows = rows.halved(index: row, limit: chromaHeight)
-            for column in 0..<columns.starts.count {
-                let lumaColumns = columns.starts[column]..<columns.ends[column]
-                let y = samples.averageLuma(rows: lumaRows, columns: lumaColumns)
-                var cb = converter.chromaCentre
-                var cr = converter.chromaCentre
-                if layout.format != .gray8 {
-                    (cb, cr) = samples.averageChroma(
-                        rows: chromaRows, columns: columns.halved(index: column, limit: chromaWidth))
+        let count = columns.starts.count * rows.starts.count
+        let tenBit = layout.format == .p010
+        var luma = [Float](repeating: 0, count: count)
+        var cb = [Float](repeating: converter.chromaCentre, count: count)
+        var cr = [Float](repeating: converter.chromaCentre, count: count)
+        luma.withUnsafeMutableBufferPointer { luma in
+            averagePlane(
+                frame.plane(0), stride: layout.plane(0).bytesPerRow, step: tenBit ? 2 : 1, offset: 0, tenBit: tenBit,
+                columns, rows, into: luma)
+        }
+        if layout.format != .gray8 {
+            let chromaColumns = columns.halved(limit: (layout.width + 1) / 2)
+            let chromaRows = rows.halved(limit: (layout.height + 1) / 2)
+            let stride = layout.plane(1).bytesPerRow
+            // Cb's plane, Cr's plane, the bytes from one sample to the next, and Cb's and Cr's first byte in a row.
+            let (cbPlane, crPlane, step, cbOffset, crOffset): (Int, Int, Int, Int, Int) =
+                switch layout.format {
+                case .nv12: (1, 1, 2, 0, 1)
+                case .p010: (1, 1, 4, 0, 2)
+                default: (1, 2, 1, 0, 0)
                 }
-                converter.rgb(y: y, cb: cb, cr: cr, into: output, at: out)
-                out += 3
+            cb.withUnsafeMutableBufferPointer { cb in
+                averagePlane(
+                    frame.plane(cbPlane), stride: stride, step: step, offset: cbOffset, tenBit: tenBit, chromaColumns,
+                    chromaRows, into: cb)
+            }
+            cr.withUnsafeMutableBufferPointer { cr in
+                averagePlane(
+                    frame.plane(crPlane), stride: stride, step: step, offset: crOffset, tenBit: tenBit, chromaColumns,
+                    chromaRows, into: cr)
             }
         }
-    }
-}
-
-/// Reads luma and chroma samples of a planar frame, whatever its sample size and chroma layout.
-private struct SampleReader {
-    let format: PixelFormat
-    let luma: UnsafeRawBufferPointer
-    let lumaStride: Int
-    let chroma0: UnsafeRawBufferPointer
-    let chroma1: UnsafeRawBufferPointer
-    let chromaStride: Int
-
-    init(_ frame: FrameView) {
-        format = frame.layout.format
-        luma = frame.plane(0)
-        lumaStride = frame.layout.plane(0).bytesPerRow
-        chroma0 = format.planeCount > 1 ? frame.plane(1) : frame.plane(0)
-        chroma1 = format.planeCount > 2 ? frame.plane(2) : chroma0
-        chromaStride = format.planeCount > 1 ? frame.layout.plane(1).bytesPerRow : 0
-    }
-
-    /// The mean luma sample of the box (10-bit values for `p010`), as a Float.
-    func averageLuma(rows: Range<Int>, columns: Range<Int>) -> Float {
-        var sum = 0
-        if format == .p010 {
-            for y in rows {
-                let base = y * lumaStride
-                for x in columns { sum += Int(luma.loadUnaligned(fromByteOffset: base + 2 * x, as: UInt16.self) >> 6) }
-            }
-        } else {
-            for y in rows {
-                let base = y * lumaStride
-                for x in columns { sum += Int(luma[base + x]) }
-            }
+        for index in 0..<count {
+            converter.rgb(y: luma[index], cb: cb[index], cr: cr[index], into: output, at: index * 3)
         }
-        return Float(sum) / Float(rows.count * columns.count)
     }
 
-    /// The mean Cb and Cr samples of the box, in chroma-plane coordinates.
-    func averageChroma(rows: Range<Int>, columns: Range<Int>) -> (Float, Float) {
-        var cb = 0
-        var cr = 0
-        for y in rows {
-            let base = y * chromaStride
-            switch format {
-            case .nv12:
-                for x in columns {
-                    cb += Int(chroma0[base + 2 * x])
-                    cr += Int(chroma0[base + 2 * x + 1])
-                }
-            case .p010:
-                for x in columns {
-                    cb += Int(chroma0.loadUnaligned(fromByteOffset: base + 4 * x, as: UInt16.self) >> 6)
-                    cr += Int(chroma0.loadUnaligned(fromByteOffset: base + 4 * x + 2, as: UInt16.self) >> 6)
-                }
-            default:
-                for x in columns {
-                    cb += Int(chroma0[base + x])
-                    cr += Int(chroma1[base + x])
+    /// Averages one component of a plane over each output pixel's box: sums along each source row per output column
+    /// (one sequential pass over the rows the output row covers), then divides.
+    ///
+    /// - Parameters:
+    ///   - step: bytes from one sample of the component to the next in a row.
+    ///   - offset: the component's first byte within a row.
+    ///   - tenBit: samples are little-endian 16-bit words holding 10 bits at the top (`p010`).
+    private static func averagePlane(
+        _ plane: UnsafeRawBufferPointer, stride: Int, step: Int, offset: Int, tenBit: Bool, _ columns: Boxes,
+        _ rows: Boxes, into output: UnsafeMutableBufferPointer<Float>
+    ) {
+        let width = columns.starts.count
+        guard let base = plane.baseAddress else { return }
+        var sums = [Int](repeating: 0, count: width)
+        columns.starts.withUnsafeBufferPointer { starts in
+            columns.ends.withUnsafeBufferPointer { ends in
+                sums.withUnsafeMutableBufferPointer { sums in
+                    for outputRow in 0..<rows.starts.count {
+                        for column in 0..<width { sums[column] = 0 }
+                        for sourceRow in rows.starts[outputRow]..<rows.ends[outputRow] {
+                            let row = base + sourceRow * stride + offset
+                            if tenBit {
+                                for column in 0..<width {
+                                    var sum = 0
+                                    var x = starts[column]
+                                    while x < ends[column] {
+                                        sum += Int(row.loadUnaligned(fromByteOffset: x * step, as: UInt16.self) >> 6)
+                                        x += 1
+                                    }
+                                    sums[column] += sum
+                                }
+                            } else {
+                                let bytes = row.assumingMemoryBound(to: UInt8.self)
+                                for column in 0..<width {
+                                    var sum = 0
+                                    var x = starts[column]
+                                    while x < ends[column] {
+                                        sum += Int(bytes[x * step])
+                                        x += 1
+                                    }
+                                    sums[column] += sum
+                                }
+                            }
+                        }
+                        let height = rows.ends[outputRow] - rows.starts[outputRow]
+                        let outputBase = outputRow * width
+                        for column in 0..<width {
+                            output[outputBase + column] =
+                                Float(sums[column]) / Float(height * (ends[column] - starts[column]))
+                        }
+                    }
                 }
             }
         }
-        let count = Float(rows.count * columns.count)
-        return (Float(cb) / count, Float(cr) / count)
     }
 }
 
