@@ -21,10 +21,17 @@ let recordCommand = Command(
         summary: "record frames into a store from a synthetic camera or YUV4MPEG2",
         options: [
             storeOption,
-            .value("input", "SOURCE", "synthetic[:WxH@FPS], y4m:PATH, or - (YUV4MPEG2 on stdin)", default: "synthetic"),
+            .value(
+                "input", "[NAME=]SOURCE",
+                "synthetic[:WxH@FPS], y4m:PATH, or - (YUV4MPEG2 on stdin); repeat for several streams, each "
+                    + "NAME=SOURCE (names: a-z 0-9 _ -)",
+                default: "synthetic", repeatable: true),
             .value("window", "DURATION", "rewind window kept in memory", type: .duration, default: "10s"),
-            .value("memory", "SIZE", "hard memory budget of the ring", type: .size, default: "512MiB"),
-            .value("disk", "SIZE", "disk budget; oldest segments are deleted past it", type: .size),
+            .value(
+                "memory", "SIZE", "hard memory budget of all streams, shared by byte rate", type: .size,
+                default: "512MiB"),
+            .value("disk", "SIZE", "disk budget of all streams; oldest segments are deleted past it", type: .size),
+            .value("max-age", "DURATION", "delete segments older than this (e.g. 7d)", type: .duration),
             .value(
                 "min-free", "SIZE",
                 "free space to keep on the disk; oldest segments are deleted below it (with --disk: 256MiB)",
@@ -37,7 +44,7 @@ let recordCommand = Command(
             .value(
                 "backpressure", "POLICY", "when the disk falls behind: drop-newest | drop-oldest-unspilled",
                 type: .choice(["drop-newest", "drop-oldest-unspilled"]), default: "drop-newest"),
-            .value("stream", "NAME", "stream name in the store", default: "camera"),
+            .value("stream", "NAME", "stream name of an input given without NAME=", default: "camera"),
             .value(
                 "segment", "DURATION", "start a new segment file after this much stream time", type: .duration,
                 default: "60s"),

@@ -229,7 +229,7 @@ extension SegmentStore {
                 "sealed segment \(name) as \(finalName) with \(scan.entries.count) frames (cut at byte \(scan.validEnd))"
             )
         }
-        try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, report: &report)
+        try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, mode: mode, report: &report)
     }
 
     /// Dry run: says how the index differs from the file.
@@ -249,7 +249,7 @@ extension SegmentStore {
     /// Makes the index rows of one (sealed) file match it.
     private func reconcileRows(
         fileName: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
-        report: inout VerifyReport
+        mode: ReconcileMode = .recover, report: inout VerifyReport
     ) throws {
         var row = row
         if let existing = row,
@@ -285,6 +285,13 @@ extension SegmentStore {
             do {
                 try index.addFrames(missing, streamID: streamID)
                 report.repaired.append("added \(missing.count) index rows for segment \(fileName) from its file")
+            } catch StoreIndexError.duplicatePTS where mode == .repair && firstMissing == 0 {
+                // A later recording that started the stream's clock again: its frames go after the stream's.
+                if try continueAfterStream(
+                    fileName: fileName, header: header, scan: scan, segmentID: segmentID, report: &report)
+                {
+                    return
+                }
             } catch {
                 report.problems.append("could not index segment \(fileName): \(error)")
             }
