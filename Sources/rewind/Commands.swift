@@ -61,7 +61,7 @@ let saveCommand = Command(
         summary: "save the last N seconds to a file (a running recorder saves from memory; otherwise from disk)",
         options: [
             storeOption,
-            .value("stream", "NAME", "stream to save (default: the only one)"),
+            .value("stream", "NAME", "stream to save, or all (default: the only one)"),
             .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
             .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
         ]),
@@ -73,6 +73,7 @@ let clipCommand = Command(
         summary: "extract the frames in [from, to) to a file (through a running recorder when there is one)",
         options: [
             storeOption,
+            .value("stream", "NAME", "stream to extract, or all (default: the only one)"),
             .value(
                 "from", "TIME", "start, inclusive: 12.5s, 1500ms, ISO-8601 wall time or HH:MM:SS.fff", type: .time,
                 required: true),
@@ -85,14 +86,20 @@ let infoCommand = Command(
     spec: CommandSpec(
         name: "info",
         summary: "describe a store: streams, time span, segments, sizes, gaps, drops",
-        options: [storeOption, .flag("json", "print JSON")]),
+        options: [
+            storeOption, .value("stream", "NAME", "describe one stream, or all (default: all)"),
+            .flag("json", "print JSON"),
+        ]),
     run: runInfo)
 
 let verifyCommand = Command(
     spec: CommandSpec(
         name: "verify",
         summary: "check every segment and index row; --repair fixes what it can",
-        options: [storeOption, .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON")]),
+        options: [
+            storeOption, .value("stream", "NAME", "check one stream's segments, or all (default: all)"),
+            .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON"),
+        ]),
     run: runVerify)
 
 let soakCommand = Command(

@@ -49,3 +49,31 @@ extension SegmentStore {
         }
     }
 }
+
+extension SegmentStore {
+    /// The wall-clock capture times of a stream's first and last stored frames, Unix-epoch nanoseconds; nil when it
+    /// holds none.
+    ///
+    /// - Parameter streamName: the stream.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(segments + log n).
+    public func wallTimes(streamName: String) throws -> (first: Int64, last: Int64)? {
+        try SegmentStoreError.translatingIndexErrors {
+            let id = try streamID(named: streamName)
+            let summary = try index.summary(streamID: id)
+            guard let firstPTS = summary.firstPTS, let lastPTS = summary.lastPTS else { return nil }
+            var first: Int64?
+            var last: Int64?
+            try index.frames(streamID: id, in: firstPTS..<(firstPTS + 1)) { row in
+                first = row.wallNanoseconds
+                return false
+            }
+            try index.frames(streamID: id, in: lastPTS..<(lastPTS + 1)) { row in
+                last = row.wallNanoseconds
+                return false
+            }
+            guard let first, let last else { return nil }
+            return (first, last)
+        }
+    }
+}

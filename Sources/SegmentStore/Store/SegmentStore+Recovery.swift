@@ -25,22 +25,27 @@ extension SegmentStore {
 
     /// Checks every segment file record by record (all checksums) and compares files with index rows.
     ///
-    /// - Parameter repair: false for a dry run that changes nothing. True cuts damaged or torn files at their last
-    ///   valid record and seals them, adds missing index rows, replaces rows that disagree with their file, and
-    ///   removes rows whose files are gone. Never deletes a file because the index lacks it.
+    /// - Parameters:
+    ///   - repair: false for a dry run that changes nothing. True cuts damaged or torn files at their last valid
+    ///     record and seals them, adds missing index rows, replaces rows that disagree with their file, and removes
+    ///     rows whose files are gone. Never deletes a file because the index lacks it.
+    ///   - streamName: check only this stream's segment files and rows; nil for every stream.
     /// - Returns: what was found (each damaged record with segment, frame and offset) and what was repaired.
     /// - Throws: ``SegmentStoreError/readOnly(_:)`` for a repair on a read-only store; I/O and index errors.
     /// - Complexity: O(bytes of all segment files).
-    public func verify(repair: Bool) throws -> VerifyReport {
-        return try SegmentStoreError.translatingIndexErrors { try verifyUntranslated(repair: repair) }
+    public func verify(repair: Bool, streamName: String? = nil) throws -> VerifyReport {
+        return try SegmentStoreError.translatingIndexErrors {
+            try verifyUntranslated(repair: repair, streamName: streamName)
+        }
     }
 
-    private func verifyUntranslated(repair: Bool) throws -> VerifyReport {
+    private func verifyUntranslated(repair: Bool, streamName: String?) throws -> VerifyReport {
         if repair && isReadOnly { throw SegmentStoreError.readOnly("repair") }
-        return try reconcile(mode: repair ? .repair : .verify)
+        return try reconcile(mode: repair ? .repair : .verify, streamName: streamName)
     }
 
-    func reconcile(mode: ReconcileMode) throws -> VerifyReport {
+    func reconcile(mode: ReconcileMode, streamName: String? = nil) throws -> VerifyReport {
+        let onlyStreamID = try streamName.map { try streamID(named: $0) }
         var report = VerifyReport()
         let names = try Self.wrapIO { () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
@@ -58,7 +63,7 @@ extension SegmentStore {
             }
         }
         var rows: [UInt64: SegmentRow] = [:]
-        for row in try index.segments() {
+        for row in try index.segments() where onlyStreamID == nil || row.streamID == onlyStreamID {
             guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName) else {
                 report.problems.append("index row \(row.id) has an unexpected file name '\(row.fileName)'")
                 continue
@@ -95,7 +100,7 @@ extension SegmentStore {
         }
 
         for (sequence, name) in files.sorted(by: { $0.key < $1.key }) {
-            try reconcileFile(name: name, row: rows[sequence], mode: mode, report: &report)
+            try reconcileFile(name: name, row: rows[sequence], mode: mode, onlyStream: streamName, report: &report)
         }
         return report
     }
@@ -117,9 +122,9 @@ extension SegmentStore {
         }
     }
 
-    private func reconcileFile(name: String, row: SegmentRow?, mode: ReconcileMode, report: inout VerifyReport)
-        throws
-    {
+    private func reconcileFile(
+        name: String, row: SegmentRow?, mode: ReconcileMode, onlyStream: String? = nil, report: inout VerifyReport
+    ) throws {
         let path = segmentsDirectory + "/" + name
         let isPartial = name.hasSuffix(SegmentFormat.partialSuffix)
         report.segments += 1
@@ -145,6 +150,10 @@ extension SegmentStore {
             return
         }
         defer { reader.close() }
+        if let onlyStream, reader.header.streamName != onlyStream {
+            report.segments -= 1
+            return
+        }
 
         // Fast path at open: a sealed file whose footer agrees with its sealed row.
         if !mode.scansEverything, !isPartial, let row, row.state == .sealed, row.fileName == name,
