@@ -37,7 +37,10 @@ let package = Package(
             path: "Migrations",
             exclude: ["README.md"],
             sources: ["Migrations.swift"],
-            resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
+            resources: [
+                .embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql"),
+                .embedInCode("0003_stream_clocks.sql"),
+            ]
         ),
 
         // The library's modules, lowest first.

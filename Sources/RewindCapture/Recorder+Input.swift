@@ -78,6 +78,20 @@ public struct RecordLoopResult: Sendable {
 }
 
 extension Recorder {
+    /// Records the first stream from `source`: ``RecorderStream/record(from:options:shouldStop:progress:)``.
+    ///
+    /// - Throws: the source's error (malformed or truncated input). Frames stored before it stay stored; call
+    ///   ``finish()`` afterwards either way.
+    @discardableResult
+    public func record<Source: FrameSource>(
+        from source: inout Source, options: RecordLoopOptions = .init(), shouldStop: () -> Bool = { false },
+        progress: ((RecordLoopResult, Int64) -> Void)? = nil
+    ) throws -> RecordLoopResult {
+        try streams[0].record(from: &source, options: options, shouldStop: shouldStop, progress: progress)
+    }
+}
+
+extension RecorderStream {
     /// Reads `source` frame by frame straight into pooled slabs (the zero-copy path) until it ends, `duration` is
     /// reached or `shouldStop` returns true.
     ///
@@ -87,7 +101,7 @@ extension Recorder {
     ///   - shouldStop: asked before each frame and while the loop waits (for spill room, about every half
     ///     millisecond; for a frame's time in real time, every 50 ms); true ends the loop without reading on.
     ///   - progress: called after each frame read with the counts so far and that frame's pts (nanoseconds on
-    ///     the stream clock).
+    ///     the source's clock).
     /// - Throws: the source's error (malformed or truncated input). Frames stored before it stay stored; call
     ///   ``finish()`` afterwards either way.
     @discardableResult

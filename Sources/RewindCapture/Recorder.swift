@@ -5,35 +5,59 @@ import RewindSystem
 import SegmentStore
 import Synchronization
 
-/// Records one stream: a producer appends frames to the ring (never waiting on disk or compression), and a spill
-/// thread writes them to the segment store; queries merge the store and the ring.
+/// What one stream of a recorder is: its name in the store and what its frames are.
+public struct RecorderStreamSpec: Sendable, Hashable {
+    /// The stream's name in the store.
+    public var name: String
+    /// What every frame of the stream is.
+    public var stream: StreamDescription
+
+    /// Names a stream.
+    ///
+    /// - Parameters:
+    ///   - name: the stream's name in the store.
+    ///   - stream: what every frame of the stream is.
+    public init(name: String, stream: StreamDescription) {
+        self.name = name
+        self.stream = stream
+    }
+}
+
+/// Records one or more streams into one store, on one clock, under one memory budget: a producer per stream
+/// appends frames to its ring (never waiting on disk or compression), and one spill thread writes every stream to
+/// the segment store; queries merge the store and the ring.
 ///
-///     producer ──append/commit──▶ RingStore ──pin(fromSequence:)──▶ spill thread ──▶ StreamWriter ──▶ segments
-///                                     │                                                   + index
-///                 query ◀── pin(range) ┘ ◀──────────── SegmentStore.frames(in:) ◀─────────────┘
+///     producer A ──▶ RingStore A (share of the budget) ──┐
+///     producer B ──▶ RingStore B (share of the budget) ──┼─ pin(fromSequence:), a batch per stream in turn
+///                                                        ▼
+///                         spill thread ──▶ StreamWriter A / B (shared encoder workers) ──▶ segments + index
+///                 query ◀── pin(range) + SegmentStore.frames(in:) of the stream asked for
 ///
-/// Ownership: the ring owns every frame's slab; the spill thread pins a few unwritten frames at a time (never
-/// copying them), writes them in sequence order and releases them, so written frames are soon evictable again.
-/// Backpressure is decided by the producer with two atomic loads, no lock and no I/O: with `dropNewest`, a frame
-/// that would leave fewer than a batch of free slabs for unwritten frames is dropped on arrival; with
-/// `dropOldestUnspilled` the frame is stored and the ring lets its oldest frames go, written or not. Every lost
-/// frame is counted with its reason and recorded as a gap.
+/// Ownership: each stream's ring owns its frames' slabs; the spill thread pins a few unwritten frames of one stream
+/// at a time (never copying them), writes them in sequence order and releases them, then turns to the next stream,
+/// so a stalled or ended input never holds up the others. Backpressure is decided per stream by its producer with
+/// two atomic loads, no lock and no I/O: with `dropNewest`, a frame that would leave fewer than a batch of free
+/// slabs for unwritten frames is dropped on arrival; with `dropOldestUnspilled` the frame is stored and the ring lets
+/// its oldest frames go, written or not. Every lost frame is counted with its reason and recorded as a gap of its
+/// stream.
+///
+/// The memory budget (``RecorderConfiguration/memoryBudget``) is the total: each stream's share follows its byte
+/// rate (frame bytes × frame rate), never below a floor of a few frames (``budgetShares(total:streams:window:)``),
+/// and pressure shrinks every share. The single-stream members (``append(copying:info:)``, ``frames(in:_:)``, …)
+/// act on the first stream; ``streams`` gives each.
 public final class Recorder: Sendable {
-    /// The stream every frame belongs to.
-    public let stream: StreamDescription
+    /// Every stream, in the order given.
+    public let streams: [RecorderStream]
     /// The settings the recorder was made with.
     public let configuration: RecorderConfiguration
-    /// The ring holding the window in memory. Package-only: pressure must go through ``setPressure(_:)``, which
-    /// also updates the producer's backpressure, and pins through the query methods.
-    package let ring: RingStore
     /// The store frames spill to; nil with spill `off`.
     public let store: SegmentStore?
-    private let shared: RecorderShared
+    /// The recorder clock every stream is mapped to.
+    let clock: RecorderClock
     private let spill: SpillStage?
-    /// How many frames at the nominal rate the window holds.
-    private let framesInWindow: Int
-    /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
-    private let slabBytes: Int
+    /// Changes of level through ``setPressure(_:)``.
+    private let pressureChangeCount = Atomic<Int>(0)
+    private let pressureLevel = Mutex(MemoryPressure.normal)
 
     /// The smallest memory budget a recorder of frames of `layout` can store a frame in: one frame rounded up to
     /// whole pages, as the ring's pool maps it. With it, a file records a frame at a time (write-through).
@@ -44,12 +68,60 @@ public final class Recorder: Sendable {
         let page = System.pageSize
         return max(1, (layout.byteCount + page - 1) / page * page)
     }
-    /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
-    private let ringRoom = Atomic<Int>(0)
-    /// Changes of level through ``setPressure(_:)``.
-    private let pressureChangeCount = Atomic<Int>(0)
 
-    /// Starts a recorder (and, unless spill is `off`, its spill thread writing to `store`).
+    /// The smallest memory budget a recorder of these streams can store a frame of each in: the sum of
+    /// ``smallestMemoryBudget(for:)``.
+    ///
+    /// - Parameter layouts: the streams' frame layouts.
+    /// - Returns: bytes.
+    public static func smallestMemoryBudget(for layouts: [FrameLayout]) -> Int {
+        layouts.reduce(0) { $0 + smallestMemoryBudget(for: $1) }
+    }
+
+    /// Each stream's share of a total budget: a floor of a few frames (four slabs, or the window's frames when
+    /// fewer), and the rest in proportion to the streams' byte rates, so a large stream cannot starve a small one.
+    ///
+    /// When the total cannot hold every floor, each stream gets one slab first and the rest in proportion to what
+    /// its floor lacks; below one slab each, shares follow the slab sizes.
+    ///
+    /// - Parameters:
+    ///   - total: the recorder's budget, bytes.
+    ///   - streams: the streams.
+    ///   - window: the rewind window, nanoseconds.
+    /// - Returns: bytes per stream, in order; they add up to at most `total`.
+    /// - Complexity: O(streams).
+    public static func budgetShares(total: Int, streams: [StreamDescription], window: Duration) -> [Int] {
+        guard streams.count > 1 else { return streams.map { _ in total } }
+        let windowNanoseconds = window.nanosecondsClamped
+        let slabs = streams.map { smallestMemoryBudget(for: $0.layout) }
+        let floors = zip(streams, slabs).map { stream, slab -> Int in
+            let nominal = stream.frameDuration.nanoseconds ?? 1
+            let framesInWindow = nominal > 0 ? Int(min(windowNanoseconds / nominal, 4)) : 4
+            return slab * min(4, max(1, framesInWindow))
+        }
+        let floorTotal = floors.reduce(0, +)
+        let slabTotal = slabs.reduce(0, +)
+        func proportional(_ amount: Int, _ weights: [Double]) -> [Int] {
+            let sum = weights.reduce(0, +)
+            guard sum > 0 else { return weights.map { _ in 0 } }
+            return weights.map { Int((Double(amount) * $0 / sum).rounded(.down)) }
+        }
+        if total >= floorTotal {
+            let rates = zip(streams, slabs).map { stream, slab -> Double in
+                let seconds = Double(max(1, stream.frameDuration.nanoseconds ?? 1)) / 1e9
+                return Double(slab) / seconds
+            }
+            return zip(floors, proportional(total - floorTotal, rates)).map { $0 + $1 }
+        }
+        if total >= slabTotal {
+            let lacking = zip(floors, slabs).map { Double($0 - $1) }
+            return zip(slabs, proportional(total - slabTotal, lacking)).map { $0 + $1 }
+        }
+        return proportional(total, slabs.map(Double.init))
+    }
+
+    /// Starts a recorder of one stream, named ``RecorderConfiguration/streamName`` (and, unless spill is `off`,
+    /// its spill thread writing to `store`).
     ///
     /// - Parameters:
     ///   - stream: the stream every frame belongs to.
@@ -57,211 +129,134 @@ public final class Recorder: Sendable {
     ///   - configuration: window, budget, spill and backpressure policies.
     /// - Throws: when the store cannot make a writer for the stream (e.g. a stream of that name with another
     ///   layout exists).
-    public init(stream: StreamDescription, store: SegmentStore?, configuration: RecorderConfiguration) throws {
+    public convenience init(stream: StreamDescription, store: SegmentStore?, configuration: RecorderConfiguration)
+        throws
+    {
+        try self.init(
+            streams: [RecorderStreamSpec(name: configuration.streamName, stream: stream)], store: store,
+            configuration: configuration)
+    }
+
+    /// Starts a recorder of several streams in one store, on one clock, under one memory budget (and, unless spill
+    /// is `off`, one spill thread writing them all to `store`).
+    ///
+    /// A stream the store already holds continues its timeline: its first frame is placed after its stored frames
+    /// on the store's recorder clock, with a ``LossReason/recorderStopped`` gap between.
+    ///
+    /// - Parameters:
+    ///   - streams: the streams, with unique names; at least one.
+    ///   - store: the segment store; required unless `configuration.spill` is `.off`.
+    ///   - configuration: window (for every stream), total budget, spill and backpressure policies;
+    ///     ``RecorderConfiguration/streamName`` is not used.
+    /// - Throws: when the store cannot make a writer for a stream (e.g. a stream of that name with another layout
+    ///   exists: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``), or cannot read its index.
+    public init(streams specs: [RecorderStreamSpec], store: SegmentStore?, configuration: RecorderConfiguration) throws
+    {
+        precondition(!specs.isEmpty, "a recorder needs at least one stream")
+        precondition(Set(specs.map(\.name)).count == specs.count, "stream names must be unique")
         precondition(configuration.spill == .off || store != nil, "spill \(configuration.spill) needs a store")
-        self.stream = stream
         self.configuration = configuration
-        self.store = configuration.spill == .off ? nil : store
-        let shared = RecorderShared()
-        self.shared = shared
-        let frameBytes = stream.layout.byteCount
-        let slabBytes = Self.smallestMemoryBudget(for: stream.layout)
-        self.slabBytes = slabBytes
-        // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
-        // without one it could only drop.
-        let minimum = max(
-            configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * slabBytes), slabBytes)
-        ring = RingStore(
-            configuration: RingConfiguration(
-                window: configuration.window, memoryBudget: configuration.memoryBudget,
-                minimumBudget: min(minimum, configuration.memoryBudget),
-                // Pins (the spill stage's, queries') keep a frame's bytes, not its place: a pinned frame may be
-                // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
-                pinPolicy: .evictOldestUnpinned),
-            // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
-            onEvict: { _ in })
-        let nominal = stream.frameDuration.nanoseconds ?? 1
-        framesInWindow =
-            nominal > 0 ? Int(min(configuration.windowNanoseconds / nominal, Int64(Int.max / 2))) : Int.max / 2
-        if let store = self.store {
-            let writer = try store.makeWriter(streamName: configuration.streamName, stream: stream)
-            spill = SpillStage(
-                ring: ring, writer: writer, shared: shared, stream: stream, configuration: configuration)
-            spill?.start()
-        } else {
-            spill = nil
+        let store = configuration.spill == .off ? nil : store
+        self.store = store
+        let rows = try store?.streams() ?? []
+        clock = RecorderClock(epochWallNanoseconds: try store?.recorderClockWall())
+        let shares = Self.budgetShares(
+            total: configuration.memoryBudget, streams: specs.map(\.stream), window: configuration.window)
+        let spill = store.map { _ in SpillStage(configuration: configuration) }
+        self.spill = spill
+        var made: [RecorderStream] = []
+        var firstWriter: StreamWriter?
+        for (spec, share) in zip(specs, shares) {
+            let row = rows.first { $0.name == spec.name }
+            var storedClock: StreamClock?
+            var lastStoredPTS: Int64?
+            if let store, let row {
+                storedClock = try store.clock(of: row)
+                lastStoredPTS = try store.summary(streamName: row.name).lastPTS
+            }
+            let shared = RecorderShared(
+                clock: StreamClockMapping(
+                    recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS,
+                    frameDuration: spec.stream.frameDuration.nanoseconds ?? 1))
+            let recorderStream = RecorderStream(
+                name: spec.name, stream: spec.stream, budget: share, configuration: configuration, store: store,
+                spill: spill, shared: shared)
+            if let store, let spill {
+                // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
+                let writer = try store.makeWriter(
+                    streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter)
+                firstWriter = firstWriter ?? writer
+                spill.addLane(
+                    SpillLane(
+                        ring: recorderStream.ring, writer: writer, shared: shared, stream: spec.stream,
+                        configuration: configuration, lastStoredPTS: lastStoredPTS))
+            }
+            made.append(recorderStream)
         }
-        ringRoom.store(room(under: .normal), ordering: .relaxed)
-        shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
+        self.streams = made
+        spill?.start()
     }
 
     deinit {
         _ = try? finish()
     }
 
-    // MARK: Producing
-
-    /// Appends a frame by copying caller-owned planes (one copy into a pooled slab).
+    /// The stream called `name`, if the recorder records one.
     ///
-    /// - Returns: the frame's sequence number, or why it was dropped (counted under that reason, and recorded as a
-    ///   gap with it on disk): ``LossReason/spillBehind`` when the spill stage is too far behind (`drop-newest`),
-    ///   or the ring's reason.
+    /// - Parameter name: the stream's name in the store.
+    public func stream(named name: String) -> RecorderStream? {
+        streams.first { $0.name == name }
+    }
+
+    /// Recorder time now: nanoseconds on the clock every stream is mapped to (``StreamClock``); nil before the first
+    /// frame of a store that has no recorder clock yet.
+    public var now: Int64? { clock.now }
+
+    // MARK: The first stream
+
+    /// The first stream's description (for a recorder of one stream, the stream every frame belongs to).
+    public var stream: StreamDescription { streams[0].stream }
+
+    /// The first stream's ring. Package-only: pressure must go through ``setPressure(_:)``.
+    package var ring: RingStore { streams[0].ring }
+
+    /// Appends a frame of the first stream: ``RecorderStream/append(copying:info:)``.
+    ///
     /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        if isSpillBehind {
-            shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.noteDroppedOnArrival(.spillBehind)
-            return .dropped(.spillBehind)
-        }
-        return note(try ring.append(copying: planes, layout: stream.layout, info: info))
+        try streams[0].append(copying: planes, info: info)
     }
 
-    /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
+    /// Reserves a slab for the first stream's next frame: ``RecorderStream/reserve()``.
+    public func reserve() -> ReservedSlab? { streams[0].reserve() }
+
+    /// Stores a frame of the first stream filled in place: ``RecorderStream/commit(_:info:)``.
     ///
-    /// - Returns: nil when no memory is available under the policy, or the spill stage is so far behind that the
-    ///   frame must be dropped (`dropNewest`); counted as a drop either way.
-    public func reserve() -> ReservedSlab? {
-        if isSpillBehind {
-            shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.noteDroppedOnArrival(.spillBehind)
-            return nil
-        }
-        var reason = DropReason.memoryBudget
-        let slab = ring.reserve(stream.layout, dropReason: &reason)
-        if slab == nil { shared.noteDroppedOnArrival(reason.lossReason) }
-        return slab
-    }
-
-    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
-    /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
-    /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
-    /// A ring too small for the margin still takes a frame when everything before it is written and unpinned
-    /// (write-through, ``canWriteThrough(room:)``).
-    private var isSpillBehind: Bool {
-        guard spill != nil && configuration.backpressure == .dropNewest else { return false }
-        let room = framesInRing
-        // With no slab in the budget the ring itself drops the frame, on memory budget.
-        guard room > 0 else { return false }
-        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
-        guard Int(unspilledFrames) + Self.margin(room) + queries >= room else { return false }
-        return !canWriteThrough(room: room)
-    }
-
-    /// Whether the next frame can be stored without pushing out anything unwritten however small the ring: every
-    /// accepted frame is written, the spill stage holds no pins, and queries leave at least one slab of `room`.
-    ///
-    /// Then the ring evicts a written frame (or maps a free slab) for the new one: a pinned frame leaves the ring
-    /// holding its slab, but with fewer pinned slabs than `room` an unpinned one is always found. This is the
-    /// floor under every margin: a ring of one slab records a frame at a time.
-    private func canWriteThrough(room: Int) -> Bool {
-        unspilledFrames == 0 && shared.spillPinnedFrames.load(ordering: .acquiring) == 0
-            && shared.queryPinnedFrames.load(ordering: .relaxed) < room
-    }
-
-    /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
-    private static func margin(_ framesInRing: Int) -> Int {
-        spillBatch(framesInRing) + 1
-    }
-
-    /// The most frames the spill stage pins at once: ``SpillStage/batch``, or a quarter of a small ring.
-    ///
-    /// Written frames stay pinned until their whole batch is written, and a pinned frame's memory stays in use even
-    /// after the ring evicts it; a batch no larger than the producer's margin keeps that from ever refusing a frame
-    /// the producer waited room for (``waitForSpillRoom(until:)``).
-    static func spillBatch(_ framesInRing: Int) -> Int {
-        min(SpillStage.batch, max(1, framesInRing / 4))
-    }
-
-    /// Stores a frame filled in place in `slab`.
+    /// - Throws: ``FrameError`` for bad input.
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        note(try ring.commit(slab, info: info))
+        try streams[0].commit(slab, info: info)
     }
 
-    private func note(_ outcome: AppendOutcome) -> AppendOutcome {
-        switch outcome {
-        case .stored(let sequence):
-            // After drops, mark this frame as the first after them, so its gap is recorded with their reason.
-            if shared.arrivalDropsSinceLastStore.load(ordering: .relaxed) != 0,
-                let reason = LossReason.arrivalReason(
-                    of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
-            {
-                shared.firstAfterDrops.withLock { $0[sequence] = reason }
-            }
-            shared.newestSequence.store(sequence, ordering: .releasing)
-            spill?.wake()
-        case .dropped(let reason):
-            shared.noteDroppedOnArrival(reason)
-        }
-        return outcome
-    }
+    /// Frames of the first stream accepted but not yet written by the spill stage.
+    public var unspilledFrames: UInt64 { streams[0].unspilledFrames }
 
-    /// Frames accepted but not yet written by the spill stage.
-    public var unspilledFrames: UInt64 {
-        guard spill != nil else { return 0 }
-        let newest = shared.newestSequence.load(ordering: .acquiring)
-        let cursor = shared.spillCursor.load(ordering: .acquiring)
-        return newest >= cursor ? newest - cursor + 1 : 0
-    }
+    /// How many frames the first stream's ring can hold: ``RecorderStream/framesInRing``.
+    public var framesInRing: Int { streams[0].framesInRing }
 
-    /// How many frames the ring can hold: the fewer of what fits in the current budget and what the window
-    /// holds at the nominal rate, at least one when the budget holds a frame (0 only when it holds none). The
-    /// spill stage may fall behind by about this much before frames are lost.
-    public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
-
-    /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
-    /// fits: the newest frame stays in the ring however short the window.
-    private func room(under level: MemoryPressure) -> Int {
-        let slabs = ring.configuration.budget(under: level) / slabBytes
-        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow))
-    }
-
-    /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
-    /// must not lose frames; a live source should not wait), or until `shouldStop` returns true.
-    ///
-    /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
-    /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
-    /// unwritten by design and no such room is kept.) When the ring is too small for that margin — a tiny budget,
-    /// a window of a frame or two, critical pressure — it waits instead until every accepted frame is written and
-    /// released (write-through, a frame at a time), so the producer always makes progress. While it waits, the
-    /// spill stage is woken and writes every unwritten frame (with `on-evict` too).
-    ///
-    /// Returns at once when nothing fits in the budget at all (the frame will be dropped on arrival and counted:
-    /// waiting cannot help), when spill is `off` and when the spill stage has stopped. `shouldStop` is asked about
-    /// every half millisecond.
+    /// Waits for room for the first stream's next frame: ``RecorderStream/waitForSpillRoom(until:)``.
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
-        guard let spill, framesInRing > 0 else { return }
-        var isWaiting = false
-        defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
-        while spill.isRunning && !shouldStop() {
-            let room = framesInRing
-            let allowed = unwrittenFramesAllowed(room: room)
-            if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
-            shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
-            if !isWaiting {
-                isWaiting = true
-                spill.wake()
-            }
-            usleep(500)
-        }
+        streams[0].waitForSpillRoom(until: shouldStop)
     }
 
-    /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's
-    /// margin, the queries' slack and the next frame. Negative when the ring is too small for those margins: then
-    /// only write-through (``canWriteThrough(room:)``) lets the producer on.
-    private func unwrittenFramesAllowed(room: Int) -> Int {
-        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
-        let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
-        return room - Self.margin(room) - slack - 2
-    }
-
-    /// Sets the memory pressure level: the ring shrinks its budget (and releases memory) at once. Pressure must be
-    /// set here, not on ``ring`` directly, so backpressure follows the new budget.
+    /// Sets the memory pressure level: every stream's ring shrinks its share of the budget (and releases memory) at
+    /// once. Pressure must be set here, not on a ring directly, so backpressure follows the new budget.
     public func setPressure(_ level: MemoryPressure) {
-        if level != ring.statistics.pressure { pressureChangeCount.add(1, ordering: .relaxed) }
-        let room = room(under: level)
-        ringRoom.store(room, ordering: .relaxed)
-        shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
-        ring.setPressure(level)
+        let changed = pressureLevel.withLock { current in
+            defer { current = level }
+            return current != level
+        }
+        if changed { pressureChangeCount.add(1, ordering: .relaxed) }
+        for stream in streams { stream.setPressure(level) }
     }
 
     /// How many times ``setPressure(_:)`` changed the level.
@@ -269,44 +264,31 @@ public final class Recorder: Sendable {
 
     // MARK: Finishing
 
-    /// Stops the spill stage after it has written every accepted frame, makes them durable and seals the open
-    /// segment. Idempotent.
+    /// Stops the spill stage after it has written every accepted frame of every stream, makes them durable and
+    /// seals the open segments. Idempotent.
     ///
-    /// - Returns: what the recorder did.
-    /// - Throws: the last disk error, if the final sync or seal failed (frames already durable stay so).
+    /// - Returns: what the recorder did for the first stream (``RecorderStream/statistics`` has each).
+    /// - Throws: the last disk error, if a final sync or seal failed (frames already durable stay so).
     @discardableResult
     public func finish() throws -> RecorderStatistics {
-        if let spill { try spill.finish() }
+        if let spill { try spill.finish(recorderTime: clock.now) }
         return statistics
     }
 
-    /// What the ring holds now: frames, bytes, pts range, budget and pinned frames.
-    public var memoryStatistics: RingStatistics { ring.statistics }
+    /// What the first stream's ring holds now: frames, bytes, pts range, budget and pinned frames.
+    public var memoryStatistics: RingStatistics { streams[0].memoryStatistics }
 
-    /// The ring's limits: window, budget, minimum budget under pressure.
-    public var memoryConfiguration: RingConfiguration { ring.configuration }
+    /// The first stream's ring limits: window, its share of the budget, minimum under pressure.
+    public var memoryConfiguration: RingConfiguration { streams[0].memoryConfiguration }
 
-    /// The recorder's counters so far: frames accepted, written and durable, raw bytes written, drops by reason
-    /// (the ring's and the spill stage's together), rejections, gaps and the last write error.
-    public var statistics: RecorderStatistics {
-        let ringStatistics = ring.statistics
-        var result = shared.state.withLock { $0.statistics }
-        result.framesAccepted = ringStatistics.appended
-        result.rejected = ringStatistics.rejected.total
-        result.drops = shared.drops(ring: ringStatistics)
-        return result
-    }
+    /// The first stream's counters so far: ``RecorderStream/statistics``.
+    public var statistics: RecorderStatistics { streams[0].statistics }
 
     // MARK: Queries
 
-    /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
-    /// pts order, exactly once: older frames from the segment store, the rest from the ring.
+    /// Calls `body` with every frame of the first stream whose pts lies in `range`:
+    /// ``RecorderStream/frames(in:_:)``.
     ///
-    /// With a store, the ring is pinned a batch of ``queryBatch(_:)`` frames at a time from the next pts wanted;
-    /// whatever lies before the first pinned frame (older than memory, or evicted since) is read from disk first.
-    /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
-    /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
-    /// the only copy, and the whole range is pinned up front.
     /// - Parameters:
     ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     ///   - body: returns false to stop early. The view is only valid during the call.
@@ -315,73 +297,16 @@ public final class Recorder: Sendable {
     /// - Complexity: O(log n) to the first frame; memory bounded by one decoded frame plus the pinned ones.
     @discardableResult
     public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws -> QuerySplit {
-        var split = QuerySplit()
-        guard !range.isEmpty else { return split }
-        guard let store else {
-            // Memory is the only copy: pin the whole range up front, so nothing in it can be evicted meanwhile.
-            let snapshot = ring.pin(range)
-            defer { snapshot.release() }
-            for index in 0..<snapshot.count {
-                split.fromMemory += 1
-                guard try snapshot.withFrame(at: index, { view, _ in try body(view) }) else { break }
-            }
-            return split
-        }
-        // With a store, a few frames at a time are pinned, so a long query never holds the ring: the producer
-        // keeps its memory, and a frame evicted before the query reaches it is read from disk instead.
-        var next = range.lowerBound
-        while next < range.upperBound {
-            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch(framesInRing))
-            // While pinned, these frames may leave the ring without giving their memory back: the producer keeps
-            // that much more room for unwritten frames (see isSpillBehind).
-            shared.queryPinnedFrames.add(batch.count, ordering: .relaxed)
-            defer {
-                batch.release()
-                shared.queryPinnedFrames.subtract(batch.count, ordering: .relaxed)
-            }
-            let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
-            // The ring holds an unbroken run of the newest frames: when it still holds one older than the batch,
-            // nothing lies between `next` and the batch anywhere, and the disk is not asked.
-            let ringCoversNext = batch.firstPTSNanoseconds.map { first in
-                (ring.statistics.firstPTSNanoseconds ?? first) < first
-            }
-            if next < memoryStart && ringCoversNext != true {
-                spill?.flushIndex()
-                var keepGoing = true
-                try store.frames(streamName: configuration.streamName, in: next..<memoryStart) { view in
-                    split.fromDisk += 1
-                    keepGoing = try body(view)
-                    return keepGoing
-                }
-                guard keepGoing else { return split }
-                next = memoryStart
-            }
-            for index in 0..<batch.count {
-                let keepGoing = try batch.withFrame(at: index) { view, _ in
-                    next = view.info.ptsNanoseconds + 1
-                    return try body(view)
-                }
-                split.fromMemory += 1
-                if !keepGoing { return split }
-            }
-        }
-        return split
+        try streams[0].frames(in: range, body)
     }
 
-    /// How many frames a query pins at a time when the frames also exist on disk: as many as the spill stage
-    /// (8, or a quarter of a small ring).
-    static func queryBatch(_ framesInRing: Int) -> Int { spillBatch(framesInRing) }
-
-    /// The pts range of the last `duration` of the stream: `(newest − duration, newest]`.
+    /// The pts range of the last `duration` of the first stream: `(newest − duration, newest]`.
     ///
     /// - Parameter duration: how much of the stream, measured in pts (whole nanoseconds).
-    /// - Returns: pts nanoseconds on the stream clock, start inclusive, end exclusive, for ``frames(in:_:)``; nil
-    ///   when nothing has been recorded.
+    /// - Returns: pts nanoseconds on the stream clock, start inclusive, end exclusive; nil when nothing has been
+    ///   recorded.
     public func lastRange(_ duration: Duration) throws -> Range<Int64>? {
-        var newest = ring.statistics.lastPTSNanoseconds
-        if newest == nil, let store { newest = try store.summary(streamName: configuration.streamName).lastPTS }
-        guard let newest else { return nil }
-        return Range(last: duration, endingAt: newest)
+        try streams[0].lastRange(duration)
     }
 }
 
@@ -394,67 +319,4 @@ public struct QuerySplit: Sendable, Hashable {
     public var fromMemory = 0
     /// Frames passed to the query's body, from both sources; each frame is counted once.
     public var total: Int { fromDisk + fromMemory }
-}
-
-/// State shared by the producer, the eviction handler, queries and the spill thread.
-final class RecorderShared: Sendable {
-    /// The next sequence number the spill stage will write; frames below it are written (or lost).
-    let spillCursor = Atomic<UInt64>(1)
-    /// The newest sequence number the producer stored.
-    let newestSequence = Atomic<UInt64>(0)
-    /// Frames pinned by queries right now (a batch each).
-    let queryPinnedFrames = Atomic<Int>(0)
-    /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.
-    let spillPinnedFrames = Atomic<Int>(0)
-    /// While a producer waits for room (``Recorder/waitForSpillRoom(until:)``), how many unwritten frames it can
-    /// go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
-    /// due yet (`on-evict`) until no more than that are left.
-    let unwrittenFramesWanted = Atomic<Int>(-1)
-    /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
-    let spillBatch = Atomic<Int>(SpillStage.batch)
-    /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
-    let droppedSpillBehind = Atomic<Int>(0)
-    /// The reasons of the frames dropped on arrival since the last stored frame, one bit each
-    /// (``LossReason/arrivalBit``); set by the producer when it drops a frame, cleared by the next stored frame.
-    let arrivalDropsSinceLastStore = Atomic<UInt8>(0)
-    /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
-    /// (touched only when frames are dropped).
-    let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])
-    let state = Mutex(SharedState())
-
-    struct SharedState {
-        var statistics = RecorderStatistics()
-    }
-
-    /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`.
-    func noteDroppedOnArrival(_ reason: LossReason) {
-        arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
-    }
-
-    /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
-    func drops(ring: RingStatistics) -> [LossReason: Int] {
-        var drops = state.withLock { $0.statistics.drops }
-        for reason in DropReason.allCases where ring.dropped[reason] > 0 {
-            drops[reason.lossReason, default: 0] += Int(ring.dropped[reason])
-        }
-        let behind = droppedSpillBehind.load(ordering: .relaxed)
-        if behind > 0 { drops[.spillBehind, default: 0] += behind }
-        return drops
-    }
-}
-
-extension LossReason {
-    /// This reason's bit in ``RecorderShared/arrivalDropsSinceLastStore``: its place in ``arrivalPrecedence``.
-    fileprivate var arrivalBit: UInt8 {
-        guard let index = Self.arrivalPrecedence.firstIndex(of: self) else {
-            preconditionFailure("\(self) is not a reason to drop a frame on arrival")
-        }
-        return 1 << UInt8(index)
-    }
-
-    /// The reason that names a gap left by drops on arrival with these ``arrivalBit``s: the first of
-    /// ``arrivalPrecedence`` present, or nil when there are none.
-    fileprivate static func arrivalReason(of bits: UInt8) -> LossReason? {
-        arrivalPrecedence.first { bits & $0.arrivalBit != 0 }
-    }
 }

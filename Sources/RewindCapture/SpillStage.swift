@@ -5,16 +5,18 @@ import RewindSystem
 import SegmentStore
 import Synchronization
 
-/// The spill thread: writes ring frames to the segment store in sequence order and records what was lost.
+/// The spill thread: writes the frames of every stream of a recorder to the segment store, in sequence order per
+/// stream, and records what was lost.
 ///
-/// The ``StreamWriter`` is used by this thread alone while it runs; ``finish()`` touches it only after the thread
-/// has stopped. Requests from other threads (wake-ups, index flushes, finish) go through atomics and semaphores.
+/// Streams take turns: each round pins and writes at most one batch of each stream's unwritten frames, so every
+/// stream gets its turn within a few frames of work and a stream whose input stalled or ended holds up no other.
+/// Each ``SpillLane``'s ``StreamWriter`` is used by this thread alone while it runs; ``finish(recorderTime:)``
+/// touches them only after the thread has stopped. Requests from other threads (wake-ups, index flushes, finish) go
+/// through atomics and semaphores.
 final class SpillStage: @unchecked Sendable {
-    private let ring: RingStore
-    private let writer: StreamWriter
-    private let shared: RecorderShared
-    private let stream: StreamDescription
     private let configuration: RecorderConfiguration
+    /// Added before ``start()``, read only by the spill thread afterwards.
+    private var lanes: [SpillLane] = []
     private let wakeup = DispatchSemaphore(value: 0)
     private let stopped = DispatchSemaphore(value: 0)
     private let finishing = Atomic<Bool>(false)
@@ -24,32 +26,21 @@ final class SpillStage: @unchecked Sendable {
     private let flushRequests = Atomic<Int>(0)
     private let flushesDone = Atomic<Int>(0)
     private let finalError = Mutex<(any Error)?>(nil)
-
-    // Spill-thread state.
-    /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
-    private var lastSequence: UInt64 = 0
-    /// The pts of the last frame written successfully.
-    private var lastWrittenPTS: Int64?
-    /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
-    /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason.
-    private var pendingLoss: LossReason?
-    /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
-    /// recording is a gap up to the last one when no frame is written after them.
-    private var failedPTS: (first: Int64, last: Int64)?
+    /// Recorder time when the recording finished (for the gap of a stream whose input failed).
+    private let finishTime = Mutex<Int64?>(nil)
 
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
-    /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
+    /// evictable; fewer in a small ring (``RecorderStream/spillBatch(_:)``).
     static let batch = 8
 
-    init(
-        ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
-        configuration: RecorderConfiguration
-    ) {
-        self.ring = ring
-        self.writer = writer
-        self.shared = shared
-        self.stream = stream
+    init(configuration: RecorderConfiguration) {
         self.configuration = configuration
+    }
+
+    /// Adds a stream; only before ``start()``.
+    func addLane(_ lane: SpillLane) {
+        precondition(!isRunning, "streams are added before the spill thread starts")
+        lanes.append(lane)
     }
 
     var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -75,13 +66,16 @@ final class SpillStage: @unchecked Sendable {
         while flushesDone.load(ordering: .acquiring) < ticket && isRunning { usleep(200) }
     }
 
-    /// Drains every accepted frame to disk, syncs and seals; idempotent.
-    func finish() throws {
+    /// Drains every accepted frame of every stream to disk, syncs and seals; idempotent.
+    ///
+    /// - Parameter recorderTime: recorder time now (where the gap of a stream whose input failed ends).
+    func finish(recorderTime: Int64?) throws {
         let first = finished.withLock { done in
             defer { done = true }
             return !done
         }
         if first {
+            finishTime.withLock { $0 = recorderTime }
             finishing.store(true, ordering: .releasing)
             wakeup.signal()
             stopped.wait()
@@ -94,18 +88,80 @@ final class SpillStage: @unchecked Sendable {
     private func run() {
         while true {
             let isFinishing = finishing.load(ordering: .acquiring)
-            let wrote = spillAvailable(all: isFinishing)
+            var wrote = false
+            // One batch of each stream per round: fair, and no stream waits on another's input.
+            for lane in lanes where lane.spillAvailable(all: isFinishing) { wrote = true }
             answerFlushRequests()
-            if isFinishing && !wrote {
-                if lastSequence >= shared.newestSequence.load(ordering: .acquiring) { break }
-            }
+            if isFinishing && !wrote && lanes.allSatisfy(\.isDrained) { break }
             if !wrote { _ = wakeup.wait(timeout: .now() + .milliseconds(20)) }
         }
-        close()
+        let end = finishTime.withLock { $0 }
+        var failure: (any Error)?
+        for lane in lanes {
+            if let error = lane.close(recorderTime: end) { failure = failure ?? error }
+        }
+        flushesDone.store(Int.max / 2, ordering: .releasing)
+        if let failure { finalError.withLock { $0 = failure } }
+    }
+
+    private func answerFlushRequests() {
+        let requested = flushRequests.load(ordering: .acquiring)
+        guard requested > flushesDone.load(ordering: .acquiring) else { return }
+        for lane in lanes { lane.sync() }
+        flushesDone.store(requested, ordering: .releasing)
+    }
+}
+
+/// One stream's side of the spill thread: its ring, writer and what it has written and lost. Used by the spill
+/// thread alone.
+final class SpillLane {
+    private let ring: RingStore
+    private let writer: StreamWriter
+    private let shared: RecorderShared
+    private let stream: StreamDescription
+    private let configuration: RecorderConfiguration
+
+    /// The last sequence number written (or lost); the next one to write is `lastSequence + 1`.
+    private var lastSequence: UInt64 = 0
+    /// The pts of the last frame written successfully (before the first, the store's newest frame of the stream).
+    private var lastWrittenPTS: Int64?
+    /// Why accepted frames are missing since the last frame written (evicted before spill, or a failed write):
+    /// the reason of the gap recorded when the next frame is written. Loss outranks every other reason. Before the
+    /// first frame of a stream the store already holds: ``LossReason/recorderStopped``.
+    private var pendingLoss: LossReason?
+    /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
+    /// recording is a gap up to the last one when no frame is written after them.
+    private var failedPTS: (first: Int64, last: Int64)?
+
+    init(
+        ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
+        configuration: RecorderConfiguration, lastStoredPTS: Int64?
+    ) {
+        self.ring = ring
+        self.writer = writer
+        self.shared = shared
+        self.stream = stream
+        self.configuration = configuration
+        if let lastStoredPTS {
+            lastWrittenPTS = lastStoredPTS
+            pendingLoss = .recorderStopped
+        }
+    }
+
+    /// Whether every frame the producer stored has been written (or counted lost).
+    var isDrained: Bool { lastSequence >= shared.newestSequence.load(ordering: .acquiring) }
+
+    /// Makes the index cover every frame written so far.
+    func sync() {
+        do {
+            try writer.sync()
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
     }
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
-    private func spillAvailable(all: Bool) -> Bool {
+    func spillAvailable(all: Bool) -> Bool {
         // Read before pinning: every frame up to this sequence was in the ring before the pin (the producer
         // publishes a sequence after storing its frame), so one the pin does not find has been evicted.
         let storedBeforePin = shared.newestSequence.load(ordering: .acquiring)
@@ -141,6 +197,7 @@ final class SpillStage: @unchecked Sendable {
     }
 
     private func write(_ view: FrameView, sequence: UInt64) {
+        storeClockIfDecided()
         let pts = view.info.ptsNanoseconds
         if sequence > lastSequence + 1 {
             noteLost(Int(sequence - lastSequence - 1))
@@ -250,20 +307,13 @@ final class SpillStage: @unchecked Sendable {
         shared.state.withLock { $0.statistics.drops[.evictedBeforeSpill, default: 0] += count }
     }
 
-    private func answerFlushRequests() {
-        let requested = flushRequests.load(ordering: .acquiring)
-        guard requested > flushesDone.load(ordering: .acquiring) else { return }
-        do {
-            try writer.sync()
-        } catch {
-            shared.state.withLock { $0.statistics.lastError = "\(error)" }
-        }
-        flushesDone.store(requested, ordering: .releasing)
-    }
-
-    /// Final sync and seal, and the drop counters written to the store.
-    private func close() {
+    /// Final sync and seal, the gap of a failed input, and the drop counters written to the store.
+    ///
+    /// - Parameter recorderTime: recorder time at the end of the recording.
+    /// - Returns: the first error, if any.
+    func close(recorderTime: Int64?) -> (any Error)? {
         var failure: (any Error)?
+        storeClockIfDecided()
         do {
             try writer.sync()
         } catch {
@@ -275,6 +325,9 @@ final class SpillStage: @unchecked Sendable {
             failure = failure ?? error
         }
         if let error = noteTailGap() { failure = failure ?? error }
+        if shared.inputFailure.withLock({ $0 }) != nil, let error = noteInputFailedGap(recorderTime: recorderTime) {
+            failure = failure ?? error
+        }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
         let drops = shared.drops(ring: ring.statistics)
@@ -287,8 +340,29 @@ final class SpillStage: @unchecked Sendable {
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { $0.statistics.framesDurable = durable }
-        flushesDone.store(Int.max / 2, ordering: .releasing)
-        if let failure { finalError.withLock { $0 = failure } }
+        return failure
+    }
+
+    /// Records the gap of a stream whose input failed: from its last frame to the end of the recording (at least
+    /// one frame time).
+    private func noteInputFailedGap(recorderTime: Int64?) -> (any Error)? {
+        guard let start = lastWrittenPTS else { return nil }
+        let frame = max(1, stream.frameDuration.nanoseconds ?? 1)
+        var end = start + frame
+        if let recorderTime, let clock = shared.clock.clock {
+            end = max(end, clock.pts(atRecorderTime: recorderTime))
+        }
+        return recordGap(start: start, end: end, reason: .inputFailed)
+    }
+
+    /// Stores the stream's clock mapping once its first frame decided it (before that frame is written).
+    private func storeClockIfDecided() {
+        guard let clock = shared.clock.takeClockToStore() else { return }
+        do {
+            try writer.store.setClock(clock, streamName: writer.stream.name)
+        } catch {
+            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+        }
     }
 }
 

@@ -179,6 +179,9 @@ public enum ControlReply: Sendable, Hashable, Codable {
         public var pressure: MemoryPressure
         /// How many times the pressure level changed since the recorder started (`"pressure_changes"`).
         public var pressureChanges: Int
+        /// Every stream the recorder records (`"streams"`; empty from a recorder that predates the field). The
+        /// fields above describe the first.
+        public var streams: [StreamStatus] = []
 
         /// Makes a status reply from its fields; each parameter is the property of the same name.
         public init(
@@ -200,6 +203,91 @@ public enum ControlReply: Sendable, Hashable, Codable {
             self.memoryLastPTSNanoseconds = memoryLastPTSNanoseconds
             self.pressure = pressure
             self.pressureChanges = pressureChanges
+        }
+    }
+
+    /// One stream of a live recorder, as its status lists it (`"streams"`), keys in snake case.
+    public struct StreamStatus: Sendable, Hashable, Codable {
+        /// The stream's name (`"name"`).
+        public var name: String
+        /// Pixel format name (`"format"`).
+        public var format: String
+        /// Frame width and height (`"width"`, `"height"`).
+        public var width: Int
+        /// Frame height.
+        public var height: Int
+        /// Nominal frame duration as a fraction of a second (`"frame_duration_value"`, `"…_timescale"`).
+        public var frameDurationValue: Int64
+        /// The frame duration's timescale.
+        public var frameDurationTimescale: Int32
+        /// Frames accepted into its ring (`"frames_accepted"`).
+        public var framesAccepted: UInt64
+        /// Frames durable on disk (`"frames_durable"`).
+        public var framesDurable: Int
+        /// Frames lost, by reason's raw value (`"drops"`).
+        public var drops: [String: Int]
+        /// Gaps recorded (`"gaps"`).
+        public var gaps: Int
+        /// Frames in its ring now (`"memory_frames"`).
+        public var memoryFrames: Int
+        /// Bytes its ring has mapped now (`"memory_bytes"`).
+        public var memoryBytes: Int
+        /// Its share of the recorder's memory budget in force (`"memory_budget_bytes"`).
+        public var memoryBudgetBytes: Int
+        /// The oldest and newest pts in memory, nanoseconds on the stream clock (`"memory_first_pts_ns"`,
+        /// `"memory_last_pts_ns"`); nil when its ring is empty.
+        public var memoryFirstPTSNanoseconds: Int64?
+        /// The newest pts in memory.
+        public var memoryLastPTSNanoseconds: Int64?
+        /// Recorder time minus pts (`"clock_offset_ns"`), and recorder time 0 as a wall-clock time
+        /// (`"clock_wall_ns"`); nil before its first frame.
+        public var clockOffsetNanoseconds: Int64?
+        /// Recorder time 0, Unix-epoch nanoseconds.
+        public var clockWallNanoseconds: Int64?
+        /// What ended its input, when it failed while the recorder went on (`"input_error"`).
+        public var inputError: String?
+
+        enum CodingKeys: String, CodingKey {
+            case name, format, width, height, drops, gaps
+            case frameDurationValue = "frame_duration_value"
+            case frameDurationTimescale = "frame_duration_timescale"
+            case framesAccepted = "frames_accepted"
+            case framesDurable = "frames_durable"
+            case memoryFrames = "memory_frames"
+            case memoryBytes = "memory_bytes"
+            case memoryBudgetBytes = "memory_budget_bytes"
+            case memoryFirstPTSNanoseconds = "memory_first_pts_ns"
+            case memoryLastPTSNanoseconds = "memory_last_pts_ns"
+            case clockOffsetNanoseconds = "clock_offset_ns"
+            case clockWallNanoseconds = "clock_wall_ns"
+            case inputError = "input_error"
+        }
+
+        /// Describes one stream; each parameter sets the property of the same name.
+        public init(
+            name: String, layout: FrameLayout, frameDuration: FrameTime, framesAccepted: UInt64, framesDurable: Int,
+            drops: [LossReason: Int], gaps: Int, memoryFrames: Int, memoryBytes: Int, memoryBudgetBytes: Int,
+            memoryFirstPTSNanoseconds: Int64?, memoryLastPTSNanoseconds: Int64?, clock: StreamClock?,
+            inputError: String?
+        ) {
+            self.name = name
+            format = layout.format.name
+            width = layout.width
+            height = layout.height
+            frameDurationValue = frameDuration.value
+            frameDurationTimescale = frameDuration.timescale
+            self.framesAccepted = framesAccepted
+            self.framesDurable = framesDurable
+            self.drops = drops.keyedByRawValue
+            self.gaps = gaps
+            self.memoryFrames = memoryFrames
+            self.memoryBytes = memoryBytes
+            self.memoryBudgetBytes = memoryBudgetBytes
+            self.memoryFirstPTSNanoseconds = memoryFirstPTSNanoseconds
+            self.memoryLastPTSNanoseconds = memoryLastPTSNanoseconds
+            clockOffsetNanoseconds = clock?.offsetNanoseconds
+            clockWallNanoseconds = clock?.wallNanoseconds
+            self.inputError = inputError
         }
     }
 
@@ -243,6 +331,7 @@ public enum ControlReply: Sendable, Hashable, Codable {
         case memoryLastPTS = "memory_last_pts_ns"
         case pressure
         case pressureChanges = "pressure_changes"
+        case streams
     }
 
     /// Decodes a reply: `"ok": false` is a failure (an unknown reason reads as ``ControlError/Refusal/failed``),
@@ -278,6 +367,10 @@ public enum ControlReply: Sendable, Hashable, Codable {
                     pressure: try container.decodeIfPresent(String.self, forKey: .pressure)
                         .flatMap { MemoryPressure(name: $0) } ?? .normal,
                     pressureChanges: try container.decodeIfPresent(Int.self, forKey: .pressureChanges) ?? 0))
+            if case .status(var status) = self {
+                status.streams = try container.decodeIfPresent([StreamStatus].self, forKey: .streams) ?? []
+                self = .status(status)
+            }
             return
         }
         let formatName = try container.decode(String.self, forKey: .format)
@@ -323,6 +416,7 @@ public enum ControlReply: Sendable, Hashable, Codable {
             try container.encode(status.memoryLastPTSNanoseconds, forKey: .memoryLastPTS)
             try container.encode(status.pressure.name, forKey: .pressure)
             try container.encode(status.pressureChanges, forKey: .pressureChanges)
+            try container.encode(status.streams, forKey: .streams)
         case .failure(let failure):
             try container.encode(false, forKey: .ok)
             try container.encode(failure.message, forKey: .error)

@@ -137,24 +137,53 @@ public final class RecorderControl: @unchecked Sendable {
 
     /// Saves the last `duration` (the window when nil) to `destination` (`DIR/exports/save-….ext` when nil).
     ///
+    /// - Parameter streams: the streams saved: one (a ``RecorderStream``), or every stream of the recorder (nil,
+    ///   the default: what SIGUSR1 saves) — the last `duration` of the recorder clock, one `.mkv` track per stream.
     /// - Throws: ``ClipError`` when nothing is recorded yet, and export errors.
-    public func save(last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?) throws
-        -> ExportSummary
-    {
+    public func save(
+        last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?,
+        stream: RecorderStream? = nil
+    ) throws -> ExportSummary {
         let length = duration ?? recorder.configuration.window
         guard length > .zero else { throw ClipError.nonPositiveDuration(length) }
-        guard let range = try recorder.lastRange(length) else {
-            throw ClipError.noFrames(source: "recorder")
+        if let stream = stream ?? (recorder.streams.count == 1 ? recorder.streams[0] : nil) {
+            guard let range = try stream.lastRange(length) else { throw ClipError.noFrames(source: "recorder") }
+            return try export(range, to: destination, format: format, stream: stream)
         }
-        return try export(range, to: destination, format: format)
+        let set = try StreamSet(recorder: recorder)
+        guard let range = try set.lastRange(length) else { throw ClipError.noFrames(source: "recorder") }
+        return try exportAll(set, range: range, to: destination, format: format)
     }
 
-    /// Exports `range` (pts nanoseconds) to `destination` (`DIR/exports/save-….ext` when nil).
+    /// Exports `range` (pts nanoseconds of `stream`, the first stream when nil) to `destination`
+    /// (`DIR/exports/save-….ext` when nil).
     ///
     /// - Throws: ``ClipError`` when the range holds no frame (nothing is written), and export errors.
-    public func export(_ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?) throws
-        -> ExportSummary
-    {
+    public func export(
+        _ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?,
+        stream: RecorderStream? = nil
+    ) throws -> ExportSummary {
+        exportSlots.wait()
+        defer { exportSlots.signal() }
+        let source = ClipSource.recorderStream(stream ?? recorder.streams[0])
+        var chosenFormat = format ?? defaultFormat
+        let target: ExportDestination
+        if let destination {
+            if case .path(let path) = destination, let named = ExportFormat(path: path) { chosenFormat = named }
+            target = destination
+        } else {
+            // An empty range names no file (and makes no folder).
+            try source.requireFrames(in: range)
+            target = .path(try newExportPath(format: chosenFormat))
+        }
+        return try source.export(range: range, format: chosenFormat, to: target)
+    }
+
+    /// Exports every stream's frames in `range` (recorder time): one `.mkv` with a track per stream, or a
+    /// `.y4m`/`.mp4` file per stream (`NAME.STREAM.EXT`; the reply's path lists them).
+    private func exportAll(
+        _ set: StreamSet, range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?
+    ) throws -> ExportSummary {
         exportSlots.wait()
         defer { exportSlots.signal() }
         var chosenFormat = format ?? defaultFormat
@@ -163,11 +192,16 @@ public final class RecorderControl: @unchecked Sendable {
             if case .path(let path) = destination, let named = ExportFormat(path: path) { chosenFormat = named }
             target = destination
         } else {
-            // An empty range names no file (and makes no folder).
-            try ClipSource.recorder(recorder).requireFrames(in: range)
             target = .path(try newExportPath(format: chosenFormat))
         }
-        return try ClipSource.recorder(recorder).export(range: range, format: chosenFormat, to: target)
+        let summaries = try set.export(range: range, format: chosenFormat, to: target)
+        guard summaries.count > 1 else { return summaries[0] }
+        var combined = summaries[0]
+        combined.path = summaries.compactMap(\.path).joined(separator: ", ")
+        combined.frames = summaries.reduce(0) { $0 + $1.frames }
+        combined.filledFrames = summaries.reduce(0) { $0 + $1.filledFrames }
+        combined.bytes = summaries.reduce(0) { $0 + $1.bytes }
+        return combined
     }
 
     /// `DIR/exports/save-<UTC time>-<n>.<ext>`, unique within this process.
@@ -184,11 +218,13 @@ public final class RecorderControl: @unchecked Sendable {
 
     /// The range of a clip request: `from` and `to` as on the command line (`12.5s`, `1500ms`, ISO-8601 wall time),
     /// resolved against this recorder (memory and disk).
-    private func clipRange(from: String, to: String) throws -> Range<Int64> {
-        let source = ClipSource.recorder(recorder)
+    private func clipRange(from: String, to: String, stream: RecorderStream?) throws -> Range<Int64> {
+        let set = try StreamSet(recorder: recorder)
+        let source = stream.map { ClipSource.recorderStream($0) }
         func time(_ key: String, _ text: String) throws -> Int64 {
             do {
-                return try source.resolve(try TimeSpec(parsing: text))
+                let spec = try TimeSpec(parsing: text)
+                return try source?.resolve(spec) ?? set.recorderTime(spec)
             } catch let error as ValueError {
                 throw ControlError.badField(key, detail: "\(key): \(error)")
             }
@@ -232,8 +268,17 @@ public final class RecorderControl: @unchecked Sendable {
     }
 
     private func respond(to request: ControlRequest, descriptor: FileDescriptor?) throws -> ControlReply {
-        if let stream = request.stream, stream != recorder.configuration.streamName {
-            throw ControlError.wrongStream(recording: recorder.configuration.streamName, requested: stream)
+        // No stream: the only one (the first, for older clients); "all": every stream; else the one named.
+        var selected: RecorderStream? = recorder.streams[0]
+        if let name = request.stream {
+            if name == "all" {
+                selected = recorder.streams.count == 1 ? recorder.streams[0] : nil
+            } else if let stream = recorder.stream(named: name) {
+                selected = stream
+            } else {
+                throw ControlError.wrongStream(
+                    recording: recorder.streams.map(\.name).joined(separator: ", "), requested: name)
+            }
         }
         let duration: Duration?
         let range: Range<Int64>?
@@ -248,7 +293,7 @@ public final class RecorderControl: @unchecked Sendable {
             range = nil
         case .clip(let from, let to):
             duration = nil
-            range = try clipRange(from: from, to: to)
+            range = try clipRange(from: from, to: to, stream: selected)
         }
         var destination: ExportDestination?
         if let descriptor {
@@ -263,7 +308,14 @@ public final class RecorderControl: @unchecked Sendable {
             destination = .path(path)
         }
         let result = Result {
-            if let range { return try export(range, to: destination, format: request.format) }
+            if let range {
+                if let selected { return try export(range, to: destination, format: request.format, stream: selected) }
+                return try exportAll(
+                    try StreamSet(recorder: recorder), range: range, to: destination, format: request.format)
+            }
+            if let selected {
+                return try save(last: duration, to: destination, format: request.format, stream: selected)
+            }
             return try save(last: duration, to: destination, format: request.format)
         }
         onSave(result)
@@ -274,14 +326,27 @@ public final class RecorderControl: @unchecked Sendable {
     public var status: ControlReply.Status {
         let statistics = recorder.statistics
         let ring = recorder.memoryStatistics
-        return ControlReply.Status(
-            stream: recorder.configuration.streamName, layout: "\(recorder.stream.layout)",
+        var status = ControlReply.Status(
+            stream: recorder.streams[0].name, layout: "\(recorder.stream.layout)",
             framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
             drops: statistics.drops, windowNanoseconds: recorder.configuration.windowNanoseconds,
             memoryFrames: ring.frames,
             memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
             memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds,
             pressure: ring.pressure, pressureChanges: recorder.pressureChanges)
+        status.streams = recorder.streams.map { stream in
+            let statistics = stream.statistics
+            let ring = stream.memoryStatistics
+            return ControlReply.StreamStatus(
+                name: stream.name, layout: stream.stream.layout, frameDuration: stream.stream.frameDuration,
+                framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
+                drops: statistics.drops, gaps: statistics.gaps, memoryFrames: ring.frames,
+                memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
+                memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
+                memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, clock: stream.clock,
+                inputError: stream.inputError)
+        }
+        return status
     }
 
     // MARK: - Serving

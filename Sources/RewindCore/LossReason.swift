@@ -13,6 +13,8 @@
 /// | ``diskError`` | `disk error` | accepted, then lost | its write to the segment store failed |
 /// | ``damaged`` | `damaged` | written, then lost | salvage found its record unreadable |
 /// | ``inputInterval`` | `input interval` | none: not a loss | the source left a longer interval between frames |
+/// | ``recorderStopped`` | `recorder stopped` | none: not a loss | no recorder ran between two recordings of a stream |
+/// | ``inputFailed`` | `input failed` | none offered | the stream's input failed (malformed, truncated) and ended |
 /// | ``droppedOnArrival`` | `frames dropped on arrival` | offered, dropped on arrival | older builds' gaps only |
 /// | ``unrecognized`` | `unrecognized` | unknown | a stored reason this build does not know |
 ///
@@ -38,6 +40,13 @@ public enum LossReason: String, Sendable, Hashable, CaseIterable, Codable {
     /// The source itself left a longer interval than one frame between two frames: nothing offered is missing.
     /// Gaps only; not a loss.
     case inputInterval = "input interval"
+    /// No recorder ran: the stretch between the last frame of one recording of a stream and the first of the next
+    /// (the next recording continues the stream's timeline after the stored frames). Gaps only; not a loss.
+    case recorderStopped = "recorder stopped"
+    /// The stream's input failed (a malformed or truncated frame, a read error) and ended while the recorder went
+    /// on with its other streams: from the last frame to when the recording stopped. Gaps only; not a loss of
+    /// offered frames.
+    case inputFailed = "input failed"
     /// Written frames that salvage found unreadable and cut out of a segment. Gaps only; a loss.
     case damaged = "damaged"
     /// The reason of gaps left by frames dropped on arrival in stores written by older builds, which did not say
@@ -63,8 +72,14 @@ public enum LossReason: String, Sendable, Hashable, CaseIterable, Codable {
         self.init(stored: try decoder.singleValueContainer().decode(String.self))
     }
 
-    /// Whether frames that were offered or accepted are missing: true for every reason but ``inputInterval``.
-    public var isLoss: Bool { self != .inputInterval }
+    /// Whether frames that were offered or accepted are missing: true for every reason but ``inputInterval``,
+    /// ``recorderStopped`` and ``inputFailed`` (no frame was offered there).
+    public var isLoss: Bool {
+        switch self {
+        case .inputInterval, .recorderStopped, .inputFailed: false
+        default: true
+        }
+    }
 
     /// Whether frames the recorder had accepted were lost afterwards (``evictedBeforeSpill``, ``diskError``), as
     /// opposed to dropped on arrival or cut out by salvage.

@@ -23,7 +23,7 @@ extension ClipSource {
     /// - Complexity: O(log n) on disk (one seek of the index); in memory, pins of at most a few frames.
     public func framePTS(_ step: FrameStep, _ time: Int64) throws -> Int64? {
         var candidates: [Int64] = []
-        if case .recorder(let recorder) = self, let inMemory = ClipSource.ringPTS(recorder.ring, step, time) {
+        if let live, let inMemory = ClipSource.ringPTS(live.ring, step, time) {
             candidates.append(inMemory)
         }
         if let (store, row) = try storedStream() {

@@ -53,8 +53,8 @@ extension ClipSource {
             }
         }
         var memory: [Range<Int64>] = []
-        if case .recorder(let recorder) = self {
-            let statistics = recorder.ring.statistics
+        if let live {
+            let statistics = live.ring.statistics
             if let first = statistics.firstPTSNanoseconds, let last = statistics.lastPTSNanoseconds {
                 memory.append(first..<last.addingClamped(frameDuration))
             }
@@ -105,9 +105,9 @@ extension ClipSource {
     /// The store and stream row this source reads from disk, if any.
     func storedStream() throws -> (SegmentStore, StreamRow)? {
         switch self {
-        case .recorder(let recorder):
-            guard let store = recorder.store,
-                let row = try store.streams().first(where: { $0.name == recorder.configuration.streamName })
+        case .recorder, .recorderStream:
+            guard let live, let store = live.store,
+                let row = try store.streams().first(where: { $0.name == live.name })
             else { return nil }
             return (store, row)
         case .store(let store, let row):

@@ -9,14 +9,57 @@ import Synchronization
 
 /// Where a clip's frames come from: a live recorder (memory + disk) or a store on disk.
 public enum ClipSource: Sendable {
+    /// The first stream of a live recorder (its only one, for a recorder of one stream).
     case recorder(Recorder)
+    /// One stream of a live recorder.
+    case recorderStream(RecorderStream)
+    /// One stream of a store on disk.
     case store(SegmentStore, stream: StreamRow)
+
+    /// The live stream, for a recorder source.
+    var live: RecorderStream? {
+        switch self {
+        case .recorder(let recorder): recorder.streams[0]
+        case .recorderStream(let stream): stream
+        case .store: nil
+        }
+    }
 
     /// The stream the clip's frames belong to.
     public var stream: StreamDescription {
         switch self {
         case .recorder(let recorder): recorder.stream
+        case .recorderStream(let stream): stream.stream
         case .store(_, let row): row.description
+        }
+    }
+
+    /// The stream's name in the store.
+    public var streamName: String {
+        switch self {
+        case .recorder(let recorder): recorder.streams[0].name
+        case .recorderStream(let stream): stream.name
+        case .store(_, let row): row.name
+        }
+    }
+
+    /// Where the stream's pts lie on the recorder clock every stream of the store shares: the mapping the recorder
+    /// made or the store holds; the identity (recorder time = pts) for a stream that has neither yet.
+    ///
+    /// - Throws: store errors.
+    public func clock() throws -> StreamClock {
+        switch self {
+        case .recorder, .recorderStream:
+            let live = live!
+            if let clock = live.clock { return clock }
+            if let store = live.store, let row = try store.streams().first(where: { $0.name == live.name }),
+                let clock = try store.clock(of: row)
+            {
+                return clock
+            }
+            return .identity
+        case .store(let store, let row):
+            return try store.clock(of: row) ?? .identity
         }
     }
 
@@ -27,8 +70,8 @@ public enum ClipSource: Sendable {
     ///   - body: receives each frame (valid only during the call); returns false to stop.
     public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws {
         switch self {
-        case .recorder(let recorder):
-            try recorder.frames(in: range, body)
+        case .recorder, .recorderStream:
+            try live!.frames(in: range, body)
         case .store(let store, let row):
             try store.frames(streamName: row.name, in: range, body)
         }
@@ -39,12 +82,13 @@ public enum ClipSource: Sendable {
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func hasFrames(in range: Range<Int64>) throws -> Bool {
         switch self {
-        case .recorder(let recorder):
-            let snapshot = recorder.ring.pin(range, limit: 1)
+        case .recorder, .recorderStream:
+            let live = live!
+            let snapshot = live.ring.pin(range, limit: 1)
             defer { snapshot.release() }
             if !snapshot.isEmpty { return true }
-            guard let store = recorder.store,
-                let row = try store.streams().first(where: { $0.name == recorder.configuration.streamName })
+            guard let store = live.store,
+                let row = try store.streams().first(where: { $0.name == live.name })
             else { return false }
             return try ClipSource.store(store, stream: row).hasFrames(in: range)
         case .store(let store, let row):
@@ -60,11 +104,12 @@ public enum ClipSource: Sendable {
     /// The first and last pts recorded, nanoseconds on the stream clock, both inclusive; nil when nothing is.
     public func span() throws -> ClosedRange<Int64>? {
         switch self {
-        case .recorder(let recorder):
-            var first = recorder.ring.statistics.firstPTSNanoseconds
-            var last = recorder.ring.statistics.lastPTSNanoseconds
-            if let store = recorder.store {
-                let summary = try store.summary(streamName: recorder.configuration.streamName)
+        case .recorder, .recorderStream:
+            let live = live!
+            var first = live.ring.statistics.firstPTSNanoseconds
+            var last = live.ring.statistics.lastPTSNanoseconds
+            if let store = live.store, try store.streams().contains(where: { $0.name == live.name }) {
+                let summary = try store.summary(streamName: live.name)
                 if let diskFirst = summary.firstPTS { first = min(first ?? diskFirst, diskFirst) }
                 if let diskLast = summary.lastPTS { last = max(last ?? diskLast, diskLast) }
             }
@@ -87,34 +132,37 @@ public enum ClipSource: Sendable {
         return Range(last: duration, endingAt: span.upperBound)
     }
 
-    /// Wall-clock time of the first frame minus its pts: maps wall-clock times to pts.
-    func wallOffset() throws -> Int64? {
-        guard let span = try span() else { return nil }
-        var offset: Int64?
-        try frames(in: span.lowerBound..<(span.lowerBound + 1)) { view in
-            offset = view.info.wallNanoseconds - view.info.ptsNanoseconds
-            return false
-        }
-        return offset
-    }
-
     /// Turns a command-line time into a pts: nanoseconds on the stream clock.
     ///
-    /// Stream times are pts. Wall-clock times map to pts through the first frame's wall-clock time; a time of day
-    /// is taken on the local date of the first frame.
+    /// Stream times (`12.5s`) are recorder time, the clock every stream of the store shares (for a store's first
+    /// stream, its own pts); wall-clock times map to recorder time through the wall-clock time of its 0 (for a
+    /// store recorded by an older build, the first frame's wall-clock time minus its pts); a time of day is taken
+    /// on the local date of the first frame. Each becomes this stream's pts through its ``clock()``.
     /// - Throws: ``ClipError/noFrames(source:)`` when a wall-clock time is given and the store holds no frame.
     public func resolve(_ time: TimeSpec) throws -> Int64 {
+        try clock().pts(atRecorderTime: try ClipSource.recorderTime(time, clock: clock(), span: span()))
+    }
+
+    /// Turns a command-line time into recorder time, nanoseconds, through one stream's clock and span.
+    ///
+    /// - Parameters:
+    ///   - time: the time given.
+    ///   - clock: the stream's mapping (its ``StreamClock/wallNanoseconds`` is the store's recorder time 0).
+    ///   - span: the stream's first and last pts, for a time of day (its date) and to know it holds frames.
+    /// - Throws: ``ClipError/noFrames(source:)`` for a wall-clock time when `span` is nil.
+    public static func recorderTime(_ time: TimeSpec, clock: StreamClock, span: ClosedRange<Int64>?) throws
+        -> Int64
+    {
         switch time {
         case .stream(let nanoseconds):
             return nanoseconds
         case .wall(let wall):
-            guard let offset = try wallOffset() else { throw ClipError.noFrames(source: "store") }
-            return wall - offset
+            guard span != nil else { throw ClipError.noFrames(source: "store") }
+            return wall - clock.wallNanoseconds
         case .timeOfDay(let sinceMidnight):
-            guard let offset = try wallOffset(), let span = try span() else {
-                throw ClipError.noFrames(source: "store")
-            }
-            let firstWall = span.lowerBound + offset
+            guard let span else { throw ClipError.noFrames(source: "store") }
+            let offset = clock.wallNanoseconds
+            let firstWall = clock.recorderTime(ofPTS: span.lowerBound) + offset
             let localSeconds =
                 firstWall / 1_000_000_000
                 + TimeSpec.localUTCOffsetSeconds(atUTCSeconds: firstWall / 1_000_000_000)

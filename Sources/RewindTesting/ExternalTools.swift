@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Glibc
 import Synchronization
 
 /// What a program printed and how it ended.
@@ -117,9 +118,21 @@ public enum ExternalTools {
             try process.run()
             // Each pipe gets a thread of its own: blocking reads on the shared dispatch pool would wait for a free
             // worker while other tests' long-running children hold them all.
+            // Plain read(2) and write(2), retried on EINTR: Foundation's FileHandle stops the process when a signal
+            // interrupts its read (another test's child exiting is enough).
             if let stdin {
+                signal(SIGPIPE, SIG_IGN)  // a child that exits without reading its input must not stop the tests
                 Thread {
-                    try? input.fileHandleForWriting.write(contentsOf: stdin)
+                    let fd = input.fileHandleForWriting.fileDescriptor
+                    stdin.withUnsafeBytes { bytes in
+                        var done = 0
+                        while done < bytes.count {
+                            let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+                            if n < 0 && errno == EINTR { continue }
+                            if n <= 0 { break }
+                            done += n
+                        }
+                    }
                     try? input.fileHandleForWriting.close()
                 }.start()
             }
@@ -128,10 +141,13 @@ public enum ExternalTools {
                 let readers = readers
                 Thread {
                     defer { readers.leave() }
+                    let fd = pipe.fileHandleForReading.fileDescriptor
+                    var buffer = [UInt8](repeating: 0, count: 1 << 16)
                     while true {
-                        let chunk = pipe.fileHandleForReading.availableData
-                        if chunk.isEmpty { break }
-                        data.bytes.withLock { $0.append(chunk) }
+                        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                        if n < 0 && errno == EINTR { continue }
+                        if n <= 0 { break }
+                        data.bytes.withLock { $0.append(contentsOf: buffer[0..<n]) }
                     }
                 }.start()
             }

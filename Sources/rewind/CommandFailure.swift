@@ -66,8 +66,8 @@ struct CommandFailure {
     }
 
     /// The lines to print on standard error: `rewind COMMAND: message`, the advice, and the help when it belongs.
-    func text(command: String, help: String) -> String {
-        var text = "rewind \(command): \(message)"
+    func text(command: String, help: String, stream: String? = nil) -> String {
+        var text = "rewind \(command): " + (stream.map { "stream '\($0)': " } ?? "") + message
         if let advice { text += "\nrewind \(command): \(advice)" }
         if showsHelp { text += "\n\n\(help)" }
         return text

@@ -21,10 +21,17 @@ let recordCommand = Command(
         summary: "record frames into a store from a synthetic camera or YUV4MPEG2",
         options: [
             storeOption,
-            .value("input", "SOURCE", "synthetic[:WxH@FPS], y4m:PATH, or - (YUV4MPEG2 on stdin)", default: "synthetic"),
+            .value(
+                "input", "[NAME=]SOURCE",
+                "synthetic[:WxH@FPS], y4m:PATH, or - (YUV4MPEG2 on stdin); repeat for several streams, each "
+                    + "NAME=SOURCE (names: a-z 0-9 _ -)",
+                default: "synthetic", repeatable: true),
             .value("window", "DURATION", "rewind window kept in memory", type: .duration, default: "10s"),
-            .value("memory", "SIZE", "hard memory budget of the ring", type: .size, default: "512MiB"),
-            .value("disk", "SIZE", "disk budget; oldest segments are deleted past it", type: .size),
+            .value(
+                "memory", "SIZE", "hard memory budget of all streams, shared by byte rate", type: .size,
+                default: "512MiB"),
+            .value("disk", "SIZE", "disk budget of all streams; oldest segments are deleted past it", type: .size),
+            .value("max-age", "DURATION", "delete segments older than this (e.g. 7d)", type: .duration),
             .value(
                 "min-free", "SIZE",
                 "free space to keep on the disk; oldest segments are deleted below it (with --disk: 256MiB)",
@@ -37,7 +44,7 @@ let recordCommand = Command(
             .value(
                 "backpressure", "POLICY", "when the disk falls behind: drop-newest | drop-oldest-unspilled",
                 type: .choice(["drop-newest", "drop-oldest-unspilled"]), default: "drop-newest"),
-            .value("stream", "NAME", "stream name in the store", default: "camera"),
+            .value("stream", "NAME", "stream name of an input given without NAME=", default: "camera"),
             .value(
                 "segment", "DURATION", "start a new segment file after this much stream time", type: .duration,
                 default: "60s"),
@@ -54,7 +61,7 @@ let saveCommand = Command(
         summary: "save the last N seconds to a file (a running recorder saves from memory; otherwise from disk)",
         options: [
             storeOption,
-            .value("stream", "NAME", "stream to save (default: the only one)"),
+            .value("stream", "NAME", "stream to save, or all (default: the only one)"),
             .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
             .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
         ]),
@@ -66,6 +73,7 @@ let clipCommand = Command(
         summary: "extract the frames in [from, to) to a file (through a running recorder when there is one)",
         options: [
             storeOption,
+            .value("stream", "NAME", "stream to extract, or all (default: the only one)"),
             .value(
                 "from", "TIME", "start, inclusive: 12.5s, 1500ms, ISO-8601 wall time or HH:MM:SS.fff", type: .time,
                 required: true),
@@ -78,14 +86,20 @@ let infoCommand = Command(
     spec: CommandSpec(
         name: "info",
         summary: "describe a store: streams, time span, segments, sizes, gaps, drops",
-        options: [storeOption, .flag("json", "print JSON")]),
+        options: [
+            storeOption, .value("stream", "NAME", "describe one stream, or all (default: all)"),
+            .flag("json", "print JSON"),
+        ]),
     run: runInfo)
 
 let verifyCommand = Command(
     spec: CommandSpec(
         name: "verify",
         summary: "check every segment and index row; --repair fixes what it can",
-        options: [storeOption, .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON")]),
+        options: [
+            storeOption, .value("stream", "NAME", "check one stream's segments, or all (default: all)"),
+            .flag("repair", "cut torn segments, rebuild missing rows"), .flag("json", "print JSON"),
+        ]),
     run: runVerify)
 
 let soakCommand = Command(

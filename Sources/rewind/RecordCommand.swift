@@ -1,5 +1,6 @@
 import Foundation
 import RewindKit
+import Synchronization
 
 /// A parsed `--input` argument.
 enum InputSpec {
@@ -39,23 +40,98 @@ enum InputSpec {
     }
 }
 
+/// One `--input [NAME=]SOURCE` argument: the stream's name and its source.
+struct NamedInput {
+    var name: String
+    var spec: InputSpec
+    /// The argument as given, for messages.
+    var argument: String
+
+    /// Whether `name` is a stream name: 1 to 64 of `a-z`, `0-9`, `_` and `-`.
+    static func isValidName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count)
+            && name.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+                    || byte == UInt8(ascii: "-")
+            }
+    }
+
+    /// Parses every `--input`: `NAME=SOURCE`, or `SOURCE` named `defaultName` (`--stream`); names are checked,
+    /// unique, and at most one input reads stdin.
+    static func parse(_ arguments: [String], defaultName: String) throws(UsageError) -> [NamedInput] {
+        guard isValidName(defaultName) else {
+            throw UsageError("--stream: '\(defaultName)' is not a stream name (1 to 64 of a-z, 0-9, _ and -)")
+        }
+        var inputs: [NamedInput] = []
+        for argument in arguments {
+            var name = defaultName
+            var source = argument
+            // NAME=SOURCE: a name never holds ':' or '/', so `y4m:a=b.y4m` stays a path.
+            if let equals = argument.firstIndex(of: "="), !argument[..<equals].contains(":"),
+                !argument[..<equals].contains("/")
+            {
+                name = String(argument[..<equals])
+                source = String(argument[argument.index(after: equals)...])
+                guard isValidName(name) else {
+                    throw UsageError(
+                        "--input \(argument): '\(name)' is not a stream name (1 to 64 of a-z, 0-9, _ and -)")
+                }
+            }
+            inputs.append(NamedInput(name: name, spec: try InputSpec(parsing: source), argument: argument))
+        }
+        var seen: Set<String> = []
+        for input in inputs where !seen.insert(input.name).inserted {
+            let unnamed = inputs.filter { !$0.argument.hasPrefix(input.name + "=") }.count > 1
+            throw UsageError(
+                "two inputs are named '\(input.name)'"
+                    + (unnamed ? " (an input without NAME= is named by --stream)" : "")
+                    + ": give each its own name, e.g. --input front=synthetic --input rear=y4m:rear.y4m")
+        }
+        let stdinInputs = inputs.filter { if case .standardInput = $0.spec { true } else { false } }
+        guard stdinInputs.count <= 1 else {
+            throw UsageError(
+                "inputs \(stdinInputs.map { "'\($0.name)'" }.joined(separator: " and ")) both read stdin (-): "
+                    + "at most one input can; give the others y4m:PATH (a file or a named pipe)")
+        }
+        return inputs
+    }
+}
+
 /// The free space `--disk` keeps on the file system unless `--min-free` says otherwise: 256 MiB, about 80 raw
 /// 1080p frames, small enough for a small disk and enough to absorb a burst while retention deletes.
 let defaultMinimumFree = 256 << 20
 
+/// An opened input, with how its record loop reads it.
+private struct OpenedInput {
+    var name: String
+    var source: any FrameSource
+    var loop: RecordLoopOptions
+}
+
+/// A source that can go to the thread reading it (each input is read by a thread of its own).
+private final class SourceBox: @unchecked Sendable {
+    var source: any FrameSource
+    init(_ source: any FrameSource) { self.source = source }
+}
+
 func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
-    let input = try InputSpec(parsing: arguments.string("input")!)
+    let inputs = try NamedInput.parse(arguments.strings("input"), defaultName: arguments.string("stream") ?? "camera")
     let spill = SpillPolicy(rawValue: arguments.string("spill")!)!
     var configuration = RecorderConfiguration(
         window: try arguments.duration("window")!, memoryBudget: try arguments.size("memory")!, spill: spill)
-    if let name = arguments.string("stream") { configuration.streamName = name }
+    configuration.streamName = inputs[0].name
     if let policy = arguments.string("backpressure") {
         configuration.backpressure = BackpressurePolicy(rawValue: policy)!
     }
     var options = StoreOptions()
     options.diskBudget = try arguments.size("disk")
     options.minimumFreeBytes = try arguments.size("min-free") ?? options.diskBudget.map { _ in defaultMinimumFree }
+    if let age = try arguments.duration("max-age") {
+        guard age > .zero else { throw UsageError("--max-age must be longer than 0s") }
+        options.maxAge = age
+    }
     let segment = try arguments.duration("segment")!
     guard segment > .zero else { throw UsageError("--segment must be longer than 0s") }
     options.segmentMaxDuration = segment
@@ -63,38 +139,48 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let duration = try arguments.duration("duration")
     let followsPressure = arguments.string("memory-pressure")! == "auto"
 
-    switch input {
-    case .synthetic(let width, let height, let frameDuration):
-        let layout = try FrameLayout(format: .nv12, width: width, height: height)
-        var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
-        // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
-        return try record(
-            from: &camera, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure,
-            loop: RecordLoopOptions(pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait))
-    case .y4mFile(let path):
-        var reader = try Y4MReader(path: path)
-        return try record(
-            from: &reader, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
-    case .standardInput:
-        var reader = try Y4MReader(fileDescriptor: .standardInput)
-        return try record(
-            from: &reader, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
+    var opened: [OpenedInput] = []
+    for input in inputs {
+        switch input.spec {
+        case .synthetic(let width, let height, let frameDuration):
+            let layout = try FrameLayout(format: .nv12, width: width, height: height)
+            // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
+            opened.append(
+                OpenedInput(
+                    name: input.name, source: SyntheticCamera(layout: layout, frameDuration: frameDuration),
+                    loop: RecordLoopOptions(
+                        pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait)))
+        case .y4mFile(let path):
+            opened.append(
+                OpenedInput(
+                    name: input.name, source: try Y4MReader(path: path),
+                    loop: RecordLoopOptions(pacing: pacing, duration: duration)))
+        case .standardInput:
+            opened.append(
+                OpenedInput(
+                    name: input.name, source: try Y4MReader(fileDescriptor: .standardInput),
+                    loop: RecordLoopOptions(pacing: pacing, duration: duration)))
+        }
     }
+    return try record(
+        opened, directory: directory, configuration: configuration, options: options,
+        followsPressure: followsPressure)
 }
 
-private func record<Source: FrameSource>(
-    from source: inout Source, directory: String, configuration: RecorderConfiguration, options: StoreOptions,
-    followsPressure: Bool, loop: RecordLoopOptions
+private func record(
+    _ inputs: [OpenedInput], directory: String, configuration: RecorderConfiguration, options: StoreOptions,
+    followsPressure: Bool
 ) throws -> Int32 {
-    try checkMemoryFits(source.stream, configuration)
+    let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
+    try checkMemoryFits(specs.map(\.stream), configuration)
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
-    if let store, !store.recovery.repaired.isEmpty {
-        printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
+    if let store {
+        if !store.recovery.repaired.isEmpty {
+            printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
+        }
+        try checkStreamsMatch(specs, store: store, directory: directory)
     }
-    let recorder = try Recorder(stream: source.stream, store: store, configuration: configuration)
+    let recorder = try Recorder(streams: specs, store: store, configuration: configuration)
     installStopHandlers()
     // Live saves: `rewind save` through DIR/rewind.sock, and SIGUSR1 (the whole window into DIR/exports/).
     var control: RecorderControl?
@@ -111,64 +197,158 @@ private func record<Source: FrameSource>(
         printError("live saves are not available (recording goes on): \(error)")
     }
     let monitor = followsPressure ? startPressureMonitor(recorder) : nil
-    var progress = ProgressLine()
-    let layout = source.stream.layout
-    var inputError: (any Error)?
-    var loopResult = RecordLoopResult()
-    do {
-        loopResult = try recorder.record(
-            from: &source, options: loop, shouldStop: { stopRequested.load(ordering: .relaxed) },
-            progress: { result, pts in
-                progress.update(
-                    "recording \(layout) … \(result.framesStored) frames, pts \(formatSeconds(pts)), "
-                        + "\(recorder.unspilledFrames) waiting for disk")
-            })
-    } catch {
-        inputError = error
+    let isSingle = inputs.count == 1
+    // Each input is read by a thread of its own, so a stalled or failed input holds up no other stream.
+    let results = Mutex<[String: Result<RecordLoopResult, any Error>]>([:])
+    let done = DispatchSemaphore(value: 0)
+    let progressLine = Mutex(ProgressLine())
+    for (input, stream) in zip(inputs, recorder.streams) {
+        let box = SourceBox(input.source)
+        let loop = input.loop
+        let thread = Thread {
+            let result = Result { () throws -> RecordLoopResult in
+                try stream.record(
+                    from: &box.source, options: loop, shouldStop: { stopRequested.load(ordering: .relaxed) },
+                    progress: { result, pts in
+                        guard isSingle else { return }
+                        progressLine.withLock {
+                            $0.update(
+                                "recording \(stream.stream.layout) … \(result.framesStored) frames, pts "
+                                    + "\(formatSeconds(pts)), \(stream.unspilledFrames) waiting for disk")
+                        }
+                    })
+            }
+            if case .failure(let error) = result {
+                stream.noteInputFailed(error)
+                if !isSingle {
+                    printError(
+                        "rewind record: input '\(stream.name)' failed: \(error); stream '\(stream.name)' ended there, "
+                            + "the other streams go on")
+                }
+            }
+            results.withLock { $0[stream.name] = result }
+            done.signal()
+        }
+        thread.name = "rewind-input-\(input.name)"
+        thread.start()
     }
-    progress.clear()
+    for _ in inputs { done.wait() }
+    progressLine.withLock { $0.clear() }
     monitor?.stop()
     removeSaveSignal()
     control?.stop()
-    let statistics = try recorder.finish()
-    var line = "recorded \(statistics.framesAccepted) frames of \(layout)"
-    if configuration.spill != .off {
-        line += "; \(statistics.framesDurable) durable in \(directory) (\(formatBytes(statistics.rawBytesSpilled)) raw"
-        if let store {
-            // The whole store, every stream and every earlier run included.
-            let summary = try store.summary()
-            line +=
-                "; the store now holds \(count(summary.frames, "frame")) in \(formatBytes(summary.storedBytes)) on "
-                + "disk for \(formatBytes(summary.rawBytes)) raw"
-        }
-        line += ")"
-    }
-    line += "; \(statistics.totalDrops) dropped"
-    if !statistics.drops.isEmpty {
-        line +=
-            " ("
-            + statistics.drops.keyedByRawValue.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
-            .joined(separator: ", ") + ")"
-    }
-    if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
-    if monitor != nil || recorder.pressureChanges > 0 {
-        line += "; \(count(recorder.pressureChanges, "memory pressure change"))"
-    }
-    line += "; \(loopResult.endReason.rawValue)"
-    print(line)
-    if let lastError = statistics.lastError { printError("last write error: \(lastError)") }
+    _ = try recorder.finish()
+    let outcomes = results.withLock { $0 }
     var status = ExitStatus.success
-    if let loss = lossFailure(statistics, loop: loop) {
-        printError(loss.text(command: "record", help: ""))
-        status = loss.status
+    var failures: [(name: String, failure: CommandFailure)] = []
+    for (input, stream) in zip(inputs, recorder.streams) {
+        let statistics = stream.statistics
+        var line = isSingle ? "" : "stream \(stream.name): "
+        line += "recorded \(statistics.framesAccepted) frames of \(stream.stream.layout)"
+        if configuration.spill != .off {
+            line += "; \(statistics.framesDurable) durable"
+            if isSingle { line += " in \(directory)" }
+            line += " (\(formatBytes(statistics.rawBytesSpilled)) raw"
+            if isSingle, let store {
+                // The whole store, every stream and every earlier run included.
+                let summary = try store.summary()
+                line +=
+                    "; the store now holds \(count(summary.frames, "frame")) in \(formatBytes(summary.storedBytes)) on "
+                    + "disk for \(formatBytes(summary.rawBytes)) raw"
+            }
+            line += ")"
+        }
+        line += "; \(statistics.totalDrops) dropped"
+        if !statistics.drops.isEmpty {
+            line +=
+                " ("
+                + statistics.drops.keyedByRawValue.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+                .joined(separator: ", ") + ")"
+        }
+        if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
+        if isSingle && (monitor != nil || recorder.pressureChanges > 0) {
+            line += "; \(count(recorder.pressureChanges, "memory pressure change"))"
+        }
+        switch outcomes[stream.name] {
+        case .success(let result)?: line += "; \(result.endReason.rawValue)"
+        case .failure?: line += "; input failed"
+        case nil: break
+        }
+        print(line)
+        if let lastError = statistics.lastError {
+            printError((isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
+        }
+        if let loss = lossFailure(statistics, loop: input.loop) {
+            printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
+            if status == ExitStatus.success { status = loss.status }
+        }
+        if case .failure(let error)? = outcomes[stream.name] {
+            failures.append((stream.name, CommandFailure(error, command: "record")))
+        }
     }
-    if let inputError {
-        let failure = CommandFailure(inputError, command: "record")
-        printError(failure.text(command: "record", help: ""))
-        printError("rewind record: everything recorded before it is stored")
-        return failure.status
+    if !isSingle, let store {
+        let summary = try store.summary()
+        var line =
+            "recorded \(count(inputs.count, "stream")) into \(directory); the store now holds "
+            + "\(count(summary.frames, "frame")) in \(formatBytes(summary.storedBytes)) on disk for "
+            + "\(formatBytes(summary.rawBytes)) raw"
+        if monitor != nil || recorder.pressureChanges > 0 {
+            line += "; \(count(recorder.pressureChanges, "memory pressure change"))"
+        }
+        if !failures.isEmpty { line += "; failed: " + failures.map(\.name).joined(separator: ", ") }
+        print(line)
     }
+    for (name, failure) in failures {
+        printError(failure.text(command: "record", help: "", stream: isSingle ? nil : name))
+        printError(
+            isSingle
+                ? "rewind record: everything recorded before it is stored"
+                : "rewind record: everything stream '\(name)' recorded before it is stored, and a gap marks the rest "
+                    + "of the recording")
+    }
+    if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// Refuses, before anything is recorded, an input whose stream the store holds with another format, size, frame
+/// rate or colour: saying what differs and suggesting another name.
+private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStore, directory: String) throws {
+    let rows = try store.streams()
+    for spec in specs {
+        guard let row = rows.first(where: { $0.name == spec.name }), row.description != spec.stream else { continue }
+        let stored = row.description
+        let given = spec.stream
+        var differences: [String] = []
+        if stored.layout.format != given.layout.format {
+            differences.append("format \(stored.layout.format.name) → \(given.layout.format.name)")
+        }
+        if stored.layout.width != given.layout.width || stored.layout.height != given.layout.height {
+            differences.append(
+                "size \(stored.layout.width)x\(stored.layout.height) → \(given.layout.width)x\(given.layout.height)")
+        }
+        if stored.frameDuration != given.frameDuration {
+            differences.append(
+                "frame rate \(describeRate(stored.frameDuration)) → \(describeRate(given.frameDuration))")
+        }
+        if stored.color != given.color { differences.append("colour \(stored.color) → \(given.color)") }
+        let names = Set(rows.map(\.name))
+        var suggestion = spec.name + "-2"
+        var number = 2
+        while names.contains(suggestion) {
+            number += 1
+            suggestion = "\(spec.name)-\(number)"
+        }
+        throw UsageError(
+            "stream '\(spec.name)' in \(directory) holds \(stored.layout) at \(describeRate(stored.frameDuration)) "
+                + "fps, and this input differs (\(differences.joined(separator: ", "))); a stream keeps one format and "
+                + "size: record it as another stream, e.g. --stream \(suggestion) (or --input \(suggestion)=SOURCE)")
+    }
+}
+
+/// A frame rate as people write it: `30`, `29.97`.
+private func describeRate(_ duration: FrameTime) -> String {
+    let fps = Double(duration.timescale) / Double(duration.value)
+    return fps == fps.rounded() ? String(Int(fps)) : String(format: "%.3f", fps)
 }
 
 /// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before
@@ -191,22 +371,26 @@ private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptio
         advice: isDiskFull ? "free space, or set --disk or --min-free so old segments are deleted to make room" : nil)
 }
 
-/// Refuses a window or memory budget too small to record `stream` at all, naming the smallest that works: the
-/// budget must hold one frame (rounded up to whole pages), the window must span one frame time. Anything at or
-/// above these records every frame of a file, a frame at a time if need be.
-func checkMemoryFits(_ stream: StreamDescription, _ configuration: RecorderConfiguration) throws(UsageError) {
-    let smallestBudget = Recorder.smallestMemoryBudget(for: stream.layout)
+/// Refuses a window or memory budget too small to record `streams` at all, naming the smallest that works: the
+/// budget must hold one frame of each stream (rounded up to whole pages), the window must span one frame time of
+/// each. Anything at or above these records every frame of a file, a frame at a time if need be.
+func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderConfiguration) throws(UsageError) {
+    let smallestBudget = Recorder.smallestMemoryBudget(for: streams.map(\.layout))
     guard configuration.memoryBudget >= smallestBudget else {
+        let what =
+            streams.count == 1
+            ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
         throw UsageError(
-            "--memory: \(formatBytes(Int64(configuration.memoryBudget))) cannot hold one frame of \(stream.layout) "
+            "--memory: \(formatBytes(Int64(configuration.memoryBudget))) cannot hold \(what) "
                 + "(\(formatBytes(Int64(smallestBudget))) in whole pages); give at least --memory \((smallestBudget + 1023) / 1024)KiB"
         )
     }
-    let frameNanoseconds = stream.frameDuration.nanoseconds ?? 0
+    let frameNanoseconds = streams.map { $0.frameDuration.nanoseconds ?? 0 }.max() ?? 0
     guard configuration.window >= .nanoseconds(frameNanoseconds) else {
         throw UsageError(
-            "--window: \(formatSeconds(configuration.window)) is shorter than one frame of this input "
-                + "(\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
+            "--window: \(formatSeconds(configuration.window)) is shorter than one frame of "
+                + (streams.count == 1 ? "this input" : "an input")
+                + " (\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
                 + "--window \((frameNanoseconds + 999_999) / 1_000_000)ms")
     }
 }

@@ -4,11 +4,16 @@ import RewindKit
 func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let store = try openStoreForReading(directory)
-    let summary = try store.summary()
-    let streams = try store.streams()
-    let gaps = try store.gaps()
-    let drops = try store.drops().keyedByRawValue
-    let segments = try store.segments()
+    // One stream (--stream NAME), or the whole store.
+    var only: String?
+    if let name = arguments.string("stream"), name != "all" {
+        only = try selectStream(in: store, named: name).name
+    }
+    let summary = try store.summary(streamName: only)
+    let streams = try store.streams().filter { only == nil || $0.name == only }
+    let gaps = try store.gaps(streamName: only)
+    let drops = try store.drops(streamName: only).keyedByRawValue
+    let segments = try store.segments(streamName: only)
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
     let live = try? ControlClient.status(directory: directory)
@@ -21,15 +26,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                     as [String: Any]
             },
             "open_segments": segments.filter { $0.state == .open }.count,
-            "streams": streams.map { row -> [String: Any] in
-                let stream = row.description
-                return [
-                    "name": row.name, "format": stream.layout.format.name, "width": stream.layout.width,
-                    "height": stream.layout.height, "frame_duration_value": stream.frameDuration.value,
-                    "frame_duration_timescale": Int(stream.frameDuration.timescale),
-                    "color_matrix": stream.color.matrix.name, "color_range": stream.color.range.name,
-                ]
-            },
+            "streams": try streams.map { try streamJSON($0, store: store, live: live) },
         ]
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
@@ -41,8 +38,20 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     for row in streams {
         let stream = row.description
         let fps = Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value)
-        print(
-            "  stream \(row.name): \(stream.layout) at \(String(format: "%.3f", fps)) fps, colour \(stream.color)")
+        var line =
+            "  stream \(row.name): \(stream.layout) at \(String(format: "%.3f", fps)) fps, colour \(stream.color)"
+        if streams.count > 1 || only != nil {
+            let own = try store.summary(streamName: row.name)
+            line += "; \(count(own.frames, "frame"))"
+            if let first = own.firstPTS, let last = own.lastPTS {
+                line += ", pts \(formatSeconds(first)) … \(formatSeconds(last))"
+                if let clock = try store.clock(of: row), clock.offsetNanoseconds != 0 {
+                    line += " (recorder time \(formatSeconds(clock.recorderTime(ofPTS: first))) … "
+                    line += "\(formatSeconds(clock.recorderTime(ofPTS: last))))"
+                }
+            }
+        }
+        print(line)
     }
     if let first = summary.firstPTS, let last = summary.lastPTS {
         print("  time span: pts \(formatSeconds(first)) … \(formatSeconds(last)) (\(formatSeconds(last - first)))")
@@ -82,6 +91,46 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     return ExitStatus.success
 }
 
+/// One stream for `info --json`: what it is, what the store holds of it (pts, wall-clock times, bytes, segments,
+/// drops, gaps), its place on the recorder clock, and what a live recorder holds of it in memory.
+private func streamJSON(_ row: StreamRow, store: SegmentStore, live: ControlReply.Status?) throws -> [String: Any] {
+    let stream = row.description
+    let summary = try store.summary(streamName: row.name)
+    let walls = try store.wallTimes(streamName: row.name)
+    let clock = try store.clock(of: row)
+    var object: [String: Any] = [
+        "name": row.name, "format": stream.layout.format.name, "width": stream.layout.width,
+        "height": stream.layout.height, "frame_duration_value": stream.frameDuration.value,
+        "frame_duration_timescale": Int(stream.frameDuration.timescale),
+        "fps": Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value),
+        "color_matrix": stream.color.matrix.name, "color_range": stream.color.range.name,
+        "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
+        "segments": summary.segments,
+        "drops": try store.drops(streamName: row.name).keyedByRawValue,
+        "gaps": try store.gaps(streamName: row.name).map {
+            ["start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason.rawValue]
+                as [String: Any]
+        },
+    ]
+    func value(_ number: Int64?) -> Any { number.map { $0 as Any } ?? NSNull() }
+    object["first_pts_ns"] = value(summary.firstPTS)
+    object["last_pts_ns"] = value(summary.lastPTS)
+    object["first_wall_ns"] = value(walls?.first)
+    object["last_wall_ns"] = value(walls?.last)
+    object["clock_offset_ns"] = value(clock?.offsetNanoseconds)
+    object["clock_wall_ns"] = value(clock?.wallNanoseconds)
+    object["first_time_ns"] = value(summary.firstPTS.flatMap { pts in clock.map { $0.recorderTime(ofPTS: pts) } })
+    object["last_time_ns"] = value(summary.lastPTS.flatMap { pts in clock.map { $0.recorderTime(ofPTS: pts) } })
+    let memory = live?.streams.first { $0.name == row.name }
+    object["memory_frames"] = memory?.memoryFrames ?? 0
+    object["memory_bytes"] = memory?.memoryBytes ?? 0
+    object["memory_budget_bytes"] = memory?.memoryBudgetBytes ?? 0
+    object["memory_first_pts_ns"] = value(memory?.memoryFirstPTSNanoseconds)
+    object["memory_last_pts_ns"] = value(memory?.memoryLastPTSNanoseconds)
+    object["live"] = memory != nil
+    return object
+}
+
 /// A live recorder's status for `info --json`: the keys its control reply uses.
 private func liveJSON(_ status: ControlReply.Status) -> Any {
     [
@@ -92,6 +141,20 @@ private func liveJSON(_ status: ControlReply.Status) -> Any {
         "memory_first_pts_ns": status.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
         "memory_last_pts_ns": status.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
         "pressure": status.pressure.name, "pressure_changes": status.pressureChanges,
+        "streams": status.streams.map { stream -> [String: Any] in
+            [
+                "name": stream.name, "format": stream.format, "width": stream.width, "height": stream.height,
+                "frame_duration_value": stream.frameDurationValue,
+                "frame_duration_timescale": Int(stream.frameDurationTimescale),
+                "frames_accepted": stream.framesAccepted, "frames_durable": stream.framesDurable,
+                "drops": stream.drops, "gaps": stream.gaps, "memory_frames": stream.memoryFrames,
+                "memory_bytes": stream.memoryBytes, "memory_budget_bytes": stream.memoryBudgetBytes,
+                "memory_first_pts_ns": stream.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
+                "memory_last_pts_ns": stream.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
+                "clock_offset_ns": stream.clockOffsetNanoseconds.map { $0 as Any } ?? NSNull(),
+                "input_error": stream.inputError.map { $0 as Any } ?? NSNull(),
+            ]
+        },
     ] as [String: Any]
 }
 
@@ -114,7 +177,9 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
     } else {
         store = try SegmentStore.openReadOnly(directory: directory)
     }
-    var report = try store.verify(repair: repair)
+    var only: String?
+    if let name = arguments.string("stream"), name != "all" { only = try selectStream(in: store, named: name).name }
+    var report = try store.verify(repair: repair, streamName: only)
     if repair {
         // Report what was repaired, then the state the store is in now.
         var repaired = store.recovery.repaired + report.repaired
@@ -122,7 +187,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
             repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
         }
         let salvage = store.recovery.salvage + report.salvage
-        report = try store.verify(repair: false)
+        report = try store.verify(repair: false, streamName: only)
         report.repaired = repaired
         report.salvage = salvage
     }

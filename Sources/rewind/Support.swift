@@ -91,23 +91,45 @@ func openStoreForReading(_ directory: String) throws -> SegmentStore {
     return try SegmentStore.openReadOnly(directory: directory)
 }
 
-/// Picks the stream a command works on: the one named, or the only one.
-func selectStream(in store: SegmentStore, named name: String?) throws -> StreamRow {
+/// The streams a command works on: one, or every stream of the store (`--stream all`).
+enum StreamSelection {
+    case one(StreamRow)
+    case all([StreamRow])
+
+    /// The value to send a live recorder as the request's stream.
+    var requestName: String {
+        switch self {
+        case .one(let row): row.name
+        case .all: "all"
+        }
+    }
+}
+
+/// Picks the streams a command works on: the one named, all of them (`all`), or the only one; with several and
+/// none named, or an unknown name, a usage error that lists them.
+func selectStreams(in store: SegmentStore, named name: String?) throws -> StreamSelection {
     let streams = try store.streams()
+    let names = streams.map(\.name).joined(separator: ", ")
+    guard !streams.isEmpty else { throw CommandError("the store holds no streams yet: record first") }
+    if name == "all" { return streams.count == 1 ? .one(streams[0]) : .all(streams) }
     if let name {
         guard let row = streams.first(where: { $0.name == name }) else {
-            throw CommandError(
-                "no stream '\(name)' in the store; it has: "
-                    + streams.map(\.name).joined(separator: ", "))
+            throw UsageError("--stream: no stream '\(name)' in the store; it has: \(names) (or --stream all)")
         }
-        return row
+        return .one(row)
     }
-    guard let first = streams.first else { throw CommandError("the store holds no streams yet: record first") }
     guard streams.count == 1 else {
-        throw UsageError(
-            "the store has several streams (\(streams.map(\.name).joined(separator: ", "))): choose one with --stream")
+        throw UsageError("the store has several streams (\(names)): choose one with --stream NAME, or --stream all")
     }
-    return first
+    return .one(streams[0])
+}
+
+/// Picks the stream a command works on: the one named, or the only one (`all` is refused).
+func selectStream(in store: SegmentStore, named name: String?) throws -> StreamRow {
+    switch try selectStreams(in: store, named: name) {
+    case .one(let row): return row
+    case .all: throw UsageError("--stream all is not possible here: choose one stream with --stream NAME")
+    }
 }
 
 /// A failure with a message for the user (exit status 1 unless stated).

@@ -118,4 +118,74 @@ struct MemoryPressureTests {
         #expect(changes.contains { $0.contains("normal →") && $0.contains("; resident ") }, "\(result.stderr)")
         #expect(changes.contains { $0.contains("→ normal") }, "\(result.stderr)")
     }
+
+    /// Every stream of a live recorder, by name, from `rewind info --json`'s live section.
+    static func liveStreams(_ store: String) throws -> [String: [String: Any]]? {
+        guard let live = try liveStatus(store), let streams = live["streams"] as? [[String: Any]] else { return nil }
+        return Dictionary(uniqueKeysWithValues: streams.compactMap { s in (s["name"] as? String).map { ($0, s) } })
+    }
+
+    @Test func realPressureShrinksEveryStreamsShareAndNoStreamStalls() throws {
+        guard Self.requirePressure() else { return }
+        let directory = try Tool.temporaryDirectory("pressure")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "big=synthetic:640x360@30", "--input",
+            "small=synthetic:320x180@15", "--input", "mid=synthetic:480x270@25", "--realtime", "--duration", "150s",
+            "--memory", "64MiB", "--window", "10s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        var full: [String: [String: Any]] = [:]
+        try waitUntil(
+            "every stream's ring fills most of its share (stderr: \(recorder.stderr))", timeout: .seconds(60),
+            interval: .milliseconds(200)
+        ) {
+            guard let streams = try Self.liveStreams(store), streams.count == 3 else { return false }
+            full = streams
+            return streams.values.allSatisfy { stream in
+                let used = stream["memory_bytes"] as? Int ?? 0
+                let share = stream["memory_budget_bytes"] as? Int ?? .max
+                return used >= share / 2
+            }
+        }
+        // Shares follow the byte rates: the 640x360@30 stream gets the most, the 320x180@15 one the least.
+        let shares = full.mapValues { $0["memory_budget_bytes"] as? Int ?? 0 }
+        #expect(shares["big"]! > shares["mid"]! && shares["mid"]! > shares["small"]!, "\(shares)")
+        #expect(shares.values.reduce(0, +) <= 64 << 20)
+
+        let hog = try MemoryHog(directory: directory.path)
+        defer { hog.stop() }
+        var shed: [String: [String: Any]] = [:]
+        try waitUntil(
+            "pressure shrinks every stream's share (stderr: \(recorder.stderr))", timeout: .seconds(60),
+            interval: .milliseconds(200)
+        ) {
+            guard let live = try Self.liveStatus(store), live["pressure"] as? String != "normal",
+                let streams = try Self.liveStreams(store)
+            else { return false }
+            shed = streams
+            return streams.allSatisfy { name, stream in
+                (stream["memory_budget_bytes"] as? Int ?? .max) < shares[name]!
+                    && (stream["memory_bytes"] as? Int ?? .max) < (full[name]?["memory_bytes"] as? Int ?? 0)
+            }
+        }
+        // No stream stalls under pressure: each keeps accepting frames.
+        try waitUntil(
+            "every stream keeps recording under pressure (stderr: \(recorder.stderr))", timeout: .seconds(30),
+            interval: .milliseconds(200)
+        ) {
+            guard let streams = try Self.liveStreams(store) else { return false }
+            return streams.allSatisfy { name, stream in
+                (stream["frames_accepted"] as? Int ?? 0) >= (shed[name]?["frames_accepted"] as? Int ?? .max) + 15
+            }
+        }
+        hog.stop()
+        recorder.process.interrupt()
+        let result = try recorder.finish(timeout: .seconds(60))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.output.contains("recorded 3 streams"), "\(result.output)")
+        let verify = try Tool.rewind(["verify", "--store", store], timeout: .seconds(120))
+        #expect(verify.status == 0, "\(verify.output)")
+    }
 }

@@ -80,6 +80,7 @@ import Testing
                     "window_ns": 2_000_000_000, "memory_frames": 121, "memory_bytes": 2_764_800,
                     "memory_budget_bytes": 67_108_864, "memory_first_pts_ns": 983_333_333,
                     "memory_last_pts_ns": 2_983_333_333, "pressure": "warning", "pressure_changes": 2,
+                    "streams": [] as [Any],
                 ]
             ),
             (
@@ -92,6 +93,33 @@ import Testing
             #expect(line == (try oldBytes(old)), "\(String(decoding: line, as: UTF8.self))")
             #expect(try ControlReply(line: line) == reply)
         }
+    }
+
+    @Test func aStatusListsEveryStreamAndReadsBack() throws {
+        var status = ControlReply.Status(
+            stream: "front", layout: "nv12 160x96", framesAccepted: 3, framesDurable: 2, drops: [:],
+            windowNanoseconds: 1, memoryFrames: 3, memoryBytes: 3, memoryBudgetBytes: 9,
+            memoryFirstPTSNanoseconds: 0, memoryLastPTSNanoseconds: 2)
+        status.streams = [
+            ControlReply.StreamStatus(
+                name: "front", layout: try FrameLayout(format: .nv12, width: 160, height: 96),
+                frameDuration: FrameTime(value: 1, timescale: 30), framesAccepted: 3, framesDurable: 2,
+                drops: [.spillBehind: 1], gaps: 1, memoryFrames: 3, memoryBytes: 3, memoryBudgetBytes: 9,
+                memoryFirstPTSNanoseconds: 0, memoryLastPTSNanoseconds: 2,
+                clock: StreamClock(offsetNanoseconds: 5, wallNanoseconds: 7), inputError: nil),
+            ControlReply.StreamStatus(
+                name: "rear", layout: try FrameLayout(format: .i420, width: 64, height: 48),
+                frameDuration: FrameTime(value: 1, timescale: 25), framesAccepted: 0, framesDurable: 0, drops: [:],
+                gaps: 0, memoryFrames: 0, memoryBytes: 0, memoryBudgetBytes: 4, memoryFirstPTSNanoseconds: nil,
+                memoryLastPTSNanoseconds: nil, clock: nil, inputError: "frame 9 is truncated"),
+        ]
+        let line = try ControlReply.status(status).encodedLine()
+        let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+        let streams = object?["streams"] as? [[String: Any]]
+        #expect(streams?.map { $0["name"] as? String } == ["front", "rear"])
+        #expect(streams?.first?["drops"] as? [String: Int] == ["spill behind": 1])
+        #expect(streams?.last?["input_error"] as? String == "frame 9 is truncated")
+        #expect(try ControlReply(line: line) == .status(status))
     }
 
     @Test func aStatusWithoutPressureFieldsReadsAsNormalWithNoChanges() throws {

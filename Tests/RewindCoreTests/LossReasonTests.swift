@@ -7,7 +7,8 @@ import Testing
         let expected: [LossReason: String] = [
             .memoryBudget: "memory budget", .pinnedFrames: "pinned frames", .spillBehind: "spill behind",
             .evictedBeforeSpill: "evicted before spill", .diskError: "disk error", .inputInterval: "input interval",
-            .damaged: "damaged", .droppedOnArrival: "frames dropped on arrival", .unrecognized: "unrecognized",
+            .damaged: "damaged", .recorderStopped: "recorder stopped", .inputFailed: "input failed",
+            .droppedOnArrival: "frames dropped on arrival", .unrecognized: "unrecognized",
         ]
         #expect(Set(LossReason.allCases) == Set(expected.keys))
         for reason in LossReason.allCases {
@@ -16,8 +17,8 @@ import Testing
         }
     }
 
-    @Test func onlyTheInputIntervalIsNoLoss() {
-        #expect(LossReason.allCases.filter { !$0.isLoss } == [.inputInterval])
+    @Test func onlyIntervalsWithoutOfferedFramesAreNoLoss() {
+        #expect(LossReason.allCases.filter { !$0.isLoss } == [.inputInterval, .recorderStopped, .inputFailed])
         #expect(Set(LossReason.allCases.filter(\.isLossOfAcceptedFrames)) == [.evictedBeforeSpill, .diskError])
     }
 

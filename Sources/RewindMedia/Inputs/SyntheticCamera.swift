@@ -35,8 +35,11 @@ public struct SyntheticCamera: FrameSource, Sendable {
     public let noise: Double
     /// Varies the scene's content and the noise; the same seed and parameters give the same bytes.
     public let seed: UInt64
-    /// Wall-clock time (Unix ns) of frame 0; frame `n` is captured at this plus its pts.
-    public let startWallNanoseconds: Int64
+    /// Wall-clock time (Unix ns) of frame 0; frame `n` is captured at this plus its pts. Unless given at creation,
+    /// the time the first frame is read (``readFrame(into:)``), so a camera made before its recording starts
+    /// still stamps its frames with the time they were captured.
+    public private(set) var startWallNanoseconds: Int64
+    private var startsAtFirstRead: Bool
     /// How many frames ``readFrame(into:)`` returns before reporting the end; nil for no end.
     public let frameCount: Int?
     /// The index of the next frame ``readFrame(into:)`` returns.
@@ -51,7 +54,8 @@ public struct SyntheticCamera: FrameSource, Sendable {
     ///   - color: the colour attachments every frame carries.
     ///   - noise: sensor noise standard deviation in 8-bit code values, 0…8 (0 = clean); cut at ±15.
     ///   - seed: varies the scene and the noise.
-    ///   - startWallNanoseconds: wall-clock time of frame 0, Unix ns. Defaults to now.
+    ///   - startWallNanoseconds: wall-clock time of frame 0, Unix ns. Defaults to the time the first frame is read
+    ///     (now, for frames rendered with ``frame(at:into:)`` before that).
     ///   - frameCount: the number of frames before the end, or nil for an endless camera.
     /// - Complexity: O(width × height) once, to render the scene.
     public init(
@@ -67,6 +71,7 @@ public struct SyntheticCamera: FrameSource, Sendable {
         self.noise = noise
         self.seed = seed
         self.startWallNanoseconds = startWallNanoseconds ?? Y4MReader.nowNanoseconds()
+        self.startsAtFirstRead = startWallNanoseconds == nil
         self.frameCount = frameCount
         self.scene = SyntheticScene(layout: layout, margin: Self.margin, seed: seed, noise: noise)
     }
@@ -77,6 +82,10 @@ public struct SyntheticCamera: FrameSource, Sendable {
     /// - Complexity: O(frame bytes): row copies, the checksum and, with noise, one pass over the pixels.
     public mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo? {
         if let frameCount, nextIndex >= Int64(frameCount) { return nil }
+        if startsAtFirstRead {
+            startWallNanoseconds = Y4MReader.nowNanoseconds()
+            startsAtFirstRead = false
+        }
         let info = try frame(at: nextIndex, into: buffer)
         nextIndex += 1
         return info

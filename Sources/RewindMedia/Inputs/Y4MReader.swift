@@ -36,7 +36,8 @@ public struct Y4MReader: FrameSource {
     /// Frames returned so far; the index of the next frame.
     public private(set) var framesRead: Int64 = 0
     private let reader: BufferedFileReader
-    private let startWallNanoseconds: Int64
+    /// Wall-clock time of frame 0: given, or read when the first frame is (nil until then).
+    private var startWallNanoseconds: Int64?
 
     /// Opens and parses the header of the stream at `path`.
     ///
@@ -44,7 +45,7 @@ public struct Y4MReader: FrameSource {
     ///   - path: the file to read.
     ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
     ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns); each frame's wall time is this plus its pts.
-    ///     Defaults to now.
+    ///     Defaults to the time the first frame is read.
     ///   - fileSystem: where the reads go (a fault-injecting one in tests).
     /// - Throws: ``InputError`` when the file cannot be opened or its header is malformed or unsupported.
     public init(
@@ -63,7 +64,7 @@ public struct Y4MReader: FrameSource {
     ///     after the reader is done.
     ///   - name: how errors name the input.
     ///   - matrix: the colour matrix to record (YUV4MPEG2 has none).
-    ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns). Defaults to now.
+    ///   - startWallNanoseconds: wall-clock time of frame 0 (Unix ns). Defaults to the time the first frame is read.
     ///   - fileSystem: where the reads go (a fault-injecting one in tests).
     /// - Throws: ``InputError`` when the header is malformed or unsupported, or reading fails.
     public init(
@@ -83,7 +84,7 @@ public struct Y4MReader: FrameSource {
         self.stream = StreamDescription(
             layout: header.layout, frameDuration: header.frameDuration,
             color: ColorInfo(matrix: matrix, range: header.range))
-        self.startWallNanoseconds = startWallNanoseconds ?? Y4MReader.nowNanoseconds()
+        self.startWallNanoseconds = startWallNanoseconds
     }
 
     /// Reads the next frame's payload into `buffer`.
@@ -143,7 +144,9 @@ public struct Y4MReader: FrameSource {
         }
         let info = try FrameInfo(pts: pts, wallNanoseconds: 0, color: stream.color)
         var result = info
-        result.wallNanoseconds = startWallNanoseconds &+ info.ptsNanoseconds
+        let start = startWallNanoseconds ?? Y4MReader.nowNanoseconds()
+        startWallNanoseconds = start
+        result.wallNanoseconds = start &+ info.ptsNanoseconds
         framesRead += 1
         return result
     }

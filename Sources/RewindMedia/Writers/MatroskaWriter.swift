@@ -16,14 +16,23 @@ import RewindSystem
 ///       Cluster …
 ///
 /// With a timestamp scale of 1 ns and one cluster per frame, every pts is stored exactly, whatever its spacing.
+/// Several streams (``init(tracks:destination:fileSystem:)``) become one video track each (track n + 1, named after
+/// the stream), their frames interleaved in the order of the timestamps the caller gives
+/// (``write(_:track:timestampNanoseconds:)``: the recorder clock, so the tracks line up).
 /// Fourccs: `I420` (i420), `NV12` (nv12, stored as is), `Y800` (gray8), `BGRA` (bgra); `p010` is refused (no
 /// fourcc that common demuxers read). Pts must not be negative (cluster timestamps are unsigned).
 public final class MatroskaWriter: Exporter {
-    /// The stream given at creation; every frame written must have its layout.
+    /// The stream given at creation (the first track's); every frame written to a track must have its layout.
     public let stream: StreamDescription
+    /// Every track's stream, in track order.
+    public let tracks: [StreamDescription]
     private let destination: ExportDestination
     private let output: OutputFile
     private var tally: ExportTally
+    /// Each track's checks and counts (the first is ``tally``'s twin for several tracks).
+    private var trackTallies: [ExportTally]
+    /// The first and last cluster timestamps written.
+    private var timestamps: (first: Int64, last: Int64)?
     /// Where the Duration value (8-byte float) sits, when the output is a file that can be patched.
     private var durationOffset: Int64?
     /// The per-frame cluster and block headers, rebuilt in place for each frame.
@@ -36,17 +45,35 @@ public final class MatroskaWriter: Exporter {
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
     /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
-    public init(
+    public convenience init(
         stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(ExportError) {
-        guard let fourcc = MatroskaWriter.fourcc(stream.layout.format) else {
+        try self.init(tracks: [(name: nil, stream: stream)], destination: destination, fileSystem: fileSystem)
+    }
+
+    /// Opens the destination and writes the EBML header, segment info and one video track per stream.
+    ///
+    /// - Parameters:
+    ///   - tracks: each track's name (nil: none) and stream, in track order; 1 to 126 of them.
+    ///   - destination: a path, or a descriptor the caller keeps.
+    ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
+    /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
+    public init(
+        tracks: [(name: String?, stream: StreamDescription)], destination: ExportDestination,
+        fileSystem: any FileSystem = POSIXFileSystem()
+    ) throws(ExportError) {
+        precondition((1...126).contains(tracks.count), "a Matroska export has 1 to 126 tracks")
+        for track in tracks where MatroskaWriter.fourcc(track.stream.layout.format) == nil {
             throw ExportError(
                 destination: destination.description,
-                reason: .unsupportedPixelFormat(stream.layout.format, format: .matroska))
+                reason: .unsupportedPixelFormat(track.stream.layout.format, format: .matroska))
         }
+        let stream = tracks[0].stream
         self.stream = stream
+        self.tracks = tracks.map(\.stream)
         self.destination = destination
         self.tally = ExportTally(stream: stream)
+        self.trackTallies = tracks.map { ExportTally(stream: $0.stream) }
         self.output = try OutputFile(destination, fileSystem: fileSystem)
         self.frameHeader = []
         frameHeader.reserveCapacity(64)
@@ -76,25 +103,30 @@ public final class MatroskaWriter: Exporter {
             e.string(0x5741, "rewind")
         }
         if let durationPosition { durationOffset = Int64(infoStart + durationPosition) }
-        let frameNanoseconds = MatroskaWriter.defaultDuration(stream.frameDuration)
-        let color = MatroskaWriter.colour(stream)
-        head.master(0x1654_AE6B) { tracks in
-            tracks.master(0xAE) { t in
-                t.uint(0xD7, 1)
-                t.uint(0x73C5, 1)
-                t.uint(0x83, 1)
-                t.uint(0x9C, 0)
-                t.string(0x86, "V_UNCOMPRESSED")
-                t.uint(0x23_E383, frameNanoseconds)
-                t.master(0xE0) { v in
-                    v.uint(0xB0, UInt64(stream.layout.width))
-                    v.uint(0xBA, UInt64(stream.layout.height))
-                    v.binary(0x2E_B524, Array(fourcc.utf8))
-                    v.master(0x55B0) { c in
-                        c.uint(0x55B1, color.matrix)
-                        c.uint(0x55B9, color.range)
-                        c.uint(0x55BA, color.transfer)
-                        c.uint(0x55BB, color.primaries)
+        head.master(0x1654_AE6B) { entries in
+            for (number, track) in tracks.enumerated() {
+                let stream = track.stream
+                let fourcc = MatroskaWriter.fourcc(stream.layout.format)!
+                let frameNanoseconds = MatroskaWriter.defaultDuration(stream.frameDuration)
+                let color = MatroskaWriter.colour(stream)
+                entries.master(0xAE) { t in
+                    t.uint(0xD7, UInt64(number + 1))
+                    t.uint(0x73C5, UInt64(number + 1))
+                    t.uint(0x83, 1)
+                    t.uint(0x9C, 0)
+                    if let name = track.name { t.string(0x536E, name) }
+                    t.string(0x86, "V_UNCOMPRESSED")
+                    t.uint(0x23_E383, frameNanoseconds)
+                    t.master(0xE0) { v in
+                        v.uint(0xB0, UInt64(stream.layout.width))
+                        v.uint(0xBA, UInt64(stream.layout.height))
+                        v.binary(0x2E_B524, Array(fourcc.utf8))
+                        v.master(0x55B0) { c in
+                            c.uint(0x55B1, color.matrix)
+                            c.uint(0x55B9, color.range)
+                            c.uint(0x55BA, color.transfer)
+                            c.uint(0x55BB, color.primaries)
+                        }
                     }
                 }
             }
@@ -108,11 +140,28 @@ public final class MatroskaWriter: Exporter {
     ///   pts or when writing fails.
     /// - Complexity: O(frame bytes); no allocation.
     public func write(_ frame: FrameView) throws {
-        guard frame.info.ptsNanoseconds >= 0 else {
-            throw ExportError(
-                destination: destination.description, reason: .negativePTS(frame.info.ptsNanoseconds))
+        try write(frame, track: 0, timestampNanoseconds: frame.info.ptsNanoseconds)
+    }
+
+    /// Appends `frame` to track `track` (from 0) as a cluster with timestamp `timestampNanoseconds`.
+    ///
+    /// - Parameters:
+    ///   - frame: the track's next frame: its layout, pts after the track's previous frame.
+    ///   - track: the track's index, as given at creation.
+    ///   - timestampNanoseconds: the cluster's timestamp: not negative, and not before the previous cluster's.
+    /// - Throws: ``FrameError`` for a frame of another layout or out of pts order; ``ExportError`` for a negative
+    ///   or decreasing timestamp or when writing fails.
+    /// - Complexity: O(frame bytes); no allocation.
+    public func write(_ frame: FrameView, track: Int, timestampNanoseconds: Int64) throws {
+        guard timestampNanoseconds >= 0 else {
+            throw ExportError(destination: destination.description, reason: .negativePTS(timestampNanoseconds))
         }
-        _ = try tally.accept(frame)
+        if track == 0 { _ = try tally.accept(frame) }
+        if tracks.count > 1 { _ = try trackTallies[track].accept(frame) }
+        if let last = timestamps?.last, timestampNanoseconds < last {
+            throw FrameError.nonMonotonicPTS(previousNanoseconds: last, nanoseconds: timestampNanoseconds)
+        }
+        timestamps = (timestamps?.first ?? timestampNanoseconds, timestampNanoseconds)
         let payload = UInt64(frame.bytes.count)
         let blockSize = 4 + payload  // track number, relative timestamp (2 bytes), flags
         let clusterSize = (1 + 1 + 8) + (1 + 8 + blockSize)
@@ -121,10 +170,10 @@ public final class MatroskaWriter: Exporter {
         MatroskaWriter.append(&frameHeader, size: clusterSize)
         frameHeader.append(0xE7)
         MatroskaWriter.append(&frameHeader, size: 8, width: 1)
-        MatroskaWriter.append(&frameHeader, bigEndian: UInt64(frame.info.ptsNanoseconds), count: 8)
+        MatroskaWriter.append(&frameHeader, bigEndian: UInt64(timestampNanoseconds), count: 8)
         frameHeader.append(0xA3)
         MatroskaWriter.append(&frameHeader, size: blockSize)
-        frameHeader += [0x81, 0x00, 0x00, 0x80]
+        frameHeader += [0x80 | UInt8(track + 1), 0x00, 0x00, 0x80]
         try output.write(frameHeader)
         try output.write(frame.bytes)
     }
@@ -135,14 +184,22 @@ public final class MatroskaWriter: Exporter {
     /// - Returns: what was written.
     /// - Throws: ``ExportError`` when patching, writing or closing fails.
     public func finish() throws -> ExportSummary {
-        if let durationOffset, let first = tally.firstPTSNanoseconds, let last = tally.lastPTSNanoseconds {
+        if let durationOffset, let (first, last) = timestamps {
             let duration = Double(last - first) + Double(MatroskaWriter.defaultDuration(stream.frameDuration))
             var bytes: [UInt8] = []
             MatroskaWriter.append(&bytes, bigEndian: duration.bitPattern, count: 8)
             try output.patch(at: durationOffset, bytes)
         }
         try output.close()
-        return tally.summary(format: .matroska, destination: destination, filledFrames: 0, bytes: output.bytesWritten)
+        var summary = tally.summary(
+            format: .matroska, destination: destination, filledFrames: 0, bytes: output.bytesWritten)
+        if tracks.count > 1 {
+            // Every track's frames; first and last are cluster timestamps (the clock the tracks share).
+            summary.frames = trackTallies.reduce(0) { $0 + $1.frames }
+            summary.firstPTSNanoseconds = timestamps?.first
+            summary.lastPTSNanoseconds = timestamps?.last
+        }
+        return summary
     }
 
     static func fourcc(_ format: PixelFormat) -> String? {

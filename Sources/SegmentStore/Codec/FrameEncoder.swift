@@ -46,6 +46,13 @@ private final class EncoderContext {
     }
 }
 
+/// A worker pool shared by the encoders of one thread's writers; its threads stop when the last encoder lets go.
+private final class SharedWorkers {
+    let pool: WorkerPool
+    init(_ pool: WorkerPool) { self.pool = pool }
+    deinit { pool.shutdown() }
+}
+
 /// The result of encoding one frame: the record payload sits in ``FrameEncoder/record`` after the header space.
 package struct EncodedFrame: Sendable, Hashable {
     package var codec: FrameCodec
@@ -80,7 +87,8 @@ package final class FrameEncoder {
     /// Bytes reserved at the start of ``record`` for the caller's record header.
     package let headerSpace: Int
 
-    private let pool: WorkerPool
+    private let workers: SharedWorkers
+    private var pool: WorkerPool { workers.pool }
     private let contexts: [EncoderContext]
     private let previous: ByteBuffer
     private let slots: ByteBuffer
@@ -101,18 +109,20 @@ package final class FrameEncoder {
     ///   - workerCount: threads compressing (including the caller).
     ///   - chunkSize: the largest chunk, see ``ChunkPlan``.
     ///   - headerSpace: bytes to leave free before the payload in ``record``.
+    ///   - other: an encoder whose worker threads this one uses too (one thread then calls both); nil for threads
+    ///     of its own. The threads stop when the last encoder using them goes.
     package init(
         layout: FrameLayout, workerCount: Int, chunkSize: Int = ChunkPlan.defaultChunkSize,
-        headerSpace: Int = 0, policy: CodecPolicy = .automatic
+        headerSpace: Int = 0, policy: CodecPolicy = .automatic, sharingWorkersWith other: FrameEncoder? = nil
     ) {
         self.layout = layout
         self.plan = ChunkPlan(layout: layout, chunkSize: chunkSize)
         self.policy = policy
         self.headerSpace = headerSpace
         let maxChunk = plan.lengths.max() ?? 1
-        let workers = max(1, min(workerCount, plan.count))
-        pool = WorkerPool(workerCount: workers)
-        contexts = (0..<workers).map { _ in EncoderContext(maxChunk: maxChunk) }
+        let shared = other?.workers ?? SharedWorkers(WorkerPool(workerCount: max(1, min(workerCount, plan.count))))
+        workers = shared
+        contexts = (0..<shared.pool.workerCount).map { _ in EncoderContext(maxChunk: maxChunk) }
         previous = ByteBuffer(count: layout.byteCount)
         var offsets: [Int] = []
         var total = 0
@@ -131,7 +141,6 @@ package final class FrameEncoder {
     }
 
     deinit {
-        pool.shutdown()
         chunkCodec.deallocate()
         chunkLength.deallocate()
         chunkCRC.deallocate()

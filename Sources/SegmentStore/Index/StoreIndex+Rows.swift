@@ -16,7 +16,7 @@ extension StoreIndex {
 
     static let streamColumns = """
         SELECT id, name, pixel_format, width, height, frame_duration_value, frame_duration_timescale,
-            color_matrix, color_range FROM streams
+            color_matrix, color_range, clock_offset_ns, clock_wall_ns FROM streams
         """
 
     static let segmentColumns = """
@@ -58,7 +58,11 @@ extension StoreIndex {
         let description = StreamDescription(
             layout: layout, frameDuration: FrameTime(value: durationValue, timescale: Int32(timescale)),
             color: ColorInfo(matrix: matrix, range: range))
-        return StreamRow(id: id, name: row.text(1), description: description)
+        var clock: StreamClock?
+        if let offset = row.optionalInt64(9), let wall = row.optionalInt64(10) {
+            clock = StreamClock(offsetNanoseconds: offset, wallNanoseconds: wall)
+        }
+        return StreamRow(id: id, name: row.text(1), description: description, clock: clock)
     }
 
     static func segmentRow(_ row: SQLiteStatement) throws -> SegmentRow {

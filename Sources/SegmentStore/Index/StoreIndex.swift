@@ -97,6 +97,22 @@ package final class StoreIndex: Sendable {
         return stored
     }
 
+    /// Stores where a stream's pts lie on the recorder clock (set once, at its first recorded frame).
+    ///
+    /// - Throws: ``StoreIndexError/unknownStream(id:)``, ``SQLiteError``.
+    package func setClock(_ clock: StreamClock, streamID: Int64) throws {
+        try database.write { connection in
+            let update = try connection.statement(
+                "UPDATE streams SET clock_offset_ns = ?, clock_wall_ns = ? WHERE id = ?")
+            defer { update.reset() }
+            try update.bind(clock.offsetNanoseconds, at: 1)
+            try update.bind(clock.wallNanoseconds, at: 2)
+            try update.bind(streamID, at: 3)
+            try update.run()
+            guard connection.changes == 1 else { throw StoreIndexError.unknownStream(id: streamID) }
+        }
+    }
+
     /// Every stream, by id.
     ///
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.

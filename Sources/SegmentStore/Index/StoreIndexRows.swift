@@ -103,6 +103,9 @@ public struct StreamRow: Sendable, Hashable {
     /// What every frame of the stream is: its layout, colour and nominal frame duration, fixed when the
     /// stream is created.
     public var description: StreamDescription
+    /// Where the stream's pts lie on the recorder clock every stream of the store shares; nil until a recorder
+    /// mapped it (streams recorded by older builds: see ``SegmentStore/clock(of:)``).
+    public var clock: StreamClock? = nil
 }
 
 /// An interval `[startNanoseconds, endNanoseconds)` of a stream's pts clock with no frames where frames were

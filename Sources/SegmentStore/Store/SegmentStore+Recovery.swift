@@ -25,22 +25,27 @@ extension SegmentStore {
 
     /// Checks every segment file record by record (all checksums) and compares files with index rows.
     ///
-    /// - Parameter repair: false for a dry run that changes nothing. True cuts damaged or torn files at their last
-    ///   valid record and seals them, adds missing index rows, replaces rows that disagree with their file, and
-    ///   removes rows whose files are gone. Never deletes a file because the index lacks it.
+    /// - Parameters:
+    ///   - repair: false for a dry run that changes nothing. True cuts damaged or torn files at their last valid
+    ///     record and seals them, adds missing index rows, replaces rows that disagree with their file, and removes
+    ///     rows whose files are gone. Never deletes a file because the index lacks it.
+    ///   - streamName: check only this stream's segment files and rows; nil for every stream.
     /// - Returns: what was found (each damaged record with segment, frame and offset) and what was repaired.
     /// - Throws: ``SegmentStoreError/readOnly(_:)`` for a repair on a read-only store; I/O and index errors.
     /// - Complexity: O(bytes of all segment files).
-    public func verify(repair: Bool) throws -> VerifyReport {
-        return try SegmentStoreError.translatingIndexErrors { try verifyUntranslated(repair: repair) }
+    public func verify(repair: Bool, streamName: String? = nil) throws -> VerifyReport {
+        return try SegmentStoreError.translatingIndexErrors {
+            try verifyUntranslated(repair: repair, streamName: streamName)
+        }
     }
 
-    private func verifyUntranslated(repair: Bool) throws -> VerifyReport {
+    private func verifyUntranslated(repair: Bool, streamName: String?) throws -> VerifyReport {
         if repair && isReadOnly { throw SegmentStoreError.readOnly("repair") }
-        return try reconcile(mode: repair ? .repair : .verify)
+        return try reconcile(mode: repair ? .repair : .verify, streamName: streamName)
     }
 
-    func reconcile(mode: ReconcileMode) throws -> VerifyReport {
+    func reconcile(mode: ReconcileMode, streamName: String? = nil) throws -> VerifyReport {
+        let onlyStreamID = try streamName.map { try streamID(named: $0) }
         var report = VerifyReport()
         let names = try Self.wrapIO { () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
@@ -58,7 +63,7 @@ extension SegmentStore {
             }
         }
         var rows: [UInt64: SegmentRow] = [:]
-        for row in try index.segments() {
+        for row in try index.segments() where onlyStreamID == nil || row.streamID == onlyStreamID {
             guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName) else {
                 report.problems.append("index row \(row.id) has an unexpected file name '\(row.fileName)'")
                 continue
@@ -95,7 +100,7 @@ extension SegmentStore {
         }
 
         for (sequence, name) in files.sorted(by: { $0.key < $1.key }) {
-            try reconcileFile(name: name, row: rows[sequence], mode: mode, report: &report)
+            try reconcileFile(name: name, row: rows[sequence], mode: mode, onlyStream: streamName, report: &report)
         }
         return report
     }
@@ -117,9 +122,9 @@ extension SegmentStore {
         }
     }
 
-    private func reconcileFile(name: String, row: SegmentRow?, mode: ReconcileMode, report: inout VerifyReport)
-        throws
-    {
+    private func reconcileFile(
+        name: String, row: SegmentRow?, mode: ReconcileMode, onlyStream: String? = nil, report: inout VerifyReport
+    ) throws {
         let path = segmentsDirectory + "/" + name
         let isPartial = name.hasSuffix(SegmentFormat.partialSuffix)
         report.segments += 1
@@ -145,6 +150,10 @@ extension SegmentStore {
             return
         }
         defer { reader.close() }
+        if let onlyStream, reader.header.streamName != onlyStream {
+            report.segments -= 1
+            return
+        }
 
         // Fast path at open: a sealed file whose footer agrees with its sealed row.
         if !mode.scansEverything, !isPartial, let row, row.state == .sealed, row.fileName == name,
@@ -229,7 +238,7 @@ extension SegmentStore {
                 "sealed segment \(name) as \(finalName) with \(scan.entries.count) frames (cut at byte \(scan.validEnd))"
             )
         }
-        try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, report: &report)
+        try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, mode: mode, report: &report)
     }
 
     /// Dry run: says how the index differs from the file.
@@ -249,7 +258,7 @@ extension SegmentStore {
     /// Makes the index rows of one (sealed) file match it.
     private func reconcileRows(
         fileName: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
-        report: inout VerifyReport
+        mode: ReconcileMode = .recover, report: inout VerifyReport
     ) throws {
         var row = row
         if let existing = row,
@@ -285,6 +294,13 @@ extension SegmentStore {
             do {
                 try index.addFrames(missing, streamID: streamID)
                 report.repaired.append("added \(missing.count) index rows for segment \(fileName) from its file")
+            } catch StoreIndexError.duplicatePTS where mode == .repair && firstMissing == 0 {
+                // A later recording that started the stream's clock again: its frames go after the stream's.
+                if try continueAfterStream(
+                    fileName: fileName, header: header, scan: scan, segmentID: segmentID, report: &report)
+                {
+                    return
+                }
             } catch {
                 report.problems.append("could not index segment \(fileName): \(error)")
             }

@@ -178,20 +178,26 @@ public final class SegmentStore: Sendable {
     /// - Parameters:
     ///   - streamName: the stream's name (created in the index if new).
     ///   - stream: what its frames are; must match the stored description of an existing stream.
+    ///   - other: a writer whose encoder worker threads this one uses too (one thread then writes both, one frame
+    ///     at a time: a recorder's spill thread writing several streams); nil for workers of its own.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``;
     ///   ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
-    public func makeWriter(streamName: String, stream: StreamDescription) throws -> StreamWriter {
+    public func makeWriter(
+        streamName: String, stream: StreamDescription, sharingWorkersWith other: StreamWriter? = nil
+    ) throws -> StreamWriter {
         return try SegmentStoreError.translatingIndexErrors {
-            try makeWriterUntranslated(streamName: streamName, stream: stream)
+            try makeWriterUntranslated(streamName: streamName, stream: stream, sharingWorkersWith: other)
         }
     }
 
-    private func makeWriterUntranslated(streamName: String, stream: StreamDescription) throws -> StreamWriter {
+    private func makeWriterUntranslated(
+        streamName: String, stream: StreamDescription, sharingWorkersWith other: StreamWriter?
+    ) throws -> StreamWriter {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
         let row = try index.stream(named: streamName, description: stream)
         let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
         precondition(inserted, "stream '\(streamName)' already has a writer")
-        return StreamWriter(store: self, stream: row)
+        return StreamWriter(store: self, stream: row, sharingWorkersWith: other)
     }
 
     /// Makes the writer of one stream like ``makeWriter(streamName:stream:)``, or returns nil when the stream

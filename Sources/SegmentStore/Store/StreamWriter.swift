@@ -62,13 +62,13 @@ public final class StreamWriter {
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
-    init(store: SegmentStore, stream: StreamRow) {
+    init(store: SegmentStore, stream: StreamRow, sharingWorkersWith other: StreamWriter? = nil) {
         self.store = store
         self.stream = stream
         encoder = FrameEncoder(
             layout: stream.description.layout, workerCount: store.options.workerCount,
             chunkSize: store.options.chunkSize, headerSpace: SegmentFormat.recordHeaderLength,
-            policy: store.options.codecPolicy)
+            policy: store.options.codecPolicy, sharingWorkersWith: other?.encoder)
         pendingRows.reserveCapacity(1024)
     }
 

@@ -64,6 +64,8 @@ public struct OptionSpec: Sendable {
     /// The default, shown in help and used when the option is absent.
     public let defaultValue: String?
     public let isRequired: Bool
+    /// Whether the option may be given more than once (``ParsedArguments/strings(_:)`` has every value).
+    public var isRepeatable = false
 
     public static func flag(_ name: String, short: Character? = nil, _ help: String) -> OptionSpec {
         OptionSpec(name: name, short: short, kind: .flag, type: .text, help: help, defaultValue: nil, isRequired: false)
@@ -71,11 +73,11 @@ public struct OptionSpec: Sendable {
 
     public static func value(
         _ name: String, short: Character? = nil, _ placeholder: String, _ help: String, type: ValueType = .text,
-        default defaultValue: String? = nil, required: Bool = false
+        default defaultValue: String? = nil, required: Bool = false, repeatable: Bool = false
     ) -> OptionSpec {
         OptionSpec(
             name: name, short: short, kind: .value(placeholder: placeholder), type: type, help: help,
-            defaultValue: defaultValue, isRequired: required)
+            defaultValue: defaultValue, isRequired: required, isRepeatable: repeatable)
     }
 }
 
@@ -156,7 +158,8 @@ public struct CommandSpec: Sendable {
                 parsed.wantsHelp = true
                 continue
             }
-            guard parsed.values[option.name] == nil, !parsed.flags.contains(option.name) else {
+            guard option.isRepeatable || (parsed.values[option.name] == nil && !parsed.flags.contains(option.name))
+            else {
                 throw UsageError("option '--\(option.name)' given twice", command: name)
             }
             switch option.kind {
@@ -166,26 +169,30 @@ public struct CommandSpec: Sendable {
                 }
                 parsed.flags.insert(option.name)
             case .value(let placeholder):
+                let value: String
                 if let inlineValue {
-                    parsed.values[option.name] = inlineValue
+                    value = inlineValue
                 } else {
                     guard index < arguments.count else {
                         throw UsageError("option '--\(option.name)' needs a value (\(placeholder))", command: name)
                     }
-                    parsed.values[option.name] = arguments[index]
+                    value = arguments[index]
                     index += 1
                 }
+                if parsed.values[option.name] == nil { parsed.values[option.name] = value }
+                parsed.repeatedValues[option.name, default: []].append(value)
             }
         }
         if parsed.wantsHelp { return parsed }
         for option in options {
             if parsed.values[option.name] == nil, let defaultValue = option.defaultValue {
                 parsed.values[option.name] = defaultValue
+                parsed.repeatedValues[option.name] = [defaultValue]
             }
             if option.isRequired && parsed.values[option.name] == nil {
                 throw UsageError("'rewind \(name)' needs --\(option.name)", command: name)
             }
-            if let text = parsed.values[option.name] {
+            for text in parsed.repeatedValues[option.name] ?? [] {
                 do {
                     try option.type.check(text)
                 } catch {
@@ -201,6 +208,8 @@ public struct CommandSpec: Sendable {
 public struct ParsedArguments: Sendable {
     public let command: String
     public var values: [String: String] = [:]
+    /// Every value of each option, in the order given (one for an option given once or by its default).
+    public var repeatedValues: [String: [String]] = [:]
     public var flags: Set<String> = []
     public var wantsHelp = false
 
@@ -209,6 +218,9 @@ public struct ParsedArguments: Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     public func string(_ name: String) -> String? { values[name] }
+
+    /// Every value of a repeatable option, in the order given.
+    public func strings(_ name: String) -> [String] { repeatedValues[name] ?? [] }
 
     public func duration(_ name: String) throws(UsageError) -> Duration? {
         try convert(name) { text throws(ValueError) in try Values.duration(text) }

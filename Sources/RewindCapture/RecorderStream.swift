@@ -1,0 +1,451 @@
+import Dispatch
+import Foundation
+import RewindCore
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// One stream of a ``Recorder``: its own ring (a share of the recorder's memory budget), its own backpressure, drop
+/// counters and gaps, and its own segments; the recorder's one spill thread writes it together with the others.
+///
+/// A producer (one thread per stream) appends frames here; queries read this stream's frames from memory and disk.
+/// Frames keep the pts their source gave, on the stream's own clock; the recorder maps that clock to its own at
+/// the stream's first frame (``clock``), and a stream the store already holds continues after its stored frames.
+public final class RecorderStream: Sendable {
+    /// The stream's name in the store.
+    public let name: String
+    /// What every frame of the stream is.
+    public let stream: StreamDescription
+    /// The recorder's settings (the window applies to every stream; the budget is shared).
+    public let configuration: RecorderConfiguration
+    /// The ring holding the stream's window in memory. Package-only: pressure goes through
+    /// ``Recorder/setPressure(_:)``, which also updates the producer's backpressure, and pins through the query
+    /// methods.
+    package let ring: RingStore
+    /// The store frames spill to; nil with spill `off`.
+    public let store: SegmentStore?
+    let shared: RecorderShared
+    let spill: SpillStage?
+    /// How many frames at the nominal rate the window holds.
+    private let framesInWindow: Int
+    /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
+    let slabBytes: Int
+    /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
+    private let ringRoom = Atomic<Int>(0)
+
+    init(
+        name: String, stream: StreamDescription, budget: Int, configuration: RecorderConfiguration,
+        store: SegmentStore?, spill: SpillStage?, shared: RecorderShared
+    ) {
+        self.name = name
+        self.stream = stream
+        self.configuration = configuration
+        self.store = store
+        self.spill = spill
+        self.shared = shared
+        let slabBytes = Recorder.smallestMemoryBudget(for: stream.layout)
+        self.slabBytes = slabBytes
+        // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
+        // without one it could only drop. A minimum the configuration sets is shared like the budget.
+        let total = max(1, configuration.memoryBudget)
+        let configuredMinimum = configuration.minimumBudget.map {
+            Int((Double($0) * Double(budget) / Double(total)).rounded(.down))
+        }
+        let minimum = max(configuredMinimum ?? max(budget / 8, 4 * slabBytes), slabBytes)
+        ring = RingStore(
+            configuration: RingConfiguration(
+                window: configuration.window, memoryBudget: budget, minimumBudget: min(minimum, budget),
+                // Pins (the spill stage's, queries') keep a frame's bytes, not its place: a pinned frame may be
+                // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
+                pinPolicy: .evictOldestUnpinned),
+            // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
+            onEvict: { _ in })
+        framesInWindow = Self.framesInWindow(stream, configuration)
+        ringRoom.store(room(under: .normal), ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
+    }
+
+    /// How many frames at the nominal rate `configuration`'s window holds of `stream`.
+    static func framesInWindow(_ stream: StreamDescription, _ configuration: RecorderConfiguration) -> Int {
+        let nominal = stream.frameDuration.nanoseconds ?? 1
+        return nominal > 0
+            ? Int(min(configuration.windowNanoseconds / nominal, Int64(Int.max / 2))) : Int.max / 2
+    }
+
+    // MARK: The clock
+
+    /// Where this stream's pts lie on the recorder clock; nil until its first frame (or, for a stream the store
+    /// already holds, its stored mapping).
+    public var clock: StreamClock? { shared.clock.clock }
+
+    /// What this recording adds to the pts its source gives, nanoseconds: 0 for a stream new to the store, and
+    /// for a stream the store holds, enough to continue after its stored frames (decided at the first frame; nil
+    /// before it).
+    public var sessionOffsetNanoseconds: Int64? { shared.clock.sessionOffset }
+
+    /// Puts a source frame's pts on the stream clock (the first frame decides the mapping).
+    @inline(__always)
+    private func mapped(_ info: FrameInfo) -> FrameInfo {
+        shared.clock.map(info)
+    }
+
+    // MARK: Producing
+
+    /// Appends a frame by copying caller-owned planes (one copy into a pooled slab).
+    ///
+    /// - Returns: the frame's sequence number, or why it was dropped (counted under that reason, and recorded as a
+    ///   gap with it on disk): ``LossReason/spillBehind`` when the spill stage is too far behind (`drop-newest`),
+    ///   or the ring's reason.
+    /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
+    public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.noteDroppedOnArrival(.spillBehind)
+            return .dropped(.spillBehind)
+        }
+        return note(try ring.append(copying: planes, layout: stream.layout, info: mapped(info)))
+    }
+
+    /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
+    ///
+    /// - Returns: nil when no memory is available under the policy, or the spill stage is so far behind that the
+    ///   frame must be dropped (`dropNewest`); counted as a drop either way.
+    public func reserve() -> ReservedSlab? {
+        if isSpillBehind {
+            shared.droppedSpillBehind.add(1, ordering: .relaxed)
+            shared.noteDroppedOnArrival(.spillBehind)
+            return nil
+        }
+        var reason = DropReason.memoryBudget
+        let slab = ring.reserve(stream.layout, dropReason: &reason)
+        if slab == nil { shared.noteDroppedOnArrival(reason.lossReason) }
+        return slab
+    }
+
+    /// Whether storing one more frame could push an unwritten frame out of the ring (with `dropNewest`). The ring
+    /// evicts oldest first, pinned frames included (they leave without giving their memory back), so unwritten
+    /// frames are safe while they, the spill stage's margin and the frames queries hold fit in the ring.
+    /// A ring too small for the margin still takes a frame when everything before it is written and unpinned
+    /// (write-through, ``canWriteThrough(room:)``).
+    private var isSpillBehind: Bool {
+        guard spill != nil && configuration.backpressure == .dropNewest else { return false }
+        let room = framesInRing
+        // With no slab in the budget the ring itself drops the frame, on memory budget.
+        guard room > 0 else { return false }
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        guard Int(unspilledFrames) + Self.margin(room) + queries >= room else { return false }
+        return !canWriteThrough(room: room)
+    }
+
+    /// Whether the next frame can be stored without pushing out anything unwritten however small the ring: every
+    /// accepted frame is written, the spill stage holds no pins, and queries leave at least one slab of `room`.
+    ///
+    /// Then the ring evicts a written frame (or maps a free slab) for the new one: a pinned frame leaves the ring
+    /// holding its slab, but with fewer pinned slabs than `room` an unpinned one is always found. This is the
+    /// floor under every margin: a ring of one slab records a frame at a time.
+    private func canWriteThrough(room: Int) -> Bool {
+        unspilledFrames == 0 && shared.spillPinnedFrames.load(ordering: .acquiring) == 0
+            && shared.queryPinnedFrames.load(ordering: .relaxed) < room
+    }
+
+    /// Free slabs kept for the spill stage's pinned batch: one more than the batch.
+    private static func margin(_ framesInRing: Int) -> Int {
+        spillBatch(framesInRing) + 1
+    }
+
+    /// The most frames the spill stage pins at once: ``SpillStage/batch``, or a quarter of a small ring.
+    ///
+    /// Written frames stay pinned until their whole batch is written, and a pinned frame's memory stays in use even
+    /// after the ring evicts it; a batch no larger than the producer's margin keeps that from ever refusing a frame
+    /// the producer waited room for (``waitForSpillRoom(until:)``).
+    static func spillBatch(_ framesInRing: Int) -> Int {
+        min(SpillStage.batch, max(1, framesInRing / 4))
+    }
+
+    /// Stores a frame filled in place in `slab`.
+    public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
+        note(try ring.commit(slab, info: mapped(info)))
+    }
+
+    private func note(_ outcome: AppendOutcome) -> AppendOutcome {
+        switch outcome {
+        case .stored(let sequence):
+            // After drops, mark this frame as the first after them, so its gap is recorded with their reason.
+            if shared.arrivalDropsSinceLastStore.load(ordering: .relaxed) != 0,
+                let reason = LossReason.arrivalReason(
+                    of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
+            {
+                shared.firstAfterDrops.withLock { $0[sequence] = reason }
+            }
+            shared.newestSequence.store(sequence, ordering: .releasing)
+            spill?.wake()
+        case .dropped(let reason):
+            shared.noteDroppedOnArrival(reason)
+        }
+        return outcome
+    }
+
+    /// Frames accepted but not yet written by the spill stage.
+    public var unspilledFrames: UInt64 {
+        guard spill != nil else { return 0 }
+        let newest = shared.newestSequence.load(ordering: .acquiring)
+        let cursor = shared.spillCursor.load(ordering: .acquiring)
+        return newest >= cursor ? newest - cursor + 1 : 0
+    }
+
+    /// How many frames the ring can hold: the fewer of what fits in the stream's budget share now and what the
+    /// window holds at the nominal rate, at least one when the share holds a frame (0 only when it holds none).
+    /// The spill stage may fall behind by about this much before frames are lost.
+    public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
+
+    /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
+    /// fits: the newest frame stays in the ring however short the window.
+    private func room(under level: MemoryPressure) -> Int {
+        let slabs = ring.configuration.budget(under: level) / slabBytes
+        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow))
+    }
+
+    /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that
+    /// must not lose frames; a live source should not wait), or until `shouldStop` returns true.
+    ///
+    /// With eager spill it also keeps room for a query's batch that has not started yet, so a query starting
+    /// between this call and the append cannot make the frame drop. (With `on-evict`, most of the window is
+    /// unwritten by design and no such room is kept.) When the ring is too small for that margin — a tiny budget,
+    /// a window of a frame or two, critical pressure — it waits instead until every accepted frame is written and
+    /// released (write-through, a frame at a time), so the producer always makes progress. While it waits, the
+    /// spill stage is woken and writes every unwritten frame (with `on-evict` too).
+    ///
+    /// Returns at once when nothing fits in the budget at all (the frame will be dropped on arrival and counted:
+    /// waiting cannot help), when spill is `off` and when the spill stage has stopped. `shouldStop` is asked about
+    /// every half millisecond.
+    public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
+        guard let spill, framesInRing > 0 else { return }
+        var isWaiting = false
+        defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
+        while spill.isRunning && !shouldStop() {
+            let room = framesInRing
+            let allowed = unwrittenFramesAllowed(room: room)
+            if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
+            shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
+            if !isWaiting {
+                isWaiting = true
+                spill.wake()
+            }
+            usleep(500)
+        }
+    }
+
+    /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's
+    /// margin, the queries' slack and the next frame. Negative when the ring is too small for those margins: then
+    /// only write-through (``canWriteThrough(room:)``) lets the producer on.
+    private func unwrittenFramesAllowed(room: Int) -> Int {
+        let queries = shared.queryPinnedFrames.load(ordering: .relaxed)
+        let slack = configuration.spill == .eager ? max(queries, Self.queryBatch(room)) : queries
+        return room - Self.margin(room) - slack - 2
+    }
+
+    /// Applies a pressure level to this stream's share: the ring shrinks its budget (and releases memory) at once,
+    /// and backpressure follows the new room.
+    func setPressure(_ level: MemoryPressure) {
+        let room = room(under: level)
+        ringRoom.store(room, ordering: .relaxed)
+        shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
+        ring.setPressure(level)
+    }
+
+    /// Says that this stream's input failed and ended while the recorder goes on: the stream records an
+    /// ``LossReason/inputFailed`` gap from its last frame to when the recording finishes.
+    ///
+    /// - Parameter error: what failed, kept for ``inputError``.
+    public func noteInputFailed(_ error: any Error) {
+        shared.inputFailure.withLock { $0 = "\(error)" }
+    }
+
+    /// What ended this stream's input, when it failed (``noteInputFailed(_:)``).
+    public var inputError: String? { shared.inputFailure.withLock { $0 } }
+
+    // MARK: Statistics
+
+    /// What the ring holds now: frames, bytes, pts range, budget and pinned frames.
+    public var memoryStatistics: RingStatistics { ring.statistics }
+
+    /// The ring's limits: window, this stream's share of the budget, its minimum under pressure.
+    public var memoryConfiguration: RingConfiguration { ring.configuration }
+
+    /// This stream's counters so far: frames accepted, written and durable, raw bytes written, drops by reason (the
+    /// ring's and the spill stage's together), rejections, gaps and the last write error.
+    public var statistics: RecorderStatistics {
+        let ringStatistics = ring.statistics
+        var result = shared.state.withLock { $0.statistics }
+        result.framesAccepted = ringStatistics.appended
+        result.rejected = ringStatistics.rejected.total
+        result.drops = shared.drops(ring: ringStatistics)
+        return result
+    }
+
+    // MARK: Queries
+
+    /// Calls `body` with every frame whose pts lies in `range` — inclusive start, exclusive end, nanoseconds — in
+    /// pts order, exactly once: older frames from the segment store, the rest from the ring.
+    ///
+    /// With a store, the ring is pinned a batch of ``queryBatch(_:)`` frames at a time from the next pts wanted;
+    /// whatever lies before the first pinned frame (older than memory, or evicted since) is read from disk first.
+    /// So nothing is returned twice or skipped at the boundary, and however long the query, it holds at most a
+    /// batch of the ring: the producer never drops a frame because of it. Without a store (spill `off`) memory is
+    /// the only copy, and the whole range is pinned up front.
+    /// - Parameters:
+    ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    ///   - body: returns false to stop early. The view is only valid during the call.
+    /// - Returns: how many frames came from disk and from memory.
+    /// - Throws: store errors (a damaged frame is an error, never data).
+    /// - Complexity: O(log n) to the first frame; memory bounded by one decoded frame plus the pinned ones.
+    @discardableResult
+    public func frames(in range: Range<Int64>, _ body: (FrameView) throws -> Bool) throws -> QuerySplit {
+        var split = QuerySplit()
+        guard !range.isEmpty else { return split }
+        guard let store else {
+            // Memory is the only copy: pin the whole range up front, so nothing in it can be evicted meanwhile.
+            let snapshot = ring.pin(range)
+            defer { snapshot.release() }
+            for index in 0..<snapshot.count {
+                split.fromMemory += 1
+                guard try snapshot.withFrame(at: index, { view, _ in try body(view) }) else { break }
+            }
+            return split
+        }
+        // With a store, a few frames at a time are pinned, so a long query never holds the ring: the producer
+        // keeps its memory, and a frame evicted before the query reaches it is read from disk instead.
+        var next = range.lowerBound
+        while next < range.upperBound {
+            let batch = ring.pin(next..<range.upperBound, limit: Self.queryBatch(framesInRing))
+            // While pinned, these frames may leave the ring without giving their memory back: the producer keeps
+            // that much more room for unwritten frames (see isSpillBehind).
+            shared.queryPinnedFrames.add(batch.count, ordering: .relaxed)
+            defer {
+                batch.release()
+                shared.queryPinnedFrames.subtract(batch.count, ordering: .relaxed)
+            }
+            let memoryStart = batch.firstPTSNanoseconds ?? range.upperBound
+            // The ring holds an unbroken run of the newest frames: when it still holds one older than the batch,
+            // nothing lies between `next` and the batch anywhere, and the disk is not asked.
+            let ringCoversNext = batch.firstPTSNanoseconds.map { first in
+                (ring.statistics.firstPTSNanoseconds ?? first) < first
+            }
+            if next < memoryStart && ringCoversNext != true {
+                spill?.flushIndex()
+                var keepGoing = true
+                try store.frames(streamName: name, in: next..<memoryStart) { view in
+                    split.fromDisk += 1
+                    keepGoing = try body(view)
+                    return keepGoing
+                }
+                guard keepGoing else { return split }
+                next = memoryStart
+            }
+            for index in 0..<batch.count {
+                let keepGoing = try batch.withFrame(at: index) { view, _ in
+                    next = view.info.ptsNanoseconds + 1
+                    return try body(view)
+                }
+                split.fromMemory += 1
+                if !keepGoing { return split }
+            }
+        }
+        return split
+    }
+
+    /// How many frames a query pins at a time when the frames also exist on disk: as many as the spill stage
+    /// (8, or a quarter of a small ring).
+    static func queryBatch(_ framesInRing: Int) -> Int { spillBatch(framesInRing) }
+
+    /// The newest pts of the stream, in memory or on disk: nanoseconds on the stream clock; nil when nothing is
+    /// recorded.
+    ///
+    /// - Throws: store errors.
+    public func newestPTS() throws -> Int64? {
+        if let newest = ring.statistics.lastPTSNanoseconds { return newest }
+        guard let store else { return nil }
+        return try store.summary(streamName: name).lastPTS
+    }
+
+    /// The pts range of the last `duration` of the stream: `(newest − duration, newest]`.
+    ///
+    /// - Parameter duration: how much of the stream, measured in pts (whole nanoseconds).
+    /// - Returns: pts nanoseconds on the stream clock, start inclusive, end exclusive, for ``frames(in:_:)``; nil
+    ///   when nothing has been recorded.
+    public func lastRange(_ duration: Duration) throws -> Range<Int64>? {
+        guard let newest = try newestPTS() else { return nil }
+        return Range(last: duration, endingAt: newest)
+    }
+}
+
+extension LossReason {
+    /// This reason's bit in ``RecorderShared/arrivalDropsSinceLastStore``: its place in ``arrivalPrecedence``.
+    fileprivate var arrivalBit: UInt8 {
+        guard let index = Self.arrivalPrecedence.firstIndex(of: self) else {
+            preconditionFailure("\(self) is not a reason to drop a frame on arrival")
+        }
+        return 1 << UInt8(index)
+    }
+
+    /// The reason that names a gap left by drops on arrival with these ``arrivalBit``s: the first of
+    /// ``arrivalPrecedence`` present, or nil when there are none.
+    fileprivate static func arrivalReason(of bits: UInt8) -> LossReason? {
+        arrivalPrecedence.first { bits & $0.arrivalBit != 0 }
+    }
+}
+
+/// State shared by one stream's producer, queries and the spill thread.
+final class RecorderShared: Sendable {
+    /// The next sequence number the spill stage will write; frames below it are written (or lost).
+    let spillCursor = Atomic<UInt64>(1)
+    /// The newest sequence number the producer stored.
+    let newestSequence = Atomic<UInt64>(0)
+    /// Frames pinned by queries right now (a batch each).
+    let queryPinnedFrames = Atomic<Int>(0)
+    /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.
+    let spillPinnedFrames = Atomic<Int>(0)
+    /// While a producer waits for room (``RecorderStream/waitForSpillRoom(until:)``), how many unwritten frames it
+    /// can go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
+    /// due yet (`on-evict`) until no more than that are left.
+    let unwrittenFramesWanted = Atomic<Int>(-1)
+    /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
+    let spillBatch = Atomic<Int>(SpillStage.batch)
+    /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).
+    let droppedSpillBehind = Atomic<Int>(0)
+    /// The reasons of the frames dropped on arrival since the last stored frame, one bit each
+    /// (``LossReason/arrivalBit``); set by the producer when it drops a frame, cleared by the next stored frame.
+    let arrivalDropsSinceLastStore = Atomic<UInt8>(0)
+    /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
+    /// (touched only when frames are dropped).
+    let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])
+    /// What ended the stream's input, when it failed while the recorder went on.
+    let inputFailure = Mutex<String?>(nil)
+    /// How this stream's source pts become stream pts and recorder time.
+    let clock: StreamClockMapping
+    let state = Mutex(SharedState())
+
+    init(clock: StreamClockMapping) {
+        self.clock = clock
+    }
+
+    struct SharedState {
+        var statistics = RecorderStatistics()
+    }
+
+    /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`.
+    func noteDroppedOnArrival(_ reason: LossReason) {
+        arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
+    }
+
+    /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
+    func drops(ring: RingStatistics) -> [LossReason: Int] {
+        var drops = state.withLock { $0.statistics.drops }
+        for reason in DropReason.allCases where ring.dropped[reason] > 0 {
+            drops[reason.lossReason, default: 0] += Int(ring.dropped[reason])
+        }
+        let behind = droppedSpillBehind.load(ordering: .relaxed)
+        if behind > 0 { drops[.spillBehind, default: 0] += behind }
+        return drops
+    }
+}

@@ -1,0 +1,262 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// Several streams of one store or live recorder, queried and exported together on the recorder clock, the one
+/// clock every stream of a store is mapped to (``StreamClock``): "the last 5 s" and a `--from/--to` range mean the
+/// same instants for every stream.
+///
+/// One `.mkv` holds every stream, a video track each (its own size, format, colour and exact timestamps on the
+/// recorder clock, frames interleaved in time order); `.y4m` and `.mp4` hold one stream each, so each stream goes to
+/// its own file, `NAME.STREAM.EXT` (``fileName(for:stream:)``).
+public struct StreamSet: Sendable {
+    /// One stream of the set: its source and its place on the recorder clock.
+    public struct Member: Sendable {
+        /// Where the stream's frames come from.
+        public var source: ClipSource
+        /// Where its pts lie on the recorder clock.
+        public var clock: StreamClock
+        /// The stream's name in the store.
+        public var name: String { source.streamName }
+    }
+
+    /// The streams, in the store's order.
+    public let members: [Member]
+
+    /// Makes a set of the given streams; each one's clock is read once.
+    ///
+    /// - Parameter sources: the streams, each a ``ClipSource``; at least one.
+    /// - Throws: store errors.
+    public init(_ sources: [ClipSource]) throws {
+        precondition(!sources.isEmpty, "a stream set needs a stream")
+        members = try sources.map { Member(source: $0, clock: try $0.clock()) }
+    }
+
+    /// Every stream of a live recorder.
+    ///
+    /// - Throws: store errors.
+    public init(recorder: Recorder) throws {
+        try self.init(recorder.streams.map { ClipSource.recorderStream($0) })
+    }
+
+    /// Every stream of a store on disk.
+    ///
+    /// - Throws: ``ClipError/noFrames(source:)`` for a store without streams; store errors.
+    public init(store: SegmentStore) throws {
+        let rows = try store.streams()
+        guard !rows.isEmpty else { throw ClipError.noFrames(source: "store") }
+        try self.init(rows.map { ClipSource.store(store, stream: $0) })
+    }
+
+    /// The first and last instants recorded by any stream, recorder time nanoseconds; nil when none holds a frame.
+    ///
+    /// - Throws: store errors.
+    public func span() throws -> ClosedRange<Int64>? {
+        var result: ClosedRange<Int64>?
+        for member in members {
+            guard let span = try member.source.span() else { continue }
+            let first = member.clock.recorderTime(ofPTS: span.lowerBound)
+            let last = member.clock.recorderTime(ofPTS: span.upperBound)
+            result = result.map { min($0.lowerBound, first)...max($0.upperBound, last) } ?? first...last
+        }
+        return result
+    }
+
+    /// The last `duration` of the recording, up to the newest frame of any stream: `(newest − duration, newest]`,
+    /// recorder time nanoseconds; nil when nothing is recorded.
+    ///
+    /// - Throws: store errors.
+    public func lastRange(_ duration: Duration) throws -> Range<Int64>? {
+        guard let span = try span() else { return nil }
+        return Range(last: duration, endingAt: span.upperBound)
+    }
+
+    /// Turns a command-line time into recorder time (see ``ClipSource/resolve(_:)``), through the first stream
+    /// holding frames.
+    ///
+    /// - Throws: ``ClipError/noFrames(source:)`` for a wall-clock time when no stream holds a frame.
+    public func recorderTime(_ time: TimeSpec) throws -> Int64 {
+        for member in members {
+            if let span = try member.source.span() {
+                return try ClipSource.recorderTime(time, clock: member.clock, span: span)
+            }
+        }
+        return try ClipSource.recorderTime(time, clock: members[0].clock, span: nil)
+    }
+
+    /// The file a stream of an all-streams `.y4m` or `.mp4` export goes to: `clip.y4m` → `clip.front.y4m`.
+    ///
+    /// - Parameters:
+    ///   - path: the path asked for.
+    ///   - stream: the stream's name.
+    public static func fileName(for path: String, stream: String) -> String {
+        let slash = path.lastIndex(of: "/")
+        guard let dot = path.lastIndex(of: "."), slash.map({ dot > $0 }) ?? true else { return path + "." + stream }
+        return String(path[..<dot]) + "." + stream + String(path[dot...])
+    }
+
+    /// Exports every stream's frames in `range` (recorder time): one `.mkv` with a track per stream, or for `.y4m`
+    /// and `.mp4` a file per stream (``fileName(for:stream:)``; a stream without frames in the range gets none).
+    ///
+    /// - Parameters:
+    ///   - range: recorder time nanoseconds, start inclusive, end exclusive.
+    ///   - format: the file format.
+    ///   - destination: a path; a descriptor only for `.mkv`.
+    ///   - fileSystem: where the output files' system calls go.
+    /// - Returns: one summary per file written (for `.mkv`, one: frames of every track, first and last cluster
+    ///   timestamps on the recorder clock).
+    /// - Throws: ``ClipError/empty(range:held:)`` when no stream has a frame in the range (nothing is written);
+    ///   ``ExportError`` and store errors (a partial file is removed).
+    public func export(
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        fileSystem: any FileSystem = POSIXFileSystem()
+    ) throws -> [ExportSummary] {
+        guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
+        let holding = try members.filter { try $0.source.hasFrames(in: $0.clock.ptsRange(range)) }
+        guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
+        switch format {
+        case .matroska:
+            return [try exportMatroska(holding, range: range, to: destination, fileSystem: fileSystem)]
+        case .y4m, .mp4:
+            guard case .path(let path) = destination else {
+                throw ExportError(
+                    destination: destination.description,
+                    reason: .system(
+                        action: "write several streams to one descriptor (use .mkv)", Errno(rawValue: EINVAL)))
+            }
+            return try holding.map { member in
+                try member.source.export(
+                    range: member.clock.ptsRange(range), format: format,
+                    to: .path(Self.fileName(for: path, stream: member.name)), fileSystem: fileSystem)
+            }
+        }
+    }
+
+    /// Writes the streams into one Matroska file, a track each, frames in recorder-time order: each stream is read
+    /// on a thread of its own and hands its frames over one at a time (no copy: the view stays valid while its
+    /// reader waits), and this thread writes the earliest of the frames on offer.
+    private func exportMatroska(
+        _ members: [Member], range: Range<Int64>, to destination: ExportDestination, fileSystem: any FileSystem
+    ) throws -> ExportSummary {
+        let writer = try MatroskaWriter(
+            tracks: members.map { (name: $0.name, stream: $0.source.stream) }, destination: destination,
+            fileSystem: fileSystem)
+        let lanes = members.map { _ in HandoffLane() }
+        for (member, lane) in zip(members, lanes) {
+            let source = member.source
+            let clock = member.clock
+            let ptsRange = clock.ptsRange(range)
+            let thread = Thread {
+                do {
+                    try source.frames(in: ptsRange) { view in
+                        lane.offer(view, at: clock.recorderTime(ofPTS: view.info.ptsNanoseconds))
+                    }
+                } catch {
+                    lane.fail(error)
+                }
+                lane.end()
+            }
+            thread.name = "rewind-export-\(member.name)"
+            thread.start()
+        }
+        var failure: (any Error)?
+        while failure == nil {
+            var earliest: (index: Int, time: Int64)?
+            for (index, lane) in lanes.enumerated() {
+                guard let time = lane.waitForOffer() else { continue }
+                if earliest.map({ time < $0.time }) ?? true { earliest = (index, time) }
+            }
+            guard let earliest else { break }
+            do {
+                try lanes[earliest.index].withOffer { view in
+                    try writer.write(view, track: earliest.index, timestampNanoseconds: earliest.time)
+                }
+            } catch {
+                failure = error
+            }
+        }
+        for lane in lanes { lane.cancelAndWait() }
+        if failure == nil { failure = lanes.lazy.compactMap(\.error).first }
+        if let failure {
+            _ = try? writer.finish()
+            if case .path(let path) = destination { try? fileSystem.unlink(path) }
+            throw failure
+        }
+        return try writer.finish()
+    }
+}
+
+/// One stream's hand-over to the thread writing an interleaved export: its reader offers a frame and waits until
+/// it is taken (the frame's view stays valid meanwhile), or the export is cancelled.
+private final class HandoffLane: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var offered: FrameView?
+    private var time: Int64 = 0
+    private var isEnded = false
+    private var isCancelled = false
+    private(set) var error: (any Error)?
+
+    /// Reader side: offers `view` at recorder time `time` and waits until it is written; false when cancelled.
+    func offer(_ view: FrameView, at time: Int64) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !isCancelled else { return false }
+        offered = view
+        self.time = time
+        condition.broadcast()
+        while offered != nil && !isCancelled { condition.wait() }
+        return !isCancelled
+    }
+
+    /// Reader side: the read failed.
+    func fail(_ error: any Error) {
+        condition.lock()
+        self.error = error
+        condition.unlock()
+    }
+
+    /// Reader side: no more frames.
+    func end() {
+        condition.lock()
+        isEnded = true
+        offered = nil
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Writer side: waits for the next frame; its recorder time, or nil when the reader has ended.
+    func waitForOffer() -> Int64? {
+        condition.lock()
+        defer { condition.unlock() }
+        while offered == nil && !isEnded { condition.wait() }
+        return offered == nil ? nil : time
+    }
+
+    /// Writer side: passes the offered frame to `body`, then lets the reader go on.
+    func withOffer(_ body: (FrameView) throws -> Void) throws {
+        condition.lock()
+        let view = offered
+        condition.unlock()
+        defer {
+            condition.lock()
+            offered = nil
+            condition.broadcast()
+            condition.unlock()
+        }
+        if let view { try body(view) }
+    }
+
+    /// Writer side: stops the reader and waits until it has ended.
+    func cancelAndWait() {
+        condition.lock()
+        isCancelled = true
+        condition.broadcast()
+        while !isEnded { condition.wait() }
+        condition.unlock()
+    }
+}

@@ -1,0 +1,75 @@
+import RewindCore
+import RewindSQLite
+import RewindSystem
+
+extension SegmentStore {
+    /// Repairs a segment file whose frames the index cannot take because its stream already holds frames at their
+    /// pts: a later recording that started the stream's clock again (older builds did, and failed on the first
+    /// duplicate). Its frames are decoded and written after the stream's newest frame — where a recording now
+    /// continues a stream — with a ``LossReason/recorderStopped`` gap before them, made durable, and only then is
+    /// the file (and its row, which holds no frame) removed.
+    ///
+    /// - Parameters:
+    ///   - fileName: the sealed file, in `segments/`.
+    ///   - header: its header.
+    ///   - scan: its valid records.
+    ///   - segmentID: its index row, if any.
+    ///   - report: receives what was done, or why not.
+    /// - Returns: whether the file was moved.
+    /// - Throws: I/O and index errors before anything was written.
+    func continueAfterStream(
+        fileName: String, header: SegmentHeader, scan: SegmentFileReader.ScanResult, segmentID: Int64?,
+        report: inout VerifyReport
+    ) throws -> Bool {
+        guard let first = scan.entries.first else { return false }
+        guard let writer = try makeWriterIfIdle(streamName: header.streamName, stream: header.stream) else {
+            report.problems.append(
+                "segment \(fileName) was not repaired: stream '\(header.streamName)' has an open writer; "
+                    + "stop recording and run 'rewind verify --repair' again")
+            return false
+        }
+        let path = segmentsDirectory + "/" + fileName
+        let streamID = writer.stream.id
+        var newest: Int64?
+        let segments = try index.segments(streamID: streamID).filter { $0.id != segmentID && $0.state != .deleting }
+        for row in segments { if let last = row.lastPTS { newest = max(newest ?? last, last) } }
+        let duration = max(1, header.stream.frameDuration.nanoseconds ?? 1)
+        let start = (newest.map { $0 + duration } ?? first.ptsNanoseconds)
+        let offset = start - first.ptsNanoseconds
+        do {
+            let reader = try SegmentFileReader(path: path, fileSystem: fileSystem)
+            defer { reader.close() }
+            let decoder = FrameDecoder(layout: header.stream.layout, chunkSize: header.chunkSize)
+            for (number, entry) in scan.entries.enumerated() {
+                let (record, payload) = try reader.readRecord(at: entry.offset, frame: number, verifyPayload: true)
+                try decoder.decode(payload, expectedCRC: record.storedCRC, hasPrevious: number > 0)
+                let info = try FrameInfo(
+                    pts: FrameTime(nanoseconds: entry.ptsNanoseconds + offset), wallNanoseconds: entry.wallNanoseconds,
+                    color: header.stream.color)
+                try writer.append(FrameView(layout: header.stream.layout, info: info, bytes: decoder.frame))
+            }
+            try writer.close()
+        } catch {
+            try? writer.close()
+            report.problems.append(
+                "could not move the frames of segment \(fileName) after the stream's newest frame (\(error)); the "
+                    + "file is left as it is: run 'rewind verify --repair' again")
+            return false
+        }
+        if let newest {
+            try index.recordGap(
+                GapRow(streamID: streamID, startNanoseconds: newest, endNanoseconds: start, reason: .recorderStopped))
+        }
+        try Self.wrapIO { () throws(FileSystemError) in
+            try fileSystem.unlink(path)
+            try fileSystem.syncDirectory(segmentsDirectory)
+        }
+        if let segmentID { try index.removeSegment(id: segmentID) }
+        report.repaired.append(
+            "moved the \(scan.entries.count) frames of segment \(fileName), which repeated pts stream "
+                + "'\(header.streamName)' already holds (a later recording that started its clock again), after the "
+                + "stream's newest frame into \(writer.sealedFileNames.joined(separator: ", ")) (pts shifted by "
+                + "\(offset) ns, a 'recorder stopped' gap before them), and removed the file")
+        return true
+    }
+}

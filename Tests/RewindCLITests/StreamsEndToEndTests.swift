@@ -1,0 +1,246 @@
+import Foundation
+import RewindCore
+import RewindMedia
+import RewindTesting
+import SegmentStore
+import Testing
+
+/// The frame indices the synthetic camera wrote into the stored frames of `stream`, each frame proven bit-exact by
+/// its checksum; a frame that fails the check is recorded as an issue.
+func syntheticIndices(store: String, stream: String) throws -> [Int64] {
+    let segmentStore = try SegmentStore.openReadOnly(directory: store)
+    var indices: [Int64] = []
+    try segmentStore.frames(streamName: stream, in: Int64.min..<Int64.max) { view in
+        if let mark = SyntheticCamera.verify(view) {
+            indices.append(mark.index)
+        } else {
+            Issue.record("stream \(stream): frame at pts \(view.info.ptsNanoseconds) is not bit-exact")
+        }
+        return true
+    }
+    return indices
+}
+
+/// `ffprobe`'s video streams of a file: (width, height, frames read).
+func probeStreams(_ path: String) throws -> [(width: Int, height: Int, frames: Int)] {
+    let result = try runChecked(
+        "ffprobe",
+        [
+            "-v", "error", "-count_frames", "-select_streams", "v", "-show_entries",
+            "stream=width,height,nb_read_frames", "-of", "csv=p=0", path,
+        ])
+    return result.output.split(separator: "\n").compactMap { line in
+        let fields = line.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        return fields.count == 3 ? (fields[0], fields[1], fields[2]) : nil
+    }
+}
+
+/// The streams of `rewind info --json`, by name.
+func streamInfo(_ store: String) throws -> [String: [String: Any]] {
+    let streams = try info(store)["streams"] as? [[String: Any]] ?? []
+    return Dictionary(
+        uniqueKeysWithValues: streams.compactMap { stream in
+            (stream["name"] as? String).map { ($0, stream) }
+        })
+}
+
+@Suite(.timeLimit(.minutes(10))) struct StreamsEndToEndTests {
+    @Test func threeInputsRecordedAtOnceInRealTimeAreEachBitExactAndComplete() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "320x240", rate: "25", frames: 75, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "cam=y4m:\(source.path)", "--input", "wide=synthetic:640x360@30",
+            "--input", "small=synthetic:320x180@15", "--duration", "3s", "--realtime", "--memory", "96MiB",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        #expect(record.output.contains("stream cam: recorded 75 frames of i420 320x240"), "\(record.output)")
+        #expect(record.output.contains("stream wide: recorded 90 frames of nv12 640x360"), "\(record.output)")
+        #expect(record.output.contains("stream small: recorded 45 frames of nv12 320x180"), "\(record.output)")
+        #expect(record.output.contains("recorded 3 streams into"), "\(record.output)")
+
+        let streams = try streamInfo(store)
+        #expect(streams["cam"]?["frames"] as? Int == 75)
+        #expect(streams["wide"]?["frames"] as? Int == 90)
+        #expect(streams["small"]?["frames"] as? Int == 45)
+        for (name, stream) in streams {
+            #expect(stream["drops"] as? [String: Int] == [:], "\(name)")
+            #expect(stream["clock_offset_ns"] is Int64 || stream["clock_offset_ns"] is Int, "\(name) has no clock")
+            #expect(stream["first_wall_ns"] is Int64 || stream["first_wall_ns"] is Int, "\(name) has no wall time")
+        }
+        // Started together in real time: every stream's first frame lies within 100 ms of recorder time 0.
+        for (name, stream) in streams {
+            let first = (stream["first_time_ns"] as? NSNumber)?.int64Value ?? .max
+            #expect((0..<100_000_000).contains(first), "\(name) starts at recorder time \(first) ns")
+        }
+        #expect(try syntheticIndices(store: store, stream: "wide") == Array(0..<90))
+        #expect(try syntheticIndices(store: store, stream: "small") == Array(0..<45))
+        let sourceMD5s = try frameMD5s(source.path)
+        let cam = directory.appendingPathComponent("cam.y4m").path
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--stream", "cam", "--from", "0s", "--to", "10s", "-o", cam,
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try frameMD5s(cam) == sourceMD5s)
+
+        // Every stream into one Matroska file: a track each, its own size and every frame.
+        let all = directory.appendingPathComponent("all.mkv").path
+        let save = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "10s", "-o", all])
+        #expect(save.status == 0, "\(save.stderr)")
+        let tracks = try probeStreams(all)
+        #expect(tracks.map(\.width) == [320, 640, 320])
+        #expect(tracks.map(\.height) == [240, 360, 180])
+        #expect(tracks.map(\.frames) == [75, 90, 45])
+        let camTrack = try runChecked(
+            "ffmpeg",
+            [
+                "-hide_banner", "-loglevel", "error", "-i", all, "-map", "0:0", "-fps_mode", "passthrough",
+                "-pix_fmt", "yuv420p", "-f", "framemd5", "-",
+            ]
+        ).output.split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+            String($0.split(separator: ",").last!.trimmingCharacters(in: .whitespaces))
+        }
+        #expect(camTrack == sourceMD5s)
+
+        // .y4m holds one stream: one file per stream, NAME.STREAM.y4m.
+        let y4m = directory.appendingPathComponent("last.y4m").path
+        let perStream = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "10s", "-o", y4m])
+        #expect(perStream.status == 0, "\(perStream.stderr)")
+        #expect(try frameMD5s(directory.appendingPathComponent("last.cam.y4m").path) == sourceMD5s)
+        #expect(try probeStreams(directory.appendingPathComponent("last.wide.y4m").path).map(\.frames) == [90])
+
+        // Several streams and none named: a usage error that lists them; an unknown one is named.
+        let unnamed = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", all])
+        #expect(unnamed.status == 64)
+        #expect(unnamed.stderr.contains("several streams (cam, wide, small)"), "\(unnamed.stderr)")
+        let unknown = try Tool.rewind([
+            "clip", "--store", store, "--stream", "rear", "--from", "0s", "--to", "1s", "-o", all,
+        ])
+        #expect(unknown.status == 64)
+        #expect(unknown.stderr.contains("no stream 'rear'"), "\(unknown.stderr)")
+        let verify = try Tool.rewind(["verify", "--store", store, "--stream", "small"])
+        #expect(verify.status == 0 && verify.output.contains("1 segment, 45 frames"), "\(verify.output)")
+    }
+
+    @Test func aStreamWhoseInputFailsMidwayEndsAloneAndTheOthersStayWhole() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "25", frames: 50, in: directory)
+        // Cut the file in the middle of frame 30: the input fails there as malformed.
+        let data = try Data(contentsOf: URL(fileURLWithPath: source.path))
+        let frameBytes = 160 * 120 * 3 / 2 + 6
+        let header = data.count - 50 * frameBytes
+        let truncated = directory.appendingPathComponent("truncated.y4m").path
+        try data.prefix(header + 30 * frameBytes + 100).write(to: URL(fileURLWithPath: truncated))
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "cam=y4m:\(truncated)", "--input", "wide=synthetic:320x180@30",
+            "--duration", "2s", "--realtime",
+        ])
+        #expect(record.status == 65, "\(record.stderr)")
+        #expect(record.stderr.contains("input 'cam' failed"), "\(record.stderr)")
+        #expect(record.stderr.contains("stream 'cam': "), "\(record.stderr)")
+        #expect(record.output.contains("stream cam: recorded 30 frames"), "\(record.output)")
+        #expect(record.output.contains("failed: cam"), "\(record.output)")
+        #expect(record.output.contains("stream wide: recorded 60 frames"), "\(record.output)")
+        #expect(try syntheticIndices(store: store, stream: "wide") == Array(0..<60))
+        let streams = try streamInfo(store)
+        #expect(streams["cam"]?["frames"] as? Int == 30)
+        let camGaps = streams["cam"]?["gaps"] as? [[String: Any]] ?? []
+        #expect(camGaps.map { $0["reason"] as? String } == ["input failed"], "\(camGaps)")
+        #expect((streams["wide"]?["gaps"] as? [Any])?.isEmpty == true)
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+
+    @Test func recordingAgainIntoAStoreContinuesItsTimeline() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:640x360@30", "--duration", "10s",
+        ])
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:640x360@30", "--duration", "2s",
+        ])
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.output.contains("recorded 60 frames"), "\(second.output)")
+        #expect(second.output.contains("the store now holds 360 frames"), "\(second.output)")
+        let summary = try info(store)
+        #expect(summary["frames"] as? Int == 360)
+        #expect(summary["drops"] as? Int == 0)
+        let gaps = summary["gaps"] as? [[String: Any]] ?? []
+        #expect(gaps.map { $0["reason"] as? String } == ["recorder stopped"], "\(gaps)")
+        #expect((gaps.first?["start_ns"] as? NSNumber)?.int64Value == 9_966_666_666)
+        #expect(((summary["last_pts_ns"] as? NSNumber)?.int64Value ?? 0) > 11_900_000_000)
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+        #expect(verify.output.contains("2 segments, 360 frames"), "\(verify.output)")
+        let rows = try runChecked(
+            "sqlite3",
+            [
+                "-readonly", store + "/index.sqlite",
+                "SELECT count(*), count(DISTINCT pts_ns) FROM frames; "
+                    + "SELECT clock_offset_ns IS NOT NULL AND clock_wall_ns IS NOT NULL FROM streams; "
+                    + "SELECT state FROM segments",
+            ])
+        #expect(rows.output.split(separator: "\n") == ["360|360", "1", "sealed", "sealed"], "\(rows.output)")
+        // The second recording's frames are the camera's, whole, after the first ones.
+        #expect(try syntheticIndices(store: store, stream: "camera") == Array(0..<300) + Array(0..<60))
+
+        // Another size for the same stream is refused before anything is recorded.
+        let bigger = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:1280x720@30", "--duration", "1s",
+        ])
+        #expect(bigger.status == 64)
+        #expect(bigger.stderr.contains("size 640x360 → 1280x720"), "\(bigger.stderr)")
+        #expect(bigger.stderr.contains("--stream camera-2"), "\(bigger.stderr)")
+        #expect(try info(store)["frames"] as? Int == 360)
+    }
+
+    @Test func verifyRepairMovesARecordingThatStartedAStreamsClockAgain() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let other = directory.appendingPathComponent("other").path
+        for (path, duration) in [(store, "3s"), (other, "1s")] {
+            let record = try Tool.rewind([
+                "record", "--store", path, "--input", "synthetic:320x180@30", "--duration", duration,
+            ])
+            #expect(record.status == 0, "\(record.stderr)")
+        }
+        // What older builds left: a segment of the same stream whose pts start at 0 again, unknown to the index.
+        try FileManager.default.copyItem(
+            atPath: other + "/segments/000001.seg", toPath: store + "/segments/000002.seg")
+        let dryRun = try Tool.rewind(["verify", "--store", store])
+        #expect(dryRun.status == 1, "\(dryRun.output)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved the 30 frames of segment 000002.seg"), "\(repair.output)")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+        let summary = try info(store)
+        #expect(summary["frames"] as? Int == 120)
+        #expect((summary["gaps"] as? [[String: Any]])?.map { $0["reason"] as? String } == ["recorder stopped"])
+        #expect(try syntheticIndices(store: store, stream: "camera") == Array(0..<90) + Array(0..<30))
+    }
+
+    @Test(arguments: [
+        (["--input", "a=synthetic", "--input", "a=synthetic:320x180@30"], "two inputs are named 'a'"),
+        (["--input", "synthetic", "--input", "synthetic:320x180@30"], "(an input without NAME= is named by --stream)"),
+        (["--input", "Front=synthetic"], "'Front' is not a stream name"),
+        (["--input", "a=-", "--input", "b=-"], "both read stdin"),
+        (["--stream", "no space", "--input", "synthetic"], "'no space' is not a stream name"),
+    ])
+    func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let result = try Tool.rewind(["record", "--store", store, "--duration", "1s"] + arguments)
+        #expect(result.status == 64)
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"))
+    }
+}

@@ -1,0 +1,127 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Testing
+
+private func description(_ width: Int, _ height: Int, fps: Int32) throws -> StreamDescription {
+    StreamDescription(
+        layout: try FrameLayout(format: .nv12, width: width, height: height),
+        frameDuration: FrameTime(value: 1, timescale: fps), color: ColorInfo(matrix: .bt709, range: .video))
+}
+
+@Suite(.timeLimit(.minutes(5))) struct MultiStreamRecorderTests {
+    @Test func sharesFollowByteRatesAboveAFloorOfFourFramesAndNeverExceedTheTotal() throws {
+        let big = try description(1920, 1080, fps: 30)
+        let small = try description(320, 180, fps: 15)
+        let bigSlab = Recorder.smallestMemoryBudget(for: big.layout)
+        let smallSlab = Recorder.smallestMemoryBudget(for: small.layout)
+        #expect(Recorder.budgetShares(total: 100 << 20, streams: [big], window: .seconds(10)) == [100 << 20])
+
+        let total = 256 << 20
+        let shares = Recorder.budgetShares(total: total, streams: [big, small], window: .seconds(10))
+        #expect(shares.reduce(0, +) <= total)
+        #expect(shares.reduce(0, +) > total - 16)
+        #expect(shares[1] >= 4 * smallSlab, "the small stream keeps its floor")
+        // Above the floors, bytes per second decide: 1080p30 moves 72× the bytes of 320x180 at 15 fps.
+        let rateRatio = Double(bigSlab * 30) / Double(smallSlab * 15)
+        let extraRatio = Double(shares[0] - 4 * bigSlab) / Double(shares[1] - 4 * smallSlab)
+        #expect(abs(extraRatio - rateRatio) / rateRatio < 0.01, "\(extraRatio) vs \(rateRatio)")
+
+        // Below the floors: a slab each first, the rest towards the floors.
+        let tight = Recorder.budgetShares(
+            total: bigSlab * 2 + smallSlab * 2, streams: [big, small], window: .seconds(10))
+        #expect(tight[0] >= bigSlab && tight[1] >= smallSlab, "\(tight)")
+        #expect(tight.reduce(0, +) <= bigSlab * 2 + smallSlab * 2)
+    }
+
+    @Test func twoStreamsFromTwoThreadsGoToOneStoreWithTheirOwnSegmentsAndClocks() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SegmentStore.open(directory: directory.path, options: StoreOptions(workerCount: 2))
+        var front = SyntheticCamera(
+            layout: try FrameLayout(format: .nv12, width: 320, height: 180),
+            frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 90)
+        var rear = SyntheticCamera(
+            layout: try FrameLayout(format: .nv12, width: 160, height: 96),
+            frameDuration: FrameTime(value: 1, timescale: 15), frameCount: 30)
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: front.stream),
+                RecorderStreamSpec(name: "rear", stream: rear.stream),
+            ], store: store,
+            configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 32 << 20))
+        #expect(recorder.streams.map(\.memoryConfiguration.memoryBudget).reduce(0, +) <= 32 << 20)
+        let group = DispatchGroup()
+        let rearStream = recorder.streams[1]
+        nonisolated(unsafe) var rearCamera = rear
+        DispatchQueue.global().async(group: group) { _ = try? rearStream.record(from: &rearCamera) }
+        try recorder.streams[0].record(from: &front)
+        #expect(group.wait(timeout: .now() + 60) == .success, "the second stream's loop ended")
+        rear = rearCamera
+        try recorder.finish()
+        #expect(recorder.streams.map(\.statistics.framesDurable) == [90, 30])
+        #expect(try store.summary(streamName: "front").frames == 90)
+        #expect(try store.summary(streamName: "rear").frames == 30)
+        let rows = try store.streams()
+        #expect(rows.map(\.name) == ["front", "rear"])
+        #expect(rows.allSatisfy { $0.clock != nil })
+        #expect(rows[0].clock?.wallNanoseconds == rows[1].clock?.wallNanoseconds, "one recorder clock")
+        #expect(try store.segments(streamName: "rear").allSatisfy { $0.frameCount > 0 })
+
+        // Both streams together on the recorder clock, and every frame proven bit-exact.
+        let set = try StreamSet(store: store)
+        let everything = try #require(try set.span())
+        for member in set.members {
+            var indices: [Int64] = []
+            try member.source.frames(in: member.clock.ptsRange(everything.lowerBound..<(everything.upperBound + 1))) {
+                indices.append(SyntheticCamera.verify($0)?.index ?? -1)
+                return true
+            }
+            #expect(indices == Array(0..<Int64(member.name == "front" ? 90 : 30)), "\(member.name)")
+        }
+    }
+
+    @Test func aSecondRecorderContinuesAStoredStreamAfterItsFramesAndAddsANewOneOnTheSameClock() throws {
+        let directory = try TemporaryDirectory()
+        let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
+        let duration = FrameTime(value: 1, timescale: 30)
+        do {
+            let store = try SegmentStore.open(directory: directory.path)
+            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 30)
+            let recorder = try Recorder(
+                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+            try recorder.record(from: &camera)
+            try recorder.finish()
+            #expect(recorder.streams[0].sessionOffsetNanoseconds == 0, "a new stream keeps its source's pts")
+        }
+        let store = try SegmentStore.open(directory: directory.path)
+        let lastBefore = try #require(try store.summary(streamName: "a").lastPTS)
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        var other = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "a", stream: again.stream),
+                RecorderStreamSpec(name: "b", stream: other.stream),
+            ], store: store, configuration: RecorderConfiguration())
+        try recorder.streams[0].record(from: &again)
+        try recorder.streams[1].record(from: &other)
+        try recorder.finish()
+        let offset = try #require(recorder.streams[0].sessionOffsetNanoseconds)
+        #expect(offset >= lastBefore + duration.nanoseconds!, "the new frames come after the stored ones")
+        #expect(try store.summary(streamName: "a").frames == 40)
+        let gaps = try store.gaps(streamName: "a")
+        #expect(gaps.map(\.reason) == [.recorderStopped])
+        #expect(gaps.first?.startNanoseconds == lastBefore)
+        #expect(gaps.first?.endNanoseconds == offset)
+        let rows = try store.streams()
+        #expect(rows.map(\.name) == ["a", "b"])
+        #expect(rows[0].clock?.offsetNanoseconds == 0, "the stored stream keeps its mapping")
+        #expect(rows[1].clock?.wallNanoseconds == rows[0].clock?.wallNanoseconds, "one clock for the store")
+        #expect(try store.verify(repair: false).clean)
+    }
+}
