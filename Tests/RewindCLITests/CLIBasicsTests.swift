@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct CLIBasicsTests {
+@Suite(.timeLimit(.minutes(15))) struct CLIBasicsTests {
     @Test func helpListsEveryCommand() throws {
         let result = try Tool.rewind(["--help"])
         #expect(result.status == 0)

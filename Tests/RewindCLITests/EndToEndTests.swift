@@ -59,7 +59,7 @@ func info(_ store: String) throws -> [String: Any] {
     return try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any] ?? [:]
 }
 
-@Suite(.timeLimit(.minutes(10))) struct EndToEndTests {
+@Suite(.timeLimit(.minutes(15))) struct EndToEndTests {
     @Test(arguments: [("320x240", "30000/1001", 90), ("321x241", "25", 60), ("640x360", "60", 150)])
     func y4mRecordThenClipIsFrameExactAcrossSegments(size: String, rate: String, frameCount: Int) throws {
         let directory = try Tool.temporaryDirectory()

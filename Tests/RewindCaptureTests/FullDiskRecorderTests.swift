@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.timeLimit(.minutes(5))) struct FullDiskRecorderTests {
+@Suite(.timeLimit(.minutes(15))) struct FullDiskRecorderTests {
     @Test func framesLostAtTheStartAndAtTheEndAreGapsToo() throws {
         var feed = try CameraFeed()
         let disk = FaultInjectingFileSystem()

@@ -3,7 +3,7 @@ import RewindCore
 import Testing
 
 /// The PSI file format, and the rule that turns readings into levels: rises at once, falls after a quiet period.
-@Suite(.timeLimit(.minutes(5)))
+@Suite(.timeLimit(.minutes(15)))
 struct MemoryPressureHysteresisTests {
     /// Text as `/proc/pressure/memory` prints it.
     static let psiText = """

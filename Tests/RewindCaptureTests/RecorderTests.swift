@@ -107,7 +107,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     return try #require((0..<feed.index).first { feed.pts($0) == first }, "no frame has pts \(first)")
 }
 
-@Suite(.timeLimit(.minutes(5))) struct RecorderTests {
+@Suite(.timeLimit(.minutes(15))) struct RecorderTests {
     @Test func queriesMergeDiskAndMemoryExactlyOnceWhileRecording() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(
@@ -257,7 +257,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(indexes.first == 0)
     }
 
-    @Test(.timeLimit(.minutes(5)))
+    @Test(.timeLimit(.minutes(15)))
     func aFrameDroppedBecauseTheSpillIsBehindSaysSoInItsOutcomeCounterAndGap() throws {
         var feed = try CameraFeed()
         let disk = GatedFileSystem()

@@ -163,7 +163,7 @@ import Testing
 }
 
 /// ``RecorderControl/handle(_:descriptor:)`` called directly: the control's logic without a socket.
-@Suite(.timeLimit(.minutes(5))) struct RecorderControlHandleTests {
+@Suite(.timeLimit(.minutes(15))) struct RecorderControlHandleTests {
     typealias LiveRecorder = RecorderControlTests.LiveRecorder
 
     func failure(_ reply: ControlReply) -> ControlReply.Failure? {

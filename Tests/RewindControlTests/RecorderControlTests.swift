@@ -32,7 +32,7 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
     return indexes
 }
 
-@Suite(.timeLimit(.minutes(5))) struct RecorderControlTests {
+@Suite(.timeLimit(.minutes(15))) struct RecorderControlTests {
     /// A recorder with 3 s (180 frames) recorded, its control serving, and a producer that keeps appending.
     final class LiveRecorder: @unchecked Sendable {
         let directory: String

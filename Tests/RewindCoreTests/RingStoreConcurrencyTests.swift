@@ -16,7 +16,7 @@ final class RunState: Sendable {
     func fail(_ message: String) { failures.withLock { $0.append(message) } }
 }
 
-@Suite(.timeLimit(.minutes(5))) struct RingStoreConcurrencyTests {
+@Suite(.timeLimit(.minutes(15))) struct RingStoreConcurrencyTests {
     @Test(arguments: [PinPolicy.evictOldestUnpinned, .dropNewest])
     func readersPinWhileOneProducerAppends(policy: PinPolicy) {
         let frameLayout = layout(.nv12, 32, 24)

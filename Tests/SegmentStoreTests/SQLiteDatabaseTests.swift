@@ -5,7 +5,7 @@ import Testing
 @testable import RewindSQLite
 @testable import SegmentStore
 
-@Suite(.timeLimit(.minutes(5))) struct SQLiteDatabaseTests {
+@Suite(.timeLimit(.minutes(15))) struct SQLiteDatabaseTests {
     @Test func opensInWALWithTheDocumentedPragmas() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

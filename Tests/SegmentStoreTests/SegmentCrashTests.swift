@@ -15,7 +15,7 @@ import Testing
 /// ``crashWriterChildProcess()`` (enabled only then), which prints `START <frame>` and then `DURABLE <pts>` after
 /// each successful sync. The parent checks that each child started, reported durable frames, was still writing when
 /// it was killed and died of that kill, so a child that ran nothing cannot pass for one that was killed.
-@Suite(.timeLimit(.minutes(10))) struct SegmentCrashTests {
+@Suite(.timeLimit(.minutes(15))) struct SegmentCrashTests {
     static let childVariable = "REWIND_CRASH_CHILD_STORE"
     static let frameFormat = (PixelFormat.nv12, 160, 120)
     /// A child writes at most this long: if its parent dies, it does not write for ever.

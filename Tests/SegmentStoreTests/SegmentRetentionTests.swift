@@ -4,7 +4,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct SegmentRetentionTests {
+@Suite(.timeLimit(.minutes(15))) struct SegmentRetentionTests {
     @Test func budgetDeletesOldestSealedSegmentsButNotOneBeingRead() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

@@ -4,7 +4,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite(.timeLimit(.minutes(5))) struct SegmentStoreTests {
+@Suite(.timeLimit(.minutes(15))) struct SegmentStoreTests {
     @Test func writesAndReadsBackBitExactAcrossSegments() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
