@@ -1,6 +1,6 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev liblz4-dev pkg-config ffmpeg lz4 sqlite3
+APT_PACKAGES := libsqlite3-dev liblz4-dev libmicrohttpd-dev pkg-config ffmpeg lz4 sqlite3 curl
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 
 .PHONY: deps build release demo test test-tsan lint format bench clean

@@ -20,6 +20,11 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .yum(["lz4-devel"]), .brew(["lz4"])]
         ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .yum(["libmicrohttpd-devel"]), .brew(["libmicrohttpd"])]
+        ),
         .target(name: "CCRC32C"),
         .target(name: "CPlatform"),
         .target(
@@ -27,7 +32,9 @@ let package = Package(
             path: "Migrations",
             exclude: ["README.md"],
             sources: ["Migrations.swift"],
-            resources: [.embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql")]
+            resources: [
+                .embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql"), .embedInCode("0003_markers.sql"),
+            ]
         ),
 
         // The library's modules, lowest first.
@@ -38,7 +45,7 @@ let package = Package(
         .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
         .target(name: "RewindMedia", dependencies: ["RewindCore"]),
         .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
-        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform"]),
+        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform", "CMicroHTTPD"]),
         .target(
             name: "RewindKit",
             dependencies: [

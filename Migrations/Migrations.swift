@@ -32,5 +32,6 @@ extension Migration {
     public static let all: [Migration] = [
         Migration(version: 1, fileName: "0001_initial.sql", bytes: PackageResources._001_initial_sql),
         Migration(version: 2, fileName: "0002_segments.sql", bytes: PackageResources._002_segments_sql),
+        Migration(version: 3, fileName: "0003_markers.sql", bytes: PackageResources._003_markers_sql),
     ]
 }

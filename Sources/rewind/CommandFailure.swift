@@ -43,9 +43,21 @@ struct CommandFailure {
                 break
             }
         case let error as ControlError:
-            if case .refused(.badRange, _) = error {
+            switch error {
+            case .refused(let refusal):
+                switch refusal.code {
+                case .badRequest: status = ExitStatus.usage
+                case .stopping, .unavailable, .tooMany: status = ExitStatus.unavailable
+                case .notFound: advice = command == "unmark" ? "'rewind markers' lists the markers" : nil
+                default: break
+                }
+            case .recorderStopped:
+                status = ExitStatus.unavailable
+                advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+            case .badListenAddress, .tokenFile:
                 status = ExitStatus.usage
-                advice = command == "clip" ? "--to must be after --from" : nil
+            default:
+                break
             }
         case let error as InputError:
             status = error.isMalformed ? ExitStatus.dataError : ExitStatus.failure

@@ -62,6 +62,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
     let followsPressure = arguments.string("memory-pressure")! == "auto"
+    let listen = try listenOptions(arguments, directory: directory)
 
     switch input {
     case .synthetic(let width, let height, let frameDuration):
@@ -70,24 +71,26 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
         return try record(
             from: &camera, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure,
+            followsPressure: followsPressure, listen: listen,
             loop: RecordLoopOptions(pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait))
     case .y4mFile(let path):
         var reader = try Y4MReader(path: path)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
+            followsPressure: followsPressure, listen: listen,
+            loop: RecordLoopOptions(pacing: pacing, duration: duration))
     case .standardInput:
         var reader = try Y4MReader(fileDescriptor: .standardInput)
         return try record(
             from: &reader, directory: directory, configuration: configuration, options: options,
-            followsPressure: followsPressure, loop: RecordLoopOptions(pacing: pacing, duration: duration))
+            followsPressure: followsPressure, listen: listen,
+            loop: RecordLoopOptions(pacing: pacing, duration: duration))
     }
 }
 
 private func record<Source: FrameSource>(
     from source: inout Source, directory: String, configuration: RecorderConfiguration, options: StoreOptions,
-    followsPressure: Bool, loop: RecordLoopOptions
+    followsPressure: Bool, listen: RecorderControl.Listen?, loop: RecordLoopOptions
 ) throws -> Int32 {
     try checkMemoryFits(source.stream, configuration)
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
@@ -96,10 +99,11 @@ private func record<Source: FrameSource>(
     }
     let recorder = try Recorder(stream: source.stream, store: store, configuration: configuration)
     installStopHandlers()
-    // Live saves: `rewind save` through DIR/rewind.sock, and SIGUSR1 (the whole window into DIR/exports/).
+    // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole
+    // window into DIR/exports/.
     var control: RecorderControl?
     do {
-        control = try RecorderControl(recorder: recorder, directory: directory) { result in
+        control = try RecorderControl(recorder: recorder, directory: directory, listen: listen) { result in
             switch result {
             case .success(let summary):
                 printError("saved: " + describe(summary, destination: summary.path ?? "a client"))
@@ -107,6 +111,12 @@ private func record<Source: FrameSource>(
             }
         }
         installSaveSignal(control!)
+        if let port = control?.tcpPort, let listen {
+            printError("serving the API on \(listen.host):\(port) (bearer token required)")
+        }
+    } catch let error as ControlError where listen != nil {
+        if case .badListenAddress = error { throw error }
+        printError("live saves are not available (recording goes on): \(error)")
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }
@@ -235,4 +245,18 @@ private func startPressureMonitor(_ recorder: Recorder) -> MemoryPressureMonitor
     }
     monitor.start()
     return monitor
+}
+
+/// The TCP listener `--listen` asks for, with its token (read from `--token-file` or `DIR/token`, made if missing).
+private func listenOptions(_ arguments: ParsedArguments, directory: String) throws -> RecorderControl.Listen? {
+    guard let text = arguments.string("listen") else {
+        if arguments.flag("listen-any") || arguments.string("token-file") != nil {
+            throw UsageError("--listen-any and --token-file go with --listen HOST:PORT")
+        }
+        return nil
+    }
+    let (host, port) = try RecorderControl.Listen.parse(text)
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let token = try ControlToken.loadOrCreate(path: arguments.string("token-file") ?? directory + "/token")
+    return RecorderControl.Listen(host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token)
 }

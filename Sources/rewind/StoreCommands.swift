@@ -11,7 +11,9 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let segments = try store.segments()
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
-    let live = try? ControlClient.status(directory: directory)
+    let live = (try? ControlClient(directory: directory).status())??.streams.first
+    let markers = try store.markers()
+    let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -34,6 +36,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = live.map(liveJSON) ?? NSNull()
+        object["markers"] = markers.map { markerJSON($0, stream: streamNames[$0.streamID] ?? "") }
         try printJSON(object)
         return ExitStatus.success
     }
@@ -69,6 +72,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             "    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason.rawValue)")
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
+    if !markers.isEmpty {
+        print("  markers: \(markers.count)")
+        for marker in markers.prefix(20) {
+            print("    " + describe(marker, stream: streamNames[marker.streamID] ?? ""))
+        }
+        if markers.count > 20 { print("    … \(markers.count - 20) more (see rewind markers)") }
+    }
     if let live {
         var line = "  live recorder: \(live.memoryFrames) frames in memory"
         if let first = live.memoryFirstPTSNanoseconds, let last = live.memoryLastPTSNanoseconds {
@@ -76,23 +86,24 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         }
         line += ", \(formatBytes(Int64(live.memoryBytes))) of \(formatBytes(Int64(live.memoryBudgetBytes))); "
         line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable; "
-        line += "memory pressure \(live.pressure.name) (\(count(live.pressureChanges, "change")))"
+        line += "memory pressure \(live.pressure) (\(count(live.pressureChanges, "change")))"
         print(line)
     }
     return ExitStatus.success
 }
 
-/// A live recorder's status for `info --json`: the keys its control reply uses.
-private func liveJSON(_ status: ControlReply.Status) -> Any {
+/// A live recorder's status for `info --json`: the keys of its stream in `GET /v1/status`.
+private func liveJSON(_ status: StreamStatus) -> Any {
+    (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(status))) ?? NSNull()
+}
+
+/// A marker for `info --json` and `markers --json`: the keys of the API's marker object.
+func markerJSON(_ marker: MarkerRow, stream: String) -> [String: Any] {
     [
-        "stream": status.stream, "layout": status.layout, "frames_accepted": status.framesAccepted,
-        "frames_durable": status.framesDurable, "drops": status.drops.keyedByRawValue,
-        "window_ns": status.windowNanoseconds, "memory_frames": status.memoryFrames,
-        "memory_bytes": status.memoryBytes, "memory_budget_bytes": status.memoryBudgetBytes,
-        "memory_first_pts_ns": status.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-        "memory_last_pts_ns": status.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-        "pressure": status.pressure.name, "pressure_changes": status.pressureChanges,
-    ] as [String: Any]
+        "id": marker.id, "at_ns": marker.atNanoseconds, "label": marker.label, "stream": stream,
+        "hold_from_ns": marker.hold.map { $0.lowerBound as Any } ?? NSNull(),
+        "hold_to_ns": marker.hold.map { $0.upperBound as Any } ?? NSNull(),
+    ]
 }
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {

@@ -1,0 +1,304 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// The saves and clips of one live recorder: their states, and the exports that write them.
+///
+/// A save is `waiting` until the recorder clock (the newest pts recorded) passes its end and an export slot is
+/// free, then `exporting` on a thread of its own, then `done`, `failed` or `cancelled`. While it is not final its
+/// range from the start on is held against retention (``SegmentStore/addHold(streamName:range:)``), so its
+/// pre-roll cannot be deleted while its post-roll is recorded. Decisions are made under the book's lock; exports,
+/// file removal and callbacks run outside it. The producer never waits for any of this.
+final class SaveBook: Sendable {
+    /// One save's bookkeeping.
+    struct Entry {
+        var object: SaveObject
+        var exportFormat: ExportFormat
+        var hold: RetentionHold?
+        var cancelRequested = false
+        /// The recorder stopped: export what there is now.
+        var isForced = false
+    }
+
+    struct State {
+        var entries: [Int: Entry] = [:]
+        var nextID = 1
+        var exporting = 0
+        /// Where the last finished save of each stream ended (exclusive), for `since_last_save`.
+        var lastSavedEnd: [String: Int64] = [:]
+        var stopping = false
+    }
+
+    /// Saves not yet final beyond which new ones get 429.
+    static let maximumPending = 64
+
+    let recorder: Recorder
+    let concurrentExports: Int
+    private let state = Mutex(State())
+    /// Signalled at each state change, for `wait: true` requests and ``stop()``.
+    private let changed = Mutex<[DispatchSemaphore]>([])
+    private let events: EventHub
+    private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
+
+    init(
+        recorder: Recorder, concurrentExports: Int, events: EventHub,
+        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void
+    ) {
+        self.recorder = recorder
+        self.concurrentExports = concurrentExports
+        self.events = events
+        self.onFinish = onFinish
+    }
+
+    /// The recorder clock: the newest pts recorded (memory, else disk), or nil before the first frame.
+    var clock: Int64? {
+        if let newest = recorder.memoryStatistics.lastPTSNanoseconds { return newest }
+        guard let store = recorder.store else { return nil }
+        return try? store.summary(streamName: recorder.configuration.streamName).lastPTS
+    }
+
+    /// Where the stream's last finished save ended.
+    func lastSavedEnd(stream: String) -> Int64? { state.withLock { $0.lastSavedEnd[stream] } }
+
+    /// Adds a save of `range` to be written to `path`; it starts waiting at once.
+    ///
+    /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
+    func add(stream: String, range: Range<Int64>, format: ExportFormat, path: String) throws(APIError) -> SaveObject {
+        let hold = recorder.store?.addHold(streamName: stream, range: range.lowerBound..<Int64.max)
+        let result: Result<SaveObject, APIError> = state.withLock { state in
+            if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
+            let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
+            guard pending < Self.maximumPending else {
+                return .failure(
+                    APIError(.tooMany, "\(pending) saves are waiting or exporting (at most \(Self.maximumPending))"))
+            }
+            let id = state.nextID
+            state.nextID += 1
+            let object = SaveObject(
+                id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
+                toNanoseconds: range.upperBound, format: format.fileExtension, files: [path])
+            state.entries[id] = Entry(object: object, exportFormat: format, hold: hold)
+            return .success(object)
+        }
+        switch result {
+        case .success(let object):
+            events.publish("save", object)
+            return object
+        case .failure(let error):
+            if let hold { recorder.store?.removeHold(hold) }
+            throw error
+        }
+    }
+
+    /// The save `id`, or nil.
+    func object(_ id: Int) -> SaveObject? { state.withLock { $0.entries[id]?.object } }
+
+    /// Every save, oldest first.
+    var objects: [SaveObject] { state.withLock { $0.entries.values.map(\.object).sorted { $0.id < $1.id } } }
+
+    /// Counts of waiting and exporting saves.
+    var counts: (waiting: Int, exporting: Int) {
+        state.withLock { state in
+            let values = state.entries.values
+            return (values.filter { $0.object.state == .waiting }.count, state.exporting)
+        }
+    }
+
+    /// Lengthens a waiting save's post-roll by `nanoseconds`.
+    ///
+    /// - Throws: ``APIError`` 404 for an unknown id, 409 when the save is no longer waiting.
+    func extend(_ id: Int, by nanoseconds: Int64) throws(APIError) -> SaveObject {
+        let result: Result<SaveObject, APIError> = state.withLock { state in
+            guard var entry = state.entries[id] else { return .failure(APIError(.notFound, "no save \(id)")) }
+            guard entry.object.state == .waiting, !entry.isForced else {
+                return .failure(
+                    APIError(.conflict, "save \(id) is \(entry.object.state.rawValue): only a waiting save can grow"))
+            }
+            entry.object.toNanoseconds += nanoseconds
+            state.entries[id] = entry
+            return .success(entry.object)
+        }
+        let object = try result.get()
+        events.publish("save", object)
+        return object
+    }
+
+    /// Cancels a save: a waiting one ends at once, an exporting one at its next frame (its partial file removed).
+    ///
+    /// - Throws: ``APIError`` 404 for an unknown id.
+    func cancel(_ id: Int) throws(APIError) -> SaveObject {
+        enum Action {
+            case ended(SaveObject, RetentionHold?)
+            case asked
+            case final(SaveObject)
+        }
+        let action: Action = try state.withLock { state throws(APIError) in
+            guard var entry = state.entries[id] else { throw APIError(.notFound, "no save \(id)") }
+            switch entry.object.state {
+            case .waiting:
+                entry.object.state = .cancelled
+                let hold = entry.hold
+                entry.hold = nil
+                state.entries[id] = entry
+                return .ended(entry.object, hold)
+            case .exporting:
+                entry.cancelRequested = true
+                state.entries[id] = entry
+                return .asked
+            case .done, .failed, .cancelled:
+                return .final(entry.object)
+            }
+        }
+        switch action {
+        case .ended(let object, let hold):
+            if let hold { recorder.store?.removeHold(hold) }
+            events.publish("save", object)
+            signalChange()
+            return object
+        case .final(let object):
+            return object
+        case .asked:
+            let object = try waitUntilFinal(id)
+            return object
+        }
+    }
+
+    /// Blocks until save `id` is final and returns it.
+    func waitUntilFinal(_ id: Int) throws(APIError) -> SaveObject {
+        let semaphore = DispatchSemaphore(value: 0)
+        changed.withLock { $0.append(semaphore) }
+        defer { changed.withLock { $0.removeAll { $0 === semaphore } } }
+        while true {
+            guard let object = object(id) else { throw APIError(.notFound, "no save \(id)") }
+            if object.state.isFinal { return object }
+            _ = semaphore.wait(timeout: .now() + .milliseconds(200))
+        }
+    }
+
+    private func signalChange() {
+        for semaphore in changed.withLock({ $0 }) { semaphore.signal() }
+    }
+
+    /// Starts the exports that are due: waiting saves whose end the clock has passed (or all, when stopping),
+    /// while slots are free. Called by the control's thread every few milliseconds while saves wait.
+    ///
+    /// - Returns: whether saves are still waiting.
+    @discardableResult
+    func startDueExports() -> Bool {
+        let now = clock
+        var due: [Entry] = []
+        let stillWaiting: Bool = state.withLock { state in
+            let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
+                $0.object.id < $1.object.id
+            }
+            for var entry in waiting where state.exporting < concurrentExports {
+                // Every frame before the end is in once the clock reaches the last nanosecond of the range.
+                let ready = entry.isForced || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
+                guard ready else { continue }
+                entry.object.state = .exporting
+                state.entries[entry.object.id] = entry
+                state.exporting += 1
+                due.append(entry)
+            }
+            return state.entries.values.contains { $0.object.state == .waiting }
+        }
+        for entry in due {
+            events.publish("save", entry.object)
+            let thread = Thread { [self] in export(entry) }
+            thread.name = "rewind-save"
+            thread.start()
+        }
+        return stillWaiting
+    }
+
+    /// Waiting saves export what there is now; new saves are refused.
+    func forceAll() {
+        state.withLock { state in
+            state.stopping = true
+            for id in state.entries.keys where state.entries[id]!.object.state == .waiting {
+                state.entries[id]!.isForced = true
+            }
+        }
+    }
+
+    /// Whether every save is final.
+    var isIdle: Bool { state.withLock { state in state.entries.values.allSatisfy { $0.object.state.isFinal } } }
+
+    private struct Cancelled: Error {}
+
+    /// Writes one save: on its own thread, a frame at a time from the recorder (memory and disk).
+    private func export(_ entry: Entry) {
+        let id = entry.object.id
+        let path = entry.object.files.first!
+        let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
+        let source = ClipSource.recorder(recorder)
+        let frameNanoseconds = max(1, recorder.stream.frameDuration.nanoseconds ?? 1)
+        let expected = max(1, Double(range.upperBound - range.lowerBound) / Double(frameNanoseconds))
+        var result: Result<ExportSummary, any Error>
+        do {
+            try source.requireFrames(in: range)
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            var exporter = try makeExporter(
+                format: entry.exportFormat, stream: recorder.stream, destination: .path(path))
+            var count = 0
+            do {
+                try source.frames(in: range) { view in
+                    if count % 8 == 0, state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {
+                        throw Cancelled()
+                    }
+                    try exporter.write(view)
+                    count += 1
+                    if count % 8 == 0 {
+                        state.withLock { state in
+                            state.entries[id]?.object.frames = count
+                            state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
+                        }
+                    }
+                    return true
+                }
+                result = .success(try exporter.finish())
+            } catch {
+                _ = try? exporter.finish()
+                unlink(path)
+                throw error
+            }
+        } catch {
+            result = .failure(error)
+        }
+        var finished: SaveObject?
+        let hold: RetentionHold? = state.withLock { state in
+            guard var entry = state.entries[id] else { return nil }
+            switch result {
+            case .success(let summary):
+                entry.object.state = .done
+                entry.object.frames = summary.writtenFrames
+                entry.object.bytes = summary.bytes
+                entry.object.progress = 1
+                state.lastSavedEnd[entry.object.stream] = max(
+                    state.lastSavedEnd[entry.object.stream] ?? .min, entry.object.toNanoseconds)
+            case .failure(let error):
+                entry.object.state = error is Cancelled ? .cancelled : .failed
+                entry.object.files = []
+                if !(error is Cancelled) { entry.object.error = APIError(error).detail }
+            }
+            state.exporting -= 1
+            let hold = entry.hold
+            entry.hold = nil
+            state.entries[id] = entry
+            finished = entry.object
+            return hold
+        }
+        if let hold { recorder.store?.removeHold(hold) }
+        if let finished { events.publish("save", finished) }
+        signalChange()
+        if case .failure(let error) = result, error is Cancelled { return }
+        onFinish(result)
+    }
+}
