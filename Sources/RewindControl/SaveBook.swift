@@ -245,8 +245,10 @@ final class SaveBook: Sendable {
             try source.requireFrames(in: range)
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            // Markers in the range become chapters (Matroska).
             var exporter = try makeExporter(
-                format: entry.exportFormat, stream: recorder.stream, destination: .path(path))
+                format: entry.exportFormat, stream: recorder.stream, destination: .path(path),
+                chapters: source.chapters(in: range))
             var count = 0
             do {
                 try source.frames(in: range) { view in

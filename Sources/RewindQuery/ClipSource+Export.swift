@@ -16,7 +16,22 @@ extension ClipSource {
         throw ClipError.empty(range: range, held: try span())
     }
 
-    /// Exports every frame in `range` to `destination`.
+    /// The markers whose time lies in `range`, as chapters of an export (none without a store, or when they
+    /// cannot be read: chapters never fail an export).
+    ///
+    /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    public func chapters(in range: Range<Int64>) -> [ExportChapter] {
+        let markers: [MarkerRow]?
+        switch self {
+        case .recorder(let recorder):
+            markers = try? recorder.store?.markers(streamName: recorder.configuration.streamName, in: range)
+        case .store(let store, let row):
+            markers = try? store.markers(streamName: row.name, in: range)
+        }
+        return (markers ?? []).map { ExportChapter(ptsNanoseconds: $0.atNanoseconds, title: $0.label) }
+    }
+
+    /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).
     ///
     /// - Parameters:
     ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
@@ -37,7 +52,8 @@ extension ClipSource {
         }
         try requireFrames(in: range)
         var exporter = try makeExporter(
-            format: format, stream: stream, destination: destination, fileSystem: fileSystem)
+            format: format, stream: stream, destination: destination, fileSystem: fileSystem,
+            chapters: chapters(in: range))
         do {
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
