@@ -107,6 +107,9 @@ final class HTTPServer: @unchecked Sendable {
     /// Connections open now.
     var openConnections: Int { connections.load(ordering: .relaxed) }
 
+    /// Streamed responses still being sent.
+    var openStreams: Int { streams.withLock { $0.count } }
+
     /// Starts serving on `listener` (already listening); the server owns it from now on and closes it at
     /// ``stop()``.
     ///

@@ -203,7 +203,13 @@ public final class RecorderControl: Sendable {
             book.startDueExports()
             System.sleep(for: .milliseconds(5))
         }
+        // Event streams end after their queued events (`stopping` last); then the servers stop, which closes what
+        // is still open.
         events.closeAll()
+        let deadline = ContinuousClock.now + .seconds(2)
+        while servers.withLock({ $0.contains { $0.openStreams > 0 } }) && ContinuousClock.now < deadline {
+            System.sleep(for: .milliseconds(5))
+        }
         for server in servers.withLock({ $0 }) { server.stop() }
         unlink(socketPath)
         byte = UInt8(ascii: "q")
