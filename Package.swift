@@ -56,7 +56,7 @@ let package = Package(
         // Tooling: test seams and harnesses, never part of RewindKit.
         .target(name: "RewindTesting", dependencies: ["RewindCapture", "RewindMedia"]),
         .target(name: "RewindSoak", dependencies: ["RewindQuery", "RewindTesting", "CPlatform"]),
-        .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindTesting"]),
+        .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindControl", "RewindTesting"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit", "RewindSoak", "RewindBenchmarks"]),
 
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),

@@ -437,9 +437,9 @@ enum APICoding {
 
     /// Decodes a request body, refusing a body that is not one JSON object, an unknown field (a typo must not be
     /// ignored), and a field of the wrong type, each with a 400 naming it.
-    static func decodeRequest<T: Decodable>(_ type: T.Type, from body: [UInt8], fields: [String]) throws(APIError)
-        -> T
-    {
+    static func decodeRequest<T: Decodable>(
+        _ type: T.Type, from body: [UInt8], fields: [String], nested: [String: [String]] = [:]
+    ) throws(APIError) -> T {
         let text = body.isEmpty ? Array("{}".utf8) : body
         guard let object = try? JSONSerialization.jsonObject(with: Data(text)) as? [String: Any] else {
             throw APIError(.badRequest, "the body is not a JSON object: '\(excerpt(body))'")
@@ -447,6 +447,14 @@ enum APICoding {
         if let unknown = object.keys.sorted().first(where: { !fields.contains($0) }) {
             throw APIError(
                 .badRequest, "unknown field '\(unknown)': this request takes \(fields.joined(separator: ", "))")
+        }
+        for (key, allowed) in nested {
+            guard let inner = object[key] as? [String: Any] else { continue }
+            if let unknown = inner.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw APIError(
+                    .badRequest,
+                    "unknown field '\(key).\(unknown)': '\(key)' takes \(allowed.joined(separator: ", "))")
+            }
         }
         do {
             return try JSONDecoder().decode(T.self, from: Data(text))

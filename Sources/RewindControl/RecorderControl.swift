@@ -379,7 +379,8 @@ public final class RecorderControl: Sendable {
             try allow("GET", "POST")
             if method == "GET" { return json(try markers(query: request.query)) }
             let body = try APICoding.decodeRequest(
-                MarkerRequest.self, from: request.body, fields: MarkerRequest.CodingKeys.allCases.map(\.rawValue))
+                MarkerRequest.self, from: request.body, fields: MarkerRequest.CodingKeys.allCases.map(\.rawValue),
+                nested: ["hold": MarkerRequest.Hold.CodingKeys.allCases.map(\.rawValue)])
             return json(try addMarkers(body), status: 201)
         case let path where path.count == 2 && path[0] == "markers":
             try allow("DELETE")

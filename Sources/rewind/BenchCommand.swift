@@ -19,6 +19,8 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("export_over_write", "clip export to .y4m from disk ÷ plain write of the same bytes", "≤ 1.3"),
     ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
     ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
+    ("control_save_ack_ms", "POST /v1/saves answered while four exports run, median, ms", "≤ 5"),
+    ("control_drops_1080p60", "frames dropped, live 1080p60 while clients hammer the API", "0"),
 ]
 
 func runBench(_ arguments: ParsedArguments) throws -> Int32 {
@@ -46,6 +48,7 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
         try RecorderBenchmarks.runFileRecording(quick: quick)
     }
     measure("live", "live recording and saving from memory") { try RecorderBenchmarks.runLive(quick: quick) }
+    measure("control", "the HTTP API of a live recorder") { try ControlBenchmarks.run(quick: quick) }
     if json {
         try printJSON(results)
     } else {

@@ -148,8 +148,8 @@ let benchCommand = Command(
             .value(
                 "only", "PART",
                 "measure one part: ring | store | file (recording a file, exports from disk) | live (live recording, "
-                    + "saves from memory)",
-                type: .choice(["ring", "store", "file", "live"])),
+                    + "saves from memory) | control (the HTTP API while recording live)",
+                type: .choice(["ring", "store", "file", "live", "control"])),
         ]),
     run: runBench)
 
