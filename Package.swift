@@ -20,9 +20,9 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .yum(["lz4-devel"]), .brew(["lz4"])]
         ),
+        // The header only: libmicrohttpd itself is loaded when a recorder starts serving (see its shim.h).
         .systemLibrary(
             name: "CMicroHTTPD",
-            pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"]), .yum(["libmicrohttpd-devel"]), .brew(["libmicrohttpd"])]
         ),
         .target(name: "CCRC32C"),

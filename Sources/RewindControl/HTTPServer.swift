@@ -97,6 +97,7 @@ final class HTTPServer: @unchecked Sendable {
 
     private let handler: Handler
     let limits: HTTPLimits
+    private let library: MicroHTTPD
     private let isTCP: Bool
     /// Set once by init; read by the callbacks. Unchecked: MHD serialises start and stop.
     private var daemon: OpaquePointer?
@@ -115,14 +116,21 @@ final class HTTPServer: @unchecked Sendable {
     ///
     /// - Throws: ``ControlError/serverFailed(_:)`` when libmicrohttpd cannot start.
     init(listener: Int32, isTCP: Bool, limits: HTTPLimits, handler: @escaping Handler) throws {
+        guard let library = MicroHTTPD.library else {
+            close(listener)
+            throw ControlError.serverFailed("cannot load libmicrohttpd: \(MicroHTTPD.loadError ?? "unknown error")")
+        }
         self.handler = handler
         self.limits = limits
         self.isTCP = isTCP
+        self.library = library
         let context = Unmanaged.passUnretained(self).toOpaque()
         // MHD's own limit is above ours, so the one past ours still gets a 503 rather than a closed socket.
-        daemon = rewind_mhd_start(
-            listener, UInt32(limits.maximumConnections + 16), UInt32(limits.idleTimeoutSeconds),
-            limits.headerMemoryBytes, accessCallback, context, completedCallback, notifyCallback)
+        daemon = withUnsafePointer(to: library.api) { api in
+            rewind_mhd_start(
+                api, listener, UInt32(limits.maximumConnections + 16), UInt32(limits.idleTimeoutSeconds),
+                limits.headerMemoryBytes, accessCallback, context, completedCallback, notifyCallback)
+        }
         guard daemon != nil else {
             close(listener)
             throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket")
@@ -137,7 +145,7 @@ final class HTTPServer: @unchecked Sendable {
         }
         for stream in open { stream.close() }
         if let daemon {
-            MHD_stop_daemon(daemon)
+            library.api.stop_daemon(daemon)
             self.daemon = nil
         }
     }
@@ -209,7 +217,7 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     private func header(_ connection: OpaquePointer, _ name: String) -> String? {
-        MHD_lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+        library.api.lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
     }
 
     private func collect(
@@ -222,7 +230,7 @@ final class HTTPServer: @unchecked Sendable {
         }
         let box = Box(lowercased: lowercased)
         _ = withExtendedLifetime(box) {
-            MHD_get_connection_values(
+            library.api.get_connection_values(
                 connection, kind,
                 { context, _, key, value in
                     let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
@@ -241,19 +249,19 @@ final class HTTPServer: @unchecked Sendable {
         switch response.body {
         case .bytes(let bytes):
             made = bytes.withUnsafeBytes { raw in
-                MHD_create_response_from_buffer(
+                library.api.create_response_from_buffer(
                     raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), mustCopy)
             }
         case .stream(let stream):
             let box = StreamBox(stream: stream, server: self)
             streams.withLock { $0[ObjectIdentifier(stream)] = stream }
-            made = MHD_create_response_from_callback(
+            made = library.api.create_response_from_callback(
                 UInt64.max, 16 * 1024, streamReader, Unmanaged.passRetained(box).toOpaque(), streamFree)
         }
         guard let made else { return .NO }
-        defer { MHD_destroy_response(made) }
-        for (name, value) in response.headers { MHD_add_response_header(made, name, value) }
-        return MHD_queue_response(connection, UInt32(response.status), made)
+        defer { library.api.destroy_response(made) }
+        for (name, value) in response.headers { _ = library.api.add_response_header(made, name, value) }
+        return library.api.queue_response(connection, UInt32(response.status), made)
     }
 
     fileprivate func streamEnded(_ stream: any HTTPStreamBody) {
@@ -268,6 +276,34 @@ final class HTTPServer: @unchecked Sendable {
             self.stream = stream
             self.server = server
         }
+    }
+}
+
+/// libmicrohttpd's functions, loaded once, when the first server starts (the library is not linked: see
+/// CMicroHTTPD's shim.h).
+final class MicroHTTPD: @unchecked Sendable {
+    /// The resolved functions; immutable once loaded.
+    let api: rewind_mhd_api
+
+    private init(api: rewind_mhd_api) { self.api = api }
+
+    private static let loaded: Result<MicroHTTPD, LoadFailure> = {
+        var api = rewind_mhd_api()
+        if let error = rewind_mhd_load(&api) { return .failure(LoadFailure(message: String(cString: error))) }
+        return .success(MicroHTTPD(api: api))
+    }()
+
+    private struct LoadFailure: Error {
+        let message: String
+    }
+
+    /// The library, or nil when it cannot be loaded (``loadError`` says why).
+    static var library: MicroHTTPD? { try? loaded.get() }
+
+    /// Why the library could not be loaded (the dynamic loader's message), or nil.
+    static var loadError: String? {
+        if case .failure(let failure) = loaded { return failure.message }
+        return nil
     }
 }
 

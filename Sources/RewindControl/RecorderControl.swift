@@ -160,6 +160,8 @@ public final class RecorderControl: Sendable {
                 for server in servers { server.stop() }
             }
             unlink(socketPath)
+            // No thread was started: deinit must not wait for one.
+            isStopped.store(true, ordering: .releasing)
             throw error
         }
         let thread = Thread { [self] in run() }
