@@ -21,6 +21,9 @@ final class SaveBook: Sendable {
         var object: SaveObject
         var exportFormat: ExportFormat
         var hold: RetentionHold?
+        /// Without a store memory is the only copy: the frames of the range recorded so far, pinned when the save
+        /// was made and then as they arrive while it waits (oldest first).
+        var memoryPins: [RingSnapshot] = []
         var cancelRequested = false
         /// The recorder stopped: export what there is now.
         var isForced = false
@@ -71,6 +74,8 @@ final class SaveBook: Sendable {
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
     func add(stream: String, range: Range<Int64>, format: ExportFormat, path: String) throws(APIError) -> SaveObject {
         let hold = recorder.store?.addHold(streamName: stream, range: range.lowerBound..<Int64.max)
+        // Without a store, the frames already recorded stay pinned in memory until the save is written.
+        let memoryPins = recorder.store == nil ? [recorder.ring.pin(range)] : []
         let result: Result<SaveObject, APIError> = state.withLock { state in
             if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
             let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
@@ -83,7 +88,7 @@ final class SaveBook: Sendable {
             let object = SaveObject(
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: [path])
-            state.entries[id] = Entry(object: object, exportFormat: format, hold: hold)
+            state.entries[id] = Entry(object: object, exportFormat: format, hold: hold, memoryPins: memoryPins)
             return .success(object)
         }
         switch result {
@@ -92,6 +97,7 @@ final class SaveBook: Sendable {
             return object
         case .failure(let error):
             if let hold { recorder.store?.removeHold(hold) }
+            for pin in memoryPins { pin.release() }
             throw error
         }
     }
@@ -134,7 +140,7 @@ final class SaveBook: Sendable {
     /// - Throws: ``APIError`` 404 for an unknown id.
     func cancel(_ id: Int) throws(APIError) -> SaveObject {
         enum Action {
-            case ended(SaveObject, RetentionHold?)
+            case ended(SaveObject, RetentionHold?, [RingSnapshot])
             case asked
             case final(SaveObject)
         }
@@ -144,9 +150,11 @@ final class SaveBook: Sendable {
             case .waiting:
                 entry.object.state = .cancelled
                 let hold = entry.hold
+                let pins = entry.memoryPins
                 entry.hold = nil
+                entry.memoryPins = []
                 state.entries[id] = entry
-                return .ended(entry.object, hold)
+                return .ended(entry.object, hold, pins)
             case .exporting:
                 entry.cancelRequested = true
                 state.entries[id] = entry
@@ -156,8 +164,9 @@ final class SaveBook: Sendable {
             }
         }
         switch action {
-        case .ended(let object, let hold):
+        case .ended(let object, let hold, let pins):
             if let hold { recorder.store?.removeHold(hold) }
+            for pin in pins { pin.release() }
             events.publish("save", object)
             signalChange()
             return object
@@ -191,6 +200,7 @@ final class SaveBook: Sendable {
     /// - Returns: whether saves are still waiting.
     @discardableResult
     func startDueExports() -> Bool {
+        if recorder.store == nil { pinArrivedFrames() }
         let now = clock
         var due: [Entry] = []
         let stillWaiting: Bool = state.withLock { state in
@@ -215,6 +225,30 @@ final class SaveBook: Sendable {
             thread.start()
         }
         return stillWaiting
+    }
+
+    /// Without a store: pins the frames that arrived since each waiting save's last pin, before the window lets
+    /// them go (this runs every few milliseconds while saves wait).
+    private func pinArrivedFrames() {
+        let wanted: [(id: Int, range: Range<Int64>)] = state.withLock { state in
+            state.entries.values.filter { $0.object.state == .waiting }.map { entry in
+                let next = entry.memoryPins.last?.lastPTSNanoseconds.map { $0 + 1 } ?? entry.object.fromNanoseconds
+                return (entry.object.id, next..<max(next, entry.object.toNanoseconds))
+            }
+        }
+        for (id, range) in wanted where !range.isEmpty {
+            let pin = recorder.ring.pin(range)
+            guard !pin.isEmpty else {
+                pin.release()
+                continue
+            }
+            let kept = state.withLock { state in
+                guard state.entries[id]?.object.state == .waiting else { return false }
+                state.entries[id]!.memoryPins.append(pin)
+                return true
+            }
+            if !kept { pin.release() }
+        }
     }
 
     /// Waiting saves export what there is now; new saves are refused.
@@ -242,7 +276,8 @@ final class SaveBook: Sendable {
         let expected = max(1, Double(range.upperBound - range.lowerBound) / Double(frameNanoseconds))
         var result: Result<ExportSummary, any Error>
         do {
-            try source.requireFrames(in: range)
+            let pinned = entry.memoryPins
+            if pinned.allSatisfy(\.isEmpty) { try source.requireFrames(in: range) }
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             // Markers in the range become chapters (Matroska).
@@ -251,20 +286,29 @@ final class SaveBook: Sendable {
                 chapters: source.chapters(in: range))
             var count = 0
             do {
-                try source.frames(in: range) { view in
-                    if count % 8 == 0, state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {
+                let write = { (view: FrameView) throws -> Bool in
+                    if count % 8 == 0, self.state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {
                         throw Cancelled()
                     }
                     try exporter.write(view)
                     count += 1
                     if count % 8 == 0 {
-                        state.withLock { state in
+                        self.state.withLock { state in
                             state.entries[id]?.object.frames = count
                             state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
                         }
                     }
                     return true
                 }
+                // The pinned pre-roll first (memory only), then what came after it.
+                var rest = range
+                for pin in pinned {
+                    for index in 0..<pin.count {
+                        _ = try pin.withFrame(at: index) { view, _ in try write(view) }
+                    }
+                    if let last = pin.lastPTSNanoseconds { rest = min(last + 1, range.upperBound)..<range.upperBound }
+                }
+                try source.frames(in: rest, write)
                 result = .success(try exporter.finish())
             } catch {
                 _ = try? exporter.finish()
@@ -298,6 +342,7 @@ final class SaveBook: Sendable {
             return hold
         }
         if let hold { recorder.store?.removeHold(hold) }
+        for pin in entry.memoryPins { pin.release() }
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }

@@ -55,14 +55,14 @@ final class LiveRecorder: @unchecked Sendable {
 
     init(
         window: Duration = .seconds(2), options: StoreOptions = StoreOptions(), limits: HTTPLimits = HTTPLimits(),
-        listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180
+        listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180, spill: SpillPolicy = .eager
     ) throws {
         var feed = try CameraFeed()
         self.directory = try directory ?? TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: self.directory, options: options)
+        let store = spill == .off ? nil : try SegmentStore.open(directory: self.directory, options: options)
         recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: window, memoryBudget: 64 << 20))
+            configuration: RecorderConfiguration(window: window, memoryBudget: 64 << 20, spill: spill))
         for _ in 0..<prefill {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)

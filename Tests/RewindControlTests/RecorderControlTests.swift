@@ -77,6 +77,20 @@ import Testing
         #expect(done.progress == 1)
     }
 
+    /// Without a store memory is the only copy: the pre-roll is pinned when the save is made, so it is exported
+    /// although the window (1 s) moved past it while the post-roll (1.5 s) was recorded.
+    @Test func withoutAStoreThePreRollIsPinnedInMemory() throws {
+        let live = try LiveRecorder(window: .seconds(1), spill: .off)
+        let path = "\(live.directory)/memory.mkv"
+        let save = try #require(try live.client.save(SaveRequest(before: "900ms", after: "1500ms", path: path)))
+        live.startProducer()
+        let done = try live.client.waitForSave(id: save.id)
+        #expect(done.state == .done, "\(done)")
+        try live.finish()
+        // The trigger is frame 179: 54 frames before (its own included) and 90 after.
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(126...269))
+    }
+
     @Test func extendGrowsAWaitingSaveAndCancelRemovesIt() throws {
         let live = try LiveRecorder()
         // No producer yet: the saves wait for frames that have not come.
