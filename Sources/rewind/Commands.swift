@@ -197,6 +197,9 @@ let unmarkCommand = Command(
         options: [
             storeOption,
             .value(
-                "id", "ID", "the marker's id (rewind markers lists them)", type: .integer(1...Int.max), required: true),
-        ]),
+                "id", "ID", "the marker's id (rewind markers lists them; also as a bare argument)",
+                type: .integer(1...Int.max), required: true),
+        ],
+        details: "example: rewind unmark --store cam 3",
+        positional: "id"),
     run: runUnmark)

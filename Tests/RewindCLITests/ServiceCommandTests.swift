@@ -61,7 +61,7 @@ import Testing
         #expect(bad.status == 64 && bad.stderr.contains("label"), "\(bad.stderr)")
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
         #expect(missing.status == 1 && missing.stderr.contains("no marker 99"), "\(missing.stderr)")
-        #expect(try Tool.rewind(["unmark", "--store", store, "--id", "1"]).status == 0)
+        #expect(try Tool.rewind(["unmark", "--store", store, "1"]).status == 0)
 
         // The events client saw the save through its states and the marker, one JSON object a line.
         try waitUntil("the events client has printed the save and the marker") {
