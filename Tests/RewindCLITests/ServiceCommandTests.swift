@@ -108,4 +108,42 @@ import Testing
         #expect(result.stderr.contains("the recorder stopped before it finished save 1"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: clip))
     }
+
+    /// `record --listen`: the API on TCP with the token from DIR/token (made with mode 0600); 401 without it, and an
+    /// address that is not loopback is a usage error unless `--listen-any`.
+    @Test func recordListensOnTCPWithAToken() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let refused = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+            "--listen", "0.0.0.0:0",
+        ])
+        #expect(refused.status == 64 && refused.stderr.contains("--listen-any"), "\(refused.stderr)")
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--listen", "127.0.0.1:0",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        var port = ""
+        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
+            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
+            else { return false }
+            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
+            return !port.isEmpty
+        }
+        let token = try String(contentsOfFile: store + "/token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        var mode = stat()
+        #expect(stat(store + "/token", &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+        let url = "http://127.0.0.1:\(port)/v1/health"
+        func code(_ extra: [String]) throws -> String {
+            try Tool.run(try Tool.path(of: "curl"), ["-s", "-o", "/dev/null", "-w", "%{http_code}"] + extra + [url])
+                .output
+        }
+        #expect(try code([]) == "401")
+        #expect(try code(["-H", "Authorization: Bearer \(token)"]) == "200")
+        process.interrupt()
+        #expect(try recorder.finish().status == 0)
+    }
 }

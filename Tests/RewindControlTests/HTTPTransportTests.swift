@@ -140,7 +140,7 @@ final class RawConnection {
         limits.maximumConnections = 8
         limits.idleTimeoutSeconds = 2
         let live = try LiveRecorder(limits: limits)
-        live.startProducer()
+        live.startProducer(realtime: true)
         defer { try? live.finish() }
         let socket = live.control.socketPath
         func exchange(_ bytes: [UInt8]) throws -> Int? {

@@ -78,7 +78,8 @@ final class LiveRecorder: @unchecked Sendable {
     }
 
     /// Keeps appending frames on another thread until ``finish(producing:)``: at the camera's pace (`realtime`:
-    /// frame n at start + its pts, as a live camera delivers them), or with a 2 ms pause between frames.
+    /// frame n at start + its pts, as a live camera delivers them, never waiting for the disk), or with a 2 ms pause
+    /// between frames, waiting for the spill stage when it is behind.
     func startProducer(realtime: Bool = false) {
         isProducing.store(true, ordering: .relaxed)
         let thread = Thread { [self, feed] in
@@ -97,7 +98,8 @@ final class LiveRecorder: @unchecked Sendable {
                 } else {
                     usleep(2000)
                 }
-                recorder.waitForSpillRoom()
+                // A live camera never waits for the disk: frames that find no room are dropped (and counted).
+                if !realtime { recorder.waitForSpillRoom() }
                 _ = try? feed.appendNext(to: recorder)
                 nextIndex.store(feed.index, ordering: .releasing)
             }
