@@ -73,6 +73,7 @@ public final class RecorderControl: Sendable {
     /// The TCP port listened on, when `--listen` was given.
     public let tcpPort: Int?
     private let token: String?
+    private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
     let events = EventHub()
     private let servers = Mutex<[HTTPServer]>([])
@@ -103,6 +104,7 @@ public final class RecorderControl: Sendable {
         self.defaultFormat = defaultFormat
         socketPath = directory + "/" + RecorderControl.socketName
         token = listen?.token
+        self.onSave = onSave
         let events = self.events
         book = SaveBook(
             recorder: recorder, concurrentExports: Self.concurrentExports, events: events, onFinish: onSave)
@@ -236,7 +238,14 @@ public final class RecorderControl: Sendable {
                 let count = read(wake.read, &bytes, bytes.count)
                 if count > 0 {
                     if bytes[0..<count].contains(UInt8(ascii: "q")) { return }
-                    if bytes[0..<count].contains(UInt8(ascii: "s")) { _ = try? saveWindow() }
+                    if bytes[0..<count].contains(UInt8(ascii: "s")) {
+                        do {
+                            try saveWindow()
+                        } catch {
+                            // Nothing recorded yet, or stopping: said where saves are reported.
+                            onSave(.failure(error))
+                        }
+                    }
                 }
             }
             if ContinuousClock.now - lastWatch >= .milliseconds(250) {
