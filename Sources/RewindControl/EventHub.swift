@@ -11,7 +11,7 @@ final class EventHub: Sendable {
     /// Events a client may have queued.
     static let queueCapacity = 256
 
-    private let subscribers = Mutex<[ObjectIdentifier: EventSubscription]>([:])
+    private let subscribers = Locked<[ObjectIdentifier: EventSubscription]>([:])
 
     /// Sends `value` as event `name` to every client.
     func publish(_ name: String, _ value: some Encodable) {
@@ -50,7 +50,7 @@ final class EventSubscription: HTTPStreamBody {
         var closed = false
     }
 
-    private let queue = Mutex(Queue())
+    private let queue = Locked(Queue())
     private let ready = DispatchSemaphore(value: 0)
     private weak let hub: EventHub?
 

@@ -103,7 +103,7 @@ final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private let connections = Atomic<Int>(0)
     /// Open streamed bodies, closed at stop so their connection threads return.
-    private let streams = Mutex<[ObjectIdentifier: any HTTPStreamBody]>([:])
+    private let streams = Locked<[ObjectIdentifier: any HTTPStreamBody]>([:])
 
     /// Connections open now.
     var openConnections: Int { connections.load(ordering: .relaxed) }

@@ -76,7 +76,7 @@ public final class RecorderControl: Sendable {
     private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
     let events = EventHub()
-    private let servers = Mutex<[HTTPServer]>([])
+    private let servers = Locked<[HTTPServer]>([])
     private let wake: (read: Int32, write: Int32)
     private let finished = DispatchSemaphore(value: 0)
     private let isStopped = Atomic<Bool>(false)

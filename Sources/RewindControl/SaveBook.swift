@@ -43,9 +43,9 @@ final class SaveBook: Sendable {
 
     let recorder: Recorder
     let concurrentExports: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Signalled at each state change, for `wait: true` requests and ``stop()``.
-    private let changed = Mutex<[DispatchSemaphore]>([])
+    private let changed = Locked<[DispatchSemaphore]>([])
     private let events: EventHub
     private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
 
