@@ -125,7 +125,7 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The HTTP server could not start.
     case serverFailed(String)
     /// The `--listen` address is not a numeric address and port, or is not loopback without `--listen-any`.
-    case badListenAddress(String, reason: String)
+    case badListenAddress(String, reason: ListenProblem)
     /// The token file cannot be read or made.
     case tokenFile(path: String, reason: String)
     /// The recorder closed the connection before it answered: it stopped (or was killed) while serving the
@@ -135,6 +135,28 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     case badReply(excerpt: String)
     /// The recorder answered with an error.
     case refused(APIError)
+
+    /// What is wrong with a listen address.
+    public enum ListenProblem: Sendable, Hashable, CustomStringConvertible {
+        /// Not `HOST:PORT` with a port in 0…65535.
+        case malformed
+        /// The host is not a numeric IPv4 or IPv6 address.
+        case notNumeric
+        /// Not a loopback address, and any address was not allowed.
+        case notLoopback
+        /// Binding or listening failed.
+        case system(Errno)
+
+        /// The problem in words.
+        public var description: String {
+            switch self {
+            case .malformed: "expected HOST:PORT, e.g. 127.0.0.1:8080"
+            case .notNumeric: "not a numeric IP address"
+            case .notLoopback: "not a loopback address"
+            case .system(let errno): "\(errno)"
+            }
+        }
+    }
 
     /// The error in words, as the command line prints it.
     public var description: String {

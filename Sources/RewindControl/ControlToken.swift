@@ -13,7 +13,7 @@ public enum ControlToken {
             guard information.st_mode & 0o077 == 0 else {
                 throw ControlError.tokenFile(
                     path: path,
-                    reason: "others may read it (mode \(String(information.st_mode & 0o777, radix: 8))); chmod 600 it")
+                    reason: "others may read it (mode \(String(information.st_mode & 0o777, radix: 8)))")
             }
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw ControlError.tokenFile(path: path, reason: "cannot be read")

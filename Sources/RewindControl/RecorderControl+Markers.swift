@@ -79,7 +79,7 @@ extension RecorderControl {
             throw APIError(
                 .conflict,
                 "the hold cannot fit: with the holds already kept it needs \(needed) bytes on disk, more than the "
-                    + "disk budget of \(budget) bytes; hold less, delete a marker, or give a larger --disk")
+                    + "disk budget of \(budget) bytes; hold less, or delete a marker")
         }
     }
 

@@ -54,7 +54,7 @@ public final class RecorderControl: Sendable {
             guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
                 (0...65535).contains(port)
             else {
-                throw ControlError.badListenAddress(text, reason: "expected HOST:PORT, e.g. 127.0.0.1:8080")
+                throw ControlError.badListenAddress(text, reason: .malformed)
             }
             var host = String(text[..<colon])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -124,13 +124,13 @@ public final class RecorderControl: Sendable {
             guard tcpListener >= 0 else {
                 throw ControlError.badListenAddress(
                     "\(listen.host):\(listen.port)",
-                    reason: -tcpListener == EINVAL ? "not a numeric IP address" : "\(Errno(rawValue: -tcpListener))")
+                    reason: -tcpListener == EINVAL ? .notNumeric : .system(Errno(rawValue: -tcpListener)))
             }
             guard isLoopback != 0 || listen.allowsAnyAddress else {
                 close(tcpListener)
                 throw ControlError.badListenAddress(
                     "\(listen.host):\(listen.port)",
-                    reason: "not a loopback address; give --listen-any to listen there on purpose")
+                    reason: .notLoopback)
             }
         }
         tcpPort = listen == nil ? nil : Int(boundPort)

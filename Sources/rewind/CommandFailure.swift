@@ -54,8 +54,13 @@ struct CommandFailure {
             case .recorderStopped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
-            case .badListenAddress, .tokenFile:
+            case .badListenAddress(_, let reason):
                 status = ExitStatus.usage
+                if reason == .notLoopback { advice = "give --listen-any to listen there on purpose" }
+            case .tokenFile:
+                status = ExitStatus.usage
+                advice =
+                    "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
             default:
                 break
             }

@@ -1,5 +1,6 @@
 import Foundation
 import RewindControl
+import RewindSystem
 import RewindTesting
 import Testing
 
@@ -49,5 +50,23 @@ import Testing
         #expect(SaveState.allCases.filter(\.isFinal) == [.done, .failed, .cancelled])
         let statuses = APIError.Code.allCases.map(\.status)
         #expect(statuses == [400, 401, 404, 404, 405, 409, 413, 429, 503, 503, 500])
+    }
+
+    @Test func everyControlErrorStatesTheFactWithItsDataAndNoCommandLineWords() {
+        let cases: [(ControlError, String)] = [
+            (.socket(action: "connect to", path: "/s/rewind.sock", Errno(rawValue: 13)), "/s/rewind.sock"),
+            (.socketPathTooLong(path: "/very/long", limit: 107), "107 bytes"),
+            (.alreadyServed(path: "/s/rewind.sock"), "/s/rewind.sock"),
+            (.serverFailed("libmicrohttpd.so.12: cannot open"), "libmicrohttpd.so.12"),
+            (.badListenAddress("0.0.0.0:80", reason: .notLoopback), "not a loopback address"),
+            (.tokenFile(path: "/s/token", reason: "is empty"), "/s/token"),
+            (.recorderStopped(request: "save 4"), "save 4"),
+            (.badReply(excerpt: "HTTP 502: x"), "HTTP 502"),
+            (.refused(APIError(.notFound, "no save 9")), "no save 9"),
+        ]
+        for (error, fact) in cases {
+            #expect("\(error)".contains(fact), "'\(fact)' missing in: \(error)")
+            for word in ["rewind ", "run '", "--"] { #expect(!"\(error)".contains(word), "'\(word)' in: \(error)") }
+        }
     }
 }
