@@ -1,6 +1,7 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
-APT_PACKAGES := libsqlite3-dev liblz4-dev libturbojpeg0-dev zlib1g-dev pkg-config ffmpeg lz4 sqlite3 systemd
+APT_PACKAGES := libsqlite3-dev liblz4-dev libturbojpeg0-dev zlib1g-dev libmicrohttpd-dev pkg-config ffmpeg lz4 sqlite3 \
+	systemd curl
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin
@@ -49,7 +50,7 @@ test: deps lint
 	$(SWIFT) test --skip-build --disable-xctest
 
 test-tsan: deps
-	$(SWIFT) test --sanitize=thread --scratch-path .build/tsan --filter "RewindCoreTests|pairedDecoding|damagedFrameFromIndex|Y4MWriterTests|RecorderControlTests|aSlowQuery|SegmentSalvageTests|SmallRingTests|FileSystemFaultTests"
+	$(SWIFT) test --sanitize=thread --scratch-path .build/tsan --filter "RewindCoreTests|pairedDecoding|damagedFrameFromIndex|Y4MWriterTests|RecorderControlTests|HTTPTransportTests|MarkerTests|aSlowQuery|SegmentSalvageTests|SmallRingTests|FileSystemFaultTests"
 
 bench: release
 	.build/release/rewind bench

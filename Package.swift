@@ -30,6 +30,11 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"]), .yum(["zlib-devel"]), .brew(["zlib"])]
         ),
+        // The header only: libmicrohttpd itself is loaded when a recorder starts serving (see its shim.h).
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            providers: [.apt(["libmicrohttpd-dev"]), .yum(["libmicrohttpd-devel"]), .brew(["libmicrohttpd"])]
+        ),
         .target(name: "CCRC32C"),
         .target(name: "CPlatform"),
         .target(
@@ -39,7 +44,7 @@ let package = Package(
             sources: ["Migrations.swift"],
             resources: [
                 .embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql"),
-                .embedInCode("0003_stream_clocks.sql"),
+                .embedInCode("0003_stream_clocks.sql"), .embedInCode("0004_markers.sql"),
             ]
         ),
 
@@ -51,7 +56,7 @@ let package = Package(
         .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
         .target(name: "RewindMedia", dependencies: ["RewindCore", "CTurboJPEG", "CZlib"]),
         .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
-        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform"]),
+        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform", "CMicroHTTPD"]),
         .target(
             name: "RewindKit",
             dependencies: [
@@ -62,7 +67,7 @@ let package = Package(
         // Tooling: test seams and harnesses, never part of RewindKit.
         .target(name: "RewindTesting", dependencies: ["RewindCapture", "RewindMedia"]),
         .target(name: "RewindSoak", dependencies: ["RewindQuery", "RewindTesting", "CPlatform"]),
-        .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindTesting"]),
+        .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindControl", "RewindTesting"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit", "RewindSoak", "RewindBenchmarks"]),
 
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),

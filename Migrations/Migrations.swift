@@ -34,5 +34,6 @@ extension Migration {
         Migration(version: 2, fileName: "0002_segments.sql", bytes: PackageResources._002_segments_sql),
         Migration(
             version: 3, fileName: "0003_stream_clocks.sql", bytes: PackageResources._003_stream_clocks_sql),
+        Migration(version: 4, fileName: "0004_markers.sql", bytes: PackageResources._004_markers_sql),
     ]
 }

@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -44,7 +47,9 @@ int rewind_unix_listen(const char *path, int backlog) {
     if (bad) return bad;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
-    if (bind(fd, (struct sockaddr *)&address, sizeof address) != 0 || listen(fd, backlog) != 0) {
+    // Only the owner may connect: chmod before listen, so no connection is accepted before the mode is set.
+    if (bind(fd, (struct sockaddr *)&address, sizeof address) != 0 || chmod(path, 0600) != 0 ||
+        listen(fd, backlog) != 0) {
         int error = errno;
         close(fd);
         return -error;
@@ -67,63 +72,6 @@ int rewind_unix_connect(const char *path) {
     return fd;
 }
 
-ssize_t rewind_send_with_descriptor(int socket, const void *bytes, size_t length, int fd) {
-    struct iovec vector = {(void *)bytes, length};
-    struct msghdr message;
-    memset(&message, 0, sizeof message);
-    message.msg_iov = &vector;
-    message.msg_iovlen = 1;
-    union {
-        struct cmsghdr header;
-        char space[CMSG_SPACE(sizeof(int))];
-    } control;
-    if (fd >= 0) {
-        memset(&control, 0, sizeof control);
-        message.msg_control = control.space;
-        message.msg_controllen = sizeof control.space;
-        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
-        header->cmsg_level = SOL_SOCKET;
-        header->cmsg_type = SCM_RIGHTS;
-        header->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(header), &fd, sizeof(int));
-    }
-    ssize_t sent;
-    do {
-        sent = sendmsg(socket, &message, MSG_NOSIGNAL);
-    } while (sent < 0 && errno == EINTR);
-    return sent < 0 ? -errno : sent;
-}
-
-ssize_t rewind_receive_with_descriptor(int socket, void *bytes, size_t capacity, int *fd) {
-    *fd = -1;
-    struct iovec vector = {bytes, capacity};
-    struct msghdr message;
-    memset(&message, 0, sizeof message);
-    message.msg_iov = &vector;
-    message.msg_iovlen = 1;
-    union {
-        struct cmsghdr header;
-        char space[CMSG_SPACE(4 * sizeof(int))];
-    } control;
-    message.msg_control = control.space;
-    message.msg_controllen = sizeof control.space;
-    ssize_t received;
-    do {
-        received = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    } while (received < 0 && errno == EINTR);
-    if (received < 0) return -errno;
-    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
-        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < count; i++) {
-            int received_fd;
-            memcpy(&received_fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-            if (*fd < 0) *fd = received_fd; else close(received_fd);
-        }
-    }
-    return received;
-}
-
 int rewind_accept(int socket) {
     int fd;
     do {
@@ -142,4 +90,57 @@ int rewind_limit_heap_retention(void) {
 #else
     return 0;
 #endif
+}
+
+int rewind_tcp_listen(const char *host, int port, int backlog, int *bound_port, int *is_loopback) {
+    struct sockaddr_storage storage;
+    memset(&storage, 0, sizeof storage);
+    socklen_t length;
+    int family;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&storage;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&storage;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        family = AF_INET;
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        length = sizeof *v4;
+        *is_loopback = (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        family = AF_INET6;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        length = sizeof *v6;
+        *is_loopback = IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+    } else {
+        return -EINVAL;
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&storage, length) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, (struct sockaddr *)&storage, &length) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    *bound_port = ntohs(family == AF_INET ? v4->sin_port : v6->sin6_port);
+    return fd;
+}
+
+int rewind_tcp_connect(int port) {
+    struct sockaddr_in address;
+    memset(&address, 0, sizeof address);
+    address.sin_family = AF_INET;
+    address.sin_port = htons((uint16_t)port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    while (connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+        if (errno == EINTR) continue;
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
 }

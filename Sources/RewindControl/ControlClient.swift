@@ -1,106 +1,306 @@
 import CPlatform
-import Dispatch
 import Foundation
-import RewindCapture
-import RewindCore
-import RewindMedia
-import RewindQuery
 import RewindSystem
-import SegmentStore
-import Synchronization
 
-/// The client side of a live recorder's control socket (what `rewind save`, `rewind clip` and `rewind info` use).
-///
-/// Each call makes one connection, sends one ``ControlRequest`` and reads one ``ControlReply``.
-public enum ControlClient {
-    /// Asks the live recorder of `directory` to save the last `duration` nanoseconds.
-    ///
-    /// - Parameters:
-    ///   - destination: a path (made absolute here) or a descriptor to write into, or nil for `DIR/exports/`. A
-    ///     descriptor is sent with the request (the recorder gets a duplicate and closes it); the caller still owns
-    ///     its own and closes it after this returns.
-    ///   - format: needed for a descriptor; a path's extension names its own.
-    /// - Returns: what the recorder wrote, or nil when no recorder serves `directory` (no socket, or a stale one).
-    /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
-    public static func save(
-        directory: String, last duration: Duration, to destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
-    ) throws -> ControlReply.Export? {
-        try export(
-            directory: directory,
-            ControlRequest(.save(lastNanoseconds: duration.nanosecondsClamped), stream: stream, format: format),
-            destination: destination)
+/// The client side of a live recorder's HTTP API (what `rewind save`, `clip`, `status`, `info`, `mark`, `events`
+/// use): HTTP/1.1 over `DIR/rewind.sock`, or over TCP with a bearer token. One connection per request.
+public struct ControlClient: Sendable {
+    /// Where the recorder listens.
+    public enum Endpoint: Sendable, Hashable {
+        /// The Unix socket `DIR/rewind.sock`.
+        case directory(String)
+        /// 127.0.0.1:`port`, with the bearer token.
+        case tcp(port: Int, token: String?)
     }
 
-    /// Asks the live recorder of `directory` for the frames in [`from`, `to`), times as on the command line.
+    /// Where requests go.
+    public let endpoint: Endpoint
+
+    /// A client of the recorder serving `directory`.
+    public init(directory: String) { endpoint = .directory(directory) }
+
+    /// A client of the recorder listening on 127.0.0.1:`port` (`--listen`), sending `token` when given.
+    public init(port: Int, token: String?) { endpoint = .tcp(port: port, token: token) }
+
+    // MARK: Typed calls (nil: no recorder serves the endpoint)
+
+    /// `GET /v1/status`.
     ///
-    /// - Parameters: as for ``save(directory:last:to:format:stream:)``.
-    /// - Returns: what the recorder wrote, or nil when no recorder serves `directory`.
-    /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
-    public static func clip(
-        directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
-    ) throws -> ControlReply.Export? {
-        try export(
-            directory: directory, ControlRequest(.clip(from: from, to: to), stream: stream, format: format),
-            destination: destination)
+    /// - Throws: ``ControlError``: the connection broke, or the recorder answered with an error (`refused`).
+    public func status() throws -> StatusResponse? { try call("GET", "/v1/status", what: "the status") }
+
+    /// `GET /v1/streams`.
+    public func streams() throws -> StreamList? { try call("GET", "/v1/streams", what: "the stream list") }
+
+    /// `POST /v1/saves`: returns the save object (done when `wait`, else as it stands).
+    ///
+    /// - Throws: ``ControlError/refused(_:)`` with the recorder's error; ``ControlError/recorderStopped(request:)``
+    ///   when the recorder went away before answering.
+    public func save(_ request: SaveRequest) throws -> SaveObject? {
+        try call("POST", "/v1/saves", body: request, what: "the save")
     }
 
-    /// The live recorder's status, or nil when none serves `directory`.
+    /// `POST /v1/clips`.
+    public func clip(_ request: ClipRequest) throws -> SaveObject? {
+        try call("POST", "/v1/clips", body: request, what: "the clip")
+    }
+
+    /// `GET /v1/saves/{id}`.
+    public func save(id: Int) throws -> SaveObject? { try call("GET", "/v1/saves/\(id)", what: "save \(id)") }
+
+    /// `GET /v1/saves`.
+    public func saves() throws -> SaveList? { try call("GET", "/v1/saves", what: "the saves") }
+
+    /// `DELETE /v1/saves/{id}`: cancels; returns the save as it ended.
+    public func cancelSave(id: Int) throws -> SaveObject? {
+        try call("DELETE", "/v1/saves/\(id)", what: "cancelling save \(id)")
+    }
+
+    /// `POST /v1/saves/{id}/extend`.
+    public func extendSave(id: Int, after: String) throws -> SaveObject? {
+        try call("POST", "/v1/saves/\(id)/extend", body: ExtendRequest(after: after), what: "extending save \(id)")
+    }
+
+    /// `POST /v1/markers`.
+    public func mark(_ request: MarkerRequest) throws -> MarkerList? {
+        try call("POST", "/v1/markers", body: request, what: "the marker")
+    }
+
+    /// `GET /v1/markers`.
+    public func markers() throws -> MarkerList? { try call("GET", "/v1/markers", what: "the markers") }
+
+    /// `DELETE /v1/markers/{id}`.
+    public func unmark(id: Int64) throws -> MarkerBody? {
+        try call("DELETE", "/v1/markers/\(id)", what: "deleting marker \(id)")
+    }
+
+    /// Polls `GET /v1/saves/{id}` until the save ends, and returns it.
     ///
-    /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
-    public static func status(directory: String) throws -> ControlReply.Status? {
-        switch try exchange(directory: directory, ControlRequest(.status), descriptor: nil) {
-        case nil: return nil
-        case .status(let status): return status
-        case .some(let other): throw ControlError.badReply(excerpt: "\(other)")
+    /// - Throws: ``ControlError/recorderStopped(request:)`` when the recorder goes away first.
+    public func waitForSave(id: Int, pollInterval: Duration = .milliseconds(50)) throws -> SaveObject {
+        while true {
+            guard let save = try save(id: id) else { throw ControlError.recorderStopped(request: "save \(id)") }
+            if save.state.isFinal { return save }
+            System.sleep(for: pollInterval)
         }
     }
 
-    /// Sends an export request: a path goes in the request (made absolute), a descriptor along with it.
-    private static func export(directory: String, _ request: ControlRequest, destination: ExportDestination?)
-        throws -> ControlReply.Export?
-    {
-        var request = request
-        var descriptor: FileDescriptor?
-        switch destination {
-        case .path(let path):
-            request.path = URL(fileURLWithPath: path).standardizedFileURL.path
-        case .fileDescriptor(let fd, _):
-            descriptor = fd
-        case nil:
-            break
+    /// Reads `GET /v1/events` and calls `body` with each event's name and JSON data until it returns false or the
+    /// recorder ends the stream. Returns false when no recorder serves the endpoint.
+    public func events(_ body: (String, String) throws -> Bool) throws -> Bool {
+        guard let connection = try connect() else { return false }
+        try connection.send(request(method: "GET", path: "/v1/events", body: nil))
+        let head = try connection.readHead(what: "the event stream")
+        guard head.status == 200 else {
+            let rest = try connection.readBody(head, what: "the event stream")
+            throw Self.failure(status: head.status, body: rest)
         }
-        switch try exchange(directory: directory, request, descriptor: descriptor) {
-        case nil: return nil
-        case .exported(let export): return export
-        case .some(let other): throw ControlError.badReply(excerpt: "\(other)")
+        var pending: [UInt8] = []
+        var name = "message"
+        var data = ""
+        while let chunk = try connection.readChunk(head) {
+            pending += chunk
+            while let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: pending[..<end], as: UTF8.self)
+                pending.removeSubrange(...end)
+                if line.isEmpty {
+                    if !data.isEmpty {
+                        guard try body(name, data) else { return true }
+                    }
+                    name = "message"
+                    data = ""
+                } else if line.hasPrefix("event: ") {
+                    name = String(line.dropFirst(7))
+                } else if line.hasPrefix("data: ") {
+                    data += String(line.dropFirst(6))
+                }
+            }
+        }
+        return true
+    }
+
+    // MARK: Transport
+
+    /// One request and its decoded answer; nil when no recorder serves the endpoint.
+    private func call<Answer: Decodable>(
+        _ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, what: String
+    ) throws -> Answer? {
+        guard let (status, bytes) = try exchange(method, path, body: body.map { APICoding.encode($0) }, what: what)
+        else { return nil }
+        guard (200..<300).contains(status) else { throw Self.failure(status: status, body: bytes) }
+        do {
+            return try JSONDecoder().decode(Answer.self, from: Data(bytes))
+        } catch {
+            throw ControlError.badReply(excerpt: APICoding.excerpt(bytes))
         }
     }
 
-    /// One request and its reply; nil when no recorder serves `directory`.
+    /// Sends a request and reads the whole answer: its status and body; nil when no recorder serves the endpoint.
     ///
-    /// - Throws: ``ControlError/refused(_:message:)`` for a failure reply, other ``ControlError``s when the
-    ///   connection broke or the reply is not one.
-    private static func exchange(directory: String, _ request: ControlRequest, descriptor: FileDescriptor?)
-        throws -> ControlReply?
-    {
-        let path = directory + "/" + RecorderControl.socketName
-        let connected = rewind_unix_connect(path)
-        guard connected >= 0 else {
-            // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket (the
-            // recorder could not serve it either, and said so when it started).
-            if -connected == ENOENT || -connected == ECONNREFUSED || -connected == ENAMETOOLONG { return nil }
-            throw ControlError.socket(action: "connect to", path: path, Errno(rawValue: -connected))
+    /// - Throws: ``ControlError/recorderStopped(request:)`` when the connection ends before the answer does.
+    public func exchange(_ method: String, _ path: String, body: [UInt8]?, what: String) throws -> (Int, [UInt8])? {
+        guard let connection = try connect() else { return nil }
+        try connection.send(request(method: method, path: path, body: body))
+        let head = try connection.readHead(what: what)
+        return (head.status, try connection.readBody(head, what: what))
+    }
+
+    private static func failure(status: Int, body: [UInt8]) -> ControlError {
+        if let error = try? JSONDecoder().decode(APIError.Body.self, from: Data(body)) {
+            let code = APIError.Code(rawValue: error.error.code) ?? .failed
+            return .refused(APIError(code, error.error.message))
         }
-        let socket = OwnedFileDescriptor(taking: FileDescriptor(rawValue: connected))
-        try ControlMessage.send(try request.encodedLine(), to: socket.descriptor, descriptor: descriptor)
-        // A descriptor sent back with the reply is closed with the message.
-        let received = try ControlMessage.receive(from: socket.descriptor)
-        let reply = try ControlReply(line: received.bytes)
-        if case .failure(let failure) = reply {
-            throw ControlError.refused(failure.reason, message: failure.message)
+        return .badReply(excerpt: "HTTP \(status): " + APICoding.excerpt(body))
+    }
+
+    private func request(method: String, path: String, body: [UInt8]?) -> [UInt8] {
+        var head = "\(method) \(path) HTTP/1.1\r\nHost: rewind\r\nConnection: close\r\n"
+        if case .tcp(_, let token?) = endpoint { head += "Authorization: Bearer \(token)\r\n" }
+        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        return Array(head.utf8) + (body ?? [])
+    }
+
+    private func connect() throws -> Connection? {
+        switch endpoint {
+        case .directory(let directory):
+            let path = directory + "/" + RecorderControl.socketName
+            let connected = rewind_unix_connect(path)
+            guard connected >= 0 else {
+                // No recorder: no socket, one left by a recorder that is gone, or a path too long for a socket.
+                if -connected == ENOENT || -connected == ECONNREFUSED || -connected == ENAMETOOLONG { return nil }
+                throw ControlError.socket(action: "connect to", path: path, Errno(rawValue: -connected))
+            }
+            return Connection(fd: connected)
+        case .tcp(let port, _):
+            let connected = rewind_tcp_connect(Int32(port))
+            guard connected >= 0 else {
+                if -connected == ECONNREFUSED { return nil }
+                throw ControlError.socket(action: "connect to", path: "127.0.0.1:\(port)", Errno(rawValue: -connected))
+            }
+            return Connection(fd: connected)
         }
-        return reply
+    }
+
+    /// One connection: writes a request, reads a response's head and body (`Content-Length`, chunked, or to the
+    /// end). Closes its descriptor when it ends.
+    final class Connection {
+        struct Head {
+            var status: Int
+            var contentLength: Int?
+            var isChunked: Bool
+        }
+
+        private let fd: Int32
+        private var buffered: [UInt8] = []
+        private var atEnd = false
+
+        init(fd: Int32) { self.fd = fd }
+        deinit { close(fd) }
+
+        func send(_ bytes: [UInt8]) throws {
+            var offset = 0
+            while offset < bytes.count {
+                let sent = bytes[offset...].withUnsafeBytes { raw in
+                    System.retryingInterrupts { Glibc.send(fd, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL)) }
+                }
+                guard sent > 0 else {
+                    throw ControlError.socket(action: "send on", path: nil, Errno(rawValue: errno))
+                }
+                offset += sent
+            }
+        }
+
+        /// Reads more bytes into the buffer; false at the end of the stream.
+        private func fill() throws -> Bool {
+            guard !atEnd else { return false }
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            let count = chunk.withUnsafeMutableBytes { raw in
+                System.retryingInterrupts { Glibc.recv(fd, raw.baseAddress, raw.count, 0) }
+            }
+            guard count >= 0 else {
+                if errno == ECONNRESET {
+                    atEnd = true
+                    return false
+                }
+                throw ControlError.socket(action: "read from", path: nil, Errno(rawValue: errno))
+            }
+            if count == 0 {
+                atEnd = true
+                return false
+            }
+            buffered += chunk[0..<count]
+            return true
+        }
+
+        private func line(what: String) throws -> String {
+            while true {
+                if let end = buffered.firstIndex(of: UInt8(ascii: "\n")) {
+                    var line = Array(buffered[..<end])
+                    buffered.removeSubrange(...end)
+                    if line.last == UInt8(ascii: "\r") { line.removeLast() }
+                    return String(decoding: line, as: UTF8.self)
+                }
+                guard try fill() else { throw ControlError.recorderStopped(request: what) }
+            }
+        }
+
+        func readHead(what: String) throws -> Head {
+            let statusLine = try line(what: what)
+            let parts = statusLine.split(separator: " ")
+            guard parts.count >= 2, parts[0].hasPrefix("HTTP/"), let status = Int(parts[1]) else {
+                throw ControlError.badReply(excerpt: statusLine)
+            }
+            var head = Head(status: status, contentLength: nil, isChunked: false)
+            while true {
+                let field = try line(what: what)
+                if field.isEmpty { break }
+                guard let colon = field.firstIndex(of: ":") else { continue }
+                let name = field[..<colon].lowercased()
+                let value = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                if name == "content-length" { head.contentLength = Int(value) }
+                if name == "transfer-encoding" && value.lowercased().contains("chunked") { head.isChunked = true }
+            }
+            return head
+        }
+
+        func readBody(_ head: Head, what: String) throws -> [UInt8] {
+            var body: [UInt8] = []
+            if head.isChunked {
+                while let chunk = try readChunk(head) { body += chunk }
+                return body
+            }
+            if let length = head.contentLength {
+                while buffered.count < length {
+                    guard try fill() else { throw ControlError.recorderStopped(request: what) }
+                }
+                body = Array(buffered[..<length])
+                buffered.removeSubrange(..<length)
+                return body
+            }
+            while try fill() {}
+            defer { buffered = [] }
+            return buffered
+        }
+
+        /// The next piece of a streamed body, or nil at its end.
+        func readChunk(_ head: Head) throws -> [UInt8]? {
+            guard head.isChunked else {
+                if buffered.isEmpty, try !fill() { return nil }
+                defer { buffered = [] }
+                return buffered
+            }
+            let sizeLine = try line(what: "the stream")
+            guard let size = Int(sizeLine.split(separator: ";").first ?? "", radix: 16) else {
+                throw ControlError.badReply(excerpt: sizeLine)
+            }
+            if size == 0 { return nil }
+            while buffered.count < size + 2 {
+                guard try fill() else { throw ControlError.recorderStopped(request: "the stream") }
+            }
+            let chunk = Array(buffered[..<size])
+            buffered.removeSubrange(..<(size + 2))
+            return chunk
+        }
     }
 }

@@ -9,78 +9,105 @@ import RewindSystem
 import SegmentStore
 import Synchronization
 
-/// The control socket of a live recorder, `DIR/rewind.sock`: other processes ask it to save the last seconds
-/// from memory, or for its status, without stopping or slowing capture.
+/// The HTTP API of a live recorder on `DIR/rewind.sock` (and, optionally, a TCP port with a token): saves with
+/// pre-roll and post-roll, clips, markers and holds, status and live events, without stopping or slowing capture.
 ///
-/// Protocol: one request per connection, one line of JSON each way: a ``ControlRequest`` in, a ``ControlReply``
-/// out (their documentation shows the lines). A save or clip may carry a descriptor (SCM_RIGHTS) to write into
-/// instead of a path.
+/// Logic and transport are split. ``handle(_:)`` is all of the logic: it takes an ``HTTPRequest`` and returns an
+/// ``HTTPResponse``, and tests call it without a socket. The transport is libmicrohttpd (`HTTPServer`): a thread
+/// polls the listening sockets and each connection gets a thread that reads the request (body at most
+/// ``HTTPLimits/maximumBodyBytes``), calls `handle`, and writes the answer; event streams are pulled by their
+/// connection's thread from a bounded queue. The control's own thread (`rewind-control`) starts exports that are
+/// due, serves SIGUSR1 (through a wake pipe), and turns the recorder's counters into events. Exports run on threads
+/// of their own, at most ``concurrentExports`` at once.
 ///
-/// The serving is split in two. ``handle(_:descriptor:)`` (and ``handle(line:descriptor:)``, which decodes first)
-/// is all of the logic: it takes a typed request and returns a typed reply, and tests call it without a socket.
-/// The socket loop only frames bytes: it reads a line and any descriptor, hands them to `handle`, and writes the
-/// encoded reply.
-///
-/// Descriptors: the control owns its listening socket and ``wakeDescriptor`` and closes them itself. A descriptor
-/// a client sends is owned by the connection: it is closed once the request is handled, before the reply is
-/// written, so `handle` only borrows it.
-///
-/// Each request is served on its own thread: the range is resolved as soon as the request is read, so
-/// overlapping requests each get their own file and are never merged; up to ``concurrentExports`` export at
-/// once and the rest wait their turn. The producer never waits for any of them (queries pin a few frames at a
-/// time). A client has ``requestTimeoutSeconds`` to send its request. ``requestSave()`` (for SIGUSR1) saves the whole window
-/// into `DIR/exports/`. Call ``stop()`` before finishing the recorder: it closes the socket, removes it and waits
-/// for saves in progress.
-public final class RecorderControl: @unchecked Sendable {
-    /// The socket's file name inside the recorder's directory: `rewind.sock`.
+/// The producer never waits for any of it: the control reads the recorder's counters and queries its frames a
+/// batch at a time, as any query does.
+public final class RecorderControl: Sendable {
+    /// The socket's file name inside the store directory.
     public static let socketName = "rewind.sock"
-
-    /// The recorder served: the one saves and clips read from and status describes. Not owned: the caller
-    /// finishes it, after ``stop()``.
-    public let recorder: Recorder
-    /// The directory that holds the socket and, under `exports/`, the saves that name no path (created if missing).
-    public let directory: String
-    /// The socket's path: ``directory``, then `/`, then ``socketName``.
-    public let socketPath: String
-    /// The format of saves that name no path or format.
-    public let defaultFormat: ExportFormat
-    /// Called after each save made by ``requestSave()`` or for a client, with its result or error.
-    private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
-    private let listener: Int32
-    /// A pipe that wakes the accept loop: a byte "s" asks for a save of the window, "q" stops.
-    private let wake: (read: Int32, write: Int32)
-    private let inFlight = DispatchGroup()
-    /// Exports at once; more requests wait their turn (each export holds a few frame-sized buffers).
-    private let exportSlots = DispatchSemaphore(value: RecorderControl.concurrentExports)
-    /// How many saves and clips export at once (4); further requests wait for one of them to end.
+    /// How many saves and clips export at once (4); the rest stay `waiting`.
     public static let concurrentExports = 4
-    /// How long a client may take to send its request before the connection is dropped.
-    public let requestTimeoutSeconds: Int
-    private let finished = DispatchSemaphore(value: 0)
-    private let saveCounter = Atomic<Int>(0)
-    private let isStopped = Atomic<Bool>(false)
 
-    /// Opens `DIR/rewind.sock` (replacing a stale one that nobody answers on) and starts serving.
+    /// Where the TCP listener goes and how it is guarded.
+    public struct Listen: Sendable, Hashable {
+        /// A numeric IPv4 or IPv6 address.
+        public var host: String
+        /// The port (0: any free one; ``RecorderControl/tcpPort`` says which).
+        public var port: Int
+        /// Allow an address that is not loopback.
+        public var allowsAnyAddress: Bool
+        /// The bearer token every TCP request must carry.
+        public var token: String
+
+        /// Makes listen options; each parameter is the property of the same name.
+        public init(host: String, port: Int, allowsAnyAddress: Bool = false, token: String) {
+            self.host = host
+            self.port = port
+            self.allowsAnyAddress = allowsAnyAddress
+            self.token = token
+        }
+
+        /// Parses `HOST:PORT` (`127.0.0.1:8080`, `[::1]:8080`).
+        ///
+        /// - Throws: ``ControlError/badListenAddress(_:reason:)``.
+        public static func parse(_ text: String) throws -> (host: String, port: Int) {
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+                (0...65535).contains(port)
+            else {
+                throw ControlError.badListenAddress(text, reason: .malformed)
+            }
+            var host = String(text[..<colon])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            return (host, port)
+        }
+    }
+
+    /// The recorder served.
+    public let recorder: Recorder
+    /// `DIR`: the socket and, under `exports/`, the saves that name no path.
+    public let directory: String
+    /// The socket's path.
+    public let socketPath: String
+    /// The format of saves that name neither a path nor a format.
+    public let defaultFormat: ExportFormat
+    /// The TCP port listened on, when `--listen` was given.
+    public let tcpPort: Int?
+    private let token: String?
+    private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
+    let book: SaveBook
+    let events = EventHub()
+    private let servers = Locked<[HTTPServer]>([])
+    private let wake: (read: Int32, write: Int32)
+    private let finished = DispatchSemaphore(value: 0)
+    private let isStopped = Atomic<Bool>(false)
+    private let isStopping = Atomic<Bool>(false)
+
+    /// Binds `DIR/rewind.sock` (mode 0600; replacing a stale one nobody answers on), and the TCP listener when
+    /// `listen` is given, and starts serving.
     ///
     /// - Parameters:
     ///   - recorder: the live recorder to serve; finish it only after ``stop()``.
-    ///   - directory: `DIR`, where the socket and `exports/` go; created if missing.
+    ///   - directory: `DIR`; created if missing.
     ///   - defaultFormat: the format of saves that name neither a path nor a format.
-    ///   - requestTimeoutSeconds: how long a client may take to send its request, seconds.
-    ///   - onSave: called after each save or clip (for a client or ``requestSave()``), on the thread that made
-    ///     it, with what was written or why it failed.
-    /// - Throws: ``ControlError`` when the socket cannot be created (e.g. a path too long for a Unix socket), or
-    ///   ``ControlError/alreadyServed(path:)`` when another live recorder answers on it.
+    ///   - limits: connections, body size, timeouts.
+    ///   - listen: the TCP listener, or nil for the Unix socket only.
+    ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not.
+    /// - Throws: ``ControlError``: the socket cannot be made, another recorder answers on it, the TCP address is
+    ///   not loopback without `allowsAnyAddress`.
     public init(
-        recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska, requestTimeoutSeconds: Int = 5,
+        recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska,
+        limits: HTTPLimits = HTTPLimits(), listen: Listen? = nil,
         onSave: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void = { _ in }
     ) throws {
-        self.requestTimeoutSeconds = requestTimeoutSeconds
         self.recorder = recorder
         self.directory = directory
         self.defaultFormat = defaultFormat
-        self.onSave = onSave
         socketPath = directory + "/" + RecorderControl.socketName
+        token = listen?.token
+        self.onSave = onSave
+        let events = self.events
+        book = SaveBook(
+            recorder: recorder, concurrentExports: Self.concurrentExports, events: events, onFinish: onSave)
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A socket that answers belongs to a recorder still running (possible with spill off, which takes no lock
         // on the store); one that does not is stale and is replaced.
@@ -89,22 +116,57 @@ public final class RecorderControl: @unchecked Sendable {
             close(existing)
             throw ControlError.alreadyServed(path: socketPath)
         }
+        var tcpListener: Int32 = -1
+        var boundPort: Int32 = 0
+        if let listen {
+            var isLoopback: Int32 = 0
+            tcpListener = rewind_tcp_listen(listen.host, Int32(listen.port), 64, &boundPort, &isLoopback)
+            guard tcpListener >= 0 else {
+                throw ControlError.badListenAddress(
+                    "\(listen.host):\(listen.port)",
+                    reason: -tcpListener == EINVAL ? .notNumeric : .system(Errno(rawValue: -tcpListener)))
+            }
+            guard isLoopback != 0 || listen.allowsAnyAddress else {
+                close(tcpListener)
+                throw ControlError.badListenAddress(
+                    "\(listen.host):\(listen.port)",
+                    reason: .notLoopback)
+            }
+        }
+        tcpPort = listen == nil ? nil : Int(boundPort)
         unlink(socketPath)
-        let fd = rewind_unix_listen(socketPath, 16)
+        let fd = rewind_unix_listen(socketPath, 64)
         guard fd >= 0 else {
+            if tcpListener >= 0 { close(tcpListener) }
             if -fd == ENAMETOOLONG { throw ControlError.socketPathTooLong(path: socketPath, limit: 107) }
             throw ControlError.socket(action: "create", path: socketPath, Errno(rawValue: -fd))
         }
-        listener = fd
         var pipeFDs: [Int32] = [-1, -1]
         let piped = rewind_wake_pipe(&pipeFDs)
         guard piped == 0 else {
             close(fd)
+            if tcpListener >= 0 { close(tcpListener) }
             unlink(socketPath)
             throw ControlError.socket(action: "create a wake pipe for", path: socketPath, Errno(rawValue: -piped))
         }
         wake = (pipeFDs[0], pipeFDs[1])
-        let thread = Thread { [self] in serve() }
+        do {
+            let handler: HTTPServer.Handler = { [unowned self] request in handle(request) }
+            var started = [try HTTPServer(listener: fd, isTCP: false, limits: limits, handler: handler)]
+            if tcpListener >= 0 {
+                started.append(try HTTPServer(listener: tcpListener, isTCP: true, limits: limits, handler: handler))
+            }
+            servers.withLock { $0 = started }
+        } catch {
+            servers.withLock { servers in
+                for server in servers { server.stop() }
+            }
+            unlink(socketPath)
+            // No thread was started: deinit must not wait for one.
+            isStopped.store(true, ordering: .releasing)
+            throw error
+        }
+        let thread = Thread { [self] in run() }
         thread.name = "rewind-control"
         thread.start()
     }
@@ -115,6 +177,12 @@ public final class RecorderControl: @unchecked Sendable {
         close(wake.write)
     }
 
+    /// Events clients connected now.
+    package var eventClients: Int { events.count }
+
+    /// Connections open now, over every listener.
+    package var openConnections: Int { servers.withLock { $0.reduce(0) { $0 + $1.openConnections } } }
+
     /// Asks for a save of the whole window into `DIR/exports/`, from any thread or a signal handler: it only
     /// writes one byte to a pipe.
     public func requestSave() {
@@ -122,303 +190,375 @@ public final class RecorderControl: @unchecked Sendable {
         _ = write(wake.write, &byte, 1)
     }
 
-    /// The descriptor a signal handler writes `s` to (see ``requestSave()``). The control owns it and closes it when
-    /// it is deinitialized; until then it stays open (also after ``stop()``), so a handler may write to it.
+    /// The descriptor a signal handler writes `s` to (see ``requestSave()``). Open until the control is
+    /// deinitialized (also after ``stop()``), so a handler may write to it.
     public var wakeDescriptor: FileDescriptor { FileDescriptor(rawValue: wake.write) }
 
-    /// Stops accepting requests, removes the socket, and waits for the saves in progress. Idempotent.
+    /// Stops: new requests that change anything get 503, events clients get `stopping`, waiting saves export what
+    /// was recorded, then every save is waited for, the servers stop and the socket is removed. Idempotent.
     public func stop() {
         guard !isStopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        var byte = UInt8(ascii: "q")
+        isStopping.store(true, ordering: .releasing)
+        events.publish("stopping", HealthResponse(status: "stopping"))
+        book.forceAll()
+        var byte = UInt8(ascii: "w")
+        _ = write(wake.write, &byte, 1)
+        while !book.isIdle {
+            book.startDueExports()
+            System.sleep(for: .milliseconds(5))
+        }
+        // Event streams end after their queued events (`stopping` last); then the servers stop, which closes what
+        // is still open.
+        events.closeAll()
+        let deadline = ContinuousClock.now + .seconds(2)
+        while servers.withLock({ $0.contains { $0.openStreams > 0 } }) && ContinuousClock.now < deadline {
+            System.sleep(for: .milliseconds(5))
+        }
+        for server in servers.withLock({ $0 }) { server.stop() }
+        unlink(socketPath)
+        byte = UInt8(ascii: "q")
         _ = write(wake.write, &byte, 1)
         finished.wait()
-        inFlight.wait()
     }
 
-    /// Saves the last `duration` (the window when nil) to `destination` (`DIR/exports/save-….ext` when nil).
-    ///
-    /// - Parameter streams: the streams saved: one (a ``RecorderStream``), or every stream of the recorder (nil,
-    ///   the default: what SIGUSR1 saves) — the last `duration` of the recorder clock, one `.mkv` track per stream.
-    /// - Throws: ``ClipError`` when nothing is recorded yet, and export errors.
-    public func save(
-        last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?,
-        stream: RecorderStream? = nil
-    ) throws -> ExportSummary {
-        let length = duration ?? recorder.configuration.window
-        guard length > .zero else { throw ClipError.nonPositiveDuration(length) }
-        if let stream = stream ?? (recorder.streams.count == 1 ? recorder.streams[0] : nil) {
-            guard let range = try stream.lastRange(length) else { throw ClipError.noFrames(source: "recorder") }
-            return try export(range, to: destination, format: format, stream: stream)
-        }
-        let set = try StreamSet(recorder: recorder)
-        guard let range = try set.lastRange(length) else { throw ClipError.noFrames(source: "recorder") }
-        return try exportAll(set, range: range, to: destination, format: format)
-    }
+    // MARK: The control's thread
 
-    /// Exports `range` (pts nanoseconds of `stream`, the first stream when nil) to `destination`
-    /// (`DIR/exports/save-….ext` when nil).
-    ///
-    /// - Throws: ``ClipError`` when the range holds no frame (nothing is written), and export errors.
-    public func export(
-        _ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?,
-        stream: RecorderStream? = nil
-    ) throws -> ExportSummary {
-        exportSlots.wait()
-        defer { exportSlots.signal() }
-        let source = ClipSource.recorderStream(stream ?? recorder.streams[0])
-        var chosenFormat = format ?? defaultFormat
-        let target: ExportDestination
-        if let destination {
-            if case .path(let path) = destination, let named = ExportFormat(path: path) { chosenFormat = named }
-            target = destination
-        } else {
-            // An empty range names no file (and makes no folder).
-            try source.requireFrames(in: range)
-            target = .path(try newExportPath(format: chosenFormat))
-        }
-        return try source.export(range: range, format: chosenFormat, to: target)
-    }
-
-    /// Exports every stream's frames in `range` (recorder time): one `.mkv` with a track per stream, or a
-    /// `.y4m`/`.mp4` file per stream (`NAME.STREAM.EXT`; the reply's path lists them).
-    private func exportAll(
-        _ set: StreamSet, range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?
-    ) throws -> ExportSummary {
-        exportSlots.wait()
-        defer { exportSlots.signal() }
-        var chosenFormat = format ?? defaultFormat
-        let target: ExportDestination
-        if let destination {
-            if case .path(let path) = destination, let named = ExportFormat(path: path) { chosenFormat = named }
-            target = destination
-        } else {
-            target = .path(try newExportPath(format: chosenFormat))
-        }
-        let summaries = try set.export(range: range, format: chosenFormat, to: target)
-        guard summaries.count > 1 else { return summaries[0] }
-        var combined = summaries[0]
-        combined.path = summaries.compactMap(\.path).joined(separator: ", ")
-        combined.frames = summaries.reduce(0) { $0 + $1.frames }
-        combined.filledFrames = summaries.reduce(0) { $0 + $1.filledFrames }
-        combined.bytes = summaries.reduce(0) { $0 + $1.bytes }
-        return combined
-    }
-
-    /// `DIR/exports/save-<UTC time>-<n>.<ext>`, unique within this process.
-    private func newExportPath(format: ExportFormat) throws -> String {
-        let exports = directory + "/exports"
-        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
-        let number = saveCounter.wrappingAdd(1, ordering: .relaxed).newValue
-        return exports + "/save-\(formatter.string(from: Date()))-\(number).\(format.fileExtension)"
-    }
-
-    /// The range of a clip request: `from` and `to` as on the command line (`12.5s`, `1500ms`, ISO-8601 wall time),
-    /// resolved against this recorder (memory and disk).
-    private func clipRange(from: String, to: String, stream: RecorderStream?) throws -> Range<Int64> {
-        let set = try StreamSet(recorder: recorder)
-        let source = stream.map { ClipSource.recorderStream($0) }
-        func time(_ key: String, _ text: String) throws -> Int64 {
-            do {
-                let spec = try TimeSpec(parsing: text)
-                return try source?.resolve(spec) ?? set.recorderTime(spec)
-            } catch let error as ValueError {
-                throw ControlError.badField(key, detail: "\(key): \(error)")
-            }
-        }
-        let start = try time("from", from)
-        let end = try time("to", to)
-        guard start < end else {
-            throw ClipError.badRange(from: start, to: end)
-        }
-        return start..<end
-    }
-
-    // MARK: - Handling
-
-    /// Serves one decoded request: everything the control does for a client, without a socket.
-    ///
-    /// - Parameters:
-    ///   - request: what the client asked.
-    ///   - descriptor: where a save or clip writes, when the client sent one (it wins over `request.path`). Only
-    ///     borrowed: the caller closes it after this returns.
-    /// - Returns: what was exported, the status, or a failure with its reason code (`bad_request` for a wrong
-    ///   field or stream, `bad_range`, `empty`, `failed`). Saves and clips are also reported to `onSave`.
-    public func handle(_ request: ControlRequest, descriptor: FileDescriptor? = nil) -> ControlReply {
-        do {
-            return try respond(to: request, descriptor: descriptor)
-        } catch {
-            return .failure(ControlReply.Failure(error))
-        }
-    }
-
-    /// Decodes one line (without its newline) and serves it; a line that is not a request gets a `bad_request`
-    /// failure.
-    ///
-    /// - Parameter descriptor: as for ``handle(_:descriptor:)``.
-    public func handle(line: some Collection<UInt8>, descriptor: FileDescriptor? = nil) -> ControlReply {
-        do {
-            return handle(try ControlRequest(line: line), descriptor: descriptor)
-        } catch {
-            return .failure(ControlReply.Failure(error))
-        }
-    }
-
-    private func respond(to request: ControlRequest, descriptor: FileDescriptor?) throws -> ControlReply {
-        // No stream: the only one (the first, for older clients); "all": every stream; else the one named.
-        var selected: RecorderStream? = recorder.streams[0]
-        if let name = request.stream {
-            if name == "all" {
-                selected = recorder.streams.count == 1 ? recorder.streams[0] : nil
-            } else if let stream = recorder.stream(named: name) {
-                selected = stream
-            } else {
-                throw ControlError.wrongStream(
-                    recording: recorder.streams.map(\.name).joined(separator: ", "), requested: name)
-            }
-        }
-        let duration: Duration?
-        let range: Range<Int64>?
-        switch request.command {
-        case .status:
-            return .status(status)
-        case .save(let last):
-            if let last, last <= 0 {
-                throw ControlError.badField("last_ns", detail: "last_ns must be a whole number of nanoseconds above 0")
-            }
-            duration = last.map { .nanoseconds($0) }
-            range = nil
-        case .clip(let from, let to):
-            duration = nil
-            range = try clipRange(from: from, to: to, stream: selected)
-        }
-        var destination: ExportDestination?
-        if let descriptor {
-            destination = .fileDescriptor(descriptor, name: "the client's descriptor")
-        } else if let path = request.path {
-            guard path.hasPrefix("/") else {
-                throw ControlError.badField("path", detail: "path must be absolute: '\(path)'")
-            }
-            guard ExportFormat(path: path) != nil else {
-                throw ControlError.badField("path", detail: "'\(path)' must end in .y4m, .mkv or .mp4")
-            }
-            destination = .path(path)
-        }
-        let result = Result {
-            if let range {
-                if let selected { return try export(range, to: destination, format: request.format, stream: selected) }
-                return try exportAll(
-                    try StreamSet(recorder: recorder), range: range, to: destination, format: request.format)
-            }
-            if let selected {
-                return try save(last: duration, to: destination, format: request.format, stream: selected)
-            }
-            return try save(last: duration, to: destination, format: request.format)
-        }
-        onSave(result)
-        return .exported(try result.get())
-    }
-
-    /// The recorder's counters and what its ring holds now.
-    public var status: ControlReply.Status {
-        let statistics = recorder.statistics
-        let ring = recorder.memoryStatistics
-        var status = ControlReply.Status(
-            stream: recorder.streams[0].name, layout: "\(recorder.stream.layout)",
-            framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
-            drops: statistics.drops, windowNanoseconds: recorder.configuration.windowNanoseconds,
-            memoryFrames: ring.frames,
-            memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
-            memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds,
-            pressure: ring.pressure, pressureChanges: recorder.pressureChanges)
-        status.streams = recorder.streams.map { stream in
-            let statistics = stream.statistics
-            let ring = stream.memoryStatistics
-            return ControlReply.StreamStatus(
-                name: stream.name, layout: stream.stream.layout, frameDuration: stream.stream.frameDuration,
-                framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
-                drops: statistics.drops, gaps: statistics.gaps, memoryFrames: ring.frames,
-                memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
-                memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
-                memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, clock: stream.clock,
-                inputError: stream.inputError)
-        }
-        return status
-    }
-
-    // MARK: - Serving
-
-    private func serve() {
-        defer {
-            close(listener)
-            unlink(socketPath)
-            finished.signal()
-        }
-        var fds = [
-            pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0),
-        ]
+    private func run() {
+        defer { finished.signal() }
+        var watcher = CounterWatcher(recorder: recorder)
+        var descriptor = pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)
+        var lastWatch = ContinuousClock.now
         while true {
-            fds[0].revents = 0
-            fds[1].revents = 0
-            let ready = System.retryingInterrupts { poll(&fds, 2, -1) }
-            guard ready > 0 else { return }
-            if fds[1].revents != 0 {
+            let waiting = book.startDueExports()
+            descriptor.revents = 0
+            // Waiting saves are checked every 5 ms (their end is a pts; a frame at 60 fps is 16.7 ms).
+            _ = System.retryingInterrupts { poll(&descriptor, 1, waiting ? 5 : 100) }
+            if descriptor.revents != 0 {
                 var bytes = [UInt8](repeating: 0, count: 64)
                 let count = read(wake.read, &bytes, bytes.count)
                 if count > 0 {
                     if bytes[0..<count].contains(UInt8(ascii: "q")) { return }
-                    if bytes[0..<count].contains(UInt8(ascii: "s")) { startWindowSave() }
+                    if bytes[0..<count].contains(UInt8(ascii: "s")) {
+                        do {
+                            try saveWindow()
+                        } catch {
+                            // Nothing recorded yet, or stopping: said where saves are reported.
+                            onSave(.failure(error))
+                        }
+                    }
                 }
             }
-            if fds[0].revents != 0 {
-                let client = rewind_accept(listener)
-                if client >= 0 { startClient(client) }
+            if ContinuousClock.now - lastWatch >= .milliseconds(250) {
+                lastWatch = .now
+                watcher.publishChanges(to: events)
             }
         }
     }
 
-    private func startWindowSave() {
-        inFlight.enter()
-        let thread = Thread { [self] in
-            defer { inFlight.leave() }
-            onSave(Result { try save(last: nil, to: nil, format: nil) })
-        }
-        thread.name = "rewind-save"
-        thread.start()
+    /// SIGUSR1: the whole window into `DIR/exports/`.
+    @discardableResult
+    func saveWindow() throws -> SaveObject {
+        try startSave(SaveRequest())
     }
 
-    private func startClient(_ client: Int32) {
-        // A client that connects and says nothing must not hold the recorder's shutdown.
-        var timeout = timeval(tv_sec: requestTimeoutSeconds, tv_usec: 0)
-        _ = setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        inFlight.enter()
-        let thread = Thread { [self] in
-            defer {
-                close(client)
-                inFlight.leave()
+    // MARK: Handling
+
+    /// Serves one request: everything the API does, without a socket.
+    ///
+    /// - Returns: the answer: JSON with the right status, or an event stream.
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        var setCookie: String?
+        if request.isTCP {
+            switch authorize(request) {
+            case .refused(let error): return error.response
+            case .allowed(let cookie): setCookie = cookie
             }
-            serve(client: FileDescriptor(rawValue: client))
         }
-        thread.name = "rewind-control-client"
-        thread.start()
-    }
-
-    /// Reads one line (and any descriptor), serves it, writes one reply: the framing around ``handle(line:descriptor:)``.
-    private func serve(client: FileDescriptor) {
-        let reply: ControlReply
+        var response: HTTPResponse
         do {
-            // The descriptor that came with the line is closed when `received` ends, before the reply is written,
-            // so a reader of a pipe the client passed sees its end once the reply arrives.
-            let received = try ControlMessage.receive(from: client)
-            reply = handle(line: received.bytes, descriptor: received.descriptor)
+            response = try route(request)
         } catch {
-            reply = .failure(ControlReply.Failure(error))
+            response = APIError(error).response
         }
-        guard let line = try? reply.encodedLine() else { return }
-        try? ControlMessage.send(line, to: client)
+        if let setCookie { response.headers.append(("Set-Cookie", setCookie)) }
+        return response
+    }
+
+    private enum Authorization {
+        case allowed(setCookie: String?)
+        case refused(APIError)
+    }
+
+    /// A TCP request needs the token: `Authorization: Bearer …`, the `rewind_token` cookie, or `?token=` (which
+    /// sets the cookie). Compared in constant time.
+    private func authorize(_ request: HTTPRequest) -> Authorization {
+        guard let token else { return .refused(APIError(.unauthorized, "no token is configured")) }
+        if let header = request.headers["authorization"], header.hasPrefix("Bearer "),
+            Self.constantTimeEqual(String(header.dropFirst(7)), token)
+        {
+            return .allowed(setCookie: nil)
+        }
+        if let cookies = request.headers["cookie"] {
+            for part in cookies.split(separator: ";") {
+                let pair = part.trimmingCharacters(in: .whitespaces)
+                if pair.hasPrefix("rewind_token="), Self.constantTimeEqual(String(pair.dropFirst(13)), token) {
+                    return .allowed(setCookie: nil)
+                }
+            }
+        }
+        if let given = request.query["token"], Self.constantTimeEqual(given, token) {
+            return .allowed(setCookie: "rewind_token=\(token); HttpOnly; SameSite=Strict; Path=/")
+        }
+        return .refused(
+            APIError(
+                .unauthorized,
+                "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in DIR/token)"))
+    }
+
+    /// Whether `a` equals `b`, taking the same time whatever their bytes (it depends only on their lengths).
+    package static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let left = Array(a.utf8)
+        let right = Array(b.utf8)
+        var difference = UInt8(left.count == right.count ? 0 : 1)
+        for index in 0..<max(left.count, right.count) {
+            let x = index < left.count ? left[index] : 0
+            let y = index < right.count ? right[index] : 0
+            difference |= x ^ y
+        }
+        return difference == 0
+    }
+
+    private func route(_ request: HTTPRequest) throws -> HTTPResponse {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard parts.first == "v1" else {
+            throw APIError(.notFound, "no such path '\(request.path)': the API is under /v1")
+        }
+        let method = request.method
+        if isStopping.load(ordering: .acquiring) && method != "GET" {
+            throw APIError(.stopping, "the recorder is stopping")
+        }
+        func allow(_ methods: String...) throws {
+            guard methods.contains(method) else {
+                throw APIError(
+                    .methodNotAllowed,
+                    "\(request.path) takes \(methods.joined(separator: " or ")), not \(method)")
+            }
+        }
+        switch Array(parts.dropFirst()) {
+        case ["health"]:
+            try allow("GET")
+            let stopping = isStopping.load(ordering: .acquiring)
+            return json(HealthResponse(status: stopping ? "stopping" : "ok"), status: stopping ? 503 : 200)
+        case ["status"]:
+            try allow("GET")
+            return json(status)
+        case ["streams"]:
+            try allow("GET")
+            return json(StreamList(streams: recorder.streams.map(Self.describe)))
+        case ["saves"]:
+            try allow("GET", "POST")
+            if method == "GET" { return json(SaveList(saves: book.objects)) }
+            let body = try APICoding.decodeRequest(
+                SaveRequest.self, from: request.body, fields: SaveRequest.CodingKeys.allCases.map(\.rawValue))
+            return try answer(try startSave(body), wait: body.wait ?? false)
+        case ["clips"]:
+            try allow("POST")
+            let body = try APICoding.decodeRequest(
+                ClipRequest.self, from: request.body, fields: ClipRequest.CodingKeys.allCases.map(\.rawValue))
+            return try answer(try startClip(body), wait: body.wait ?? false)
+        case let path where path.count == 2 && path[0] == "saves":
+            let id = try saveID(path[1])
+            try allow("GET", "DELETE")
+            if method == "DELETE" { return json(try book.cancel(id)) }
+            guard let object = book.object(id) else { throw APIError(.notFound, "no save \(id)") }
+            return json(object)
+        case let path where path.count == 3 && path[0] == "saves" && path[2] == "extend":
+            let id = try saveID(path[1])
+            try allow("POST")
+            let body = try APICoding.decodeRequest(
+                ExtendRequest.self, from: request.body, fields: ExtendRequest.CodingKeys.allCases.map(\.rawValue))
+            let more = try duration(body.after, field: "after")
+            guard more > 0 else { throw APIError(.badRequest, "after must be longer than 0s") }
+            return json(try book.extend(id, by: more))
+        case ["events"]:
+            try allow("GET")
+            return HTTPResponse(
+                status: 200,
+                headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")],
+                body: .stream(events.subscribe()))
+        case ["markers"]:
+            try allow("GET", "POST")
+            if method == "GET" { return json(try markers(query: request.query)) }
+            let body = try APICoding.decodeRequest(
+                MarkerRequest.self, from: request.body, fields: MarkerRequest.CodingKeys.allCases.map(\.rawValue),
+                nested: ["hold": MarkerRequest.Hold.CodingKeys.allCases.map(\.rawValue)])
+            return json(try addMarkers(body), status: 201)
+        case let path where path.count == 2 && path[0] == "markers":
+            try allow("DELETE")
+            guard let id = Int64(path[1]) else { throw APIError(.notFound, "no marker '\(path[1])'") }
+            return json(try removeMarker(id))
+        default:
+            throw APIError(.notFound, "no such path '\(request.path)'")
+        }
+    }
+
+    private func saveID(_ text: String) throws -> Int {
+        guard let id = Int(text) else { throw APIError(.notFound, "no save '\(text)'") }
+        return id
+    }
+
+    private func json(_ value: some Encodable, status: Int = 200) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "application/json")], body: .bytes(APICoding.encode(value)))
+    }
+
+    /// 202 with the save as it stands; with `wait`, 200 once done (or the error it failed with).
+    private func answer(_ object: SaveObject, wait: Bool) throws -> HTTPResponse {
+        guard wait else { return json(object, status: 202) }
+        let final = try book.waitUntilFinal(object.id)
+        if final.state == .failed, let error = final.error {
+            throw APIError(APIError.Code(rawValue: error.code) ?? .failed, error.message)
+        }
+        return json(final, status: 200)
+    }
+
+    // MARK: Saves and clips
+
+    /// What a request's `stream` names: the stream of that name, or (`all`, or none given) every stream — the
+    /// only one, for a recorder of one.
+    func target(_ name: String?) throws -> SaveBook.Target {
+        let streams = recorder.streams
+        guard let name, name != "all" else { return streams.count == 1 ? .one(streams[0]) : .all(streams) }
+        guard let stream = recorder.stream(named: name) else {
+            let names = streams.map { "'\($0.name)'" }.joined(separator: ", ")
+            throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names) (or 'all')")
+        }
+        return .one(stream)
+    }
+
+    /// A time as requests write it (`12.5s` recorder time, ISO-8601 wall time, a time of day), on the recorder
+    /// clock every stream shares.
+    func recorderTime(_ text: String, field: String) throws -> Int64 {
+        do {
+            return try StreamSet(recorder: recorder).recorderTime(try TimeSpec(parsing: text))
+        } catch let error as ValueError {
+            throw APIError(.badRequest, "\(field): \(error)")
+        }
+    }
+
+    private func duration(_ text: String, field: String) throws -> Int64 {
+        do {
+            return try Values.duration(text).nanosecondsClamped
+        } catch {
+            throw APIError(.badRequest, "\(field): \(error)")
+        }
+    }
+
+    /// The format and path of an export: the path's extension names the format unless `format` does; a path must
+    /// be absolute; none means `DIR/exports/KIND-<time>-<n>.<ext>`.
+    private func destination(format: String?, path: String?, kind: String) throws -> (ExportFormat, String) {
+        var chosen: ExportFormat?
+        if let format {
+            guard let named = ExportFormat(path: "x." + format) else {
+                throw APIError(.badRequest, "unknown format '\(format)': mkv, y4m or mp4")
+            }
+            chosen = named
+        }
+        if let path {
+            guard path.hasPrefix("/") else { throw APIError(.badRequest, "path must be absolute: '\(path)'") }
+            guard let named = ExportFormat(path: path) else {
+                throw APIError(.badRequest, "path '\(path)' must end in .mkv, .y4m or .mp4")
+            }
+            if let chosen, chosen != named {
+                throw APIError(.badRequest, "path '\(path)' does not end in .\(chosen.fileExtension) (format)")
+            }
+            var isDirectory: ObjCBool = false
+            let parent = (path as NSString).deletingLastPathComponent
+            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
+            else { throw APIError(.notFound, "no directory '\(parent)' to write '\(path)' in") }
+            return (named, path)
+        }
+        let format = chosen ?? defaultFormat
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
+        let unique = exportCounter.wrappingAdd(1, ordering: .relaxed).newValue
+        return (
+            format,
+            "\(directory)/exports/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
+        )
+    }
+
+    private let exportCounter = Atomic<Int>(0)
+
+    /// `POST /v1/saves`: the range `(trigger − before, trigger + after]` around the recorder clock now.
+    func startSave(_ request: SaveRequest) throws -> SaveObject {
+        let target = try target(request.stream)
+        let stream = target.name
+        if request.last != nil && (request.before != nil || request.after != nil) {
+            throw APIError(.badRequest, "give last, or before and after: last is before with after 0")
+        }
+        let windowNanoseconds = recorder.configuration.windowNanoseconds
+        let before = try (request.last ?? request.before).map { try duration($0, field: "before") } ?? windowNanoseconds
+        let after = try request.after.map { try duration($0, field: "after") } ?? 0
+        guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
+        let (format, path) = try destination(format: request.format, path: request.path, kind: "save")
+        guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
+        var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
+        if request.sinceLastSave == true, let end = book.lastSavedEnd(stream: stream) {
+            guard end < range.upperBound else {
+                throw APIError(.conflict, "nothing new since the last save, which ended at pts \(end) ns")
+            }
+            range = max(range.lowerBound, end)..<range.upperBound
+        }
+        return try book.add(target: target, range: range, format: format, path: path)
+    }
+
+    /// `POST /v1/clips`: any past range (cut at the recorder clock).
+    func startClip(_ request: ClipRequest) throws -> SaveObject {
+        let target = try target(request.stream)
+        let from = try recorderTime(request.from, field: "from")
+        let to = try recorderTime(request.to, field: "to")
+        guard from < to else { throw APIError(.badRequest, "to must be after from (from \(from) ns, to \(to) ns)") }
+        let (format, path) = try destination(format: request.format, path: request.path, kind: "clip")
+        // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
+        let end = book.clock.map { min(to, $0 + 1) } ?? to
+        guard from < end else { throw APIError(.empty, "nothing is recorded from \(from) ns on yet") }
+        let sources = target.streams.map { ClipSource.recorderStream($0) }
+        let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
+        if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
+        return try book.add(target: target, range: from..<end, format: format, path: path)
+    }
+
+    // MARK: Status
+
+    /// `GET /v1/status`.
+    public var status: StatusResponse {
+        let counts = book.counts
+        return StatusResponse(
+            streams: recorder.streams.map { stream in
+                let statistics = stream.statistics
+                let ring = stream.memoryStatistics
+                return StreamStatus(
+                    stream: stream.name, layout: "\(stream.stream.layout)",
+                    framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
+                    drops: statistics.drops.keyedByRawValue,
+                    windowNanoseconds: recorder.configuration.windowNanoseconds,
+                    memoryFrames: ring.frames, memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
+                    memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
+                    memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, pressure: ring.pressure.name,
+                    pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,
+                    clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
+                    clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
+            }, savesWaiting: counts.waiting, savesExporting: counts.exporting,
+            stopping: isStopping.load(ordering: .acquiring))
+    }
+
+    /// How `GET /v1/streams` describes a stream.
+    static func describe(_ stream: RecorderStream) -> StreamDescriptionBody {
+        StreamDescriptionBody(
+            name: stream.name, format: stream.stream.layout.format.name, width: stream.stream.layout.width,
+            height: stream.stream.layout.height, frameDurationNanoseconds: stream.stream.frameDuration.nanoseconds ?? 0)
     }
 }

@@ -17,7 +17,16 @@ extension ClipSource {
         throw ClipError.empty(range: range, held: try span())
     }
 
-    /// Exports every frame in `range` to `destination`.
+    /// The markers whose time lies in `range`, as chapters of an export (none without a store, or when they
+    /// cannot be read: chapters never fail an export).
+    ///
+    /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    public func chapters(in range: Range<Int64>) -> [ExportChapter] {
+        let markers = try? storedStream().map { store, row in try store.markers(streamName: row.name, in: range) }
+        return (markers ?? []).map { ExportChapter(ptsNanoseconds: $0.atNanoseconds, title: $0.label) }
+    }
+
+    /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).
     ///
     /// - Parameters:
     ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
@@ -40,7 +49,8 @@ extension ClipSource {
         let staging = StagedExport(destination, fileSystem: fileSystem)
         do {
             var exporter = try makeExporter(
-                format: format, stream: stream, destination: staging.writtenDestination, fileSystem: fileSystem)
+                format: format, stream: stream, destination: staging.writtenDestination, fileSystem: fileSystem,
+                chapters: chapters(in: range))
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)
@@ -69,17 +79,17 @@ extension ClipSource {
 /// A destination that exists and is not a regular file (`/dev/null`, a FIFO, a terminal) is written in place:
 /// renaming over it would replace the device or pipe. A symbolic link is followed, so the file it names is the
 /// one replaced. Descriptors are written as they are.
-struct StagedExport {
+package struct StagedExport {
     /// The requested path, symbolic links resolved; nil when the export is written in place.
-    let finalPath: String?
+    package let finalPath: String?
     /// Where the exporter writes: the temporary path, or the destination itself.
-    let writtenDestination: ExportDestination
+    package let writtenDestination: ExportDestination
     private let requested: ExportDestination
     private let fileSystem: any FileSystem
 
     private static let counter = Atomic<Int>(0)
 
-    init(_ destination: ExportDestination, fileSystem: any FileSystem) {
+    package init(_ destination: ExportDestination, fileSystem: any FileSystem) {
         requested = destination
         self.fileSystem = fileSystem
         guard case .path(let path) = destination, let target = StagedExport.replaceableTarget(path) else {
@@ -107,7 +117,7 @@ struct StagedExport {
     }
 
     /// Renames the finished file to the requested name and reports it under that name.
-    func complete(_ summary: ExportSummary) throws -> ExportSummary {
+    package func complete(_ summary: ExportSummary) throws -> ExportSummary {
         guard let finalPath, case .path(let temporary) = writtenDestination else { return summary }
         do {
             try fileSystem.rename(temporary, to: finalPath)
@@ -123,7 +133,7 @@ struct StagedExport {
     }
 
     /// Removes the partial file and returns `error`, naming the requested path instead of the temporary one.
-    func abandon(after error: any Error) -> any Error {
+    package func abandon(after error: any Error) -> any Error {
         guard case .path(let written) = writtenDestination else { return error }
         try? fileSystem.unlink(written)
         if var exportError = error as? ExportError, exportError.destination == written {

@@ -121,7 +121,14 @@ public struct StreamSet: Sendable {
         guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
         switch format {
         case .matroska:
-            return [try exportMatroska(holding, range: range, to: destination, fileSystem: fileSystem)]
+            let staging = StagedExport(destination, fileSystem: fileSystem)
+            do {
+                let summary = try exportMatroska(
+                    holding, range: range, to: staging.writtenDestination, fileSystem: fileSystem)
+                return [try staging.complete(summary)]
+            } catch {
+                throw staging.abandon(after: error)
+            }
         case .y4m, .mp4:
             guard case .path(let path) = destination else {
                 throw ExportError(
@@ -143,9 +150,19 @@ public struct StreamSet: Sendable {
     private func exportMatroska(
         _ members: [Member], range: Range<Int64>, to destination: ExportDestination, fileSystem: any FileSystem
     ) throws -> ExportSummary {
+        // Markers of every stream in the range, as chapters on the recorder clock (a marker of all streams once).
+        var chapters: [ExportChapter] = []
+        for member in members {
+            for chapter in member.source.chapters(in: member.clock.ptsRange(range)) {
+                let moved = ExportChapter(
+                    ptsNanoseconds: member.clock.recorderTime(ofPTS: chapter.ptsNanoseconds), title: chapter.title)
+                if !chapters.contains(moved) { chapters.append(moved) }
+            }
+        }
+        chapters.sort { $0.ptsNanoseconds < $1.ptsNanoseconds }
         let writer = try MatroskaWriter(
             tracks: members.map { (name: $0.name, stream: $0.source.stream) }, destination: destination,
-            fileSystem: fileSystem)
+            fileSystem: fileSystem, chapters: chapters)
         let lanes = members.map { _ in HandoffLane() }
         for (member, lane) in zip(members, lanes) {
             let source = member.source

@@ -22,6 +22,8 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("thumbnail_ms_memory", "320-px JPEG of a 1080p frame in memory, median ms", "≤ 10"),
     ("thumbnail_ms_disk", "320-px JPEG of a 1080p frame on disk (decoded from its key frame), median ms", "≤ 30"),
     ("timeline_ms", "timeline of one hour of 60 fps in 500 buckets, median ms", "≤ 20"),
+    ("control_save_ack_ms", "POST /v1/saves answered while four exports run, median, ms", "≤ 5"),
+    ("control_drops_1080p60", "frames dropped, live 1080p60 while clients hammer the API", "0"),
 ]
 
 func runBench(_ arguments: ParsedArguments) throws -> Int32 {
@@ -50,6 +52,7 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
     }
     measure("live", "live recording and saving from memory") { try RecorderBenchmarks.runLive(quick: quick) }
     measure("view", "thumbnails and timelines") { try ViewBenchmarks.run(quick: quick) }
+    measure("control", "the HTTP API of a live recorder") { try ControlBenchmarks.run(quick: quick) }
     if json {
         try printJSON(results)
     } else {

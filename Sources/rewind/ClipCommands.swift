@@ -17,11 +17,13 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let reply = try ControlClient.clip(
-        directory: directory, from: arguments.string("from")!, to: arguments.string("to")!,
-        destination: ExportDestination(argument: output), format: format,
-        stream: selection?.requestName ?? arguments.string("stream"))
-    if let reply { return report(reply, output: output, action: "exported by the live recorder") }
+    let live = try liveExport(directory: directory, output: output, format: format, what: "clip") { path in
+        try ControlClient(directory: directory).clip(
+            ClipRequest(
+                stream: selection?.requestName ?? arguments.string("stream"), from: arguments.string("from")!,
+                to: arguments.string("to")!, format: format.fileExtension, path: path))
+    }
+    if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
     case .one(let row):
@@ -66,34 +68,130 @@ private func exportAll(_ set: StreamSet, range: Range<Int64>, output: String, fo
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
-    let duration = try arguments.duration("last")!
-    let output = arguments.string("output")!
-    guard duration > .zero else { throw UsageError("--last must be longer than 0s") }
-    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
-        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+    let last = try arguments.duration("last")
+    let before = try arguments.duration("before")
+    let after = try arguments.duration("after")
+    if last != nil && (before != nil || after != nil) {
+        throw UsageError("--last is --before with --after 0s: give one or the other")
     }
-    let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
-    // A live recorder saves from its memory (and disk for what is older) without stopping.
-    let reply = try ControlClient.save(
-        directory: directory, last: duration, to: ExportDestination(argument: output),
-        format: format,
-        stream: selection?.requestName ?? arguments.string("stream"))
-    if let reply { return report(reply, output: output, action: "saved by the live recorder") }
+    for (name, value) in [("last", last), ("before", before)] where value.map({ $0 <= .zero }) ?? false {
+        throw UsageError("--\(name) must be longer than 0s")
+    }
+    let output = arguments.string("output")
+    var format: ExportFormat?
+    if let output {
+        guard let named = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
+            throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+        }
+        format = named
+    }
+    let selection = try liveSelection(
+        directory: directory, stream: arguments.string("stream"), output: output ?? "save.mkv")
+    // A live recorder saves from its memory (and disk for what is older) without stopping; with --after it
+    // waits for the post-roll.
+    let request = SaveRequest(
+        stream: selection?.requestName ?? arguments.string("stream"),
+        last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
+        before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
+        sinceLastSave: arguments.flag("since-last-save") ? true : nil)
+    let live = try liveExport(directory: directory, output: output, format: format, what: "save") { path in
+        var request = request
+        request.path = path
+        return try ControlClient(directory: directory).save(request)
+    }
+    if live { return ExitStatus.success }
+    guard after == nil, !arguments.flag("since-last-save") else {
+        throw CommandError(
+            "no recorder is running on \(directory): --after and --since-last-save need a live recorder",
+            status: ExitStatus.unavailable)
+    }
+    guard let output else {
+        throw UsageError("no recorder is running on \(directory): give -o to save from the store on disk")
+    }
     let store = try openStoreForReading(directory)
+    let duration = before ?? last ?? .seconds(5)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
     case .one(let row):
         let source = ClipSource.store(store, stream: row)
-        guard let range = try source.lastRange(try arguments.duration("last")!) else {
+        guard let range = try source.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try export(from: source, range: range, output: arguments.string("output")!)
+        return try export(from: source, range: range, output: output)
     case .all:
+        if output == "-" {
+            throw UsageError(
+                "-o -: several streams cannot go to stdout as YUV4MPEG2; give -o clip.mkv (a track per stream) or "
+                    + "--stream NAME")
+        }
         let set = try StreamSet(store: store)
         guard let range = try set.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try exportAll(set, range: range, output: output, format: format)
+        return try exportAll(set, range: range, output: output, format: format ?? .matroska)
     }
+}
+
+/// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs.
+///
+/// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
+/// is made absolute (the recorder runs elsewhere).
+private func liveExport(
+    directory: String, output: String?, format: ExportFormat?, what: String,
+    start: (String?) throws -> SaveObject?
+) throws -> Bool {
+    let toStandardOutput = output == "-"
+    var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+    if toStandardOutput {
+        let exports = directory + "/exports"
+        try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        path =
+            URL(fileURLWithPath: exports).standardizedFileURL.path
+            + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
+    }
+    guard let started = try start(path) else { return false }
+    let client = ControlClient(directory: directory)
+    var progress = ProgressLine()
+    var object = started
+    while !object.state.isFinal {
+        progress.update(
+            "\(what) \(object.id) \(object.state.rawValue) … \(object.frames) frames"
+                + (object.state == .waiting ? ", recording until pts \(formatSeconds(object.toNanoseconds))" : ""))
+        System.sleep(for: .milliseconds(50))
+        guard let next = try client.save(id: object.id) else {
+            progress.clear()
+            throw ControlError.recorderStopped(request: "\(what) \(object.id)")
+        }
+        object = next
+    }
+    progress.clear()
+    switch object.state {
+    case .done:
+        break
+    case .cancelled:
+        throw CommandError("\(what) \(object.id) was cancelled; no file was kept")
+    default:
+        let error = object.error ?? APIError.Detail(code: "failed", message: "the \(what) failed")
+        throw ControlError.refused(APIError(APIError.Code(rawValue: error.code) ?? .failed, error.message))
+    }
+    let file = object.files.isEmpty ? "?" : object.files.joined(separator: ", ")
+    var message =
+        "wrote \(count(object.frames, "frame")) (\(formatBytes(object.bytes))) to "
+        + "\(toStandardOutput ? "stdout" : file), pts \(formatSeconds(object.fromNanoseconds)) … "
+        + "\(formatSeconds(object.toNanoseconds)); \(what == "clip" ? "exported" : "saved") by the live recorder"
+    if toStandardOutput {
+        defer { unlink(file) }
+        guard let handle = FileHandle(forReadingAtPath: file) else {
+            throw CommandError("cannot read \(file), which the recorder wrote")
+        }
+        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            FileHandle.standardOutput.write(chunk)
+        }
+        message += " (through \(file), removed)"
+        printError(message)
+    } else {
+        print(message)
+    }
+    return true
 }
 
 /// Exports `range` to the `-o` argument and prints what was written.
@@ -114,13 +212,6 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
     }
     progress.clear()
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
-    if output == "-" { printError(message) } else { print(message) }
-    return ExitStatus.success
-}
-
-/// Prints what a live recorder wrote for us, like ``describe(_:destination:)`` does for a local export.
-private func report(_ export: ExportSummary, output: String, action: String) -> Int32 {
-    let message = describe(export, destination: output == "-" ? "stdout" : output) + "; \(action)"
     if output == "-" { printError(message) } else { print(message) }
     return ExitStatus.success
 }

@@ -45,9 +45,26 @@ struct CommandFailure {
                 break
             }
         case let error as ControlError:
-            if case .refused(.badRange, _) = error {
+            switch error {
+            case .refused(let refusal):
+                switch refusal.code {
+                case .badRequest: status = ExitStatus.usage
+                case .stopping, .unavailable, .tooMany: status = ExitStatus.unavailable
+                case .notFound: advice = command == "unmark" ? "'rewind markers' lists the markers" : nil
+                default: break
+                }
+            case .recorderStopped:
+                status = ExitStatus.unavailable
+                advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+            case .badListenAddress(_, let reason):
                 status = ExitStatus.usage
-                advice = command == "clip" ? "--to must be after --from" : nil
+                if reason == .notLoopback { advice = "give --listen-any to listen there on purpose" }
+            case .tokenFile:
+                status = ExitStatus.usage
+                advice =
+                    "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
+            default:
+                break
             }
         case let error as InputError:
             status = error.isMalformed ? ExitStatus.dataError : ExitStatus.failure

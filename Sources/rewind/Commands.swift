@@ -52,18 +52,29 @@ let recordCommand = Command(
                 "memory-pressure", "MODE",
                 "auto (shed memory when the kernel reports pressure: Linux PSI) | off",
                 type: .choice(["auto", "off"]), default: "auto"),
+            .value("listen", "HOST:PORT", "also serve the HTTP API on TCP (loopback only), with a bearer token"),
+            .flag("listen-any", "allow --listen on an address that is not loopback"),
+            .value(
+                "token-file", "PATH", "the TCP listener's token (created with mode 0600 if missing; default: DIR/token)"
+            ),
         ]),
     run: runRecord)
 
 let saveCommand = Command(
     spec: CommandSpec(
         name: "save",
-        summary: "save the last N seconds to a file (a running recorder saves from memory; otherwise from disk)",
+        summary:
+            "save seconds before (and after) now to a file (a running recorder saves from memory; otherwise from disk)",
         options: [
             storeOption,
             .value("stream", "NAME", "stream to save, or all (default: the only one)"),
-            .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
-            .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
+            .value("last", "DURATION", "how much to save: --before with --after 0s (default: 5s)", type: .duration),
+            .value("before", "DURATION", "pre-roll: how much before now", type: .duration),
+            .value("after", "DURATION", "post-roll: how much after now; waits for it (live recorder)", type: .duration),
+            .flag("since-last-save", "start where the previous save of the stream ended (live recorder)"),
+            .value(
+                "output", short: "o", "PATH",
+                "clip.y4m | clip.mkv | clip.mp4 | - (stdout); default with a live recorder: DIR/exports/"),
         ]),
     run: runSave)
 
@@ -151,7 +162,58 @@ let benchCommand = Command(
             .value(
                 "only", "PART",
                 "measure one part: ring | store | file (recording a file, exports from disk) | live (live recording, "
-                    + "saves from memory) | view (thumbnails, timelines)",
-                type: .choice(["ring", "store", "file", "live", "view"])),
+                    + "saves from memory) | view (thumbnails, timelines) | control (the HTTP API while recording live)",
+                type: .choice(["ring", "store", "file", "live", "view", "control"])),
         ]),
     run: runBench)
+
+let statusCommand = Command(
+    spec: CommandSpec(
+        name: "status",
+        summary: "what a running recorder holds and does: streams, memory, drops, saves",
+        options: [storeOption, .flag("json", "print JSON (the body of GET /v1/status)")]),
+    run: runStatus)
+
+let eventsCommand = Command(
+    spec: CommandSpec(
+        name: "events",
+        summary:
+            "follow a running recorder's events (saves, markers, gaps, drops, pressure, segments), one JSON line each",
+        options: [storeOption]),
+    run: runEvents)
+
+let markCommand = Command(
+    spec: CommandSpec(
+        name: "mark",
+        summary: "mark a moment of a running recorder, optionally holding the frames around it on disk",
+        options: [
+            storeOption,
+            .value("label", "TEXT", "what the moment is", required: true),
+            .value("at", "TIME", "when (default: now)", type: .time),
+            .value("stream", "NAME", "stream to mark, or all (default: the only one)"),
+            .value("hold", "DURATION", "hold this much before and after on disk", type: .duration),
+            .value("hold-before", "DURATION", "hold this much before on disk", type: .duration),
+            .value("hold-after", "DURATION", "hold this much after on disk", type: .duration),
+        ]),
+    run: runMark)
+
+let markersCommand = Command(
+    spec: CommandSpec(
+        name: "markers",
+        summary: "list a store's markers and what they hold",
+        options: [storeOption, .flag("json", "print JSON")]),
+    run: runMarkers)
+
+let unmarkCommand = Command(
+    spec: CommandSpec(
+        name: "unmark",
+        summary: "delete a marker and release what it holds",
+        options: [
+            storeOption,
+            .value(
+                "id", "ID", "the marker's id (rewind markers lists them; also as a bare argument)",
+                type: .integer(1...Int.max), required: true),
+        ],
+        details: "example: rewind unmark --store cam 3",
+        positional: "id"),
+    run: runUnmark)

@@ -138,6 +138,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
     let followsPressure = arguments.string("memory-pressure")! == "auto"
+    let listen = try listenOptions(arguments, directory: directory)
 
     var opened: [OpenedInput] = []
     for input in inputs {
@@ -164,12 +165,12 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     }
     return try record(
         opened, directory: directory, configuration: configuration, options: options,
-        followsPressure: followsPressure)
+        followsPressure: followsPressure, listen: listen)
 }
 
 private func record(
     _ inputs: [OpenedInput], directory: String, configuration: RecorderConfiguration, options: StoreOptions,
-    followsPressure: Bool
+    followsPressure: Bool, listen: RecorderControl.Listen?
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
@@ -182,10 +183,11 @@ private func record(
     }
     let recorder = try Recorder(streams: specs, store: store, configuration: configuration)
     installStopHandlers()
-    // Live saves: `rewind save` through DIR/rewind.sock, and SIGUSR1 (the whole window into DIR/exports/).
+    // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole
+    // window into DIR/exports/.
     var control: RecorderControl?
     do {
-        control = try RecorderControl(recorder: recorder, directory: directory) { result in
+        control = try RecorderControl(recorder: recorder, directory: directory, listen: listen) { result in
             switch result {
             case .success(let summary):
                 printError("saved: " + describe(summary, destination: summary.path ?? "a client"))
@@ -193,6 +195,12 @@ private func record(
             }
         }
         installSaveSignal(control!)
+        if let port = control?.tcpPort, let listen {
+            printError("serving the API on \(listen.host):\(port) (bearer token required)")
+        }
+    } catch let error as ControlError where listen != nil {
+        if case .badListenAddress = error { throw error }
+        printError("live saves are not available (recording goes on): \(error)")
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }
@@ -419,4 +427,18 @@ private func startPressureMonitor(_ recorder: Recorder) -> MemoryPressureMonitor
     }
     monitor.start()
     return monitor
+}
+
+/// The TCP listener `--listen` asks for, with its token (read from `--token-file` or `DIR/token`, made if missing).
+private func listenOptions(_ arguments: ParsedArguments, directory: String) throws -> RecorderControl.Listen? {
+    guard let text = arguments.string("listen") else {
+        if arguments.flag("listen-any") || arguments.string("token-file") != nil {
+            throw UsageError("--listen-any and --token-file go with --listen HOST:PORT")
+        }
+        return nil
+    }
+    let (host, port) = try RecorderControl.Listen.parse(text)
+    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    let token = try ControlToken.loadOrCreate(path: arguments.string("token-file") ?? directory + "/token")
+    return RecorderControl.Listen(host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token)
 }

@@ -26,7 +26,8 @@ struct Command: Sendable {
 @main
 enum Rewind {
     static let commands: [Command] = [
-        demoCommand, recordCommand, saveCommand, clipCommand, infoCommand, verifyCommand, soakCommand, benchCommand,
+        demoCommand, recordCommand, saveCommand, clipCommand, statusCommand, eventsCommand, markCommand,
+        markersCommand, unmarkCommand, infoCommand, verifyCommand, soakCommand, benchCommand,
     ]
 
     static var overview: String {

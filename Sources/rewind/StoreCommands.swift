@@ -16,7 +16,10 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let segments = try store.segments(streamName: only)
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
-    let live = try? ControlClient.status(directory: directory)
+    let status = (try? ControlClient(directory: directory).status()) ?? nil
+    let live = status?.streams.first
+    let markers = try store.markers()
+    let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -26,11 +29,12 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                     as [String: Any]
             },
             "open_segments": segments.filter { $0.state == .open }.count,
-            "streams": try streams.map { try streamJSON($0, store: store, live: live) },
+            "streams": try streams.map { try streamJSON($0, store: store, live: status) },
         ]
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
-        object["live"] = live.map(liveJSON) ?? NSNull()
+        object["live"] = status.map(liveJSON) ?? NSNull()
+        object["markers"] = markers.map { markerJSON($0, stream: streamNames[$0.streamID] ?? "") }
         try printJSON(object)
         return ExitStatus.success
     }
@@ -78,6 +82,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             "    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason.rawValue)")
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
+    if !markers.isEmpty {
+        print("  markers: \(markers.count)")
+        for marker in markers.prefix(20) {
+            print("    " + describe(marker, stream: streamNames[marker.streamID] ?? ""))
+        }
+        if markers.count > 20 { print("    … \(markers.count - 20) more (see rewind markers)") }
+    }
     if let live {
         var line = "  live recorder: \(live.memoryFrames) frames in memory"
         if let first = live.memoryFirstPTSNanoseconds, let last = live.memoryLastPTSNanoseconds {
@@ -85,7 +96,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         }
         line += ", \(formatBytes(Int64(live.memoryBytes))) of \(formatBytes(Int64(live.memoryBudgetBytes))); "
         line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable; "
-        line += "memory pressure \(live.pressure.name) (\(count(live.pressureChanges, "change")))"
+        line += "memory pressure \(live.pressure) (\(count(live.pressureChanges, "change")))"
         print(line)
     }
     return ExitStatus.success
@@ -93,7 +104,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
 
 /// One stream for `info --json`: what it is, what the store holds of it (pts, wall-clock times, bytes, segments,
 /// drops, gaps), its place on the recorder clock, and what a live recorder holds of it in memory.
-private func streamJSON(_ row: StreamRow, store: SegmentStore, live: ControlReply.Status?) throws -> [String: Any] {
+private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusResponse?) throws -> [String: Any] {
     let stream = row.description
     let summary = try store.summary(streamName: row.name)
     let walls = try store.wallTimes(streamName: row.name)
@@ -121,7 +132,7 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: ControlRepl
     object["clock_wall_ns"] = value(clock?.wallNanoseconds)
     object["first_time_ns"] = value(summary.firstPTS.flatMap { pts in clock.map { $0.recorderTime(ofPTS: pts) } })
     object["last_time_ns"] = value(summary.lastPTS.flatMap { pts in clock.map { $0.recorderTime(ofPTS: pts) } })
-    let memory = live?.streams.first { $0.name == row.name }
+    let memory = live?.streams.first { $0.stream == row.name }
     object["memory_frames"] = memory?.memoryFrames ?? 0
     object["memory_bytes"] = memory?.memoryBytes ?? 0
     object["memory_budget_bytes"] = memory?.memoryBudgetBytes ?? 0
@@ -131,31 +142,24 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: ControlRepl
     return object
 }
 
-/// A live recorder's status for `info --json`: the keys its control reply uses.
-private func liveJSON(_ status: ControlReply.Status) -> Any {
+/// A live recorder's status for `info --json`: the keys of its first stream in `GET /v1/status`, and every stream
+/// under `streams`.
+private func liveJSON(_ status: StatusResponse) -> Any {
+    func object(_ stream: StreamStatus) -> [String: Any] {
+        ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(stream))) as? [String: Any]) ?? [:]
+    }
+    var first = status.streams.first.map(object) ?? [:]
+    first["streams"] = status.streams.map(object)
+    return first
+}
+
+/// A marker for `info --json` and `markers --json`: the keys of the API's marker object.
+func markerJSON(_ marker: MarkerRow, stream: String) -> [String: Any] {
     [
-        "stream": status.stream, "layout": status.layout, "frames_accepted": status.framesAccepted,
-        "frames_durable": status.framesDurable, "drops": status.drops.keyedByRawValue,
-        "window_ns": status.windowNanoseconds, "memory_frames": status.memoryFrames,
-        "memory_bytes": status.memoryBytes, "memory_budget_bytes": status.memoryBudgetBytes,
-        "memory_first_pts_ns": status.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-        "memory_last_pts_ns": status.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-        "pressure": status.pressure.name, "pressure_changes": status.pressureChanges,
-        "streams": status.streams.map { stream -> [String: Any] in
-            [
-                "name": stream.name, "format": stream.format, "width": stream.width, "height": stream.height,
-                "frame_duration_value": stream.frameDurationValue,
-                "frame_duration_timescale": Int(stream.frameDurationTimescale),
-                "frames_accepted": stream.framesAccepted, "frames_durable": stream.framesDurable,
-                "drops": stream.drops, "gaps": stream.gaps, "memory_frames": stream.memoryFrames,
-                "memory_bytes": stream.memoryBytes, "memory_budget_bytes": stream.memoryBudgetBytes,
-                "memory_first_pts_ns": stream.memoryFirstPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-                "memory_last_pts_ns": stream.memoryLastPTSNanoseconds.map { $0 as Any } ?? NSNull(),
-                "clock_offset_ns": stream.clockOffsetNanoseconds.map { $0 as Any } ?? NSNull(),
-                "input_error": stream.inputError.map { $0 as Any } ?? NSNull(),
-            ]
-        },
-    ] as [String: Any]
+        "id": marker.id, "at_ns": marker.atNanoseconds, "label": marker.label, "stream": stream,
+        "hold_from_ns": marker.hold.map { $0.lowerBound as Any } ?? NSNull(),
+        "hold_to_ns": marker.hold.map { $0.upperBound as Any } ?? NSNull(),
+    ]
 }
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {

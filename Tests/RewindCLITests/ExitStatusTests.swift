@@ -92,7 +92,9 @@ import Testing
             (ValueError(input: "5", expected: "a duration", suggestion: "5s"), "save", 64, nil),
             (ClipError.badRange(from: 3, to: 1), "clip", 64, "--to must be after --from"),
             (ClipError.empty(range: 0..<1, held: nil), "clip", 1, nil),
-            (ControlError.refused(.badRange, message: "m"), "clip", 64, "--to must be after --from"),
+            (ControlError.refused(APIError(.badRequest, "m")), "clip", 64, nil),
+            (ControlError.refused(APIError(.stopping, "m")), "save", 69, nil),
+            (ControlError.recorderStopped(request: "save 1"), "save", 69, "check the recorder's log"),
             (
                 InputError(input: "f", byteOffset: 1, problem: .truncated(expectedBytes: 2, gotBytes: 1)), "record", 65,
                 nil

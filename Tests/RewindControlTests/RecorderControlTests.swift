@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Glibc
 import RewindCapture
@@ -11,105 +12,20 @@ import SegmentStore
 import Synchronization
 import Testing
 
-/// The synthetic frame indexes in an exported file, decoded by ffmpeg to raw NV12; records an issue for any frame
-/// that is not bit-exact.
-func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
-    let raw = try ExternalTools.run(
-        "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "nv12", "-"])
-    #expect(raw.count % layout.byteCount == 0)
-    var indexes: [Int64] = []
-    try raw.withUnsafeBytes { bytes in
-        for offset in stride(from: 0, to: bytes.count - layout.byteCount + 1, by: layout.byteCount) {
-            let frame = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + layout.byteCount)])
-            let info = try FrameInfo(pts: FrameTime(nanoseconds: 0), wallNanoseconds: 0, color: .bt709Video)
-            guard let mark = SyntheticCamera.verify(FrameView(layout: layout, info: info, bytes: frame)) else {
-                Issue.record("\(path): frame \(offset / layout.byteCount) is not bit-exact")
-                continue
-            }
-            indexes.append(mark.index)
-        }
-    }
-    return indexes
-}
-
+/// Saves and clips through the Swift client, against a live recorder.
 @Suite(.timeLimit(.minutes(15))) struct RecorderControlTests {
-    /// A recorder with 3 s (180 frames) recorded, its control serving, and a producer that keeps appending.
-    final class LiveRecorder: @unchecked Sendable {
-        let directory: String
-        let recorder: Recorder
-        let control: RecorderControl
-        let feed: CameraFeed
-        /// What the control reported for each save: the summary, or nil for a failure.
-        final class SaveLog: Sendable {
-            let summaries = Mutex<[ExportSummary?]>([])
-        }
-        let saves = SaveLog()
-        private let stopProducer = Atomic<Bool>(false)
-        private let producerDone = DispatchSemaphore(value: 0)
-
-        init() throws {
-            var feed = try CameraFeed()
-            directory = try TemporaryDirectory.store()
-            let store = try SegmentStore.open(directory: directory)
-            recorder = try Recorder(
-                stream: feed.stream, store: store,
-                configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 64 << 20))
-            for _ in 0..<180 {
-                recorder.waitForSpillRoom()
-                _ = try feed.appendNext(to: recorder)
-            }
-            self.feed = feed
-            let saves = self.saves
-            control = try RecorderControl(recorder: recorder, directory: directory, requestTimeoutSeconds: 1) {
-                result in
-                let summary = try? result.get()
-                saves.summaries.withLock { $0.append(summary) }
-            }
-        }
-
-        /// Keeps appending frames on another thread until ``finish()``.
-        func startProducer() {
-            let thread = Thread { [self, feed] in
-                var feed = feed
-                while !stopProducer.load(ordering: .acquiring) {
-                    recorder.waitForSpillRoom()
-                    _ = try? feed.appendNext(to: recorder)
-                    usleep(2000)
-                }
-                producerDone.signal()
-            }
-            thread.start()
-        }
-
-        func finish(producing: Bool) throws {
-            if producing {
-                stopProducer.store(true, ordering: .releasing)
-                try wait(for: producerDone, until: "the producer thread stops")
-            }
-            control.stop()
-            _ = try recorder.finish()
-        }
-    }
-
     @Test func overlappingSavesEachGetTheirOwnBitExactFileWhileRecordingGoesOn() throws {
         let live = try LiveRecorder()
         live.startProducer()
         let paths = (0..<3).map { "\(live.directory)/clip-\($0).mkv" }
-        struct Reply: Sendable {
-            let ok: Bool
-            let path: String?
-            let frames: Int?
-        }
-        let replies = Mutex<[Int: Reply]>([:])
+        let replies = Mutex<[Int: SaveObject]>([:])
         let failures = Mutex<[String]>([])
         let group = DispatchGroup()
         for (number, path) in paths.enumerated() {
             DispatchQueue.global().async(group: group) {
                 do {
-                    let reply = try ControlClient.save(
-                        directory: live.directory, last: .seconds(1), to: .path(path), format: nil)
-                    let summary = Reply(ok: reply != nil, path: reply?.path, frames: reply?.frames)
-                    replies.withLock { $0[number] = summary }
+                    let reply = try live.client.save(SaveRequest(last: "1s", path: path, wait: true))
+                    replies.withLock { $0[number] = reply }
                 } catch {
                     let message = "\(error)"
                     failures.withLock { $0.append(message) }
@@ -117,177 +33,229 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
             }
         }
         try wait(for: group, until: "three overlapping saves are answered")
-        try live.finish(producing: true)
+        try live.finish()
         #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
         for (number, path) in paths.enumerated() {
             let reply = try #require(replies.withLock { $0[number] })
-            #expect(reply.ok)
-            #expect(reply.path == path)
+            #expect(reply.state == .done)
+            #expect(reply.files == [path])
             // One second at 60 fps: 60 consecutive frames, bit-exact, the newest at the time of the request.
             let indexes = try exportedIndexes(path, layout: live.feed.stream.layout)
             #expect(indexes.count == 60 && reply.frames == 60)
-            #expect(indexes == Array((indexes.first ?? 0)..<((indexes.first ?? 0) + 60)))
+            #expect(indexes == live.indexes(from: reply.fromNanoseconds, to: reply.toNanoseconds))
             #expect((indexes.first ?? 0) >= 120)
-            #expect(try ExternalTools.probe(path, ["-show_entries", "stream=pix_fmt"]) == [["nv12"]])
         }
-        #expect(live.saves.summaries.withLock { $0 }.compactMap { $0 }.count == 3)
+        #expect(live.log.summaries.withLock { $0 }.compactMap { $0 }.count == 3)
     }
 
-    @Test func saveToADescriptorAndToTheExportsFolder() throws {
+    /// A save with pre-roll and post-roll of frames arriving in real time holds exactly the frames from
+    /// trigger − before to trigger + after: it waits for the post-roll, and its pre-roll is there although it left
+    /// memory meanwhile (the window is 2 s; the post-roll 1.5 s).
+    @Test func prePostRollSaveHoldsExactlyTheFramesAroundTheTrigger() throws {
         let live = try LiveRecorder()
-        defer { try? live.finish(producing: false) }
-        // A descriptor travels with the request; the recorder writes YUV4MPEG2 into it.
-        let path = "\(live.directory)/through-descriptor.y4m"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        try #require(fd >= 0)
-        let reply = try #require(
-            try ControlClient.save(
-                directory: live.directory, last: .milliseconds(500),
-                to: .fileDescriptor(FileDescriptor(rawValue: fd), name: "file"), format: .y4m))
-        close(fd)
-        #expect(reply.frames == 30)
-        #expect(reply.path == nil)
-        let frames = try ExternalTools.probe(path, ["-count_frames", "-show_entries", "stream=nb_read_frames"])
-        #expect(frames == [["30"]])
+        live.startProducer(realtime: true)
+        try waitUntil("the real-time producer has appended a second") {
+            live.nextIndex.load(ordering: .acquiring) >= 240
+        }
+        let path = "\(live.directory)/around.mkv"
+        let started = try #require(try live.client.save(SaveRequest(before: "1s", after: "1500ms", path: path)))
+        #expect(started.state == .waiting)
+        // The trigger is the newest frame when the request arrived: the range is (trigger − 1 s, trigger + 1.5 s].
+        let trigger = started.toNanoseconds - 1 - 1_500_000_000
+        #expect(started.fromNanoseconds == trigger + 1 - 1_000_000_000)
+        let triggerIndex = live.index(atPTS: trigger)
+        #expect(live.feed.pts(triggerIndex) == trigger, "the trigger is a frame's pts")
+        #expect(live.nextIndex.load(ordering: .acquiring) < triggerIndex + 90, "the post-roll is still to come")
+        let done = try live.client.waitForSave(id: started.id)
+        #expect(done.state == .done, "\(done)")
+        #expect(live.nextIndex.load(ordering: .acquiring) > triggerIndex + 90, "it waited for the post-roll")
+        try live.finish()
+        let indexes = try exportedIndexes(path, layout: live.feed.stream.layout)
+        // 1 s before (60 frames, the trigger's included) and 1.5 s after (90 frames).
+        #expect(indexes == Array((triggerIndex - 59)...(triggerIndex + 90)))
+        #expect(done.frames == 150)
+        #expect(done.progress == 1)
+    }
 
-        // No path: DIR/exports/save-….mkv, and requestSave() (SIGUSR1) saves the whole window there.
-        let named = try #require(
-            try ControlClient.save(directory: live.directory, last: .milliseconds(250), to: nil, format: nil))
-        let namedPath = try #require(named.path)
+    /// Without a store memory is the only copy: the pre-roll is pinned when the save is made, so it is exported
+    /// although the window (1 s) moved past it while the post-roll (1.5 s) was recorded.
+    @Test func withoutAStoreThePreRollIsPinnedInMemory() throws {
+        let live = try LiveRecorder(window: .seconds(1), spill: .off)
+        let path = "\(live.directory)/memory.mkv"
+        let save = try #require(try live.client.save(SaveRequest(before: "900ms", after: "1500ms", path: path)))
+        live.startProducer()
+        let done = try live.client.waitForSave(id: save.id)
+        #expect(done.state == .done, "\(done)")
+        try live.finish()
+        // The trigger is frame 179: 54 frames before (its own included) and 90 after.
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(126...269))
+    }
+
+    @Test func extendGrowsAWaitingSaveAndCancelRemovesIt() throws {
+        let live = try LiveRecorder()
+        // No producer yet: the saves wait for frames that have not come.
+        let path = "\(live.directory)/extended.mkv"
+        let save = try #require(try live.client.save(SaveRequest(before: "500ms", after: "500ms", path: path)))
+        #expect(save.state == .waiting)
+        let extended = try #require(try live.client.extendSave(id: save.id, after: "500ms"))
+        #expect(extended.toNanoseconds == save.toNanoseconds + 500_000_000)
+        #expect(extended.state == .waiting)
+
+        let doomedPath = "\(live.directory)/cancelled.mkv"
+        let doomed = try #require(try live.client.save(SaveRequest(before: "1s", after: "10s", path: doomedPath)))
+        let cancelled = try #require(try live.client.cancelSave(id: doomed.id))
+        #expect(cancelled.state == .cancelled)
+        #expect(!FileManager.default.fileExists(atPath: doomedPath))
+        // Extending what is no longer waiting is a conflict; an unknown id is not found.
+        #expect(
+            throws: ControlError.refused(
+                APIError(.conflict, "save \(doomed.id) is cancelled: only a waiting save can grow"))
+        ) {
+            try live.client.extendSave(id: doomed.id, after: "1s")
+        }
+        do {
+            _ = try live.client.extendSave(id: 999, after: "1s")
+            Issue.record("extending an unknown save succeeded")
+        } catch ControlError.refused(let error) {
+            #expect(error.code == .notFound)
+        }
+
+        live.startProducer()
+        let done = try live.client.waitForSave(id: save.id)
+        #expect(done.state == .done)
+        try live.finish()
+        // 0.5 s before and 1 s after the trigger (frame 179): frames 150…239.
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(150...239))
+        #expect(try live.client.status() == nil, "the recorder has stopped")
+    }
+
+    /// Cancelling an export in progress stops it at its next frames and removes its partial file.
+    @Test func cancellingAnExportInProgressRemovesThePartialFile() throws {
+        let live = try LiveRecorder(window: .seconds(30), prefill: 1200)
+        let path = "\(live.directory)/long.y4m"
+        let save = try #require(try live.client.save(SaveRequest(last: "20s", path: path)))
+        try waitUntil("the export has started writing") {
+            (try live.client.save(id: save.id)?.state) != .waiting
+        }
+        let cancelled = try #require(try live.client.cancelSave(id: save.id))
+        try live.finish()
+        // It may have finished before the cancel arrived; otherwise nothing of it is left.
+        if cancelled.state == .cancelled {
+            #expect(!FileManager.default.fileExists(atPath: path))
+            #expect(cancelled.files.isEmpty)
+        } else {
+            #expect(cancelled.state == .done)
+            #expect(try exportedIndexes(path, layout: live.feed.stream.layout).count == 1200)
+        }
+    }
+
+    @Test func savesIntoTheExportsFolderSinceTheLastSaveAndOnSignal() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        // No path: DIR/exports/save-….mkv.
+        let named = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+        let namedPath = try #require(named.files.first)
         #expect(namedPath.hasPrefix(live.directory + "/exports/save-") && namedPath.hasSuffix(".mkv"))
         #expect(try exportedIndexes(namedPath, layout: live.feed.stream.layout) == Array(165..<180))
+        // Nothing new since then: a save since the last one is a conflict; after 30 more frames it holds just those.
+        do {
+            _ = try live.client.save(SaveRequest(last: "1s", wait: true, sinceLastSave: true))
+            Issue.record("a save with nothing new succeeded")
+        } catch ControlError.refused(let error) {
+            #expect(error.code == .conflict)
+        }
+        var feed = live.feed
+        for _ in 0..<30 { _ = try feed.appendNext(to: live.recorder) }
+        let since = try #require(try live.client.save(SaveRequest(last: "2s", wait: true, sinceLastSave: true)))
+        #expect(try exportedIndexes(since.files[0], layout: live.feed.stream.layout) == Array(180..<210))
+        // requestSave() (SIGUSR1) saves the whole window there.
         live.control.requestSave()
         var windowSave: ExportSummary?
         try waitUntil("requestSave() has written the window into a file") {
-            windowSave = live.saves.summaries.withLock { saves in
-                saves.compactMap { $0 }.first { $0.path != namedPath && $0.format == .matroska }
+            windowSave = live.log.summaries.withLock { saves in
+                saves.compactMap { $0 }.first { $0.path != namedPath && $0.path != since.files[0] }
             }
             return windowSave != nil
         }
         let window = try #require(windowSave, "requestSave() made no file")
         #expect(window.frames == 120)
-        #expect(try exportedIndexes(window.path!, layout: live.feed.stream.layout) == Array(60..<180))
+        #expect(try exportedIndexes(window.path!, layout: live.feed.stream.layout) == Array(90..<210))
     }
 
-    /// A clip through the socket spans disk and memory: the 2 s window holds frames 59…179, the store all of them.
+    /// A clip spans disk and memory: the 2 s window holds frames 59…179, the store all of them.
     @Test func clipAcrossDiskAndMemoryAndItsErrors() throws {
         let live = try LiveRecorder()
-        defer { try? live.finish(producing: false) }
+        defer { try? live.finish() }
         let path = "\(live.directory)/span.mkv"
-        let reply = try #require(
-            try ControlClient.clip(
-                directory: live.directory, from: "500ms", to: "2.5s", destination: .path(path), format: nil))
+        let reply = try #require(try live.client.clip(ClipRequest(from: "500ms", to: "2.5s", path: path, wait: true)))
         #expect(reply.frames == 120)
         #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(30..<150))
-        #expect(throws: ControlError.self) {
-            try ControlClient.clip(directory: live.directory, from: "10s", to: "11s", destination: nil, format: nil)
+        func refusal(_ request: ClipRequest) -> APIError? {
+            do {
+                _ = try live.client.clip(request)
+                return nil
+            } catch ControlError.refused(let error) {
+                return error
+            } catch {
+                Issue.record("unexpected \(error)")
+                return nil
+            }
         }
-        do {
-            _ = try ControlClient.clip(directory: live.directory, from: "2s", to: "1s", destination: nil, format: nil)
-            Issue.record("a backwards range was accepted")
-        } catch {
-            #expect("\(error)".contains("the range [2.000s, 1.000s) is empty"), "\(error)")
-            #expect(
-                (error as? ControlError).map { if case .refused(.badRange, _) = $0 { true } else { false } } == true)
-        }
-        do {
-            _ = try ControlClient.clip(
-                directory: live.directory, from: "soon", to: "1s", destination: nil, format: nil)
-            Issue.record("a bad time was accepted")
-        } catch {
-            #expect("\(error)".contains("from:"))
-        }
+        #expect(refusal(ClipRequest(from: "2s", to: "1s"))?.code == .badRequest)
+        #expect(refusal(ClipRequest(from: "soon", to: "1s"))?.message.contains("from:") == true)
+        #expect(refusal(ClipRequest(from: "1s", to: "2s", path: "relative.mkv"))?.code == .badRequest)
+        #expect(refusal(ClipRequest(from: "1s", to: "2s", path: "/tmp/clip.avi"))?.code == .badRequest)
+        #expect(refusal(ClipRequest(from: "1s", to: "2s", format: "gif"))?.code == .badRequest)
+        #expect(refusal(ClipRequest(stream: "other", from: "1s", to: "2s"))?.code == .notFound)
         #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))
-    }
-
-    @Test(arguments: [
-        (#"{"command": "fly"}"#, "unknown command 'fly'"),
-        (#"{"command": "clip", "to": "1s"}"#, "a clip needs 'from'"),
-        (#"{"command": "save", "last_ns": -5}"#, "last_ns must be a whole number"),
-        (#"{"command": "save", "path": "relative.mkv"}"#, "path must be absolute"),
-        (#"{"command": "save", "path": "/tmp/clip.avi"}"#, "must end in .y4m, .mkv or .mp4"),
-        (#"{"command": "save", "stream": "other"}"#, "records stream 'camera', not 'other'"),
-        (#"{"command": "save", "format": "gif"}"#, "unknown format 'gif'"),
-        ("hello", "not a JSON object"),
-    ])
-    func badRequestsGetAnErrorReplyAndChangeNothing(request: String, error: String) throws {
-        let live = try LiveRecorder()
-        defer { try? live.finish(producing: false) }
-        let reply = try rawExchange(live.control.socketPath, request)
-        #expect(reply["ok"] as? Bool == false)
-        #expect((reply["error"] as? String)?.contains(error) == true, "\(reply)")
-        #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))
-        let status = try #require(try ControlClient.status(directory: live.directory))
-        #expect(status.framesAccepted == 180)
-        // The 2 s window keeps the frames from newest − 2 s to newest, both ends included: 121 at 60 fps.
-        #expect(status.memoryFrames == 121)
-    }
-
-    /// A client that connects and sends nothing is dropped after the request timeout, so it cannot hold the
-    /// recorder's shutdown; the other clients are served meanwhile.
-    @Test func aSilentClientDoesNotBlockOthersOrShutdown() throws {
-        let live = try LiveRecorder()
-        let silent = try connectRaw(live.control.socketPath)
-        defer { close(silent) }
-        #expect(try ControlClient.status(directory: live.directory)?.framesAccepted == 180)
-        // A second control for the same folder is refused while the first answers.
-        #expect(throws: ControlError.self) {
-            _ = try RecorderControl(recorder: live.recorder, directory: live.directory)
-        }
-        try live.finish(producing: false)
-        // The silent connection got an error reply (or was closed) once its time was up.
-        var reply = [UInt8](repeating: 0, count: 4096)
-        let count = read(silent, &reply, reply.count)
-        #expect(count >= 0)
-        if count > 0 { #expect(String(decoding: reply[0..<count], as: UTF8.self).contains("\"ok\":false")) }
+        let status = try #require(try live.client.status())
+        #expect(status.streams.map(\.stream) == ["camera"])
+        #expect(status.streams[0].framesAccepted == 180)
+        #expect(status.streams[0].memoryFrames == 121)
     }
 
     @Test func stoppedOrStaleSocketMeansNoLiveRecorder() throws {
         let live = try LiveRecorder()
-        try live.finish(producing: false)
+        // A second control for the same folder is refused while the first answers.
+        #expect(throws: ControlError.self) {
+            _ = try RecorderControl(recorder: live.recorder, directory: live.directory)
+        }
+        try live.finish()
         #expect(!FileManager.default.fileExists(atPath: live.control.socketPath))
-        #expect(try ControlClient.status(directory: live.directory) == nil)
+        #expect(try live.client.status() == nil)
         // A file left where the socket was (a recorder that was killed): nobody answers.
         #expect(FileManager.default.createFile(atPath: live.control.socketPath, contents: Data()))
-        #expect(
-            try ControlClient.save(directory: live.directory, last: .seconds(1), to: nil, format: nil) == nil)
+        #expect(try live.client.save(SaveRequest(last: "1s")) == nil)
     }
 
-    /// A plain connection to the control socket, made without the client library.
-    func connectRaw(_ socketPath: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(socketPath.utf8).prefix(raw.count - 1))
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+    /// Waiting saves are exported with what was recorded when the recorder stops, and the event stream reports
+    /// every state of every save, then `stopping`.
+    @Test func eventsReportEachSaveAndStopping() throws {
+        let live = try LiveRecorder()
+        let received = Mutex<[(String, String)]>([])
+        let reader = DispatchSemaphore(value: 0)
+        let client = live.client
+        Thread {
+            _ = try? client.events { name, data in
+                received.withLock { $0.append((name, data)) }
+                return true
             }
+            reader.signal()
+        }.start()
+        try waitUntil("the events client is connected") {
+            (try? live.client.status()) != nil && live.control.eventClients == 1
         }
-        if connected != 0 { close(fd) }
-        try #require(connected == 0)
-        // A reply that never comes fails the read after 30 s instead of hanging the test.
-        var limit = timeval(tv_sec: 30, tv_usec: 0)
-        try #require(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size)) == 0)
-        return fd
-    }
-
-    /// Sends one raw line and reads the JSON reply.
-    func rawExchange(_ socketPath: String, _ line: String) throws -> [String: Any] {
-        let fd = try connectRaw(socketPath)
-        defer { close(fd) }
-        let message = Array((line + "\n").utf8)
-        #expect(write(fd, message, message.count) == message.count)
-        var reply = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = read(fd, &chunk, chunk.count)
-            if count <= 0 { break }
-            reply += chunk[0..<count]
-        }
-        return try #require(try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any])
+        let save = try #require(try live.client.save(SaveRequest(last: "500ms", wait: true)))
+        let waiting = try #require(try live.client.save(SaveRequest(before: "500ms", after: "1h")))
+        try live.finish()
+        try wait(for: reader, until: "the event stream ends when the recorder stops")
+        let events = received.withLock { $0 }
+        let saves = try events.filter { $0.0 == "save" }.map { try decode(SaveObject.self, $0.1) }
+        #expect(saves.filter { $0.id == save.id }.map(\.state) == [.waiting, .exporting, .done])
+        #expect(saves.filter { $0.id == waiting.id }.map(\.state) == [.waiting, .exporting, .done])
+        #expect(events.contains { $0.0 == "stopping" })
+        // Cut short by the stop: it holds what was recorded, the trigger's half second.
+        let cut = try #require(saves.last { $0.id == waiting.id })
+        #expect(try exportedIndexes(cut.files[0], layout: live.feed.stream.layout) == Array(150..<180))
     }
 }

@@ -11,7 +11,7 @@
 /// to the caller).
 int rewind_reserve_blocks(int fd, int64_t offset, int64_t length);
 
-/// Creates a Unix stream socket listening at `path` (which must not exist). Returns the descriptor, or −errno
+/// Creates a Unix stream socket listening at `path` (which must not exist), mode 0600 (only the owner connects). Returns the descriptor, or −errno
 /// (−ENAMETOOLONG when the path does not fit in sockaddr_un).
 int rewind_unix_listen(const char *path, int backlog);
 
@@ -24,13 +24,13 @@ int rewind_wake_pipe(int fds[2]);
 /// Connects to the Unix stream socket at `path`. Returns the descriptor, or −errno.
 int rewind_unix_connect(const char *path);
 
-/// Sends `length` bytes on a connected Unix socket and, when `fd` >= 0, a duplicate of descriptor `fd` with them
-/// (SCM_RIGHTS). Returns the bytes sent, or −errno.
-ssize_t rewind_send_with_descriptor(int socket, const void *bytes, size_t length, int fd);
+/// Creates a TCP socket listening on the numeric IPv4 or IPv6 address `host` and `port` (0: any free port).
+/// Stores the port bound in `*bound_port` and whether `host` is a loopback address in `*is_loopback`. Returns the
+/// descriptor, or −errno (−EINVAL when `host` is not a numeric address).
+int rewind_tcp_listen(const char *host, int port, int backlog, int *bound_port, int *is_loopback);
 
-/// Receives up to `capacity` bytes; a descriptor sent with them is stored in `*fd` (−1 when none came; any extra
-/// descriptors are closed). Returns the bytes received (0 at end of stream), or −errno.
-ssize_t rewind_receive_with_descriptor(int socket, void *bytes, size_t capacity, int *fd);
+/// Connects to 127.0.0.1:`port`. Returns the descriptor, or −errno.
+int rewind_tcp_connect(int port);
 
 /// Makes malloc hand large freed blocks back to the system at once: blocks of 512 KiB or more get a mapping of
 /// their own (unmapped when freed), and free memory at the top of a heap is trimmed past 1 MiB. With glibc's

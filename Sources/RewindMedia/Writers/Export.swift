@@ -170,6 +170,20 @@ public protocol Exporter: FrameSink {
     mutating func finish() throws -> ExportSummary
 }
 
+/// A named moment of an export (a marker): Matroska writes it as a chapter; the other formats have none.
+public struct ExportChapter: Sendable, Hashable {
+    /// Its time, pts nanoseconds on the stream clock.
+    public var ptsNanoseconds: Int64
+    /// Its title.
+    public var title: String
+
+    /// Makes a chapter.
+    public init(ptsNanoseconds: Int64, title: String) {
+        self.ptsNanoseconds = ptsNanoseconds
+        self.title = title
+    }
+}
+
 /// Makes the exporter for `format`.
 ///
 /// - Parameters:
@@ -177,16 +191,18 @@ public protocol Exporter: FrameSink {
 ///   - stream: the stream every frame will belong to.
 ///   - destination: a path, or a descriptor (`-` on the command line is standard output).
 ///   - fileSystem: where the exporter's writes go (a fault-injecting one in tests).
+///   - chapters: markers to write as chapters (Matroska only).
 /// - Returns: a ``Y4MWriter``, ``MatroskaWriter`` or ``MP4Exporter``.
 /// - Throws: ``ExportError`` when the destination cannot be opened, the format cannot carry the stream's pixel
 ///   format, or (`mp4`) `ffmpeg` is not available.
 public func makeExporter(
     format: ExportFormat, stream: StreamDescription, destination: ExportDestination,
-    fileSystem: any FileSystem = POSIXFileSystem()
+    fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = []
 ) throws(ExportError) -> any Exporter {
     switch format {
     case .y4m: try Y4MWriter(stream: stream, destination: destination, fileSystem: fileSystem)
-    case .matroska: try MatroskaWriter(stream: stream, destination: destination, fileSystem: fileSystem)
+    case .matroska:
+        try MatroskaWriter(stream: stream, destination: destination, fileSystem: fileSystem, chapters: chapters)
     case .mp4: try MP4Exporter(stream: stream, destination: destination, fileSystem: fileSystem)
     }
 }

@@ -11,6 +11,8 @@ import RewindSystem
 ///       Tracks/TrackEntry    track 1, video, CodecID V_UNCOMPRESSED, DefaultDuration = frame duration in ns,
 ///         Video              PixelWidth, PixelHeight, ColourSpace (fourcc), Colour (matrix, range, primaries,
 ///                            transfer)
+///       Chapters             [one EditionEntry, a ChapterAtom per chapter: ChapterTimeStart = its pts in ns,
+///                            ChapterDisplay with its title]
 ///       Cluster              one per frame: Timestamp = the frame's pts in ns
 ///         SimpleBlock        track 1, relative time 0, key frame, then the frame's packed planes
 ///       Cluster …
@@ -44,11 +46,15 @@ public final class MatroskaWriter: Exporter {
     ///   - stream: the stream every frame will belong to.
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
+    ///   - chapters: chapters to write (markers), at their pts.
     /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
     public convenience init(
-        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem()
+        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem(),
+        chapters: [ExportChapter] = []
     ) throws(ExportError) {
-        try self.init(tracks: [(name: nil, stream: stream)], destination: destination, fileSystem: fileSystem)
+        try self.init(
+            tracks: [(name: nil, stream: stream)], destination: destination, fileSystem: fileSystem,
+            chapters: chapters)
     }
 
     /// Opens the destination and writes the EBML header, segment info and one video track per stream.
@@ -57,10 +63,11 @@ public final class MatroskaWriter: Exporter {
     ///   - tracks: each track's name (nil: none) and stream, in track order; 1 to 126 of them.
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
+    ///   - chapters: chapters to write (markers), at their times (the timestamps the frames are written with).
     /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
     public init(
         tracks: [(name: String?, stream: StreamDescription)], destination: ExportDestination,
-        fileSystem: any FileSystem = POSIXFileSystem()
+        fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = []
     ) throws(ExportError) {
         precondition((1...126).contains(tracks.count), "a Matroska export has 1 to 126 tracks")
         for track in tracks where MatroskaWriter.fourcc(track.stream.layout.format) == nil {
@@ -126,6 +133,38 @@ public final class MatroskaWriter: Exporter {
                             c.uint(0x55B9, color.range)
                             c.uint(0x55BA, color.transfer)
                             c.uint(0x55BB, color.primaries)
+                        }
+                    }
+                }
+            }
+        }
+        if !chapters.isEmpty {
+            head.master(0x1043_A770) { list in
+                list.master(0x45B9) { edition in
+                    for (number, chapter) in chapters.enumerated() {
+                        edition.master(0xB6) { atom in
+                            atom.uint(0x73C4, UInt64(number + 1))
+                            atom.uint(0x91, UInt64(max(0, chapter.ptsNanoseconds)))
+                            atom.master(0x80) { display in
+                                display.string(0x85, chapter.title)
+                                display.string(0x437C, "und")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !chapters.isEmpty {
+            head.master(0x1043_A770) { list in
+                list.master(0x45B9) { edition in
+                    for (number, chapter) in chapters.enumerated() {
+                        edition.master(0xB6) { atom in
+                            atom.uint(0x73C4, UInt64(number + 1))
+                            atom.uint(0x91, UInt64(max(0, chapter.ptsNanoseconds)))
+                            atom.master(0x80) { display in
+                                display.string(0x85, chapter.title)
+                                display.string(0x437C, "und")
+                            }
                         }
                     }
                 }

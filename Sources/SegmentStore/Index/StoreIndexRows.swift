@@ -200,3 +200,32 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// A marker: a labelled moment of a stream, and the range it holds on disk whatever retention says.
+public struct MarkerRow: Sendable, Hashable {
+    /// Its row id (0 until stored).
+    public var id: Int64
+    /// The id of the ``StreamRow`` it marks.
+    public var streamID: Int64
+    /// Its time: nanoseconds of pts on the stream's clock.
+    public var atNanoseconds: Int64
+    /// What the moment is.
+    public var label: String
+    /// The range kept on disk (start inclusive, end exclusive, pts nanoseconds), or nil when it holds nothing.
+    public var hold: Range<Int64>?
+    /// When it was made: Unix nanoseconds.
+    public var createdWallNanoseconds: Int64
+
+    /// Describes a marker; each argument sets the property of the same name.
+    public init(
+        id: Int64 = 0, streamID: Int64, atNanoseconds: Int64, label: String, hold: Range<Int64>?,
+        createdWallNanoseconds: Int64
+    ) {
+        self.id = id
+        self.streamID = streamID
+        self.atNanoseconds = atNanoseconds
+        self.label = label
+        self.hold = hold
+        self.createdWallNanoseconds = createdWallNanoseconds
+    }
+}

@@ -15,6 +15,7 @@ extension SegmentStore {
     ///
     /// Each delete is restartable: the row is marked `deleting` (its frames vanish from queries), the file is
     /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
+    /// held (``addHold(streamName:range:)``, a marker's hold) is kept and newer ones are deleted instead. A segment
     /// being read (a reader holds its shared lock) stops the pass, which continues on the next call (so the budget may
     /// be exceeded while a reader holds the oldest segment). Open segments are never deleted.
     ///
@@ -50,7 +51,15 @@ extension SegmentStore {
         let now = options.now()
         let wantedFree = options.minimumFreeBytes.map { Int64($0) + StoreOptions.indexReserveBytes + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()
+        let held = try heldRanges()
         for row in rows where row.state == .sealed {
+            // A held segment stays whatever the budget says; newer ones go in its place.
+            if let first = row.firstPTS, let last = row.lastPTS,
+                held[row.streamID]?.contains(where: { $0.overlaps(first...last) }) == true
+            {
+                report.keptByHolds.append(row.fileName)
+                continue
+            }
             let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
             let shortOfSpace = wantedFree.map { wanted in available.map { $0 < wanted } ?? false } ?? false
             let tooOld =
@@ -106,6 +115,8 @@ public struct RetentionReport: Sendable {
     public var deleted: [String] = []
     /// Bytes of the deleted segment files (their sizes when the pass began).
     public var freedBytes: Int64 = 0
+    /// Segments retention would have deleted but a hold keeps (a marker's, or a waiting save's pre-roll).
+    public var keptByHolds: [String] = []
     /// Segments due for deletion but being read (tried again next pass).
     public var skippedInUse: [String] = []
     /// Bytes of segment files left.

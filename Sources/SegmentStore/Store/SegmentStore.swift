@@ -38,6 +38,8 @@ public final class SegmentStore: Sendable {
     private let nextSequence: Mutex<UInt64>
     private let activeStreams = Mutex<Set<String>>([])
     private let decodedFrames = Atomic<Int>(0)
+    /// Ranges live processes keep from retention (``addHold(streamName:range:)``).
+    let liveHolds = Mutex(HoldTable())
 
     /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
     /// from its key frame: the measure of random-access work.

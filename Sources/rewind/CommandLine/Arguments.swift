@@ -88,12 +88,17 @@ public struct CommandSpec: Sendable {
     public let options: [OptionSpec]
     /// Extra lines after the option list (examples, notes).
     public let details: String
+    /// The value option a single bare argument stands for (`rewind unmark 3` = `rewind unmark --id 3`), if any.
+    public let positional: String?
 
-    public init(name: String, summary: String, options: [OptionSpec], details: String = "") {
+    public init(
+        name: String, summary: String, options: [OptionSpec], details: String = "", positional: String? = nil
+    ) {
         self.name = name
         self.summary = summary
         self.options = options + [.flag("help", short: "h", "show this help")]
         self.details = details
+        self.positional = positional
     }
 
     /// The `--help` text: usage line, summary, one line per option with its default.
@@ -151,6 +156,9 @@ public struct CommandSpec: Sendable {
                     throw UsageError("unknown option '\(argument)' for 'rewind \(name)'", command: name)
                 }
                 option = match
+            } else if let positional, parsed.values[positional] == nil, !argument.hasPrefix("-") {
+                parsed.values[positional] = argument
+                continue
             } else {
                 throw UsageError("unexpected argument '\(argument)' for 'rewind \(name)'", command: name)
             }

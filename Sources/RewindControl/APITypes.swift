@@ -1,0 +1,496 @@
+import Foundation
+import RewindCore
+
+// The typed protocol of a recorder's HTTP API under /v1: request and response bodies, shared by the server
+// (RecorderControl) and the client (ControlClient). JSON keys are snake_case; times and durations in requests are
+// written as on the command line (`5s`, `1500ms`, ISO-8601); times in responses are integer nanoseconds (`*_ns`)
+// on the stream clock. Every request and object names its `stream`, so a recorder of several streams speaks the
+// same protocol.
+
+/// The body of `POST /v1/saves`: the last seconds, or seconds before and after now.
+///
+///     {"before": "10s", "after": "5s", "format": "mkv", "path": "/abs/out.mkv", "wait": false}
+public struct SaveRequest: Sendable, Hashable, Codable {
+    /// The stream to save (a name, or `all`); nil: the recorder's only stream.
+    public var stream: String?
+    /// `before` with `after: 0`.
+    public var last: String?
+    /// Pre-roll: how much before now.
+    public var before: String?
+    /// Post-roll: how much after now; the save waits for it.
+    public var after: String?
+    /// `mkv`, `y4m` or `mp4`; nil: the path's extension, or `mkv`.
+    public var format: String?
+    /// An absolute path to write; nil: `DIR/exports/save-….ext`.
+    public var path: String?
+    /// Answer only when the save ended (200), rather than at once (202).
+    public var wait: Bool?
+    /// Start where the previous finished save of the stream ended.
+    public var sinceLastSave: Bool?
+
+    /// Makes a request; each parameter is the field of the same name.
+    public init(
+        stream: String? = nil, last: String? = nil, before: String? = nil, after: String? = nil,
+        format: String? = nil, path: String? = nil, wait: Bool? = nil, sinceLastSave: Bool? = nil
+    ) {
+        self.stream = stream
+        self.last = last
+        self.before = before
+        self.after = after
+        self.format = format
+        self.path = path
+        self.wait = wait
+        self.sinceLastSave = sinceLastSave
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case stream, last, before, after, format, path, wait
+        case sinceLastSave = "since_last_save"
+    }
+}
+
+/// The body of `POST /v1/clips`: any past range.
+///
+///     {"from": "12.5s", "to": "2026-11-30T14:03:09Z", "format": "mkv"}
+public struct ClipRequest: Sendable, Hashable, Codable {
+    /// The stream; nil: the recorder's only stream.
+    public var stream: String?
+    /// Start, inclusive: `12.5s`, `1500ms`, ISO-8601 or `HH:MM:SS.fff`.
+    public var from: String
+    /// End, exclusive.
+    public var to: String
+    /// `mkv`, `y4m` or `mp4`; nil: the path's extension, or `mkv`.
+    public var format: String?
+    /// An absolute path to write; nil: `DIR/exports/clip-….ext`.
+    public var path: String?
+    /// Answer only when the clip is written (200), rather than at once (202).
+    public var wait: Bool?
+
+    /// Makes a request; each parameter is the field of the same name.
+    public init(
+        stream: String? = nil, from: String, to: String, format: String? = nil, path: String? = nil,
+        wait: Bool? = nil
+    ) {
+        self.stream = stream
+        self.from = from
+        self.to = to
+        self.format = format
+        self.path = path
+        self.wait = wait
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case stream, from, to, format, path, wait
+    }
+}
+
+/// The body of `POST /v1/saves/{id}/extend`: a waiting save's post-roll grows by `after`.
+public struct ExtendRequest: Sendable, Hashable, Codable {
+    /// How much longer to record after the save's current end.
+    public var after: String
+
+    /// Makes a request.
+    public init(after: String) { self.after = after }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case after
+    }
+}
+
+/// Where a save is in its life: `waiting` → `exporting` → `done` | `failed` | `cancelled`.
+public enum SaveState: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Its post-roll is still being recorded, or it waits for an export slot.
+    case waiting
+    /// Being written.
+    case exporting
+    /// Written completely.
+    case done
+    /// Failed; `error` says why and no file is left.
+    case failed
+    /// Cancelled (`DELETE`); no file is left.
+    case cancelled
+
+    /// Whether the save has ended (done, failed or cancelled).
+    public var isFinal: Bool { self == .done || self == .failed || self == .cancelled }
+}
+
+/// A save or clip as the API shows it.
+public struct SaveObject: Sendable, Hashable, Codable {
+    /// Its number, unique while the recorder runs (`/v1/saves/{id}`).
+    public var id: Int
+    /// Its state.
+    public var state: SaveState
+    /// The stream it saves.
+    public var stream: String
+    /// The range's start, inclusive, pts nanoseconds.
+    public var fromNanoseconds: Int64
+    /// The range's end, exclusive, pts nanoseconds (grows with `extend`).
+    public var toNanoseconds: Int64
+    /// The export format's file extension.
+    public var format: String
+    /// The files written (one per stream); listed from the start, complete once `done`.
+    public var files: [String]
+    /// Frames written so far.
+    public var frames: Int
+    /// Bytes written, once done.
+    public var bytes: Int64
+    /// How far the export is, 0…1.
+    public var progress: Double
+    /// Why it failed, when it did.
+    public var error: APIError.Detail?
+
+    /// Makes a save object; each parameter is the field of the same name.
+    public init(
+        id: Int, state: SaveState, stream: String, fromNanoseconds: Int64, toNanoseconds: Int64, format: String,
+        files: [String], frames: Int = 0, bytes: Int64 = 0, progress: Double = 0, error: APIError.Detail? = nil
+    ) {
+        self.id = id
+        self.state = state
+        self.stream = stream
+        self.fromNanoseconds = fromNanoseconds
+        self.toNanoseconds = toNanoseconds
+        self.format = format
+        self.files = files
+        self.frames = frames
+        self.bytes = bytes
+        self.progress = progress
+        self.error = error
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, state, stream, format, files, frames, bytes, progress, error
+        case fromNanoseconds = "from_ns"
+        case toNanoseconds = "to_ns"
+    }
+}
+
+/// `GET /v1/saves`: every save since the recorder started, oldest first.
+public struct SaveList: Sendable, Hashable, Codable {
+    /// The saves.
+    public var saves: [SaveObject]
+
+    /// Makes a list.
+    public init(saves: [SaveObject]) { self.saves = saves }
+}
+
+/// One stream of a live recorder: its counters and what its ring holds (`GET /v1/status`).
+public struct StreamStatus: Sendable, Hashable, Codable {
+    /// The stream's name.
+    public var stream: String
+    /// The frame layout as text (`nv12 1920x1080`).
+    public var layout: String
+    /// Frames accepted into the ring since the recorder started.
+    public var framesAccepted: UInt64
+    /// Frames durable on disk (0 with spill `off`).
+    public var framesDurable: Int
+    /// Frames lost, by reason (keys: the loss reasons' raw values, such as `spill behind`).
+    public var drops: [String: Int]
+    /// The ring's time window, nanoseconds.
+    public var windowNanoseconds: Int64
+    /// Frames in the ring now.
+    public var memoryFrames: Int
+    /// Bytes of slabs mapped now.
+    public var memoryBytes: Int
+    /// The memory budget in force, bytes.
+    public var memoryBudgetBytes: Int
+    /// The pts of the oldest frame in memory, or nil when the ring is empty.
+    public var memoryFirstPTSNanoseconds: Int64?
+    /// The pts of the newest frame in memory (the recorder clock), or nil when the ring is empty.
+    public var memoryLastPTSNanoseconds: Int64?
+    /// `normal`, `warning` or `critical`.
+    public var pressure: String
+    /// Pressure level changes since the recorder started.
+    public var pressureChanges: Int
+    /// Gaps recorded for the stream since the recorder started.
+    public var gaps: Int
+    /// Recorder time minus pts: where the stream's pts lie on the recorder clock every stream shares; nil before
+    /// its first frame.
+    public var clockOffsetNanoseconds: Int64?
+    /// Recorder time 0 as a wall-clock time, Unix-epoch nanoseconds; nil before the stream's first frame.
+    public var clockWallNanoseconds: Int64?
+    /// What ended the stream's input, when it failed while the recorder went on; nil while it runs.
+    public var inputError: String?
+
+    /// Makes a stream status; each parameter is the field of the same name.
+    public init(
+        stream: String, layout: String, framesAccepted: UInt64, framesDurable: Int, drops: [String: Int],
+        windowNanoseconds: Int64, memoryFrames: Int, memoryBytes: Int, memoryBudgetBytes: Int,
+        memoryFirstPTSNanoseconds: Int64?, memoryLastPTSNanoseconds: Int64?, pressure: String, pressureChanges: Int,
+        gaps: Int = 0, clockOffsetNanoseconds: Int64? = nil, clockWallNanoseconds: Int64? = nil,
+        inputError: String? = nil
+    ) {
+        self.gaps = gaps
+        self.clockOffsetNanoseconds = clockOffsetNanoseconds
+        self.clockWallNanoseconds = clockWallNanoseconds
+        self.inputError = inputError
+        self.stream = stream
+        self.layout = layout
+        self.framesAccepted = framesAccepted
+        self.framesDurable = framesDurable
+        self.drops = drops
+        self.windowNanoseconds = windowNanoseconds
+        self.memoryFrames = memoryFrames
+        self.memoryBytes = memoryBytes
+        self.memoryBudgetBytes = memoryBudgetBytes
+        self.memoryFirstPTSNanoseconds = memoryFirstPTSNanoseconds
+        self.memoryLastPTSNanoseconds = memoryLastPTSNanoseconds
+        self.pressure = pressure
+        self.pressureChanges = pressureChanges
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case stream, layout, drops, pressure, gaps
+        case clockOffsetNanoseconds = "clock_offset_ns"
+        case clockWallNanoseconds = "clock_wall_ns"
+        case inputError = "input_error"
+        case framesAccepted = "frames_accepted"
+        case framesDurable = "frames_durable"
+        case windowNanoseconds = "window_ns"
+        case memoryFrames = "memory_frames"
+        case memoryBytes = "memory_bytes"
+        case memoryBudgetBytes = "memory_budget_bytes"
+        case memoryFirstPTSNanoseconds = "memory_first_pts_ns"
+        case memoryLastPTSNanoseconds = "memory_last_pts_ns"
+        case pressureChanges = "pressure_changes"
+    }
+
+    /// Encodes every field; absent pts are `null`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(stream, forKey: .stream)
+        try container.encode(layout, forKey: .layout)
+        try container.encode(drops, forKey: .drops)
+        try container.encode(pressure, forKey: .pressure)
+        try container.encode(framesAccepted, forKey: .framesAccepted)
+        try container.encode(framesDurable, forKey: .framesDurable)
+        try container.encode(windowNanoseconds, forKey: .windowNanoseconds)
+        try container.encode(memoryFrames, forKey: .memoryFrames)
+        try container.encode(memoryBytes, forKey: .memoryBytes)
+        try container.encode(memoryBudgetBytes, forKey: .memoryBudgetBytes)
+        try container.encode(memoryFirstPTSNanoseconds, forKey: .memoryFirstPTSNanoseconds)
+        try container.encode(memoryLastPTSNanoseconds, forKey: .memoryLastPTSNanoseconds)
+        try container.encode(pressureChanges, forKey: .pressureChanges)
+        try container.encode(gaps, forKey: .gaps)
+        try container.encode(clockOffsetNanoseconds, forKey: .clockOffsetNanoseconds)
+        try container.encode(clockWallNanoseconds, forKey: .clockWallNanoseconds)
+        try container.encode(inputError, forKey: .inputError)
+    }
+}
+
+/// `GET /v1/status`: the recorder's streams and its saves.
+public struct StatusResponse: Sendable, Hashable, Codable {
+    /// One entry per stream.
+    public var streams: [StreamStatus]
+    /// Saves waiting for their post-roll or an export slot.
+    public var savesWaiting: Int
+    /// Saves being written.
+    public var savesExporting: Int
+    /// Whether the recorder is stopping.
+    public var stopping: Bool
+
+    /// Makes a status; each parameter is the field of the same name.
+    public init(streams: [StreamStatus], savesWaiting: Int, savesExporting: Int, stopping: Bool) {
+        self.streams = streams
+        self.savesWaiting = savesWaiting
+        self.savesExporting = savesExporting
+        self.stopping = stopping
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case streams, stopping
+        case savesWaiting = "saves_waiting"
+        case savesExporting = "saves_exporting"
+    }
+}
+
+/// `GET /v1/health`: `ok` while recording, `stopping` (with 503) once it stops.
+public struct HealthResponse: Sendable, Hashable, Codable {
+    /// `ok` or `stopping`.
+    public var status: String
+
+    /// Makes a health answer.
+    public init(status: String) { self.status = status }
+}
+
+/// One stream a recorder records (`GET /v1/streams`).
+public struct StreamDescriptionBody: Sendable, Hashable, Codable {
+    /// Its name.
+    public var name: String
+    /// Pixel format (`nv12`, `i420`, …).
+    public var format: String
+    /// Width in pixels.
+    public var width: Int
+    /// Height in pixels.
+    public var height: Int
+    /// Nominal frame duration, nanoseconds.
+    public var frameDurationNanoseconds: Int64
+
+    /// Makes a description; each parameter is the field of the same name.
+    public init(name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64) {
+        self.name = name
+        self.format = format
+        self.width = width
+        self.height = height
+        self.frameDurationNanoseconds = frameDurationNanoseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, format, width, height
+        case frameDurationNanoseconds = "frame_duration_ns"
+    }
+}
+
+/// `GET /v1/streams`: every stream of the recorder.
+public struct StreamList: Sendable, Hashable, Codable {
+    /// The streams.
+    public var streams: [StreamDescriptionBody]
+
+    /// Makes a list.
+    public init(streams: [StreamDescriptionBody]) { self.streams = streams }
+}
+
+/// The body of `POST /v1/markers`.
+///
+///     {"label": "goal", "at": "12.5s", "hold": {"before": "30s", "after": "30s"}}
+public struct MarkerRequest: Sendable, Hashable, Codable {
+    /// What the moment is.
+    public var label: String
+    /// When: a time as on the command line; nil: now (the recorder clock).
+    public var at: String?
+    /// The stream (a name, or `all`); nil: the recorder's only stream.
+    public var stream: String?
+    /// Keep the frames around the marker on disk whatever retention says.
+    public var hold: Hold?
+
+    /// How much around a marker is held.
+    public struct Hold: Sendable, Hashable, Codable {
+        /// Before the marker.
+        public var before: String?
+        /// After the marker.
+        public var after: String?
+
+        /// Makes a hold.
+        public init(before: String? = nil, after: String? = nil) {
+            self.before = before
+            self.after = after
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case before, after
+        }
+    }
+
+    /// Makes a request; each parameter is the field of the same name.
+    public init(label: String, at: String? = nil, stream: String? = nil, hold: Hold? = nil) {
+        self.label = label
+        self.at = at
+        self.stream = stream
+        self.hold = hold
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case label, at, stream, hold
+    }
+}
+
+/// `GET /v1/markers`: markers in a range, oldest first.
+public struct MarkerList: Sendable, Hashable, Codable {
+    /// The markers.
+    public var markers: [MarkerBody]
+
+    /// Makes a list.
+    public init(markers: [MarkerBody]) { self.markers = markers }
+}
+
+/// A marker as the API shows it.
+public struct MarkerBody: Sendable, Hashable, Codable {
+    /// Its number in the store.
+    public var id: Int64
+    /// Its time, pts nanoseconds.
+    public var atNanoseconds: Int64
+    /// Its label.
+    public var label: String
+    /// Its stream.
+    public var stream: String
+    /// The held range's start, or nil without a hold.
+    public var holdFromNanoseconds: Int64?
+    /// The held range's end, exclusive, or nil without a hold.
+    public var holdToNanoseconds: Int64?
+
+    /// Makes a marker body; each parameter is the field of the same name.
+    public init(
+        id: Int64, atNanoseconds: Int64, label: String, stream: String, holdFromNanoseconds: Int64?,
+        holdToNanoseconds: Int64?
+    ) {
+        self.id = id
+        self.atNanoseconds = atNanoseconds
+        self.label = label
+        self.stream = stream
+        self.holdFromNanoseconds = holdFromNanoseconds
+        self.holdToNanoseconds = holdToNanoseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case id, label, stream
+        case atNanoseconds = "at_ns"
+        case holdFromNanoseconds = "hold_from_ns"
+        case holdToNanoseconds = "hold_to_ns"
+    }
+
+    /// Encodes every field; absent hold bounds are `null`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(label, forKey: .label)
+        try container.encode(stream, forKey: .stream)
+        try container.encode(atNanoseconds, forKey: .atNanoseconds)
+        try container.encode(holdFromNanoseconds, forKey: .holdFromNanoseconds)
+        try container.encode(holdToNanoseconds, forKey: .holdToNanoseconds)
+    }
+}
+
+/// The JSON settings both ends share, and the strict decoding of request bodies.
+enum APICoding {
+    static func encode(_ value: some Encodable) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? Array(encoder.encode(value))) ?? Array(#"{"error":{"code":"failed","message":"encoding"}}"#.utf8)
+    }
+
+    /// Decodes a request body, refusing a body that is not one JSON object, an unknown field (a typo must not be
+    /// ignored), and a field of the wrong type, each with a 400 naming it.
+    static func decodeRequest<T: Decodable>(
+        _ type: T.Type, from body: [UInt8], fields: [String], nested: [String: [String]] = [:]
+    ) throws(APIError) -> T {
+        let text = body.isEmpty ? Array("{}".utf8) : body
+        guard let object = try? JSONSerialization.jsonObject(with: Data(text)) as? [String: Any] else {
+            throw APIError(.badRequest, "the body is not a JSON object: '\(excerpt(body))'")
+        }
+        if let unknown = object.keys.sorted().first(where: { !fields.contains($0) }) {
+            throw APIError(
+                .badRequest, "unknown field '\(unknown)': this request takes \(fields.joined(separator: ", "))")
+        }
+        for (key, allowed) in nested {
+            guard let inner = object[key] as? [String: Any] else { continue }
+            if let unknown = inner.keys.sorted().first(where: { !allowed.contains($0) }) {
+                throw APIError(
+                    .badRequest,
+                    "unknown field '\(key).\(unknown)': '\(key)' takes \(allowed.joined(separator: ", "))")
+            }
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(text))
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw APIError(.badRequest, "field '\(field)' has the wrong type: \(context.debugDescription)")
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw APIError(.badRequest, "missing field '\(key.stringValue)'")
+        } catch {
+            throw APIError(.badRequest, "the body is not a valid request: \(error)")
+        }
+    }
+
+    static func excerpt(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes.prefix(80), as: UTF8.self)
+    }
+}

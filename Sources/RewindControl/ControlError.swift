@@ -1,0 +1,185 @@
+import Foundation
+import RewindCore
+import RewindQuery
+import RewindSystem
+
+/// An error as the API sends it, with its HTTP status: `{"error": {"code": "not_found", "message": "…"}}`.
+public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of error: the `code` on the wire, which clients branch on, and the HTTP status it goes with.
+    public enum Code: String, Sendable, Hashable, Codable, CaseIterable {
+        /// 400: a malformed body, field, time or path.
+        case badRequest = "bad_request"
+        /// 401: a TCP request without the right token.
+        case unauthorized
+        /// 404: an unknown stream, save, marker or path.
+        case notFound = "not_found"
+        /// 404: the range holds no frame; nothing was written.
+        case empty
+        /// 405: the path exists, the method does not.
+        case methodNotAllowed = "method_not_allowed"
+        /// 409: the request conflicts with what is: extending a save that is no longer waiting, a hold that does
+        /// not fit the disk budget.
+        case conflict
+        /// 413: a body over the limit.
+        case tooLarge = "too_large"
+        /// 429: too many exports waiting.
+        case tooMany = "too_many"
+        /// 503: too many connections at once.
+        case unavailable
+        /// 503: the recorder is stopping.
+        case stopping
+        /// 500: the export or anything else failed.
+        case failed
+
+        /// The HTTP status that goes with the code.
+        public var status: Int {
+            switch self {
+            case .badRequest: 400
+            case .unauthorized: 401
+            case .notFound, .empty: 404
+            case .methodNotAllowed: 405
+            case .conflict: 409
+            case .tooLarge: 413
+            case .tooMany: 429
+            case .unavailable, .stopping: 503
+            case .failed: 500
+            }
+        }
+    }
+
+    /// The error object on the wire.
+    public struct Detail: Sendable, Hashable, Codable {
+        /// The code's raw value (an unknown one from a newer recorder reads as `failed`).
+        public var code: String
+        /// A sentence for people.
+        public var message: String
+
+        /// Makes a detail.
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    /// The code.
+    public var code: Code
+    /// A sentence for people, naming what was wrong.
+    public var message: String
+
+    /// Makes an error.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The error as the wire carries it inside a save object.
+    public var detail: Detail { Detail(code: code.rawValue, message: message) }
+
+    /// The message.
+    public var description: String { message }
+
+    /// A body over `limit` bytes.
+    static func bodyTooLarge(_ limit: Int) -> APIError {
+        APIError(.tooLarge, "the request body is larger than \(limit / 1024) KiB")
+    }
+
+    /// The error for anything a handler threw: API errors as they are, bad values as 400, empty ranges as `empty`.
+    init(_ error: any Error) {
+        switch error {
+        case let error as APIError: self = error
+        case let error as ValueError: self.init(.badRequest, "\(error)")
+        case ClipError.badRange, ClipError.nonPositiveDuration: self.init(.badRequest, "\(error)")
+        case ClipError.empty, ClipError.noFrames: self.init(.empty, "\(error)")
+        default: self.init(.failed, "\(error)")
+        }
+    }
+
+    /// The response carrying this error, with the code's status.
+    var response: HTTPResponse { response(status: code.status) }
+
+    /// The response carrying this error with `status`.
+    func response(status: Int) -> HTTPResponse {
+        HTTPResponse(
+            status: status, headers: [("Content-Type", "application/json")],
+            body: .bytes(APICoding.encode(Body(error: detail))))
+    }
+
+    /// An error response's body: `{"error": {…}}`.
+    public struct Body: Sendable, Hashable, Codable {
+        /// The error.
+        public var error: Detail
+
+        /// Makes a body.
+        public init(error: Detail) { self.error = error }
+    }
+}
+
+/// A control request that could not be made or served, on either side of the socket.
+public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A system call on a control socket (`path`, when known) failed; `action` says which (`connect to`, `send on`).
+    case socket(action: String, path: String?, Errno)
+    /// The socket's path is longer than a Unix socket address holds (`limit` bytes).
+    case socketPathTooLong(path: String, limit: Int)
+    /// Another live recorder already serves the socket at `path`.
+    case alreadyServed(path: String)
+    /// The HTTP server could not start.
+    case serverFailed(String)
+    /// The `--listen` address is not a numeric address and port, or is not loopback without `--listen-any`.
+    case badListenAddress(String, reason: ListenProblem)
+    /// The token file cannot be read or made.
+    case tokenFile(path: String, reason: String)
+    /// The recorder closed the connection before it answered: it stopped (or was killed) while serving the
+    /// request; `request` names it.
+    case recorderStopped(request: String)
+    /// The recorder's reply is not one this build understands; `excerpt` is its start.
+    case badReply(excerpt: String)
+    /// The recorder answered with an error.
+    case refused(APIError)
+
+    /// What is wrong with a listen address.
+    public enum ListenProblem: Sendable, Hashable, CustomStringConvertible {
+        /// Not `HOST:PORT` with a port in 0…65535.
+        case malformed
+        /// The host is not a numeric IPv4 or IPv6 address.
+        case notNumeric
+        /// Not a loopback address, and any address was not allowed.
+        case notLoopback
+        /// Binding or listening failed.
+        case system(Errno)
+
+        /// The problem in words.
+        public var description: String {
+            switch self {
+            case .malformed: "expected HOST:PORT, e.g. 127.0.0.1:8080"
+            case .notNumeric: "not a numeric IP address"
+            case .notLoopback: "not a loopback address"
+            case .system(let errno): "\(errno)"
+            }
+        }
+    }
+
+    /// The error in words, as the command line prints it.
+    public var description: String {
+        switch self {
+        case .socket(let action, let path, let errno):
+            return "cannot \(action) the control socket\(path.map { " \($0)" } ?? ""): \(errno)"
+        case .socketPathTooLong(let path, let limit):
+            return "cannot create the control socket \(path): the path is too long for a Unix socket (at most "
+                + "\(limit) bytes)"
+        case .alreadyServed(let path):
+            return "another recorder already serves \(path)"
+        case .serverFailed(let why):
+            return "cannot serve the control API: \(why)"
+        case .badListenAddress(let address, let reason):
+            return "cannot listen on '\(address)': \(reason)"
+        case .tokenFile(let path, let reason):
+            return "token file \(path): \(reason)"
+        case .recorderStopped(let request):
+            return "the recorder stopped before it finished \(request); no file was written by it"
+        case .badReply(let excerpt):
+            return "the recorder's reply is not one this build understands: '\(excerpt)'"
+        case .refused(let error):
+            return error.message
+        }
+    }
+}

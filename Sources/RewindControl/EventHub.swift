@@ -1,0 +1,115 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The live events of a recorder, fanned out to every `GET /v1/events` client as Server-Sent Events.
+///
+/// Publishing never waits: each client has a bounded queue (``queueCapacity`` events); an event that does not fit
+/// is dropped for that client and counted, and the client then receives `events_lost` with the count before the
+/// next event. So a slow client never slows the recorder or other clients.
+final class EventHub: Sendable {
+    /// Events a client may have queued.
+    static let queueCapacity = 256
+
+    private let subscribers = Locked<[ObjectIdentifier: EventSubscription]>([:])
+
+    /// Sends `value` as event `name` to every client.
+    func publish(_ name: String, _ value: some Encodable) {
+        let data = APICoding.encode(value)
+        let message = Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8)
+        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.enqueue(message) }
+    }
+
+    /// A new client's stream.
+    func subscribe() -> EventSubscription {
+        let subscription = EventSubscription(hub: self)
+        subscribers.withLock { $0[ObjectIdentifier(subscription)] = subscription }
+        return subscription
+    }
+
+    func remove(_ subscription: EventSubscription) {
+        _ = subscribers.withLock { $0.removeValue(forKey: ObjectIdentifier(subscription)) }
+    }
+
+    /// Ends every client's stream (at stop).
+    func closeAll() {
+        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.close() }
+    }
+
+    /// Clients connected now.
+    var count: Int { subscribers.withLock { $0.count } }
+}
+
+/// One events client: its bounded queue, read by its connection's thread.
+final class EventSubscription: HTTPStreamBody {
+    private struct Queue {
+        var messages: [[UInt8]] = []
+        /// Bytes of a message partly handed out.
+        var pending: [UInt8] = []
+        var lost = 0
+        var closed = false
+    }
+
+    private let queue = Locked(Queue())
+    private let ready = DispatchSemaphore(value: 0)
+    private weak let hub: EventHub?
+
+    init(hub: EventHub) {
+        self.hub = hub
+        // A first comment, so the client sees the stream open at once.
+        queue.withLock { $0.pending = Array(": rewind events\n\n".utf8) }
+    }
+
+    func enqueue(_ message: [UInt8]) {
+        let accepted = queue.withLock { queue in
+            guard !queue.closed else { return false }
+            guard queue.messages.count < EventHub.queueCapacity else {
+                queue.lost += 1
+                return false
+            }
+            queue.messages.append(message)
+            return true
+        }
+        if accepted { ready.signal() }
+    }
+
+    /// Waits up to a second for events; with none, sends a comment line to keep the connection alive (and to notice
+    /// a client that went away).
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        for attempt in 0..<2 {
+            let bytes: [UInt8]? = queue.withLock { queue in
+                if queue.pending.isEmpty {
+                    if queue.lost > 0 {
+                        queue.pending = Array("event: events_lost\ndata: {\"count\":\(queue.lost)}\n\n".utf8)
+                        queue.lost = 0
+                    } else if !queue.messages.isEmpty {
+                        queue.pending = queue.messages.removeFirst()
+                    } else if queue.closed {
+                        return nil
+                    } else if attempt == 1 {
+                        queue.pending = Array(": keep-alive\n\n".utf8)
+                    } else {
+                        return []
+                    }
+                }
+                let count = min(buffer.count, queue.pending.count)
+                let head = Array(queue.pending[..<count])
+                queue.pending.removeFirst(count)
+                return head
+            }
+            guard let bytes else { return nil }
+            if !bytes.isEmpty {
+                bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                return bytes.count
+            }
+            _ = ready.wait(timeout: .now() + .seconds(1))
+        }
+        return 0
+    }
+
+    func close() {
+        queue.withLock { $0.closed = true }
+        ready.signal()
+        hub?.remove(self)
+    }
+}

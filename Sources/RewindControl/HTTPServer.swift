@@ -1,0 +1,346 @@
+import CMicroHTTPD
+import CPlatform
+import Foundation
+import RewindSystem
+import Synchronization
+
+/// One HTTP request as the control's handler sees it: everything is read before the handler runs.
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, `DELETE`, …
+    public var method: String
+    /// The path without the query (`/v1/saves/3`).
+    public var path: String
+    /// The query's arguments, decoded (`?from=2s&to=4s`).
+    public var query: [String: String]
+    /// Header fields, names in lower case.
+    public var headers: [String: String]
+    /// The body (at most the server's body limit).
+    public var body: [UInt8]
+    /// Whether the request came over the TCP listener (which needs a token) rather than the Unix socket.
+    public var isTCP: Bool
+
+    /// Makes a request; tests call the handler with these, without a socket.
+    public init(
+        method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
+        body: [UInt8] = [], isTCP: Bool = false
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.isTCP = isTCP
+    }
+}
+
+/// A body produced while it is sent (Server-Sent Events): the server's connection thread calls ``read(into:)``
+/// until it returns nil.
+public protocol HTTPStreamBody: AnyObject, Sendable {
+    /// Fills `buffer` with the next bytes, waiting a while for them; returns how many (0: nothing yet, call again),
+    /// or nil at the end of the stream.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int?
+    /// The client went away or the server stops: the stream ends.
+    func close()
+}
+
+/// An HTTP response: a status, headers and a body, whole or streamed.
+public struct HTTPResponse: Sendable {
+    /// The body of a response.
+    public enum Body: Sendable {
+        /// All of it at once.
+        case bytes([UInt8])
+        /// Produced while it is sent.
+        case stream(any HTTPStreamBody)
+    }
+
+    /// The status code.
+    public var status: Int
+    /// Header fields besides `Content-Length`.
+    public var headers: [(String, String)]
+    /// The body.
+    public var body: Body
+
+    /// Makes a response.
+    public init(status: Int, headers: [(String, String)] = [], body: Body = .bytes([])) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The body's bytes, or empty for a stream.
+    public var bytes: [UInt8] {
+        if case .bytes(let bytes) = body { return bytes }
+        return []
+    }
+}
+
+/// The limits that keep clients from taking what capture needs.
+public struct HTTPLimits: Sendable {
+    /// Connections served at once; one more is answered 503 and closed.
+    public var maximumConnections = 64
+    /// The largest request body, bytes (413 beyond).
+    public var maximumBodyBytes = 64 * 1024
+    /// Seconds a connection may stay idle (also while sending its headers) before it is closed.
+    public var idleTimeoutSeconds = 10
+    /// Bytes a connection may use for its request line and headers (MHD answers 431 or 414 beyond).
+    public var headerMemoryBytes = 32 * 1024
+
+    /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 32 KiB of headers.
+    public init() {}
+}
+
+/// An HTTP/1.1 server on a socket bound by the caller, served by libmicrohttpd: one polling thread, and one
+/// thread per connection that reads the request, calls the handler, and writes the response (streamed bodies are
+/// pulled by that thread). The handler never runs on the capture path.
+final class HTTPServer: @unchecked Sendable {
+    typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+
+    private let handler: Handler
+    let limits: HTTPLimits
+    private let library: MicroHTTPD
+    private let isTCP: Bool
+    /// Set once by init; read by the callbacks. Unchecked: MHD serialises start and stop.
+    private var daemon: OpaquePointer?
+    private let connections = Atomic<Int>(0)
+    /// Open streamed bodies, closed at stop so their connection threads return.
+    private let streams = Locked<[ObjectIdentifier: any HTTPStreamBody]>([:])
+
+    /// Connections open now.
+    var openConnections: Int { connections.load(ordering: .relaxed) }
+
+    /// Streamed responses still being sent.
+    var openStreams: Int { streams.withLock { $0.count } }
+
+    /// Starts serving on `listener` (already listening); the server owns it from now on and closes it at
+    /// ``stop()``.
+    ///
+    /// - Throws: ``ControlError/serverFailed(_:)`` when libmicrohttpd cannot start.
+    init(listener: Int32, isTCP: Bool, limits: HTTPLimits, handler: @escaping Handler) throws {
+        guard let library = MicroHTTPD.library else {
+            close(listener)
+            throw ControlError.serverFailed("cannot load libmicrohttpd: \(MicroHTTPD.loadError ?? "unknown error")")
+        }
+        self.handler = handler
+        self.limits = limits
+        self.isTCP = isTCP
+        self.library = library
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        // MHD's own limit is above ours, so the one past ours still gets a 503 rather than a closed socket.
+        daemon = withUnsafePointer(to: library.api) { api in
+            rewind_mhd_start(
+                api, listener, UInt32(limits.maximumConnections + 16), UInt32(limits.idleTimeoutSeconds),
+                limits.headerMemoryBytes, accessCallback, context, completedCallback, notifyCallback)
+        }
+        guard daemon != nil else {
+            close(listener)
+            throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket")
+        }
+    }
+
+    /// Ends every stream, then stops the daemon: it waits for each connection's thread and closes the listener.
+    func stop() {
+        let open = streams.withLock { streams in
+            defer { streams.removeAll() }
+            return Array(streams.values)
+        }
+        for stream in open { stream.close() }
+        if let daemon {
+            library.api.stop_daemon(daemon)
+            self.daemon = nil
+        }
+    }
+
+    deinit { stop() }
+
+    // MARK: Callbacks (on MHD's threads)
+
+    /// What a request collects between the callbacks: its body, and whether it was refused early.
+    final class Exchange {
+        var body: [UInt8] = []
+        var refusal: HTTPResponse?
+    }
+
+    fileprivate func connectionChanged(started: Bool) {
+        connections.add(started ? 1 : -1, ordering: .relaxed)
+    }
+
+    fileprivate func access(
+        connection: OpaquePointer, url: String, method: String, upload: UnsafePointer<CChar>?,
+        uploadSize: UnsafeMutablePointer<Int>, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
+        guard let existing = state.pointee else {
+            // The first call: headers only. Refuse early what must not be read.
+            let exchange = Exchange()
+            state.pointee = Unmanaged.passRetained(exchange).toOpaque()
+            if openConnections > limits.maximumConnections {
+                exchange.refusal = APIError(
+                    .unavailable, "too many connections (at most \(limits.maximumConnections)); try again shortly"
+                ).response(status: 503)
+            } else if let length = header(connection, "Content-Length").flatMap(Int.init),
+                length > limits.maximumBodyBytes
+            {
+                exchange.refusal = APIError.bodyTooLarge(limits.maximumBodyBytes).response
+            }
+            // A refusal goes out at once, before any body is read (MHD then closes the connection).
+            if let refusal = exchange.refusal { return queue(refusal, on: connection) }
+            return .YES
+        }
+        let exchange = Unmanaged<Exchange>.fromOpaque(existing).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            if exchange.refusal == nil, let upload {
+                let count = uploadSize.pointee
+                if exchange.body.count + count > limits.maximumBodyBytes {
+                    exchange.refusal = APIError.bodyTooLarge(limits.maximumBodyBytes).response
+                    exchange.body = []
+                } else {
+                    upload.withMemoryRebound(to: UInt8.self, capacity: count) {
+                        exchange.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+                    }
+                }
+            }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        let response: HTTPResponse
+        if let refusal = exchange.refusal {
+            response = refusal
+        } else {
+            var headers: [String: String] = [:]
+            var query: [String: String] = [:]
+            collect(connection, .HEADER_KIND, into: &headers, lowercased: true)
+            collect(connection, .GET_ARGUMENT_KIND, into: &query, lowercased: false)
+            response = handler(
+                HTTPRequest(
+                    method: method, path: url, query: query, headers: headers, body: exchange.body, isTCP: isTCP))
+        }
+        return queue(response, on: connection)
+    }
+
+    private func header(_ connection: OpaquePointer, _ name: String) -> String? {
+        library.api.lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
+    }
+
+    private func collect(
+        _ connection: OpaquePointer, _ kind: MHD_ValueKind, into values: inout [String: String], lowercased: Bool
+    ) {
+        final class Box {
+            var values: [String: String] = [:]
+            let lowercased: Bool
+            init(lowercased: Bool) { self.lowercased = lowercased }
+        }
+        let box = Box(lowercased: lowercased)
+        _ = withExtendedLifetime(box) {
+            library.api.get_connection_values(
+                connection, kind,
+                { context, _, key, value in
+                    let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
+                    if let key {
+                        let name = String(cString: key)
+                        box.values[box.lowercased ? name.lowercased() : name] = value.map { String(cString: $0) } ?? ""
+                    }
+                    return .YES
+                }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        values = box.values
+    }
+
+    private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let made: OpaquePointer?
+        switch response.body {
+        case .bytes(let bytes):
+            made = bytes.withUnsafeBytes { raw in
+                library.api.create_response_from_buffer(
+                    raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), mustCopy)
+            }
+        case .stream(let stream):
+            let box = StreamBox(stream: stream, server: self)
+            streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+            made = library.api.create_response_from_callback(
+                UInt64.max, 16 * 1024, streamReader, Unmanaged.passRetained(box).toOpaque(), streamFree)
+        }
+        guard let made else { return .NO }
+        defer { library.api.destroy_response(made) }
+        for (name, value) in response.headers { _ = library.api.add_response_header(made, name, value) }
+        return library.api.queue_response(connection, UInt32(response.status), made)
+    }
+
+    fileprivate func streamEnded(_ stream: any HTTPStreamBody) {
+        _ = streams.withLock { $0.removeValue(forKey: ObjectIdentifier(stream)) }
+        stream.close()
+    }
+
+    final class StreamBox {
+        let stream: any HTTPStreamBody
+        let server: HTTPServer
+        init(stream: any HTTPStreamBody, server: HTTPServer) {
+            self.stream = stream
+            self.server = server
+        }
+    }
+}
+
+/// libmicrohttpd's functions, loaded once, when the first server starts (the library is not linked: see
+/// CMicroHTTPD's shim.h).
+final class MicroHTTPD: @unchecked Sendable {
+    /// The resolved functions; immutable once loaded.
+    let api: rewind_mhd_api
+
+    private init(api: rewind_mhd_api) { self.api = api }
+
+    private static let loaded: Result<MicroHTTPD, LoadFailure> = {
+        var api = rewind_mhd_api()
+        if let error = rewind_mhd_load(&api) { return .failure(LoadFailure(message: String(cString: error))) }
+        return .success(MicroHTTPD(api: api))
+    }()
+
+    private struct LoadFailure: Error {
+        let message: String
+    }
+
+    /// The library, or nil when it cannot be loaded (``loadError`` says why).
+    static var library: MicroHTTPD? { try? loaded.get() }
+
+    /// Why the library could not be loaded (the dynamic loader's message), or nil.
+    static var loadError: String? {
+        if case .failure(let failure) = loaded { return failure.message }
+        return nil
+    }
+}
+
+/// MHD_RESPMEM_MUST_COPY (Swift does not import the enum's case names).
+private let mustCopy = MHD_ResponseMemoryMode(rawValue: 2)!
+
+private func server(_ context: UnsafeMutableRawPointer?) -> HTTPServer {
+    Unmanaged<HTTPServer>.fromOpaque(context!).takeUnretainedValue()
+}
+
+private let accessCallback: MHD_AccessHandlerCallback = {
+    context, connection, url, method, _, upload, uploadSize, state in
+    server(context).access(
+        connection: connection!, url: String(cString: url!), method: String(cString: method!), upload: upload,
+        uploadSize: uploadSize!, state: state!)
+}
+
+private let completedCallback: MHD_RequestCompletedCallback = { _, _, state, _ in
+    guard let state, let exchange = state.pointee else { return }
+    Unmanaged<HTTPServer.Exchange>.fromOpaque(exchange).release()
+    state.pointee = nil
+}
+
+private let notifyCallback: MHD_NotifyConnectionCallback = { context, _, _, code in
+    // MHD_CONNECTION_NOTIFY_STARTED is 0, MHD_CONNECTION_NOTIFY_CLOSED 1.
+    server(context).connectionChanged(started: code.rawValue == 0)
+}
+
+private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, capacity in
+    let box = Unmanaged<HTTPServer.StreamBox>.fromOpaque(context!).takeUnretainedValue()
+    guard let count = box.stream.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity)) else {
+        return -1  // MHD_CONTENT_READER_END_OF_STREAM
+    }
+    return count
+}
+
+private let streamFree: MHD_ContentReaderFreeCallback = { context in
+    let box = Unmanaged<HTTPServer.StreamBox>.fromOpaque(context!).takeRetainedValue()
+    box.server.streamEnded(box.stream)
+}

@@ -1,0 +1,241 @@
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindQuery
+import SegmentStore
+
+extension RecorderControl {
+    /// The store markers live in; a recorder with spill `off` keeps none.
+    private func markerStore() throws -> SegmentStore {
+        guard let store = recorder.store else {
+            throw APIError(
+                .conflict, "markers are kept in the store, and this recorder records without one (spill off)")
+        }
+        return store
+    }
+
+    /// Adds a marker at `at` (recorder time; default: now) to the stream named, or to every stream (`all`, or
+    /// none given): one row per stream, each at its own pts, holding `hold` against retention when asked.
+    func addMarkers(_ request: MarkerRequest) throws -> MarkerList {
+        let store = try markerStore()
+        let target = try target(request.stream)
+        let label = request.label.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !label.isEmpty, label.count <= 256 else {
+            throw APIError(.badRequest, "label must be 1 to 256 characters")
+        }
+        let at: Int64
+        if let text = request.at {
+            at = try recorderTime(text, field: "at")
+        } else {
+            guard let clock = book.clock else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
+            at = clock
+        }
+        var hold: Range<Int64>?
+        if let requested = request.hold {
+            func length(_ text: String?, _ field: String) throws -> Int64 {
+                guard let text else { return 0 }
+                do {
+                    return try Values.duration(text).nanosecondsClamped
+                } catch {
+                    throw APIError(.badRequest, "hold.\(field): \(error)")
+                }
+            }
+            let before = try length(requested.before, "before")
+            let after = try length(requested.after, "after")
+            guard before + after > 0 else { throw APIError(.badRequest, "a hold needs before or after above 0s") }
+            hold = (at - before)..<(at + after + 1)
+        }
+        let members = target.streams.compactMap { stream in stream.clock.map { (stream.name, $0) } }
+        guard !members.isEmpty else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
+        if let hold {
+            for (name, clock) in members { try checkHoldFits(clock.ptsRange(hold), store: store, stream: name) }
+        }
+        var markers: [MarkerBody] = []
+        for (name, clock) in members {
+            let row = try store.addMarker(
+                streamName: name, at: clock.pts(atRecorderTime: at), label: label, hold: hold.map(clock.ptsRange))
+            let marker = body(row, stream: name, clock: clock)
+            events.publish("marker", marker)
+            markers.append(marker)
+        }
+        return MarkerList(markers: markers)
+    }
+
+    private func checkHoldFits(_ hold: Range<Int64>, store: SegmentStore, stream: String) throws {
+        guard let budget = store.options.diskBudget else { return }
+        let existing = try store.markers(streamName: stream).compactMap(\.hold)
+        let held = try store.heldBytes(streamName: stream, ranges: existing + [hold])
+        var toCome: Int64 = 0
+        let summary = try store.summary(streamName: stream)
+        if let first = summary.firstPTS, let last = summary.lastPTS, last > first, hold.upperBound > last {
+            let rate = Double(summary.storedBytes) / Double(last - first)
+            toCome = Int64(rate * Double(hold.upperBound - max(last, hold.lowerBound)))
+        }
+        let needed = held + toCome
+        guard needed <= Int64(budget) else {
+            throw APIError(
+                .conflict,
+                "the hold cannot fit: with the holds already kept it needs \(needed) bytes on disk, more than the "
+                    + "disk budget of \(budget) bytes; hold less, or delete a marker")
+        }
+    }
+
+    /// The markers of every stream whose time lies in [`from`, `to`) (recorder time), by time.
+    func markers(query: [String: String]) throws -> MarkerList {
+        let store = try markerStore()
+        let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
+        let to = try query["to"].map { try recorderTime($0, field: "to") } ?? .max
+        guard from < to else { throw APIError(.badRequest, "to must be after from") }
+        var markers: [MarkerBody] = []
+        for row in try store.streams() {
+            let clock = try store.clock(of: row) ?? .identity
+            for marker in try store.markers(streamName: row.name, in: clock.ptsRange(from..<to)) {
+                markers.append(body(marker, stream: row.name, clock: clock))
+            }
+        }
+        return MarkerList(markers: markers.sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) })
+    }
+
+    /// Deletes a marker (and its hold).
+    func removeMarker(_ id: Int64) throws -> MarkerBody {
+        let store = try markerStore()
+        guard let row = try store.removeMarker(id: id) else {
+            throw APIError(.notFound, "no marker \(id)")
+        }
+        let stream = try store.streams().first { $0.id == row.streamID }
+        let clock = try stream.flatMap { try store.clock(of: $0) } ?? .identity
+        return body(row, stream: stream?.name ?? "", clock: clock)
+    }
+
+    /// A marker as the API shows it: times on the recorder clock.
+    private func body(_ row: MarkerRow, stream: String, clock: StreamClock) -> MarkerBody {
+        MarkerBody(
+            id: row.id, atNanoseconds: clock.recorderTime(ofPTS: row.atNanoseconds), label: row.label,
+            stream: stream, holdFromNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.lowerBound) },
+            holdToNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.upperBound) })
+    }
+}
+
+/// Turns a recorder's counters into events, read every 250 ms on the control's thread: `drops` (at most once a
+/// second), `pressure`, `gap`, `segment` (sealed) and `disk_error`.
+struct CounterWatcher {
+    let recorder: Recorder
+    /// What was last published, per stream (in the recorder's order).
+    private var seen: [Seen]
+    private var ticks = 0
+
+    private struct Seen {
+        let stream: RecorderStream
+        var drops: [String: Int] = [:]
+        var lastDropsEvent = ContinuousClock.now - .seconds(2)
+        var pressure = MemoryPressure.normal
+        var gaps = 0
+        var lastError: String?
+        var sealedSegments: Int?
+    }
+
+    init(recorder: Recorder) {
+        self.recorder = recorder
+        seen = recorder.streams.map { stream in
+            let statistics = stream.statistics
+            return Seen(
+                stream: stream, drops: statistics.drops.keyedByRawValue, pressure: stream.memoryStatistics.pressure,
+                gaps: statistics.gaps, lastError: statistics.lastError)
+        }
+    }
+
+    private struct DropsEvent: Encodable {
+        var stream: String
+        var drops: [String: Int]
+    }
+
+    private struct PressureEvent: Encodable {
+        var stream: String
+        var level: String
+    }
+
+    private struct GapEvent: Encodable {
+        var stream: String
+        var startNanoseconds: Int64
+        var endNanoseconds: Int64
+        var reason: String
+
+        enum CodingKeys: String, CodingKey {
+            case stream, reason
+            case startNanoseconds = "start_ns"
+            case endNanoseconds = "end_ns"
+        }
+    }
+
+    private struct SegmentEvent: Encodable {
+        var stream: String
+        var file: String
+        var frames: Int
+        var firstPTSNanoseconds: Int64?
+        var lastPTSNanoseconds: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case stream, file, frames
+            case firstPTSNanoseconds = "first_pts_ns"
+            case lastPTSNanoseconds = "last_pts_ns"
+        }
+    }
+
+    private struct DiskErrorEvent: Encodable {
+        var stream: String
+        var message: String
+    }
+
+    mutating func publishChanges(to events: EventHub) {
+        ticks += 1
+        for index in seen.indices { publishChanges(of: &seen[index], to: events) }
+    }
+
+    private func publishChanges(of seen: inout Seen, to events: EventHub) {
+        let stream = seen.stream.name
+        let statistics = seen.stream.statistics
+        let currentDrops = statistics.drops.keyedByRawValue
+        if currentDrops != seen.drops, ContinuousClock.now - seen.lastDropsEvent >= .seconds(1) {
+            seen.drops = currentDrops
+            seen.lastDropsEvent = .now
+            events.publish("drops", DropsEvent(stream: stream, drops: currentDrops))
+        }
+        let level = seen.stream.memoryStatistics.pressure
+        if level != seen.pressure {
+            seen.pressure = level
+            events.publish("pressure", PressureEvent(stream: stream, level: level.name))
+        }
+        if statistics.lastError != seen.lastError, let message = statistics.lastError {
+            events.publish("disk_error", DiskErrorEvent(stream: stream, message: message))
+        }
+        seen.lastError = statistics.lastError
+        guard let store = recorder.store else { return }
+        if statistics.gaps != seen.gaps {
+            let added = statistics.gaps - seen.gaps
+            seen.gaps = statistics.gaps
+            if let rows = try? store.gaps(streamName: stream) {
+                for gap in rows.suffix(max(0, added)) {
+                    events.publish(
+                        "gap",
+                        GapEvent(
+                            stream: stream, startNanoseconds: gap.startNanoseconds, endNanoseconds: gap.endNanoseconds,
+                            reason: gap.reason.rawValue))
+                }
+            }
+        }
+        guard ticks % 4 == 0, events.count > 0 || seen.sealedSegments == nil,
+            let rows = try? store.segments(streamName: stream)
+        else { return }
+        let sealed = rows.filter { $0.state == .sealed }
+        if let known = seen.sealedSegments, sealed.count > known {
+            for row in sealed.sorted(by: { $0.id < $1.id }).suffix(sealed.count - known) {
+                events.publish(
+                    "segment",
+                    SegmentEvent(
+                        stream: stream, file: row.fileName, frames: row.frameCount, firstPTSNanoseconds: row.firstPTS,
+                        lastPTSNanoseconds: row.lastPTS))
+            }
+        }
+        seen.sealedSegments = sealed.count
+    }
+}

@@ -1,0 +1,424 @@
+import Dispatch
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import SegmentStore
+import Synchronization
+
+/// The saves and clips of one live recorder: their states, and the exports that write them.
+///
+/// A save is `waiting` until the recorder clock (the newest pts recorded) passes its end and an export slot is
+/// free, then `exporting` on a thread of its own, then `done`, `failed` or `cancelled`. While it is not final its
+/// range from the start on is held against retention (``SegmentStore/addHold(streamName:range:)``), so its
+/// pre-roll cannot be deleted while its post-roll is recorded. Decisions are made under the book's lock; exports,
+/// file removal and callbacks run outside it. The producer never waits for any of this.
+final class SaveBook: Sendable {
+    /// One save's bookkeeping.
+    /// What a save exports: one stream, or every stream of the recorder into one file (`.mkv`) or a file each.
+    enum Target: Sendable {
+        case one(RecorderStream)
+        case all([RecorderStream])
+
+        /// The `stream` a save object names: the stream's name, or `all`.
+        var name: String {
+            switch self {
+            case .one(let stream): stream.name
+            case .all: "all"
+            }
+        }
+
+        var streams: [RecorderStream] {
+            switch self {
+            case .one(let stream): [stream]
+            case .all(let streams): streams
+            }
+        }
+    }
+
+    struct Entry {
+        var object: SaveObject
+        var target: Target
+        var exportFormat: ExportFormat
+        var holds: [RetentionHold] = []
+        /// Without a store memory is the only copy: the frames of the range recorded so far, pinned when the save
+        /// was made and then as they arrive while it waits (oldest first).
+        var memoryPins: [RingSnapshot] = []
+        var cancelRequested = false
+        /// The recorder stopped: export what there is now.
+        var isForced = false
+    }
+
+    struct State {
+        var entries: [Int: Entry] = [:]
+        var nextID = 1
+        var exporting = 0
+        /// Where the last finished save of each stream ended (exclusive), for `since_last_save`.
+        var lastSavedEnd: [String: Int64] = [:]
+        var stopping = false
+    }
+
+    /// Saves not yet final beyond which new ones get 429.
+    static let maximumPending = 64
+
+    let recorder: Recorder
+    let concurrentExports: Int
+    private let state = Locked(State())
+    /// Signalled at each state change, for `wait: true` requests and ``stop()``.
+    private let changed = Locked<[DispatchSemaphore]>([])
+    private let events: EventHub
+    private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
+
+    init(
+        recorder: Recorder, concurrentExports: Int, events: EventHub,
+        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void
+    ) {
+        self.recorder = recorder
+        self.concurrentExports = concurrentExports
+        self.events = events
+        self.onFinish = onFinish
+    }
+
+    /// The recorder clock: the newest pts recorded (memory, else disk), or nil before the first frame.
+    /// The recorder clock as the frames show it: the recorder time of the newest frame of any stream (in memory,
+    /// or on disk); nil before the first frame.
+    var clock: Int64? {
+        var newest: Int64?
+        for stream in recorder.streams {
+            guard let clock = stream.clock, let last = try? stream.newestPTS() else { continue }
+            newest = max(newest ?? .min, clock.recorderTime(ofPTS: last))
+        }
+        return newest
+    }
+
+    /// Where the stream's last finished save ended.
+    func lastSavedEnd(stream: String) -> Int64? { state.withLock { $0.lastSavedEnd[stream] } }
+
+    /// Adds a save of `range` to be written to `path`; it starts waiting at once.
+    ///
+    /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
+    /// Adds a save of `range` (recorder time) of `target`, waiting until the recorder clock passes its end. Its
+    /// frames are held at once: on disk against retention, from the start on, and (without a store, one stream)
+    /// pinned in memory.
+    func add(target: Target, range: Range<Int64>, format: ExportFormat, path: String) throws(APIError) -> SaveObject {
+        let stream = target.name
+        var holds: [RetentionHold] = []
+        for member in target.streams {
+            guard let store = member.store, let clock = member.clock else { continue }
+            holds.append(
+                store.addHold(
+                    streamName: member.name, range: clock.pts(atRecorderTime: range.lowerBound)..<Int64.max))
+        }
+        // Without a store, the frames of one stream already recorded stay pinned in memory until it is written.
+        var memoryPins: [RingSnapshot] = []
+        if case .one(let member) = target, member.store == nil, let clock = member.clock {
+            memoryPins = [member.ring.pin(clock.ptsRange(range))]
+        }
+        let result: Result<SaveObject, APIError> = state.withLock { state in
+            if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
+            let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
+            guard pending < Self.maximumPending else {
+                return .failure(
+                    APIError(.tooMany, "\(pending) saves are waiting or exporting (at most \(Self.maximumPending))"))
+            }
+            let id = state.nextID
+            state.nextID += 1
+            let object = SaveObject(
+                id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
+                toNanoseconds: range.upperBound, format: format.fileExtension, files: [path])
+            state.entries[id] = Entry(
+                object: object, target: target, exportFormat: format, holds: holds, memoryPins: memoryPins)
+            return .success(object)
+        }
+        switch result {
+        case .success(let object):
+            events.publish("save", object)
+            return object
+        case .failure(let error):
+            for hold in holds { recorder.store?.removeHold(hold) }
+            for pin in memoryPins { pin.release() }
+            throw error
+        }
+    }
+
+    /// The save `id`, or nil.
+    func object(_ id: Int) -> SaveObject? { state.withLock { $0.entries[id]?.object } }
+
+    /// Every save, oldest first.
+    var objects: [SaveObject] { state.withLock { $0.entries.values.map(\.object).sorted { $0.id < $1.id } } }
+
+    /// Counts of waiting and exporting saves.
+    var counts: (waiting: Int, exporting: Int) {
+        state.withLock { state in
+            let values = state.entries.values
+            return (values.filter { $0.object.state == .waiting }.count, state.exporting)
+        }
+    }
+
+    /// Lengthens a waiting save's post-roll by `nanoseconds`.
+    ///
+    /// - Throws: ``APIError`` 404 for an unknown id, 409 when the save is no longer waiting.
+    func extend(_ id: Int, by nanoseconds: Int64) throws(APIError) -> SaveObject {
+        let result: Result<SaveObject, APIError> = state.withLock { state in
+            guard var entry = state.entries[id] else { return .failure(APIError(.notFound, "no save \(id)")) }
+            guard entry.object.state == .waiting, !entry.isForced else {
+                return .failure(
+                    APIError(.conflict, "save \(id) is \(entry.object.state.rawValue): only a waiting save can grow"))
+            }
+            entry.object.toNanoseconds += nanoseconds
+            state.entries[id] = entry
+            return .success(entry.object)
+        }
+        let object = try result.get()
+        events.publish("save", object)
+        return object
+    }
+
+    /// Cancels a save: a waiting one ends at once, an exporting one at its next frame (its partial file removed).
+    ///
+    /// - Throws: ``APIError`` 404 for an unknown id.
+    func cancel(_ id: Int) throws(APIError) -> SaveObject {
+        enum Action {
+            case ended(SaveObject, [RetentionHold], [RingSnapshot])
+            case asked
+            case final(SaveObject)
+        }
+        let action: Action = try state.withLock { state throws(APIError) in
+            guard var entry = state.entries[id] else { throw APIError(.notFound, "no save \(id)") }
+            switch entry.object.state {
+            case .waiting:
+                entry.object.state = .cancelled
+                let holds = entry.holds
+                let pins = entry.memoryPins
+                entry.holds = []
+                entry.memoryPins = []
+                state.entries[id] = entry
+                return .ended(entry.object, holds, pins)
+            case .exporting:
+                entry.cancelRequested = true
+                state.entries[id] = entry
+                return .asked
+            case .done, .failed, .cancelled:
+                return .final(entry.object)
+            }
+        }
+        switch action {
+        case .ended(let object, let holds, let pins):
+            for hold in holds { recorder.store?.removeHold(hold) }
+            for pin in pins { pin.release() }
+            events.publish("save", object)
+            signalChange()
+            return object
+        case .final(let object):
+            return object
+        case .asked:
+            let object = try waitUntilFinal(id)
+            return object
+        }
+    }
+
+    /// Blocks until save `id` is final and returns it.
+    func waitUntilFinal(_ id: Int) throws(APIError) -> SaveObject {
+        let semaphore = DispatchSemaphore(value: 0)
+        changed.withLock { $0.append(semaphore) }
+        defer { changed.withLock { $0.removeAll { $0 === semaphore } } }
+        while true {
+            guard let object = object(id) else { throw APIError(.notFound, "no save \(id)") }
+            if object.state.isFinal { return object }
+            _ = semaphore.wait(timeout: .now() + .milliseconds(200))
+        }
+    }
+
+    private func signalChange() {
+        for semaphore in changed.withLock({ $0 }) { semaphore.signal() }
+    }
+
+    /// Starts the exports that are due: waiting saves whose end the clock has passed (or all, when stopping),
+    /// while slots are free. Called by the control's thread every few milliseconds while saves wait.
+    ///
+    /// - Returns: whether saves are still waiting.
+    @discardableResult
+    func startDueExports() -> Bool {
+        if recorder.store == nil { pinArrivedFrames() }
+        let now = clock
+        var due: [Entry] = []
+        let stillWaiting: Bool = state.withLock { state in
+            let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
+                $0.object.id < $1.object.id
+            }
+            for var entry in waiting where state.exporting < concurrentExports {
+                // Every frame before the end is in once the clock reaches the last nanosecond of the range.
+                let ready = entry.isForced || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
+                guard ready else { continue }
+                entry.object.state = .exporting
+                state.entries[entry.object.id] = entry
+                state.exporting += 1
+                due.append(entry)
+            }
+            return state.entries.values.contains { $0.object.state == .waiting }
+        }
+        for entry in due {
+            events.publish("save", entry.object)
+            let thread = Thread { [self] in export(entry) }
+            thread.name = "rewind-save"
+            thread.start()
+        }
+        return stillWaiting
+    }
+
+    /// Without a store: pins the frames that arrived since each waiting save's last pin, before the window lets
+    /// them go (this runs every few milliseconds while saves wait).
+    private func pinArrivedFrames() {
+        let wanted: [(id: Int, stream: RecorderStream, range: Range<Int64>)] = state.withLock { state in
+            state.entries.values.compactMap { entry in
+                guard entry.object.state == .waiting, case .one(let stream) = entry.target,
+                    let clock = stream.clock
+                else { return nil }
+                let end = clock.pts(atRecorderTime: entry.object.toNanoseconds)
+                let next =
+                    entry.memoryPins.last?.lastPTSNanoseconds.map { $0 + 1 }
+                    ?? clock.pts(atRecorderTime: entry.object.fromNanoseconds)
+                return (entry.object.id, stream, next..<max(next, end))
+            }
+        }
+        for (id, stream, range) in wanted where !range.isEmpty {
+            let pin = stream.ring.pin(range)
+            guard !pin.isEmpty else {
+                pin.release()
+                continue
+            }
+            let kept = state.withLock { state in
+                guard state.entries[id]?.object.state == .waiting else { return false }
+                state.entries[id]!.memoryPins.append(pin)
+                return true
+            }
+            if !kept { pin.release() }
+        }
+    }
+
+    /// Waiting saves export what there is now; new saves are refused.
+    func forceAll() {
+        state.withLock { state in
+            state.stopping = true
+            for id in state.entries.keys where state.entries[id]!.object.state == .waiting {
+                state.entries[id]!.isForced = true
+            }
+        }
+    }
+
+    /// Whether every save is final.
+    var isIdle: Bool { state.withLock { state in state.entries.values.allSatisfy { $0.object.state.isFinal } } }
+
+    private struct Cancelled: Error {}
+
+    /// Writes one save: on its own thread, a frame at a time from the recorder (memory and disk), under a temporary
+    /// name renamed into place when complete.
+    private func export(_ entry: Entry) {
+        let id = entry.object.id
+        let path = entry.object.files.first!
+        let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
+        var result: Result<ExportSummary, any Error>
+        do {
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            switch entry.target {
+            case .one(let stream):
+                result = .success(try exportOne(entry, stream: stream, range: range, path: path))
+            case .all(let streams):
+                if state.withLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
+                let set = try StreamSet(streams.map { ClipSource.recorderStream($0) })
+                let summaries = try set.export(range: range, format: entry.exportFormat, to: .path(path))
+                var combined = summaries[0]
+                combined.path = summaries.compactMap(\.path).joined(separator: ", ")
+                combined.frames = summaries.reduce(0) { $0 + $1.frames }
+                combined.filledFrames = summaries.reduce(0) { $0 + $1.filledFrames }
+                combined.bytes = summaries.reduce(0) { $0 + $1.bytes }
+                let files = summaries.compactMap(\.path)
+                state.withLock { $0.entries[id]?.object.files = files }
+                result = .success(combined)
+            }
+        } catch {
+            result = .failure(error)
+        }
+        var finished: SaveObject?
+        let holds: [RetentionHold] = state.withLock { state in
+            guard var entry = state.entries[id] else { return [] }
+            switch result {
+            case .success(let summary):
+                entry.object.state = .done
+                entry.object.frames = summary.writtenFrames
+                entry.object.bytes = summary.bytes
+                entry.object.progress = 1
+                state.lastSavedEnd[entry.object.stream] = max(
+                    state.lastSavedEnd[entry.object.stream] ?? .min, entry.object.toNanoseconds)
+            case .failure(let error):
+                entry.object.state = error is Cancelled ? .cancelled : .failed
+                entry.object.files = []
+                if !(error is Cancelled) { entry.object.error = APIError(error).detail }
+            }
+            state.exporting -= 1
+            let holds = entry.holds
+            entry.holds = []
+            state.entries[id] = entry
+            finished = entry.object
+            return holds
+        }
+        for hold in holds { recorder.store?.removeHold(hold) }
+        for pin in entry.memoryPins { pin.release() }
+        if let finished { events.publish("save", finished) }
+        signalChange()
+        if case .failure(let error) = result, error is Cancelled { return }
+        onFinish(result)
+    }
+
+    /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.
+    private func exportOne(_ entry: Entry, stream member: RecorderStream, range: Range<Int64>, path: String) throws
+        -> ExportSummary
+    {
+        let id = entry.object.id
+        let source = ClipSource.recorderStream(member)
+        let clock = try source.clock()
+        let ptsRange = clock.ptsRange(range)
+        let frameNanoseconds = max(1, member.stream.frameDuration.nanoseconds ?? 1)
+        let expected = max(1, Double(ptsRange.upperBound - ptsRange.lowerBound) / Double(frameNanoseconds))
+        let pinned = entry.memoryPins
+        if pinned.allSatisfy(\.isEmpty) { try source.requireFrames(in: ptsRange) }
+        let staging = StagedExport(.path(path), fileSystem: POSIXFileSystem())
+        do {
+            // Markers in the range become chapters (Matroska).
+            var exporter = try makeExporter(
+                format: entry.exportFormat, stream: member.stream, destination: staging.writtenDestination,
+                chapters: source.chapters(in: ptsRange))
+            var count = 0
+            let write = { (view: FrameView) throws -> Bool in
+                if count % 8 == 0, self.state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {
+                    throw Cancelled()
+                }
+                try exporter.write(view)
+                count += 1
+                if count % 8 == 0 {
+                    self.state.withLock { state in
+                        state.entries[id]?.object.frames = count
+                        state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
+                    }
+                }
+                return true
+            }
+            var rest = ptsRange
+            for pin in pinned {
+                for index in 0..<pin.count {
+                    _ = try pin.withFrame(at: index) { view, _ in try write(view) }
+                }
+                if let last = pin.lastPTSNanoseconds {
+                    rest = min(last + 1, ptsRange.upperBound)..<ptsRange.upperBound
+                }
+            }
+            try source.frames(in: rest, write)
+            return try staging.complete(exporter.finish())
+        } catch {
+            throw staging.abandon(after: error)
+        }
+    }
+}

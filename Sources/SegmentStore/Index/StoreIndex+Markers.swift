@@ -1,0 +1,90 @@
+import RewindSQLite
+
+extension StoreIndex {
+    // MARK: Markers
+
+    private static let markerColumns =
+        "SELECT id, stream_id, at_pts_ns, label, hold_from_ns, hold_to_ns, created_wall_ns FROM markers"
+
+    /// Adds a marker and returns it with its id.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func addMarker(_ marker: MarkerRow) throws -> MarkerRow {
+        try database.write { connection in
+            let insert = try connection.statement(
+                "INSERT INTO markers (stream_id, at_pts_ns, label, hold_from_ns, hold_to_ns, created_wall_ns) "
+                    + "VALUES (?, ?, ?, ?, ?, ?)")
+            try insert.bind(marker.streamID, at: 1)
+            try insert.bind(marker.atNanoseconds, at: 2)
+            try insert.bind(marker.label, at: 3)
+            try insert.bind(marker.hold?.lowerBound, at: 4)
+            try insert.bind(marker.hold?.upperBound, at: 5)
+            try insert.bind(marker.createdWallNanoseconds, at: 6)
+            try insert.run()
+            var stored = marker
+            stored.id = connection.lastInsertRowID
+            return stored
+        }
+    }
+
+    /// Removes a marker (and its hold); returns whether it existed.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func removeMarker(id: Int64) throws -> MarkerRow? {
+        try database.write { connection in
+            let select = try connection.statement("\(Self.markerColumns) WHERE id = ?")
+            defer { select.reset() }
+            try select.bind(id, at: 1)
+            guard try select.step() else { return nil }
+            let row = Self.markerRow(select)
+            select.reset()
+            let delete = try connection.statement("DELETE FROM markers WHERE id = ?")
+            try delete.bind(id, at: 1)
+            try delete.run()
+            return row
+        }
+    }
+
+    /// The markers of one stream (or all) whose time lies in `range`, by time then id.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func markers(streamID: Int64?, in range: Range<Int64>) throws -> [MarkerRow] {
+        try database.withConnection { connection in
+            let select =
+                streamID == nil
+                ? try connection.statement(
+                    "\(Self.markerColumns) WHERE at_pts_ns >= ? AND at_pts_ns < ? ORDER BY at_pts_ns, id")
+                : try connection.statement(
+                    "\(Self.markerColumns) WHERE at_pts_ns >= ? AND at_pts_ns < ? AND stream_id = ? "
+                        + "ORDER BY at_pts_ns, id")
+            defer { select.reset() }
+            try select.bind(range.lowerBound, at: 1)
+            try select.bind(range.upperBound, at: 2)
+            if let streamID { try select.bind(streamID, at: 3) }
+            var rows: [MarkerRow] = []
+            while try select.step() { rows.append(Self.markerRow(select)) }
+            return rows
+        }
+    }
+
+    /// Every marker that holds a range, any stream.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func markerHolds() throws -> [MarkerRow] {
+        try database.withConnection { connection in
+            let select = try connection.statement("\(Self.markerColumns) WHERE hold_from_ns IS NOT NULL")
+            defer { select.reset() }
+            var rows: [MarkerRow] = []
+            while try select.step() { rows.append(Self.markerRow(select)) }
+            return rows
+        }
+    }
+
+    private static func markerRow(_ select: SQLiteStatement) -> MarkerRow {
+        let from = select.optionalInt64(4)
+        let to = select.optionalInt64(5)
+        return MarkerRow(
+            id: select.int64(0), streamID: select.int64(1), atNanoseconds: select.int64(2), label: select.text(3),
+            hold: from.flatMap { from in to.map { from..<$0 } }, createdWallNanoseconds: select.int64(6))
+    }
+}

@@ -1,0 +1,111 @@
+import RewindSystem
+import Synchronization
+
+/// A range of a stream kept on disk by a live process (a save waiting for its post-roll) until it is removed;
+/// not stored, so it ends with the process. Markers' holds are stored and outlive it.
+public struct RetentionHold: Sendable, Hashable {
+    /// Its number in the store's table of holds.
+    public let id: Int
+    /// The stream it holds.
+    public let streamName: String
+    /// The range kept, pts nanoseconds, start inclusive, end exclusive.
+    public let range: Range<Int64>
+}
+
+/// The live holds of a store (``RetentionHold``), by id.
+struct HoldTable {
+    var holds: [Int: RetentionHold] = [:]
+    var nextID = 1
+}
+
+extension SegmentStore {
+    /// Keeps every frame of `streamName` in `range` on disk whatever retention says, until ``removeHold(_:)``.
+    ///
+    /// - Returns: the hold, to remove later.
+    public func addHold(streamName: String, range: Range<Int64>) -> RetentionHold {
+        withLiveHolds { table in
+            let hold = RetentionHold(id: table.nextID, streamName: streamName, range: range)
+            table.nextID += 1
+            table.holds[hold.id] = hold
+            return hold
+        }
+    }
+
+    /// Lets retention take the frames `hold` kept (unless another hold keeps them).
+    public func removeHold(_ hold: RetentionHold) {
+        _ = withLiveHolds { $0.holds.removeValue(forKey: hold.id) }
+    }
+
+    /// Runs `body` under the live holds' lock, announced to ThreadSanitizer (retention reads the holds on the spill
+    /// thread while the control adds and removes them).
+    private func withLiveHolds<Result: Sendable>(_ body: (inout HoldTable) -> Result) -> Result {
+        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
+        return liveHolds.withLock { table in
+            ThreadSanitizer.acquire(token)
+            defer { ThreadSanitizer.release(token) }
+            return body(&table)
+        }
+    }
+
+    /// Every range retention must keep, by stream id: live holds and markers' holds.
+    func heldRanges() throws -> [Int64: [Range<Int64>]] {
+        var held: [Int64: [Range<Int64>]] = [:]
+        let live = withLiveHolds { Array($0.holds.values) }
+        if !live.isEmpty {
+            let ids = Dictionary(try index.streams().map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
+            for hold in live {
+                if let id = ids[hold.streamName] { held[id, default: []].append(hold.range) }
+            }
+        }
+        for marker in try index.markerHolds() {
+            if let range = marker.hold { held[marker.streamID, default: []].append(range) }
+        }
+        return held
+    }
+
+    // MARK: Markers
+
+    /// Adds a marker of `streamName` at `at` (pts nanoseconds), holding `hold` on disk when given.
+    ///
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    public func addMarker(streamName: String, at: Int64, label: String, hold: Range<Int64>?) throws -> MarkerRow {
+        try SegmentStoreError.translatingIndexErrors {
+            try index.addMarker(
+                MarkerRow(
+                    streamID: try streamID(named: streamName), atNanoseconds: at, label: label, hold: hold,
+                    createdWallNanoseconds: System.wallClockNanoseconds()))
+        }
+    }
+
+    /// Removes marker `id` and its hold; returns it, or nil when there is none.
+    ///
+    /// - Throws: index errors.
+    public func removeMarker(id: Int64) throws -> MarkerRow? {
+        try SegmentStoreError.translatingIndexErrors { try index.removeMarker(id: id) }
+    }
+
+    /// The markers of one stream (or all) whose time lies in `range`, by time.
+    ///
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(log n + markers in the range).
+    public func markers(streamName: String? = nil, in range: Range<Int64> = Int64.min..<Int64.max) throws
+        -> [MarkerRow]
+    {
+        try SegmentStoreError.translatingIndexErrors {
+            try index.markers(streamID: streamName.map { try streamID(named: $0) }, in: range)
+        }
+    }
+
+    /// The bytes of sealed and open segment files of `streamName` overlapping any of `ranges`: what holds keep.
+    ///
+    /// - Throws: index errors.
+    public func heldBytes(streamName: String, ranges: [Range<Int64>]) throws -> Int64 {
+        try SegmentStoreError.translatingIndexErrors {
+            let id = try streamID(named: streamName)
+            return try index.segments(streamID: id).filter { row in
+                guard row.state != .deleting, let first = row.firstPTS, let last = row.lastPTS else { return false }
+                return ranges.contains { $0.overlaps(first...last) }
+            }.reduce(0) { $0 + $1.storedBytes }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import RewindKit
+
+/// The client of a running recorder serving `directory`, or a failure saying none runs there (exit 69).
+private func requireRecorder<Answer>(_ directory: String, _ call: (ControlClient) throws -> Answer?) throws -> Answer {
+    guard let answer = try call(ControlClient(directory: directory)) else {
+        throw CommandError(
+            "no recorder is running on \(directory) (no answer on \(directory)/\(RecorderControl.socketName)); "
+                + "start one with 'rewind record --store \(directory)'",
+            status: ExitStatus.unavailable)
+    }
+    return answer
+}
+
+func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let status = try requireRecorder(directory) { try $0.status() }
+    if arguments.flag("json") {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        FileHandle.standardOutput.write(try encoder.encode(status) + Data("\n".utf8))
+        return ExitStatus.success
+    }
+    print("recorder on \(directory)\(status.stopping ? " (stopping)" : "")")
+    for stream in status.streams {
+        var line = "  stream \(stream.stream): \(stream.layout); \(stream.memoryFrames) frames in memory"
+        if let first = stream.memoryFirstPTSNanoseconds, let last = stream.memoryLastPTSNanoseconds {
+            line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
+        }
+        print(line)
+        print(
+            "    memory \(formatBytes(Int64(stream.memoryBytes))) of \(formatBytes(Int64(stream.memoryBudgetBytes))), "
+                + "pressure \(stream.pressure); \(stream.framesAccepted) frames accepted, "
+                + "\(stream.framesDurable) durable")
+        let drops = stream.drops.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        print(
+            "    drops: \(stream.drops.values.reduce(0, +))"
+                + (drops.isEmpty ? "" : " (\(drops.joined(separator: ", ")))"))
+    }
+    print("  saves: \(status.savesWaiting) waiting, \(status.savesExporting) exporting")
+    return ExitStatus.success
+}
+
+func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    installStopHandlers()
+    let served = try ControlClient(directory: directory).events { name, data in
+        // Unbuffered: a reader of a pipe sees each event as it happens.
+        FileHandle.standardOutput.write(Data("{\"event\":\"\(name)\",\"data\":\(data)}\n".utf8))
+        return !stopRequested.load(ordering: .relaxed)
+    }
+    guard served else {
+        _ = try requireRecorder(directory) { _ in String?.none }
+        return ExitStatus.unavailable
+    }
+    return ExitStatus.success
+}
+
+func runMark(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let hold = arguments.string("hold")
+    if hold != nil && (arguments.string("hold-before") != nil || arguments.string("hold-after") != nil) {
+        throw UsageError("--hold holds as much before as after: give it, or --hold-before and --hold-after")
+    }
+    var held: MarkerRequest.Hold?
+    if hold != nil || arguments.string("hold-before") != nil || arguments.string("hold-after") != nil {
+        held = MarkerRequest.Hold(
+            before: hold ?? arguments.string("hold-before"), after: hold ?? arguments.string("hold-after"))
+    }
+    let request = MarkerRequest(
+        label: arguments.string("label")!, at: arguments.string("at"), stream: arguments.string("stream"), hold: held)
+    let list = try requireRecorder(directory) { try $0.mark(request) }
+    for marker in list.markers { print("marked " + describe(marker)) }
+    return ExitStatus.success
+}
+
+func runMarkers(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let store = try openStoreForReading(directory)
+    let names = Dictionary(try store.streams().map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
+    let markers = try store.markers()
+    if arguments.flag("json") {
+        try printJSON(["markers": markers.map { markerJSON($0, stream: names[$0.streamID] ?? "") }])
+        return ExitStatus.success
+    }
+    if markers.isEmpty { print("no markers in \(directory)") }
+    for marker in markers { print(describe(marker, stream: names[marker.streamID] ?? "")) }
+    return ExitStatus.success
+}
+
+func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
+    let directory = arguments.string("store")!
+    let id = Int64(try arguments.integer("id", in: 1...Int.max)!)
+    // A running recorder owns the store (and its lock); otherwise the store is changed directly.
+    if let removed = try ControlClient(directory: directory).unmark(id: id) {
+        print("deleted " + describe(removed))
+        return ExitStatus.success
+    }
+    let store = try SegmentStore.open(directory: directory)
+    guard let removed = try store.removeMarker(id: id) else {
+        throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them", status: ExitStatus.dataError)
+    }
+    print("deleted " + describe(removed, stream: ""))
+    return ExitStatus.success
+}
+
+/// "marker 3 at pts 12.500 s (camera): goal; holds pts 2.500 s … 22.500 s".
+func describe(_ marker: MarkerBody) -> String {
+    var text = "marker \(marker.id) at pts \(formatSeconds(marker.atNanoseconds)) (\(marker.stream)): \(marker.label)"
+    if let from = marker.holdFromNanoseconds, let to = marker.holdToNanoseconds {
+        text += "; holds pts \(formatSeconds(from)) … \(formatSeconds(to))"
+    }
+    return text
+}
+
+/// The same for a marker read from the store.
+func describe(_ marker: MarkerRow, stream: String) -> String {
+    describe(
+        MarkerBody(
+            id: marker.id, atNanoseconds: marker.atNanoseconds, label: marker.label, stream: stream,
+            holdFromNanoseconds: marker.hold?.lowerBound, holdToNanoseconds: marker.hold?.upperBound))
+}

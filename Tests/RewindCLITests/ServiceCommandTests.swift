@@ -1,0 +1,149 @@
+import Foundation
+import Glibc
+import RewindTesting
+import Testing
+
+/// The command line on top of the HTTP API: save with pre- and post-roll, status, mark, markers, unmark, events,
+/// and what a client says when the recorder goes away mid-save.
+@Suite(.timeLimit(.minutes(15))) struct ServiceCommandTests {
+    func probe(_ path: String, _ entries: String) throws -> String {
+        let result = try Tool.run(
+            try Tool.path(of: "ffprobe"),
+            ["-v", "error", "-count_frames", "-show_entries", entries, "-of", "csv=p=0", path])
+        return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func json(_ result: ToolResult) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], "\(result.output)")
+    }
+
+    @Test func saveStatusMarkAndEventsFromTheCommandLine() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--window", "3s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        try waitUntil("the recorder holds 2 s", interval: .milliseconds(50)) {
+            let status = try Tool.rewind(["status", "--store", store, "--json"])
+            guard status.status == 0 else { return false }
+            let streams = try json(status)["streams"] as? [[String: Any]]
+            return (streams?.first?["memory_frames"] as? Int ?? 0) >= 60
+        }
+        let events = try Tool.startRewind(["events", "--store", store])
+        defer { if events.process.isRunning { events.process.terminate() } }
+
+        // 1 s before and 1 s after: 60 frames at 30 fps (30 up to the trigger, 30 after it), written once the
+        // post-roll is recorded.
+        let clip = directory.appendingPathComponent("around.mkv").path
+        let save = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "1s", "-o", clip])
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(save.output.contains("saved by the live recorder"), "\(save.output)")
+        #expect(try probe(clip, "stream=nb_read_frames") == "60")
+
+        let status = try Tool.rewind(["status", "--store", store])
+        #expect(status.status == 0 && status.output.contains("stream camera: nv12 320x240"), "\(status.output)")
+
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "door", "--at", "1s", "--hold", "500ms"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        #expect(mark.output.contains("marker 1 at pts 1.000s (camera): door; holds pts 0.500s"), "\(mark.output)")
+        let markers = try json(try Tool.rewind(["markers", "--store", store, "--json"]))["markers"] as? [[String: Any]]
+        #expect(markers?.first?["label"] as? String == "door")
+        let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
+        #expect((info["markers"] as? [[String: Any]])?.first?["at_ns"] as? Int == 1_000_000_000)
+        #expect((info["live"] as? [String: Any])?["stream"] as? String == "camera")
+        #expect(try Tool.rewind(["info", "--store", store]).output.contains("door"))
+
+        // Bad input to the recorder is a usage error naming it; an unknown marker is not found.
+        let bad = try Tool.rewind(["mark", "--store", store, "--label", " "])
+        #expect(bad.status == 64 && bad.stderr.contains("label"), "\(bad.stderr)")
+        let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
+        #expect(missing.status == 1 && missing.stderr.contains("no marker 99"), "\(missing.stderr)")
+        #expect(try Tool.rewind(["unmark", "--store", store, "1"]).status == 0)
+
+        // The events client saw the save through its states and the marker, one JSON object a line.
+        try waitUntil("the events client has printed the save and the marker") {
+            events.output.contains("\"state\":\"done\"") && events.output.contains("\"event\":\"marker\"")
+        }
+        process.interrupt()
+        let finished = try recorder.finish()
+        #expect(finished.status == 0, "\(finished.stderr)")
+        let ended = try events.finish()
+        #expect(ended.status == 0, "\(ended.stderr)")
+        let lines = ended.output.split(separator: "\n")
+        #expect(lines.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
+        #expect(lines.contains { $0.contains("\"event\":\"stopping\"") })
+        // Without a recorder: status says so (69); save --after needs one.
+        #expect(try Tool.rewind(["status", "--store", store]).status == 69)
+        let offline = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "1s", "-o", clip])
+        #expect(offline.status == 69 && offline.stderr.contains("need a live recorder"), "\(offline.stderr)")
+    }
+
+    /// A recorder killed while a save waits for its post-roll: the client says the recorder stopped before the
+    /// save finished.
+    @Test func aRecorderKilledMidSaveIsReportedAsSuch() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        try waitUntil("the recorder serves its socket", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
+        let clip = directory.appendingPathComponent("never.mkv").path
+        let save = try Tool.startRewind(["save", "--store", store, "--before", "1s", "--after", "1h", "-o", clip])
+        try waitUntil("the save waits for its post-roll", interval: .milliseconds(50)) {
+            let status = try json(try Tool.rewind(["status", "--store", store, "--json"]))
+            return status["saves_waiting"] as? Int == 1
+        }
+        kill(process.processIdentifier, SIGKILL)
+        _ = try recorder.finish()
+        let result = try save.finish()
+        #expect(result.status == 69, "\(result.stderr)")
+        #expect(result.stderr.contains("the recorder stopped before it finished save 1"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: clip))
+    }
+
+    /// `record --listen`: the API on TCP with the token from DIR/token (made with mode 0600); 401 without it, and an
+    /// address that is not loopback is a usage error unless `--listen-any`.
+    @Test func recordListensOnTCPWithAToken() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let refused = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+            "--listen", "0.0.0.0:0",
+        ])
+        #expect(refused.status == 64 && refused.stderr.contains("--listen-any"), "\(refused.stderr)")
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--listen", "127.0.0.1:0",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        var port = ""
+        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
+            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
+            else { return false }
+            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
+            return !port.isEmpty
+        }
+        let token = try String(contentsOfFile: store + "/token", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        var mode = stat()
+        #expect(stat(store + "/token", &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+        let url = "http://127.0.0.1:\(port)/v1/health"
+        func code(_ extra: [String]) throws -> String {
+            try Tool.run(try Tool.path(of: "curl"), ["-s", "-o", "/dev/null", "-w", "%{http_code}"] + extra + [url])
+                .output
+        }
+        #expect(try code([]) == "401")
+        #expect(try code(["-H", "Authorization: Bearer \(token)"]) == "200")
+        process.interrupt()
+        #expect(try recorder.finish().status == 0)
+    }
+}

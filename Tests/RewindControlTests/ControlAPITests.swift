@@ -1,0 +1,72 @@
+import Foundation
+import RewindControl
+import RewindSystem
+import RewindTesting
+import Testing
+
+/// The API's logic without a socket: `handle` takes a request and returns a response.
+@Suite(.timeLimit(.minutes(15))) struct ControlAPITests {
+    func body(_ response: HTTPResponse) -> String { String(decoding: response.bytes, as: UTF8.self) }
+
+    @Test func handleAnswersWithoutASocket() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let control = live.control
+        let status = control.handle(HTTPRequest(method: "GET", path: "/v1/status"))
+        #expect(status.status == 200)
+        #expect(status.headers.contains { $0 == ("Content-Type", "application/json") })
+        #expect(try decode(StatusResponse.self, body(status)).streams[0].framesAccepted == 180)
+
+        let cases: [(HTTPRequest, Int, String)] = [
+            (
+                HTTPRequest(
+                    method: "POST", path: "/v1/markers", body: Array(#"{"label":"x","hold":{"befor":"1s"}}"#.utf8)),
+                400, "hold.befor"
+            ),
+            (HTTPRequest(method: "POST", path: "/v1/markers", body: Array(#"{"at":"1s"}"#.utf8)), 400, "label"),
+            (HTTPRequest(method: "POST", path: "/v1/saves", body: Array(#"{"before":"0s"}"#.utf8)), 400, "empty"),
+            (HTTPRequest(method: "POST", path: "/v1/saves", body: Array(#"{"after":"5"}"#.utf8)), 400, "after"),
+            (HTTPRequest(method: "POST", path: "/v1/saves", body: Array(#"{"format":"gif"}"#.utf8)), 400, "gif"),
+            (HTTPRequest(method: "DELETE", path: "/v1/markers/abc"), 404, "abc"),
+            (HTTPRequest(method: "GET", path: "/v1/status", isTCP: true), 401, "token"),
+        ]
+        for (request, expected, word) in cases {
+            let response = control.handle(request)
+            #expect(response.status == expected, "\(request.method) \(request.path): \(body(response))")
+            #expect(body(response).contains(word), "\(body(response))")
+        }
+        #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"), "nothing was written")
+    }
+
+    @Test func saveObjectsAndErrorsRoundTripWithTheirWireKeys() throws {
+        let object = SaveObject(
+            id: 7, state: .failed, stream: "camera", fromNanoseconds: 1, toNanoseconds: 2, format: "mkv", files: [],
+            error: APIError(.empty, "nothing").detail)
+        let encoded = String(decoding: try JSONEncoder().encode(object), as: UTF8.self)
+        for key in ["\"from_ns\":1", "\"to_ns\":2", "\"state\":\"failed\"", "\"code\":\"empty\""] {
+            #expect(encoded.contains(key), "\(encoded)")
+        }
+        #expect(try JSONDecoder().decode(SaveObject.self, from: Data(encoded.utf8)) == object)
+        #expect(SaveState.allCases.filter(\.isFinal) == [.done, .failed, .cancelled])
+        let statuses = APIError.Code.allCases.map(\.status)
+        #expect(statuses == [400, 401, 404, 404, 405, 409, 413, 429, 503, 503, 500])
+    }
+
+    @Test func everyControlErrorStatesTheFactWithItsDataAndNoCommandLineWords() {
+        let cases: [(ControlError, String)] = [
+            (.socket(action: "connect to", path: "/s/rewind.sock", Errno(rawValue: 13)), "/s/rewind.sock"),
+            (.socketPathTooLong(path: "/very/long", limit: 107), "107 bytes"),
+            (.alreadyServed(path: "/s/rewind.sock"), "/s/rewind.sock"),
+            (.serverFailed("libmicrohttpd.so.12: cannot open"), "libmicrohttpd.so.12"),
+            (.badListenAddress("0.0.0.0:80", reason: .notLoopback), "not a loopback address"),
+            (.tokenFile(path: "/s/token", reason: "is empty"), "/s/token"),
+            (.recorderStopped(request: "save 4"), "save 4"),
+            (.badReply(excerpt: "HTTP 502: x"), "HTTP 502"),
+            (.refused(APIError(.notFound, "no save 9")), "no save 9"),
+        ]
+        for (error, fact) in cases {
+            #expect("\(error)".contains(fact), "'\(fact)' missing in: \(error)")
+            for word in ["rewind ", "run '", "--"] { #expect(!"\(error)".contains(word), "'\(word)' in: \(error)") }
+        }
+    }
+}

@@ -1,0 +1,268 @@
+import Dispatch
+import Foundation
+import Glibc
+import RewindCapture
+import RewindControl
+import RewindCore
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Synchronization
+import Testing
+
+/// A raw connection to a Unix socket: what a fuzzing client sends, byte for byte.
+final class RawConnection {
+    let fd: Int32
+
+    init(_ path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        try #require(connected == 0, "connect to \(path): \(Errno(rawValue: errno))")
+        // A reply that never comes fails the read after 30 s instead of hanging the test.
+        var limit = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    /// Sends `bytes`; false when the server closed the connection first.
+    @discardableResult
+    func send(_ bytes: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard sent > 0 else { return false }
+            offset += sent
+        }
+        return true
+    }
+
+    /// Everything the server sends until it closes the connection (or 30 s pass).
+    func readAll() -> String {
+        var reply: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count <= 0 { break }
+            reply += chunk[0..<count]
+        }
+        return String(decoding: reply, as: UTF8.self)
+    }
+
+    /// The status code of the response, or nil when the server closed without one.
+    func status() -> Int? {
+        let reply = readAll()
+        guard reply.hasPrefix("HTTP/1.1 ") else { return nil }
+        return Int(reply.dropFirst(9).prefix(3))
+    }
+}
+
+/// The API over HTTP, driven by curl and by raw sockets: every endpoint answers with the right status, and no
+/// request, however malformed, slow or large, costs capture a frame.
+@Suite(.timeLimit(.minutes(15))) struct HTTPTransportTests {
+    @Test func curlDrivesEveryEndpoint() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let socket = live.control.socketPath
+        var mode = stat()
+        #expect(stat(socket, &mode) == 0 && mode.st_mode & 0o777 == 0o600, "the socket is the owner's only")
+
+        let health = try curl(socket, "GET", "/v1/health")
+        #expect(health.status == 200 && health.body == #"{"status":"ok"}"#)
+        let status = try decode(StatusResponse.self, try curl(socket, "GET", "/v1/status").body)
+        #expect(status.streams.first?.framesAccepted == 180)
+        let streams = try decode(StreamList.self, try curl(socket, "GET", "/v1/streams").body)
+        #expect(streams.streams.map(\.name) == ["camera"] && streams.streams[0].width == 160)
+
+        // A save with wait: 200 and the finished object; without: 202 and a waiting one.
+        let path = "\(live.directory)/curl.mkv"
+        let saved = try curl(socket, "POST", "/v1/saves", body: #"{"last":"500ms","path":"\#(path)","wait":true}"#)
+        #expect(saved.status == 200, "\(saved.body)")
+        let object = try decode(SaveObject.self, saved.body)
+        #expect(object.state == .done && object.frames == 30 && object.files == [path])
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(150..<180))
+        let pending = try curl(socket, "POST", "/v1/saves", body: #"{"before":"1s","after":"1h"}"#)
+        #expect(pending.status == 202)
+        let waiting = try decode(SaveObject.self, pending.body)
+        #expect(waiting.state == .waiting)
+        let extended = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"1s"}"#)
+        #expect(try decode(SaveObject.self, extended.body).toNanoseconds == waiting.toNanoseconds + 1_000_000_000)
+        #expect(try curl(socket, "GET", "/v1/saves/\(waiting.id)").status == 200)
+        let list = try decode(SaveList.self, try curl(socket, "GET", "/v1/saves").body)
+        #expect(list.saves.map(\.id) == [object.id, waiting.id])
+        let cancelled = try curl(socket, "DELETE", "/v1/saves/\(waiting.id)")
+        #expect(try decode(SaveObject.self, cancelled.body).state == .cancelled)
+        let clip = try curl(socket, "POST", "/v1/clips", body: #"{"from":"1s","to":"2s","format":"y4m","wait":true}"#)
+        #expect(clip.status == 200, "\(clip.body)")
+        #expect(try decode(SaveObject.self, clip.body).frames == 60)
+
+        // Errors: a JSON object naming the code, with its status.
+        let cases: [(String, String, String?, Int, String)] = [
+            ("GET", "/v1/saves/77", nil, 404, "not_found"),
+            ("GET", "/v1/nothing", nil, 404, "not_found"),
+            ("GET", "/elsewhere", nil, 404, "not_found"),
+            ("PUT", "/v1/saves", "{}", 405, "method_not_allowed"),
+            ("POST", "/v1/saves", #"{"before":"1s","bfore":"2s"}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"before":5}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", "not json", 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
+            ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
+            ("POST", "/v1/saves/\(object.id)/extend", #"{"after":"1s"}"#, 409, "conflict"),
+            ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
+        ]
+        for (method, path, body, expected, code) in cases {
+            let answer = try curl(socket, method, path, body: body)
+            #expect(answer.status == expected, "\(method) \(path) \(body ?? ""): \(answer)")
+            let error = try? decode(APIError.Body.self, answer.body)
+            #expect(error?.error.code == code, "\(method) \(path): \(answer.body)")
+            #expect(error?.error.message.isEmpty == false)
+        }
+    }
+
+    /// Malformed request lines, huge headers, bodies past the limit, slow clients, invalid JSON, unknown fields and
+    /// more connections than allowed: each gets its status (or, where HTTP has none to give, the connection
+    /// closed), other clients are served meanwhile, and capture drops nothing.
+    @Test func fuzzedRequestsGetTheRightStatusAndCaptureDropsNothing() throws {
+        var limits = HTTPLimits()
+        limits.maximumConnections = 8
+        limits.idleTimeoutSeconds = 2
+        let live = try LiveRecorder(limits: limits)
+        live.startProducer(realtime: true)
+        defer { try? live.finish() }
+        let socket = live.control.socketPath
+        func exchange(_ bytes: [UInt8]) throws -> Int? {
+            let connection = try RawConnection(socket)
+            connection.send(bytes)
+            return connection.status()
+        }
+        let request = { (line: String) in Array(line.utf8) }
+        // Request lines libmicrohttpd can parse far enough get 400/505; those it cannot are closed at once.
+        #expect(try exchange(request("GET /v1/status\r\n\r\n")) == 400)
+        #expect(try exchange(request("GET /v1/status HTTP/1.1 extra\r\n\r\n")) == 400)
+        #expect(try exchange(request("GET /v1/status HTTP/9.9\r\n\r\n")) == 505)
+        #expect(try exchange(request("GET /v1/status HTTP/1.1\r\nNoColon\r\n\r\n")) == 400)
+        #expect(try exchange(request("GARBAGE\r\n\r\n")) == nil)
+        #expect(try exchange(request("POST /v1/saves HTTP/1.1\r\nContent-Length: ten\r\n\r\n")) == 400)
+        // Binary junk and a request that stops halfway wait for the idle timeout, then are closed.
+        #expect(try exchange([0, 1, 2, 0xFF, 13, 10, 13, 10]) == nil)
+        #expect(try exchange(request("GET /v1/status HTTP/1.1\r\nHost: x\r\n")) == nil)
+        // Huge headers and a huge request line.
+        let big = String(repeating: "a", count: 70_000)
+        #expect(try exchange(request("GET /v1/status HTTP/1.1\r\nX-Big: \(big)\r\n\r\n")) == 431)
+        #expect(try exchange(request("GET /v1/\(big) HTTP/1.1\r\n\r\n")) == 414)
+        // Bodies past 64 KiB: refused from the Content-Length before they are read, or while chunks arrive.
+        let promised = try RawConnection(socket)
+        promised.send(request("POST /v1/saves HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{"))
+        #expect(promised.status() == 413)
+        var chunked = request("POST /v1/saves HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in 0..<8 { chunked += request("2710\r\n") + [UInt8](repeating: 32, count: 10_000) + request("\r\n") }
+        #expect(try exchange(chunked + request("0\r\n\r\n")) == 413)
+        // Invalid JSON, unknown fields, wrong types.
+        for body in ["{", "[1,2]", #"{"unknown":1}"#, #"{"after":true}"#, "\u{1}\u{2}"] {
+            #expect(try curl(socket, "POST", "/v1/saves", body: body).status == 400, "\(body)")
+        }
+        // A slow client sending its headers a byte at a time: closed at the idle timeout; others are served.
+        let slow = try RawConnection(socket)
+        for byte in request("GET /v1/sta") {
+            slow.send([byte])
+            #expect(try curl(socket, "GET", "/v1/health").status == 200)
+        }
+        Thread.sleep(forTimeInterval: 2.5)
+        #expect(!slow.send(request("tus HTTP/1.1\r\n\r\n")) || slow.status() == nil)
+        // More connections than allowed: the one past the limit gets 503, and once they go, requests are served.
+        try waitUntil("earlier connections are closed") { live.control.openConnections == 0 }
+        var idle: [RawConnection] = []
+        for _ in 0..<8 { idle.append(try RawConnection(socket)) }
+        try waitUntil("eight connections are open") { live.control.openConnections == 8 }
+        let refused = try curl(socket, "GET", "/v1/status")
+        #expect(refused.status == 503)
+        #expect(try decode(APIError.Body.self, refused.body).error.code == "unavailable")
+        idle.removeAll()
+        try waitUntil("the idle connections are closed") { live.control.openConnections == 0 }
+        #expect(try curl(socket, "GET", "/v1/status").status == 200)
+        // Many clients at once, while the producer records.
+        let group = DispatchGroup()
+        let statuses = Mutex<[Int]>([])
+        for _ in 0..<6 {
+            DispatchQueue.global().async(group: group) {
+                for _ in 0..<10 {
+                    let status = (try? curl(socket, "GET", "/v1/status").status) ?? -1
+                    statuses.withLock { $0.append(status) }
+                }
+            }
+        }
+        try wait(for: group, until: "60 status requests from 6 clients are answered")
+        #expect(statuses.withLock { $0 }.allSatisfy { $0 == 200 || $0 == 503 })
+        #expect(statuses.withLock { $0 }.contains(200))
+        let final = try #require(try live.client.status())
+        #expect(final.streams[0].drops.isEmpty, "capture dropped frames: \(final.streams[0].drops)")
+        #expect(final.streams[0].framesAccepted > 180)
+    }
+
+    /// The TCP listener: loopback only, and every request needs the token (header, cookie, or `?token=` which
+    /// sets the cookie); without it, 401.
+    @Test func tcpNeedsTheTokenAndLoopback() throws {
+        let directory = try TemporaryDirectory.store()
+        let tokenPath = directory + "/token"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let token = try ControlToken.loadOrCreate(path: tokenPath)
+        var mode = stat()
+        #expect(stat(tokenPath, &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+        #expect(try ControlToken.loadOrCreate(path: tokenPath) == token, "an existing token is kept")
+        #expect(token.count == 64)
+        let live = try LiveRecorder(
+            listen: RecorderControl.Listen(host: "127.0.0.1", port: 0, token: token), directory: directory)
+        defer { try? live.finish() }
+        let port = try #require(live.control.tcpPort)
+        let url = "http://127.0.0.1:\(port)/v1/status"
+        func get(_ arguments: [String]) throws -> (Int, String) {
+            let output = String(
+                decoding: try ExternalTools.run(
+                    "curl", ["-s", "--max-time", "30", "-o", "-", "-w", "\n%{http_code}"] + arguments), as: UTF8.self)
+            let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? -1, lines.dropLast().joined(separator: "\n"))
+        }
+        let none = try get([url])
+        #expect(none.0 == 401)
+        #expect(try decode(APIError.Body.self, none.1).error.code == "unauthorized")
+        #expect(try get(["-H", "Authorization: Bearer wrong", url]).0 == 401)
+        #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
+        #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
+        #expect(try get(["-H", "Cookie: rewind_token=\(token)", url]).0 == 200)
+        let headers = String(
+            decoding: try ExternalTools.run("curl", ["-s", "-D", "-", "-o", "/dev/null", url + "?token=\(token)"]),
+            as: UTF8.self)
+        #expect(headers.contains("Set-Cookie: rewind_token=\(token); HttpOnly; SameSite=Strict"), "\(headers)")
+        #expect(try ControlClient(port: port, token: token).status()?.streams.count == 1)
+        #expect(throws: ControlError.self) { try ControlClient(port: port, token: "nope").status() }
+        // The Unix socket needs no token.
+        #expect(try curl(live.control.socketPath, "GET", "/v1/status").status == 200)
+        // An address that is not loopback is refused unless asked for on purpose.
+        #expect(throws: ControlError.self) {
+            _ = try RecorderControl(
+                recorder: live.recorder, directory: directory + "/other",
+                listen: RecorderControl.Listen(host: "0.0.0.0", port: 0, token: token))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/other/rewind.sock"))
+    }
+
+    @Test func constantTimeComparison() {
+        #expect(RecorderControl.constantTimeEqual("abc", "abc"))
+        #expect(!RecorderControl.constantTimeEqual("abc", "abd"))
+        #expect(!RecorderControl.constantTimeEqual("abc", "abcd"))
+        #expect(!RecorderControl.constantTimeEqual("", "a"))
+    }
+}

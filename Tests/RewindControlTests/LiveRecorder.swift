@@ -1,0 +1,151 @@
+import Dispatch
+import Foundation
+import Glibc
+import RewindCapture
+import RewindControl
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Synchronization
+import Testing
+
+/// The synthetic frame indexes in an exported file, decoded by ffmpeg to raw NV12; records an issue for any frame
+/// that is not bit-exact.
+func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
+    let raw = try ExternalTools.run(
+        "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "nv12", "-"])
+    #expect(raw.count % layout.byteCount == 0)
+    var indexes: [Int64] = []
+    try raw.withUnsafeBytes { bytes in
+        for offset in stride(from: 0, to: bytes.count - layout.byteCount + 1, by: layout.byteCount) {
+            let frame = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + layout.byteCount)])
+            let info = try FrameInfo(pts: FrameTime(nanoseconds: 0), wallNanoseconds: 0, color: .bt709Video)
+            guard let mark = SyntheticCamera.verify(FrameView(layout: layout, info: info, bytes: frame)) else {
+                Issue.record("\(path): frame \(offset / layout.byteCount) is not bit-exact")
+                continue
+            }
+            indexes.append(mark.index)
+        }
+    }
+    return indexes
+}
+
+/// A recorder with 3 s (180 frames at 60 fps) recorded, its HTTP API serving, and a producer that can keep
+/// appending, as fast as it can or at the camera's pace.
+final class LiveRecorder: @unchecked Sendable {
+    let directory: String
+    let recorder: Recorder
+    let control: RecorderControl
+    let feed: CameraFeed
+    /// What the control reported for each finished save: the summary, or nil for a failure.
+    final class SaveLog: Sendable {
+        let summaries = Mutex<[ExportSummary?]>([])
+    }
+    let log = SaveLog()
+    /// The index of the next frame the producer appends.
+    let nextIndex = Atomic<Int64>(180)
+    private let stopProducer = Atomic<Bool>(false)
+    private let producerDone = DispatchSemaphore(value: 0)
+    private let isProducing = Atomic<Bool>(false)
+
+    var client: ControlClient { ControlClient(directory: directory) }
+
+    init(
+        window: Duration = .seconds(2), options: StoreOptions = StoreOptions(), limits: HTTPLimits = HTTPLimits(),
+        listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180, spill: SpillPolicy = .eager
+    ) throws {
+        var feed = try CameraFeed()
+        self.directory = try directory ?? TemporaryDirectory.store()
+        let store = spill == .off ? nil : try SegmentStore.open(directory: self.directory, options: options)
+        recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: window, memoryBudget: 64 << 20, spill: spill))
+        for _ in 0..<prefill {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        nextIndex.store(Int64(prefill), ordering: .relaxed)
+        self.feed = feed
+        let saves = log
+        control = try RecorderControl(recorder: recorder, directory: self.directory, limits: limits, listen: listen) {
+            result in
+            let summary = try? result.get()
+            saves.summaries.withLock { $0.append(summary) }
+        }
+    }
+
+    /// Keeps appending frames on another thread until ``finish(producing:)``: at the camera's pace (`realtime`:
+    /// frame n at start + its pts, as a live camera delivers them, never waiting for the disk), or with a 2 ms pause
+    /// between frames, waiting for the spill stage when it is behind.
+    func startProducer(realtime: Bool = false) {
+        isProducing.store(true, ordering: .relaxed)
+        let thread = Thread { [self, feed] in
+            var feed = feed
+            let start = ContinuousClock.now
+            let first = feed.pts(feed.index)
+            while !stopProducer.load(ordering: .acquiring) {
+                if realtime {
+                    let due = start + .nanoseconds(feed.pts(feed.index) - first)
+                    let wait = due - ContinuousClock.now
+                    if wait > .zero {
+                        Thread.sleep(
+                            forTimeInterval: Double(wait.components.attoseconds) / 1e18
+                                + Double(wait.components.seconds))
+                    }
+                } else {
+                    usleep(2000)
+                }
+                // A live camera never waits for the disk: frames that find no room are dropped (and counted).
+                if !realtime { recorder.waitForSpillRoom() }
+                _ = try? feed.appendNext(to: recorder)
+                nextIndex.store(feed.index, ordering: .releasing)
+            }
+            producerDone.signal()
+        }
+        thread.start()
+    }
+
+    func finish() throws {
+        if isProducing.load(ordering: .relaxed) {
+            stopProducer.store(true, ordering: .releasing)
+            try wait(for: producerDone, until: "the producer thread stops")
+        }
+        control.stop()
+        _ = try recorder.finish()
+    }
+
+    /// The index of the frame at `pts` (frames are 1/60 s apart from pts 0).
+    func index(atPTS pts: Int64) -> Int64 {
+        var index = pts * 60 / 1_000_000_000
+        while feed.pts(index) < pts { index += 1 }
+        while index > 0 && feed.pts(index - 1) >= pts { index -= 1 }
+        return index
+    }
+
+    /// The indexes of the frames whose pts lie in [`from`, `to`).
+    func indexes(from: Int64, to: Int64) -> [Int64] {
+        Array(index(atPTS: from)..<index(atPTS: to))
+    }
+}
+
+/// Runs curl against a recorder's socket: the status and body of one request.
+func curl(
+    _ socket: String, _ method: String, _ path: String, body: String? = nil, extra: [String] = []
+) throws -> (status: Int, body: String) {
+    var arguments = [
+        "-s", "--max-time", "60", "--unix-socket", socket, "-X", method, "-o", "-", "-w", "\n%{http_code}",
+    ]
+    if let body { arguments += ["-H", "Content-Type: application/json", "--data-binary", body] }
+    arguments += extra + ["http://rewind" + path]
+    let output = String(decoding: try ExternalTools.run("curl", arguments), as: UTF8.self)
+    let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+    return (Int(lines.last ?? "") ?? -1, lines.dropLast().joined(separator: "\n"))
+}
+
+/// Decodes a JSON body.
+func decode<T: Decodable>(_ type: T.Type, _ body: String) throws -> T {
+    try JSONDecoder().decode(T.self, from: Data(body.utf8))
+}

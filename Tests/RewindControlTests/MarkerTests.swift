@@ -1,0 +1,117 @@
+import Foundation
+import RewindCapture
+import RewindControl
+import RewindCore
+import RewindMedia
+import RewindQuery
+import RewindTesting
+import SegmentStore
+import Testing
+
+/// Markers: durable in the index, chapters in Matroska exports, and holds that beat retention.
+@Suite(.timeLimit(.minutes(15))) struct MarkerTests {
+    @Test func markersAreDurableAndBecomeChapters() throws {
+        let live = try LiveRecorder()
+        let goal = try #require(try live.client.mark(MarkerRequest(label: "goal", at: "1s")))
+        #expect(goal.markers.count == 1)
+        #expect(goal.markers[0].atNanoseconds == 1_000_000_000 && goal.markers[0].stream == "camera")
+        #expect(goal.markers[0].holdFromNanoseconds == nil)
+        let now = try #require(try live.client.mark(MarkerRequest(label: "now, with \"quotes\"")))
+        #expect(now.markers[0].atNanoseconds == live.feed.pts(179), "no time: the recorder clock")
+        _ = try live.client.mark(MarkerRequest(label: "later", at: "2s"))
+        let listed = try curl(live.control.socketPath, "GET", "/v1/markers?from=500ms&to=2500ms")
+        #expect(try decode(MarkerList.self, listed.body).markers.map(\.label) == ["goal", "later"])
+
+        // A clip across two markers carries them as chapters at their times.
+        let path = "\(live.directory)/chapters.mkv"
+        _ = try live.client.clip(ClipRequest(from: "500ms", to: "2500ms", path: path, wait: true))
+        let chapters = String(
+            decoding: try ExternalTools.run(
+                "ffprobe",
+                ["-v", "error", "-show_entries", "chapter=start_time:chapter_tags=title", "-of", "csv=p=0", path]),
+            as: UTF8.self
+        ).split(separator: "\n").map(String.init)
+        #expect(chapters == ["1.000000,goal", "2.000000,later"], "\(chapters)")
+
+        // Deleting: gone from the list, and a second delete is 404.
+        #expect(try live.client.unmark(id: goal.markers[0].id)?.label == "goal")
+        do {
+            _ = try live.client.unmark(id: goal.markers[0].id)
+            Issue.record("a deleted marker was deleted again")
+        } catch ControlError.refused(let error) {
+            #expect(error.code == .notFound)
+        }
+        try live.finish()
+        // Durable: a store opened afterwards lists the rest.
+        let store = try SegmentStore.openReadOnly(directory: live.directory)
+        #expect(try store.markers().map(\.label) == ["later", "now, with \"quotes\""])
+    }
+
+    /// Frames inside a marker's hold stay on disk whatever the disk budget says, also after a restart, until the
+    /// marker is deleted.
+    @Test func holdsBeatRetentionAndSurviveARestart() throws {
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        // The recorder (and its lock on the store) ends with this scope.
+        let (directory, held, feed) = try { () throws -> (String, MarkerList, CameraFeed) in
+            let live = try LiveRecorder(options: options)
+            let held = try #require(
+                try live.client.mark(
+                    MarkerRequest(
+                        label: "keep", at: "1200ms", hold: MarkerRequest.Hold(before: "200ms", after: "200ms"))
+                ))
+            try live.finish()
+            return (live.directory, held, live.feed)
+        }()
+        #expect(held.markers[0].holdFromNanoseconds == 1_000_000_000)
+        #expect(held.markers[0].holdToNanoseconds == 1_400_000_001)
+
+        // Reopened with a budget far below what the store holds: retention deletes all it may.
+        var tight = StoreOptions()
+        tight.diskBudget = 1
+        // The control's thread lets go of the recorder (and the store's lock) just after it stopped.
+        var reopened: SegmentStore?
+        try waitUntil("the stopped recorder has released the store") {
+            reopened = try? SegmentStore.open(directory: directory, options: tight)
+            return reopened != nil
+        }
+        let store = try #require(reopened)
+        let before = try store.segments().count
+        let report = try store.enforceRetention()
+        #expect(!report.deleted.isEmpty)
+        #expect(!report.keptByHolds.isEmpty)
+        let kept = try store.segments()
+        #expect(kept.count < before)
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        // Every frame of the hold is there; frames outside the held segments are gone.
+        var ptsHeld: [Int64] = []
+        try source.frames(in: 1_000_000_000..<1_400_000_001) { view in
+            ptsHeld.append(view.info.ptsNanoseconds)
+            return true
+        }
+        #expect(ptsHeld == (60...84).map { feed.pts($0) })
+        #expect(try !source.hasFrames(in: 0..<200_000_000))
+        // Deleting the marker lets retention take them.
+        _ = try store.removeMarker(id: held.markers[0].id)
+        _ = try store.enforceRetention()
+        #expect(try !source.hasFrames(in: 1_000_000_000..<1_400_000_001))
+    }
+
+    /// A hold that would need more than the disk budget, with the holds already kept, is refused with 409 naming
+    /// the bytes; a small one is accepted.
+    @Test func aHoldThatCannotFitIsAConflict() throws {
+        var options = StoreOptions()
+        options.diskBudget = 64 << 20
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let answer = try curl(
+            live.control.socketPath, "POST", "/v1/markers", body: #"{"label":"day","hold":{"after":"24h"}}"#)
+        #expect(answer.status == 409, "\(answer.body)")
+        let error = try decode(APIError.Body.self, answer.body).error
+        #expect(error.code == "conflict" && error.message.contains("bytes"), "\(error.message)")
+        #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
+        let small = try curl(
+            live.control.socketPath, "POST", "/v1/markers", body: #"{"label":"moment","hold":{"before":"1s"}}"#)
+        #expect(small.status == 201, "\(small.body)")
+    }
+}
