@@ -7,21 +7,24 @@ import Synchronization
 /// Publishing never waits: each client has a bounded queue (``queueCapacity`` events); an event that does not fit
 /// is dropped for that client and counted, and the client then receives `events_lost` with the count before the
 /// next event. So a slow client never slows the recorder or other clients.
-final class EventHub: Sendable {
+package final class EventHub: Sendable {
     /// Events a client may have queued.
-    static let queueCapacity = 256
+    package static let queueCapacity = 256
 
     private let subscribers = Locked<[ObjectIdentifier: EventSubscription]>([:])
 
+    /// A hub with no clients.
+    package init() {}
+
     /// Sends `value` as event `name` to every client.
-    func publish(_ name: String, _ value: some Encodable) {
+    package func publish(_ name: String, _ value: some Encodable) {
         let data = APICoding.encode(value)
         let message = Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8)
         for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.enqueue(message) }
     }
 
     /// A new client's stream.
-    func subscribe() -> EventSubscription {
+    package func subscribe() -> EventSubscription {
         let subscription = EventSubscription(hub: self)
         subscribers.withLock { $0[ObjectIdentifier(subscription)] = subscription }
         return subscription
@@ -32,16 +35,16 @@ final class EventHub: Sendable {
     }
 
     /// Ends every client's stream (at stop).
-    func closeAll() {
+    package func closeAll() {
         for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.close() }
     }
 
     /// Clients connected now.
-    var count: Int { subscribers.withLock { $0.count } }
+    package var count: Int { subscribers.withLock { $0.count } }
 }
 
 /// One events client: its bounded queue, read by its connection's thread.
-final class EventSubscription: HTTPStreamBody {
+package final class EventSubscription: HTTPStreamBody {
     private struct Queue {
         var messages: [[UInt8]] = []
         /// Bytes of a message partly handed out.
@@ -75,7 +78,7 @@ final class EventSubscription: HTTPStreamBody {
 
     /// Waits up to a second for events; with none, sends a comment line to keep the connection alive (and to notice
     /// a client that went away).
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         for attempt in 0..<2 {
             let bytes: [UInt8]? = queue.withLock { queue in
                 if queue.pending.isEmpty {
@@ -107,7 +110,7 @@ final class EventSubscription: HTTPStreamBody {
         return 0
     }
 
-    func close() {
+    package func close() {
         queue.withLock { $0.closed = true }
         ready.signal()
         hub?.remove(self)

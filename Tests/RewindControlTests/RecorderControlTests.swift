@@ -258,4 +258,36 @@ import Testing
         let cut = try #require(saves.last { $0.id == waiting.id })
         #expect(try exportedIndexes(cut.files[0], layout: live.feed.stream.layout) == Array(150..<180))
     }
+
+    /// The recorder's counters become events: a pressure change, and each sealed segment.
+    @Test func pressureAndSegmentsAreEvents() throws {
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        let live = try LiveRecorder(options: options)
+        let received = Mutex<[(String, String)]>([])
+        let reader = DispatchSemaphore(value: 0)
+        let client = live.client
+        Thread {
+            _ = try? client.events { name, data in
+                received.withLock { $0.append((name, data)) }
+                return true
+            }
+            reader.signal()
+        }.start()
+        try waitUntil("the events client is connected") { live.control.eventClients == 1 }
+        live.recorder.setPressure(.warning)
+        live.startProducer()
+        try waitUntil("a pressure event and a segment event arrive", interval: .milliseconds(20)) {
+            let names = received.withLock { $0.map(\.0) }
+            return names.contains("pressure") && names.contains("segment")
+        }
+        live.recorder.setPressure(.normal)
+        try live.finish()
+        try wait(for: reader, until: "the event stream ends")
+        let events = received.withLock { $0 }
+        let pressure = try #require(events.first { $0.0 == "pressure" })
+        #expect(pressure.1.contains(#""level":"warning""#) && pressure.1.contains(#""stream":"camera""#))
+        let segment = try #require(events.first { $0.0 == "segment" })
+        #expect(segment.1.contains(#""file":"#) && segment.1.contains(#""frames":"#), "\(segment.1)")
+    }
 }
