@@ -56,7 +56,11 @@ let package = Package(
         .target(name: "RewindCapture", dependencies: ["RewindCore", "SegmentStore"]),
         .target(name: "RewindMedia", dependencies: ["RewindCore", "CTurboJPEG", "CZlib"]),
         .target(name: "RewindQuery", dependencies: ["RewindCapture", "RewindMedia"]),
-        .target(name: "RewindControl", dependencies: ["RewindQuery", "CPlatform", "CMicroHTTPD"]),
+        .target(
+            name: "RewindControl", dependencies: ["RewindQuery", "CPlatform", "CMicroHTTPD"],
+            resources: [
+                .embedInCode("Web/timeline.html"), .embedInCode("Web/timeline.css"), .embedInCode("Web/timeline.js"),
+            ]),
         .target(
             name: "RewindKit",
             dependencies: [

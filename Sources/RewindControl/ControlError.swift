@@ -11,6 +11,8 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         case badRequest = "bad_request"
         /// 401: a TCP request without the right token.
         case unauthorized
+        /// 403: a request that changes state, from a page of another site (its `Origin` is not this recorder's).
+        case forbidden
         /// 404: an unknown stream, save, marker or path.
         case notFound = "not_found"
         /// 404: the range holds no frame; nothing was written.
@@ -36,6 +38,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
             switch self {
             case .badRequest: 400
             case .unauthorized: 401
+            case .forbidden: 403
             case .notFound, .empty: 404
             case .methodNotAllowed: 405
             case .conflict: 409

@@ -228,6 +228,7 @@ public final class RecorderControl: Sendable {
         var watcher = CounterWatcher(recorder: recorder)
         var descriptor = pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)
         var lastWatch = ContinuousClock.now
+        var lastStatus = ContinuousClock.now - .seconds(1)
         while true {
             let waiting = book.startDueExports()
             descriptor.revents = 0
@@ -251,6 +252,11 @@ public final class RecorderControl: Sendable {
             if ContinuousClock.now - lastWatch >= .milliseconds(250) {
                 lastWatch = .now
                 watcher.publishChanges(to: events)
+            }
+            // The status once a second for clients following the events (the timeline page's panel).
+            if events.count > 0 && ContinuousClock.now - lastStatus >= .seconds(1) {
+                lastStatus = .now
+                events.publish("status", status)
             }
         }
     }
@@ -330,9 +336,8 @@ public final class RecorderControl: Sendable {
 
     private func route(_ request: HTTPRequest) throws -> HTTPResponse {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard parts.first == "v1" else {
-            throw APIError(.notFound, "no such path '\(request.path)': the API is under /v1")
-        }
+        guard parts.first == "v1" else { return try page(request) }
+        try checkOrigin(request)
         let method = request.method
         if isStopping.load(ordering: .acquiring) && method != "GET" {
             throw APIError(.stopping, "the recorder is stopping")
@@ -386,6 +391,15 @@ public final class RecorderControl: Sendable {
                 status: 200,
                 headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")],
                 body: .stream(events.subscribe()))
+        case let path where path.count == 3 && path[0] == "streams" && path[2] == "timeline":
+            try allow("GET")
+            return json(try timeline(stream: path[1], query: request.query))
+        case let path where path.count == 3 && path[0] == "streams" && path[2] == "frame":
+            try allow("GET")
+            return try frame(stream: path[1], query: request.query)
+        case let path where path.count == 2 && path[0] == "files":
+            try allow("GET")
+            return try file(path[1], query: request.query)
         case ["markers"]:
             try allow("GET", "POST")
             if method == "GET" { return json(try markers(query: request.query)) }

@@ -24,6 +24,8 @@ public struct FrameImage: Sendable, Hashable {
     public let height: Int
     /// The frame's pts, nanoseconds on its stream clock.
     public let ptsNanoseconds: Int64
+    /// The frame's wall-clock capture time, Unix-epoch nanoseconds.
+    public let wallNanoseconds: Int64
     /// The encoded file.
     public let bytes: [UInt8]
 
@@ -42,6 +44,7 @@ public struct FrameImage: Sendable, Hashable {
         self.width = image.width
         self.height = image.height
         self.ptsNanoseconds = frame.info.ptsNanoseconds
+        self.wallNanoseconds = frame.info.wallNanoseconds
         switch format {
         case .jpeg: bytes = try FrameImage.jpeg(image, quality: quality)
         case .png: bytes = try FrameImage.png(image)

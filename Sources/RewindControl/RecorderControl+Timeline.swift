@@ -1,0 +1,262 @@
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindQuery
+import SegmentStore
+
+/// One bucket of a stream's timeline (`GET /v1/streams/{name}/timeline`): times on the recorder clock.
+public struct TimelineBucketBody: Sendable, Hashable, Codable {
+    /// Start, recorder time nanoseconds, inclusive.
+    public var startNanoseconds: Int64
+    /// End, exclusive.
+    public var endNanoseconds: Int64
+    /// Share of the bucket held in memory, 0…1.
+    public var memory: Double
+    /// Share of the bucket on disk, 0…1.
+    public var disk: Double
+    /// The reasons of the gaps in the bucket (the loss reasons' raw values).
+    public var gaps: [String]
+
+    /// Makes a bucket; each parameter is the field of the same name.
+    public init(startNanoseconds: Int64, endNanoseconds: Int64, memory: Double, disk: Double, gaps: [String]) {
+        self.startNanoseconds = startNanoseconds
+        self.endNanoseconds = endNanoseconds
+        self.memory = memory
+        self.disk = disk
+        self.gaps = gaps
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case memory, disk, gaps
+        case startNanoseconds = "start_ns"
+        case endNanoseconds = "end_ns"
+    }
+}
+
+/// `GET /v1/streams/{name}/timeline`: what the stream holds over a range, bucket by bucket.
+public struct TimelineResponse: Sendable, Hashable, Codable {
+    /// The stream.
+    public var stream: String
+    /// The range asked for, recorder time nanoseconds.
+    public var fromNanoseconds: Int64
+    /// Its end, exclusive.
+    public var toNanoseconds: Int64
+    /// Wall-clock time minus recorder time (wall = recorder time + this); nil before the stream's first frame.
+    public var wallOffsetNanoseconds: Int64?
+    /// The buckets, in order.
+    public var buckets: [TimelineBucketBody]
+
+    /// Makes a timeline; each parameter is the field of the same name.
+    public init(
+        stream: String, fromNanoseconds: Int64, toNanoseconds: Int64, wallOffsetNanoseconds: Int64?,
+        buckets: [TimelineBucketBody]
+    ) {
+        self.stream = stream
+        self.fromNanoseconds = fromNanoseconds
+        self.toNanoseconds = toNanoseconds
+        self.wallOffsetNanoseconds = wallOffsetNanoseconds
+        self.buckets = buckets
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case stream, buckets
+        case fromNanoseconds = "from_ns"
+        case toNanoseconds = "to_ns"
+        case wallOffsetNanoseconds = "wall_offset_ns"
+    }
+}
+
+extension RecorderControl {
+    /// The page's files, embedded in the binary: `GET /`, `/timeline.js`, `/timeline.css`.
+    static let pageFiles: [String: (type: String, bytes: [UInt8])] = [
+        "/": ("text/html; charset=utf-8", PackageResources.timeline_html),
+        "/index.html": ("text/html; charset=utf-8", PackageResources.timeline_html),
+        "/timeline.js": ("text/javascript; charset=utf-8", PackageResources.timeline_js),
+        "/timeline.css": ("text/css; charset=utf-8", PackageResources.timeline_css),
+    ]
+
+    /// Headers every page file carries: it loads only this recorder's own scripts, styles, images and API.
+    static let pageHeaders: [(String, String)] = [
+        (
+            "Content-Security-Policy",
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
+                + "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+        ),
+        ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
+    ]
+
+    /// Serves a page file; `/?token=…` (TCP) sets the token cookie and sends the browser on to `/`, so the token
+    /// leaves the address bar and history.
+    func page(_ request: HTTPRequest) throws -> HTTPResponse {
+        guard let file = Self.pageFiles[request.path] else {
+            throw APIError(.notFound, "no such path '\(request.path)': the page is / and the API is under /v1")
+        }
+        guard request.method == "GET" || request.method == "HEAD" else {
+            throw APIError(.methodNotAllowed, "\(request.path) takes GET, not \(request.method)")
+        }
+        if request.isTCP, request.query["token"] != nil {
+            return HTTPResponse(status: 303, headers: [("Location", "/")] + Self.pageHeaders, body: .bytes([]))
+        }
+        return HTTPResponse(
+            status: 200, headers: [("Content-Type", file.type)] + Self.pageHeaders, body: .bytes(file.bytes))
+    }
+
+    /// A request that changes state must come from this recorder's own page or from a program: a browser's `Origin`
+    /// naming another site is refused (the token cookie is `SameSite=Strict` as well).
+    func checkOrigin(_ request: HTTPRequest) throws {
+        guard request.method != "GET", request.method != "HEAD", let origin = request.headers["origin"] else { return }
+        let host = request.headers["host"] ?? ""
+        guard origin == "http://" + host || origin == "https://" + host else {
+            throw APIError(.forbidden, "a request from \(origin) cannot change this recorder; use its own page")
+        }
+    }
+
+    /// The live stream a path names.
+    func liveStream(_ name: String) throws -> RecorderStream {
+        guard let stream = recorder.stream(named: name) else {
+            let names = recorder.streams.map { "'\($0.name)'" }.joined(separator: ", ")
+            throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names)")
+        }
+        return stream
+    }
+
+    /// `GET /v1/streams/{name}/timeline?from=&to=&buckets=`: coverage per bucket from the index and the ring.
+    func timeline(stream name: String, query: [String: String]) throws -> TimelineResponse {
+        let stream = try liveStream(name)
+        let source = ClipSource.recorderStream(stream)
+        guard let fromText = query["from"], let toText = query["to"] else {
+            throw APIError(.badRequest, "give from and to (times such as 12.5s, 1500ms or ISO-8601)")
+        }
+        let from = try recorderTime(fromText, field: "from")
+        let to = try recorderTime(toText, field: "to")
+        guard from < to else { throw APIError(.badRequest, "to must be after from") }
+        let count = Int(query["buckets"] ?? "500") ?? -1
+        guard (1...ClipSource.maximumBuckets).contains(count), Int64(count) <= to - from else {
+            throw APIError(
+                .badRequest,
+                "buckets must be a whole number from 1 to \(ClipSource.maximumBuckets), at most the "
+                    + "range in nanoseconds")
+        }
+        let clock = try source.clock()
+        let buckets = try source.timeline(range: clock.ptsRange(from..<to), buckets: count)
+        return TimelineResponse(
+            stream: name, fromNanoseconds: from, toNanoseconds: to,
+            wallOffsetNanoseconds: stream.clock.map { $0.wallNanoseconds },
+            buckets: buckets.map { bucket in
+                TimelineBucketBody(
+                    startNanoseconds: clock.recorderTime(ofPTS: bucket.startNanoseconds),
+                    endNanoseconds: clock.recorderTime(ofPTS: bucket.endNanoseconds), memory: bucket.memory,
+                    disk: bucket.disk, gaps: bucket.gaps.map(\.rawValue))
+            })
+    }
+
+    /// `GET /v1/streams/{name}/frame?at=T[&step=before|after][&width=W][&format=jpeg|png]`: the frame at or
+    /// before `T` (recorder time), or the one before or after it, as a picture. Headers name its pts
+    /// (`X-Rewind-Pts-Ns`, stream clock), recorder time (`X-Rewind-Time-Ns`) and capture time (`X-Rewind-Wall-Ns`).
+    func frame(stream name: String, query: [String: String]) throws -> HTTPResponse {
+        let stream = try liveStream(name)
+        let source = ClipSource.recorderStream(stream)
+        guard let atText = query["at"] else { throw APIError(.badRequest, "give at (a time such as 12.5s)") }
+        let at = try recorderTime(atText, field: "at")
+        let step: ClipSource.FrameStep
+        switch query["step"] {
+        case nil: step = .atOrBefore
+        case "before": step = .before
+        case "after": step = .after
+        case let other?: throw APIError(.badRequest, "step must be before or after, not '\(other)'")
+        }
+        let format: FrameImage.Format
+        switch query["format"] ?? "jpeg" {
+        case "jpeg", "jpg": format = .jpeg
+        case "png": format = .png
+        case let other: throw APIError(.badRequest, "format must be jpeg or png, not '\(other)'")
+        }
+        let frameWidth = stream.stream.layout.width
+        var width: Int?
+        if let text = query["width"] {
+            guard let value = Int(text), value >= 1 else {
+                throw APIError(.badRequest, "width must be a whole number of pixels from 1")
+            }
+            width = min(value, frameWidth)
+        }
+        let clock = try source.clock()
+        guard let pts = try source.framePTS(step, clock.pts(atRecorderTime: at)),
+            let picture = try source.picture(at: pts, width: width, format: format)
+        else {
+            throw APIError(.notFound, "no frame of '\(name)' \(step == .after ? "after" : "at or before") \(at) ns")
+        }
+        return HTTPResponse(
+            status: 200,
+            headers: [
+                ("Content-Type", format.mediaType), ("Cache-Control", "no-store"),
+                ("X-Rewind-Pts-Ns", String(picture.ptsNanoseconds)),
+                ("X-Rewind-Time-Ns", String(clock.recorderTime(ofPTS: picture.ptsNanoseconds))),
+                ("X-Rewind-Wall-Ns", String(picture.wallNanoseconds)),
+                ("Access-Control-Expose-Headers", "X-Rewind-Pts-Ns, X-Rewind-Time-Ns, X-Rewind-Wall-Ns"),
+            ], body: .bytes(picture.bytes))
+    }
+
+    /// `GET /v1/files/{id}[?file=N]`: a finished export of this recorder, by its save's id (never by a path).
+    func file(_ idText: String, query: [String: String]) throws -> HTTPResponse {
+        guard let id = Int(idText), let object = book.object(id) else {
+            throw APIError(.notFound, "no export '\(idText)'")
+        }
+        guard object.state == .done else {
+            throw APIError(.conflict, "export \(id) is \(object.state.rawValue), not done")
+        }
+        let index = Int(query["file"] ?? "0") ?? -1
+        guard object.files.indices.contains(index) else {
+            throw APIError(.notFound, "export \(id) has \(object.files.count) files; file must be 0…")
+        }
+        let path = object.files[index]
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw APIError(.notFound, "export \(id)'s file \(path) is gone: \(String(cString: strerror(errno)))")
+        }
+        let name = (path as NSString).lastPathComponent.replacingOccurrences(of: "\"", with: "")
+        let type =
+            switch ExportFormat(path: path) {
+            case .matroska?: "video/x-matroska"
+            case .mp4?: "video/mp4"
+            default: "application/octet-stream"
+            }
+        return HTTPResponse(
+            status: 200,
+            headers: [("Content-Type", type), ("Content-Disposition", "attachment; filename=\"\(name)\"")],
+            body: .stream(FileBody(descriptor: descriptor)))
+    }
+}
+
+/// A file sent as a response body, read a chunk at a time.
+final class FileBody: HTTPStreamBody, @unchecked Sendable {
+    private let lock = NSLock()
+    private var descriptor: Int32
+
+    init(descriptor: Int32) { self.descriptor = descriptor }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard descriptor >= 0 else { return nil }
+        while true {
+            let count = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 {
+                Glibc.close(descriptor)
+                descriptor = -1
+                return nil
+            }
+            return count
+        }
+    }
+
+    func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
+
+    deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+}

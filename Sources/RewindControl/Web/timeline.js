@@ -1,0 +1,602 @@
+// The recorder's timeline page: one lane per stream on a shared time axis (the recorder clock, with wall-clock
+// labels), hover thumbnails, a frame view stepping through stored frames, range export, saves, markers, and a
+// live status panel fed by the event stream. Every string from the store or a client is put into the page as
+// text (textContent), never as markup.
+"use strict";
+
+const SECOND = 1e9;
+const GAP_COLOURS = {
+  "memory budget": "#f97316", "pinned frames": "#fb923c", "spill behind": "#ef4444",
+  "evicted before spill": "#dc2626", "disk error": "#a855f7", "input interval": "#eab308",
+  "damaged": "#ec4899", "frames dropped on arrival": "#f43f5e", "recorder stopped": "#6b7280",
+};
+const state = {
+  streams: [],          // [{name, format, width, height, frame_duration_ns}]
+  timelines: new Map(), // name → {buckets, wall_offset_ns}
+  markers: [],
+  saves: new Map(),     // id → save object
+  status: null,
+  from: 0, to: 30 * SECOND,
+  follow: true,
+  liveEdge: 0,
+  selecting: null,      // {start, end, stream}
+  panning: null,        // {x, from, to}
+  frame: null,          // {stream, pts}
+  refreshTimer: null,
+  wallOffset: null,
+};
+const $ = (id) => document.getElementById(id);
+
+// ---- API -------------------------------------------------------------------------------------------------------
+
+async function api(method, path, body) {
+  const options = { method, headers: {}, credentials: "same-origin" };
+  if (body !== undefined) {
+    options.headers["Content-Type"] = "application/json";
+    options.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, options);
+  if (!response.ok) {
+    let message = response.status + " " + response.statusText;
+    try {
+      const error = (await response.json()).error;
+      if (error) message = error.message || error.code;
+    } catch (_) { /* not JSON */ }
+    throw new Error(message);
+  }
+  const type = response.headers.get("Content-Type") || "";
+  return type.includes("json") ? response.json() : response;
+}
+
+function ns(value) { return Math.round(value) + "ns"; }
+function streamPath(name) { return "/v1/streams/" + encodeURIComponent(name); }
+function say(text) { $("message").textContent = text || ""; }
+
+// ---- Formatting ------------------------------------------------------------------------------------------------
+
+function formatSeconds(nanoseconds) {
+  const s = nanoseconds / SECOND;
+  return Math.abs(s) >= 100 ? s.toFixed(1) + "s" : s.toFixed(3) + "s";
+}
+function formatWall(wallNanoseconds) {
+  const date = new Date(wallNanoseconds / 1e6);
+  return date.toISOString().replace("T", " ").replace("Z", "");
+}
+function formatBytes(bytes) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes, unit = 0;
+  while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
+  return (unit ? value.toFixed(1) : value) + " " + units[unit];
+}
+
+// ---- Geometry --------------------------------------------------------------------------------------------------
+
+function laneWidth() { return $("lanes").clientWidth || 800; }
+function timeAt(x) { return state.from + (x / laneWidth()) * (state.to - state.from); }
+function xAt(t) { return ((t - state.from) / (state.to - state.from)) * laneWidth(); }
+function localX(event) { return event.clientX - $("lanes").getBoundingClientRect().left; }
+
+// ---- Loading ---------------------------------------------------------------------------------------------------
+
+async function loadStreams() {
+  const list = await api("GET", "/v1/streams");
+  state.streams = list.streams;
+  const lanes = $("lanes");
+  lanes.textContent = "";
+  for (const stream of state.streams) {
+    const lane = document.createElement("div");
+    lane.className = "lane";
+    lane.dataset.stream = stream.name;
+    const name = document.createElement("span");
+    name.className = "lane-name";
+    name.textContent = stream.name + "  " + stream.width + "×" + stream.height + " " + stream.format;
+    const canvas = document.createElement("canvas");
+    canvas.height = 48;
+    lane.append(name, canvas);
+    attachLaneEvents(lane, stream.name);
+    lanes.append(lane);
+  }
+  const fieldset = $("export-streams");
+  for (const old of fieldset.querySelectorAll("label")) old.remove();
+  for (const stream of state.streams) {
+    const label = document.createElement("label");
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = true;
+    box.value = stream.name;
+    label.append(box, document.createTextNode(" " + stream.name + " "));
+    fieldset.append(label);
+  }
+}
+
+async function loadStatus() {
+  const status = await api("GET", "/v1/status");
+  applyStatus(status);
+}
+
+function applyStatus(status) {
+  state.status = status;
+  let edge = 0;
+  for (const stream of status.streams || []) {
+    // Stream pts → recorder time, the axis every lane shares.
+    const offset = stream.clock_offset_ns || 0;
+    if (stream.memory_last_pts_ns != null) edge = Math.max(edge, stream.memory_last_pts_ns + offset);
+    if (stream.clock_wall_ns != null) state.wallOffset = stream.clock_wall_ns;
+  }
+  if (edge > 0) state.liveEdge = edge;
+  renderStatus();
+}
+
+async function loadTimelines() {
+  const buckets = Math.max(10, Math.min(2000, Math.floor(laneWidth() / 2)));
+  // Nothing is recorded before recorder time 0.
+  const from = Math.max(0, Math.floor(state.from)), to = Math.ceil(state.to);
+  if (to <= from + buckets) { render(); return; }
+  await Promise.all(state.streams.map(async (stream) => {
+    try {
+      const timeline = await api("GET", streamPath(stream.name) + "/timeline?from=" + ns(from) + "&to=" + ns(to) +
+        "&buckets=" + buckets);
+      state.timelines.set(stream.name, timeline);
+      if (timeline.wall_offset_ns != null) state.wallOffset = timeline.wall_offset_ns;
+    } catch (error) {
+      say(stream.name + ": " + error.message);
+    }
+  }));
+  try {
+    state.markers = (await api("GET", "/v1/markers?from=" + ns(from) + "&to=" + ns(to))).markers || [];
+  } catch (_) { state.markers = []; }
+  render();
+}
+
+async function loadSaves() {
+  try {
+    const list = await api("GET", "/v1/saves");
+    for (const save of list.saves) state.saves.set(save.id, save);
+    renderSaves();
+  } catch (_) { /* the list is optional */ }
+}
+
+// ---- Rendering -------------------------------------------------------------------------------------------------
+
+function render() {
+  renderAxis();
+  for (const lane of $("lanes").children) renderLane(lane);
+  renderSelection();
+  renderMarkers();
+}
+
+function renderAxis() {
+  const canvas = $("axis-canvas");
+  const width = laneWidth();
+  canvas.width = width;
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, width, canvas.height);
+  context.fillStyle = "#94a3b8";
+  context.font = "11px system-ui";
+  const span = state.to - state.from;
+  const steps = [1e6, 1e7, 1e8, 5e8, 1e9, 5e9, 1e10, 3e10, 6e10, 3e11, 6e11, 1.8e12, 3.6e12, 8.64e13];
+  const step = steps.find((s) => span / s <= width / 110) || steps[steps.length - 1];
+  for (let t = Math.ceil(state.from / step) * step; t <= state.to; t += step) {
+    const x = xAt(t);
+    context.fillRect(x, 24, 1, 12);
+    context.fillText(formatSeconds(t), x + 3, 12);
+    if (state.wallOffset != null) context.fillText(formatWall(t + state.wallOffset).slice(11, 23), x + 3, 24);
+  }
+}
+
+function renderLane(lane) {
+  const name = lane.dataset.stream;
+  const canvas = lane.querySelector("canvas");
+  const width = laneWidth();
+  canvas.width = width;
+  const context = canvas.getContext("2d");
+  context.clearRect(0, 0, width, canvas.height);
+  const timeline = state.timelines.get(name);
+  if (timeline) {
+    for (const bucket of timeline.buckets) {
+      const x0 = xAt(bucket.start_ns), x1 = Math.max(x0 + 1, xAt(bucket.end_ns));
+      if (bucket.disk > 0) {
+        context.globalAlpha = 0.35 + 0.65 * bucket.disk;
+        context.fillStyle = "#64748b";
+        context.fillRect(x0, 26, x1 - x0, 16);
+      }
+      if (bucket.memory > 0) {
+        context.globalAlpha = 0.35 + 0.65 * bucket.memory;
+        context.fillStyle = "#3b82f6";
+        context.fillRect(x0, 8, x1 - x0, 16);
+      }
+      context.globalAlpha = 1;
+      (bucket.gaps || []).forEach((reason, i) => {
+        context.fillStyle = GAP_COLOURS[reason] || "#f8fafc";
+        context.fillRect(x0, 42 + i * 2, x1 - x0, 2);
+      });
+    }
+  }
+  for (const old of lane.querySelectorAll(".marker, .hold, .save-band")) old.remove();
+  for (const marker of state.markers) {
+    if (marker.stream && marker.stream !== "all" && marker.stream !== name) continue;
+    if (marker.hold_from_ns != null && marker.hold_to_ns != null) {
+      const hold = document.createElement("div");
+      hold.className = "hold";
+      hold.style.left = xAt(marker.hold_from_ns) + "px";
+      hold.style.width = Math.max(1, xAt(marker.hold_to_ns) - xAt(marker.hold_from_ns)) + "px";
+      lane.append(hold);
+    }
+    const line = document.createElement("div");
+    line.className = "marker";
+    line.dataset.markerId = marker.id;
+    line.style.left = xAt(marker.at_ns) + "px";
+    const label = document.createElement("span");
+    label.textContent = marker.label;
+    line.append(label);
+    lane.append(line);
+  }
+  for (const save of state.saves.values()) {
+    if (save.state !== "waiting" && save.state !== "exporting") continue;
+    if (save.stream !== name && save.stream !== "all") continue;
+    const band = document.createElement("div");
+    band.className = "save-band";
+    band.style.left = xAt(save.from_ns) + "px";
+    band.style.width = Math.max(2, (xAt(save.to_ns) - xAt(save.from_ns)) * Math.max(0.02, save.progress || 0)) + "px";
+    lane.append(band);
+  }
+}
+
+function renderMarkers() {
+  const list = $("marker-list");
+  list.textContent = "";
+  for (const marker of state.markers) {
+    const item = document.createElement("li");
+    item.dataset.markerId = marker.id;
+    item.textContent = formatSeconds(marker.at_ns) + "  " + marker.stream + "  " + marker.label +
+      (marker.hold_from_ns != null ? "  (held " + formatSeconds(marker.hold_from_ns) + " … " +
+        formatSeconds(marker.hold_to_ns) + ")" : "");
+    list.append(item);
+  }
+}
+
+function renderSelection() {
+  const box = $("selection");
+  if (!state.selecting) { box.hidden = true; return; }
+  const a = Math.min(state.selecting.start, state.selecting.end);
+  const b = Math.max(state.selecting.start, state.selecting.end);
+  box.hidden = false;
+  box.style.left = xAt(a) + "px";
+  box.style.width = Math.max(1, xAt(b) - xAt(a)) + "px";
+}
+
+function renderStatus() {
+  const list = $("status-list");
+  list.textContent = "";
+  const status = state.status;
+  if (!status) return;
+  const add = (term, value) => {
+    const dt = document.createElement("dt");
+    dt.textContent = term;
+    const dd = document.createElement("dd");
+    dd.textContent = value;
+    list.append(dt, dd);
+  };
+  for (const stream of status.streams || []) {
+    add("stream", stream.stream);
+    add("memory", formatBytes(stream.memory_bytes || 0) + " of " + formatBytes(stream.memory_budget_bytes || 0) +
+      " (" + (stream.memory_frames || 0) + " frames)");
+    add("pressure", stream.pressure || "normal");
+    if (stream.spill_lag_frames != null) add("spill lag", stream.spill_lag_frames + " frames");
+    add("frames durable", String(stream.frames_durable ?? "—"));
+    const drops = Object.entries(stream.drops || {}).filter(([, n]) => n > 0);
+    add("drops", drops.length ? drops.map(([reason, n]) => reason + ": " + n).join(", ") : "none");
+  }
+  if (status.disk_bytes != null) {
+    add("disk", formatBytes(status.disk_bytes) + (status.disk_budget_bytes ? " of " +
+      formatBytes(status.disk_budget_bytes) : ""));
+  }
+  if (status.segments != null) add("segments", String(status.segments));
+}
+
+function renderSaves() {
+  const list = $("save-list");
+  list.textContent = "";
+  const saves = [...state.saves.values()].sort((a, b) => b.id - a.id).slice(0, 20);
+  for (const save of saves) {
+    const item = document.createElement("li");
+    item.dataset.saveId = save.id;
+    item.dataset.state = save.state;
+    const text = document.createElement("span");
+    text.textContent = "#" + save.id + " " + save.stream + " " + formatSeconds(save.from_ns) + " … " +
+      formatSeconds(save.to_ns) + " " + save.state + " ";
+    item.append(text);
+    if (save.state === "waiting" || save.state === "exporting") {
+      const bar = document.createElement("progress");
+      bar.max = 1;
+      bar.value = save.progress || 0;
+      item.append(bar);
+    } else if (save.state === "done") {
+      const link = document.createElement("a");
+      link.href = "/v1/files/" + encodeURIComponent(save.id);
+      link.className = "download";
+      link.textContent = "download";
+      link.setAttribute("download", "");
+      item.append(link);
+    } else if (save.error) {
+      const error = document.createElement("span");
+      error.textContent = save.error.message || save.error.code || "";
+      item.append(error);
+    }
+    list.append(item);
+  }
+  for (const lane of $("lanes").children) renderLane(lane);
+}
+
+// ---- View changes ----------------------------------------------------------------------------------------------
+
+function setView(from, to, follow) {
+  const minimum = 50e6, maximum = 7 * 24 * 3600 * SECOND;
+  let span = Math.min(maximum, Math.max(minimum, to - from));
+  state.from = from;
+  state.to = from + span;
+  state.follow = follow;
+  $("live-button").disabled = follow;
+  render();
+  scheduleRefresh();
+}
+
+function scheduleRefresh() {
+  clearTimeout(state.refreshTimer);
+  state.refreshTimer = setTimeout(() => loadTimelines(), 120);
+}
+
+function followLiveEdge() {
+  if (!state.follow || !state.liveEdge) return;
+  const span = state.to - state.from;
+  // Recorder time starts at 0: until the recording is longer than the view, the view starts there.
+  const from = Math.max(0, state.liveEdge - span * 0.95);
+  setView(from, from + span, true);
+}
+
+// ---- Lanes: hover, select, click ----------------------------------------------------------------------------------
+
+function attachLaneEvents(lane, name) {
+  const canvas = lane.querySelector("canvas");
+  canvas.addEventListener("mousemove", (event) => {
+    const x = localX(event);
+    if (state.panning) return;
+    if (state.selecting) {
+      state.selecting.end = timeAt(x);
+      state.selecting.moved = true;
+      renderSelection();
+      return;
+    }
+    showThumbnail(name, timeAt(x), event);
+  });
+  canvas.addEventListener("mouseleave", () => { $("thumbnail").hidden = true; $("hover-line").hidden = true; });
+  canvas.addEventListener("mousedown", (event) => {
+    if (event.button !== 0) return;
+    if (event.shiftKey) { startPan(event); return; }
+    const t = timeAt(localX(event));
+    state.selecting = { start: t, end: t, stream: name, moved: false };
+    renderSelection();
+  });
+}
+
+let thumbnailRequest = 0;
+function showThumbnail(name, t, event) {
+  const figure = $("thumbnail");
+  const image = $("thumbnail-image");
+  const x = localX(event);
+  const line = $("hover-line");
+  line.hidden = false;
+  line.style.left = x + "px";
+  figure.hidden = false;
+  figure.style.left = Math.min(Math.max(0, x - 160), laneWidth() - 330) + "px";
+  figure.style.top = (event.clientY - $("timeline").getBoundingClientRect().top + 16) + "px";
+  figure.dataset.stream = name;
+  const request = ++thumbnailRequest;
+  const url = streamPath(name) + "/frame?at=" + ns(Math.max(0, t)) + "&width=320";
+  clearTimeout(showThumbnail.timer);
+  showThumbnail.timer = setTimeout(async () => {
+    try {
+      const response = await fetch(url, { credentials: "same-origin" });
+      if (request !== thumbnailRequest) return;
+      if (!response.ok) { $("thumbnail-caption").textContent = "no frame at " + formatSeconds(t); image.removeAttribute("src"); return; }
+      const pts = Number(response.headers.get("X-Rewind-Pts-Ns"));
+      const time = Number(response.headers.get("X-Rewind-Time-Ns"));
+      const blob = await response.blob();
+      if (request !== thumbnailRequest) return;
+      if (image.src.startsWith("blob:")) URL.revokeObjectURL(image.src);
+      image.src = URL.createObjectURL(blob);
+      image.dataset.pts = String(pts);
+      image.dataset.time = String(time);
+      image.dataset.stream = name;
+      $("thumbnail-caption").textContent = name + " " + formatSeconds(time);
+    } catch (error) {
+      say(error.message);
+    }
+  }, 40);
+}
+
+document.addEventListener("mouseup", (event) => {
+  if (state.panning) { state.panning = null; return; }
+  const selection = state.selecting;
+  if (!selection) return;
+  if (!selection.moved || Math.abs(xAt(selection.end) - xAt(selection.start)) < 4) {
+    state.selecting = null;
+    renderSelection();
+    openFrame(selection.stream, selection.start);
+    return;
+  }
+  openExport(Math.min(selection.start, selection.end), Math.max(selection.start, selection.end));
+});
+
+// ---- Pan and zoom ----------------------------------------------------------------------------------------------
+
+function startPan(event) {
+  state.panning = { x: event.clientX, from: state.from, to: state.to };
+}
+$("axis").addEventListener("mousedown", (event) => startPan(event));
+document.addEventListener("mousemove", (event) => {
+  if (!state.panning) return;
+  const dx = event.clientX - state.panning.x;
+  const shift = (dx / laneWidth()) * (state.panning.to - state.panning.from);
+  setView(state.panning.from - shift, state.panning.to - shift, false);
+});
+$("timeline").addEventListener("wheel", (event) => {
+  event.preventDefault();
+  const anchor = timeAt(localX(event));
+  const factor = Math.exp(event.deltaY * 0.002);
+  if (event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY)) {
+    const shift = ((event.deltaX || event.deltaY) / laneWidth()) * (state.to - state.from);
+    setView(state.from + shift, state.to + shift, false);
+    return;
+  }
+  setView(anchor - (anchor - state.from) * factor, anchor + (state.to - anchor) * factor,
+    state.follow && factor < 1 ? false : state.follow);
+}, { passive: false });
+$("live-button").addEventListener("click", () => { state.follow = true; followLiveEdge(); });
+
+// ---- Frame view ------------------------------------------------------------------------------------------------
+
+async function openFrame(name, t, step) {
+  const query = "/frame?at=" + ns(Math.max(0, t)) + (step ? "&step=" + step : "");
+  try {
+    const response = await fetch(streamPath(name) + query, { credentials: "same-origin" });
+    if (!response.ok) {
+      if (!step) say("no frame of " + name + " at or before " + formatSeconds(t));
+      return;
+    }
+    const pts = Number(response.headers.get("X-Rewind-Pts-Ns"));
+    const time = Number(response.headers.get("X-Rewind-Time-Ns"));
+    const wall = response.headers.get("X-Rewind-Wall-Ns");
+    const blob = await response.blob();
+    const image = $("frame-image");
+    if (image.src.startsWith("blob:")) URL.revokeObjectURL(image.src);
+    image.src = URL.createObjectURL(blob);
+    image.dataset.pts = String(pts);
+    state.frame = { stream: name, time };
+    const caption = $("frame-caption");
+    caption.dataset.pts = String(pts);
+    caption.dataset.time = String(time);
+    caption.dataset.stream = name;
+    caption.textContent = name + "  pts " + pts + " ns (" + formatSeconds(pts) + ")  recorder time " +
+      formatSeconds(time) + (wall ? "  wall " + formatWall(Number(wall)) : "");
+    if (!$("frame-view").open) $("frame-view").showModal();
+  } catch (error) {
+    say(error.message);
+  }
+}
+
+$("frame-view").addEventListener("keydown", (event) => {
+  if (!state.frame) return;
+  if (event.key === "ArrowRight") { event.preventDefault(); openFrame(state.frame.stream, state.frame.time, "after"); }
+  if (event.key === "ArrowLeft") { event.preventDefault(); openFrame(state.frame.stream, state.frame.time, "before"); }
+});
+$("frame-view").addEventListener("close", () => { state.frame = null; });
+
+// ---- Export, save, mark ----------------------------------------------------------------------------------------
+
+function openExport(from, to) {
+  state.exportRange = { from, to };
+  $("export-range").textContent = formatSeconds(from) + " … " + formatSeconds(to) + " (" +
+    formatSeconds(to - from) + ")";
+  $("export-dialog").showModal();
+}
+
+$("export-dialog").addEventListener("close", async () => {
+  const range = state.exportRange;
+  state.selecting = null;
+  renderSelection();
+  if ($("export-dialog").returnValue !== "export" || !range) return;
+  const format = $("export-format").value;
+  const chosen = [...$("export-streams").querySelectorAll("input:checked")].map((box) => box.value);
+  const streams = chosen.length === state.streams.length && chosen.length > 1 && format === "mkv" ? ["all"] : chosen;
+  for (const stream of streams) {
+    try {
+      const save = await api("POST", "/v1/clips", {
+        stream, from: ns(Math.max(0, Math.floor(range.from))), to: ns(Math.max(1, Math.ceil(range.to))), format,
+      });
+      state.saves.set(save.id, save);
+    } catch (error) {
+      say("export of " + stream + ": " + error.message);
+    }
+  }
+  renderSaves();
+});
+
+$("save-button").addEventListener("click", async () => {
+  const seconds = Number($("save-seconds").value);
+  if (!(seconds > 0)) { say("the number of seconds to save must be more than 0"); return; }
+  try {
+    const save = await api("POST", "/v1/saves", { stream: state.streams.length > 1 ? "all" : undefined,
+      last: seconds + "s" });
+    state.saves.set(save.id, save);
+    renderSaves();
+    say("");
+  } catch (error) {
+    say("save: " + error.message);
+  }
+});
+
+$("marker-button").addEventListener("click", async () => {
+  const label = $("marker-label").value.trim();
+  if (!label) { say("a marker needs a label"); return; }
+  try {
+    await api("POST", "/v1/markers", { label, stream: state.streams.length > 1 ? "all" : undefined });
+    $("marker-label").value = "";
+    say("");
+    scheduleRefresh();
+  } catch (error) {
+    say("marker: " + error.message);
+  }
+});
+
+// ---- Events ----------------------------------------------------------------------------------------------------
+
+function listen() {
+  const events = new EventSource("/v1/events", { withCredentials: true });
+  events.addEventListener("status", (event) => { applyStatus(JSON.parse(event.data)); followLiveEdge(); });
+  events.addEventListener("save", (event) => {
+    const data = JSON.parse(event.data);
+    const save = data.save || data;
+    state.saves.set(save.id, save);
+    renderSaves();
+  });
+  for (const type of ["marker", "gap", "segment"]) events.addEventListener(type, () => scheduleRefresh());
+  events.addEventListener("pressure", () => loadStatus().catch(() => {}));
+  events.addEventListener("disk_error", (event) => say("disk error: " + JSON.parse(event.data).message));
+  events.addEventListener("stopping", () => say("the recorder is stopping"));
+  events.onerror = () => { /* EventSource reconnects by itself */ };
+}
+
+// ---- Start -----------------------------------------------------------------------------------------------------
+
+async function start() {
+  legend();
+  try {
+    await loadStreams();
+    await loadStatus();
+    await loadSaves();
+    const span = 30 * SECOND;
+    setView(Math.max(0, state.liveEdge - span * 0.95), Math.max(span, state.liveEdge + span * 0.05), true);
+    listen();
+    setInterval(() => {
+      if (state.follow) loadStatus().then(followLiveEdge).catch(() => {});
+    }, 1000);
+    window.addEventListener("resize", () => render());
+  } catch (error) {
+    say("cannot load the recorder's streams: " + error.message);
+  }
+}
+
+function legend() {
+  const box = $("legend");
+  const entries = [["in memory", "#3b82f6"], ["on disk", "#64748b"], ["marker", "#facc15"], ["export", "#22c55e"],
+    ...Object.entries(GAP_COLOURS).map(([reason, colour]) => ["gap: " + reason, colour])];
+  for (const [text, colour] of entries) {
+    const item = document.createElement("span");
+    item.style.setProperty("--swatch", colour);
+    item.textContent = text;
+    box.append(item);
+  }
+}
+
+start();
