@@ -19,6 +19,8 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("export_over_write", "clip export to .y4m from disk ÷ plain write of the same bytes", "≤ 1.3"),
     ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
     ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
+    ("drops_4x1080p30", "frames dropped, four live 1080p30 NV12 streams in one recorder, eager spill", "0"),
+    ("save_all_over_write", "save last 5 s of the four streams to one .mkv ÷ plain write of the same bytes", "≤ 1.3"),
 ]
 
 func runBench(_ arguments: ParsedArguments) throws -> Int32 {

@@ -233,6 +233,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         (["--input", "Front=synthetic"], "'Front' is not a stream name"),
         (["--input", "a=-", "--input", "b=-"], "both read stdin"),
         (["--stream", "no space", "--input", "synthetic"], "'no space' is not a stream name"),
+        (["--input", "synthetic:320x180@30", "--max-age", "0s"], "--max-age must be longer than 0s"),
     ])
     func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {
         let directory = try Tool.temporaryDirectory("streams")
@@ -242,5 +243,31 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(result.status == 64)
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"))
+    }
+
+    @Test func maxAgeDeletesSegmentsOlderThanItAcrossStreams() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--input", "b=synthetic:160x96@15",
+            "--duration", "1s",
+        ])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try info(store)["segments"] as? Int == 2)
+        usleep(1_500_000)
+        // The new recording's segments are sealed at its end, when the first recording's are older than 1 s.
+        let second = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--duration", "1s", "--max-age", "1s",
+        ])
+        #expect(second.status == 0, "\(second.stderr)")
+        let streams = try streamInfo(store)
+        #expect(streams["a"]?["frames"] as? Int == 30, "only the new recording of a is left")
+        #expect(streams["b"]?["frames"] as? Int == 0, "b's older segment went too")
+        let days = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--duration", "1s", "--max-age", "7d",
+        ])
+        #expect(days.status == 0, "\(days.stderr)")
+        #expect(try streamInfo(store)["a"]?["frames"] as? Int == 60)
     }
 }
