@@ -129,16 +129,19 @@ public enum RecorderBenchmarks {
                 RecorderStreamSpec(name: "camera\($0.offset)", stream: $0.element.stream)
             },
             store: store, configuration: RecorderConfiguration(window: .seconds(6), memoryBudget: 2560 << 20))
-        let group = DispatchGroup()
+        // A thread per camera, as `rewind record` reads each input (a dispatch queue may start some late).
+        let done = DispatchSemaphore(value: 0)
         for (camera, stream) in zip(cameras, recorder.streams) {
             nonisolated(unsafe) var source = camera
-            DispatchQueue.global().async(group: group) {
+            let thread = Thread {
                 _ = try? stream.record(
                     from: &source,
                     options: RecordLoopOptions(pacing: .realtime, duration: .seconds(liveSeconds), spillLag: .drop))
+                done.signal()
             }
+            thread.start()
         }
-        group.wait()
+        for _ in cameras { done.wait() }
         while recorder.streams.contains(where: { $0.unspilledFrames > 0 }) { usleep(1000) }
         results["drops_4x1080p30"] = Double(recorder.streams.reduce(0) { $0 + $1.statistics.totalDrops })
 

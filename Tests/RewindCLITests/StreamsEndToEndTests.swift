@@ -214,11 +214,19 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         // What older builds left: a segment of the same stream whose pts start at 0 again, unknown to the index.
         try FileManager.default.copyItem(
             atPath: other + "/segments/000001.seg", toPath: store + "/segments/000002.seg")
+        // Older builds also recorded a false 'disk error' gap at the pts that recording repeated.
+        try runChecked(
+            "sqlite3",
+            [
+                store + "/index.sqlite",
+                "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (1, 333333333, 400000000, 'disk error')",
+            ])
         let dryRun = try Tool.rewind(["verify", "--store", store])
         #expect(dryRun.status == 1, "\(dryRun.output)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the 30 frames of segment 000002.seg"), "\(repair.output)")
+        #expect(repair.output.contains("removed the 'disk error' gap"), "\(repair.output)")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
         let summary = try info(store)
