@@ -144,6 +144,13 @@ public enum RecorderBenchmarks {
         for _ in cameras { done.wait() }
         while recorder.streams.contains(where: { $0.unspilledFrames > 0 }) { usleep(1000) }
         results["drops_4x1080p30"] = Double(recorder.streams.reduce(0) { $0 + $1.statistics.totalDrops })
+        // By reason too (`drops_4x1080p30_spill_behind`, …), so a run that drops says why.
+        for stream in recorder.streams {
+            for (reason, count) in stream.statistics.drops {
+                let key = "drops_4x1080p30_" + reason.rawValue.replacingOccurrences(of: " ", with: "_")
+                results[key, default: 0] += Double(count)
+            }
+        }
 
         // Save the last 5 s of every stream into one Matroska file; the reference writes the same frames' bytes.
         let set = try StreamSet(recorder: recorder)
