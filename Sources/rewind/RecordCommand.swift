@@ -210,8 +210,15 @@ private func record(
                 try stream.record(
                     from: &box.source, options: loop, shouldStop: { stopRequested.load(ordering: .relaxed) },
                     progress: { result, pts in
-                        guard isSingle else { return }
                         progressLine.withLock {
+                            guard isSingle else {
+                                $0.update(
+                                    "recording \(count(recorder.streams.count, "stream")) … "
+                                        + recorder.streams.map { "\($0.name) \($0.memoryStatistics.appended)" }
+                                        .joined(separator: ", ") + " frames, "
+                                        + "\(recorder.streams.reduce(0) { $0 + $1.unspilledFrames }) waiting for disk")
+                                return
+                            }
                             $0.update(
                                 "recording \(stream.stream.layout) … \(result.framesStored) frames, pts "
                                     + "\(formatSeconds(pts)), \(stream.unspilledFrames) waiting for disk")
