@@ -278,4 +278,29 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(days.status == 0, "\(days.stderr)")
         #expect(try streamInfo(store)["a"]?["frames"] as? Int == 60)
     }
+
+    @Test func aStalledInputEndsAloneOnceTheOthersReachTheirDuration() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("stalled.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // A source that sends its header and then nothing, and stays open.
+        let writer = open(fifo, O_RDWR)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        let header = Array("YUV4MPEG2 W160 H120 F25:1 Ip A1:1 C420jpeg\n".utf8)
+        #expect(write(writer, header, header.count) == header.count)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            [
+                "record", "--store", store, "--input", "stalled=y4m:\(fifo)", "--input", "cam=synthetic:320x180@30",
+                "--duration", "2s", "--realtime",
+            ], timeout: .seconds(60))
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("input 'stalled' stalled: no frame for 5 s"), "\(record.stderr)")
+        #expect(record.output.contains("stream stalled: recorded 0 frames"), "\(record.output)")
+        #expect(record.output.contains("input stalled"), "\(record.output)")
+        #expect(record.output.contains("failed: stalled"), "\(record.output)")
+        #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
+    }
 }
