@@ -303,4 +303,26 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(record.output.contains("failed: stalled"), "\(record.output)")
         #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
     }
+
+    @Test func theDiskBudgetIsTheTotalAndEveryStreamKeepsAboutTheSameHistory() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:640x360@30", "--input", "b=synthetic:320x180@30",
+            "--segment", "1s", "--duration", "8s", "--disk", "12MiB", "--min-free", "1MiB", "--memory-pressure", "off",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
+        let bytes = try files.reduce(0) { total, name in
+            total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
+        }
+        #expect(bytes <= 12 << 20, "segments take \(bytes) bytes")
+        let streams = try streamInfo(store)
+        let firsts = ["a", "b"].map { (streams[$0]?["first_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
+        let lasts = ["a", "b"].map { (streams[$0]?["last_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
+        #expect(firsts.allSatisfy { $0 > 0 }, "the oldest segments of both streams went: \(firsts)")
+        #expect(abs(firsts[0] - firsts[1]) <= 1_000_000_000, "both keep about the same history: \(firsts)")
+        #expect(lasts == [7_966_666_666, 7_966_666_666])
+    }
 }
