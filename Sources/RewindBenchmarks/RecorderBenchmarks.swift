@@ -16,7 +16,10 @@ import SegmentStore
 /// median of 21 requests) and `save_over_write` (saving those frames to `.y4m` ÷ a plain write of the same bytes).
 /// Exports reserve their file's disk blocks ahead of the writes, which alone makes writing about a third faster on
 /// ext4, so `export_over_reserved_write` and `save_over_reserved_write` also compare against a write that reserves
-/// them the same way: what the export's own work costs.
+/// them the same way: what the export's own work costs. Several streams: `drops_4x1080p30` (frames dropped while
+/// one recorder records four synthetic 1080p30 NV12 cameras in real time, each from its own thread, under one
+/// budget with eager spill) and `save_all_over_write` (saving the last 5 s of the four streams into one `.mkv` ÷ a
+/// plain write of the same frames' bytes).
 public enum RecorderBenchmarks {
     /// Runs the benchmarks of recording a file and exporting from disk: `record_y4m_over_lz4`,
     /// `export_over_write`.
@@ -109,6 +112,70 @@ public enum RecorderBenchmarks {
         results["save_ms"] = saveTime * 1000
         results["save_write_ms"] = saveWrite * 1000
         try recorder.finish()
+        try results.merge(runFourStreams(seconds: liveSeconds, directory: directory + "/four")) { $1 }
+        return results
+    }
+
+    /// Four 1080p30 streams in one recorder: `drops_4x1080p30` and `save_all_over_write`.
+    static func runFourStreams(seconds liveSeconds: Int64, directory: String) throws -> [String: Double] {
+        var results: [String: Double] = [:]
+        let hd = try FrameLayout(format: .nv12, width: 1920, height: 1080)
+        let store = try SegmentStore.open(directory: directory)
+        let cameras = (0..<4).map { index in
+            SyntheticCamera(layout: hd, frameDuration: FrameTime(value: 1, timescale: 30), seed: UInt64(index + 1))
+        }
+        let recorder = try Recorder(
+            streams: cameras.enumerated().map {
+                RecorderStreamSpec(name: "camera\($0.offset)", stream: $0.element.stream)
+            },
+            store: store, configuration: RecorderConfiguration(window: .seconds(6), memoryBudget: 2560 << 20))
+        // A thread per camera, as `rewind record` reads each input (a dispatch queue may start some late).
+        let done = DispatchSemaphore(value: 0)
+        for (camera, stream) in zip(cameras, recorder.streams) {
+            nonisolated(unsafe) var source = camera
+            let thread = Thread {
+                _ = try? stream.record(
+                    from: &source,
+                    options: RecordLoopOptions(pacing: .realtime, duration: .seconds(liveSeconds), spillLag: .drop))
+                done.signal()
+            }
+            thread.start()
+        }
+        for _ in cameras { done.wait() }
+        while recorder.streams.contains(where: { $0.unspilledFrames > 0 }) { usleep(1000) }
+        results["drops_4x1080p30"] = Double(recorder.streams.reduce(0) { $0 + $1.statistics.totalDrops })
+        // By reason too (`drops_4x1080p30_spill_behind`, …), so a run that drops says why.
+        for stream in recorder.streams {
+            for (reason, count) in stream.statistics.drops {
+                let key = "drops_4x1080p30_" + reason.rawValue.replacingOccurrences(of: " ", with: "_")
+                results[key, default: 0] += Double(count)
+            }
+        }
+
+        // Save the last 5 s of every stream into one Matroska file; the reference writes the same frames' bytes.
+        let set = try StreamSet(recorder: recorder)
+        guard let range = try set.lastRange(.seconds(min(5, liveSeconds))) else {
+            throw BenchmarkError("nothing recorded")
+        }
+        let snapshots = set.members.enumerated().map { index, member in
+            recorder.streams[index].ring.pin(member.clock.ptsRange(range))
+        }
+        defer { for snapshot in snapshots { snapshot.release() } }
+        let savePath = directory + "/save-all.mkv"
+        var saveTime = Double.infinity
+        var saveWrite = Double.infinity
+        for _ in 0..<3 {
+            let start = ContinuousClock.now
+            let saved = try set.export(range: range, format: .matroska, to: .path(savePath))
+            saveTime = min(saveTime, seconds(ContinuousClock.now - start))
+            results["save_all_frames"] = Double(saved.reduce(0) { $0 + $1.frames })
+            try? FileManager.default.removeItem(atPath: savePath)
+            saveWrite = min(saveWrite, try plainWrite(snapshots, to: savePath))
+        }
+        results["save_all_over_write"] = saveTime / saveWrite
+        results["save_all_ms"] = saveTime * 1000
+        results["save_all_write_ms"] = saveWrite * 1000
+        try recorder.finish()
         return results
     }
 
@@ -162,6 +229,29 @@ public enum RecorderBenchmarks {
         try recorder.finish()
         let recordRate = bytes / seconds(ContinuousClock.now - start) / 1e6
         return recordRate / (try StoreBenchmarks.lz4CommandRate(file: file, bytes: Int(bytes)))
+    }
+
+    /// Seconds to write the bytes of every frame of `snapshots` to `path`, one plain `write(2)` per frame.
+    static func plainWrite(_ snapshots: [RingSnapshot], to path: String) throws -> Double {
+        let start = ContinuousClock.now
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        for snapshot in snapshots {
+            for index in 0..<snapshot.count {
+                snapshot.withFrame(at: index) { view, _ in
+                    var offset = 0
+                    while offset < view.bytes.count {
+                        let written = write(fd, view.bytes.baseAddress! + offset, view.bytes.count - offset)
+                        guard written > 0 else { break }
+                        offset += written
+                    }
+                }
+            }
+        }
+        close(fd)
+        let elapsed = seconds(ContinuousClock.now - start)
+        try? FileManager.default.removeItem(atPath: path)
+        return elapsed
     }
 
     /// Seconds to write the bytes of every frame of `snapshot` to `path`, one plain `write(2)` per frame.

@@ -166,6 +166,10 @@ public final class Recorder: Sendable {
         self.spill = spill
         var made: [RecorderStream] = []
         var firstWriter: StreamWriter?
+        var writers: [StreamWriter] = []
+        // A stream that cannot be written leaves no writer of the others open.
+        var isComplete = false
+        defer { if !isComplete { for writer in writers { try? writer.close() } } }
         for (spec, share) in zip(specs, shares) {
             let row = rows.first { $0.name == spec.name }
             var storedClock: StreamClock?
@@ -186,6 +190,7 @@ public final class Recorder: Sendable {
                 let writer = try store.makeWriter(
                     streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter)
                 firstWriter = firstWriter ?? writer
+                writers.append(writer)
                 spill.addLane(
                     SpillLane(
                         ring: recorderStream.ring, writer: writer, shared: shared, stream: spec.stream,
@@ -194,6 +199,7 @@ public final class Recorder: Sendable {
             made.append(recorderStream)
         }
         self.streams = made
+        isComplete = true
         spill?.start()
     }
 

@@ -5,19 +5,21 @@ import Synchronization
 /// The recorder clock of one recording: the one clock every stream is mapped to.
 ///
 /// It runs with the wall clock — read once when the recording starts, then advanced by the monotonic clock, so a
-/// wall-clock step during the recording does not move it — and counts from the store's recorder time 0
-/// (``epochWallNanoseconds``): the wall-clock time the store's streams' mappings share, or, for a store without
-/// one, the time that puts the first stream's first frame at its own pts (so a store of one stream has recorder
-/// time = pts).
+/// wall-clock step during the recording does not move it — and counts from the store's recorder time 0: the
+/// wall-clock time the store's streams' mappings share (``StreamClock/wallNanoseconds``). A store without one gets
+/// it at the first frame of its first stream, which is placed at its own pts (so a store of one stream has recorder
+/// time = pts): recorder time 0 is then that frame's capture time minus its pts for wall-clock queries (as they
+/// always mapped), and its arrival minus its pts for placing the other streams' first frames by when they arrive.
 final class RecorderClock: Sendable {
     private let startInstant = ContinuousClock.now
     private let startWall = System.wallClockNanoseconds()
-    private let epoch: Mutex<Int64?>
+    /// Recorder time 0 as the wall-clock time frames arrive by, and as the stored one (capture times).
+    private let epochs: Mutex<(arrival: Int64, stored: Int64)?>
 
     /// - Parameter epochWallNanoseconds: the store's recorder time 0 as a wall-clock time, nil for a store
     ///   without one (the first frame decides).
     init(epochWallNanoseconds: Int64?) {
-        epoch = Mutex(epochWallNanoseconds)
+        epochs = Mutex(epochWallNanoseconds.map { ($0, $0) })
     }
 
     /// The wall-clock time now as this clock runs: the start's wall time plus the monotonic time since.
@@ -26,19 +28,21 @@ final class RecorderClock: Sendable {
         return startWall &+ elapsed.nanosecondsClamped
     }
 
-    /// The store's recorder time 0 (a wall-clock time), set to `candidate` when it has none yet.
-    func epochWallNanoseconds(orSet candidate: Int64) -> Int64 {
-        epoch.withLock { epoch in
-            if let epoch { return epoch }
-            epoch = candidate
-            return candidate
+    /// Recorder time 0 for placing arrivals and as stored; set from the first frame (`pts`, arriving at wall time
+    /// `arrival`, captured at `capture`) when the store has none yet.
+    func epochs(orSetAt pts: Int64, arrival: Int64, capture: Int64) -> (arrival: Int64, stored: Int64) {
+        epochs.withLock { epochs in
+            if let epochs { return epochs }
+            let set = (arrival: arrival - pts, stored: capture - pts)
+            epochs = set
+            return set
         }
     }
 
-    /// Recorder time now, nanoseconds; nil before the first frame of a store without a recorder clock.
+    /// Recorder time now, nanoseconds; nil before the first frame of a store that had no recorder clock.
     var now: Int64? {
         let wall = nowWall()
-        return epoch.withLock { $0.map { wall - $0 } }
+        return epochs.withLock { $0.map { wall - $0.arrival } }
     }
 }
 
@@ -75,7 +79,7 @@ final class StreamClockMapping: Sendable {
     /// Puts a source frame on the stream clock (the first frame decides the mapping; later ones read one atomic).
     @inline(__always)
     func map(_ info: FrameInfo) -> FrameInfo {
-        if !isDecided.load(ordering: .acquiring) { decide(first: info) }
+        if !isDecided.load(ordering: .acquiring) { decide(firstPTS: info.ptsNanoseconds, wall: info.wallNanoseconds) }
         let offset = offset.load(ordering: .relaxed)
         guard offset != 0 else { return info }
         var mapped = info
@@ -84,30 +88,28 @@ final class StreamClockMapping: Sendable {
         return mapped
     }
 
-    /// Decides the mapping at the stream's first frame: it is placed on the recorder clock at its own wall-clock
-    /// time (the capture time the frame carries, which is what its `wall_ns` stores), so wall-clock queries find
-    /// exactly the frames captured then; a frame without one is placed at the time it arrived.
-    private func decide(first: FrameInfo) {
-        let firstPTS = first.ptsNanoseconds
+    /// Decides the mapping at the first frame, placed on the recorder clock when it arrives (`frameWall`, its
+    /// capture time, sets the store's recorder time 0 for wall-clock queries when the store has none).
+    private func decide(firstPTS: Int64, wall frameWall: Int64) {
         decision.withLock { decision in
             guard decision == nil else { return }
-            let wall = first.wallNanoseconds > 0 ? first.wallNanoseconds : recorderClock.nowWall()
-            let epoch = recorderClock.epochWallNanoseconds(orSet: wall - firstPTS)
-            let now = wall - epoch
+            let arrival = recorderClock.nowWall()
+            let epochs = recorderClock.epochs(
+                orSetAt: firstPTS, arrival: arrival, capture: frameWall > 0 ? frameWall : arrival)
             if let storedClock {
                 // The stored mapping counts from its own recorder time 0 (the same as the store's, unless an older
                 // build's streams were derived from different first frames).
-                var first = storedClock.pts(atRecorderTime: wall - storedClock.wallNanoseconds)
+                var first = storedClock.pts(atRecorderTime: arrival - storedClock.wallNanoseconds)
                 if let lastStoredPTS { first = max(first, lastStoredPTS + frameDuration) }
-                decision = Decision(
-                    sessionOffset: first - firstPTS, clock: storedClock, needsStoring: true)
+                decision = Decision(sessionOffset: first - firstPTS, clock: storedClock, needsStoring: true)
             } else {
                 var sessionOffset: Int64 = 0
                 if let lastStoredPTS, firstPTS <= lastStoredPTS {
                     sessionOffset = lastStoredPTS + frameDuration - firstPTS
                 }
                 let clock = StreamClock(
-                    offsetNanoseconds: now - (firstPTS + sessionOffset), wallNanoseconds: epoch)
+                    offsetNanoseconds: arrival - epochs.arrival - (firstPTS + sessionOffset),
+                    wallNanoseconds: epochs.stored)
                 decision = Decision(sessionOffset: sessionOffset, clock: clock, needsStoring: true)
             }
             offset.store(decision!.sessionOffset, ordering: .relaxed)

@@ -201,7 +201,7 @@ final class SpillLane {
         let pts = view.info.ptsNanoseconds
         if sequence > lastSequence + 1 {
             noteLost(Int(sequence - lastSequence - 1))
-            pendingLoss = pendingLoss ?? .evictedBeforeSpill
+            noteLoss(.evictedBeforeSpill)
         }
         let arrivalDrops = shared.firstAfterDrops.withLock { $0.removeValue(forKey: sequence) }
         var failure: String?
@@ -220,7 +220,7 @@ final class SpillLane {
             pendingLoss = nil
             failedPTS = nil
         } else {
-            pendingLoss = pendingLoss ?? .diskError
+            noteLoss(.diskError)
             failedPTS = (failedPTS?.first ?? pts, pts)
         }
         let durable = writer.durableFrameCount
@@ -296,10 +296,16 @@ final class SpillLane {
     private func skipEvicted(upTo stored: UInt64) -> Bool {
         guard stored > lastSequence else { return false }
         noteLost(Int(stored - lastSequence))
-        pendingLoss = pendingLoss ?? .evictedBeforeSpill
+        noteLoss(.evictedBeforeSpill)
         lastSequence = stored
         shared.spillCursor.store(stored + 1, ordering: .releasing)
         return true
+    }
+
+    /// Notes a loss of accepted frames since the last frame written: the first such loss names the gap, over a
+    /// reason that is no loss (``LossReason/recorderStopped`` before a continued stream's first frame).
+    private func noteLoss(_ reason: LossReason) {
+        if pendingLoss?.isLoss != true { pendingLoss = reason }
     }
 
     /// Counts frames that left the ring before they were written.

@@ -34,7 +34,7 @@ public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum Values {
     private static let durationUnits: [(suffix: String, nanoseconds: Int64)] = [
         ("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000),
-        ("m", 60_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000),
+        ("m", 60_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000), ("d", 86_400_000_000_000),
     ]
     private static let sizeUnits: [(suffix: String, bytes: Int64)] = [
         ("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
@@ -42,7 +42,7 @@ public enum Values {
         ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40),
     ]
 
-    /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `12.5s` or `250us`.
+    /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `7d`, `12.5s` or `250us`.
     ///
     /// A bare number (`5`) is refused: its unit is ambiguous; the error suggests seconds (`5s`). Fractions are
     /// exact down to the nanosecond (`0.0000000015s` is refused), and the result fits `Int64` nanoseconds, so its

@@ -24,6 +24,8 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("timeline_ms", "timeline of one hour of 60 fps in 500 buckets, median ms", "≤ 20"),
     ("control_save_ack_ms", "POST /v1/saves answered while four exports run, median, ms", "≤ 5"),
     ("control_drops_1080p60", "frames dropped, live 1080p60 while clients hammer the API", "0"),
+    ("drops_4x1080p30", "frames dropped, four live 1080p30 NV12 streams in one recorder, eager spill", "0"),
+    ("save_all_over_write", "save last 5 s of the four streams to one .mkv ÷ plain write of the same bytes", "≤ 1.3"),
 ]
 
 func runBench(_ arguments: ParsedArguments) throws -> Int32 {

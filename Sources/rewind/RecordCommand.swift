@@ -210,16 +210,30 @@ private func record(
     let results = Mutex<[String: Result<RecordLoopResult, any Error>]>([:])
     let done = DispatchSemaphore(value: 0)
     let progressLine = Mutex(ProgressLine())
+    // When each input last gave a frame, and the inputs left behind blocked in a read (they stop at their next frame).
+    let lastFrame = Mutex<[String: ContinuousClock.Instant]>([:])
+    let abandoned = Mutex<Set<String>>([])
     for (input, stream) in zip(inputs, recorder.streams) {
         let box = SourceBox(input.source)
         let loop = input.loop
         let thread = Thread {
             let result = Result { () throws -> RecordLoopResult in
                 try stream.record(
-                    from: &box.source, options: loop, shouldStop: { stopRequested.load(ordering: .relaxed) },
+                    from: &box.source, options: loop,
+                    shouldStop: {
+                        stopRequested.load(ordering: .relaxed) || abandoned.withLock { $0.contains(stream.name) }
+                    },
                     progress: { result, pts in
-                        guard isSingle else { return }
+                        lastFrame.withLock { $0[stream.name] = .now }
                         progressLine.withLock {
+                            guard isSingle else {
+                                $0.update(
+                                    "recording \(count(recorder.streams.count, "stream")) … "
+                                        + recorder.streams.map { "\($0.name) \($0.memoryStatistics.appended)" }
+                                        .joined(separator: ", ") + " frames, "
+                                        + "\(recorder.streams.reduce(0) { $0 + $1.unspilledFrames }) waiting for disk")
+                                return
+                            }
                             $0.update(
                                 "recording \(stream.stream.layout) … \(result.framesStored) frames, pts "
                                     + "\(formatSeconds(pts)), \(stream.unspilledFrames) waiting for disk")
@@ -240,7 +254,23 @@ private func record(
         thread.name = "rewind-input-\(input.name)"
         thread.start()
     }
-    for _ in inputs { done.wait() }
+    let stalled = waitForInputs(
+        inputs.map(\.name), done: done, finished: { results.withLock { Set($0.keys) } },
+        lastFrame: { lastFrame.withLock { $0 } }, hasDuration: inputs.contains { $0.loop.duration != nil })
+    abandoned.withLock { $0.formUnion(stalled) }
+    for name in stalled {
+        guard let stream = recorder.stream(named: name) else { continue }
+        if stopRequested.load(ordering: .relaxed) {
+            // Stopped while its input was blocked in a read: it ends with the others.
+            var stopped = RecordLoopResult()
+            stopped.endReason = .stopped
+            results.withLock { $0[name] = .success(stopped) }
+        } else {
+            let error = InputStalled(name: name)
+            stream.noteInputFailed(error)
+            results.withLock { $0[name] = .failure(error) }
+        }
+    }
     progressLine.withLock { $0.clear() }
     monitor?.stop()
     removeSaveSignal()
@@ -279,7 +309,7 @@ private func record(
         }
         switch outcomes[stream.name] {
         case .success(let result)?: line += "; \(result.endReason.rawValue)"
-        case .failure?: line += "; input failed"
+        case .failure(let error)?: line += error is InputStalled ? "; input stalled" : "; input failed"
         case nil: break
         }
         print(line)
@@ -308,14 +338,63 @@ private func record(
     }
     for (name, failure) in failures {
         printError(failure.text(command: "record", help: "", stream: isSingle ? nil : name))
-        printError(
-            isSingle
-                ? "rewind record: everything recorded before it is stored"
-                : "rewind record: everything stream '\(name)' recorded before it is stored, and a gap marks the rest "
-                    + "of the recording")
+        let recorded = recorder.stream(named: name)?.statistics.framesAccepted ?? 0
+        if isSingle {
+            printError("rewind record: everything recorded before it is stored")
+        } else if recorded > 0 {
+            printError(
+                "rewind record: everything stream '\(name)' recorded before it is stored, and an 'input failed' gap "
+                    + "marks the rest of the recording")
+        }
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// An input that gave no frame for ``inputStallTimeout`` after every other input had ended (with `--duration`).
+struct InputStalled: Error, CustomStringConvertible {
+    let name: String
+
+    var description: String {
+        "input '\(name)' stalled: no frame for \(inputStallTimeout.components.seconds) s after the other inputs ended; "
+            + "stream '\(name)' ended there"
+    }
+}
+
+/// How long an input may give no frame, once every other input has ended, before a recording with `--duration` ends
+/// it as stalled.
+let inputStallTimeout = Duration.seconds(5)
+
+/// Waits until every input's thread is done, or a stop request has waited a second for them, or — with a duration —
+/// the inputs still running have given no frame for ``inputStallTimeout`` while every other input has ended.
+///
+/// - Returns: the inputs left running (blocked in a read), to be ended without them.
+private func waitForInputs(
+    _ names: [String], done: DispatchSemaphore, finished: () -> Set<String>,
+    lastFrame: () -> [String: ContinuousClock.Instant], hasDuration: Bool
+) -> [String] {
+    let start = ContinuousClock.now
+    var pending = names.count
+    var stopSeen: ContinuousClock.Instant?
+    while pending > 0 {
+        if done.wait(timeout: .now() + .milliseconds(200)) == .success {
+            pending -= 1
+            continue
+        }
+        let now = ContinuousClock.now
+        if stopRequested.load(ordering: .relaxed) {
+            stopSeen = stopSeen ?? now
+            if now - stopSeen! >= .seconds(1) { break }
+            continue
+        }
+        let ended = finished()
+        guard hasDuration, !ended.isEmpty else { continue }
+        let frames = lastFrame()
+        let running = names.filter { !ended.contains($0) }
+        if running.allSatisfy({ now - (frames[$0] ?? start) >= inputStallTimeout }) { break }
+    }
+    let ended = finished()
+    return names.filter { !ended.contains($0) }
 }
 
 /// Refuses, before anything is recorded, an input whose stream the store holds with another format, size, frame

@@ -98,6 +98,21 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable; "
         line += "memory pressure \(live.pressure) (\(count(live.pressureChanges, "change")))"
         print(line)
+        if let streams = status?.streams, streams.count > 1 {
+            for stream in streams {
+                var streamLine = "    stream \(stream.stream): \(stream.memoryFrames) frames in memory"
+                if let first = stream.memoryFirstPTSNanoseconds, let last = stream.memoryLastPTSNanoseconds {
+                    streamLine += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
+                }
+                streamLine +=
+                    ", \(formatBytes(Int64(stream.memoryBytes))) of its \(formatBytes(Int64(stream.memoryBudgetBytes)))"
+                streamLine += "; \(stream.framesAccepted) accepted, \(stream.framesDurable) durable"
+                let drops = stream.drops.values.reduce(0, +)
+                if drops > 0 { streamLine += ", \(drops) dropped" }
+                if let error = stream.inputError { streamLine += "; input failed: \(error)" }
+                print(streamLine)
+            }
+        }
     }
     return ExitStatus.success
 }

@@ -122,4 +122,56 @@ import Testing
         #expect(client.status != 0, "the save reported success: \(client.output) \(client.stderr)")
         #expect(!FileManager.default.fileExists(atPath: output), "a partial \(output) was left under its name")
     }
+
+    @Test func aLiveRecorderOfSeveralStreamsSavesEachOrAllAndSignalSavesAll() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "front=synthetic:320x240@30", "--input", "rear=synthetic:160x96@15",
+            "--realtime", "--window", "3s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        // Both windows full: 91 frames at 30 fps and 46 at 15 fps.
+        var streams: [[String: Any]] = []
+        try waitUntil("the live recorder holds both windows", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            streams = (object?["live"] as? [String: Any])?["streams"] as? [[String: Any]] ?? []
+            return streams.map { $0["memory_frames"] as? Int } == [91, 46]
+        }
+        #expect(streams.map { $0["name"] as? String } == ["front", "rear"])
+        let budgets = streams.compactMap { $0["memory_budget_bytes"] as? Int }
+        #expect(budgets.count == 2 && budgets[0] > budgets[1], "shares follow byte rates: \(budgets)")
+
+        // One stream, by name; then every stream into one .mkv, a track each, from memory.
+        let rear = directory.appendingPathComponent("rear.mkv").path
+        let one = try Tool.rewind(["save", "--store", store, "--stream", "rear", "--last", "2s", "-o", rear])
+        #expect(one.status == 0, "\(one.stderr)")
+        #expect(one.output.contains("saved by the live recorder"), "\(one.output)")
+        #expect(try probe(rear, "stream=width,nb_read_frames") == "160,30")
+        let all = directory.appendingPathComponent("all.mkv").path
+        let both = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "2s", "-o", all])
+        #expect(both.status == 0, "\(both.stderr)")
+        #expect(both.output.contains("saved by the live recorder"), "\(both.output)")
+        #expect(try probe(all, "stream=width,nb_read_frames") == "320,60\n160,30")
+        let unnamed = try Tool.rewind(["save", "--store", store, "--last", "2s", "-o", all])
+        #expect(unnamed.status == 64, "\(unnamed.stderr)")
+
+        // SIGUSR1 saves the window of every stream into one file.
+        kill(process.processIdentifier, SIGUSR1)
+        let exports = store + "/exports"
+        func exported() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []).filter { $0.hasSuffix(".mkv") }
+        }
+        try waitUntil("SIGUSR1 wrote one clip into \(exports)") { exported().count == 1 }
+        process.interrupt()
+        let result = try recorder.finish(timeout: .seconds(60))
+        #expect(result.status == 0, "\(result.stderr)")
+        let signalled = exports + "/" + exported()[0]
+        let tracks = try probe(signalled, "stream=width,nb_read_frames").split(separator: "\n")
+        #expect(tracks.count == 2, "\(tracks)")
+        #expect(tracks.first?.hasPrefix("320,") == true && tracks.last?.hasPrefix("160,") == true, "\(tracks)")
+    }
 }

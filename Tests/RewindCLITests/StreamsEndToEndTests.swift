@@ -214,11 +214,19 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         // What older builds left: a segment of the same stream whose pts start at 0 again, unknown to the index.
         try FileManager.default.copyItem(
             atPath: other + "/segments/000001.seg", toPath: store + "/segments/000002.seg")
+        // Older builds also recorded a false 'disk error' gap at the pts that recording repeated.
+        try runChecked(
+            "sqlite3",
+            [
+                store + "/index.sqlite",
+                "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (1, 333333333, 400000000, 'disk error')",
+            ])
         let dryRun = try Tool.rewind(["verify", "--store", store])
         #expect(dryRun.status == 1, "\(dryRun.output)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the 30 frames of segment 000002.seg"), "\(repair.output)")
+        #expect(repair.output.contains("removed the 'disk error' gap"), "\(repair.output)")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
         let summary = try info(store)
@@ -233,6 +241,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         (["--input", "Front=synthetic"], "'Front' is not a stream name"),
         (["--input", "a=-", "--input", "b=-"], "both read stdin"),
         (["--stream", "no space", "--input", "synthetic"], "'no space' is not a stream name"),
+        (["--input", "synthetic:320x180@30", "--max-age", "0s"], "--max-age must be longer than 0s"),
     ])
     func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {
         let directory = try Tool.temporaryDirectory("streams")
@@ -242,5 +251,78 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(result.status == 64)
         #expect(result.stderr.contains(message), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"))
+    }
+
+    @Test func maxAgeDeletesSegmentsOlderThanItAcrossStreams() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--input", "b=synthetic:160x96@15",
+            "--duration", "1s",
+        ])
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try info(store)["segments"] as? Int == 2)
+        usleep(1_500_000)
+        // The new recording's segments are sealed at its end, when the first recording's are older than 1 s.
+        let second = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--duration", "1s", "--max-age", "1s",
+        ])
+        #expect(second.status == 0, "\(second.stderr)")
+        let streams = try streamInfo(store)
+        #expect(streams["a"]?["frames"] as? Int == 30, "only the new recording of a is left")
+        #expect(streams["b"]?["frames"] as? Int == 0, "b's older segment went too")
+        let days = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:320x180@30", "--duration", "1s", "--max-age", "7d",
+        ])
+        #expect(days.status == 0, "\(days.stderr)")
+        #expect(try streamInfo(store)["a"]?["frames"] as? Int == 60)
+    }
+
+    @Test func aStalledInputEndsAloneOnceTheOthersReachTheirDuration() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("stalled.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // A source that sends its header and then nothing, and stays open.
+        let writer = open(fifo, O_RDWR)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        let header = Array("YUV4MPEG2 W160 H120 F25:1 Ip A1:1 C420jpeg\n".utf8)
+        #expect(write(writer, header, header.count) == header.count)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            [
+                "record", "--store", store, "--input", "stalled=y4m:\(fifo)", "--input", "cam=synthetic:320x180@30",
+                "--duration", "2s", "--realtime",
+            ], timeout: .seconds(60))
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("input 'stalled' stalled: no frame for 5 s"), "\(record.stderr)")
+        #expect(record.output.contains("stream stalled: recorded 0 frames"), "\(record.output)")
+        #expect(record.output.contains("input stalled"), "\(record.output)")
+        #expect(record.output.contains("failed: stalled"), "\(record.output)")
+        #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
+    }
+
+    @Test func theDiskBudgetIsTheTotalAndEveryStreamKeepsAboutTheSameHistory() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:640x360@30", "--input", "b=synthetic:320x180@30",
+            "--segment", "1s", "--duration", "8s", "--disk", "12MiB", "--min-free", "1MiB", "--memory-pressure", "off",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
+        let bytes = try files.reduce(0) { total, name in
+            total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
+        }
+        #expect(bytes <= 12 << 20, "segments take \(bytes) bytes")
+        let streams = try streamInfo(store)
+        let firsts = ["a", "b"].map { (streams[$0]?["first_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
+        let lasts = ["a", "b"].map { (streams[$0]?["last_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
+        #expect(firsts.allSatisfy { $0 > 0 }, "the oldest segments of both streams went: \(firsts)")
+        #expect(abs(firsts[0] - firsts[1]) <= 1_000_000_000, "both keep about the same history: \(firsts)")
+        #expect(lasts == [7_966_666_666, 7_966_666_666])
     }
 }

@@ -124,4 +124,22 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(rows[1].clock?.wallNanoseconds == rows[0].clock?.wallNanoseconds, "one clock for the store")
         #expect(try store.verify(repair: false).clean)
     }
+
+    @Test func aStreamThatCannotBeWrittenLeavesNoWriterOfTheOthersOpen() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SegmentStore.open(directory: directory.path)
+        let small = try description(160, 96, fps: 30)
+        let other = try description(320, 180, fps: 30)
+        _ = try store.makeWriter(streamName: "b", stream: small).close()
+        #expect(throws: StoreIndexError.self) {
+            _ = try Recorder(
+                streams: [RecorderStreamSpec(name: "a", stream: small), RecorderStreamSpec(name: "b", stream: other)],
+                store: store, configuration: RecorderConfiguration())
+        }
+        // "a" has no writer left behind: a recorder of it starts.
+        let recorder = try Recorder(
+            streams: [RecorderStreamSpec(name: "a", stream: small)], store: store,
+            configuration: RecorderConfiguration())
+        try recorder.finish()
+    }
 }

@@ -70,6 +70,25 @@ extension StoreIndex {
         }
     }
 
+    /// Removes one recorded gap (the first row equal to `gap`).
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func removeGap(_ gap: GapRow) throws {
+        try database.write { connection in
+            let delete = try connection.statement(
+                """
+                DELETE FROM gaps WHERE id = (SELECT id FROM gaps WHERE stream_id = ? AND start_ns = ? AND end_ns = ?
+                    AND reason = ? ORDER BY id LIMIT 1)
+                """)
+            defer { delete.reset() }
+            try delete.bind(gap.streamID, at: 1)
+            try delete.bind(gap.startNanoseconds, at: 2)
+            try delete.bind(gap.endNanoseconds, at: 3)
+            try delete.bind(gap.reason.rawValue, at: 4)
+            try delete.run()
+        }
+    }
+
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
     /// - Throws: ``SQLiteError``.

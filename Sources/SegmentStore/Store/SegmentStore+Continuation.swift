@@ -65,6 +65,21 @@ extension SegmentStore {
             try fileSystem.syncDirectory(segmentsDirectory)
         }
         if let segmentID { try index.removeSegment(id: segmentID) }
+        // Gaps that recording left among the stream's frames (its failed writes, at the pts it repeated) are
+        // contradicted by the frames there: a gap holds none.
+        for gap in try index.gaps(streamID: streamID)
+        where gap.reason.isLoss && gap.endNanoseconds > gap.startNanoseconds + 1 {
+            var holdsFrame = false
+            try index.frames(streamID: streamID, in: (gap.startNanoseconds + 1)..<gap.endNanoseconds) { _ in
+                holdsFrame = true
+                return false
+            }
+            guard holdsFrame else { continue }
+            try index.removeGap(gap)
+            report.repaired.append(
+                "removed the '\(gap.reason.rawValue)' gap \(gap.startNanoseconds)…\(gap.endNanoseconds) ns of stream "
+                    + "'\(header.streamName)': the stream holds frames inside it")
+        }
         report.repaired.append(
             "moved the \(scan.entries.count) frames of segment \(fileName), which repeated pts stream "
                 + "'\(header.streamName)' already holds (a later recording that started its clock again), after the "
