@@ -210,6 +210,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var clockWallNanoseconds: Int64?
     /// What ended the stream's input, when it failed while the recorder went on; nil while it runs.
     public var inputError: String?
+    /// Frames accepted and not yet written to disk: how far the spill is behind.
+    public var spillLagFrames: UInt64 = 0
 
     /// Makes a stream status; each parameter is the field of the same name.
     public init(
@@ -243,6 +245,7 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         case clockOffsetNanoseconds = "clock_offset_ns"
         case clockWallNanoseconds = "clock_wall_ns"
         case inputError = "input_error"
+        case spillLagFrames = "spill_lag_frames"
         case framesAccepted = "frames_accepted"
         case framesDurable = "frames_durable"
         case windowNanoseconds = "window_ns"
@@ -274,6 +277,7 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         try container.encode(clockOffsetNanoseconds, forKey: .clockOffsetNanoseconds)
         try container.encode(clockWallNanoseconds, forKey: .clockWallNanoseconds)
         try container.encode(inputError, forKey: .inputError)
+        try container.encode(spillLagFrames, forKey: .spillLagFrames)
     }
 }
 
@@ -287,19 +291,33 @@ public struct StatusResponse: Sendable, Hashable, Codable {
     public var savesExporting: Int
     /// Whether the recorder is stopping.
     public var stopping: Bool
+    /// Bytes of segment files the store holds (every stream); nil without a store.
+    public var diskBytes: Int64?
+    /// The store's disk budget (`--disk`), bytes; nil without one.
+    public var diskBudgetBytes: Int?
+    /// Segment files the store holds; nil without a store.
+    public var segments: Int?
 
     /// Makes a status; each parameter is the field of the same name.
-    public init(streams: [StreamStatus], savesWaiting: Int, savesExporting: Int, stopping: Bool) {
+    public init(
+        streams: [StreamStatus], savesWaiting: Int, savesExporting: Int, stopping: Bool, diskBytes: Int64? = nil,
+        diskBudgetBytes: Int? = nil, segments: Int? = nil
+    ) {
         self.streams = streams
         self.savesWaiting = savesWaiting
         self.savesExporting = savesExporting
         self.stopping = stopping
+        self.diskBytes = diskBytes
+        self.diskBudgetBytes = diskBudgetBytes
+        self.segments = segments
     }
 
     enum CodingKeys: String, CodingKey {
-        case streams, stopping
+        case streams, stopping, segments
         case savesWaiting = "saves_waiting"
         case savesExporting = "saves_exporting"
+        case diskBytes = "disk_bytes"
+        case diskBudgetBytes = "disk_budget_bytes"
     }
 }
 

@@ -550,11 +550,12 @@ public final class RecorderControl: Sendable {
     /// `GET /v1/status`.
     public var status: StatusResponse {
         let counts = book.counts
+        let summary = try? recorder.store?.summary()
         return StatusResponse(
             streams: recorder.streams.map { stream in
                 let statistics = stream.statistics
                 let ring = stream.memoryStatistics
-                return StreamStatus(
+                var status = StreamStatus(
                     stream: stream.name, layout: "\(stream.stream.layout)",
                     framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
                     drops: statistics.drops.keyedByRawValue,
@@ -565,8 +566,11 @@ public final class RecorderControl: Sendable {
                     pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,
                     clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
                     clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
+                status.spillLagFrames = stream.unspilledFrames
+                return status
             }, savesWaiting: counts.waiting, savesExporting: counts.exporting,
-            stopping: isStopping.load(ordering: .acquiring))
+            stopping: isStopping.load(ordering: .acquiring), diskBytes: summary?.storedBytes,
+            diskBudgetBytes: recorder.store?.options.diskBudget, segments: summary?.segments)
     }
 
     /// How `GET /v1/streams` describes a stream.

@@ -161,7 +161,9 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusRespo
 /// under `streams`.
 private func liveJSON(_ status: StatusResponse) -> Any {
     func object(_ stream: StreamStatus) -> [String: Any] {
-        ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(stream))) as? [String: Any]) ?? [:]
+        var object = ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(stream))) as? [String: Any]) ?? [:]
+        object["name"] = stream.stream  // as the store's `streams` entries name it
+        return object
     }
     var first = status.streams.first.map(object) ?? [:]
     first["streams"] = status.streams.map(object)

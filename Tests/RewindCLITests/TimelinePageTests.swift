@@ -156,7 +156,10 @@ import Testing
         #expect(result["injected_images"] as? Int == 0)
         let labels = result["marker_texts"] as? [String] ?? []
         #expect(labels.contains { $0.contains(#"<img src=x onerror="window.__xss=1">"#) }, "\(labels)")
-        #expect((result["status_panel"] as? String)?.contains("frames durable") == true, "\(result)")
+        let panel = result["status_panel"] as? String ?? ""
+        for entry in ["frames durable", "spill lag", "pressure", "disk", "segments"] {
+            #expect(panel.contains(entry), "the status panel shows \(entry): \(panel)")
+        }
 
         // The screenshot the README shows.
         let screenshot = output + "/timeline.png"
