@@ -5,6 +5,9 @@ import RewindCapture
 /// larger than the limit, so the kernel reclaims and refaults page cache all the time and PSI's stall figures rise
 /// for the whole machine. Nothing outside the cgroup is at risk: its pages are only page cache.
 ///
+/// The kernel's OOM killer may act inside the cgroup when reclaim falls behind (a busy machine): the hog's shells are
+/// exempt from it (`oom_score_adj` −1000), so only a reader (`cat`) can be killed, and its loop starts another.
+///
 /// ``stop()`` (call it in a `defer`) kills every process in the cgroup, removes the cgroup and the file.
 public final class MemoryHog: @unchecked Sendable {
     /// The cgroup's directory.
@@ -64,7 +67,10 @@ public final class MemoryHog: @unchecked Sendable {
             let script = """
                 echo $$ > \(cgroup)/cgroup.procs || exit 3
                 dd if=/dev/zero of=\(file) bs=1M count=\(fileBytes >> 20) status=none || exit 4
-                for i in $(seq \(readers)); do (while :; do cat \(file) > /dev/null; done) & done
+                echo -1000 > /proc/self/oom_score_adj
+                for i in $(seq \(readers)); do
+                    (while :; do sh -c 'echo 0 > /proc/self/oom_score_adj; exec cat "$0" > /dev/null' \(file); done) &
+                done
                 wait
                 """
             child = try ExternalTools.Child("/bin/sh", ["-c", script])

@@ -238,8 +238,8 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
             case .dropped: dropped += 1
             }
         }
-        // Every append returned while the disk was stalled: the producer never waited on it.
-        #expect(disk.waitedWrites.load(ordering: .relaxed) > 0)
+        // Every append returned while the disk was stalled: the producer never waited on it (the spill stage did).
+        try waitUntil("the spill stage reached the stalled disk") { disk.waitedWrites.load(ordering: .relaxed) > 0 }
         #expect(stored + dropped == 300)
         #expect(dropped > 200)
         #expect(recorder.statistics.drops[.spillBehind] == dropped)

@@ -90,11 +90,17 @@ public final class SegmentStore: Sendable {
         }
         var storeOwnsLock = false
         do {
-            guard
-                try wrapIO({ () throws(FileSystemError) in
-                    try fs.flock(lockFD, operation: LOCK_EX | LOCK_NB, path: directory)
-                })
-            else { throw SegmentStoreError.storeLocked(directory: directory) }
+            // A store of this process that was just let go may still be held for a moment by a thread finishing
+            // (its spill or encoder threads): the lock is tried for up to two seconds before it counts as taken.
+            let lockDeadline = ContinuousClock.now + .seconds(2)
+            while try !wrapIO({ () throws(FileSystemError) in
+                try fs.flock(lockFD, operation: LOCK_EX | LOCK_NB, path: directory)
+            }) {
+                guard ContinuousClock.now < lockDeadline else {
+                    throw SegmentStoreError.storeLocked(directory: directory)
+                }
+                System.sleep(for: .milliseconds(10))
+            }
             let index = try openIndex(directory: directory, readOnly: false)
             let store = SegmentStore(
                 directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
