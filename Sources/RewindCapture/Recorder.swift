@@ -34,6 +34,8 @@ public final class Recorder: Sendable {
     private let framesInWindow: Int
     /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
     private let slabBytes: Int
+    /// The share of the memory budget taken by the spill encoder's output buffer (0 when it is not counted).
+    package let encoderBytes: Int
 
     /// The smallest memory budget a recorder of frames of `layout` can store a frame in: one frame rounded up to
     /// whole pages, as the ring's pool maps it. With it, a file records a frame at a time (write-through).
@@ -71,10 +73,15 @@ public final class Recorder: Sendable {
         // without one it could only drop.
         let minimum = max(
             configuration.minimumBudget ?? max(configuration.memoryBudget / 8, 4 * slabBytes), slabBytes)
+        // The spill encoder's output buffer counts in the budget, taken from the ring's share (see
+        // `Recorder+Memory.swift`).
+        encoderBytes = Self.encoderShare(
+            of: configuration, store: self.store, layout: stream.layout, slabBytes: slabBytes)
+        let ringBudget = configuration.memoryBudget - encoderBytes
         ring = RingStore(
             configuration: RingConfiguration(
-                window: configuration.window, memoryBudget: configuration.memoryBudget,
-                minimumBudget: min(minimum, configuration.memoryBudget),
+                window: configuration.window, memoryBudget: ringBudget,
+                minimumBudget: min(minimum, ringBudget),
                 // Pins (the spill stage's, queries') keep a frame's bytes, not its place: a pinned frame may be
                 // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
                 pinPolicy: .evictOldestUnpinned),
@@ -237,6 +244,7 @@ public final class Recorder: Sendable {
             let allowed = unwrittenFramesAllowed(room: room)
             if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
             shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
+            shared.producerWaits.store(true, ordering: .relaxed)
             if !isWaiting {
                 isWaiting = true
                 spill.wake()
@@ -262,6 +270,7 @@ public final class Recorder: Sendable {
         ringRoom.store(room, ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
         ring.setPressure(level)
+        spill?.setEncoderCapacity(encoderCapacity(under: level))
     }
 
     /// How many times ``setPressure(_:)`` changed the level.
@@ -410,6 +419,8 @@ final class RecorderShared: Sendable {
     /// go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
     /// due yet (`on-evict`) until no more than that are left.
     let unwrittenFramesWanted = Atomic<Int>(-1)
+    /// Whether a producer has waited for the spill stage (a file input): its frames are never stored raw to keep up.
+    let producerWaits = Atomic<Bool>(false)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).

@@ -37,9 +37,26 @@ final class SpillStage: @unchecked Sendable {
     /// recording is a gap up to the last one when no frame is written after them.
     private var failedPTS: (first: Int64, last: Int64)?
 
+    /// The sequence number of the last frame written successfully: pinned again with the next batch, it is the
+    /// encoder's reference for deltas, so the encoder keeps no copy of its own.
+    private var lastWrittenSequence: UInt64 = 0
+    /// The encoder's output buffer in bytes wanted for the current memory pressure (set by the recorder), and the
+    /// size last applied on this thread.
+    private let encoderCapacityWanted: Atomic<Int>
+    private var encoderCapacity: Int
+    /// Consecutive idle rounds (20 ms each) of the thread; after a second of them the encoder's memory goes back.
+    private var idleRounds = 0
+    /// Bytes of one frame's slab, to count how many frames the ring's budget holds.
+    private let slabBytes: Int
+
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
     /// evictable; fewer in a small ring (``Recorder/spillBatch(_:)``).
     static let batch = 8
+    /// The smallest batch with which the previous frame is pinned again as the delta reference: in smaller rings
+    /// one more pinned frame would take room the producer needs, and each batch's first frame is a key frame.
+    static let batchWithReference = 4
+    /// Rounds of 20 ms without a frame to write after which the encoder's buffers are given back.
+    static let idleRoundsBeforeRelease = 50
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
@@ -50,6 +67,16 @@ final class SpillStage: @unchecked Sendable {
         self.shared = shared
         self.stream = stream
         self.configuration = configuration
+        encoderCapacity = writer.encoderOutputBytes
+        encoderCapacityWanted = Atomic(writer.encoderOutputBytes)
+        slabBytes = Recorder.smallestMemoryBudget(for: stream.layout)
+    }
+
+    /// Sets the encoder's output buffer for a memory pressure level, applied by the spill thread before its next
+    /// frame (within 20 ms when idle): `bytes` of it in use, the rest given back to the system.
+    func setEncoderCapacity(_ bytes: Int) {
+        encoderCapacityWanted.store(bytes, ordering: .releasing)
+        wakeup.signal()
     }
 
     var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -94,8 +121,11 @@ final class SpillStage: @unchecked Sendable {
     private func run() {
         while true {
             let isFinishing = finishing.load(ordering: .acquiring)
+            applyEncoderCapacity()
             let wrote = spillAvailable(all: isFinishing)
             answerFlushRequests()
+            idleRounds = wrote ? 0 : idleRounds + 1
+            if idleRounds == Self.idleRoundsBeforeRelease { writer.releaseEncoderMemory() }
             if isFinishing && !wrote {
                 if lastSequence >= shared.newestSequence.load(ordering: .acquiring) { break }
             }
@@ -109,8 +139,11 @@ final class SpillStage: @unchecked Sendable {
         // Read before pinning: every frame up to this sequence was in the ring before the pin (the producer
         // publishes a sequence after storing its frame), so one the pin does not find has been evicted.
         let storedBeforePin = shared.newestSequence.load(ordering: .acquiring)
+        let batch = shared.spillBatch.load(ordering: .relaxed)
+        // The last frame written comes along (when the ring still has it) as the delta reference of the first.
+        let withReference = batch >= Self.batchWithReference && lastSequence > 0 && lastWrittenSequence == lastSequence
         let snapshot = ring.pin(
-            fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
+            fromSequence: withReference ? lastSequence : lastSequence + 1, limit: batch + (withReference ? 1 : 0))
         // Counted until released: a producer writing through waits until the spill stage holds no slab.
         let pinned = snapshot.count
         shared.spillPinnedFrames.add(pinned, ordering: .releasing)
@@ -118,7 +151,10 @@ final class SpillStage: @unchecked Sendable {
             snapshot.release()
             shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
         }
-        guard !snapshot.isEmpty else { return skipEvicted(upTo: storedBeforePin) }
+        let hasNewFrame =
+            snapshot.count > 1
+            || (!snapshot.isEmpty && snapshot.withFrame(at: 0) { _, sequence in sequence > lastSequence })
+        guard hasNewFrame else { return skipEvicted(upTo: storedBeforePin) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
@@ -126,21 +162,58 @@ final class SpillStage: @unchecked Sendable {
         // A waiting producer needs room now: frames not due yet are written too, until few enough are left.
         let wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
         let newest = shared.newestSequence.load(ordering: .acquiring)
+        let room = framesInBudget()
         var written = 0
+        // Valid while the snapshot pins it.
+        var reference: FrameView?
         for index in 0..<snapshot.count {
             let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
+                if sequence <= lastSequence {
+                    reference = view
+                    return true
+                }
                 let isWanted = wanted >= 0 && newest >= sequence && Int(newest - sequence) + 1 > wanted
                 guard view.info.ptsNanoseconds <= horizon || isWanted else { return false }
-                write(view, sequence: sequence)
+                let behind = newest >= sequence ? Int(newest - sequence) : 0
+                write(
+                    view, sequence: sequence, reference: reference,
+                    compressedChunks: compressedChunks(behind: behind, room: room))
+                reference = lastWrittenSequence == sequence ? view : nil
+                written += 1
                 return true
             }
             guard due else { break }
-            written += 1
         }
         return written > 0
     }
 
-    private func write(_ view: FrameView, sequence: UInt64) {
+    /// How many frames the ring's current budget holds (at least one).
+    private func framesInBudget() -> Int {
+        max(1, ring.statistics.budget / slabBytes)
+    }
+
+    /// How many chunks of a frame to compress when the spill stage is `behind` frames behind the newest: all while
+    /// it keeps up; fewer, down to none, as unwritten frames fill from a quarter to half of a ring of `room`
+    /// frames, so a live source is not dropped when compressing cannot keep up (raw chunks cost only their
+    /// write). A producer that waits for the spill stage (a file) is never hurried: its frames are all compressed.
+    private func compressedChunks(behind: Int, room: Int) -> Int {
+        guard !shared.producerWaits.load(ordering: .relaxed) else { return .max }
+        let low = room / 4
+        let high = max(low + 1, room / 2)
+        guard behind > low else { return .max }
+        guard behind < high else { return 0 }
+        return writer.chunkCount * (high - behind) / (high - low)
+    }
+
+    /// Applies the encoder capacity the recorder asked for.
+    private func applyEncoderCapacity() {
+        let wanted = encoderCapacityWanted.load(ordering: .acquiring)
+        guard wanted != encoderCapacity else { return }
+        writer.setEncoderOutputCapacity(wanted)
+        encoderCapacity = wanted
+    }
+
+    private func write(_ view: FrameView, sequence: UInt64, reference: FrameView?, compressedChunks: Int) {
         let pts = view.info.ptsNanoseconds
         if sequence > lastSequence + 1 {
             noteLost(Int(sequence - lastSequence - 1))
@@ -150,7 +223,8 @@ final class SpillStage: @unchecked Sendable {
         var failure: String?
         var failureErrno: Errno?
         do {
-            try writer.append(view)
+            try writer.append(view, previous: reference, compressedChunks: compressedChunks)
+            lastWrittenSequence = sequence
         } catch {
             failure = "\(error)"
             failureErrno = Self.errno(of: error)
@@ -167,6 +241,7 @@ final class SpillStage: @unchecked Sendable {
             failedPTS = (failedPTS?.first ?? pts, pts)
         }
         let durable = writer.durableFrameCount
+        let rawChunkBytes = writer.rawChunkBytes
         shared.state.withLock { state in
             if let failure {
                 state.statistics.drops[.diskError, default: 0] += 1
@@ -175,6 +250,7 @@ final class SpillStage: @unchecked Sendable {
             } else {
                 state.statistics.framesSpilled += 1
                 state.statistics.rawBytesSpilled += Int64(view.bytes.count)
+                state.statistics.rawChunkBytesSpilled = rawChunkBytes
             }
             state.statistics.framesDurable = durable
         }
