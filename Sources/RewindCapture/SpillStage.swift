@@ -36,6 +36,9 @@ final class SpillStage: @unchecked Sendable {
     /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
     /// recording is a gap up to the last one when no frame is written after them.
     private var failedPTS: (first: Int64, last: Int64)?
+    /// The end of the `input interval` gap recorded before the last frame written, when there was one: the next
+    /// interval starting there extends it.
+    private var inputIntervalGapEnd: Int64?
 
     /// The sequence number of the last frame written successfully: pinned again with the next batch, it is the
     /// encoder's reference for deltas, so the encoder keeps no copy of its own.
@@ -198,8 +201,8 @@ final class SpillStage: @unchecked Sendable {
     /// write). A producer that waits for the spill stage (a file) is never hurried: its frames are all compressed.
     private func compressedChunks(behind: Int, room: Int) -> Int {
         guard !shared.producerWaits.load(ordering: .relaxed) else { return .max }
-        let low = room / 4
-        let high = max(low + 1, room / 2)
+        let low = room / 8
+        let high = max(low + 1, room / 4)
         guard behind > low else { return .max }
         guard behind < high else { return 0 }
         return writer.chunkCount * (high - behind) / (high - low)
@@ -272,16 +275,29 @@ final class SpillStage: @unchecked Sendable {
         } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
             reason = arrivalDrops ?? .inputInterval
         } else {
+            inputIntervalGapEnd = nil
             return
         }
-        recordGap(start: lastWrittenPTS, end: pts, reason: reason)
+        // A source at a lower frame rate (a thermal-throttled camera) leaves an interval after every frame: the
+        // intervals that follow each other are one gap, extended frame by frame.
+        let extendsStretch = reason == .inputInterval && inputIntervalGapEnd == lastWrittenPTS
+        recordGap(start: lastWrittenPTS, end: pts, reason: reason, extendingPrevious: extendsStretch)
+        inputIntervalGapEnd = reason == .inputInterval ? pts : nil
     }
 
     @discardableResult
-    private func recordGap(start: Int64, end: Int64, reason: LossReason) -> (any Error)? {
+    private func recordGap(start: Int64, end: Int64, reason: LossReason, extendingPrevious: Bool = false)
+        -> (any Error)?
+    {
         do {
-            try writer.recordGap(start: start, end: end, reason: reason)
-            shared.state.withLock { $0.statistics.gaps += 1 }
+            if extendingPrevious {
+                if !(try writer.recordOrExtendGap(start: start, end: end, reason: reason)) {
+                    shared.state.withLock { $0.statistics.gaps += 1 }
+                }
+            } else {
+                try writer.recordGap(start: start, end: end, reason: reason)
+                shared.state.withLock { $0.statistics.gaps += 1 }
+            }
             return nil
         } catch {
             shared.state.withLock { $0.statistics.lastError = "\(error)" }

@@ -103,4 +103,37 @@ private final class CompressionGate: Sendable {
         }
         #expect(verified == 30)
     }
+
+    /// A camera throttled to every other frame, then every fourth, then back to full rate and throttled again:
+    /// each throttled stretch is one `input interval` gap, not one per skipped frame.
+    @Test func aThrottledStretchIsOneGap() throws {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        var feed = try CameraFeed()
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 << 20))
+        func record(_ count: Int, skip: Int64) throws {
+            for _ in 0..<count {
+                recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: recorder, skip: skip)
+            }
+        }
+        try record(5, skip: 0)
+        let firstStretch = feed.pts(feed.index - 1)
+        try record(10, skip: 1)
+        let firstEnd = feed.pts(feed.index - 1)
+        try record(5, skip: 0)
+        let secondStretch = feed.pts(feed.index - 1)
+        try record(5, skip: 1)
+        try record(5, skip: 3)
+        let secondEnd = feed.pts(feed.index - 1)
+        try record(3, skip: 0)
+        let statistics = try recorder.finish()
+        let gaps = try store.gaps()
+        #expect(gaps.map(\.reason) == [.inputInterval, .inputInterval])
+        #expect(gaps.map(\.startNanoseconds) == [firstStretch, secondStretch])
+        #expect(gaps.map(\.endNanoseconds) == [firstEnd, secondEnd])
+        #expect(statistics.gaps == 2)
+        #expect(statistics.framesDurable == 33)
+    }
 }

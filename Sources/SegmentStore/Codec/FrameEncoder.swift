@@ -98,8 +98,9 @@ private final class MappedScratch {
 /// covers the table.
 ///
 /// Choosing a codec costs one compression per chunk: each chunk remembers what won last time (delta, LZ4 or raw)
-/// and uses only that; every eighth frame (staggered over the chunks) a chunk also tries the others and keeps the
-/// smallest. A chunk that does not shrink is stored raw.
+/// and uses only that; every eighth frame (staggered over the chunks), or when the remembered codec no longer
+/// shrinks the chunk, it also tries the other and keeps the smaller. A chunk that does not shrink is stored raw
+/// (and not compressed again until its next eighth frame).
 ///
 /// Memory. Nothing is copied into a record: the record is a list of pieces (``pieces``) written with one
 /// `pwritev` — the header and chunk table, then each chunk from the frame itself (raw) or from its slot in the
@@ -364,7 +365,8 @@ package final class FrameEncoder {
                 let n = delta(into: slot, capacity: length - 1)
                 if n > 0 { (codec, stored) = (.lz4Delta, n) }
             }
-            if probe && first != .raw {
+            // The remembered codec failed to shrink the chunk (the content changed): the other one gets a try.
+            if first != .raw && (probe || codec == .raw) {
                 let other: FrameCodec? = first == .lz4Delta ? .lz4 : previous == nil ? nil : .lz4Delta
                 if let other {
                     let capacity = stored - 1

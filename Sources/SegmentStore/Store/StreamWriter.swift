@@ -232,6 +232,23 @@ public final class StreamWriter {
         }
     }
 
+    /// Records a gap like ``recordGap(start:end:reason:)``, or, when the stream's gap of `reason` recorded last ends
+    /// at `start`, moves that gap's end to `end`: a stretch of gaps that follow each other is one row.
+    ///
+    /// - Returns: whether an existing gap was extended (false: a new one was recorded).
+    /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``.
+    @discardableResult
+    public func recordOrExtendGap(start: Int64, end: Int64, reason: LossReason) throws -> Bool {
+        try SegmentStoreError.translatingIndexErrors {
+            if try store.index.extendGap(streamID: stream.id, endingAt: start, to: end, reason: reason) {
+                return true
+            }
+            try store.index.recordGap(
+                GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+            return false
+        }
+    }
+
     /// Adds `count` dropped frames to the stream's counter for `reason`; durable when this returns.
     ///
     /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``.
