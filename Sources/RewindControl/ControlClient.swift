@@ -20,15 +20,17 @@ public enum ControlClient {
     ///     descriptor is sent with the request (the recorder gets a duplicate and closes it); the caller still owns
     ///     its own and closes it after this returns.
     ///   - format: needed for a descriptor; a path's extension names its own.
+    ///   - quality: how an `mp4` export is encoded; nil: `fast`.
     /// - Returns: what the recorder wrote, or nil when no recorder serves `directory` (no socket, or a stale one).
     /// - Throws: ``ControlError`` when the recorder answered with an error or the connection broke.
     public static func save(
         directory: String, last duration: Duration, to destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
+        stream: String? = nil, quality: ExportQuality? = nil
     ) throws -> ControlReply.Export? {
         try export(
             directory: directory,
-            ControlRequest(.save(lastNanoseconds: duration.nanosecondsClamped), stream: stream, format: format),
+            ControlRequest(
+                .save(lastNanoseconds: duration.nanosecondsClamped), stream: stream, format: format, quality: quality),
             destination: destination)
     }
 
@@ -39,10 +41,11 @@ public enum ControlClient {
     /// - Throws: ``ControlError`` when the recorder answered with an error (an empty range among them).
     public static func clip(
         directory: String, from: String, to: String, destination: ExportDestination?, format: ExportFormat?,
-        stream: String? = nil
+        stream: String? = nil, quality: ExportQuality? = nil
     ) throws -> ControlReply.Export? {
         try export(
-            directory: directory, ControlRequest(.clip(from: from, to: to), stream: stream, format: format),
+            directory: directory,
+            ControlRequest(.clip(from: from, to: to), stream: stream, format: format, quality: quality),
             destination: destination)
     }
 

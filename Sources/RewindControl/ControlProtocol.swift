@@ -42,6 +42,8 @@ public struct ControlRequest: Sendable, Hashable, Codable {
     /// The export format (`"format"`, its file extension: `y4m`, `mkv` or `mp4`; save and clip); nil: the path's
     /// extension names it, or the recorder's default.
     public var format: ExportFormat?
+    /// How an `mp4` export is encoded (`"quality"`: `fast`, `balanced` or `lossless`); nil: `fast`.
+    public var quality: ExportQuality?
 
     /// Makes a request.
     ///
@@ -50,15 +52,20 @@ public struct ControlRequest: Sendable, Hashable, Codable {
     ///   - stream: the stream it is about; nil: whichever the recorder records.
     ///   - path: an absolute path to export to; nil: a descriptor sent with the request, or `DIR/exports/`.
     ///   - format: the export format; nil: from the path's extension, or the recorder's default.
-    public init(_ command: Command, stream: String? = nil, path: String? = nil, format: ExportFormat? = nil) {
+    ///   - quality: how an `mp4` export is encoded; nil: `fast`.
+    public init(
+        _ command: Command, stream: String? = nil, path: String? = nil, format: ExportFormat? = nil,
+        quality: ExportQuality? = nil
+    ) {
         self.command = command
         self.stream = stream
         self.path = path
         self.format = format
+        self.quality = quality
     }
 
     enum CodingKeys: String, CodingKey {
-        case command, stream, path, format, from, to
+        case command, stream, path, format, from, to, quality
         case lastNanoseconds = "last_ns"
     }
 
@@ -104,10 +111,18 @@ public struct ControlRequest: Sendable, Hashable, Codable {
             }
             format = named
         }
+        quality = nil
+        if let name = try field(String.self, .quality, "quality must be fast, balanced or lossless") {
+            guard let named = ExportQuality(rawValue: name) else {
+                throw ControlError.badField("quality", detail: "unknown quality '\(name)': fast, balanced or lossless")
+            }
+            quality = named
+        }
     }
 
     /// Encodes the request with the keys above: `"command"`, then `"last_ns"` or `"from"` and `"to"` for the
-    /// command, then `"stream"`, `"path"` and `"format"` (its file extension); absent values are left out.
+    /// command, then `"stream"`, `"path"`, `"format"` (its file extension) and `"quality"`; absent values are left
+    /// out.
     ///
     /// - Throws: the encoder's error.
     public func encode(to encoder: any Encoder) throws {
@@ -125,6 +140,7 @@ public struct ControlRequest: Sendable, Hashable, Codable {
         try container.encodeIfPresent(stream, forKey: .stream)
         try container.encodeIfPresent(path, forKey: .path)
         try container.encodeIfPresent(format?.fileExtension, forKey: .format)
+        try container.encodeIfPresent(quality?.rawValue, forKey: .quality)
     }
 }
 

@@ -138,23 +138,25 @@ public final class RecorderControl: @unchecked Sendable {
     /// Saves the last `duration` (the window when nil) to `destination` (`DIR/exports/save-….ext` when nil).
     ///
     /// - Throws: ``ClipError`` when nothing is recorded yet, and export errors.
-    public func save(last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?) throws
-        -> ExportSummary
-    {
+    public func save(
+        last duration: Duration?, to destination: ExportDestination?, format: ExportFormat?,
+        quality: ExportQuality? = nil
+    ) throws -> ExportSummary {
         let length = duration ?? recorder.configuration.window
         guard length > .zero else { throw ClipError.nonPositiveDuration(length) }
         guard let range = try recorder.lastRange(length) else {
             throw ClipError.noFrames(source: "recorder")
         }
-        return try export(range, to: destination, format: format)
+        return try export(range, to: destination, format: format, quality: quality)
     }
 
     /// Exports `range` (pts nanoseconds) to `destination` (`DIR/exports/save-….ext` when nil).
     ///
     /// - Throws: ``ClipError`` when the range holds no frame (nothing is written), and export errors.
-    public func export(_ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?) throws
-        -> ExportSummary
-    {
+    public func export(
+        _ range: Range<Int64>, to destination: ExportDestination?, format: ExportFormat?,
+        quality: ExportQuality? = nil
+    ) throws -> ExportSummary {
         exportSlots.wait()
         defer { exportSlots.signal() }
         var chosenFormat = format ?? defaultFormat
@@ -167,7 +169,8 @@ public final class RecorderControl: @unchecked Sendable {
             try ClipSource.recorder(recorder).requireFrames(in: range)
             target = .path(try newExportPath(format: chosenFormat))
         }
-        return try ClipSource.recorder(recorder).export(range: range, format: chosenFormat, to: target)
+        return try ClipSource.recorder(recorder).export(
+            range: range, format: chosenFormat, to: target, quality: quality ?? .fast)
     }
 
     /// `DIR/exports/save-<UTC time>-<n>.<ext>`, unique within this process.
@@ -263,8 +266,10 @@ public final class RecorderControl: @unchecked Sendable {
             destination = .path(path)
         }
         let result = Result {
-            if let range { return try export(range, to: destination, format: request.format) }
-            return try save(last: duration, to: destination, format: request.format)
+            if let range {
+                return try export(range, to: destination, format: request.format, quality: request.quality)
+            }
+            return try save(last: duration, to: destination, format: request.format, quality: request.quality)
         }
         onSave(result)
         return .exported(try result.get())

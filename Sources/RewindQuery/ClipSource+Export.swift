@@ -22,6 +22,7 @@ extension ClipSource {
     ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path or standard output.
+    ///   - quality: how `mp4` is encoded (``ExportQuality``; the uncompressed formats ignore it).
     ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
     ///   - progress: called after each frame with the count so far and the frame's pts (nanoseconds).
     /// - Returns: what was written.
@@ -29,7 +30,7 @@ extension ClipSource {
     ///   frame lies in the range (nothing is written);
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
-        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
         fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
@@ -37,7 +38,7 @@ extension ClipSource {
         }
         try requireFrames(in: range)
         var exporter = try makeExporter(
-            format: format, stream: stream, destination: destination, fileSystem: fileSystem)
+            format: format, stream: stream, destination: destination, quality: quality, fileSystem: fileSystem)
         do {
             var count = 0
             let write = { (view: FrameView) throws -> Bool in

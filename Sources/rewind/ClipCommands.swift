@@ -18,14 +18,15 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
     let reply = try ControlClient.clip(
         directory: directory, from: arguments.string("from")!, to: arguments.string("to")!,
-        destination: ExportDestination(argument: output), format: format, stream: arguments.string("stream"))
+        destination: ExportDestination(argument: output), format: format, stream: arguments.string("stream"),
+        quality: quality(arguments))
     if let reply { return report(reply, output: output, action: "exported by the live recorder") }
     let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     let from = try source.resolve(try arguments.time("from")!)
     let to = try source.resolve(try arguments.time("to")!)
     guard from < to else { throw ClipError.badRange(from: from, to: to) }
-    return try export(from: source, range: from..<to, output: arguments.string("output")!)
+    return try export(from: source, range: from..<to, output: arguments.string("output")!, quality: quality(arguments))
 }
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {
@@ -40,18 +41,25 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let reply = try ControlClient.save(
         directory: directory, last: duration, to: ExportDestination(argument: output),
         format: format,
-        stream: arguments.string("stream"))
+        stream: arguments.string("stream"), quality: quality(arguments))
     if let reply { return report(reply, output: output, action: "saved by the live recorder") }
     let store = try openStoreForReading(directory)
     let source = ClipSource.store(store, stream: try selectStream(in: store, named: arguments.string("stream")))
     guard let range = try source.lastRange(try arguments.duration("last")!) else {
         throw CommandError("the store holds no frames yet: nothing to save")
     }
-    return try export(from: source, range: range, output: arguments.string("output")!)
+    return try export(from: source, range: range, output: arguments.string("output")!, quality: quality(arguments))
+}
+
+/// The `--quality` of a save or clip (`fast` unless given).
+private func quality(_ arguments: ParsedArguments) -> ExportQuality {
+    arguments.string("quality").flatMap(ExportQuality.init(rawValue:)) ?? .fast
 }
 
 /// Exports `range` to the `-o` argument and prints what was written.
-func export(from source: ClipSource, range: Range<Int64>, output: String) throws -> Int32 {
+func export(from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast) throws
+    -> Int32
+{
     let destination = ExportDestination(argument: output)
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
@@ -59,7 +67,7 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
     var progress = ProgressLine()
     let summary: ExportSummary
     do {
-        summary = try source.export(range: range, format: format, to: destination) { count, pts in
+        summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }
     } catch {

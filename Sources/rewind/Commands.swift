@@ -57,6 +57,9 @@ let saveCommand = Command(
             .value("stream", "NAME", "stream to save (default: the only one)"),
             .value("last", "DURATION", "how much to save", type: .duration, default: "5s"),
             .value("output", short: "o", "PATH", "clip.y4m | clip.mkv | clip.mp4 | - (stdout)", required: true),
+            .value(
+                "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
+                type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
         ]),
     run: runSave)
 
@@ -71,6 +74,9 @@ let clipCommand = Command(
                 required: true),
             .value("to", "TIME", "end, exclusive", type: .time, required: true),
             .value("output", short: "o", "PATH", "out.y4m | out.mkv | out.mp4 | - (stdout)", required: true),
+            .value(
+                "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
+                type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
         ]),
     run: runClip)
 
