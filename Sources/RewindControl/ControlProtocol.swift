@@ -182,7 +182,8 @@ public enum ControlReply: Sendable, Hashable, Codable {
         public var memoryFrames: Int
         /// Bytes of slabs the ring's pool has mapped now, frames rounded up to pages (`"memory_bytes"`).
         public var memoryBytes: Int
-        /// The ring's memory budget in force, bytes (`"memory_budget_bytes"`; lowered under memory pressure).
+        /// The recorder's memory budget in force, bytes: the ring's and the compressor's buffer's
+        /// (`"memory_budget_bytes"`; lowered under memory pressure).
         public var memoryBudgetBytes: Int
         /// The pts of the oldest frame in memory, nanoseconds on the stream clock (`"memory_first_pts_ns"`); nil
         /// (`null`) when the ring is empty.

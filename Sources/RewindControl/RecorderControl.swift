@@ -284,7 +284,7 @@ public final class RecorderControl: @unchecked Sendable {
             framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
             drops: statistics.drops, windowNanoseconds: recorder.configuration.windowNanoseconds,
             memoryFrames: ring.frames,
-            memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
+            memoryBytes: ring.mappedBytes, memoryBudgetBytes: recorder.memoryBudget(under: ring.pressure),
             memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds, memoryLastPTSNanoseconds: ring.lastPTSNanoseconds,
             pressure: ring.pressure, pressureChanges: recorder.pressureChanges)
     }
