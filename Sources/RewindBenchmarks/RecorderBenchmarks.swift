@@ -61,8 +61,10 @@ public enum RecorderBenchmarks {
         return results
     }
 
-    /// Runs the benchmarks of live recording and saving from memory: `drops_1080p60`, `drops_4k30`,
-    /// `save_pin_ms`, `save_over_write`.
+    /// Runs the benchmarks of live recording and saving from memory: `drops_1080p60`, `drops_4k30`, `drops_4k60`
+    /// (with `spill_raw_fraction_4k60`, `stored_gib_4k60`, `stored_over_raw_4k60`, and the synthetic camera's own
+    /// `synthetic_render_ms_4k` per frame and `synthetic_render_cores_4k60`), `save_pin_ms`, `save_over_write`,
+    /// `mp4_save_over_realtime` (the last 5 s of 1080p60 saved to `.mp4` at `fast` quality ÷ 5 s).
     ///
     /// - Parameter quick: 3 s of real time per camera instead of 10 s.
     /// - Returns: figures by key.
@@ -75,6 +77,21 @@ public enum RecorderBenchmarks {
         let liveSeconds: Int64 = quick ? 3 : 10
         results["drops_4k30"] = Double(
             try recordLive(layout: uhd, fps: 30, seconds: liveSeconds, directory: directory + "/live4k").drops)
+        // 4K60 with 2 GiB: compression cannot keep up on two cores, so chunks are stored raw rather than frames
+        // dropped. The synthetic camera's own cost (rendering into a slab) is measured apart.
+        let live4k60 = try recordLive(
+            layout: uhd, fps: 60, seconds: liveSeconds, directory: directory + "/live4k60", memoryBudget: 2 << 30)
+        let statistics = try live4k60.recorder.finish()
+        results["drops_4k60"] = Double(live4k60.drops)
+        results["spill_raw_fraction_4k60"] =
+            Double(statistics.rawChunkBytesSpilled) / Double(max(1, statistics.rawBytesSpilled))
+        if let summary = try live4k60.recorder.store?.summary() {
+            results["stored_gib_4k60"] = Double(summary.storedBytes) / Double(1 << 30)
+            results["stored_over_raw_4k60"] = Double(summary.storedBytes) / Double(max(1, summary.rawBytes))
+        }
+        results["synthetic_render_ms_4k"] = syntheticRenderMilliseconds(layout: uhd, frames: 60)
+        results["synthetic_render_cores_4k60"] = results["synthetic_render_ms_4k"]! * 60 / 1000
+        try? FileManager.default.removeItem(atPath: directory + "/live4k60")
         let live = try recordLive(layout: hd, fps: 60, seconds: liveSeconds, directory: directory + "/live1080")
         results["drops_1080p60"] = Double(live.drops)
 
@@ -111,6 +128,15 @@ public enum RecorderBenchmarks {
         results["save_over_reserved_write"] = saveTime / saveReservedWrite
         results["save_ms"] = saveTime * 1000
         results["save_write_ms"] = saveWrite * 1000
+        // The same 5 s saved to .mp4 at the default (`fast`) quality, against the clip's own duration.
+        let mp4Path = directory + "/save.mp4"
+        let mp4Start = ContinuousClock.now
+        let mp4 = try ClipSource.recorder(recorder).export(range: range, format: .mp4, to: .path(mp4Path))
+        let mp4Seconds = seconds(ContinuousClock.now - mp4Start)
+        try? FileManager.default.removeItem(atPath: mp4Path)
+        let clipSeconds = Double(mp4.frames) / 60
+        results["mp4_save_ms"] = mp4Seconds * 1000
+        results["mp4_save_over_realtime"] = mp4Seconds / clipSeconds
         try recorder.finish()
         try results.merge(runFourStreams(seconds: liveSeconds, directory: directory + "/four")) { $1 }
         return results
@@ -192,17 +218,31 @@ public enum RecorderBenchmarks {
     }
 
     /// Records a synthetic camera in real time with eager spill; the recorder stays open for the save benchmark.
-    static func recordLive(layout: FrameLayout, fps: Int32, seconds: Int64, directory: String) throws -> LiveRun {
+    static func recordLive(
+        layout: FrameLayout, fps: Int32, seconds: Int64, directory: String, memoryBudget: Int = 1536 << 20
+    ) throws -> LiveRun {
         let store = try SegmentStore.open(directory: directory)
         var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: fps))
         let recorder = try Recorder(
             stream: camera.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(6), memoryBudget: 1536 << 20))
+            configuration: RecorderConfiguration(window: .seconds(6), memoryBudget: memoryBudget))
         try recorder.record(
             from: &camera,
             options: RecordLoopOptions(pacing: .realtime, duration: .seconds(seconds), spillLag: .drop))
         while recorder.unspilledFrames > 0 { usleep(1000) }
         return LiveRun(recorder: recorder, drops: recorder.statistics.totalDrops)
+    }
+
+    /// Milliseconds the synthetic camera takes to render one frame of `layout` into a buffer (the mean over
+    /// `frames` frames, after one to warm up): the source's own cost, apart from the pipeline's.
+    static func syntheticRenderMilliseconds(layout: FrameLayout, frames: Int) -> Double {
+        let camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 60))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        _ = try? camera.frame(at: 0, into: buffer)
+        let start = ContinuousClock.now
+        for index in 1...frames { _ = try? camera.frame(at: Int64(index), into: buffer) }
+        return seconds(ContinuousClock.now - start) * 1000 / Double(frames)
     }
 
     /// Writes `frames` synthetic frames as YUV4MPEG2 (NV12 becomes I420).

@@ -41,9 +41,10 @@ public struct RecorderStreamSpec: Sendable, Hashable {
 /// its oldest frames go, written or not. Every lost frame is counted with its reason and recorded as a gap of its
 /// stream.
 ///
-/// The memory budget (``RecorderConfiguration/memoryBudget``) is the total: each stream's share follows its byte
-/// rate (frame bytes × frame rate), never below a floor of a few frames (``budgetShares(total:streams:window:)``),
-/// and pressure shrinks every share. The single-stream members (``append(copying:info:)``, ``frames(in:_:)``, …)
+/// The memory budget (``RecorderConfiguration/memoryBudget``) is the total: the spill encoders' output buffers (one
+/// per stream, about a frame each) come off it first, then each stream's ring gets a share that follows its byte
+/// rate (frame bytes × frame rate), never below a floor of a few frames (``budgetShares(total:streams:window:)``);
+/// pressure shrinks every share and every encoder buffer. The single-stream members (``append(copying:info:)``, ``frames(in:_:)``, …)
 /// act on the first stream; ``streams`` gives each.
 public final class Recorder: Sendable {
     /// Every stream, in the order given.
@@ -58,6 +59,9 @@ public final class Recorder: Sendable {
     /// Changes of level through ``setPressure(_:)``.
     private let pressureChangeCount = Atomic<Int>(0)
     private let pressureLevel = Mutex(MemoryPressure.normal)
+    /// The share of the memory budget taken by the spill encoders' output buffers, every stream's together (0 when
+    /// they are not counted; see `Recorder+Memory.swift`).
+    package let encoderBytes: Int
 
     /// The smallest memory budget a recorder of frames of `layout` can store a frame in: one frame rounded up to
     /// whole pages, as the ring's pool maps it. With it, a file records a frame at a time (write-through).
@@ -160,8 +164,12 @@ public final class Recorder: Sendable {
         self.store = store
         let rows = try store?.streams() ?? []
         clock = RecorderClock(epochWallNanoseconds: try store?.recorderClockWall())
-        let shares = Self.budgetShares(
-            total: configuration.memoryBudget, streams: specs.map(\.stream), window: configuration.window)
+        // Each stream's spill encoder keeps an output buffer of about one frame; it counts in the budget, taken
+        // from the rings' total before that is shared between the streams (see `Recorder+Memory.swift`).
+        let encoderShares = Self.encoderShares(of: configuration, store: store, streams: specs.map(\.stream))
+        encoderBytes = encoderShares.reduce(0, +)
+        let ringTotal = configuration.memoryBudget - encoderBytes
+        let shares = Self.budgetShares(total: ringTotal, streams: specs.map(\.stream), window: configuration.window)
         let spill = store.map { _ in SpillStage(configuration: configuration) }
         self.spill = spill
         var made: [RecorderStream] = []
@@ -170,7 +178,7 @@ public final class Recorder: Sendable {
         // A stream that cannot be written leaves no writer of the others open.
         var isComplete = false
         defer { if !isComplete { for writer in writers { try? writer.close() } } }
-        for (spec, share) in zip(specs, shares) {
+        for (index, (spec, share)) in zip(specs, shares).enumerated() {
             let row = rows.first { $0.name == spec.name }
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
@@ -183,8 +191,9 @@ public final class Recorder: Sendable {
                     recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS,
                     frameDuration: spec.stream.frameDuration.nanoseconds ?? 1))
             let recorderStream = RecorderStream(
-                name: spec.name, stream: spec.stream, budget: share, configuration: configuration, store: store,
-                spill: spill, shared: shared)
+                name: spec.name, stream: spec.stream, budget: share, ringTotal: ringTotal,
+                encoderBytes: encoderShares[index], configuration: configuration, store: store, spill: spill,
+                shared: shared)
             if let store, let spill {
                 // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
                 let writer = try store.makeWriter(

@@ -86,6 +86,9 @@ public struct RecorderStatistics: Sendable, Hashable {
     public var framesDurable: Int = 0
     /// Raw (uncompressed) frame bytes of the frames written to the segment store, before compression.
     public var rawBytesSpilled: Int64 = 0
+    /// Of ``rawBytesSpilled``, the bytes stored as raw chunks: incompressible, stored raw while the spill stage
+    /// was falling behind a live source, or while memory pressure took the encoder's buffer.
+    public var rawChunkBytesSpilled: Int64 = 0
     /// Frames lost, by reason (``LossReason/memoryBudget``, ``LossReason/spillBehind``, ``LossReason/diskError``,
     /// …).
     public var drops: [LossReason: Int] = [:]

@@ -32,10 +32,17 @@ public final class RecorderStream: Sendable {
     let slabBytes: Int
     /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
     private let ringRoom = Atomic<Int>(0)
+    /// The share of the memory budget taken by this stream's spill encoder's output buffer (0 when it is not
+    /// counted).
+    package let encoderBytes: Int
 
+    /// - Parameters:
+    ///   - budget: the ring's share of the budget.
+    ///   - ringTotal: every ring's budget together (the recorder's budget less the encoders' buffers).
+    ///   - encoderBytes: the budget this stream's encoder's output buffer takes (0: not counted).
     init(
-        name: String, stream: StreamDescription, budget: Int, configuration: RecorderConfiguration,
-        store: SegmentStore?, spill: SpillStage?, shared: RecorderShared
+        name: String, stream: StreamDescription, budget: Int, ringTotal: Int, encoderBytes: Int,
+        configuration: RecorderConfiguration, store: SegmentStore?, spill: SpillStage?, shared: RecorderShared
     ) {
         self.name = name
         self.stream = stream
@@ -43,11 +50,12 @@ public final class RecorderStream: Sendable {
         self.store = store
         self.spill = spill
         self.shared = shared
+        self.encoderBytes = encoderBytes
         let slabBytes = Recorder.smallestMemoryBudget(for: stream.layout)
         self.slabBytes = slabBytes
         // Critical pressure never takes the ring below one frame: with a slab it still records (write-through),
         // without one it could only drop. A minimum the configuration sets is shared like the budget.
-        let total = max(1, configuration.memoryBudget)
+        let total = max(1, ringTotal)
         let configuredMinimum = configuration.minimumBudget.map {
             Int((Double($0) * Double(budget) / Double(total)).rounded(.down))
         }
@@ -227,6 +235,7 @@ public final class RecorderStream: Sendable {
             let allowed = unwrittenFramesAllowed(room: room)
             if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
             shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
+            shared.producerWaits.store(true, ordering: .relaxed)
             if !isWaiting {
                 isWaiting = true
                 spill.wake()
@@ -245,12 +254,15 @@ public final class RecorderStream: Sendable {
     }
 
     /// Applies a pressure level to this stream's share: the ring shrinks its budget (and releases memory) at once,
-    /// and backpressure follows the new room.
+    /// backpressure follows the new room, and the spill thread resizes the stream's encoder buffer before its next
+    /// frame of the stream (``encoderCapacity(under:)``).
     func setPressure(_ level: MemoryPressure) {
         let room = room(under: level)
         ringRoom.store(room, ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
         ring.setPressure(level)
+        shared.encoderCapacityWanted.store(encoderCapacity(under: level), ordering: .releasing)
+        spill?.wake()
     }
 
     /// Says that this stream's input failed and ended while the recorder goes on: the stream records an
@@ -409,6 +421,11 @@ final class RecorderShared: Sendable {
     /// can go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
     /// due yet (`on-evict`) until no more than that are left.
     let unwrittenFramesWanted = Atomic<Int>(-1)
+    /// Whether a producer has waited for the spill stage (a file input): its frames are never stored raw to keep up.
+    let producerWaits = Atomic<Bool>(false)
+    /// The encoder's output buffer in bytes wanted for the current memory pressure (``Int/max``: all of it); the
+    /// spill thread applies it before the stream's next frame.
+    let encoderCapacityWanted = Atomic<Int>(.max)
     /// The most frames the spill stage pins at once, for the ring's room under the current pressure.
     let spillBatch = Atomic<Int>(SpillStage.batch)
     /// Frames dropped on arrival because the spill stage was too far behind (`dropNewest`).

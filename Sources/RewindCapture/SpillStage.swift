@@ -32,6 +32,11 @@ final class SpillStage: @unchecked Sendable {
     /// Frames pinned at once: few, so written frames are unpinned soon and the oldest frames of the ring stay
     /// evictable; fewer in a small ring (``RecorderStream/spillBatch(_:)``).
     static let batch = 8
+    /// The smallest batch with which the previous frame is pinned again as the delta reference: in smaller rings
+    /// one more pinned frame would take room the producer needs, and each batch's first frame is a key frame.
+    static let batchWithReference = 4
+    /// How long a stream goes without a frame to write before its encoder's buffers are given back.
+    static let idleBeforeRelease: UInt64 = 1_000_000_000
 
     init(configuration: RecorderConfiguration) {
         self.configuration = configuration
@@ -114,6 +119,11 @@ final class SpillStage: @unchecked Sendable {
 
 /// One stream's side of the spill thread: its ring, writer and what it has written and lost. Used by the spill
 /// thread alone.
+///
+/// The stream's encoder keeps no copy of the previous frame: the lane pins the last frame it wrote again with the
+/// next batch, as the delta reference. Its output buffer follows the stream's memory pressure
+/// (``RecorderShared/encoderCapacityWanted``) and is given back after a second without frames; when a live source
+/// gets ahead by more than an eighth of the ring, a growing share of each frame's chunks is stored raw.
 final class SpillLane {
     private let ring: RingStore
     private let writer: StreamWriter
@@ -132,6 +142,20 @@ final class SpillLane {
     /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
     /// recording is a gap up to the last one when no frame is written after them.
     private var failedPTS: (first: Int64, last: Int64)?
+    /// The end of the `input interval` gap recorded before the last frame written, when there was one: the next
+    /// interval starting there extends it.
+    private var inputIntervalGapEnd: Int64?
+    /// The sequence number of the last frame written successfully: pinned again with the next batch, it is the
+    /// encoder's reference for deltas, so the encoder keeps no copy of its own.
+    private var lastWrittenSequence: UInt64 = 0
+    /// The encoder's output buffer size last applied (see ``RecorderShared/encoderCapacityWanted``).
+    private var encoderCapacity: Int
+    /// When the lane last had a frame to write (monotonic nanoseconds), and whether the encoder's memory has been
+    /// given back since.
+    private var lastBusy = DispatchTime.now().uptimeNanoseconds
+    private var releasedWhileIdle = false
+    /// Bytes of one frame's slab, to count how many frames the ring's budget holds.
+    private let slabBytes: Int
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
@@ -142,6 +166,8 @@ final class SpillLane {
         self.shared = shared
         self.stream = stream
         self.configuration = configuration
+        encoderCapacity = writer.encoderOutputBytes
+        slabBytes = Recorder.smallestMemoryBudget(for: stream.layout)
         if let lastStoredPTS {
             lastWrittenPTS = lastStoredPTS
             pendingLoss = .recorderStopped
@@ -162,11 +188,29 @@ final class SpillLane {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     func spillAvailable(all: Bool) -> Bool {
+        applyEncoderCapacity()
+        let wrote = spillBatch(all: all)
+        let now = DispatchTime.now().uptimeNanoseconds
+        if wrote {
+            lastBusy = now
+            releasedWhileIdle = false
+        } else if !releasedWhileIdle && now - lastBusy >= SpillStage.idleBeforeRelease {
+            writer.releaseEncoderMemory()
+            releasedWhileIdle = true
+        }
+        return wrote
+    }
+
+    private func spillBatch(all: Bool) -> Bool {
         // Read before pinning: every frame up to this sequence was in the ring before the pin (the producer
         // publishes a sequence after storing its frame), so one the pin does not find has been evicted.
         let storedBeforePin = shared.newestSequence.load(ordering: .acquiring)
+        let batch = shared.spillBatch.load(ordering: .relaxed)
+        // The last frame written comes along (when the ring still has it) as the delta reference of the first.
+        let withReference =
+            batch >= SpillStage.batchWithReference && lastSequence > 0 && lastWrittenSequence == lastSequence
         let snapshot = ring.pin(
-            fromSequence: lastSequence + 1, limit: shared.spillBatch.load(ordering: .relaxed))
+            fromSequence: withReference ? lastSequence : lastSequence + 1, limit: batch + (withReference ? 1 : 0))
         // Counted until released: a producer writing through waits until the spill stage holds no slab.
         let pinned = snapshot.count
         shared.spillPinnedFrames.add(pinned, ordering: .releasing)
@@ -174,7 +218,10 @@ final class SpillLane {
             snapshot.release()
             shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
         }
-        guard !snapshot.isEmpty else { return skipEvicted(upTo: storedBeforePin) }
+        let hasNewFrame =
+            snapshot.count > 1
+            || (!snapshot.isEmpty && snapshot.withFrame(at: 0) { _, sequence in sequence > lastSequence })
+        guard hasNewFrame else { return skipEvicted(upTo: storedBeforePin) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
@@ -182,21 +229,58 @@ final class SpillLane {
         // A waiting producer needs room now: frames not due yet are written too, until few enough are left.
         let wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
         let newest = shared.newestSequence.load(ordering: .acquiring)
+        let room = framesInBudget()
         var written = 0
+        // Valid while the snapshot pins it.
+        var reference: FrameView?
         for index in 0..<snapshot.count {
             let due = snapshot.withFrame(at: index) { view, sequence -> Bool in
+                if sequence <= lastSequence {
+                    reference = view
+                    return true
+                }
                 let isWanted = wanted >= 0 && newest >= sequence && Int(newest - sequence) + 1 > wanted
                 guard view.info.ptsNanoseconds <= horizon || isWanted else { return false }
-                write(view, sequence: sequence)
+                let behind = newest >= sequence ? Int(newest - sequence) : 0
+                write(
+                    view, sequence: sequence, reference: reference,
+                    compressedChunks: compressedChunks(behind: behind, room: room))
+                reference = lastWrittenSequence == sequence ? view : nil
+                written += 1
                 return true
             }
             guard due else { break }
-            written += 1
         }
         return written > 0
     }
 
-    private func write(_ view: FrameView, sequence: UInt64) {
+    /// How many frames the ring's current budget holds (at least one).
+    private func framesInBudget() -> Int {
+        max(1, ring.statistics.budget / slabBytes)
+    }
+
+    /// How many chunks of a frame to compress when the lane is `behind` frames behind the stream's newest: all
+    /// while it keeps up; fewer, down to none, as unwritten frames fill from an eighth to a quarter of a ring of
+    /// `room` frames, so a live source is not dropped when compressing cannot keep up (raw chunks cost only their
+    /// write). A producer that waits for the spill stage (a file) is never hurried: its frames are all compressed.
+    private func compressedChunks(behind: Int, room: Int) -> Int {
+        guard !shared.producerWaits.load(ordering: .relaxed) else { return .max }
+        let low = room / 8
+        let high = max(low + 1, room / 4)
+        guard behind > low else { return .max }
+        guard behind < high else { return 0 }
+        return writer.chunkCount * (high - behind) / (high - low)
+    }
+
+    /// Applies the encoder capacity the stream's memory pressure asks for.
+    private func applyEncoderCapacity() {
+        let wanted = min(shared.encoderCapacityWanted.load(ordering: .acquiring), writer.encoderOutputBytes)
+        guard wanted != encoderCapacity else { return }
+        writer.setEncoderOutputCapacity(wanted)
+        encoderCapacity = wanted
+    }
+
+    private func write(_ view: FrameView, sequence: UInt64, reference: FrameView?, compressedChunks: Int) {
         storeClockIfDecided()
         let pts = view.info.ptsNanoseconds
         if sequence > lastSequence + 1 {
@@ -207,7 +291,8 @@ final class SpillLane {
         var failure: String?
         var failureErrno: Errno?
         do {
-            try writer.append(view)
+            try writer.append(view, previous: reference, compressedChunks: compressedChunks)
+            lastWrittenSequence = sequence
         } catch {
             failure = "\(error)"
             failureErrno = Self.errno(of: error)
@@ -224,6 +309,7 @@ final class SpillLane {
             failedPTS = (failedPTS?.first ?? pts, pts)
         }
         let durable = writer.durableFrameCount
+        let rawChunkBytes = writer.rawChunkBytes
         shared.state.withLock { state in
             if let failure {
                 state.statistics.drops[.diskError, default: 0] += 1
@@ -232,6 +318,7 @@ final class SpillLane {
             } else {
                 state.statistics.framesSpilled += 1
                 state.statistics.rawBytesSpilled += Int64(view.bytes.count)
+                state.statistics.rawChunkBytesSpilled = rawChunkBytes
             }
             state.statistics.framesDurable = durable
         }
@@ -253,16 +340,29 @@ final class SpillLane {
         } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
             reason = arrivalDrops ?? .inputInterval
         } else {
+            inputIntervalGapEnd = nil
             return
         }
-        recordGap(start: lastWrittenPTS, end: pts, reason: reason)
+        // A source at a lower frame rate (a thermal-throttled camera) leaves an interval after every frame: the
+        // intervals that follow each other are one gap, extended frame by frame.
+        let extendsStretch = reason == .inputInterval && inputIntervalGapEnd == lastWrittenPTS
+        recordGap(start: lastWrittenPTS, end: pts, reason: reason, extendingPrevious: extendsStretch)
+        inputIntervalGapEnd = reason == .inputInterval ? pts : nil
     }
 
     @discardableResult
-    private func recordGap(start: Int64, end: Int64, reason: LossReason) -> (any Error)? {
+    private func recordGap(start: Int64, end: Int64, reason: LossReason, extendingPrevious: Bool = false)
+        -> (any Error)?
+    {
         do {
-            try writer.recordGap(start: start, end: end, reason: reason)
-            shared.state.withLock { $0.statistics.gaps += 1 }
+            if extendingPrevious {
+                if !(try writer.recordOrExtendGap(start: start, end: end, reason: reason)) {
+                    shared.state.withLock { $0.statistics.gaps += 1 }
+                }
+            } else {
+                try writer.recordGap(start: start, end: end, reason: reason)
+                shared.state.withLock { $0.statistics.gaps += 1 }
+            }
             return nil
         } catch {
             shared.state.withLock { $0.statistics.lastError = "\(error)" }

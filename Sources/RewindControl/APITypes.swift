@@ -27,11 +27,15 @@ public struct SaveRequest: Sendable, Hashable, Codable {
     public var wait: Bool?
     /// Start where the previous finished save of the stream ended.
     public var sinceLastSave: Bool?
+    /// How `mp4` is encoded: `fast`, `balanced` or `lossless` (``ExportQuality``); nil: `fast`. The uncompressed
+    /// formats ignore it.
+    public var quality: String?
 
     /// Makes a request; each parameter is the field of the same name.
     public init(
         stream: String? = nil, last: String? = nil, before: String? = nil, after: String? = nil,
-        format: String? = nil, path: String? = nil, wait: Bool? = nil, sinceLastSave: Bool? = nil
+        format: String? = nil, path: String? = nil, wait: Bool? = nil, sinceLastSave: Bool? = nil,
+        quality: String? = nil
     ) {
         self.stream = stream
         self.last = last
@@ -41,10 +45,11 @@ public struct SaveRequest: Sendable, Hashable, Codable {
         self.path = path
         self.wait = wait
         self.sinceLastSave = sinceLastSave
+        self.quality = quality
     }
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case stream, last, before, after, format, path, wait
+        case stream, last, before, after, format, path, wait, quality
         case sinceLastSave = "since_last_save"
     }
 }
@@ -65,11 +70,14 @@ public struct ClipRequest: Sendable, Hashable, Codable {
     public var path: String?
     /// Answer only when the clip is written (200), rather than at once (202).
     public var wait: Bool?
+    /// How `mp4` is encoded: `fast`, `balanced` or `lossless` (``ExportQuality``); nil: `fast`. The uncompressed
+    /// formats ignore it.
+    public var quality: String?
 
     /// Makes a request; each parameter is the field of the same name.
     public init(
         stream: String? = nil, from: String, to: String, format: String? = nil, path: String? = nil,
-        wait: Bool? = nil
+        wait: Bool? = nil, quality: String? = nil
     ) {
         self.stream = stream
         self.from = from
@@ -77,10 +85,11 @@ public struct ClipRequest: Sendable, Hashable, Codable {
         self.format = format
         self.path = path
         self.wait = wait
+        self.quality = quality
     }
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case stream, from, to, format, path, wait
+        case stream, from, to, format, path, wait, quality
     }
 }
 
@@ -191,7 +200,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var memoryFrames: Int
     /// Bytes of slabs mapped now.
     public var memoryBytes: Int
-    /// The memory budget in force, bytes.
+    /// The stream's memory budget in force, bytes: its ring's share and its compressor's buffer (lowered under
+    /// memory pressure).
     public var memoryBudgetBytes: Int
     /// The pts of the oldest frame in memory, or nil when the ring is empty.
     public var memoryFirstPTSNanoseconds: Int64?

@@ -468,6 +468,15 @@ public final class RecorderControl: Sendable {
         }
     }
 
+    /// The x264 quality of an export (`fast` when not given).
+    private func quality(_ text: String?) throws -> ExportQuality {
+        guard let text else { return .fast }
+        guard let quality = ExportQuality(rawValue: text) else {
+            throw APIError(.badRequest, "unknown quality '\(text)': fast, balanced or lossless")
+        }
+        return quality
+    }
+
     /// The format and path of an export: the path's extension names the format unless `format` does; a path must
     /// be absolute; none means `DIR/exports/KIND-<time>-<n>.<ext>`.
     private func destination(format: String?, path: String?, kind: String) throws -> (ExportFormat, String) {
@@ -518,6 +527,7 @@ public final class RecorderControl: Sendable {
         let after = try request.after.map { try duration($0, field: "after") } ?? 0
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
         let (format, path) = try destination(format: request.format, path: request.path, kind: "save")
+        let quality = try quality(request.quality)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
         if request.sinceLastSave == true, let end = book.lastSavedEnd(stream: stream) {
@@ -526,7 +536,7 @@ public final class RecorderControl: Sendable {
             }
             range = max(range.lowerBound, end)..<range.upperBound
         }
-        return try book.add(target: target, range: range, format: format, path: path)
+        return try book.add(target: target, range: range, format: format, quality: quality, path: path)
     }
 
     /// `POST /v1/clips`: any past range (cut at the recorder clock).
@@ -536,13 +546,14 @@ public final class RecorderControl: Sendable {
         let to = try recorderTime(request.to, field: "to")
         guard from < to else { throw APIError(.badRequest, "to must be after from (from \(from) ns, to \(to) ns)") }
         let (format, path) = try destination(format: request.format, path: request.path, kind: "clip")
+        let quality = try quality(request.quality)
         // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
         let end = book.clock.map { min(to, $0 + 1) } ?? to
         guard from < end else { throw APIError(.empty, "nothing is recorded from \(from) ns on yet") }
         let sources = target.streams.map { ClipSource.recorderStream($0) }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
-        return try book.add(target: target, range: from..<end, format: format, path: path)
+        return try book.add(target: target, range: from..<end, format: format, quality: quality, path: path)
     }
 
     // MARK: Status
@@ -560,7 +571,8 @@ public final class RecorderControl: Sendable {
                     framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
                     drops: statistics.drops.keyedByRawValue,
                     windowNanoseconds: recorder.configuration.windowNanoseconds,
-                    memoryFrames: ring.frames, memoryBytes: ring.mappedBytes, memoryBudgetBytes: ring.budget,
+                    memoryFrames: ring.frames, memoryBytes: ring.mappedBytes,
+                    memoryBudgetBytes: stream.memoryBudget(under: ring.pressure),
                     memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
                     memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, pressure: ring.pressure.name,
                     pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,

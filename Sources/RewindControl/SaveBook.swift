@@ -42,6 +42,8 @@ final class SaveBook: Sendable {
         var object: SaveObject
         var target: Target
         var exportFormat: ExportFormat
+        /// How an `mp4` export is encoded.
+        var quality: ExportQuality = .fast
         var holds: [RetentionHold] = []
         /// Without a store memory is the only copy: the frames of the range recorded so far, pinned when the save
         /// was made and then as they arrive while it waits (oldest first).
@@ -102,7 +104,9 @@ final class SaveBook: Sendable {
     /// Adds a save of `range` (recorder time) of `target`, waiting until the recorder clock passes its end. Its
     /// frames are held at once: on disk against retention, from the start on, and (without a store, one stream)
     /// pinned in memory.
-    func add(target: Target, range: Range<Int64>, format: ExportFormat, path: String) throws(APIError) -> SaveObject {
+    func add(
+        target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String
+    ) throws(APIError) -> SaveObject {
         let stream = target.name
         var holds: [RetentionHold] = []
         for member in target.streams {
@@ -129,7 +133,8 @@ final class SaveBook: Sendable {
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: [path])
             state.entries[id] = Entry(
-                object: object, target: target, exportFormat: format, holds: holds, memoryPins: memoryPins)
+                object: object, target: target, exportFormat: format, quality: quality, holds: holds,
+                memoryPins: memoryPins)
             return .success(object)
         }
         switch result {
@@ -329,7 +334,8 @@ final class SaveBook: Sendable {
             case .all(let streams):
                 if state.withLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
                 let set = try StreamSet(streams.map { ClipSource.recorderStream($0) })
-                let summaries = try set.export(range: range, format: entry.exportFormat, to: .path(path))
+                let summaries = try set.export(
+                    range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality)
                 var combined = summaries[0]
                 combined.path = summaries.compactMap(\.path).joined(separator: ", ")
                 combined.frames = summaries.reduce(0) { $0 + $1.frames }
@@ -390,7 +396,7 @@ final class SaveBook: Sendable {
             // Markers in the range become chapters (Matroska).
             var exporter = try makeExporter(
                 format: entry.exportFormat, stream: member.stream, destination: staging.writtenDestination,
-                chapters: source.chapters(in: ptsRange))
+                quality: entry.quality, chapters: source.chapters(in: ptsRange))
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
                 if count % 8 == 0, self.state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {

@@ -32,6 +32,7 @@ extension ClipSource {
     ///   - range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path or standard output.
+    ///   - quality: how `mp4` is encoded (``ExportQuality``; the uncompressed formats ignore it).
     ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
     ///   - progress: called after each frame with the count so far and the frame's pts (nanoseconds).
     /// - Returns: what was written.
@@ -39,7 +40,7 @@ extension ClipSource {
     ///   frame lies in the range (nothing is written);
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
-        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
         fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
@@ -49,8 +50,8 @@ extension ClipSource {
         let staging = StagedExport(destination, fileSystem: fileSystem)
         do {
             var exporter = try makeExporter(
-                format: format, stream: stream, destination: staging.writtenDestination, fileSystem: fileSystem,
-                chapters: chapters(in: range))
+                format: format, stream: stream, destination: staging.writtenDestination, quality: quality,
+                fileSystem: fileSystem, chapters: chapters(in: range))
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)

@@ -107,13 +107,14 @@ public struct StreamSet: Sendable {
     ///   - range: recorder time nanoseconds, start inclusive, end exclusive.
     ///   - format: the file format.
     ///   - destination: a path; a descriptor only for `.mkv`.
+    ///   - quality: how `.mp4` files are encoded (``ExportQuality``; the uncompressed formats ignore it).
     ///   - fileSystem: where the output files' system calls go.
     /// - Returns: one summary per file written (for `.mkv`, one: frames of every track, first and last cluster
     ///   timestamps on the recorder clock).
     /// - Throws: ``ClipError/empty(range:held:)`` when no stream has a frame in the range (nothing is written);
     ///   ``ExportError`` and store errors (a partial file is removed).
     public func export(
-        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination,
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
         fileSystem: any FileSystem = POSIXFileSystem()
     ) throws -> [ExportSummary] {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
@@ -139,7 +140,7 @@ public struct StreamSet: Sendable {
             return try holding.map { member in
                 try member.source.export(
                     range: member.clock.ptsRange(range), format: format,
-                    to: .path(Self.fileName(for: path, stream: member.name)), fileSystem: fileSystem)
+                    to: .path(Self.fileName(for: path, stream: member.name)), quality: quality, fileSystem: fileSystem)
             }
         }
     }

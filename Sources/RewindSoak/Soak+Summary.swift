@@ -13,7 +13,7 @@ extension SoakRun {
         let configuration = self.configuration
         report.budgetBytes = configuration.memoryBudget
         report.limitBytes = configuration.memoryLimit
-        report.criticalBudgetBytes = recorder.ring.configuration.budget(under: .critical)
+        report.criticalBudgetBytes = recorder.memoryBudget(under: .critical)
         report.maxRSSBytes = findings.maxRSS
         report.maxRSSWallNanoseconds = findings.maxRSSWall
         report.sampleCount = findings.sampleCount

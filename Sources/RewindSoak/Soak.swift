@@ -229,7 +229,7 @@ struct SoakRun {
         switch event.action {
         case .pressure(let level):
             if level != .normal {
-                reducedLimit = recorder.ring.configuration.budget(under: level) + SoakConfiguration.processAllowance
+                reducedLimit = recorder.memoryBudget(under: level) + SoakConfiguration.processAllowance
             }
             monitor.pressureWillChange(event: index, limit: reducedLimit)
             recorder.setPressure(level)

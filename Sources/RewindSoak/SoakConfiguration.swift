@@ -28,7 +28,7 @@ public struct SoakConfiguration: Sendable {
     }
 
     /// The resident size allowed above the memory budget for the process itself (code, runtime, SQLite, the
-    /// compression workers' buffers, the camera's scene, the read-back buffers).
+    /// camera's scene, the read-back buffer; the compressor's output buffer counts in the budget).
     public static let processAllowance = 48 << 20
 
     /// Format (NV12) and size of every frame.

@@ -26,8 +26,14 @@ public struct CameraFeed: Sendable {
         FrameTime.frame(index, duration: camera.stream.frameDuration)!.nanoseconds!
     }
 
-    /// Appends the next frame (skipping `skip` frame times first, as a camera that slowed down).
+    /// Appends the next frame to the recorder's first stream (skipping `skip` frame times first, as a camera that
+    /// slowed down).
     public mutating func appendNext(to recorder: Recorder, skip: Int64 = 0) throws -> AppendOutcome {
+        try appendNext(to: recorder.streams[0], skip: skip)
+    }
+
+    /// Appends the next frame to `stream` (skipping `skip` frame times first, as a camera that slowed down).
+    public mutating func appendNext(to stream: RecorderStream, skip: Int64 = 0) throws -> AppendOutcome {
         index += skip
         let layout = camera.stream.layout
         let info = try buffer.withUnsafeMutableBytes { try camera.frame(at: index, into: $0) }
@@ -40,7 +46,7 @@ public struct CameraFeed: Sendable {
                 PlaneSource(
                     base: bytes.baseAddress! + chroma.offset, byteCount: chroma.byteCount,
                     bytesPerRow: chroma.bytesPerRow))
-            return try recorder.append(copying: planes, info: info)
+            return try stream.append(copying: planes, info: info)
         }
     }
 }

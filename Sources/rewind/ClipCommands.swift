@@ -21,7 +21,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         try ControlClient(directory: directory).clip(
             ClipRequest(
                 stream: selection?.requestName ?? arguments.string("stream"), from: arguments.string("from")!,
-                to: arguments.string("to")!, format: format.fileExtension, path: path))
+                to: arguments.string("to")!, format: format.fileExtension, path: path,
+                quality: quality(arguments).rawValue))
     }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
@@ -31,13 +32,13 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let from = try source.resolve(try arguments.time("from")!)
         let to = try source.resolve(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try export(from: source, range: from..<to, output: arguments.string("output")!)
+        return try export(from: source, range: from..<to, output: output, quality: quality(arguments))
     case .all:
         let set = try StreamSet(store: store)
         let from = try set.recorderTime(try arguments.time("from")!)
         let to = try set.recorderTime(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try exportAll(set, range: from..<to, output: output, format: format)
+        return try exportAll(set, range: from..<to, output: output, format: format, quality: quality(arguments))
     }
 }
 
@@ -56,8 +57,10 @@ private func liveSelection(directory: String, stream: String?, output: String) t
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
 /// stream for `.y4m` and `.mp4`; prints each file written.
-private func exportAll(_ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat) throws -> Int32 {
-    let summaries = try set.export(range: range, format: format, to: .path(output))
+private func exportAll(
+    _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality
+) throws -> Int32 {
+    let summaries = try set.export(range: range, format: format, to: .path(output), quality: quality)
     for summary in summaries {
         var line = describe(summary, destination: summary.path ?? output)
         if format == .matroska { line += " (\(count(set.members.count, "stream")), a track each)" }
@@ -93,7 +96,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         stream: selection?.requestName ?? arguments.string("stream"),
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
-        sinceLastSave: arguments.flag("since-last-save") ? true : nil)
+        sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
     let live = try liveExport(directory: directory, output: output, format: format, what: "save") { path in
         var request = request
         request.path = path
@@ -116,7 +119,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try source.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try export(from: source, range: range, output: output)
+        return try export(from: source, range: range, output: output, quality: quality(arguments))
     case .all:
         if output == "-" {
             throw UsageError(
@@ -127,7 +130,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try set.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try exportAll(set, range: range, output: output, format: format ?? .matroska)
+        return try exportAll(
+            set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments))
     }
 }
 
@@ -194,8 +198,15 @@ private func liveExport(
     return true
 }
 
+/// The `--quality` of a save or clip (`fast` unless given).
+private func quality(_ arguments: ParsedArguments) -> ExportQuality {
+    arguments.string("quality").flatMap(ExportQuality.init(rawValue:)) ?? .fast
+}
+
 /// Exports `range` to the `-o` argument and prints what was written.
-func export(from source: ClipSource, range: Range<Int64>, output: String) throws -> Int32 {
+func export(from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast) throws
+    -> Int32
+{
     let destination = ExportDestination(argument: output)
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
@@ -203,7 +214,7 @@ func export(from source: ClipSource, range: Range<Int64>, output: String) throws
     var progress = ProgressLine()
     let summary: ExportSummary
     do {
-        summary = try source.export(range: range, format: format, to: destination) { count, pts in
+        summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }
     } catch {

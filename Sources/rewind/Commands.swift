@@ -75,6 +75,9 @@ let saveCommand = Command(
             .value(
                 "output", short: "o", "PATH",
                 "clip.y4m | clip.mkv | clip.mp4 | - (stdout); default with a live recorder: DIR/exports/"),
+            .value(
+                "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
+                type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
         ]),
     run: runSave)
 
@@ -90,6 +93,9 @@ let clipCommand = Command(
                 required: true),
             .value("to", "TIME", "end, exclusive", type: .time, required: true),
             .value("output", short: "o", "PATH", "out.y4m | out.mkv | out.mp4 | - (stdout)", required: true),
+            .value(
+                "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
+                type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
         ]),
     run: runClip)
 

@@ -122,7 +122,7 @@ struct MemoryPressureTests {
     /// Every stream of a live recorder, by name, from `rewind info --json`'s live section.
     static func liveStreams(_ store: String) throws -> [String: [String: Any]]? {
         guard let live = try liveStatus(store), let streams = live["streams"] as? [[String: Any]] else { return nil }
-        return Dictionary(uniqueKeysWithValues: streams.compactMap { s in (s["name"] as? String).map { ($0, s) } })
+        return Dictionary(uniqueKeysWithValues: streams.compactMap { s in (s["stream"] as? String).map { ($0, s) } })
     }
 
     @Test func realPressureShrinksEveryStreamsShareAndNoStreamStalls() throws {

@@ -86,6 +86,70 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         }
     }
 
+    /// Each stream's spill encoder has an output buffer of its own, taken off the shared budget before the rings'
+    /// shares are made, so the shares keep their proportions and the whole is still the budget; critical pressure
+    /// takes every stream's buffer (each stores its frames raw) and normal pressure gives them back.
+    @Test func everyStreamsEncoderBufferComesOffTheBudgetAndFollowsPressure() throws {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        var feeds = [try CameraFeed(width: 320, height: 240, fps: 30), try CameraFeed(width: 160, height: 96, fps: 15)]
+        let budget = 48 << 20
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
+                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
+            ], store: store, configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: budget))
+        let buffers = feeds.map { store.encoderOutputBytes(for: $0.stream.layout) }
+        #expect(buffers.allSatisfy { $0 > 0 })
+        #expect(recorder.streams.map(\.encoderBytes) == buffers)
+        #expect(recorder.encoderBytes == buffers.reduce(0, +))
+        #expect(
+            recorder.streams.map(\.memoryConfiguration.memoryBudget)
+                == Recorder.budgetShares(
+                    total: budget - recorder.encoderBytes, streams: feeds.map(\.stream), window: .seconds(60)))
+        for (stream, buffer) in zip(recorder.streams, buffers) {
+            #expect(stream.memoryBudget(under: .normal) == stream.memoryConfiguration.memoryBudget + buffer)
+        }
+        #expect(recorder.memoryBudget(under: .normal) <= budget)
+        #expect(recorder.memoryBudget(under: .normal) > budget - 16)
+
+        func record(_ count: Int) throws {
+            for _ in 0..<count {
+                for (index, stream) in recorder.streams.enumerated() {
+                    stream.waitForSpillRoom()
+                    #expect(try feeds[index].appendNext(to: stream) != .dropped(.spillBehind))
+                }
+            }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while recorder.streams.contains(where: { $0.unspilledFrames > 0 }) && ContinuousClock.now < deadline {
+                usleep(1000)
+            }
+        }
+        try record(10)
+        let compressed = recorder.streams.map(\.statistics.rawChunkBytesSpilled)
+        recorder.setPressure(.critical)
+        #expect(recorder.memoryBudget(under: .critical) < recorder.memoryBudget(under: .normal))
+        try record(10)
+        let underPressure = zip(recorder.streams, compressed).map { $0.statistics.rawChunkBytesSpilled - $1 }
+        recorder.setPressure(.normal)
+        try record(10)
+        try recorder.finish()
+        for (index, stream) in recorder.streams.enumerated() {
+            let frameBytes = Int64(feeds[index].stream.layout.byteCount)
+            let statistics = stream.statistics
+            #expect(underPressure[index] >= 9 * frameBytes, "\(stream.name) is stored raw under critical pressure")
+            let afterwards = statistics.rawChunkBytesSpilled - compressed[index] - underPressure[index]
+            #expect(afterwards < 5 * frameBytes, "\(stream.name) is compressed again at normal pressure")
+            #expect(statistics.drops.isEmpty, "\(stream.name): \(statistics.drops)")
+            var verified = 0
+            try store.frames(streamName: stream.name, in: Int64.min..<Int64.max) { view in
+                #expect(SyntheticCamera.verify(view) != nil)
+                verified += 1
+                return true
+            }
+            #expect(verified == 30, "\(stream.name)")
+        }
+    }
+
     @Test func aSecondRecorderContinuesAStoredStreamAfterItsFramesAndAddsANewOneOnTheSameClock() throws {
         let directory = try TemporaryDirectory()
         let layout = try FrameLayout(format: .nv12, width: 160, height: 96)

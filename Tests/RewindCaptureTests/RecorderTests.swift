@@ -175,9 +175,12 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         var feed = try CameraFeed()
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
         let slab = (feed.stream.layout.byteCount + 4095) / 4096 * 4096
+        // The spill encoder's output buffer counts in the budget too.
+        let encoder = store.encoderOutputBytes(for: feed.stream.layout)
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 * slab))
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 * slab + encoder))
+        #expect(recorder.encoderBytes == encoder)
         for _ in 0..<100 {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)

@@ -182,6 +182,56 @@ import Testing
         #expect(try exportedIndexes(window.path!, layout: live.feed.stream.layout) == Array(90..<210))
     }
 
+    /// `quality` reaches the `.mp4` export of a save and of a clip: `lossless` decodes to exactly the frames the
+    /// same clip holds as `.y4m`, `fast` does not; an unknown quality is refused before anything is written.
+    @Test func qualityChoosesHowAnMP4IsEncoded() throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let reference = "\(live.directory)/reference.y4m"
+        _ = try #require(try live.client.clip(ClipRequest(from: "1s", to: "1500ms", path: reference, wait: true)))
+        let expected = try ExternalTools.frameMD5s(reference, pixelFormat: "yuv420p")
+        #expect(expected.count == 30)
+        for quality in ["lossless", "fast"] {
+            let path = "\(live.directory)/clip-\(quality).mp4"
+            let clip = try #require(
+                try live.client.clip(
+                    ClipRequest(from: "1s", to: "1500ms", path: path, wait: true, quality: quality)))
+            #expect(clip.state == .done)
+            let decoded = try ExternalTools.frameMD5s(path, pixelFormat: "yuv420p")
+            #expect(decoded.count == 30, "\(quality)")
+            if quality == "lossless" {
+                #expect(decoded == expected, "a lossless clip decodes to the frames stored")
+            } else {
+                #expect(decoded != expected, "fast is lossy (else the test would prove nothing)")
+            }
+        }
+        let savePath = "\(live.directory)/save-lossless.mp4"
+        let save = try #require(
+            try live.client.save(SaveRequest(last: "500ms", path: savePath, wait: true, quality: "lossless")))
+        #expect(save.state == .done)
+        let sameRange = "\(live.directory)/save-range.y4m"
+        _ = try live.client.clip(
+            ClipRequest(
+                from: "\(save.fromNanoseconds)ns", to: "\(save.toNanoseconds)ns", path: sameRange, wait: true))
+        let saved = try ExternalTools.frameMD5s(savePath, pixelFormat: "yuv420p")
+        #expect(saved.count == save.frames && saved.count > 0)
+        #expect(saved == (try ExternalTools.frameMD5s(sameRange, pixelFormat: "yuv420p")), "a lossless save is exact")
+        for request in [
+            { try live.client.clip(ClipRequest(from: "1s", to: "2s", format: "mp4", quality: "best")) },
+            { try live.client.save(SaveRequest(last: "1s", format: "mp4", quality: "LOSSLESS")) },
+        ] as [() throws -> SaveObject?] {
+            do {
+                _ = try request()
+                Issue.record("an unknown quality was accepted")
+            } catch ControlError.refused(let error) {
+                #expect(error.code == .badRequest)
+                #expect(error.message.contains("quality"), "\(error.message)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))
+    }
+
     /// A clip spans disk and memory: the 2 s window holds frames 59…179, the store all of them.
     @Test func clipAcrossDiskAndMemoryAndItsErrors() throws {
         let live = try LiveRecorder()

@@ -53,6 +53,35 @@ import Testing
         #expect(abs(last - 1.633333) < 0.002, "last pts \(last)")
     }
 
+    /// `lossless` decodes to exactly the frames written (framemd5 against the same frames as `.y4m`, which keeps
+    /// their pixels); `fast` and `balanced` are lossy but keep every frame.
+    @Test(arguments: [PixelFormat.nv12, .i420])
+    func losslessIsBitExactAndEveryQualityKeepsEveryFrame(format: PixelFormat) throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let pts = (0..<20).map { Int64($0) * 33_333_333 }
+        let (stream, frames) = try synthetic(format, pts: pts)
+        let reference = TemporaryDirectory.shared.file("reference-\(format).y4m")
+        var y4m = try makeExporter(format: .y4m, stream: stream, destination: .path(reference))
+        try writeFrames(frames, layout: stream.layout, to: &y4m)
+        _ = try y4m.finish()
+        let pixelFormat = "yuv420p"
+        let expected = try ExternalTools.frameMD5s(reference, pixelFormat: pixelFormat)
+        #expect(expected.count == 20)
+        for quality in ExportQuality.allCases {
+            let output = TemporaryDirectory.shared.file("\(quality)-\(format).mp4")
+            var exporter = try makeExporter(format: .mp4, stream: stream, destination: .path(output), quality: quality)
+            try writeFrames(frames, layout: stream.layout, to: &exporter)
+            #expect(try exporter.finish().frames == 20)
+            let decoded = try ExternalTools.frameMD5s(output, pixelFormat: pixelFormat)
+            #expect(decoded.count == 20, "\(quality)")
+            if quality == .lossless {
+                #expect(decoded == expected, "lossless \(format) decodes to the frames written")
+            } else {
+                #expect(decoded != expected, "\(quality) is lossy (else the test would prove nothing)")
+            }
+        }
+    }
+
     @Test func missingFFmpegIsAClearError() throws {
         let (stream, _) = try synthetic(.nv12, pts: [])
         #expect {

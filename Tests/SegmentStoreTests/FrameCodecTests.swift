@@ -61,9 +61,12 @@ import Testing
                 let encoded = encoder.encode(frame.bytes, key: i % 5 == 0)
                 codecs.insert(encoded.codec)
                 if i % 5 == 0 { #expect(encoded.isKey) }
-                let payload = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(encoder.record)[56...])
-                #expect(payload.count == encoded.storedLength)
-                try decoder.decode(payload, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+                let record = encoder.recordBytes()
+                #expect(record.count == 56 + encoded.storedLength)
+                try record.withUnsafeBytes { bytes in
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[56...])
+                    try decoder.decode(payload, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+                }
                 #expect(decoder.frame.elementsEqual(frame.bytes), "frame \(i) \(format) \(policy) workers \(workers)")
             }
             switch policy {
@@ -100,7 +103,7 @@ import Testing
         let encoder = FrameEncoder(layout: frames.layout, workerCount: 1, chunkSize: 4096, headerSpace: 0)
         let decoder = FrameDecoder(layout: frames.layout, chunkSize: 4096)
         let encoded = encoder.encode(frames.frame(0).bytes, key: true)
-        let payload = Array(UnsafeRawBufferPointer(encoder.record))
+        let payload = encoder.recordBytes()
         for position in stride(from: 0, to: payload.count, by: max(1, payload.count / 97)) {
             var damaged = payload
             damaged[position] ^= 0x10

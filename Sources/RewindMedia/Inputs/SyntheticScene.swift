@@ -17,12 +17,27 @@ final class SyntheticScene: Sendable {
         self.margin = margin
         self.seed = seed
         let sceneLayout = try! FrameLayout(
-            format: layout.format, width: layout.width + margin, height: layout.height + margin)
+            format: layout.format, width: layout.width + margin,
+            height: Self.sceneHeight(layout: layout, margin: margin))
         self.sceneLayout = sceneLayout
         self.pixels = Self.renderScene(sceneLayout, seed: seed)
         let object = (y: 200, cb: 80, cr: 180)
         self.objectPixel = (0..<layout.planeCount).map { Self.pixelBytes(object, format: layout.format, plane: $0) }
         self.noiseTable = noise > 0 ? Self.makeNoiseTable(sigma: noise, seed: seed) : []
+    }
+
+    /// The most bytes a scene takes: a larger frame's view wraps around a scene shorter than the frame.
+    static let maximumSceneBytes = 4 << 20
+
+    /// The scene's height in rows: `margin` more than the frame's, or, when that scene would take more than
+    /// ``maximumSceneBytes``, as many rows as fit (an even number, at least `2 × margin`); the view then wraps
+    /// around vertically. Rows repeat no closer than that many rows apart, far beyond LZ4's 64 KiB window.
+    static func sceneHeight(layout: FrameLayout, margin: Int) -> Int {
+        let full = layout.height + margin
+        let fullLayout = try! FrameLayout(format: layout.format, width: layout.width + margin, height: full)
+        guard fullLayout.byteCount > maximumSceneBytes else { return full }
+        let rows = Int(Double(full) * Double(maximumSceneBytes) / Double(fullLayout.byteCount)) & ~1
+        return max(rows, 2 * margin)
     }
 
     /// Draws frame `index` (all but its mark) into `buffer`.
@@ -40,10 +55,14 @@ final class SyntheticScene: Sendable {
                 let scenePlane = sceneLayout.plane(planeIndex)
                 let sub = planeIndex > 0 && layout.format.isChromaSubsampled ? 2 : 1
                 let pixelBytes = objectPixel[planeIndex].count
-                let start = scenePlane.offset + (panY / sub) * scenePlane.bytesPerRow + (panX / sub) * pixelBytes
+                let start = scenePlane.offset + (panX / sub) * pixelBytes
+                var sceneRow = (panY / sub) % scenePlane.rows
                 for row in 0..<plane.rows {
                     (buffer.baseAddress! + plane.offset + row * plane.bytesPerRow).copyMemory(
-                        from: source.baseAddress! + start + row * scenePlane.bytesPerRow, byteCount: plane.bytesPerRow)
+                        from: source.baseAddress! + start + sceneRow * scenePlane.bytesPerRow,
+                        byteCount: plane.bytesPerRow)
+                    sceneRow += 1
+                    if sceneRow == scenePlane.rows { sceneRow = 0 }
                 }
                 // The moving object: a solid rectangle.
                 let pattern = objectPixel[planeIndex]

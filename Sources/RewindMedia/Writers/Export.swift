@@ -190,20 +190,45 @@ public struct ExportChapter: Sendable, Hashable {
 ///   - format: the file format.
 ///   - stream: the stream every frame will belong to.
 ///   - destination: a path, or a descriptor (`-` on the command line is standard output).
+///   - quality: how `mp4` is encoded (ignored by the uncompressed formats).
 ///   - fileSystem: where the exporter's writes go (a fault-injecting one in tests).
 ///   - chapters: markers to write as chapters (Matroska only).
 /// - Returns: a ``Y4MWriter``, ``MatroskaWriter`` or ``MP4Exporter``.
 /// - Throws: ``ExportError`` when the destination cannot be opened, the format cannot carry the stream's pixel
 ///   format, or (`mp4`) `ffmpeg` is not available.
 public func makeExporter(
-    format: ExportFormat, stream: StreamDescription, destination: ExportDestination,
+    format: ExportFormat, stream: StreamDescription, destination: ExportDestination, quality: ExportQuality = .fast,
     fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = []
 ) throws(ExportError) -> any Exporter {
     switch format {
     case .y4m: try Y4MWriter(stream: stream, destination: destination, fileSystem: fileSystem)
     case .matroska:
         try MatroskaWriter(stream: stream, destination: destination, fileSystem: fileSystem, chapters: chapters)
-    case .mp4: try MP4Exporter(stream: stream, destination: destination, fileSystem: fileSystem)
+    case .mp4: try MP4Exporter(stream: stream, destination: destination, quality: quality, fileSystem: fileSystem)
+    }
+}
+
+/// How a compressed export (`.mp4`) trades encoding time for size and fidelity; `.y4m` and `.mkv` are always
+/// uncompressed and exact. The raw value is the name the command line and the control protocol use.
+public enum ExportQuality: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// x264's `ultrafast` preset at CRF 20: encodes a 1080p60 clip faster than it plays; the default for saves.
+    case fast
+    /// x264's `medium` preset at CRF 20: smaller files, several times slower than `fast`.
+    case balanced
+    /// x264 lossless (`-qp 0`, `ultrafast`): decodes to exactly the stored pixels of 4:2:0 frames (`nv12`,
+    /// `i420`; other formats are converted to 4:2:0 first).
+    case lossless
+
+    /// The name: `fast`, `balanced` or `lossless`.
+    public var description: String { rawValue }
+
+    /// The x264 options for this quality.
+    var x264Arguments: [String] {
+        switch self {
+        case .fast: ["-preset", "ultrafast", "-crf", "20"]
+        case .balanced: ["-preset", "medium", "-crf", "20"]
+        case .lossless: ["-preset", "ultrafast", "-qp", "0"]
+        }
     }
 }
 

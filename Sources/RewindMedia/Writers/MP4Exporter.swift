@@ -5,7 +5,10 @@ import RewindSystem
 /// Encodes frames to H.264 in MP4 with the system's `ffmpeg`, fed a lossless Matroska stream on its stdin.
 ///
 ///     frames → MatroskaWriter → pipe → ffmpeg -f matroska -i pipe:0 -fps_mode passthrough
-///                                            -c:v libx264 -pix_fmt yuv420p <colour flags> out.mp4
+///                                            -c:v libx264 -pix_fmt yuv420p <quality> <colour flags> out.mp4
+///
+/// `<quality>` is ``ExportQuality``'s x264 preset and rate control: `fast` (the default) encodes 1080p60 faster
+/// than real time on two cores, `lossless` decodes to exactly the stored pixels of 4:2:0 frames (`nv12`, `i420`).
 ///
 /// The Matroska stream carries every frame's exact pts, and `-fps_mode passthrough` keeps one output frame per
 /// input frame: none duplicated, none dropped. The stream's matrix and range become the MP4's colour tags (and,
@@ -30,12 +33,13 @@ public final class MP4Exporter: Exporter {
     /// - Parameters:
     ///   - stream: the stream every frame will belong to.
     ///   - destination: the MP4 file, or a descriptor (a fragmented MP4 is written there).
+    ///   - quality: the x264 settings (``ExportQuality``).
     ///   - searchPath: the directories to look for `ffmpeg` in, `:`-separated; defaults to `PATH`.
     ///   - fileSystem: where the writes to ffmpeg's stdin go (a fault-injecting one in tests).
     /// - Throws: ``ExportError`` when `ffmpeg` is not found or cannot be started.
     public init(
-        stream: StreamDescription, destination: ExportDestination, searchPath: String? = nil,
-        fileSystem: any FileSystem = POSIXFileSystem()
+        stream: StreamDescription, destination: ExportDestination, quality: ExportQuality = .fast,
+        searchPath: String? = nil, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(ExportError) {
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
@@ -50,6 +54,7 @@ public final class MP4Exporter: Exporter {
             "-hide_banner", "-loglevel", "error", "-nostats", "-f", "matroska", "-i", "pipe:0", "-map", "0:v:0",
             "-fps_mode", "passthrough", "-c:v", "libx264", "-pix_fmt", "yuv420p",
         ]
+        arguments += quality.x264Arguments
         arguments += MP4Exporter.colourArguments(stream)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ffmpeg)

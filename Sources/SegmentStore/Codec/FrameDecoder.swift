@@ -60,7 +60,7 @@ package final class FrameDecoder {
     package let layout: FrameLayout
     package let plan: ChunkPlan
     package let buffers: DecodeBuffers
-    private let scratch: ByteBuffer
+    let scratch: ByteBuffer
 
     /// - Parameters:
     ///   - buffers: where frames are decoded; a single buffer of its own when nil.
@@ -147,37 +147,54 @@ package final class FrameDecoder {
         _ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, into out: UnsafeMutableRawPointer,
         previous: UnsafeRawPointer?, progress: ChunkProgress? = nil, previousProgress: ChunkProgress? = nil
     ) throws(FrameDecodeError) {
-        let plan = self.plan
-        let scratch = self.scratch.base
         do {
             try Self.walk(payload, plan: plan, expectedCRC: expectedCRC) {
                 chunk, codec, stored throws(FrameDecodeError) in
-                let target = out + plan.offsets[chunk]
-                let length = plan.lengths[chunk]
-                switch codec {
-                case 0:
-                    target.copyMemory(from: stored.baseAddress!, byteCount: length)
-                case 1:
-                    let dictionary = prefixDictionaryLength(offset: plan.offsets[chunk])
-                    let n = LZ4_decompress_safe_usingDict(
-                        stored.baseAddress!.assumingMemoryBound(to: CChar.self),
-                        target.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length),
-                        (target - dictionary).assumingMemoryBound(to: CChar.self), Int32(dictionary))
-                    guard n == length else { throw .lz4Failed(chunk: chunk) }
-                default:
-                    guard let previous else { throw .deltaWithoutPredecessor }
-                    let n = LZ4_decompress_safe(
-                        stored.baseAddress!.assumingMemoryBound(to: CChar.self),
-                        scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
-                    guard n == length else { throw .lz4Failed(chunk: chunk) }
-                    previousProgress?.wait(forChunks: chunk + 1)
-                    addBytes(scratch, previous + plan.offsets[chunk], into: target, count: length)
-                }
+                try decodeChunk(
+                    chunk, codec: codec, stored: stored, into: out, previous: previous,
+                    previousProgress: previousProgress)
                 progress?.publish(chunks: chunk + 1)
             }
         } catch {
             progress?.abandon()
             throw error
+        }
+    }
+}
+
+extension FrameDecoder {
+    /// Decodes one verified chunk (its stored bytes checked against its CRC) into its place in `out`.
+    ///
+    /// - Parameters:
+    ///   - codec: the chunk's codec byte (0 raw, 1 LZ4, 2 LZ4 delta).
+    ///   - previous: the previous frame (for a delta chunk); may be `out` itself.
+    ///   - previousProgress: for a delta chunk, waited on until the thread decoding `previous` has this chunk.
+    /// - Throws: ``FrameDecodeError``.
+    func decodeChunk(
+        _ chunk: Int, codec: UInt8, stored: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer,
+        previous: UnsafeRawPointer?, previousProgress: ChunkProgress? = nil
+    ) throws(FrameDecodeError) {
+        let target = out + plan.offsets[chunk]
+        let length = plan.lengths[chunk]
+        switch codec {
+        case 0:
+            target.copyMemory(from: stored.baseAddress!, byteCount: length)
+        case 1:
+            let dictionary = prefixDictionaryLength(offset: plan.offsets[chunk])
+            let n = LZ4_decompress_safe_usingDict(
+                stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                target.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length),
+                (target - dictionary).assumingMemoryBound(to: CChar.self), Int32(dictionary))
+            guard n == length else { throw .lz4Failed(chunk: chunk) }
+        default:
+            guard let previous else { throw .deltaWithoutPredecessor }
+            let scratch = self.scratch.base
+            let n = LZ4_decompress_safe(
+                stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
+            guard n == length else { throw .lz4Failed(chunk: chunk) }
+            previousProgress?.wait(forChunks: chunk + 1)
+            addBytes(scratch, previous + plan.offsets[chunk], into: target, count: length)
         }
     }
 }

@@ -53,7 +53,7 @@ private final class SharedWorkers {
     deinit { pool.shutdown() }
 }
 
-/// The result of encoding one frame: the record payload sits in ``FrameEncoder/record`` after the header space.
+/// The result of encoding one frame: the record is in ``FrameEncoder/pieces`` (header space first).
 package struct EncodedFrame: Sendable, Hashable {
     package var codec: FrameCodec
     /// Whether the frame decodes on its own (no chunk is a delta).
@@ -62,6 +62,32 @@ package struct EncodedFrame: Sendable, Hashable {
     package var storedLength: Int
     /// CRC-32C of the chunk table, which holds the CRC-32C of every chunk.
     package var storedCRC: UInt32
+    /// Bytes of the frame stored as raw chunks.
+    package var rawChunkBytes: Int
+}
+
+/// Anonymous memory mapped once, whose pages can be given back to the system (`MADV_DONTNEED`) and come back as
+/// zero pages when touched again.
+private final class MappedScratch {
+    let base: UnsafeMutableRawPointer
+    let count: Int
+
+    init(count: Int) {
+        self.count = max(count, 1)
+        let address = mmap(nil, self.count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        precondition(address != MAP_FAILED, "could not map \(self.count) bytes for the frame encoder")
+        base = address!
+    }
+
+    deinit { munmap(base, count) }
+
+    /// Gives back the whole pages from byte `offset` on; their contents are lost.
+    func release(from offset: Int) {
+        let page = System.pageSize
+        let start = (offset + page - 1) / page * page
+        guard start < count else { return }
+        _ = madvise(base + start, count - start, MADV_DONTNEED)
+    }
 }
 
 /// Encodes the frames of one stream, in order, into record payloads, using a pool of worker threads.
@@ -78,37 +104,60 @@ package struct EncodedFrame: Sendable, Hashable {
 /// have no dictionary. Each chunk's CRC covers its stored bytes; the record's stored CRC
 /// covers the table.
 ///
+/// Choosing a codec costs one compression per chunk: each chunk remembers what won last time (delta, LZ4 or raw)
+/// and uses only that; every eighth frame (staggered over the chunks), or when the remembered codec no longer
+/// shrinks the chunk, it also tries the other and keeps the smaller. A chunk that does not shrink is stored raw
+/// (and not compressed again until its next eighth frame).
+///
+/// Memory. Nothing is copied into a record: the record is a list of pieces (``pieces``) written with one
+/// `pwritev` — the header and chunk table, then each chunk from the frame itself (raw) or from its slot in the
+/// output buffer (compressed). The previous frame, which deltas need, is the caller's (the ring still holds it);
+/// only a caller that does not pass it makes the encoder keep a copy. The output buffer has a slot per chunk;
+/// ``outputCapacity`` limits how much of it is used (chunks past the limit are stored raw) and gives the rest back
+/// to the system, so a recorder can shrink it under memory pressure, and ``releaseMemory()`` gives it all back
+/// while idle.
+///
 /// Not thread-safe: one owner (the stream's writer) calls `encode`; the pool parallelises inside the call.
-/// Every buffer is allocated once, in `init`.
 package final class FrameEncoder {
     package let layout: FrameLayout
     package let plan: ChunkPlan
     package var policy: CodecPolicy
-    /// Bytes reserved at the start of ``record`` for the caller's record header.
+    /// Called before each chunk is compressed (see ``StoreOptions/beforeCompressingChunk``).
+    package var beforeCompressingChunk: (@Sendable () -> Void)?
+    /// Bytes reserved at the start of the record for the caller's record header.
     package let headerSpace: Int
 
     private let workers: SharedWorkers
     private var pool: WorkerPool { workers.pool }
     private let contexts: [EncoderContext]
-    private let previous: ByteBuffer
-    private let slots: ByteBuffer
+    /// The previous frame, kept only for callers that do not pass it (allocated on first use).
+    private var ownPrevious: ByteBuffer?
+    private var hasOwnPrevious = false
+    /// Header space and chunk table, then one slot per chunk.
+    private let output: MappedScratch
     private let slotOffsets: [Int]
-    private let staging: ByteBuffer
+    /// Per chunk: the most bytes its slot takes (a compression that would need more stores the chunk raw).
+    private let slotLengths: [Int]
+    /// Chunks whose slots lie within ``outputCapacity``.
+    private var slottedChunks: Int
+    private var pieceTable: UnsafeMutablePointer<iovec>
+    private var pieceCount = 0
     // Per chunk, written by the worker that encodes it.
     private let chunkCodec: UnsafeMutablePointer<UInt8>
     private let chunkLength: UnsafeMutablePointer<Int>
     private let chunkCRC: UnsafeMutablePointer<UInt32>
-    /// Per chunk: true when the last decision favoured the delta.
-    private let preferDelta: UnsafeMutablePointer<Bool>
-    private var hasPrevious = false
+    /// Per chunk: the codec that won the last comparison (raw value of ``FrameCodec``).
+    private let choice: UnsafeMutablePointer<UInt8>
     private var frameNumber = 0
     private var recordLength = 0
+    /// Bytes of output buffer in use: ``outputBytes`` at most.
+    package private(set) var outputCapacity: Int
 
     /// - Parameters:
     ///   - layout: the layout of every frame.
     ///   - workerCount: threads compressing (including the caller).
     ///   - chunkSize: the largest chunk, see ``ChunkPlan``.
-    ///   - headerSpace: bytes to leave free before the payload in ``record``.
+    ///   - headerSpace: bytes to leave free before the payload in the record.
     ///   - other: an encoder whose worker threads this one uses too (one thread then calls both); nil for threads
     ///     of its own. The threads stop when the last encoder using them goes.
     package init(
@@ -123,135 +172,241 @@ package final class FrameEncoder {
         let shared = other?.workers ?? SharedWorkers(WorkerPool(workerCount: max(1, min(workerCount, plan.count))))
         workers = shared
         contexts = (0..<shared.pool.workerCount).map { _ in EncoderContext(maxChunk: maxChunk) }
-        previous = ByteBuffer(count: layout.byteCount)
+        let slots = Self.slotLengths(plan: plan, policy: policy)
         var offsets: [Int] = []
-        var total = 0
-        for length in plan.lengths {
+        var total = headerSpace + plan.tableLength
+        for length in slots {
             offsets.append(total)
-            total += Int(LZ4_compressBound(Int32(length)))
+            total += length
         }
         slotOffsets = offsets
-        slots = ByteBuffer(count: total)
-        staging = ByteBuffer(count: headerSpace + plan.tableLength + max(total, layout.byteCount))
+        slotLengths = slots
+        output = MappedScratch(count: total)
+        outputCapacity = total
+        slottedChunks = plan.count
+        pieceTable = .allocate(capacity: plan.count + 1)
         chunkCodec = .allocate(capacity: plan.count)
         chunkLength = .allocate(capacity: plan.count)
         chunkCRC = .allocate(capacity: plan.count)
-        preferDelta = .allocate(capacity: plan.count)
-        preferDelta.initialize(repeating: true, count: plan.count)
+        choice = .allocate(capacity: plan.count)
+        choice.initialize(repeating: FrameCodec.lz4Delta.rawValue, count: plan.count)
     }
 
     deinit {
+        pieceTable.deallocate()
         chunkCodec.deallocate()
         chunkLength.deallocate()
         chunkCRC.deallocate()
-        preferDelta.deallocate()
+        choice.deallocate()
+    }
+
+    /// Per chunk, the bytes its slot needs: under ``CodecPolicy/automatic`` a compressed chunk is kept only when
+    /// smaller than the chunk, so the chunk's length; a forced codec may need LZ4's bound.
+    private static func slotLengths(plan: ChunkPlan, policy: CodecPolicy) -> [Int] {
+        plan.lengths.map { length in
+            switch policy {
+            case .automatic: length
+            case .forced(.raw): 0
+            case .forced(_): Int(LZ4_compressBound(Int32(length)))
+            }
+        }
+    }
+
+    /// The bytes of the output buffer at full capacity: the most a stream's encoder keeps resident.
+    ///
+    /// - Parameters:
+    ///   - layout: the stream's layout.
+    ///   - chunkSize: the store's chunk size.
+    ///   - headerSpace: the record header's length.
+    /// - Returns: bytes, rounded up to whole pages.
+    package static func outputBytes(
+        layout: FrameLayout, chunkSize: Int, headerSpace: Int, policy: CodecPolicy = .automatic
+    ) -> Int {
+        let plan = ChunkPlan(layout: layout, chunkSize: chunkSize)
+        let total = headerSpace + plan.tableLength + slotLengths(plan: plan, policy: policy).reduce(0, +)
+        let page = System.pageSize
+        return (total + page - 1) / page * page
+    }
+
+    /// The bytes of the output buffer at full capacity.
+    package var outputBytes: Int { output.count }
+
+    /// Limits the output buffer to `bytes` (at least the header and chunk table): chunks whose slots lie beyond are
+    /// stored raw, and the memory beyond is given back to the system now.
+    package func setOutputCapacity(_ bytes: Int) {
+        let limit = min(max(bytes, headerSpace + plan.tableLength), output.count)
+        var slotted = 0
+        while slotted < plan.count && slotOffsets[slotted] + slotLengths[slotted] <= limit { slotted += 1 }
+        let shrinks = limit < outputCapacity
+        outputCapacity = limit
+        slottedChunks = slotted
+        if shrinks { output.release(from: slotted < plan.count ? slotOffsets[slotted] : limit) }
+    }
+
+    /// Gives the output buffer's memory (and a kept copy of the previous frame) back to the system until the next
+    /// frame; the next frame is then a key frame unless the caller passes the previous one.
+    package func releaseMemory() {
+        output.release(from: 0)
+        if ownPrevious != nil {
+            ownPrevious = nil
+            hasOwnPrevious = false
+        }
     }
 
     /// The worker threads in use.
     package var workerCount: Int { pool.workerCount }
 
-    /// Header space followed by the payload of the last encoded frame; valid until the next `encode`.
-    package var record: UnsafeMutableRawBufferPointer {
-        UnsafeMutableRawBufferPointer(start: staging.base, count: recordLength)
+    /// The last encoded record as `iovec`s for one gathered write: header space, chunk table and payload; the
+    /// header space is ``headerSpace`` writable bytes at the start of the first piece. Valid until the next
+    /// `encode`, and only while the frame passed to it is.
+    package var pieces: UnsafeMutableBufferPointer<iovec> {
+        UnsafeMutableBufferPointer(start: pieceTable, count: pieceCount)
+    }
+
+    /// The header space at the start of the record, for the caller's record header.
+    package var headerBytes: UnsafeMutableRawBufferPointer {
+        UnsafeMutableRawBufferPointer(start: output.base, count: headerSpace)
+    }
+
+    /// The last encoded record (header space, then payload) gathered into one array; for tests and tools.
+    package func recordBytes() -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(recordLength)
+        for piece in pieces {
+            bytes.append(contentsOf: UnsafeRawBufferPointer(start: piece.iov_base, count: piece.iov_len))
+        }
+        return bytes
     }
 
     /// Forgets the previous frame: the next frame is a key frame (a new segment starts).
     package func reset() {
-        hasPrevious = false
+        hasOwnPrevious = false
     }
 
     /// Encodes one frame.
     ///
     /// - Parameters:
-    ///   - bytes: the frame, `layout.byteCount` bytes.
+    ///   - bytes: the frame, `layout.byteCount` bytes; it must stay unchanged until the record is written.
     ///   - key: whether the frame must decode on its own (segment start, key interval).
-    /// - Returns: the codec, key flag, payload length and payload CRC; the payload is in ``record``.
+    ///   - previous: the frame encoded just before this one (its bytes unchanged), when the caller still holds it.
+    ///   - keepsCopy: whether to keep a copy of this frame for the next delta, for a caller that will not pass it
+    ///     as `previous` (ignored when `previous` is given).
+    ///   - compressedChunks: at most this many chunks (the first ones) are compressed, the rest stored raw: a
+    ///     writer falling behind trades size for speed.
+    /// - Returns: the codec, key flag, payload length and payload CRC; the record is in ``pieces``.
     /// - Complexity: O(frame bytes), spread over the workers.
-    package func encode(_ bytes: UnsafeRawBufferPointer, key: Bool) -> EncodedFrame {
+    package func encode(
+        _ bytes: UnsafeRawBufferPointer, key: Bool, previous: UnsafeRawPointer? = nil, keepsCopy: Bool = true,
+        compressedChunks: Int = .max
+    ) -> EncodedFrame {
         precondition(bytes.count == layout.byteCount, "frame has \(bytes.count) bytes, layout \(layout.byteCount)")
-        let mayDelta = hasPrevious && !key
-        let probe = frameNumber % 8 == 0
+        let kept: UnsafeRawPointer? = hasOwnPrevious ? ownPrevious.map { UnsafeRawPointer($0.base) } : nil
+        let reference = key ? nil : previous ?? kept
         let source = bytes.baseAddress!
-        pool.run(items: plan.count) { chunk, worker in
-            encodeChunk(chunk, source: source, context: contexts[worker], mayDelta: mayDelta, probe: probe)
+        let compressible = min(slottedChunks, max(0, compressedChunks))
+        let frame = frameNumber
+        // Without the caller's previous frame, each chunk is copied for the next delta once it is encoded.
+        var copy: UnsafeMutableRawPointer?
+        if previous == nil && keepsCopy {
+            if ownPrevious == nil { ownPrevious = ByteBuffer(count: layout.byteCount) }
+            copy = ownPrevious!.base
         }
-        hasPrevious = true
+        pool.run(items: plan.count) { chunk, worker in
+            encodeChunk(
+                chunk, source: source, previous: reference, context: contexts[worker], compress: chunk < compressible,
+                probe: (frame + chunk) % 8 == 0)
+            if let copy {
+                (copy + plan.offsets[chunk]).copyMemory(
+                    from: source + plan.offsets[chunk], byteCount: plan.lengths[chunk])
+            }
+        }
+        hasOwnPrevious = copy != nil
         frameNumber &+= 1
         return assemble(source: source)
     }
 
     private func encodeChunk(
-        _ chunk: Int, source: UnsafeRawPointer, context: EncoderContext, mayDelta: Bool, probe: Bool
+        _ chunk: Int, source: UnsafeRawPointer, previous: UnsafeRawPointer?, context: EncoderContext,
+        compress: Bool, probe: Bool
     ) {
         let offset = plan.offsets[chunk]
         let length = plan.lengths[chunk]
         let src = source + offset
-        let slot = slots.base + slotOffsets[chunk]
-        let bound = Int(LZ4_compressBound(Int32(length)))
+        let slot = output.base + slotOffsets[chunk]
+        let bound = slotLengths[chunk]
         let dictionary = prefixDictionaryLength(offset: offset)
         var codec = FrameCodec.raw
         var stored = length
 
+        func delta(into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+            subtractBytes(src, previous! + offset, into: context.delta.base, count: length)
+            return context.compress(context.delta.base, count: length, into: destination, capacity: capacity)
+        }
+        func plain(into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+            context.compress(src, count: length, dictionary: dictionary, into: destination, capacity: capacity)
+        }
+
+        if compress, policy != .forced(.raw), let beforeCompressingChunk { beforeCompressingChunk() }
         switch policy {
         case .forced(.raw):
             break
-        case .forced(.lz4):
-            stored = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: bound)
-            codec = .lz4
-        case .forced(.lz4Delta) where !mayDelta:
-            stored = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: bound)
+        case _ where !compress:
+            break
+        case .forced(.lz4),
+            .forced(.lz4Delta) where previous == nil:
+            stored = plain(into: slot, capacity: bound)
             codec = .lz4
         case .forced(.lz4Delta):
-            subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
-            stored = context.compress(context.delta.base, count: length, into: slot, capacity: bound)
+            stored = delta(into: slot, capacity: bound)
             codec = .lz4Delta
         case .forced(_), .automatic:
-            if !mayDelta {
-                let n = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: length - 1)
+            let remembered = FrameCodec(rawValue: choice[chunk]) ?? .lz4Delta
+            // The remembered codec first (LZ4 when a delta is not possible), the others only when probing.
+            var first = remembered
+            if first == .lz4Delta && previous == nil { first = .lz4 }
+            if first == .raw && probe { first = previous == nil ? .lz4 : .lz4Delta }
+            switch first {
+            case .raw: break
+            case .lz4:
+                let n = plain(into: slot, capacity: length - 1)
                 if n > 0 { (codec, stored) = (.lz4, n) }
-            } else if preferDelta[chunk] {
-                subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
-                let d = context.compress(context.delta.base, count: length, into: slot, capacity: length - 1)
-                if d > 0 { (codec, stored) = (.lz4Delta, d) }
-                if d == 0 || d > length / 2 || probe {
-                    let limit = (d > 0 ? d : length) - 1
-                    let p = context.compress(
-                        src, count: length, dictionary: dictionary, into: context.scratch.base, capacity: limit)
-                    if p > 0 {
-                        slot.copyMemory(from: context.scratch.base, byteCount: p)
-                        (codec, stored) = (.lz4, p)
-                    }
-                }
-                preferDelta[chunk] = codec == .lz4Delta
-            } else {
-                let p = context.compress(src, count: length, dictionary: dictionary, into: slot, capacity: length - 1)
-                if p > 0 { (codec, stored) = (.lz4, p) }
-                if probe {
-                    subtractBytes(src, previous.base + offset, into: context.delta.base, count: length)
-                    let limit = (p > 0 ? p : length) - 1
-                    let d = context.compress(
-                        context.delta.base, count: length, into: context.scratch.base, capacity: limit)
-                    if d > 0 {
-                        slot.copyMemory(from: context.scratch.base, byteCount: d)
-                        (codec, stored) = (.lz4Delta, d)
-                    }
-                }
-                preferDelta[chunk] = codec == .lz4Delta
+            case .lz4Delta:
+                let n = delta(into: slot, capacity: length - 1)
+                if n > 0 { (codec, stored) = (.lz4Delta, n) }
             }
+            // The remembered codec failed to shrink the chunk (the content changed): the other one gets a try.
+            if first != .raw && (probe || codec == .raw) {
+                let other: FrameCodec? = first == .lz4Delta ? .lz4 : previous == nil ? nil : .lz4Delta
+                if let other {
+                    let capacity = stored - 1
+                    let n =
+                        other == .lz4
+                        ? plain(into: context.scratch.base, capacity: capacity)
+                        : delta(into: context.scratch.base, capacity: capacity)
+                    if n > 0 {
+                        slot.copyMemory(from: context.scratch.base, byteCount: n)
+                        (codec, stored) = (other, n)
+                    }
+                }
+            }
+            // A key frame says nothing about deltas: only frames that could use one change the choice.
+            if previous != nil { choice[chunk] = codec.rawValue }
         }
         let storedBytes = UnsafeRawBufferPointer(start: codec == .raw ? src : UnsafeRawPointer(slot), count: stored)
         chunkCodec[chunk] = codec.rawValue
         chunkLength[chunk] = stored
         chunkCRC[chunk] = CRC32C.checksum(storedBytes)
-        (previous.base + offset).copyMemory(from: src, byteCount: length)
     }
 
     private func assemble(source: UnsafeRawPointer) -> EncodedFrame {
-        let table = staging.base + headerSpace
+        let table = output.base + headerSpace
         table.storeBytes(of: UInt32(plan.count).littleEndian, as: UInt32.self)
+        pieceTable[0] = iovec(iov_base: output.base, iov_len: headerSpace + plan.tableLength)
+        pieceCount = 1
         var cursor = plan.tableLength
         var anyDelta = false
         var anyLZ4 = false
+        var rawBytes = 0
         for chunk in 0..<plan.count {
             let entry = table + 4 + 12 * chunk
             let codec = chunkCodec[chunk]
@@ -261,8 +416,18 @@ package final class FrameEncoder {
             entry.storeBytes(of: chunkCRC[chunk].littleEndian, toByteOffset: 8, as: UInt32.self)
             let from =
                 codec == FrameCodec.raw.rawValue
-                ? source + plan.offsets[chunk] : UnsafeRawPointer(slots.base + slotOffsets[chunk])
-            (table + cursor).copyMemory(from: from, byteCount: length)
+                ? source + plan.offsets[chunk] : UnsafeRawPointer(output.base + slotOffsets[chunk])
+            if codec == FrameCodec.raw.rawValue { rawBytes += length }
+            // Neighbouring raw chunks are one run of the frame: one piece.
+            let last = pieceTable[pieceCount - 1]
+            if pieceCount > 1, codec == FrameCodec.raw.rawValue, chunkCodec[chunk - 1] == FrameCodec.raw.rawValue,
+                last.iov_base.map({ UnsafeRawPointer($0) + last.iov_len }) == from
+            {
+                pieceTable[pieceCount - 1].iov_len += length
+            } else if length > 0 {
+                pieceTable[pieceCount] = iovec(iov_base: UnsafeMutableRawPointer(mutating: from), iov_len: length)
+                pieceCount += 1
+            }
             cursor += length
             anyDelta = anyDelta || codec == FrameCodec.lz4Delta.rawValue
             anyLZ4 = anyLZ4 || codec == FrameCodec.lz4.rawValue
@@ -270,6 +435,7 @@ package final class FrameEncoder {
         recordLength = headerSpace + cursor
         let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: table, count: plan.tableLength))
         let codec: FrameCodec = anyDelta ? .lz4Delta : anyLZ4 ? .lz4 : .raw
-        return EncodedFrame(codec: codec, isKey: !anyDelta, storedLength: cursor, storedCRC: crc)
+        return EncodedFrame(
+            codec: codec, isKey: !anyDelta, storedLength: cursor, storedCRC: crc, rawChunkBytes: rawBytes)
     }
 }

@@ -150,6 +150,123 @@ package final class SegmentFileReader {
         return (record, payload)
     }
 
+    /// Reads, checks and decodes the record at `offset` a chunk at a time, straight into `out`: raw chunks are read
+    /// into their place in the frame, compressed ones into `storage` (one chunk's bytes) and decoded from there,
+    /// so no buffer of the record's size is needed.
+    ///
+    /// Every check of ``readRecord(at:frame:verifyPayload:into:)`` and of the decoder is made: the record header,
+    /// the pts and stored length the index expects, the chunk table's CRC, each chunk's length and CRC (before
+    /// its bytes are used), and the payload's total length.
+    ///
+    /// - Parameters:
+    ///   - previous: the previous frame of the segment (delta chunks add to it); may be `out` itself.
+    /// - Returns: the record header.
+    /// - Throws: ``SegmentStoreError/damaged(file:frame:offset:detail:)``, ``SegmentStoreError/io(_:)``; `out` may
+    ///   then hold part of the frame.
+    func decodeRecord(
+        at offset: Int64, expectedPTS: Int64, expectedStoredLength: Int, decoder: FrameDecoder,
+        into out: UnsafeMutableRawPointer, previous: UnsafeRawPointer?, storage: RecordStorage
+    ) throws(SegmentStoreError) -> RecordHeader {
+        let headerLength = SegmentFormat.recordHeaderLength
+        let tableLength = plan.tableLength
+        var frameLabel = -1
+        func damaged(_ detail: String) -> SegmentStoreError {
+            .damaged(file: fileName, frame: frameLabel, offset: offset, detail: detail)
+        }
+        storage.ensureCapacity(headerLength + tableLength)
+        let got: Int
+        do {
+            got = try fileSystem.readAll(
+                fd, into: UnsafeMutableRawBufferPointer(start: storage.base, count: headerLength + tableLength),
+                offset: offset, path: path)
+        } catch { throw .io(error) }
+        guard got >= headerLength else {
+            throw damaged("record truncated (header has \(got) of \(headerLength) bytes)")
+        }
+        let record: RecordHeader
+        do {
+            record = try RecordHeader.parse(UnsafeRawPointer(storage.base))
+        } catch .badMagic {
+            throw damaged("no record here (bad magic)")
+        } catch .checksumMismatch {
+            throw damaged("record header checksum mismatch")
+        } catch {
+            throw damaged("record header has impossible lengths")
+        }
+        frameLabel = Int(record.frameNumber)
+        guard record.rawLength == header.stream.layout.byteCount else {
+            throw damaged("raw length \(record.rawLength) does not match the stream's \(header.stream.layout)")
+        }
+        guard record.ptsNanoseconds == expectedPTS else {
+            throw damaged("record pts \(record.ptsNanoseconds) ns differs from the index's \(expectedPTS) ns")
+        }
+        guard record.storedLength == expectedStoredLength else {
+            throw damaged("record holds \(record.storedLength) stored bytes, the index says \(expectedStoredLength)")
+        }
+        guard record.storedLength >= tableLength, got == headerLength + tableLength else {
+            throw damaged(FrameDecodeError.payloadTooShort(needed: tableLength, actual: got - headerLength).description)
+        }
+        // The table, copied out of `storage` (which the chunks reuse).
+        let table = UnsafeRawBufferPointer(start: storage.base + headerLength, count: tableLength)
+        guard CRC32C.checksum(table) == record.storedCRC else {
+            throw damaged(FrameDecodeError.tableChecksumMismatch.description)
+        }
+        let count = Int(UInt32(littleEndian: table.baseAddress!.loadUnaligned(as: UInt32.self)))
+        guard count == plan.count else {
+            throw damaged(FrameDecodeError.chunkCountMismatch(expected: plan.count, actual: count).description)
+        }
+        var entries = [(codec: UInt8, length: Int, crc: UInt32)]()
+        entries.reserveCapacity(count)
+        for chunk in 0..<count {
+            let entry = table.baseAddress! + 4 + 12 * chunk
+            entries.append(
+                (
+                    UInt8(truncatingIfNeeded: UInt32(littleEndian: entry.loadUnaligned(as: UInt32.self))),
+                    Int(UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 4, as: UInt32.self))),
+                    UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
+                ))
+        }
+        var consumed = tableLength
+        for (chunk, entry) in entries.enumerated() {
+            guard entry.codec <= 2 else {
+                throw damaged(FrameDecodeError.unknownChunkCodec(chunk: chunk, codec: entry.codec).description)
+            }
+            guard entry.length <= record.storedLength - consumed,
+                entry.codec != 0 || entry.length == plan.lengths[chunk]
+            else { throw damaged(FrameDecodeError.chunkLengthInvalid(chunk: chunk).description) }
+            let target =
+                entry.codec == 0
+                ? out + plan.offsets[chunk]
+                : { () -> UnsafeMutableRawPointer in
+                    storage.ensureCapacity(entry.length)
+                    return storage.base
+                }()
+            let read: Int
+            do {
+                read = try fileSystem.readAll(
+                    fd, into: UnsafeMutableRawBufferPointer(start: target, count: entry.length),
+                    offset: offset + Int64(headerLength + consumed), path: path)
+            } catch { throw .io(error) }
+            guard read == entry.length else {
+                throw damaged("record truncated (stored bytes \(consumed + read) of \(record.storedLength))")
+            }
+            let stored = UnsafeRawBufferPointer(start: target, count: entry.length)
+            guard CRC32C.checksum(stored) == entry.crc else {
+                throw damaged(FrameDecodeError.chunkChecksumMismatch(chunk: chunk).description)
+            }
+            if entry.codec != 0 {
+                do {
+                    try decoder.decodeChunk(chunk, codec: entry.codec, stored: stored, into: out, previous: previous)
+                } catch { throw damaged(error.description) }
+            }
+            consumed += entry.length
+        }
+        guard consumed == record.storedLength else {
+            throw damaged(FrameDecodeError.payloadTooShort(needed: consumed, actual: record.storedLength).description)
+        }
+        return record
+    }
+
     /// What a scan found.
     package struct ScanResult: Sendable {
         /// Every valid record, in file order.

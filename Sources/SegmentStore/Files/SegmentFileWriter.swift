@@ -68,25 +68,30 @@ package final class SegmentFileWriter {
         }
     }
 
-    /// Appends one record: `record` starts with ``SegmentFormat/recordHeaderLength`` bytes of space that this
-    /// call fills in, followed by the payload.
+    /// Appends one record with one gathered write: `pieces` are the record in order, and the first starts with
+    /// ``SegmentFormat/recordHeaderLength`` bytes of space that this call fills in, followed by the payload.
     ///
+    /// - Parameter pieces: the record's pieces (``FrameEncoder/pieces``); changed by the call (short writes are
+    ///   resumed by moving their starts).
     /// - Returns: the new entry (its offset is what the index stores).
     /// - Throws: ``FileSystemError``; the file is then cut back to its previous end (best effort) and is still valid.
     @discardableResult
     package func append(
-        record: UnsafeMutableRawBufferPointer, ptsNanoseconds: Int64, wallNanoseconds: Int64, encoded: EncodedFrame
+        pieces: UnsafeMutableBufferPointer<iovec>, ptsNanoseconds: Int64, wallNanoseconds: Int64,
+        encoded: EncodedFrame
     ) throws(FileSystemError) -> SegmentFrameEntry {
         precondition(!isSealed && fd >= 0, "append to a sealed or closed segment")
-        precondition(record.count == SegmentFormat.recordHeaderLength + encoded.storedLength)
+        let recordLength = SegmentFormat.recordHeaderLength + encoded.storedLength
+        precondition(pieces.reduce(0) { $0 + $1.iov_len } == recordLength, "pieces do not add up to the record")
+        precondition(pieces[0].iov_len >= SegmentFormat.recordHeaderLength, "no room for the record header")
         let header = RecordHeader(
             frameNumber: UInt32(entries.count), ptsNanoseconds: ptsNanoseconds, wallNanoseconds: wallNanoseconds,
             rawLength: self.header.stream.layout.byteCount, storedLength: encoded.storedLength,
             flags: encoded.isKey ? SegmentFormat.keyFlag : 0, codec: encoded.codec.rawValue,
             storedCRC: encoded.storedCRC)
-        header.write(to: record.baseAddress!)
+        header.write(to: pieces[0].iov_base!)
         do {
-            try fileSystem.writeAll(fd, UnsafeRawBufferPointer(record), offset: endOffset, path: path)
+            try writeAll(pieces, offset: endOffset)
         } catch {
             try? fileSystem.ftruncate(fd, length: endOffset, path: path)
             throw error
@@ -95,8 +100,37 @@ package final class SegmentFileWriter {
             offset: endOffset, ptsNanoseconds: ptsNanoseconds, wallNanoseconds: wallNanoseconds,
             rawLength: header.rawLength, storedLength: encoded.storedLength, flags: header.flags, codec: header.codec)
         entries.append(entry)
-        endOffset += Int64(record.count)
+        endOffset += Int64(recordLength)
         return entry
+    }
+
+    /// Writes every piece at `offset` in order, with `pwritev` of at most 1024 pieces at a time, resuming short
+    /// writes; a write that makes no progress is `EIO`.
+    private func writeAll(_ pieces: UnsafeMutableBufferPointer<iovec>, offset: Int64) throws(FileSystemError) {
+        var index = 0
+        var position = offset
+        while index < pieces.count {
+            if pieces[index].iov_len == 0 {
+                index += 1
+                continue
+            }
+            let batch = UnsafeBufferPointer(rebasing: pieces[index..<min(pieces.count, index + 1024)])
+            var written = try fileSystem.writev(fd, batch, offset: position, path: path)
+            if written <= 0 { throw FileSystemError(operation: "pwritev", path: path, code: EIO) }
+            position += Int64(written)
+            while written > 0 {
+                let length = pieces[index].iov_len
+                if written >= length {
+                    written -= length
+                    pieces[index].iov_len = 0
+                    index += 1
+                } else {
+                    pieces[index].iov_base = pieces[index].iov_base! + written
+                    pieces[index].iov_len = length - written
+                    written = 0
+                }
+            }
+        }
     }
 
     /// Makes every appended record durable.

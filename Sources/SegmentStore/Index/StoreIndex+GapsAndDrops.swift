@@ -22,6 +22,24 @@ extension StoreIndex {
         }
     }
 
+    /// Moves the end of the stream's gap of `reason` that ends at `end` to `newEnd`: one row for a stretch of gaps
+    /// that follow each other (a source running at a lower frame rate for a while).
+    ///
+    /// - Returns: whether such a gap was there (and now ends at `newEnd`).
+    /// - Throws: ``SQLiteError``.
+    package func extendGap(streamID: Int64, endingAt end: Int64, to newEnd: Int64, reason: LossReason) throws -> Bool {
+        try database.write { connection in
+            let update = try connection.statement(
+                "UPDATE gaps SET end_ns = ? WHERE stream_id = ? AND end_ns = ? AND reason = ?")
+            try update.bind(newEnd, at: 1)
+            try update.bind(streamID, at: 2)
+            try update.bind(end, at: 3)
+            try update.bind(reason.rawValue, at: 4)
+            try update.run()
+            return connection.changes > 0
+        }
+    }
+
     /// The gaps of one stream (or all), by stream then start. A reason this build does not know reads as
     /// ``LossReason/unrecognized``.
     ///

@@ -188,8 +188,27 @@ final class ReadCursor {
         try decode(try locate(row))
     }
 
+    /// Records of at least this many stored bytes are decoded a chunk at a time straight into the frame buffer
+    /// (``SegmentFileReader/decodeRecord(at:expectedPTS:expectedStoredLength:decoder:into:previous:storage:)``),
+    /// so reading a large frame needs no buffer of the record's size.
+    static let chunkwiseThreshold = 1 << 20
+
     /// Reads, verifies and decodes a located frame into the next buffer.
     func decode(_ frame: Located) throws -> UnsafeRawBufferPointer {
+        if frame.row.storedLength >= Self.chunkwiseThreshold {
+            do {
+                _ = try frame.reader.decodeRecord(
+                    at: frame.row.fileOffset, expectedPTS: frame.row.ptsNanoseconds,
+                    expectedStoredLength: frame.row.storedLength, decoder: frame.decoder, into: buffers.next,
+                    previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, storage: storage[0])
+            } catch {
+                locatedSegment = -1
+                throw error
+            }
+            buffers.advance()
+            store.countDecodedFrame()
+            return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
+        }
         do {
             let (record, payload) = try frame.read(into: storage[0])
             do {

@@ -61,6 +61,9 @@ public struct StoreOptions: Sendable {
     /// The wall clock, Unix epoch nanoseconds: when segments are created and sealed, and what ``maxAge`` is
     /// measured against. Tests pass a clock they advance themselves.
     public var now: @Sendable () -> Int64
+    /// Called by the encoder before it compresses a chunk, on the compressing thread: tests hold compression back
+    /// with it to make the writer fall behind (nil: nothing is called).
+    package var beforeCompressingChunk: (@Sendable () -> Void)?
 
     /// Makes options; every argument has a default.
     ///

@@ -59,6 +59,8 @@ public final class StreamWriter {
     public private(set) var lastDurablePTS: Int64?
     /// The segments this writer sealed, in order.
     public private(set) var sealedFileNames: [String] = []
+    /// Bytes of frames written stored as raw chunks (incompressible, or stored raw while the writer fell behind).
+    public private(set) var rawChunkBytes: Int64 = 0
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
@@ -69,6 +71,7 @@ public final class StreamWriter {
             layout: stream.description.layout, workerCount: store.options.workerCount,
             chunkSize: store.options.chunkSize, headerSpace: SegmentFormat.recordHeaderLength,
             policy: store.options.codecPolicy, sharingWorkersWith: other?.encoder)
+        encoder.beforeCompressingChunk = store.options.beforeCompressingChunk
         pendingRows.reserveCapacity(1024)
     }
 
@@ -91,10 +94,42 @@ public final class StreamWriter {
     ///   closed at its last good record; the next append starts a new one); index errors.
     /// - Complexity: O(frame bytes), spread over ``workerCount`` threads.
     public func append(_ frame: FrameView) throws {
-        try SegmentStoreError.translatingIndexErrors { try appendUntranslated(frame) }
+        try SegmentStoreError.translatingIndexErrors { try appendUntranslated(frame, previous: nil, keepsCopy: true) }
     }
 
-    private func appendUntranslated(_ frame: FrameView) throws {
+    /// Encodes and writes one frame like ``append(_:)``, with the frame appended just before it still at hand, so
+    /// the encoder keeps no copy of its own (without it the frame is a key frame), and a share of the frame
+    /// stored raw when the caller falls behind.
+    ///
+    /// - Parameters:
+    ///   - frame: the next frame.
+    ///   - previous: the frame appended just before, its bytes unchanged (checked by pts); nil when it is gone.
+    ///   - compressedChunks: at most this many chunks (the first of the frame) are compressed, the rest stored
+    ///     raw; `.max` for all.
+    /// - Throws: like ``append(_:)``.
+    package func append(_ frame: FrameView, previous: FrameView?, compressedChunks: Int = .max) throws {
+        try SegmentStoreError.translatingIndexErrors {
+            try appendUntranslated(
+                frame, previous: previous, keepsCopy: false, compressedChunks: compressedChunks)
+        }
+    }
+
+    /// Chunks a frame is cut into (see ``append(_:previous:compressedChunks:)``).
+    package var chunkCount: Int { encoder.plan.count }
+
+    /// The encoder's output buffer at full capacity, in bytes: what encoding keeps resident besides the frames.
+    package var encoderOutputBytes: Int { encoder.outputBytes }
+
+    /// Limits the encoder's output buffer to `bytes` (chunks beyond are stored raw) and gives the rest back to
+    /// the system; ``encoderOutputBytes`` restores it.
+    package func setEncoderOutputCapacity(_ bytes: Int) { encoder.setOutputCapacity(bytes) }
+
+    /// Gives the encoder's memory back to the system until the next frame (while idle).
+    package func releaseEncoderMemory() { encoder.releaseMemory() }
+
+    private func appendUntranslated(
+        _ frame: FrameView, previous: FrameView?, keepsCopy: Bool, compressedChunks: Int = .max
+    ) throws {
         precondition(!closed, "append to a closed StreamWriter")
         let pts = frame.info.ptsNanoseconds
         guard frame.layout == stream.description.layout else {
@@ -116,16 +151,22 @@ public final class StreamWriter {
         guard let open = segment else { return }
         let key = open.frameCount == 0 || framesSinceKey + 1 >= store.options.keyInterval
         if open.frameCount == 0 { encoder.reset() }
-        let encoded = encoder.encode(frame.bytes, key: key)
+        // The caller's copy of the previous frame serves the delta only when it is the frame appended just before.
+        let reference =
+            open.frameCount > 0 && previous != nil && previous?.info.ptsNanoseconds == lastPTS
+                && previous?.bytes.count == frame.bytes.count ? previous?.bytes.baseAddress : nil
+        let encoded = encoder.encode(
+            frame.bytes, key: key, previous: reference, keepsCopy: keepsCopy, compressedChunks: compressedChunks)
         let entry: SegmentFrameEntry
         do {
             entry = try open.append(
-                record: encoder.record, ptsNanoseconds: pts, wallNanoseconds: frame.info.wallNanoseconds,
+                pieces: encoder.pieces, ptsNanoseconds: pts, wallNanoseconds: frame.info.wallNanoseconds,
                 encoded: encoded)
         } catch {
             try fail(error)
         }
         framesSinceKey = encoded.isKey ? 0 : framesSinceKey + 1
+        rawChunkBytes += Int64(encoded.rawChunkBytes)
         lastPTS = pts
         pendingRows.append(
             FrameRow(
@@ -188,6 +229,23 @@ public final class StreamWriter {
         try SegmentStoreError.translatingIndexErrors {
             try store.index.recordGap(
                 GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+        }
+    }
+
+    /// Records a gap like ``recordGap(start:end:reason:)``, or, when the stream's gap of `reason` recorded last ends
+    /// at `start`, moves that gap's end to `end`: a stretch of gaps that follow each other is one row.
+    ///
+    /// - Returns: whether an existing gap was extended (false: a new one was recorded).
+    /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``.
+    @discardableResult
+    public func recordOrExtendGap(start: Int64, end: Int64, reason: LossReason) throws -> Bool {
+        try SegmentStoreError.translatingIndexErrors {
+            if try store.index.extendGap(streamID: stream.id, endingAt: start, to: end, reason: reason) {
+                return true
+            }
+            try store.index.recordGap(
+                GapRow(streamID: stream.id, startNanoseconds: start, endNanoseconds: end, reason: reason))
+            return false
         }
     }
 
@@ -377,5 +435,18 @@ public final class StreamWriter {
             return (try? store.index.sealSegment(id: id, fileName: name, sealedWallNanoseconds: store.options.now()))
                 != nil
         }
+    }
+}
+
+extension SegmentStore {
+    /// The bytes a stream writer's encoder keeps for compressed output with frames of `layout` (its memory besides
+    /// the frames themselves).
+    ///
+    /// - Parameter layout: the stream's frame layout.
+    /// - Returns: bytes, whole pages.
+    package func encoderOutputBytes(for layout: FrameLayout) -> Int {
+        FrameEncoder.outputBytes(
+            layout: layout, chunkSize: options.chunkSize, headerSpace: SegmentFormat.recordHeaderLength,
+            policy: options.codecPolicy)
     }
 }

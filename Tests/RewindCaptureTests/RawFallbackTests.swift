@@ -1,0 +1,139 @@
+import Foundation
+import RewindCapture
+import RewindCore
+import RewindMedia
+import RewindTesting
+import SegmentStore
+import Synchronization
+import Testing
+
+/// Holds every compression back until opened (or until its deadline, so a broken test cannot hang).
+private final class CompressionGate: Sendable {
+    private let isOpen = Atomic<Bool>(false)
+    private let compressions = Atomic<Int>(0)
+
+    func open() { isOpen.store(true, ordering: .releasing) }
+
+    /// Chunks that reached the gate.
+    var count: Int { compressions.load(ordering: .relaxed) }
+
+    func pass() {
+        compressions.add(1, ordering: .relaxed)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !isOpen.load(ordering: .acquiring) && ContinuousClock.now < deadline { usleep(200) }
+    }
+}
+
+@Suite(.timeLimit(.minutes(15))) struct RawFallbackTests {
+    /// A live producer (it never waits) runs ahead of a spill stage whose compression is held back: instead of
+    /// dropping frames, the spill stage stores the frames it is far behind on raw, then compresses again as it
+    /// catches up. Every frame is kept, read back bit-exact, and the raw share is counted.
+    @Test func aSpillStageFallingBehindALiveSourceStoresRawChunksAndDropsNothing() throws {
+        let gate = CompressionGate()
+        var options = StoreOptions()
+        options.beforeCompressingChunk = { gate.pass() }
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        #expect(recorder.encoderBytes > 0, "the encoder's buffer counts in the budget")
+        #expect(recorder.memoryBudget(under: .normal) == 64 * slab)
+        let frames = 40
+        for _ in 0..<frames {
+            let outcome = try feed.appendNext(to: recorder)
+            #expect(outcome != .dropped(.spillBehind), "frame \(feed.index - 1) dropped")
+        }
+        gate.open()
+        let statistics = try recorder.finish()
+        #expect(statistics.drops.isEmpty, "\(statistics.drops)")
+        #expect(statistics.framesDurable == frames)
+        #expect(statistics.rawChunkBytesSpilled > 0, "frames far behind are stored raw")
+        #expect(statistics.rawChunkBytesSpilled < statistics.rawBytesSpilled, "frames caught up with are compressed")
+        #expect(gate.count > 0)
+
+        var verified = 0
+        try store.frames(in: Int64.min..<Int64.max) { view in
+            let mark = SyntheticCamera.verify(view)
+            #expect(mark != nil, "frame at \(view.info.ptsNanoseconds) ns is bit-exact")
+            if let mark { #expect(feed.pts(mark.index) == view.info.ptsNanoseconds) }
+            verified += 1
+            return true
+        }
+        #expect(verified == frames)
+        #expect(statistics.gaps == 0)
+        let summary = try store.summary()
+        #expect(summary.storedBytes < summary.rawBytes)
+    }
+
+    /// Critical memory pressure takes the encoder's buffer: frames are then stored raw, straight from the ring, and
+    /// compressed again once the pressure is gone.
+    @Test func criticalPressureStoresFramesRawUntilItPasses() throws {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        func record(_ count: Int) throws {
+            for _ in 0..<count {
+                recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: recorder)
+            }
+            while recorder.unspilledFrames > 0 { usleep(1000) }
+        }
+        try record(10)
+        let compressed = recorder.statistics.rawChunkBytesSpilled
+        recorder.setPressure(.critical)
+        #expect(recorder.memoryBudget(under: .critical) < recorder.memoryBudget(under: .normal))
+        try record(10)
+        let underPressure = recorder.statistics.rawChunkBytesSpilled - compressed
+        recorder.setPressure(.normal)
+        try record(10)
+        let statistics = try recorder.finish()
+        #expect(underPressure >= Int64(9 * feed.stream.layout.byteCount), "frames under critical pressure are raw")
+        #expect(statistics.rawChunkBytesSpilled - compressed - underPressure < Int64(5 * feed.stream.layout.byteCount))
+        #expect(statistics.drops.isEmpty, "\(statistics.drops)")
+        var verified = 0
+        try store.frames(in: Int64.min..<Int64.max) { view in
+            #expect(SyntheticCamera.verify(view) != nil)
+            verified += 1
+            return true
+        }
+        #expect(verified == 30)
+    }
+
+    /// A camera throttled to every other frame, then every fourth, then back to full rate and throttled again:
+    /// each throttled stretch is one `input interval` gap, not one per skipped frame.
+    @Test func aThrottledStretchIsOneGap() throws {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        var feed = try CameraFeed()
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 << 20))
+        func record(_ count: Int, skip: Int64) throws {
+            for _ in 0..<count {
+                recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: recorder, skip: skip)
+            }
+        }
+        try record(5, skip: 0)
+        let firstStretch = feed.pts(feed.index - 1)
+        try record(10, skip: 1)
+        let firstEnd = feed.pts(feed.index - 1)
+        try record(5, skip: 0)
+        let secondStretch = feed.pts(feed.index - 1)
+        try record(5, skip: 1)
+        try record(5, skip: 3)
+        let secondEnd = feed.pts(feed.index - 1)
+        try record(3, skip: 0)
+        let statistics = try recorder.finish()
+        let gaps = try store.gaps()
+        #expect(gaps.map(\.reason) == [.inputInterval, .inputInterval])
+        #expect(gaps.map(\.startNanoseconds) == [firstStretch, secondStretch])
+        #expect(gaps.map(\.endNanoseconds) == [firstEnd, secondEnd])
+        #expect(statistics.gaps == 2)
+        #expect(statistics.framesDurable == 33)
+    }
+}
