@@ -114,10 +114,12 @@ def main():
             if box.get_attribute("value") != "front" and box.is_selected():
                 box.click()
         driver.find_element(By.ID, "export-start").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#save-list li[data-state=done] a.download"))
-        item = driver.find_element(By.CSS_SELECTOR, "#save-list li[data-state=done]")
-        export_id = int(item.get_attribute("data-save-id"))
-        href = item.find_element(By.CSS_SELECTOR, "a.download").get_attribute("href")
+        # The list is drawn again at every event: read it in one script, never through kept elements.
+        done = "const li = document.querySelector('#save-list li[data-state=done]');" \
+            " const a = li && li.querySelector('a.download'); return a ? [li.dataset.saveId, a.href] : null;"
+        wait.until(lambda d: d.execute_script(done))
+        export_id, href = driver.execute_script(done)
+        export_id = int(export_id)
         result["export"] = json.loads(api("GET", "/v1/saves/%d" % export_id))
         result["export_link"] = href
         with open(OUT + "/export.mkv", "wb") as file:
@@ -127,12 +129,13 @@ def main():
         api("POST", "/v1/markers", {"label": XSS_LABEL})
         driver.refresh()
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
-        wait.until(lambda d: any(XSS_LABEL in e.text for e in d.find_elements(By.CSS_SELECTOR, "#marker-list li")))
-        result["marker_texts"] = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#marker-list li")]
+        texts = "return [...document.querySelectorAll('#marker-list li')].map(li => li.textContent);"
+        wait.until(lambda d: any(XSS_LABEL in text for text in d.execute_script(texts)))
+        result["marker_texts"] = driver.execute_script(texts)
         result["xss_ran"] = driver.execute_script("return window.__xss === 1")
         result["injected_images"] = len(driver.find_elements(By.CSS_SELECTOR, "#marker-list img, .marker img"))
         time.sleep(1.2)  # the status panel fills from the event stream
-        result["status_panel"] = driver.find_element(By.ID, "status-list").text
+        result["status_panel"] = driver.execute_script("return document.getElementById('status-list').textContent;")
         driver.save_screenshot(OUT + "/timeline.png")
     except Exception as error:  # noqa: BLE001 - reported to the Swift test, which fails with it
         result["error"] = "%s: %s" % (type(error).__name__, error)
