@@ -154,22 +154,6 @@ public final class MatroskaWriter: Exporter {
                 }
             }
         }
-        if !chapters.isEmpty {
-            head.master(0x1043_A770) { list in
-                list.master(0x45B9) { edition in
-                    for (number, chapter) in chapters.enumerated() {
-                        edition.master(0xB6) { atom in
-                            atom.uint(0x73C4, UInt64(number + 1))
-                            atom.uint(0x91, UInt64(max(0, chapter.ptsNanoseconds)))
-                            atom.master(0x80) { display in
-                                display.string(0x85, chapter.title)
-                                display.string(0x437C, "und")
-                            }
-                        }
-                    }
-                }
-            }
-        }
         try output.write(head.bytes)
     }
 
