@@ -322,7 +322,9 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let firsts = ["a", "b"].map { (streams[$0]?["first_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
         let lasts = ["a", "b"].map { (streams[$0]?["last_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
         #expect(firsts.allSatisfy { $0 > 0 }, "the oldest segments of both streams went: \(firsts)")
-        #expect(abs(firsts[0] - firsts[1]) <= 1_000_000_000, "both keep about the same history: \(firsts)")
+        // Within two segments (2 s): retention deletes only sealed segments, and the two inputs, read as fast as
+        // they go on threads of their own, seal theirs at different moments.
+        #expect(abs(firsts[0] - firsts[1]) <= 2_000_000_000, "both keep about the same history: \(firsts)")
         #expect(lasts == [7_966_666_666, 7_966_666_666])
     }
 }
