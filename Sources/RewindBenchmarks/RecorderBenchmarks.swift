@@ -271,11 +271,29 @@ public enum RecorderBenchmarks {
         return recordRate / (try StoreBenchmarks.lz4CommandRate(file: file, bytes: Int(bytes)))
     }
 
+    /// Seconds to write the bytes of every frame of `snapshot` to `path`, one plain `write(2)` per frame.
+    ///
+    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
+    static func plainWrite(_ snapshot: RingSnapshot, to path: String, reserving: Bool = false) throws -> Double {
+        try plainWrite([snapshot], to: path, reserving: reserving)
+    }
+
     /// Seconds to write the bytes of every frame of `snapshots` to `path`, one plain `write(2)` per frame.
-    static func plainWrite(_ snapshots: [RingSnapshot], to path: String) throws -> Double {
+    ///
+    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
+    static func plainWrite(_ snapshots: [RingSnapshot], to path: String, reserving: Bool = false) throws -> Double {
         let start = ContinuousClock.now
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        if reserving {
+            var total = 0
+            for snapshot in snapshots {
+                for index in 0..<snapshot.count {
+                    total += snapshot.withFrame(at: index) { view, _ in view.bytes.count }
+                }
+            }
+            _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(total), path: path)
+        }
         for snapshot in snapshots {
             for index in 0..<snapshot.count {
                 snapshot.withFrame(at: index) { view, _ in
@@ -285,34 +303,6 @@ public enum RecorderBenchmarks {
                         guard written > 0 else { break }
                         offset += written
                     }
-                }
-            }
-        }
-        close(fd)
-        let elapsed = seconds(ContinuousClock.now - start)
-        try? FileManager.default.removeItem(atPath: path)
-        return elapsed
-    }
-
-    /// Seconds to write the bytes of every frame of `snapshot` to `path`, one plain `write(2)` per frame.
-    ///
-    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
-    static func plainWrite(_ snapshot: RingSnapshot, to path: String, reserving: Bool = false) throws -> Double {
-        let start = ContinuousClock.now
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
-        if reserving {
-            var total = 0
-            for index in 0..<snapshot.count { total += snapshot.withFrame(at: index) { view, _ in view.bytes.count } }
-            _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(total), path: path)
-        }
-        for index in 0..<snapshot.count {
-            snapshot.withFrame(at: index) { view, _ in
-                var offset = 0
-                while offset < view.bytes.count {
-                    let written = write(fd, view.bytes.baseAddress! + offset, view.bytes.count - offset)
-                    guard written > 0 else { break }
-                    offset += written
                 }
             }
         }

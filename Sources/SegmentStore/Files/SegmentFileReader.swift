@@ -113,16 +113,7 @@ package final class SegmentFileReader {
         guard got == headerLength else {
             throw damaged("record truncated (header has \(got) of \(headerLength) bytes)")
         }
-        let record: RecordHeader
-        do {
-            record = try RecordHeader.parse(UnsafeRawPointer(buffer.base))
-        } catch .badMagic {
-            throw damaged("no record here (bad magic)")
-        } catch .checksumMismatch {
-            throw damaged("record header checksum mismatch")
-        } catch {
-            throw damaged("record header has impossible lengths")
-        }
+        let record = try parseHeader(UnsafeRawPointer(buffer.base), damaged)
         if let frame, Int(record.frameNumber) != frame {
             throw damaged("record says frame \(record.frameNumber), expected frame \(frame)")
         }
@@ -148,6 +139,21 @@ package final class SegmentFileReader {
             }
         }
         return (record, payload)
+    }
+
+    /// Parses a record header, a failed check becoming the damage it describes.
+    private func parseHeader(_ bytes: UnsafeRawPointer, _ damaged: (String) -> SegmentStoreError)
+        throws(SegmentStoreError) -> RecordHeader
+    {
+        do {
+            return try RecordHeader.parse(bytes)
+        } catch .badMagic {
+            throw damaged("no record here (bad magic)")
+        } catch .checksumMismatch {
+            throw damaged("record header checksum mismatch")
+        } catch {
+            throw damaged("record header has impossible lengths")
+        }
     }
 
     /// Reads, checks and decodes the record at `offset` a chunk at a time, straight into `out`: raw chunks are read
@@ -183,16 +189,7 @@ package final class SegmentFileReader {
         guard got >= headerLength else {
             throw damaged("record truncated (header has \(got) of \(headerLength) bytes)")
         }
-        let record: RecordHeader
-        do {
-            record = try RecordHeader.parse(UnsafeRawPointer(storage.base))
-        } catch .badMagic {
-            throw damaged("no record here (bad magic)")
-        } catch .checksumMismatch {
-            throw damaged("record header checksum mismatch")
-        } catch {
-            throw damaged("record header has impossible lengths")
-        }
+        let record = try parseHeader(UnsafeRawPointer(storage.base), damaged)
         frameLabel = Int(record.frameNumber)
         guard record.rawLength == header.stream.layout.byteCount else {
             throw damaged("raw length \(record.rawLength) does not match the stream's \(header.stream.layout)")
