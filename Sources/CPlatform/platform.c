@@ -19,6 +19,18 @@
 #include <malloc.h>
 #endif
 
+int rewind_start_writeback(int fd, int64_t offset, int64_t length) {
+#ifdef __linux__
+    return sync_file_range(fd, (off_t)offset, (off_t)length, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd;
+    (void)offset;
+    (void)length;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 int rewind_reserve_blocks(int fd, int64_t offset, int64_t length) {
 #ifdef __linux__
     if (length <= 0) return 0;

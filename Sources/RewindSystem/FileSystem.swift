@@ -75,6 +75,10 @@ public protocol FileSystem: Sendable {
     func fdatasync(_ fd: Int32, path: String) throws(FileSystemError)
     /// `ftruncate(2)`.
     func ftruncate(_ fd: Int32, length: Int64, path: String) throws(FileSystemError)
+    /// Starts writing the bytes `offset ..< offset + length` of a file to the disk without waiting for them
+    /// (`sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE`), so that a later `fdatasync` has less to wait for. Best
+    /// effort: it makes nothing durable and reports nothing (a failed write shows at the next sync).
+    func startWriteback(_ fd: Int32, offset: Int64, length: Int64)
     /// Reserves disk blocks for the bytes `offset ..< offset + length` without changing the file's size
     /// (`fallocate(2)` with `FALLOC_FL_KEEP_SIZE`), so later writes into the range skip block allocation.
     ///
@@ -102,6 +106,9 @@ public protocol FileSystem: Sendable {
 }
 
 extension FileSystem {
+    /// Does nothing: a file system that cannot start writeback early lets the next sync do all the work.
+    public func startWriteback(_ fd: Int32, offset: Int64, length: Int64) {}
+
     /// Writes all of `bytes` at `offset`, looping over short writes.
     ///
     /// - Throws: ``FileSystemError`` from the first failing write; a write that makes no progress is `EIO`.
@@ -257,6 +264,12 @@ public struct POSIXFileSystem: FileSystem {
     /// - Throws: ``FileSystemError``; after `EIO` the unwritten data may be lost.
     public func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) {
         _ = try retrying("fdatasync", path) { Glibc.fdatasync(fd) }
+    }
+
+    /// `sync_file_range(2)` with `SYNC_FILE_RANGE_WRITE` on Linux (writeback starts, nothing waits); nothing
+    /// elsewhere. Errors are left to the next sync.
+    public func startWriteback(_ fd: Int32, offset: Int64, length: Int64) {
+        _ = rewind_start_writeback(fd, offset, length)
     }
 
     /// `ftruncate(2)`, retried on `EINTR`: cuts the file to, or extends it with zeros to, `length` bytes.

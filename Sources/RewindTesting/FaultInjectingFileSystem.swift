@@ -218,6 +218,10 @@ public final class FaultInjectingFileSystem: FileSystem {
         try base.ftruncate(fd, length: length, path: path)
     }
 
+    public func startWriteback(_ fd: Int32, offset: Int64, length: Int64) {
+        base.startWriteback(fd, offset: offset, length: length)
+    }
+
     public func reserve(_ fd: Int32, offset: Int64, length: Int64, path: String) throws(FileSystemError) -> Bool {
         if let code = locked({ $0.diskFullErrno }) {
             throw FileSystemError(operation: "fallocate", path: path, code: code)

@@ -11,6 +11,10 @@
 /// to the caller).
 int rewind_reserve_blocks(int fd, int64_t offset, int64_t length);
 
+/// Starts writeback of the `length` bytes at `offset` of the file open on `fd` without waiting for it (Linux
+/// `sync_file_range` with `SYNC_FILE_RANGE_WRITE`). Returns 0, or −1 with `errno` set (ENOSYS elsewhere).
+int rewind_start_writeback(int fd, int64_t offset, int64_t length);
+
 /// Creates a Unix stream socket listening at `path` (which must not exist), mode 0600 (only the owner connects). Returns the descriptor, or −errno
 /// (−ENAMETOOLONG when the path does not fit in sockaddr_un).
 int rewind_unix_listen(const char *path, int backlog);

@@ -53,6 +53,64 @@ private final class SharedWorkers {
     deinit { pool.shutdown() }
 }
 
+/// Where an encoder writes a record's chunks while it is still compressing the rest of the frame (see
+/// ``FrameEncoder/encode(_:key:previous:keepsCopy:compressedChunks:writingTo:)``).
+package protocol RecordSink: AnyObject {
+    /// Writes `pieces`, in order, at `offset` bytes from the start of the record being encoded; may change
+    /// `pieces` (a short write is resumed by moving their starts). Called from the encoder's worker threads, one
+    /// at a time, chunks in order.
+    ///
+    /// - Throws: ``FileSystemError``; the encoder then writes nothing more of the record.
+    func writeRecordBytes(_ pieces: UnsafeMutableBufferPointer<iovec>, atRecordOffset offset: Int)
+        throws(FileSystemError)
+}
+
+/// The chunks of the record being encoded that are done but not yet written, and which worker writes them.
+///
+/// The worker that finishes a chunk marks it done; if no worker is writing, it becomes the writer and writes every
+/// done chunk that follows the last written one, in order, releasing the lock while it writes, until none is
+/// left. So the file gets the chunks in order, one writer at a time, while the other workers compress.
+private final class ChunkStream {
+    let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    let done: UnsafeMutablePointer<Bool>
+    /// The writer's gathered pieces.
+    let pieces: UnsafeMutablePointer<iovec>
+    let chunkCount: Int
+    // Guarded by `lock`.
+    var sink: (any RecordSink)?
+    /// The first chunk not yet written, and its offset in the record.
+    var next = 0
+    var cursor = 0
+    var writing = false
+    var error: FileSystemError?
+
+    init(chunkCount: Int) {
+        self.chunkCount = chunkCount
+        pthread_mutex_init(lock, nil)
+        done = .allocate(capacity: chunkCount)
+        done.initialize(repeating: false, count: chunkCount)
+        pieces = .allocate(capacity: chunkCount)
+    }
+
+    deinit {
+        pthread_mutex_destroy(lock)
+        lock.deallocate()
+        done.deallocate()
+        pieces.deallocate()
+    }
+
+    /// Readies the stream for a record whose first chunk goes `payloadOffset` bytes into it (before the workers
+    /// start: the pool's own lock orders this before their reads).
+    func begin(sink: any RecordSink, payloadOffset: Int) {
+        self.sink = sink
+        next = 0
+        cursor = payloadOffset
+        writing = false
+        error = nil
+        done.update(repeating: false, count: chunkCount)
+    }
+}
+
 /// The result of encoding one frame: the record is in ``FrameEncoder/pieces`` (header space first).
 package struct EncodedFrame: Sendable, Hashable {
     package var codec: FrameCodec
@@ -105,9 +163,10 @@ private final class MappedScratch {
 /// covers the table.
 ///
 /// Choosing a codec costs one compression per chunk: each chunk remembers what won last time (delta, LZ4 or raw)
-/// and uses only that; every eighth frame (staggered over the chunks), or when the remembered codec no longer
-/// shrinks the chunk, it also tries the other and keeps the smaller. A chunk that does not shrink is stored raw
-/// (and not compressed again until its next eighth frame).
+/// and uses only that. It tries both and keeps the smaller on its first frame with a previous one, when the
+/// remembered codec no longer shrinks the chunk, and at comparisons spaced 8 frames after a change of codec,
+/// twice as far after each comparison that confirms it, up to 32 (staggered over the chunks). A chunk that does
+/// not shrink is stored raw (and not compressed again until its next comparison).
 ///
 /// Memory. Nothing is copied into a record: the record is a list of pieces (``pieces``) written with one
 /// `pwritev` — the header and chunk table, then each chunk from the frame itself (raw) or from its slot in the
@@ -136,6 +195,9 @@ package final class FrameEncoder {
     /// Header space and chunk table, then one slot per chunk.
     private let output: MappedScratch
     private let slotOffsets: [Int]
+    /// The chunks in the order workers take them: longest first (ties in frame order), so that the short ones
+    /// (a plane's last) fill the gaps at the end instead of leaving a worker alone with a long one.
+    private let schedule: [Int]
     /// Per chunk: the most bytes its slot takes (a compression that would need more stores the chunk raw).
     private let slotLengths: [Int]
     /// Chunks whose slots lie within ``outputCapacity``.
@@ -146,10 +208,24 @@ package final class FrameEncoder {
     private let chunkCodec: UnsafeMutablePointer<UInt8>
     private let chunkLength: UnsafeMutablePointer<Int>
     private let chunkCRC: UnsafeMutablePointer<UInt32>
-    /// Per chunk: the codec that won the last comparison (raw value of ``FrameCodec``).
+    /// Per chunk: the codec that won the last comparison (raw value of ``FrameCodec``; none before the first).
     private let choice: UnsafeMutablePointer<UInt8>
+    /// Per chunk: the frame number at which the codecs are compared again, and the gap after the last comparison.
+    private let comparisonDue: UnsafeMutablePointer<Int>
+    private let comparisonGap: UnsafeMutablePointer<Int>
+    /// Frames between comparisons after a change of codec, and at most after comparisons that confirmed it.
+    static let comparisonGap = 8
+    static let longestComparisonGap = 32
     private var frameNumber = 0
     private var recordLength = 0
+    /// Chunks written while encoding (``encode(_:key:previous:keepsCopy:compressedChunks:writingTo:)``).
+    private let stream: ChunkStream
+    private var streaming = false
+    /// Bytes of the last record already written by its sink (its chunks); ``pieces`` holds the rest.
+    package private(set) var streamedBytes = 0
+    /// The fewest bytes of done chunks a worker writes at once: smaller runs wait, so a well-compressed record
+    /// costs one write, not one per chunk.
+    static let streamThreshold = 256 << 10
     /// Bytes of output buffer in use: ``outputBytes`` at most.
     package private(set) var outputCapacity: Int
 
@@ -181,15 +257,23 @@ package final class FrameEncoder {
         }
         slotOffsets = offsets
         slotLengths = slots
+        let lengths = plan.lengths
+        schedule = lengths.indices.sorted { (lengths[$0], -$0) > (lengths[$1], -$1) }
         output = MappedScratch(count: total)
         outputCapacity = total
         slottedChunks = plan.count
         pieceTable = .allocate(capacity: plan.count + 1)
+        stream = ChunkStream(chunkCount: plan.count)
         chunkCodec = .allocate(capacity: plan.count)
         chunkLength = .allocate(capacity: plan.count)
         chunkCRC = .allocate(capacity: plan.count)
         choice = .allocate(capacity: plan.count)
-        choice.initialize(repeating: FrameCodec.lz4Delta.rawValue, count: plan.count)
+        choice.initialize(repeating: UInt8.max, count: plan.count)
+        comparisonGap = .allocate(capacity: plan.count)
+        comparisonGap.initialize(repeating: Self.comparisonGap, count: plan.count)
+        // Staggered, so that the comparisons of one frame's chunks do not all fall on the same frame.
+        comparisonDue = .allocate(capacity: plan.count)
+        for chunk in 0..<plan.count { (comparisonDue + chunk).initialize(to: chunk % Self.comparisonGap) }
     }
 
     deinit {
@@ -198,6 +282,8 @@ package final class FrameEncoder {
         chunkLength.deallocate()
         chunkCRC.deallocate()
         choice.deallocate()
+        comparisonDue.deallocate()
+        comparisonGap.deallocate()
     }
 
     /// Per chunk, the bytes its slot needs: under ``CodecPolicy/automatic`` a compressed chunk is kept only when
@@ -299,6 +385,35 @@ package final class FrameEncoder {
         _ bytes: UnsafeRawBufferPointer, key: Bool, previous: UnsafeRawPointer? = nil, keepsCopy: Bool = true,
         compressedChunks: Int = .max
     ) -> EncodedFrame {
+        streaming = false
+        return run(bytes, key: key, previous: previous, keepsCopy: keepsCopy, compressedChunks: compressedChunks)
+    }
+
+    /// Encodes one frame like ``encode(_:key:previous:keepsCopy:compressedChunks:)``, and writes its chunks to
+    /// `sink` as they are done, while the other workers still compress: writing overlaps compressing. Runs of done
+    /// chunks are written once they reach ``streamThreshold`` bytes; when any was, the record's payload after the
+    /// chunk table is written when this returns (``streamedBytes``), and ``pieces`` holds only the header space and
+    /// chunk table, which the caller writes last. Otherwise ``pieces`` is the whole record, as without a sink.
+    ///
+    /// - Throws: ``FileSystemError`` from the first failed write (nothing more of the record is written; the
+    ///   caller cuts off what was).
+    package func encode(
+        _ bytes: UnsafeRawBufferPointer, key: Bool, previous: UnsafeRawPointer?, keepsCopy: Bool,
+        compressedChunks: Int = .max, writingTo sink: any RecordSink
+    ) throws(FileSystemError) -> EncodedFrame {
+        streaming = true
+        stream.begin(sink: sink, payloadOffset: headerSpace + plan.tableLength)
+        defer { stream.sink = nil }
+        let encoded = run(
+            bytes, key: key, previous: previous, keepsCopy: keepsCopy, compressedChunks: compressedChunks)
+        if let error = stream.error { throw error }
+        return encoded
+    }
+
+    private func run(
+        _ bytes: UnsafeRawBufferPointer, key: Bool, previous: UnsafeRawPointer?, keepsCopy: Bool,
+        compressedChunks: Int
+    ) -> EncodedFrame {
         precondition(bytes.count == layout.byteCount, "frame has \(bytes.count) bytes, layout \(layout.byteCount)")
         let kept: UnsafeRawPointer? = hasOwnPrevious ? ownPrevious.map { UnsafeRawPointer($0.base) } : nil
         let reference = key ? nil : previous ?? kept
@@ -311,23 +426,90 @@ package final class FrameEncoder {
             if ownPrevious == nil { ownPrevious = ByteBuffer(count: layout.byteCount) }
             copy = ownPrevious!.base
         }
-        pool.run(items: plan.count) { chunk, worker in
+        let streaming = self.streaming
+        pool.run(items: plan.count) { item, worker in
+            let chunk = schedule[item]
             encodeChunk(
                 chunk, source: source, previous: reference, context: contexts[worker], compress: chunk < compressible,
-                probe: (frame + chunk) % 8 == 0)
+                frame: frame)
             if let copy {
                 (copy + plan.offsets[chunk]).copyMemory(
                     from: source + plan.offsets[chunk], byteCount: plan.lengths[chunk])
             }
+            if streaming { chunkDone(chunk, source: source) }
         }
         hasOwnPrevious = copy != nil
         frameNumber &+= 1
+        // Once some chunks are written, the rest follow now; a record none of whose runs was long enough is
+        // written whole by the caller, in one write.
+        if streaming && stream.next > 0 {
+            writeDoneChunks(source: source, all: true)
+            precondition(stream.next == plan.count || stream.error != nil, "chunks left unwritten")
+        }
         return assemble(source: source)
+    }
+
+    /// Marks a chunk done and, unless another worker is writing, writes the done chunks that are next in order
+    /// once they add up to ``streamThreshold`` bytes (a small record is written in one piece at the end).
+    private func chunkDone(_ chunk: Int, source: UnsafeRawPointer) {
+        pthread_mutex_lock(stream.lock)
+        stream.done[chunk] = true
+        pthread_mutex_unlock(stream.lock)
+        writeDoneChunks(source: source, all: false)
+    }
+
+    /// Writes done chunks that are next in order, unless another worker is writing: runs of at least
+    /// ``streamThreshold`` bytes, or, with `all`, every one (the caller's last step, once the workers are done).
+    private func writeDoneChunks(source: UnsafeRawPointer, all: Bool) {
+        let stream = self.stream
+        pthread_mutex_lock(stream.lock)
+        defer { pthread_mutex_unlock(stream.lock) }
+        guard !stream.writing else { return }
+        stream.writing = true
+        defer { stream.writing = false }
+        while stream.error == nil, stream.next < plan.count, stream.done[stream.next], let sink = stream.sink {
+            let first = stream.next
+            var end = first
+            var total = 0
+            while end < plan.count && stream.done[end] {
+                total += chunkLength[end]
+                end += 1
+            }
+            guard all || total >= Self.streamThreshold else { return }
+            let offset = stream.cursor
+            pthread_mutex_unlock(stream.lock)
+            var count = 0
+            for index in first..<end {
+                let raw = chunkCodec[index] == FrameCodec.raw.rawValue
+                let length = chunkLength[index]
+                let from = raw ? source + plan.offsets[index] : UnsafeRawPointer(output.base + slotOffsets[index])
+                if count > 0, raw, chunkCodec[index - 1] == FrameCodec.raw.rawValue,
+                    let base = stream.pieces[count - 1].iov_base,
+                    UnsafeRawPointer(base) + stream.pieces[count - 1].iov_len == from
+                {
+                    stream.pieces[count - 1].iov_len += length
+                } else {
+                    stream.pieces[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: from), iov_len: length)
+                    count += 1
+                }
+            }
+            var failure: FileSystemError?
+            do {
+                try sink.writeRecordBytes(
+                    UnsafeMutableBufferPointer(start: stream.pieces, count: count), atRecordOffset: offset)
+            } catch {
+                failure = error
+            }
+            pthread_mutex_lock(stream.lock)
+            stream.next = end
+            stream.cursor += total
+            if let failure { stream.error = failure }
+        }
     }
 
     private func encodeChunk(
         _ chunk: Int, source: UnsafeRawPointer, previous: UnsafeRawPointer?, context: EncoderContext,
-        compress: Bool, probe: Bool
+        compress: Bool, frame: Int
     ) {
         let offset = plan.offsets[chunk]
         let length = plan.lengths[chunk]
@@ -360,11 +542,13 @@ package final class FrameEncoder {
             stored = delta(into: slot, capacity: bound)
             codec = .lz4Delta
         case .forced(_), .automatic:
-            let remembered = FrameCodec(rawValue: choice[chunk]) ?? .lz4Delta
-            // The remembered codec first (LZ4 when a delta is not possible), the others only when probing.
-            var first = remembered
+            // Until a chunk has been compared with a previous frame at hand, both codecs are tried.
+            let known = FrameCodec(rawValue: choice[chunk])
+            let comparing = previous != nil && (known == nil || frame >= comparisonDue[chunk])
+            // The remembered codec first (LZ4 when a delta is not possible), the other only when comparing.
+            var first = known ?? .lz4Delta
+            if first == .raw && comparing { first = .lz4Delta }
             if first == .lz4Delta && previous == nil { first = .lz4 }
-            if first == .raw && probe { first = previous == nil ? .lz4 : .lz4Delta }
             switch first {
             case .raw: break
             case .lz4:
@@ -375,7 +559,7 @@ package final class FrameEncoder {
                 if n > 0 { (codec, stored) = (.lz4Delta, n) }
             }
             // The remembered codec failed to shrink the chunk (the content changed): the other one gets a try.
-            if first != .raw && (probe || codec == .raw) {
+            if first != .raw && (comparing || codec == .raw) {
                 let other: FrameCodec? = first == .lz4Delta ? .lz4 : previous == nil ? nil : .lz4Delta
                 if let other {
                     let capacity = stored - 1
@@ -389,8 +573,16 @@ package final class FrameEncoder {
                     }
                 }
             }
-            // A key frame says nothing about deltas: only frames that could use one change the choice.
-            if previous != nil { choice[chunk] = codec.rawValue }
+            // A key frame says nothing about deltas: only frames that could use one change the choice. A comparison
+            // that confirms the choice waits twice as long for the next one (up to 32 frames); a change, 8 frames.
+            if previous != nil {
+                if comparing {
+                    let confirmed = known == codec
+                    comparisonGap[chunk] = confirmed ? min(comparisonGap[chunk] * 2, Self.longestComparisonGap) : Self.comparisonGap
+                    comparisonDue[chunk] = frame + comparisonGap[chunk]
+                }
+                choice[chunk] = codec.rawValue
+            }
         }
         let storedBytes = UnsafeRawBufferPointer(start: codec == .raw ? src : UnsafeRawPointer(slot), count: stored)
         chunkCodec[chunk] = codec.rawValue
@@ -433,6 +625,11 @@ package final class FrameEncoder {
             anyLZ4 = anyLZ4 || codec == FrameCodec.lz4.rawValue
         }
         recordLength = headerSpace + cursor
+        streamedBytes = 0
+        if streaming && stream.next > 0 {
+            streamedBytes = cursor - plan.tableLength
+            pieceCount = 1
+        }
         let crc = CRC32C.checksum(UnsafeRawBufferPointer(start: table, count: plan.tableLength))
         let codec: FrameCodec = anyDelta ? .lz4Delta : anyLZ4 ? .lz4 : .raw
         return EncodedFrame(

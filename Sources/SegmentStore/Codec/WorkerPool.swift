@@ -14,6 +14,10 @@ import Synchronization
 /// `run(items:_:)` hands out item numbers from an atomic counter, so items are load-balanced and the call returns
 /// when all are done. No task or allocation per job: the threads, the lock and the conditions live as long as the
 /// pool. One caller at a time (the spill thread that owns the encoder).
+///
+/// Frames come back to back while a writer catches up, and waking a sleeping thread costs tens of microseconds
+/// (more on a virtual machine): so a helper that finishes a job, and a caller waiting for the helpers, first
+/// watch for the next step for a short while (``spinNanoseconds``) before they sleep.
 final class WorkerPool: @unchecked Sendable {
     /// Participants in a job, including the calling thread (worker 0).
     let workerCount: Int
@@ -29,6 +33,11 @@ final class WorkerPool: @unchecked Sendable {
     // Written under `lock` before `generation` changes; read by helpers after they see the new generation.
     private var itemCount = 0
     private let nextItem = Atomic<Int>(0)
+    /// Mirrors of `generation` and `busyHelpers` that spinning threads read without the lock.
+    private let publishedGeneration = Atomic<Int>(0)
+    private let publishedBusy = Atomic<Int>(0)
+    /// How long a thread watches for the next step before it sleeps.
+    static let spinNanoseconds: UInt64 = 200_000
 
     private final class Start {
         let pool: WorkerPool
@@ -94,10 +103,13 @@ final class WorkerPool: @unchecked Sendable {
             itemCount = items
             nextItem.store(0, ordering: .relaxed)
             busyHelpers = threads.count
+            publishedBusy.store(threads.count, ordering: .releasing)
             generation &+= 1
+            publishedGeneration.store(generation, ordering: .releasing)
             pthread_cond_broadcast(wake)
             pthread_mutex_unlock(lock)
             drain(worker: 0, body)
+            Self.spin { publishedBusy.load(ordering: .acquiring) == 0 }
             pthread_mutex_lock(lock)
             while busyHelpers > 0 { pthread_cond_wait(done, lock) }
             job = nil
@@ -114,10 +126,31 @@ final class WorkerPool: @unchecked Sendable {
         }
     }
 
+    /// Calls `condition` until it holds or ``spinNanoseconds`` have passed.
+    private static func spin(until condition: () -> Bool) {
+        if condition() { return }
+        func now() -> UInt64 {
+            var time = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &time)
+            return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+        }
+        let start = now()
+        var checks = 0
+        while !condition() {
+            checks &+= 1
+            if checks & 63 == 0 && now() - start > spinNanoseconds { return }
+        }
+    }
+
     private func helperLoop(worker: Int) {
         var seen = 0
         pthread_mutex_lock(lock)
         while true {
+            if generation == seen && !stopping {
+                pthread_mutex_unlock(lock)
+                Self.spin { publishedGeneration.load(ordering: .acquiring) != seen }
+                pthread_mutex_lock(lock)
+            }
             while generation == seen && !stopping { pthread_cond_wait(wake, lock) }
             if stopping { break }
             seen = generation
@@ -126,6 +159,7 @@ final class WorkerPool: @unchecked Sendable {
             drain(worker: worker, body)
             pthread_mutex_lock(lock)
             busyHelpers -= 1
+            publishedBusy.store(busyHelpers, ordering: .releasing)
             if busyHelpers == 0 { pthread_cond_signal(done) }
         }
         pthread_mutex_unlock(lock)

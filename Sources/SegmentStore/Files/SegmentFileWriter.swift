@@ -29,6 +29,10 @@ package final class SegmentFileWriter {
     package private(set) var durableCount = 0
     package private(set) var isSealed = false
     private var directorySynced = false
+    /// Where the bytes not yet handed to writeback start: every ``writebackBatch`` appended bytes are, so a sync
+    /// finds most of them on their way to the disk already.
+    private var writebackStart: Int64 = 0
+    static let writebackBatch: Int64 = 2 << 20
 
     package var path: String { directory + "/" + fileName }
     package var frameCount: Int { entries.count }
@@ -71,18 +75,22 @@ package final class SegmentFileWriter {
     /// Appends one record with one gathered write: `pieces` are the record in order, and the first starts with
     /// ``SegmentFormat/recordHeaderLength`` bytes of space that this call fills in, followed by the payload.
     ///
-    /// - Parameter pieces: the record's pieces (``FrameEncoder/pieces``); changed by the call (short writes are
-    ///   resumed by moving their starts).
+    /// - Parameters:
+    ///   - pieces: the record's pieces (``FrameEncoder/pieces``); changed by the call (short writes are resumed by
+    ///     moving their starts).
+    ///   - streamedBytes: bytes at the end of the record already written through ``writeRecordBytes(_:atRecordOffset:)``
+    ///     (the encoder wrote its chunks while compressing); `pieces` are the record's start, written last.
     /// - Returns: the new entry (its offset is what the index stores).
     /// - Throws: ``FileSystemError``; the file is then cut back to its previous end (best effort) and is still valid.
     @discardableResult
     package func append(
         pieces: UnsafeMutableBufferPointer<iovec>, ptsNanoseconds: Int64, wallNanoseconds: Int64,
-        encoded: EncodedFrame
+        encoded: EncodedFrame, streamedBytes: Int = 0
     ) throws(FileSystemError) -> SegmentFrameEntry {
         precondition(!isSealed && fd >= 0, "append to a sealed or closed segment")
         let recordLength = SegmentFormat.recordHeaderLength + encoded.storedLength
-        precondition(pieces.reduce(0) { $0 + $1.iov_len } == recordLength, "pieces do not add up to the record")
+        precondition(
+            pieces.reduce(0) { $0 + $1.iov_len } + streamedBytes == recordLength, "pieces do not add up to the record")
         precondition(pieces[0].iov_len >= SegmentFormat.recordHeaderLength, "no room for the record header")
         let header = RecordHeader(
             frameNumber: UInt32(entries.count), ptsNanoseconds: ptsNanoseconds, wallNanoseconds: wallNanoseconds,
@@ -101,7 +109,18 @@ package final class SegmentFileWriter {
             rawLength: header.rawLength, storedLength: encoded.storedLength, flags: header.flags, codec: header.codec)
         entries.append(entry)
         endOffset += Int64(recordLength)
+        if endOffset - writebackStart >= Self.writebackBatch {
+            fileSystem.startWriteback(fd, offset: writebackStart, length: endOffset - writebackStart)
+            writebackStart = endOffset
+        }
         return entry
+    }
+
+    /// Cuts off whatever was written of a record that will not be appended (its chunks, written while it was
+    /// encoded, when a later write failed); best effort, like the cut after a failed ``append``.
+    package func abandonRecord() {
+        guard fd >= 0 else { return }
+        try? fileSystem.ftruncate(fd, length: endOffset, path: path)
     }
 
     /// Writes every piece at `offset` in order, with `pwritev` of at most 1024 pieces at a time, resuming short
@@ -185,6 +204,17 @@ package final class SegmentFileWriter {
         close()
         try fileSystem.syncDirectory(directory)
         return sealedName
+    }
+}
+
+extension SegmentFileWriter: RecordSink {
+    /// Writes part of the record that the next ``append(pieces:ptsNanoseconds:wallNanoseconds:encoded:streamedBytes:)``
+    /// appends, `offset` bytes into it (after the end of the last complete record).
+    package func writeRecordBytes(_ pieces: UnsafeMutableBufferPointer<iovec>, atRecordOffset offset: Int)
+        throws(FileSystemError)
+    {
+        precondition(!isSealed && fd >= 0, "write to a sealed or closed segment")
+        try writeAll(pieces, offset: endOffset + Int64(offset))
     }
 }
 

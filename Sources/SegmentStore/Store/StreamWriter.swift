@@ -155,13 +155,20 @@ public final class StreamWriter {
         let reference =
             open.frameCount > 0 && previous != nil && previous?.info.ptsNanoseconds == lastPTS
                 && previous?.bytes.count == frame.bytes.count ? previous?.bytes.baseAddress : nil
-        let encoded = encoder.encode(
-            frame.bytes, key: key, previous: reference, keepsCopy: keepsCopy, compressedChunks: compressedChunks)
+        let encoded: EncodedFrame
+        do {
+            encoded = try encoder.encode(
+                frame.bytes, key: key, previous: reference, keepsCopy: keepsCopy, compressedChunks: compressedChunks,
+                writingTo: open)
+        } catch {
+            open.abandonRecord()
+            try fail(error)
+        }
         let entry: SegmentFrameEntry
         do {
             entry = try open.append(
                 pieces: encoder.pieces, ptsNanoseconds: pts, wallNanoseconds: frame.info.wallNanoseconds,
-                encoded: encoded)
+                encoded: encoded, streamedBytes: encoder.streamedBytes)
         } catch {
             try fail(error)
         }
@@ -450,3 +457,4 @@ extension SegmentStore {
             policy: options.codecPolicy)
     }
 }
+
