@@ -1,9 +1,9 @@
 import Foundation
 import RewindCapture
 import RewindCore
-import RewindSystem
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import RewindTesting
 import SegmentStore
 

@@ -578,7 +578,8 @@ package final class FrameEncoder {
             if previous != nil {
                 if comparing {
                     let confirmed = known == codec
-                    comparisonGap[chunk] = confirmed ? min(comparisonGap[chunk] * 2, Self.longestComparisonGap) : Self.comparisonGap
+                    comparisonGap[chunk] =
+                        confirmed ? min(comparisonGap[chunk] * 2, Self.longestComparisonGap) : Self.comparisonGap
                     comparisonDue[chunk] = frame + comparisonGap[chunk]
                 }
                 choice[chunk] = codec.rawValue

@@ -457,4 +457,3 @@ extension SegmentStore {
             policy: options.codecPolicy)
     }
 }
-
