@@ -97,6 +97,42 @@ import Testing
         #expect(second.storedLength < layout.byteCount / 100)
     }
 
+    /// Static frames first (the delta wins), then a random block that jumps to a new place every frame (LZ4 of the
+    /// frame is half the size of LZ4 of the difference): a comparison switches the chunks to LZ4, trying it without
+    /// the prefix dictionary, and every frame still decodes exactly.
+    @Test func aChunkThatStopsResemblingThePreviousFrameSwitchesToLZ4AndDecodesExactly() throws {
+        let layout = try FrameLayout(format: .gray8, width: 256, height: 1024)
+        let chunkSize = 65536
+        let encoder = FrameEncoder(layout: layout, workerCount: 2, chunkSize: chunkSize, headerSpace: 0)
+        let decoder = FrameDecoder(layout: layout, chunkSize: chunkSize)
+        var frame = [UInt8](repeating: 0, count: layout.byteCount)
+        var seed: UInt64 = 7
+        func randomBlock() -> [UInt8] {
+            (0..<4096).map { _ in
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return UInt8(truncatingIfNeeded: seed >> 33)
+            }
+        }
+        let still = randomBlock()
+        var nonKeyCodecs: [FrameCodec] = []
+        for i in 0..<48 {
+            frame.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            let moving = i >= 4
+            for chunk in 0..<(layout.byteCount / chunkSize) {
+                let start = chunk * chunkSize + (moving ? (i * 5003) % (chunkSize - 4096) : 1000)
+                frame.replaceSubrange(start..<start + 4096, with: moving ? randomBlock() : still)
+            }
+            let encoded = frame.withUnsafeBytes { encoder.encode($0, key: i == 0) }
+            if i > 0 { nonKeyCodecs.append(encoded.codec) }
+            try encoder.recordBytes().withUnsafeBytes { payload in
+                try decoder.decode(payload, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+            }
+            #expect(decoder.frame.elementsEqual(frame), "frame \(i)")
+        }
+        #expect(nonKeyCodecs.prefix(3).allSatisfy { $0 == .lz4Delta }, "static frames: \(nonKeyCodecs.prefix(3))")
+        #expect(nonKeyCodecs.suffix(8).allSatisfy { $0 == .lz4 }, "moving block: \(nonKeyCodecs.suffix(8))")
+    }
+
     @Test func damagedPayloadIsRejectedNotDecoded() throws {
         let frames = try TestFrames(format: .i420, width: 160, height: 120)
         defer { frames.deallocate() }

@@ -216,6 +216,8 @@ package final class FrameEncoder {
     /// Frames between comparisons after a change of codec, and at most after comparisons that confirmed it.
     static let comparisonGap = 8
     static let longestComparisonGap = 32
+    /// How long a worker watches for the next frame before it sleeps (see ``WorkerPool``).
+    static let workerSpin: UInt64 = 200_000
     private var frameNumber = 0
     private var recordLength = 0
     /// Chunks written while encoding (``encode(_:key:previous:keepsCopy:compressedChunks:writingTo:)``).
@@ -245,7 +247,8 @@ package final class FrameEncoder {
         self.policy = policy
         self.headerSpace = headerSpace
         let maxChunk = plan.lengths.max() ?? 1
-        let shared = other?.workers ?? SharedWorkers(WorkerPool(workerCount: max(1, min(workerCount, plan.count))))
+        let shared = other?.workers ?? SharedWorkers(
+                WorkerPool(workerCount: max(1, min(workerCount, plan.count)), spinNanoseconds: Self.workerSpin))
         workers = shared
         contexts = (0..<shared.pool.workerCount).map { _ in EncoderContext(maxChunk: maxChunk) }
         let slots = Self.slotLengths(plan: plan, policy: policy)
@@ -524,8 +527,9 @@ package final class FrameEncoder {
             subtractBytes(src, previous! + offset, into: context.delta.base, count: length)
             return context.compress(context.delta.base, count: length, into: destination, capacity: capacity)
         }
-        func plain(into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
-            context.compress(src, count: length, dictionary: dictionary, into: destination, capacity: capacity)
+        func plain(into destination: UnsafeMutableRawPointer, capacity: Int, withDictionary: Bool = true) -> Int {
+            context.compress(
+                src, count: length, dictionary: withDictionary ? dictionary : 0, into: destination, capacity: capacity)
         }
 
         if compress, policy != .forced(.raw), let beforeCompressingChunk { beforeCompressingChunk() }
@@ -563,9 +567,11 @@ package final class FrameEncoder {
                 let other: FrameCodec? = first == .lz4Delta ? .lz4 : previous == nil ? nil : .lz4Delta
                 if let other {
                     let capacity = stored - 1
+                    // LZ4 as the challenger goes without the prefix dictionary: loading it costs a tenth of the
+                    // compression, and a block that uses none decodes the same with it.
                     let n =
                         other == .lz4
-                        ? plain(into: context.scratch.base, capacity: capacity)
+                        ? plain(into: context.scratch.base, capacity: capacity, withDictionary: false)
                         : delta(into: context.scratch.base, capacity: capacity)
                     if n > 0 {
                         slot.copyMemory(from: context.scratch.base, byteCount: n)

@@ -16,8 +16,9 @@ import Synchronization
 /// pool. One caller at a time (the spill thread that owns the encoder).
 ///
 /// Frames come back to back while a writer catches up, and waking a sleeping thread costs tens of microseconds
-/// (more on a virtual machine): so a helper that finishes a job, and a caller waiting for the helpers, first
-/// watch for the next step for a short while (``spinNanoseconds``) before they sleep.
+/// (more on a virtual machine): so a pool made with a spin time has a helper that finishes a job, and a caller
+/// waiting for the helpers, watch for the next step that long before they sleep. A pool whose threads share the
+/// cores with other busy threads between jobs (an export's decoding, beside its writer) is better off without.
 final class WorkerPool: @unchecked Sendable {
     /// Participants in a job, including the calling thread (worker 0).
     let workerCount: Int
@@ -37,7 +38,7 @@ final class WorkerPool: @unchecked Sendable {
     private let publishedGeneration = Atomic<Int>(0)
     private let publishedBusy = Atomic<Int>(0)
     /// How long a thread watches for the next step before it sleeps.
-    static let spinNanoseconds: UInt64 = 200_000
+    private let spinNanoseconds: UInt64
 
     private final class Start {
         let pool: WorkerPool
@@ -49,9 +50,12 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     /// Starts `workerCount - 1` helper threads.
-    init(workerCount: Int) {
+    ///
+    /// - Parameter spinNanoseconds: how long a thread watches for the next step before it sleeps (0: at once).
+    init(workerCount: Int, spinNanoseconds: UInt64 = 0) {
         precondition(workerCount >= 1, "a worker pool needs at least one worker")
         self.workerCount = workerCount
+        self.spinNanoseconds = spinNanoseconds
         pthread_mutex_init(lock, nil)
         pthread_cond_init(wake, nil)
         pthread_cond_init(done, nil)
@@ -109,7 +113,7 @@ final class WorkerPool: @unchecked Sendable {
             pthread_cond_broadcast(wake)
             pthread_mutex_unlock(lock)
             drain(worker: 0, body)
-            Self.spin { publishedBusy.load(ordering: .acquiring) == 0 }
+            spin { publishedBusy.load(ordering: .acquiring) == 0 }
             pthread_mutex_lock(lock)
             while busyHelpers > 0 { pthread_cond_wait(done, lock) }
             job = nil
@@ -127,8 +131,8 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     /// Calls `condition` until it holds or ``spinNanoseconds`` have passed.
-    private static func spin(until condition: () -> Bool) {
-        if condition() { return }
+    private func spin(until condition: () -> Bool) {
+        if condition() || spinNanoseconds == 0 { return }
         func now() -> UInt64 {
             var time = timespec()
             clock_gettime(CLOCK_MONOTONIC, &time)
@@ -148,7 +152,7 @@ final class WorkerPool: @unchecked Sendable {
         while true {
             if generation == seen && !stopping {
                 pthread_mutex_unlock(lock)
-                Self.spin { publishedGeneration.load(ordering: .acquiring) != seen }
+                spin { publishedGeneration.load(ordering: .acquiring) != seen }
                 pthread_mutex_lock(lock)
             }
             while generation == seen && !stopping { pthread_cond_wait(wake, lock) }
