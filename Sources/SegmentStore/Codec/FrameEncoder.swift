@@ -247,7 +247,9 @@ package final class FrameEncoder {
         self.policy = policy
         self.headerSpace = headerSpace
         let maxChunk = plan.lengths.max() ?? 1
-        let shared = other?.workers ?? SharedWorkers(
+        let shared =
+            other?.workers
+            ?? SharedWorkers(
                 WorkerPool(workerCount: max(1, min(workerCount, plan.count)), spinNanoseconds: Self.workerSpin))
         workers = shared
         contexts = (0..<shared.pool.workerCount).map { _ in EncoderContext(maxChunk: maxChunk) }
