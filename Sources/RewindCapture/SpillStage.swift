@@ -239,6 +239,9 @@ final class SpillLane {
                     reference = view
                     return true
                 }
+                // A frame in the ring whose sequence is not published yet is left for the next batch: the producer
+                // notes what was dropped before it (``RecorderShared/firstAfterDrops``) before it publishes.
+                guard sequence <= storedBeforePin else { return false }
                 let isWanted = wanted >= 0 && newest >= sequence && Int(newest - sequence) + 1 > wanted
                 guard view.info.ptsNanoseconds <= horizon || isWanted else { return false }
                 let behind = newest >= sequence ? Int(newest - sequence) : 0
