@@ -17,6 +17,8 @@ import Testing
 /// it was killed and died of that kill, so a child that ran nothing cannot pass for one that was killed.
 @Suite(.timeLimit(.minutes(15))) struct SegmentCrashTests {
     static let childVariable = "REWIND_CRASH_CHILD_STORE"
+    /// The child's chunk size: small chunks get written while the rest of the frame is still being compressed.
+    static let chunkVariable = "REWIND_CRASH_CHILD_CHUNK"
     static let frameFormat = (PixelFormat.nv12, 160, 120)
     /// A child writes at most this long: if its parent dies, it does not write for ever.
     static let childLifetime: Duration = .seconds(120)
@@ -36,7 +38,9 @@ import Testing
             directory: directory,
             options: StoreOptions(
                 keyInterval: 5, workerCount: 2, segmentMaxDuration: .milliseconds(400),
-                syncInterval: .nanoseconds(Int64.max)))
+                syncInterval: .nanoseconds(Int64.max),
+                chunkSize: ProcessInfo.processInfo.environment[Self.chunkVariable].flatMap { Int($0) }
+                    ?? StoreOptions.defaultChunkSize))
         let last = try store.summary().lastPTS
         var i = last.map { Int($0 / frames.stream.frameDuration.nanoseconds!) + 1 } ?? 0
         let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
@@ -53,7 +57,10 @@ import Testing
         Issue.record("the child was not killed within \(Self.childLifetime)")
     }
 
-    @Test func killNineAtRandomMomentsLosesNothingDurable() throws {
+    /// With the default chunk size (each small frame is one record written at once) and with 4 KiB chunks (runs of
+    /// chunks are written while the frame's other chunks are compressed, the header last).
+    @Test(arguments: [StoreOptions.defaultChunkSize, 4096])
+    func killNineAtRandomMomentsLosesNothingDurable(chunkSize: Int) throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let frames = try Self.makeFrames()
@@ -65,7 +72,9 @@ import Testing
         for round in 0..<12 {
             let child = try ExternalTools.Child(
                 binary, ["--testing-library", "swift-testing", "--filter", "crashWriterChildProcess"],
-                environment: ProcessInfo.processInfo.environment.merging([Self.childVariable: dir.path]) { $1 })
+                environment: ProcessInfo.processInfo.environment.merging([
+                    Self.childVariable: dir.path, Self.chunkVariable: String(chunkSize),
+                ]) { $1 })
             defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
             // Wait for the first durable frame of this round, then kill at a random moment after it.
             try waitUntil("round \(round): the child reports a durable frame or exits") {

@@ -225,8 +225,8 @@ package final class FrameEncoder {
     private var streaming = false
     /// Bytes of the last record already written by its sink (its chunks); ``pieces`` holds the rest.
     package private(set) var streamedBytes = 0
-    /// The fewest bytes of done chunks a worker writes at once: smaller runs wait, so a well-compressed record
-    /// costs one write, not one per chunk.
+    /// The fewest bytes of done chunks a worker writes at once (or one chunk's size, when chunks are smaller):
+    /// smaller runs wait, so a well-compressed record costs one write, not one per chunk.
     static let streamThreshold = 256 << 10
     /// Bytes of output buffer in use: ``outputBytes`` at most.
     package private(set) var outputCapacity: Int
@@ -480,7 +480,7 @@ package final class FrameEncoder {
                 total += chunkLength[end]
                 end += 1
             }
-            guard all || total >= Self.streamThreshold else { return }
+            guard all || total >= min(Self.streamThreshold, plan.chunkSize) else { return }
             let offset = stream.cursor
             pthread_mutex_unlock(stream.lock)
             var count = 0
