@@ -558,7 +558,9 @@ package final class FrameEncoder {
             switch first {
             case .raw: break
             case .lz4:
-                let n = plain(into: slot, capacity: length - 1)
+                // The dictionary where LZ4 is this chunk's own choice (or nothing is known yet); on a key frame of
+                // a chunk that deltas win, LZ4 only stands in, and goes without it like a challenger.
+                let n = plain(into: slot, capacity: length - 1, withDictionary: known != .lz4Delta)
                 if n > 0 { (codec, stored) = (.lz4, n) }
             case .lz4Delta:
                 let n = delta(into: slot, capacity: length - 1)
