@@ -301,7 +301,6 @@ final class SpillLane {
             failureErrno = Self.errno(of: error)
         }
         lastSequence = sequence
-        shared.spillCursor.store(sequence + 1, ordering: .releasing)
         if failure == nil {
             noteGap(before: pts, arrivalDrops: arrivalDrops)
             lastWrittenPTS = pts
@@ -325,6 +324,8 @@ final class SpillLane {
             }
             state.statistics.framesDurable = durable
         }
+        // Published last: whoever sees the frame written also sees it counted.
+        shared.spillCursor.store(sequence + 1, ordering: .releasing)
     }
 
     /// Records a gap before a frame just written at `pts` when frames are missing since the last one written:

@@ -119,9 +119,9 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
                     #expect(try feeds[index].appendNext(to: stream) != .dropped(.spillBehind))
                 }
             }
-            let deadline = ContinuousClock.now + .seconds(60)
-            while recorder.streams.contains(where: { $0.unspilledFrames > 0 }) && ContinuousClock.now < deadline {
-                usleep(1000)
+            // Only once every frame is written do the counters below say what happened to these ten.
+            try waitUntil("every stream's frames are written", timeout: .seconds(600)) {
+                !recorder.streams.contains(where: { $0.unspilledFrames > 0 })
             }
         }
         try record(10)

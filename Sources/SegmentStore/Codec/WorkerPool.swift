@@ -142,7 +142,11 @@ final class WorkerPool: @unchecked Sendable {
         var checks = 0
         while !condition() {
             checks &+= 1
-            if checks & 63 == 0 && now() - start > spinNanoseconds { return }
+            // Yielding lets any other runnable thread have the core: the watch only uses time nobody wants.
+            if checks & 63 == 0 {
+                if now() - start > spinNanoseconds { return }
+                sched_yield()
+            }
         }
     }
 
