@@ -33,6 +33,10 @@ package final class SegmentFileWriter {
     /// finds most of them on their way to the disk already.
     private var writebackStart: Int64 = 0
     static let writebackBatch: Int64 = 2 << 20
+    /// Whether appends start writeback. Starting it waits when the disk's queue is full; a start that took longer
+    /// than ``slowWriteback`` leaves the rest to the next sync, after which appends start it again.
+    private var startsWriteback = true
+    static let slowWriteback: Duration = .milliseconds(1)
 
     package var path: String { directory + "/" + fileName }
     package var frameCount: Int { entries.count }
@@ -109,9 +113,11 @@ package final class SegmentFileWriter {
             rawLength: header.rawLength, storedLength: encoded.storedLength, flags: header.flags, codec: header.codec)
         entries.append(entry)
         endOffset += Int64(recordLength)
-        if endOffset - writebackStart >= Self.writebackBatch {
+        if startsWriteback && endOffset - writebackStart >= Self.writebackBatch {
+            let started = ContinuousClock.now
             fileSystem.startWriteback(fd, offset: writebackStart, length: endOffset - writebackStart)
             writebackStart = endOffset
+            if ContinuousClock.now - started > Self.slowWriteback { startsWriteback = false }
         }
         return entry
     }
@@ -159,6 +165,8 @@ package final class SegmentFileWriter {
     package func sync() throws(FileSystemError) {
         precondition(fd >= 0, "sync of a closed segment")
         try fileSystem.fdatasync(fd, path: path)
+        writebackStart = endOffset
+        startsWriteback = true
         if !directorySynced {
             try fileSystem.syncDirectory(directory)
             directorySynced = true
