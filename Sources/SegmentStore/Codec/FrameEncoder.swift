@@ -484,20 +484,7 @@ package final class FrameEncoder {
             let offset = stream.cursor
             pthread_mutex_unlock(stream.lock)
             var count = 0
-            for index in first..<end {
-                let raw = chunkCodec[index] == FrameCodec.raw.rawValue
-                let length = chunkLength[index]
-                let from = raw ? source + plan.offsets[index] : UnsafeRawPointer(output.base + slotOffsets[index])
-                if count > 0, raw, chunkCodec[index - 1] == FrameCodec.raw.rawValue,
-                    let base = stream.pieces[count - 1].iov_base,
-                    UnsafeRawPointer(base) + stream.pieces[count - 1].iov_len == from
-                {
-                    stream.pieces[count - 1].iov_len += length
-                } else {
-                    stream.pieces[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: from), iov_len: length)
-                    count += 1
-                }
-            }
+            for index in first..<end { addPiece(index, source: source, to: stream.pieces, count: &count, after: 0) }
             var failure: FileSystemError?
             do {
                 try sink.writeRecordBytes(
@@ -601,6 +588,27 @@ package final class FrameEncoder {
         chunkCRC[chunk] = CRC32C.checksum(storedBytes)
     }
 
+    /// Adds a chunk's stored bytes — from the frame when it is raw, else from its slot — as the next of `count`
+    /// pieces at `pieces`. A raw chunk right after a raw one is one run of the frame: it extends that piece, unless
+    /// the piece is one of the first `fixed` (the header's).
+    private func addPiece(
+        _ chunk: Int, source: UnsafeRawPointer, to pieces: UnsafeMutablePointer<iovec>, count: inout Int,
+        after fixed: Int
+    ) {
+        let raw = chunkCodec[chunk] == FrameCodec.raw.rawValue
+        let length = chunkLength[chunk]
+        guard length > 0 else { return }
+        let from = raw ? source + plan.offsets[chunk] : UnsafeRawPointer(output.base + slotOffsets[chunk])
+        if count > fixed, raw, chunkCodec[chunk - 1] == FrameCodec.raw.rawValue,
+            let base = pieces[count - 1].iov_base, UnsafeRawPointer(base) + pieces[count - 1].iov_len == from
+        {
+            pieces[count - 1].iov_len += length
+        } else {
+            pieces[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: from), iov_len: length)
+            count += 1
+        }
+    }
+
     private func assemble(source: UnsafeRawPointer) -> EncodedFrame {
         let table = output.base + headerSpace
         table.storeBytes(of: UInt32(plan.count).littleEndian, as: UInt32.self)
@@ -617,20 +625,8 @@ package final class FrameEncoder {
             entry.storeBytes(of: UInt32(codec).littleEndian, as: UInt32.self)
             entry.storeBytes(of: UInt32(length).littleEndian, toByteOffset: 4, as: UInt32.self)
             entry.storeBytes(of: chunkCRC[chunk].littleEndian, toByteOffset: 8, as: UInt32.self)
-            let from =
-                codec == FrameCodec.raw.rawValue
-                ? source + plan.offsets[chunk] : UnsafeRawPointer(output.base + slotOffsets[chunk])
             if codec == FrameCodec.raw.rawValue { rawBytes += length }
-            // Neighbouring raw chunks are one run of the frame: one piece.
-            let last = pieceTable[pieceCount - 1]
-            if pieceCount > 1, codec == FrameCodec.raw.rawValue, chunkCodec[chunk - 1] == FrameCodec.raw.rawValue,
-                last.iov_base.map({ UnsafeRawPointer($0) + last.iov_len }) == from
-            {
-                pieceTable[pieceCount - 1].iov_len += length
-            } else if length > 0 {
-                pieceTable[pieceCount] = iovec(iov_base: UnsafeMutableRawPointer(mutating: from), iov_len: length)
-                pieceCount += 1
-            }
+            addPiece(chunk, source: source, to: pieceTable, count: &pieceCount, after: 1)
             cursor += length
             anyDelta = anyDelta || codec == FrameCodec.lz4Delta.rawValue
             anyLZ4 = anyLZ4 || codec == FrameCodec.lz4.rawValue

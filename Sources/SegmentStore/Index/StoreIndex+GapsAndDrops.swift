@@ -53,15 +53,20 @@ extension StoreIndex {
                 : try connection.statement("\(columns) WHERE stream_id = ? ORDER BY start_ns, id")
             defer { select.reset() }
             if let streamID { try select.bind(streamID, at: 1) }
-            var rows: [GapRow] = []
-            while try select.step() {
-                rows.append(
-                    GapRow(
-                        streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
-                        reason: LossReason(stored: select.text(3))))
-            }
-            return rows
+            return try Self.gapRows(select)
         }
+    }
+
+    /// The rows of a `SELECT stream_id, start_ns, end_ns, reason FROM gaps …` statement.
+    private static func gapRows(_ select: SQLiteStatement) throws -> [GapRow] {
+        var rows: [GapRow] = []
+        while try select.step() {
+            rows.append(
+                GapRow(
+                    streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
+                    reason: LossReason(stored: select.text(3))))
+        }
+        return rows
     }
 
     /// The gaps of one stream that overlap `[range.lowerBound, range.upperBound)`, by start.
@@ -77,14 +82,7 @@ extension StoreIndex {
             try select.bind(streamID, at: 1)
             try select.bind(range.upperBound, at: 2)
             try select.bind(range.lowerBound, at: 3)
-            var rows: [GapRow] = []
-            while try select.step() {
-                rows.append(
-                    GapRow(
-                        streamID: select.int64(0), startNanoseconds: select.int64(1), endNanoseconds: select.int64(2),
-                        reason: LossReason(stored: select.text(3))))
-            }
-            return rows
+            return try Self.gapRows(select)
         }
     }
 
