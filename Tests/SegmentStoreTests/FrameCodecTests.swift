@@ -1,3 +1,4 @@
+import CLZ4
 import RewindCore
 import Testing
 
@@ -131,6 +132,119 @@ import Testing
         }
         #expect(nonKeyCodecs.prefix(3).allSatisfy { $0 == .lz4Delta }, "static frames: \(nonKeyCodecs.prefix(3))")
         #expect(nonKeyCodecs.suffix(8).allSatisfy { $0 == .lz4 }, "moving block: \(nonKeyCodecs.suffix(8))")
+    }
+
+    /// The shortcut for unchanged chunks: a block is taken for zeros exactly when its data was all zeros, and a
+    /// damaged block it takes for zeros really decodes to them.
+    @Test func zeroBlocksAreRecognisedWithoutDecodingAndNothingElseIs() {
+        var seed: UInt64 = 11
+        func next() -> UInt64 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return seed >> 33
+        }
+        func compressed(_ data: [UInt8]) -> [UInt8] {
+            var block = [UInt8](repeating: 0, count: LZ4Block.compressBound(data.count))
+            let n = data.withUnsafeBytes { source in
+                block.withUnsafeMutableBytes { LZ4Block.compress(source, into: $0) }
+            }
+            return Array(block[..<n])
+        }
+        func isZeros(_ block: [UInt8], _ count: Int) -> Bool {
+            block.withUnsafeBytes { LZ4Block.decodesToZeros($0, count: count) }
+        }
+        func decoded(_ block: [UInt8], _ count: Int) -> [UInt8]? {
+            var out = [UInt8](repeating: 0xEE, count: count)
+            let n = block.withUnsafeBytes { source in
+                out.withUnsafeMutableBytes { target in
+                    LZ4_decompress_safe(
+                        source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                        target.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count), Int32(count))
+                }
+            }
+            return n == count ? out : nil
+        }
+        for count in [1, 5, 12, 13, 14, 100, 4096, 65_536, 262_144] {
+            let zeros = [UInt8](repeating: 0, count: count)
+            let zeroBlock = compressed(zeros)
+            #expect(isZeros(zeroBlock, count), "\(count) zeros")
+            #expect(!isZeros(zeroBlock, count + 1), "\(count) zeros taken for \(count + 1)")
+            if count > 1 { #expect(!isZeros(zeroBlock, count - 1), "\(count) zeros taken for \(count - 1)") }
+            // One changed byte anywhere, and sparse changes: never zeros.
+            for position in [0, count / 3, count / 2, count - 1] {
+                var data = zeros
+                data[position] = UInt8(1 + next() % 255)
+                #expect(!isZeros(compressed(data), count), "\(count) bytes, byte \(position) changed")
+            }
+            var sparse = zeros
+            for _ in 0..<max(1, count / 5000) { sparse[Int(next() % UInt64(count))] = 7 }
+            #expect(!isZeros(compressed(sparse), count))
+            // Damaged copies of the zero block: whatever is taken for zeros decodes to exactly that.
+            for _ in 0..<400 {
+                var damaged = zeroBlock
+                switch next() % 3 {
+                case 0: damaged[Int(next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: next())
+                case 1: damaged.removeLast(Int(next() % UInt64(damaged.count)))
+                default:
+                    damaged.append(contentsOf: (0..<(1 + next() % 8)).map { _ in UInt8(truncatingIfNeeded: next()) })
+                }
+                guard isZeros(damaged, count) else { continue }
+                #expect(decoded(damaged, count) == zeros, "a damaged block of \(count) zeros taken for zeros")
+            }
+        }
+        #expect(!isZeros([], 1))
+        #expect(!isZeros([0x00], 0), "an empty output is never a chunk")
+        // Hand-made blocks: a match reaching before the start, and a block ending in a match.
+        #expect(!isZeros([0x1F, 0x00, 0x02, 0x00, 0x00], 24))
+        #expect(!isZeros([0x1F, 0x00, 0x01, 0x00, 0x00], 20))
+        let handMade: [UInt8] = [0x1A, 0x00, 0x01, 0x00, 0x50, 0, 0, 0, 0, 0]
+        #expect(isZeros(handMade, 20), "1 literal, a match of 14, 5 literals")
+        #expect(decoded(handMade, 20) == [UInt8](repeating: 0, count: 20))
+    }
+
+    /// Unchanged chunks of a delta frame are taken from the previous frame, decoded into another buffer or in place.
+    @Test func unchangedChunksComeFromThePreviousFrameExactly() throws {
+        let layout = try FrameLayout(format: .gray8, width: 256, height: 1024)
+        let chunkSize = 65536
+        let encoder = FrameEncoder(
+            layout: layout, workerCount: 2, chunkSize: chunkSize, headerSpace: 0, policy: .forced(.lz4Delta))
+        let decoders = [
+            FrameDecoder(layout: layout, chunkSize: chunkSize),
+            FrameDecoder(
+                layout: layout, chunkSize: chunkSize, buffers: DecodeBuffers(byteCount: layout.byteCount, count: 3)),
+        ]
+        var seed: UInt64 = 3
+        var frame = (0..<layout.byteCount).map { _ in
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: seed >> 40) & 0x0F
+        }
+        var zeroChunks = 0
+        for i in 0..<12 {
+            // Frames 1, 2, 5, … repeat the one before; the others change one byte in one chunk.
+            if i > 0 && i % 3 == 0 { frame[(i * 70_001) % frame.count] &+= 1 }
+            let encoded = frame.withUnsafeBytes { encoder.encode($0, key: i == 0) }
+            let payload = encoder.recordBytes()
+            try payload.withUnsafeBytes { bytes in
+                for decoder in decoders {
+                    try decoder.decode(bytes, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+                    #expect(decoder.frame.elementsEqual(frame), "frame \(i), \(decoder.buffers.count) buffers")
+                }
+                if i > 0 { zeroChunks += Self.zeroChunks(bytes, chunks: layout.byteCount / chunkSize) }
+            }
+        }
+        #expect(zeroChunks >= 11 * (layout.byteCount / chunkSize - 1), "the shortcut ran: \(zeroChunks) chunks")
+    }
+
+    /// How many chunks of a payload are LZ4 blocks of zeros.
+    static func zeroChunks(_ payload: UnsafeRawBufferPointer, chunks: Int) -> Int {
+        var cursor = 4 + 12 * chunks
+        var zeros = 0
+        for chunk in 0..<chunks {
+            let length = Int(payload.loadUnaligned(fromByteOffset: 4 + 12 * chunk + 4, as: UInt32.self))
+            let stored = UnsafeRawBufferPointer(rebasing: payload[cursor..<cursor + length])
+            if LZ4Block.decodesToZeros(stored, count: 65536) { zeros += 1 }
+            cursor += length
+        }
+        return zeros
     }
 
     @Test func damagedPayloadIsRejectedNotDecoded() throws {

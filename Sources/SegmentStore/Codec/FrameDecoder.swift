@@ -188,6 +188,13 @@ extension FrameDecoder {
             guard n == length else { throw .lz4Failed(chunk: chunk) }
         default:
             guard let previous else { throw .deltaWithoutPredecessor }
+            if LZ4Block.decodesToZeros(stored, count: length) {
+                // An unchanged chunk (a residual of zeros) is the previous frame's, copied without expanding zeros.
+                previousProgress?.wait(forChunks: chunk + 1)
+                let source = previous + plan.offsets[chunk]
+                if source != UnsafeRawPointer(target) { target.copyMemory(from: source, byteCount: length) }
+                return
+            }
             let scratch = self.scratch.base
             let n = LZ4_decompress_safe(
                 stored.baseAddress!.assumingMemoryBound(to: CChar.self),
