@@ -178,9 +178,11 @@ public final class Y4MWriter: Exporter {
         let v = u + chroma
         var i = 0
         while i + 16 <= chroma {
-            let pairs = source.loadUnaligned(fromByteOffset: 2 * i, as: SIMD32<UInt8>.self)
-            u.storeBytes(of: pairs.evenHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
-            v.storeBytes(of: pairs.oddHalf, toByteOffset: i, as: SIMD16<UInt8>.self)
+            // Little-endian pairs: U is each 16-bit word's low byte, V its high byte (a mask and a shift, then a
+            // pack: about a tenth of the instructions `evenHalf` and `oddHalf` of bytes compile to).
+            let pairs = source.loadUnaligned(fromByteOffset: 2 * i, as: SIMD16<UInt16>.self)
+            u.storeBytes(of: SIMD16<UInt8>(truncatingIfNeeded: pairs), toByteOffset: i, as: SIMD16<UInt8>.self)
+            v.storeBytes(of: SIMD16<UInt8>(truncatingIfNeeded: pairs &>> 8), toByteOffset: i, as: SIMD16<UInt8>.self)
             i += 16
         }
         while i < chroma {
