@@ -33,8 +33,9 @@ import Testing
     }
 
     /// Two frames decoded at once on two threads (delta chunks of the second waiting for the first) give the same
-    /// frames as one at a time: across segments, GOPs, odd counts and ranges starting between key frames. A view
-    /// stays intact while the next `buffers − 2` frames are delivered.
+    /// frames as one at a time: across segments, GOPs, odd counts and ranges starting between key frames, and
+    /// switching between the two while reading. A view stays intact while the next `buffers − 2` frames are
+    /// delivered.
     @Test(arguments: [CodecPolicy.automatic, .forced(.lz4Delta), .forced(.lz4)])
     func pairedDecodingMatchesAndViewsStayValid(policy: CodecPolicy) throws {
         let dir = TemporaryDirectory()
@@ -65,6 +66,22 @@ import Testing
             }
             #expect(seen == Array(from..<to), "range \(from)..<\(to)")
             #expect(try readAll(store, range: range, paired: true).map(\.1) == Array(expected[from..<to]))
+            // Switching between pairs and single frames while reading (as an export does, by who waits).
+            let pairing = DecodePairing(false)
+            var switched: [Int] = []
+            held = []
+            try store.frames(in: range, into: buffers, decodeThreads: 2, pairing: pairing) { frame in
+                let index = Int(frame.info.ptsNanoseconds / frames.stream.frameDuration.nanoseconds!)
+                switched.append(index)
+                held.append((index, frame.bytes))
+                if held.count > 3 { held.removeFirst() }
+                for (heldIndex, bytes) in held {
+                    #expect(CRC32C.checksum(bytes) == expected[heldIndex], "frame \(heldIndex) held while \(index)")
+                }
+                pairing.want((index * 7 + from) % 5 < 3)
+                return true
+            }
+            #expect(switched == Array(from..<to), "range \(from)..<\(to), switching")
         }
     }
 

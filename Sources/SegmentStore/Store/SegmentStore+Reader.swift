@@ -1,6 +1,7 @@
 import RewindCore
 import RewindSQLite
 import RewindSystem
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -27,32 +28,28 @@ extension SegmentStore {
     ///   - decodeThreads: 2 decodes consecutive frames in pairs, on the calling thread and a helper (needs at
     ///     least 3 `buffers`; a view then stays valid while `body` receives the next n − 2 frames); 1 decodes on
     ///     the calling thread only.
+    ///   - pairing: with 2 `decodeThreads`, whether the next frames go in pairs, asked before each pair (nil:
+    ///     always). A consumer on another thread flips it by what it waits for (see ``DecodePairing``).
     ///   - body: receives each frame; returns false to stop.
     /// - Throws: damage, I/O and index errors, and what `body` throws.
     /// - Complexity: O(log n) to the first frame, then O(bytes of the frames visited).
     public func frames(
         streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
-        decodeThreads: Int = 1, _ body: (FrameView) throws -> Bool
+        decodeThreads: Int = 1, pairing: DecodePairing? = nil, _ body: (FrameView) throws -> Bool
     ) throws {
         try SegmentStoreError.translatingIndexErrors {
-            try framesUntranslated(streamName: streamName, in: range, into: buffers, decodeThreads: decodeThreads, body)
-        }
-    }
-
-    private func framesUntranslated(
-        streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
-        decodeThreads: Int = 1, _ body: (FrameView) throws -> Bool
-    ) throws {
-        let streams = try index.streams().filter { streamName == nil || $0.name == streamName }
-        if let streamName, streams.isEmpty { throw SegmentStoreError.unknownStream(streamName) }
-        for stream in streams {
-            guard try frames(of: stream, in: range, into: buffers, inPairs: decodeThreads >= 2, body) else { return }
+            let streams = try index.streams().filter { streamName == nil || $0.name == streamName }
+            if let streamName, streams.isEmpty { throw SegmentStoreError.unknownStream(streamName) }
+            let pairing = decodeThreads >= 2 ? pairing ?? DecodePairing(true) : nil
+            for stream in streams {
+                guard try frames(of: stream, in: range, into: buffers, pairing: pairing, body) else { return }
+            }
         }
     }
 
     /// One stream's frames; returns false when `body` asked to stop.
     private func frames(
-        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, inPairs: Bool,
+        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, pairing: DecodePairing?,
         _ body: (FrameView) throws -> Bool
     ) throws -> Bool {
         guard !range.isEmpty else { return true }
@@ -66,7 +63,7 @@ extension SegmentStore {
         let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
         let cursor = ReadCursor(store: self, stream: stream, buffers: buffers)
         defer { cursor.close() }
-        let pairs = inPairs && cursor.canDecodePairs
+        let pairing = cursor.canDecodePairs ? pairing : nil
         var keepGoing = true
         func deliver(_ row: FrameRow, _ decoded: UnsafeRawBufferPointer) throws -> Bool {
             guard row.ptsNanoseconds >= range.lowerBound else { return true }
@@ -79,15 +76,15 @@ extension SegmentStore {
         // In pairs: a frame waits (located) for the next one, then both are read and decoded at once.
         var waiting: ReadCursor.Located?
         try index.frames(streamID: stream.id, in: (start ?? range.lowerBound)..<range.upperBound) { row in
-            guard pairs else { return try deliver(row, try cursor.decode(row)) }
-            guard let first = waiting else {
-                waiting = try cursor.locate(row)
-                return true
+            if let first = waiting {
+                waiting = nil
+                let second = try cursor.locate(row)
+                let (a, b) = try cursor.decodePair(first, second)
+                return try deliver(first.row, a) && deliver(second.row, b.get())
             }
-            waiting = nil
-            let second = try cursor.locate(row)
-            let (a, b) = try cursor.decodePair(first, second)
-            return try deliver(first.row, a) && deliver(second.row, b.get())
+            guard let pairing, pairing.isWanted else { return try deliver(row, try cursor.decode(row)) }
+            waiting = try cursor.locate(row)
+            return true
         }
         if keepGoing, let last = waiting { _ = try deliver(last.row, try cursor.decode(last)) }
         return keepGoing
@@ -112,6 +109,25 @@ extension SegmentStore {
         }
         throw lastError!
     }
+}
+
+/// Whether a reader decoding with two threads takes the next frames in pairs (two at once, about twice the
+/// frames per second for a little more work in all) or one at a time (leaving a core to whoever consumes them).
+///
+/// A consumer on another thread flips it by what it waits for: waiting for frames asks for pairs, a reader
+/// waiting for the consumer to free a buffer asks for single frames. Safe to flip from any thread at any time;
+/// the reader asks before each frame it starts.
+public final class DecodePairing: Sendable {
+    private let wanted: Atomic<Bool>
+
+    /// - Parameter wanted: whether frames start out in pairs.
+    public init(_ wanted: Bool) { self.wanted = Atomic(wanted) }
+
+    /// Whether the next frames go in pairs.
+    public var isWanted: Bool { wanted.load(ordering: .relaxed) }
+
+    /// Asks for pairs (true) or single frames (false) from the next frame on.
+    public func want(_ pairs: Bool) { wanted.store(pairs, ordering: .relaxed) }
 }
 
 /// Reads the records behind index rows, delta chains checked.
