@@ -123,7 +123,8 @@ final class SpillStage: @unchecked Sendable {
 /// The stream's encoder keeps no copy of the previous frame: the lane pins the last frame it wrote again with the
 /// next batch, as the delta reference. Its output buffer follows the stream's memory pressure
 /// (``RecorderShared/encoderCapacityWanted``) and is given back after a second without frames; when a live source
-/// gets ahead by more than an eighth of the ring, a growing share of each frame's chunks is stored raw.
+/// gets ahead by more than an eighth of the ring, a growing share of each frame's chunks is stored raw, as long as
+/// the disk takes raw frames fast enough (when it is the slower side, raw chunks would only slow it down more).
 final class SpillLane {
     private let ring: RingStore
     private let writer: StreamWriter
@@ -156,6 +157,11 @@ final class SpillLane {
     private var releasedWhileIdle = false
     /// Bytes of one frame's slab, to count how many frames the ring's budget holds.
     private let slabBytes: Int
+    /// Nanoseconds the segment files took per byte written (writes, writeback, syncs), averaged over recent frames;
+    /// nil until a frame's bytes were timed.
+    private var ioNanosecondsPerByte: Double?
+    /// Raw bytes per second of the stream at its nominal frame rate; nil when the rate is unknown.
+    private let rawBytesPerSecond: Double?
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
@@ -168,6 +174,9 @@ final class SpillLane {
         self.configuration = configuration
         encoderCapacity = writer.encoderOutputBytes
         slabBytes = Recorder.smallestMemoryBudget(for: stream.layout)
+        rawBytesPerSecond = stream.frameDuration.nanoseconds.flatMap { duration in
+            duration > 0 ? Double(stream.layout.byteCount) * 1e9 / Double(duration) : nil
+        }
         if let lastStoredPTS {
             lastWrittenPTS = lastStoredPTS
             pendingLoss = .recorderStopped
@@ -270,9 +279,30 @@ final class SpillLane {
         guard !shared.producerWaits.load(ordering: .relaxed) else { return .max }
         let low = room / 8
         let high = max(low + 1, room / 4)
-        guard behind > low else { return .max }
+        guard behind > low, diskTakesRawFrames else { return .max }
         guard behind < high else { return 0 }
         return writer.chunkCount * (high - behind) / (high - low)
+    }
+
+    /// Whether the files take bytes fast enough for raw chunks to help: a second of the stream's raw frames written
+    /// in at most ``rawWriteShare`` of a second, at the pace recent frames were written. When the disk (or the
+    /// page cache, throttled while the disk writes back) is the slower side, raw chunks would only add to what it
+    /// must take, and the lane falls further behind: so it keeps compressing every chunk.
+    private var diskTakesRawFrames: Bool {
+        guard let rawBytesPerSecond else { return true }
+        // Before the first frame is written, the disk's pace is unknown: that frame is compressed and timed.
+        guard let ioNanosecondsPerByte else { return false }
+        return ioNanosecondsPerByte * rawBytesPerSecond <= 1e9 * Self.rawWriteShare
+    }
+
+    /// The largest share of real time that writing the stream's frames raw may take.
+    static let rawWriteShare = 0.6
+
+    /// Folds one frame's writing (`bytes` in `nanoseconds` of system calls) into ``ioNanosecondsPerByte``.
+    private func noteWriting(bytes: Int64, nanoseconds: Int64) {
+        guard bytes > 0 else { return }
+        let perByte = Double(nanoseconds) / Double(bytes)
+        ioNanosecondsPerByte = ioNanosecondsPerByte.map { $0 * 0.75 + perByte * 0.25 } ?? perByte
     }
 
     /// Applies the encoder capacity the stream's memory pressure asks for.
@@ -293,9 +323,13 @@ final class SpillLane {
         let arrivalDrops = shared.firstAfterDrops.withLock { $0.removeValue(forKey: sequence) }
         var failure: String?
         var failureErrno: Errno?
+        let ioBefore = (nanoseconds: writer.ioTimer.nanoseconds, bytes: writer.ioTimer.bytes)
         do {
             try writer.append(view, previous: reference, compressedChunks: compressedChunks)
             lastWrittenSequence = sequence
+            noteWriting(
+                bytes: writer.ioTimer.bytes - ioBefore.bytes,
+                nanoseconds: writer.ioTimer.nanoseconds - ioBefore.nanoseconds)
         } catch {
             failure = "\(error)"
             failureErrno = Self.errno(of: error)

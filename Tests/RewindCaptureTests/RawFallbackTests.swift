@@ -67,6 +67,42 @@ private final class CompressionGate: Sendable {
         #expect(summary.storedBytes < summary.rawBytes)
     }
 
+    /// A live producer runs ahead of a spill stage held back by a slow disk, not by compressing: raw chunks would
+    /// only give the disk more to take, so every chunk is still compressed (and nothing is dropped while the ring
+    /// has room).
+    @Test func aSpillStageHeldBackByASlowDiskKeepsCompressing() throws {
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        // 40 ms per write: a frame's raw bytes (115 KB, 3.5 MB/s at 30 fps) would take 350 ns per byte, more than
+        // the stream's real time.
+        disk.setWriteDelay(.milliseconds(40))
+        let frames = 40
+        for _ in 0..<frames {
+            let outcome = try feed.appendNext(to: recorder)
+            #expect(outcome != .dropped(.spillBehind), "frame \(feed.index - 1) dropped")
+        }
+        let behind = recorder.unspilledFrames
+        #expect(behind > 64 / 8, "the spill stage is far behind (\(behind) frames), where it used to store raw")
+        let statistics = try recorder.finish()
+        disk.setWriteDelay(.zero)
+        #expect(statistics.drops.isEmpty, "\(statistics.drops)")
+        #expect(statistics.framesDurable == frames)
+        #expect(statistics.rawChunkBytesSpilled == 0, "\(statistics.rawChunkBytesSpilled) bytes stored raw")
+        var verified = 0
+        try store.frames(in: Int64.min..<Int64.max) { view in
+            #expect(SyntheticCamera.verify(view) != nil, "frame at \(view.info.ptsNanoseconds) ns is bit-exact")
+            verified += 1
+            return true
+        }
+        #expect(verified == frames)
+    }
+
     /// Critical memory pressure takes the encoder's buffer: frames are then stored raw, straight from the ring, and
     /// compressed again once the pressure is gone.
     @Test func criticalPressureStoresFramesRawUntilItPasses() throws {

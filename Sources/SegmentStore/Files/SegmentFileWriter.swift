@@ -1,12 +1,39 @@
 import RewindCore
 import RewindSQLite
 import RewindSystem
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
     import Musl
 #endif
+
+/// Time spent in a stream's segment file system calls (writes, writeback starts, syncs, seals), summed over its
+/// segment files: how much of writing a frame waits for the disk (or the page cache), as opposed to compressing it.
+/// Added to by whichever thread writes (an encoder's workers write a record's chunks, one at a time).
+package final class IOTimer: Sendable {
+    private let total = Atomic<Int64>(0)
+    private let written = Atomic<Int64>(0)
+
+    package init() {}
+
+    /// Nanoseconds spent so far.
+    package var nanoseconds: Int64 { total.load(ordering: .relaxed) }
+
+    /// Bytes written so far.
+    package var bytes: Int64 { written.load(ordering: .relaxed) }
+
+    func count(bytes: Int) { written.add(Int64(bytes), ordering: .relaxed) }
+
+    /// Runs `body` and adds the time it took.
+    @inline(__always)
+    func time<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let start = ContinuousClock.now
+        defer { total.add((ContinuousClock.now - start).nanosecondsClamped, ordering: .relaxed) }
+        return try body()
+    }
+}
 
 /// Appends records to one `NNNNNN.seg.partial` file and seals it into `NNNNNN.seg`.
 ///
@@ -38,6 +65,9 @@ package final class SegmentFileWriter {
     private var startsWriteback = true
     static let slowWriteback: Duration = .milliseconds(1)
 
+    /// Where the time spent in system calls goes.
+    private let ioTimer: IOTimer
+
     package var path: String { directory + "/" + fileName }
     package var frameCount: Int { entries.count }
     package var firstPTS: Int64? { entries.first?.ptsNanoseconds }
@@ -47,8 +77,11 @@ package final class SegmentFileWriter {
     /// Creates `directory/NNNNNN.seg.partial` (it must not exist) and writes the header.
     ///
     /// - Throws: ``FileSystemError``; nothing is left behind when the header cannot be written.
-    package init(directory: String, header: SegmentHeader, fileSystem: any FileSystem) throws(FileSystemError) {
+    package init(
+        directory: String, header: SegmentHeader, fileSystem: any FileSystem, ioTimer: IOTimer = IOTimer()
+    ) throws(FileSystemError) {
         self.header = header
+        self.ioTimer = ioTimer
         self.directory = directory
         self.fileSystem = fileSystem
         fileName = SegmentFormat.fileName(sequence: header.sequence, partial: true)
@@ -115,7 +148,7 @@ package final class SegmentFileWriter {
         endOffset += Int64(recordLength)
         if startsWriteback && endOffset - writebackStart >= Self.writebackBatch {
             let started = ContinuousClock.now
-            fileSystem.startWriteback(fd, offset: writebackStart, length: endOffset - writebackStart)
+            ioTimer.time { fileSystem.startWriteback(fd, offset: writebackStart, length: endOffset - writebackStart) }
             writebackStart = endOffset
             if ContinuousClock.now - started > Self.slowWriteback { startsWriteback = false }
         }
@@ -132,6 +165,10 @@ package final class SegmentFileWriter {
     /// Writes every piece at `offset` in order, with `pwritev` of at most 1024 pieces at a time, resuming short
     /// writes; a write that makes no progress is `EIO`.
     private func writeAll(_ pieces: UnsafeMutableBufferPointer<iovec>, offset: Int64) throws(FileSystemError) {
+        try ioTimer.time { () throws(FileSystemError) in try writeAllUntimed(pieces, offset: offset) }
+    }
+
+    private func writeAllUntimed(_ pieces: UnsafeMutableBufferPointer<iovec>, offset: Int64) throws(FileSystemError) {
         var index = 0
         var position = offset
         while index < pieces.count {
@@ -143,6 +180,7 @@ package final class SegmentFileWriter {
             var written = try fileSystem.writev(fd, batch, offset: position, path: path)
             if written <= 0 { throw FileSystemError(operation: "pwritev", path: path, code: EIO) }
             position += Int64(written)
+            ioTimer.count(bytes: written)
             while written > 0 {
                 let length = pieces[index].iov_len
                 if written >= length {
@@ -164,7 +202,7 @@ package final class SegmentFileWriter {
     ///   caller should ``rollBackToDurable()``.
     package func sync() throws(FileSystemError) {
         precondition(fd >= 0, "sync of a closed segment")
-        try fileSystem.fdatasync(fd, path: path)
+        try ioTimer.time { () throws(FileSystemError) in try fileSystem.fdatasync(fd, path: path) }
         writebackStart = endOffset
         startsWriteback = true
         if !directorySynced {
@@ -198,8 +236,10 @@ package final class SegmentFileWriter {
         let bytes = SegmentFormat.footerAndTrailer(entries: entries, footerOffset: endOffset)
         let partialPath = path
         do {
-            try fileSystem.writeAll(fd, bytes, offset: endOffset, path: partialPath)
-            try fileSystem.fsync(fd, path: partialPath)
+            try ioTimer.time { () throws(FileSystemError) in
+                try fileSystem.writeAll(fd, bytes, offset: endOffset, path: partialPath)
+                try fileSystem.fsync(fd, path: partialPath)
+            }
         } catch {
             try? fileSystem.ftruncate(fd, length: endOffset, path: partialPath)
             throw error

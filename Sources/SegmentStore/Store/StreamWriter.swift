@@ -61,6 +61,8 @@ public final class StreamWriter {
     public private(set) var sealedFileNames: [String] = []
     /// Bytes of frames written stored as raw chunks (incompressible, or stored raw while the writer fell behind).
     public private(set) var rawChunkBytes: Int64 = 0
+    /// Time spent in the segment files' system calls: writes, writeback starts, syncs and seals.
+    package let ioTimer = IOTimer()
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
@@ -275,7 +277,7 @@ public final class StreamWriter {
         let writer: SegmentFileWriter
         do {
             writer = try SegmentFileWriter(
-                directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem)
+                directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem, ioTimer: ioTimer)
         } catch {
             store.releaseSequence(header.sequence)
             let name = SegmentFormat.fileName(sequence: header.sequence, partial: true)
