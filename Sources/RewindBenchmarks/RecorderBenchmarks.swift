@@ -39,6 +39,9 @@ public enum RecorderBenchmarks {
 
         // Export from disk: the file store holds `frames` frames of 1080p; export them all to .y4m. Best of five
         // runs each, alternating with the reference, so both see the same page-cache and writeback conditions.
+        // The gigabytes written before (the input file, the earlier benchmarks) are written back first: flushing
+        // them takes CPU the export's two threads need, and the one-thread reference hardly notices.
+        sync()
         let store = try SegmentStore.openReadOnly(directory: directory + "/file")
         let source = ClipSource.store(store, stream: try store.streams()[0])
         let exportPath = directory + "/export.y4m"
