@@ -52,36 +52,32 @@ import Testing
         for (from, to) in [(0, 75), (3, 50), (29, 31), (30, 31), (44, 75), (10, 11)] {
             let range = frames.pts(from)..<frames.pts(to)
             let buffers = DecodeBuffers(byteCount: frames.layout.byteCount, count: 5)
-            var held: [(index: Int, bytes: UnsafeRawBufferPointer)] = []
-            var seen: [Int] = []
-            try store.frames(in: range, into: buffers, decodeThreads: 2) { frame in
-                let index = Int(frame.info.ptsNanoseconds / frames.stream.frameDuration.nanoseconds!)
-                seen.append(index)
-                held.append((index, frame.bytes))
-                if held.count > 3 { held.removeFirst() }
-                for (heldIndex, bytes) in held {
-                    #expect(CRC32C.checksum(bytes) == expected[heldIndex], "frame \(heldIndex) held while \(index)")
+            /// Reads the range in pairs (switching by `pairs(index)` after each frame when given); checks that
+            /// every frame is exact and stays so while the next three arrive; returns the indices delivered.
+            func read(switching pairs: ((Int) -> Bool)?) throws -> [Int] {
+                let pairing = pairs.map { _ in DecodePairing(false) }
+                var held: [(index: Int, bytes: UnsafeRawBufferPointer)] = []
+                var seen: [Int] = []
+                try store.frames(in: range, into: buffers, decodeThreads: 2, pairing: pairing) { frame in
+                    let index = Int(frame.info.ptsNanoseconds / frames.stream.frameDuration.nanoseconds!)
+                    seen.append(index)
+                    held.append((index, frame.bytes))
+                    if held.count > 3 { held.removeFirst() }
+                    for (heldIndex, bytes) in held {
+                        #expect(
+                            CRC32C.checksum(bytes) == expected[heldIndex], "frame \(heldIndex) held while \(index)")
+                    }
+                    if let pairs { pairing?.want(pairs(index)) }
+                    return true
                 }
-                return true
+                return seen
             }
-            #expect(seen == Array(from..<to), "range \(from)..<\(to)")
+            #expect(try read(switching: nil) == Array(from..<to), "range \(from)..<\(to)")
             #expect(try readAll(store, range: range, paired: true).map(\.1) == Array(expected[from..<to]))
             // Switching between pairs and single frames while reading (as an export does, by who waits).
-            let pairing = DecodePairing(false)
-            var switched: [Int] = []
-            held = []
-            try store.frames(in: range, into: buffers, decodeThreads: 2, pairing: pairing) { frame in
-                let index = Int(frame.info.ptsNanoseconds / frames.stream.frameDuration.nanoseconds!)
-                switched.append(index)
-                held.append((index, frame.bytes))
-                if held.count > 3 { held.removeFirst() }
-                for (heldIndex, bytes) in held {
-                    #expect(CRC32C.checksum(bytes) == expected[heldIndex], "frame \(heldIndex) held while \(index)")
-                }
-                pairing.want((index * 7 + from) % 5 < 3)
-                return true
-            }
-            #expect(switched == Array(from..<to), "range \(from)..<\(to), switching")
+            #expect(
+                try read(switching: { ($0 * 7 + from) % 5 < 3 }) == Array(from..<to), "range \(from)..<\(to), switching"
+            )
         }
     }
 
