@@ -157,9 +157,11 @@ final class SpillLane {
     private var releasedWhileIdle = false
     /// Bytes of one frame's slab, to count how many frames the ring's budget holds.
     private let slabBytes: Int
-    /// Nanoseconds the segment files took per byte written (writes, writeback, syncs), averaged over recent frames;
-    /// nil until a frame's bytes were timed.
-    private var ioNanosecondsPerByte: Double?
+    /// Time the segment files took (writes, writeback, syncs) and bytes written, each a running sum that decays by
+    /// ``ioMemory`` per frame: their ratio is the recent nanoseconds per byte, a sync's wait spread over the bytes
+    /// it flushed. Zero until a frame's bytes were timed.
+    private var recentIONanoseconds = 0.0
+    private var recentIOBytes = 0.0
     /// Raw bytes per second of the stream at its nominal frame rate; nil when the rate is unknown.
     private let rawBytesPerSecond: Double?
 
@@ -291,18 +293,19 @@ final class SpillLane {
     private var diskTakesRawFrames: Bool {
         guard let rawBytesPerSecond else { return true }
         // Before the first frame is written, the disk's pace is unknown: that frame is compressed and timed.
-        guard let ioNanosecondsPerByte else { return false }
-        return ioNanosecondsPerByte * rawBytesPerSecond <= 1e9 * Self.rawWriteShare
+        guard recentIOBytes > 0 else { return false }
+        return recentIONanoseconds / recentIOBytes * rawBytesPerSecond <= 1e9 * Self.rawWriteShare
     }
 
     /// The largest share of real time that writing the stream's frames raw may take.
     static let rawWriteShare = 0.6
+    /// How much of the recent writing each frame keeps: about the last 32 frames count.
+    static let ioMemory = 31.0 / 32.0
 
-    /// Folds one frame's writing (`bytes` in `nanoseconds` of system calls) into ``ioNanosecondsPerByte``.
+    /// Folds one frame's writing (`bytes` in `nanoseconds` of system calls) into the recent pace.
     private func noteWriting(bytes: Int64, nanoseconds: Int64) {
-        guard bytes > 0 else { return }
-        let perByte = Double(nanoseconds) / Double(bytes)
-        ioNanosecondsPerByte = ioNanosecondsPerByte.map { $0 * 0.75 + perByte * 0.25 } ?? perByte
+        recentIONanoseconds = recentIONanoseconds * Self.ioMemory + Double(nanoseconds)
+        recentIOBytes = recentIOBytes * Self.ioMemory + Double(bytes)
     }
 
     /// Applies the encoder capacity the stream's memory pressure asks for.
