@@ -46,6 +46,15 @@ final class SpillStage: @unchecked Sendable {
     func addLane(_ lane: SpillLane) {
         precondition(!isRunning, "streams are added before the spill thread starts")
         lanes.append(lane)
+        // Every stream's chunks go through this one thread: a lane judges the disk's pace against them all.
+        let total = Self.combinedRawBytesPerSecond(lanes.map(\.rawBytesPerSecond))
+        for each in lanes { each.spillRawBytesPerSecond = total }
+    }
+
+    /// The raw bytes per second of all the streams whose rates are known; nil when none is.
+    static func combinedRawBytesPerSecond(_ rates: [Double?]) -> Double? {
+        let known = rates.compactMap { $0 }
+        return known.isEmpty ? nil : known.reduce(0, +)
     }
 
     var isRunning: Bool { running.load(ordering: .acquiring) }
@@ -163,7 +172,9 @@ final class SpillLane {
     private var recentIONanoseconds = 0.0
     private var recentIOBytes = 0.0
     /// Raw bytes per second of the stream at its nominal frame rate; nil when the rate is unknown.
-    private let rawBytesPerSecond: Double?
+    let rawBytesPerSecond: Double?
+    /// Raw bytes per second of every stream the spill thread writes (set as lanes are added); nil when unknown.
+    var spillRawBytesPerSecond: Double?
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
@@ -179,6 +190,7 @@ final class SpillLane {
         rawBytesPerSecond = stream.frameDuration.nanoseconds.flatMap { duration in
             duration > 0 ? Double(stream.layout.byteCount) * 1e9 / Double(duration) : nil
         }
+        spillRawBytesPerSecond = rawBytesPerSecond
         if let lastStoredPTS {
             lastWrittenPTS = lastStoredPTS
             pendingLoss = .recorderStopped
@@ -286,15 +298,22 @@ final class SpillLane {
         return writer.chunkCount * (high - behind) / (high - low)
     }
 
-    /// Whether the files take bytes fast enough for raw chunks to help: a second of the stream's raw frames written
-    /// in at most ``rawWriteShare`` of a second, at the pace recent frames were written. When the disk (or the
-    /// page cache, throttled while the disk writes back) is the slower side, raw chunks would only add to what it
-    /// must take, and the lane falls further behind: so it keeps compressing every chunk.
+    /// Whether the files take bytes fast enough for raw chunks to help: a second of every stream's raw frames
+    /// written in at most ``rawWriteShare`` of a second, at the pace recent frames were written. When the disk (or
+    /// the page cache, throttled while the disk writes back) is the slower side, raw chunks would only add to what
+    /// it must take, and the lane falls further behind: so it keeps compressing every chunk.
     private var diskTakesRawFrames: Bool {
+        Self.diskTakesRawFrames(
+            rawBytesPerSecond: spillRawBytesPerSecond, ioNanoseconds: recentIONanoseconds, ioBytes: recentIOBytes)
+    }
+
+    /// Whether `rawBytesPerSecond` can be written in at most ``rawWriteShare`` of a second at the pace of
+    /// `ioNanoseconds` for `ioBytes`. True when the rate is unknown; false before any byte was timed (the first
+    /// frame is compressed and timed).
+    static func diskTakesRawFrames(rawBytesPerSecond: Double?, ioNanoseconds: Double, ioBytes: Double) -> Bool {
         guard let rawBytesPerSecond else { return true }
-        // Before the first frame is written, the disk's pace is unknown: that frame is compressed and timed.
-        guard recentIOBytes > 0 else { return false }
-        return recentIONanoseconds / recentIOBytes * rawBytesPerSecond <= 1e9 * Self.rawWriteShare
+        guard ioBytes > 0 else { return false }
+        return ioNanoseconds / ioBytes * rawBytesPerSecond <= 1e9 * rawWriteShare
     }
 
     /// The largest share of real time that writing the stream's frames raw may take.

@@ -1,11 +1,12 @@
 import Foundation
-import RewindCapture
 import RewindCore
 import RewindMedia
 import RewindTesting
 import SegmentStore
 import Synchronization
 import Testing
+
+@testable import RewindCapture
 
 /// Holds every compression back until opened (or until its deadline, so a broken test cannot hang).
 private final class CompressionGate: Sendable {
@@ -101,6 +102,21 @@ private final class CompressionGate: Sendable {
             return true
         }
         #expect(verified == frames)
+    }
+
+    /// The disk's pace is judged against every stream's raw frames, since they all go through one spill thread.
+    @Test func rawChunksNeedTheDiskToTakeEveryStreamsRawFrames() {
+        // 1 ns per byte: 500 MB/s of raw frames take half of each second, 1000 MB/s all of it.
+        #expect(SpillLane.diskTakesRawFrames(rawBytesPerSecond: 500e6, ioNanoseconds: 1e6, ioBytes: 1e6))
+        #expect(!SpillLane.diskTakesRawFrames(rawBytesPerSecond: 1000e6, ioNanoseconds: 1e6, ioBytes: 1e6))
+        #expect(
+            !SpillLane.diskTakesRawFrames(rawBytesPerSecond: 1e6, ioNanoseconds: 0, ioBytes: 0), "nothing timed yet")
+        #expect(SpillLane.diskTakesRawFrames(rawBytesPerSecond: nil, ioNanoseconds: 1e9, ioBytes: 1), "rate unknown")
+        let two = SpillStage.combinedRawBytesPerSecond([500e6, 500e6])
+        #expect(two == 1000e6)
+        #expect(!SpillLane.diskTakesRawFrames(rawBytesPerSecond: two, ioNanoseconds: 1e6, ioBytes: 1e6))
+        #expect(SpillStage.combinedRawBytesPerSecond([nil, 3e6]) == 3e6)
+        #expect(SpillStage.combinedRawBytesPerSecond([nil, nil]) == nil)
     }
 
     /// Critical memory pressure takes the encoder's buffer: frames are then stored raw, straight from the ring, and
