@@ -51,7 +51,8 @@ public enum RecorderBenchmarks {
         var exportDecode = Double.infinity
         let decodeBuffers = DecodeBuffers(byteCount: hd.byteCount, count: 5)
         for _ in 0..<5 {
-            // The decode alone, as the export runs it (pairs of frames on two threads), nothing written.
+            // The decode alone with two threads (pairs throughout; the export switches by who waits), nothing
+            // written.
             let decodeStart = ContinuousClock.now
             try store.frames(in: 0..<Int64.max, into: decodeBuffers, decodeThreads: 2) { _ in true }
             exportDecode = min(exportDecode, seconds(ContinuousClock.now - decodeStart))
