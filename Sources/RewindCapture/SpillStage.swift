@@ -35,7 +35,8 @@ final class SpillStage: @unchecked Sendable {
     /// The smallest batch with which the previous frame is pinned again as the delta reference: in smaller rings
     /// one more pinned frame would take room the producer needs, and each batch's first frame is a key frame.
     static let batchWithReference = 4
-    /// How long a stream goes without a frame to write before its encoder's buffers are given back.
+    /// How long a stream goes without a frame to write before its encoder's buffers are given back and the frames
+    /// written since its last automatic sync are synced.
     static let idleBeforeRelease: UInt64 = 1_000_000_000
 
     init(configuration: RecorderConfiguration) {
@@ -155,6 +156,10 @@ final class SpillLane {
     /// The end of the `input interval` gap recorded before the last frame written, when there was one: the next
     /// interval starting there extends it.
     private var inputIntervalGapEnd: Int64?
+    /// The pts of the stream's newest frame in the store before this recording (where its frames continue).
+    private let storedPTSBefore: Int64?
+    /// ``StreamWriter/framesCutBack`` as last counted.
+    private var framesCutBackCounted = 0
     /// The sequence number of the last frame written successfully: pinned again with the next batch, it is the
     /// encoder's reference for deltas, so the encoder keeps no copy of its own.
     private var lastWrittenSequence: UInt64 = 0
@@ -191,6 +196,7 @@ final class SpillLane {
             duration > 0 ? Double(stream.layout.byteCount) * 1e9 / Double(duration) : nil
         }
         spillRawBytesPerSecond = rawBytesPerSecond
+        storedPTSBefore = lastStoredPTS
         if let lastStoredPTS {
             lastWrittenPTS = lastStoredPTS
             pendingLoss = .recorderStopped
@@ -202,23 +208,28 @@ final class SpillLane {
 
     /// Makes the index cover every frame written so far.
     func sync() {
+        var failure: (any Error)?
         do {
             try writer.sync()
         } catch {
-            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+            failure = error
         }
+        noteSynced(failure: failure)
     }
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     func spillAvailable(all: Bool) -> Bool {
         applyEncoderCapacity()
         let wrote = spillBatch(all: all)
+        if !wrote { collectFinishedSync() }
         let now = DispatchTime.now().uptimeNanoseconds
         if wrote {
             lastBusy = now
             releasedWhileIdle = false
         } else if !releasedWhileIdle && now - lastBusy >= SpillStage.idleBeforeRelease {
             writer.releaseEncoderMemory()
+            // The frames since the last automatic sync become durable now rather than with the next frame.
+            writer.startSyncIfNeeded()
             releasedWhileIdle = true
         }
         return wrote
@@ -278,6 +289,42 @@ final class SpillLane {
             guard due else { break }
         }
         return written > 0
+    }
+
+    /// With no frame to write, makes the frames of an automatic sync that has finished durable and indexed (a
+    /// paused camera's last second does not wait for its next frame), and counts what a failed one cut off.
+    private func collectFinishedSync() {
+        var failure: (any Error)?
+        do {
+            try writer.collectFinishedSync()
+        } catch {
+            failure = error
+        }
+        noteSynced(failure: failure)
+    }
+
+    /// After a sync was made or collected: counts what a failed one cut off, and publishes the durable count.
+    private func noteSynced(failure: (any Error)?) {
+        noteCutBack()
+        let durable = writer.durableFrameCount
+        shared.state.withLock { state in
+            if let failure { state.statistics.lastError = "\(failure)" }
+            state.statistics.framesDurable = durable
+        }
+    }
+
+    /// Counts the frames a failed sync cut off after they were written as lost to a disk error: the next frame
+    /// written (or the end of the recording) records the gap from the last durable frame.
+    private func noteCutBack() {
+        let cut = writer.framesCutBack - framesCutBackCounted
+        guard cut > 0, let frames = writer.lastCutBack else { return }
+        framesCutBackCounted = writer.framesCutBack
+        noteLoss(.diskError)
+        lastWrittenPTS = writer.lastDurablePTS ?? storedPTSBefore
+        failedPTS = (
+            min(failedPTS?.first ?? frames.firstPTS, frames.firstPTS), max(failedPTS?.last ?? 0, frames.lastPTS)
+        )
+        shared.state.withLock { $0.statistics.drops[.diskError, default: 0] += cut }
     }
 
     /// How many frames the ring's current budget holds (at least one).
@@ -366,6 +413,7 @@ final class SpillLane {
             noteLoss(.diskError)
             failedPTS = (failedPTS?.first ?? pts, pts)
         }
+        noteCutBack()
         let durable = writer.durableFrameCount
         let rawChunkBytes = writer.rawChunkBytes
         shared.state.withLock { state in
@@ -490,6 +538,7 @@ final class SpillLane {
         } catch {
             failure = failure ?? error
         }
+        noteCutBack()
         if let error = noteTailGap() { failure = failure ?? error }
         if shared.inputFailure.withLock({ $0 }) != nil, let error = noteInputFailedGap(recorderTime: recorderTime) {
             failure = failure ?? error

@@ -10,7 +10,7 @@ import Synchronization
 
 /// A ``FileSystem`` that passes calls to a real one but fails the ones it is told to: the Nth write with an errno,
 /// a short write, every write while the "disk" is full, the Nth read, the next `fdatasync`; or slows every write
-/// down.
+/// down, or holds syncs until released.
 ///
 /// Used by tests and by soak runs (`disk=full` and `disk=slow` events) to exercise the failure paths of the store,
 /// the exporters and the file inputs without a real full or slow disk. Writes (`pwrite`, `writev`) are counted from
@@ -30,6 +30,9 @@ public final class FaultInjectingFileSystem: FileSystem {
         var faults: [Int: WriteFault] = [:]
         var diskFullErrno: Int32?
         var syncFaults: [Int32] = []
+        var syncsHeld = false
+        var syncs = 0
+        var heldSyncs = 0
         var failedWrites = 0
         var writeDelay: Int64 = 0
         var renameFaults: [String: Int32] = [:]
@@ -106,6 +109,18 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// holding only that directory (nil: the real file system's answer). Writes are not limited by it.
     public func setCapacity(_ bytes: Int64?, of directory: String) {
         locked { $0.capacity = bytes.map { ($0, directory) } }
+    }
+
+    /// `fsync`/`fdatasync` calls seen so far (including failed and held ones).
+    public var syncCount: Int { locked { $0.syncs } }
+
+    /// `fsync`/`fdatasync` calls waiting because syncs are held (``holdSyncs(_:)``).
+    public var heldSyncCount: Int { locked { $0.heldSyncs } }
+
+    /// While held, every `fsync`/`fdatasync` waits (a disk that takes its time to make writes durable) until
+    /// `false` lets them go on.
+    public func holdSyncs(_ held: Bool) {
+        locked { $0.syncsHeld = held }
     }
 
     /// Fails the next `fsync`/`fdatasync` with `code`.
@@ -201,7 +216,16 @@ public final class FaultInjectingFileSystem: FileSystem {
     }
 
     private func takeSyncFault() -> Int32? {
-        locked { $0.syncFaults.isEmpty ? nil : $0.syncFaults.removeFirst() }
+        let held = locked { s in
+            s.syncs += 1
+            if s.syncsHeld { s.heldSyncs += 1 }
+            return s.syncsHeld
+        }
+        if held {
+            while locked({ $0.syncsHeld }) { usleep(500) }
+            locked { $0.heldSyncs -= 1 }
+        }
+        return locked { $0.syncFaults.isEmpty ? nil : $0.syncFaults.removeFirst() }
     }
 
     public func fsync(_ fd: Int32, path: String) throws(FileSystemError) {

@@ -43,3 +43,51 @@ import Testing
         #expect(try store.segments().map(\.fileName) == ["000001.seg"])
     }
 }
+
+@Suite(.timeLimit(.minutes(15))) struct FailedSyncRecorderTests {
+    /// Syncs run beside the spill: one that fails after more frames were written cuts those frames off. They are
+    /// counted as disk-error drops and a gap, never reported durable, and recording goes on in a new segment.
+    @Test func framesCutOffByAFailedSyncAreCountedAndAGap() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(),
+            options: StoreOptions(syncInterval: .nanoseconds(1), fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store, configuration: RecorderConfiguration(memoryBudget: 16 << 20))
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        try waitUntilSpilled(recorder)
+        // A paused camera's frames become durable without a next frame (the lane syncs them when idle).
+        try waitUntil("the first ten frames are durable") { recorder.statistics.framesDurable == 10 }
+        #expect(try store.summary().frames == 10)
+        disk.holdSyncs(true)
+        disk.failNextSync(with: EIO)
+        for _ in 10..<15 { _ = try feed.appendNext(to: recorder) }
+        try waitUntilSpilled(recorder)
+        try waitUntil("a sync is waiting for the disk") { disk.heldSyncCount == 1 }
+        #expect(recorder.statistics.framesDurable == 10)
+        disk.holdSyncs(false)
+        try waitUntil("the failed sync is counted") { recorder.statistics.drops[.diskError] == 5 }
+        #expect(recorder.statistics.framesDurable == 10)
+        for _ in 15..<20 { _ = try feed.appendNext(to: recorder) }
+        try waitUntilSpilled(recorder)
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == 15)
+        #expect(statistics.drops[.diskError] == 5)
+        #expect(statistics.framesDurable + statistics.totalDrops == 20, "every frame is durable or counted")
+        #expect(statistics.lastError?.contains("fdatasync") == true, "\(statistics.lastError ?? "")")
+        let gaps = try store.gaps().map { ($0.startNanoseconds, $0.endNanoseconds, $0.reason) }
+        #expect(gaps.count == 1, "\(gaps)")
+        #expect(gaps.first.map { $0.0 == feed.pts(9) && $0.1 == feed.pts(15) && $0.2 == .diskError } == true)
+        #expect(try store.drops()[.diskError] == 5)
+        #expect(try store.segments().map(\.fileName) == ["000001.seg", "000002.seg"])
+        let report = try store.verify(repair: false)
+        #expect(report.clean, "\(report.problems)")
+        var read: [Int64] = []
+        try store.frames(in: 0..<Int64.max) { frame in
+            read.append(frame.info.ptsNanoseconds)
+            return true
+        }
+        #expect(read == (Array(0..<10) + Array(15..<20)).map { feed.pts($0) })
+    }
+}

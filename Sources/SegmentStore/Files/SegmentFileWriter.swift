@@ -38,9 +38,10 @@ package final class IOTimer: Sendable {
 /// Appends records to one `NNNNNN.seg.partial` file and seals it into `NNNNNN.seg`.
 ///
 /// Life of a file: `create` writes the header; `append` writes whole records at the end; `sync` makes everything
-/// appended durable (`fdatasync`, plus the directory once so the new name survives); `seal` writes the footer and
-/// trailer, `fsync`s, renames to `.seg` and `fsync`s the directory. A failed append cuts the file back to its last
-/// complete record, so the file stays valid. Not thread-safe: one owner.
+/// appended durable (`fdatasync`, plus the directory once so the new name survives), or `startSync` does that on a
+/// ``SyncThread`` while appends go on and `finishSync` collects it; `seal` writes the footer and trailer, `fsync`s,
+/// renames to `.seg` and `fsync`s the directory. A failed append cuts the file back to its last complete record, so
+/// the file stays valid. Not thread-safe: one owner.
 package final class SegmentFileWriter {
     package let header: SegmentHeader
     package let directory: String
@@ -67,6 +68,8 @@ package final class SegmentFileWriter {
 
     /// Where the time spent in system calls goes.
     private let ioTimer: IOTimer
+    /// A sync running on a ``SyncThread`` (``startSync(on:)``): the records and bytes it covers.
+    private var runningSync: (thread: SyncThread, count: Int, end: Int64, syncsDirectory: Bool)?
 
     package var path: String { directory + "/" + fileName }
     package var frameCount: Int { entries.count }
@@ -101,8 +104,13 @@ package final class SegmentFileWriter {
 
     deinit { close() }
 
-    /// Closes the descriptor without sealing (the file stays a `.partial`, valid up to its last record).
+    /// Closes the descriptor without sealing (the file stays a `.partial`, valid up to its last record). A sync
+    /// still running is waited for first, and its outcome forgotten: the records it covered count as not durable.
     package func close() {
+        if let running = runningSync {
+            _ = running.thread.wait()
+            runningSync = nil
+        }
         if fd >= 0 {
             fileSystem.close(fd)
             fd = -1
@@ -196,12 +204,52 @@ package final class SegmentFileWriter {
         }
     }
 
+    /// Whether a sync started by ``startSync(on:)`` has not been collected by ``finishSync(waiting:)`` yet.
+    package var isSyncing: Bool { runningSync != nil }
+
+    /// Starts making every record appended so far durable on `thread` (`fdatasync`, and the directory the first
+    /// time), while appends go on. ``finishSync(waiting:)`` collects the outcome; until then only appends may
+    /// follow (``sync()``, ``seal()`` and ``rollBackToDurable()`` need it collected first).
+    package func startSync(on thread: SyncThread) {
+        precondition(runningSync == nil && fd >= 0 && !isSealed, "sync started twice, or on a closed segment")
+        let (fd, path, directory, fileSystem, ioTimer) = (fd, path, directory, fileSystem, ioTimer)
+        let syncsDirectory = !directorySynced
+        runningSync = (thread, entries.count, endOffset, syncsDirectory)
+        thread.start {
+            do throws(FileSystemError) {
+                try ioTimer.time { () throws(FileSystemError) in try fileSystem.fdatasync(fd, path: path) }
+                if syncsDirectory { try fileSystem.syncDirectory(directory) }
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
+    /// Collects the sync started by ``startSync(on:)``: the records it covered are durable when it succeeded.
+    ///
+    /// - Parameter waiting: whether to wait for a sync still running (else nil is returned at once).
+    /// - Returns: nil when no sync was started or it is still running and `waiting` is false; else its outcome.
+    ///   After a failure nothing more of the file counts as durable than before it: a later `fdatasync` may report
+    ///   success for pages whose write-back failed, so the caller must not retry but cut back (``rollBackToDurable()``).
+    package func finishSync(waiting: Bool) -> Result<Void, FileSystemError>? {
+        guard let running = runningSync, waiting || !running.thread.isRunning else { return nil }
+        let failure = running.thread.wait()
+        runningSync = nil
+        if let failure { return .failure(failure) }
+        durableCount = max(durableCount, running.count)
+        if running.syncsDirectory { directorySynced = true }
+        if running.end > writebackStart { writebackStart = running.end }
+        startsWriteback = true
+        return .success(())
+    }
+
     /// Makes every appended record durable.
     ///
     /// - Throws: ``FileSystemError``. After a failed sync nothing since the last good sync can be trusted: the
     ///   caller should ``rollBackToDurable()``.
     package func sync() throws(FileSystemError) {
-        precondition(fd >= 0, "sync of a closed segment")
+        precondition(fd >= 0 && runningSync == nil, "sync of a closed segment, or with a sync running")
         try ioTimer.time { () throws(FileSystemError) in try fileSystem.fdatasync(fd, path: path) }
         writebackStart = endOffset
         startsWriteback = true
@@ -214,6 +262,7 @@ package final class SegmentFileWriter {
 
     /// Forgets records written after the last successful sync and cuts the file there.
     package func rollBackToDurable() {
+        precondition(runningSync == nil, "cut back with a sync running")
         guard durableCount < entries.count else { return }
         let end =
             durableCount == 0
@@ -232,7 +281,7 @@ package final class SegmentFileWriter {
     ///   (recovery seals it later).
     @discardableResult
     package func seal() throws(FileSystemError) -> String {
-        precondition(!isSealed && fd >= 0, "seal of a sealed or closed segment")
+        precondition(!isSealed && fd >= 0 && runningSync == nil, "seal of a sealed or closed segment, or while syncing")
         let bytes = SegmentFormat.footerAndTrailer(entries: entries, footerOffset: endOffset)
         let partialPath = path
         do {

@@ -12,8 +12,11 @@ import RewindSystem
 /// record to the open segment, and adds index rows when the file is synced.
 ///
 /// Used by one thread (the spill thread), never by the capture producer. The durability contract: a frame is
-/// durable once a ``sync()`` that returned after its ``append(_:)`` succeeded (automatic syncs happen every
-/// ``StoreOptions/syncInterval`` of pts); ``durableFrameCount`` and ``lastDurablePTS`` say how far that is.
+/// durable once a ``sync()`` that returned after its ``append(_:)`` succeeded; ``durableFrameCount`` and
+/// ``lastDurablePTS`` say how far that is. Automatic syncs start every ``StoreOptions/syncInterval`` of pts and run
+/// on the writer's own sync thread while it goes on compressing and writing, so the disk's latency never holds up
+/// the next frame: their frames count as durable, and get their index rows, at the first append or sync after the
+/// `fdatasync` returned. A sync still running when the next one is due is not doubled; the next append starts it.
 ///
 /// When a write fails (a full disk, an I/O error), the open segment is cut back to its last good record and
 /// sealed (or left as a valid `.partial` for recovery when even that fails), the error is thrown, and the next
@@ -34,6 +37,8 @@ public final class StreamWriter {
     public let stream: StreamRow
     private let encoder: FrameEncoder
     private var segment: SegmentFileWriter?
+    /// Runs the automatic syncs of the open segment.
+    private let syncThread = SyncThread()
     /// The open segment's index row; nil until its first frames are durable and indexed.
     private var segmentID: Int64?
     /// Index rows of the open segment not yet added (frames written, not yet synced).
@@ -63,6 +68,11 @@ public final class StreamWriter {
     public private(set) var rawChunkBytes: Int64 = 0
     /// Time spent in the segment files' system calls: writes, writeback starts, syncs and seals.
     package let ioTimer = IOTimer()
+    /// Frames whose append had returned but that a later failure cut off (written since the last successful sync,
+    /// when a sync failed), since the writer was made; ``lastCutBack`` says which the latest were.
+    public private(set) var framesCutBack = 0
+    /// The pts of the first and last frames the latest cut removed, nanoseconds on the stream's clock.
+    public private(set) var lastCutBack: (firstPTS: Int64, lastPTS: Int64)?
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
@@ -116,6 +126,25 @@ public final class StreamWriter {
         }
     }
 
+    /// Makes the frames of an automatic sync that has finished durable and adds their index rows; does nothing when
+    /// none has finished (it never waits). For a caller with no frame to append for a while, so that the last frames
+    /// before a pause do not wait for the next one to be indexed.
+    ///
+    /// - Throws: like ``append(_:)`` when the sync failed (the frames it covered are then cut off: see
+    ///   ``framesCutBack``).
+    public func collectFinishedSync() throws {
+        try SegmentStoreError.translatingIndexErrors { try collectSync(waiting: false) }
+    }
+
+    /// Starts an automatic sync of every frame written that is not durable yet, unless one is running: for a
+    /// caller whose frames stopped coming, so that the last ones become durable without waiting for the next frame
+    /// (``collectFinishedSync()`` then indexes them). Never waits.
+    public func startSyncIfNeeded() {
+        guard let open = segment, !open.isSyncing, open.durableCount < open.frameCount else { return }
+        open.startSync(on: syncThread)
+        lastSyncPTS = lastPTS
+    }
+
     /// Chunks a frame is cut into (see ``append(_:previous:compressedChunks:)``).
     package var chunkCount: Int { encoder.plan.count }
 
@@ -143,6 +172,7 @@ public final class StreamWriter {
                 throw SegmentStoreError.frame(.nonMonotonicPTS(previousNanoseconds: lastPTS, nanoseconds: pts))
             }
         }
+        try collectSync(waiting: false)
         if let open = segment, let first = open.firstPTS,
             pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(store.options.segmentMaxBytes)
         {
@@ -183,7 +213,10 @@ public final class StreamWriter {
                 fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
                 flags: entry.flags, codec: entry.codec))
         if let lastSyncPTS {
-            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds { _ = try sync() }
+            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds && !open.isSyncing {
+                open.startSync(on: syncThread)
+                self.lastSyncPTS = pts
+            }
         } else {
             lastSyncPTS = pts
         }
@@ -201,11 +234,12 @@ public final class StreamWriter {
 
     private func syncUntranslated() throws -> Int64? {
         lastSyncPTS = lastPTS
+        try collectSync(waiting: true)
         guard let open = segment else { return lastDurablePTS }
         do {
             try open.sync()
         } catch {
-            try fail(error)
+            try fail(error, syncFailed: true)
         }
         lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
         try flushRows()
@@ -222,7 +256,10 @@ public final class StreamWriter {
     private func closeUntranslated() throws {
         guard !closed else { return }
         closed = true
-        defer { store.writerClosed(streamName: stream.name) }
+        defer {
+            syncThread.stop()
+            store.writerClosed(streamName: stream.name)
+        }
         if segment != nil { try sealCurrent() }
         retryUnsealed()
     }
@@ -346,6 +383,8 @@ public final class StreamWriter {
             }
         }
         guard available < need else { return }
+        // The error says how much is durable: a sync still running decides that.
+        try collectSync(waiting: true)
         let file =
             segment?.fileName ?? SegmentFormat.fileName(sequence: store.upcomingSequence, partial: true)
         let cause = FileSystemError(operation: "statvfs", path: store.segmentsDirectory, code: ENOSPC)
@@ -353,6 +392,19 @@ public final class StreamWriter {
             file: file, durableFrames: segment?.durableCount ?? 0,
             durablePTS: segment?.lastDurablePTS ?? lastDurablePTS,
             cause: cause)
+    }
+
+    /// Collects the open segment's automatic sync once it has finished (`waiting`: once it finishes): its frames
+    /// are durable and get their index rows; a failed one fails the segment like a failed write.
+    private func collectSync(waiting: Bool) throws {
+        guard let open = segment, let outcome = open.finishSync(waiting: waiting) else { return }
+        switch outcome {
+        case .success:
+            lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
+            try flushRows()
+        case .failure(let error):
+            try fail(error, syncFailed: true)
+        }
     }
 
     private func flushRows() throws {
@@ -393,12 +445,21 @@ public final class StreamWriter {
         }
     }
 
-    /// Handles a failed write or sync: keeps what is durable (syncing what was written when possible), seals the
-    /// segment or leaves it a valid `.partial`, and throws the error that says so.
-    private func fail(_ error: FileSystemError) throws -> Never {
+    /// Handles a failed write or sync: keeps what is durable (syncing what was written when possible, but not after
+    /// a failed sync, whose lost pages a second `fdatasync` may not report), seals the segment or leaves it a valid
+    /// `.partial`, and throws the error that says so.
+    private func fail(_ error: FileSystemError, syncFailed: Bool = false) throws -> Never {
         guard let open = segment else { throw SegmentStoreError.io(error) }
         let fileName = open.fileName
-        if (try? open.sync()) == nil { open.rollBackToDurable() }
+        var syncFailed = syncFailed
+        if case .failure = open.finishSync(waiting: true) { syncFailed = true }
+        if syncFailed || (try? open.sync()) == nil {
+            if open.durableCount < open.frameCount {
+                framesCutBack += open.frameCount - open.durableCount
+                lastCutBack = (open.entries[open.durableCount].ptsNanoseconds, open.entries.last!.ptsNanoseconds)
+            }
+            open.rollBackToDurable()
+        }
         lastDurablePTS = open.lastDurablePTS ?? lastDurablePTS
         let durableRows = open.durableCount - indexedCount
         if durableRows > 0 { try? indexPending(open, count: durableRows) }

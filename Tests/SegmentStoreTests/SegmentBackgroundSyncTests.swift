@@ -1,0 +1,115 @@
+import Foundation
+import RewindCore
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Automatic syncs run on the writer's sync thread: appends never wait for the disk to make earlier frames durable,
+/// frames count as durable (and are indexed) only once their sync returned, and a sync that fails in the background
+/// loses only what was not durable.
+@Suite(.timeLimit(.minutes(15))) struct SegmentBackgroundSyncTests {
+    @Test func appendsGoOnWhileASyncWaitsForTheDisk() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .nv12, width: 160, height: 120)
+        defer { frames.deallocate() }
+        let fs = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(keyInterval: 5, workerCount: 2, syncInterval: .nanoseconds(1), fileSystem: fs))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<5 { try writer.append(frames.frame(i)) }
+        try writer.sync()
+        #expect(writer.durableFrameCount == 5)
+        // The disk now takes as long as it likes to make anything durable: an append that waited for it would
+        // never return (the suite's time limit would end the test).
+        fs.holdSyncs(true)
+        let syncsBefore = fs.syncCount
+        for i in 5..<35 { try writer.append(frames.frame(i)) }
+        try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
+        #expect(fs.syncCount - syncsBefore == 1, "a sync still running is not doubled")
+        #expect(writer.durableFrameCount == 5)
+        #expect(writer.lastDurablePTS == frames.pts(4))
+        // The index shows only durable frames: readers see the first five.
+        #expect(try readAll(store).map(\.0) == (0..<5).map { frames.pts($0) })
+        fs.holdSyncs(false)
+        #expect(try writer.sync() == frames.pts(34))
+        #expect(writer.durableFrameCount == 35)
+        try writer.close()
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<35).map { frames.pts($0) })
+        for ((_, digest), i) in zip(read, 0..<35) { #expect(digest == frames.expectedDigest(i)) }
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    @Test func aSyncThatFailsInTheBackgroundKeepsOnlyWhatWasDurable() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .i420, width: 160, height: 120)
+        defer { frames.deallocate() }
+        let fs = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(keyInterval: 4, workerCount: 2, syncInterval: .nanoseconds(1), fileSystem: fs))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<5 { try writer.append(frames.frame(i)) }
+        try writer.sync()
+        // Frame 5's sync starts in the background and fails once let go; frames 6 and 7 are written meanwhile.
+        fs.holdSyncs(true)
+        fs.failNextSync(with: EIO)
+        for i in 5..<8 { try writer.append(frames.frame(i)) }
+        try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
+        fs.holdSyncs(false)
+        #expect {
+            try writer.sync()
+        } throws: { error in
+            guard case SegmentStoreError.writeFailed(let file, let durable, let pts, let cause) = error else {
+                return false
+            }
+            return file == "000001.seg.partial" && durable == 5 && pts == frames.pts(4) && cause.code == EIO
+        }
+        #expect(writer.durableFrameCount == 5)
+        // Writing goes on in a new segment; the failed one was cut back to its durable frames and sealed.
+        for i in 8..<12 { try writer.append(frames.frame(i)) }
+        try writer.close()
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg"])
+        let expected = Array(0..<5) + Array(8..<12)
+        let read = try readAll(store)
+        #expect(read.map(\.0) == expected.map { frames.pts($0) })
+        for ((_, digest), i) in zip(read, expected) { #expect(digest == frames.expectedDigest(i)) }
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    @Test func closingWaitsForARunningSyncAndSealsEverything() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let fs = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(workerCount: 1, syncInterval: .nanoseconds(1), fileSystem: fs))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        fs.holdSyncs(true)
+        for i in 0..<10 { try writer.append(frames.frame(i)) }
+        try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
+        // The disk lets the sync finish a little later, while the close is waiting for it.
+        let released = Thread {
+            usleep(50_000)
+            fs.holdSyncs(false)
+        }
+        released.start()
+        try writer.close()
+        #expect(fs.heldSyncCount == 0)
+        #expect(dir.segmentFiles() == ["000001.seg"])
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<10).map { frames.pts($0) })
+        for ((_, digest), i) in zip(read, 0..<10) { #expect(digest == frames.expectedDigest(i)) }
+        #expect(try store.verify(repair: false).clean)
+    }
+}
