@@ -126,6 +126,9 @@ public enum StoreBenchmarks {
         var lz4Rate = 0.0
         var spillRate = 0.0
         var destination = [UInt8](repeating: 0, count: LZ4Block.compressBound(footage.layout.byteCount))
+        // What earlier measurements wrote is written back first: the kernel would hold the spill's writes to the
+        // disk's pace while it writes those back, and the reference writes nothing.
+        sync()
         // As a recorder's spill does: the previous frame is still at hand (in the ring) for the delta.
         func view(_ i: Int, _ bytes: UnsafeRawBufferPointer) throws -> FrameView {
             let info = try FrameInfo(
