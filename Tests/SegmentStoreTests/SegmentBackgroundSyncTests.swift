@@ -13,16 +13,43 @@ import Testing
 /// frames count as durable (and are indexed) only once their sync returned, and a sync that fails in the background
 /// loses only what was not durable.
 @Suite(.timeLimit(.minutes(15))) struct SegmentBackgroundSyncTests {
-    @Test func appendsGoOnWhileASyncWaitsForTheDisk() throws {
+    /// A store on a fault-injecting file system whose writer syncs after every frame (in the background).
+    struct Fixture {
         let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .nv12, width: 160, height: 120)
-        defer { frames.deallocate() }
+        let frames: TestFrames
         let fs = FaultInjectingFileSystem()
-        let store = try SegmentStore.open(
-            directory: dir.path,
-            options: StoreOptions(keyInterval: 5, workerCount: 2, syncInterval: .nanoseconds(1), fileSystem: fs))
-        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        let store: SegmentStore
+        let writer: StreamWriter
+
+        init(format: PixelFormat, width: Int, height: Int, workerCount: Int) throws {
+            frames = try TestFrames(format: format, width: width, height: height)
+            store = try SegmentStore.open(
+                directory: dir.path,
+                options: StoreOptions(
+                    keyInterval: 4, workerCount: workerCount, syncInterval: .nanoseconds(1), fileSystem: fs))
+            writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        }
+
+        func remove() {
+            frames.deallocate()
+            dir.remove()
+        }
+
+        /// Expects the store to hold exactly frames `indexes`, bit-exact, and to verify clean.
+        func expectStored(_ indexes: [Int], sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let read = try readAll(store)
+            #expect(read.map(\.0) == indexes.map { frames.pts($0) }, sourceLocation: sourceLocation)
+            for ((_, digest), i) in zip(read, indexes) {
+                #expect(digest == frames.expectedDigest(i), sourceLocation: sourceLocation)
+            }
+            #expect(try store.verify(repair: false).clean, sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func appendsGoOnWhileASyncWaitsForTheDisk() throws {
+        let fixture = try Fixture(format: .nv12, width: 160, height: 120, workerCount: 2)
+        defer { fixture.remove() }
+        let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
         for i in 0..<5 { try writer.append(frames.frame(i)) }
         try writer.sync()
         #expect(writer.durableFrameCount == 5)
@@ -36,27 +63,18 @@ import Testing
         #expect(writer.durableFrameCount == 5)
         #expect(writer.lastDurablePTS == frames.pts(4))
         // The index shows only durable frames: readers see the first five.
-        #expect(try readAll(store).map(\.0) == (0..<5).map { frames.pts($0) })
+        #expect(try readAll(fixture.store).map(\.0) == (0..<5).map { frames.pts($0) })
         fs.holdSyncs(false)
         #expect(try writer.sync() == frames.pts(34))
         #expect(writer.durableFrameCount == 35)
         try writer.close()
-        let read = try readAll(store)
-        #expect(read.map(\.0) == (0..<35).map { frames.pts($0) })
-        for ((_, digest), i) in zip(read, 0..<35) { #expect(digest == frames.expectedDigest(i)) }
-        #expect(try store.verify(repair: false).clean)
+        try fixture.expectStored(Array(0..<35))
     }
 
     @Test func aSyncThatFailsInTheBackgroundKeepsOnlyWhatWasDurable() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .i420, width: 160, height: 120)
-        defer { frames.deallocate() }
-        let fs = FaultInjectingFileSystem()
-        let store = try SegmentStore.open(
-            directory: dir.path,
-            options: StoreOptions(keyInterval: 4, workerCount: 2, syncInterval: .nanoseconds(1), fileSystem: fs))
-        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        let fixture = try Fixture(format: .i420, width: 160, height: 120, workerCount: 2)
+        defer { fixture.remove() }
+        let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
         for i in 0..<5 { try writer.append(frames.frame(i)) }
         try writer.sync()
         // Frame 5's sync starts in the background and fails once let go; frames 6 and 7 are written meanwhile.
@@ -74,27 +92,19 @@ import Testing
             return file == "000001.seg.partial" && durable == 5 && pts == frames.pts(4) && cause.code == EIO
         }
         #expect(writer.durableFrameCount == 5)
+        #expect(writer.framesCutBack == 3)
+        #expect(writer.lastCutBack.map { $0.firstPTS == frames.pts(5) && $0.lastPTS == frames.pts(7) } == true)
         // Writing goes on in a new segment; the failed one was cut back to its durable frames and sealed.
         for i in 8..<12 { try writer.append(frames.frame(i)) }
         try writer.close()
-        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg"])
-        let expected = Array(0..<5) + Array(8..<12)
-        let read = try readAll(store)
-        #expect(read.map(\.0) == expected.map { frames.pts($0) })
-        for ((_, digest), i) in zip(read, expected) { #expect(digest == frames.expectedDigest(i)) }
-        #expect(try store.verify(repair: false).clean)
+        #expect(fixture.dir.segmentFiles() == ["000001.seg", "000002.seg"])
+        try fixture.expectStored(Array(0..<5) + Array(8..<12))
     }
 
     @Test func closingWaitsForARunningSyncAndSealsEverything() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
-        defer { frames.deallocate() }
-        let fs = FaultInjectingFileSystem()
-        let store = try SegmentStore.open(
-            directory: dir.path,
-            options: StoreOptions(workerCount: 1, syncInterval: .nanoseconds(1), fileSystem: fs))
-        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        let fixture = try Fixture(format: .gray8, width: 64, height: 48, workerCount: 1)
+        defer { fixture.remove() }
+        let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
         fs.holdSyncs(true)
         for i in 0..<10 { try writer.append(frames.frame(i)) }
         try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
@@ -106,10 +116,7 @@ import Testing
         released.start()
         try writer.close()
         #expect(fs.heldSyncCount == 0)
-        #expect(dir.segmentFiles() == ["000001.seg"])
-        let read = try readAll(store)
-        #expect(read.map(\.0) == (0..<10).map { frames.pts($0) })
-        for ((_, digest), i) in zip(read, 0..<10) { #expect(digest == frames.expectedDigest(i)) }
-        #expect(try store.verify(repair: false).clean)
+        #expect(fixture.dir.segmentFiles() == ["000001.seg"])
+        try fixture.expectStored(Array(0..<10))
     }
 }
