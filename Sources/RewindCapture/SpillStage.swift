@@ -208,13 +208,7 @@ final class SpillLane {
 
     /// Makes the index cover every frame written so far.
     func sync() {
-        var failure: (any Error)?
-        do {
-            try writer.sync()
-        } catch {
-            failure = error
-        }
-        noteSynced(failure: failure)
+        noteSynced { try writer.sync() }
     }
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
@@ -294,17 +288,17 @@ final class SpillLane {
     /// With no frame to write, makes the frames of an automatic sync that has finished durable and indexed (a
     /// paused camera's last second does not wait for its next frame), and counts what a failed one cut off.
     private func collectFinishedSync() {
+        noteSynced { try writer.collectFinishedSync() }
+    }
+
+    /// Makes or collects a sync (`body`), then counts what a failed one cut off and publishes the durable count.
+    private func noteSynced(_ body: () throws -> Void) {
         var failure: (any Error)?
         do {
-            try writer.collectFinishedSync()
+            try body()
         } catch {
             failure = error
         }
-        noteSynced(failure: failure)
-    }
-
-    /// After a sync was made or collected: counts what a failed one cut off, and publishes the durable count.
-    private func noteSynced(failure: (any Error)?) {
         noteCutBack()
         let durable = writer.durableFrameCount
         shared.state.withLock { state in
