@@ -23,7 +23,7 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("spill_raw_fraction_4k60", "share of the 4K60 frames' bytes stored raw", ""),
     ("stored_over_raw_4k60", "what the 4K60 run stored ÷ its raw bytes", ""),
     ("synthetic_render_cores_4k60", "the synthetic camera's own rendering at 4K60, cores", ""),
-    ("export_over_write", "clip export to .y4m from disk ÷ plain write of the same bytes", "≤ 1.3"),
+    ("export_over_write", "clip export to .y4m from disk ÷ plain write of as many bytes (one 1 MiB buffer)", "≤ 1.3"),
     ("export_over_memory_write", "the same ÷ writing the exported file's own bytes from memory", ""),
     ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
     ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
