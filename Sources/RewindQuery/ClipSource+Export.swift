@@ -48,10 +48,12 @@ extension ClipSource {
         }
         try requireFrames(in: range)
         let staging = StagedExport(destination, fileSystem: fileSystem)
+        var fromDisk = false
+        if case .store = self { fromDisk = true }
         do {
             var exporter = try makeExporter(
                 format: format, stream: stream, destination: staging.writtenDestination, quality: quality,
-                fileSystem: fileSystem, chapters: chapters(in: range))
+                fileSystem: fileSystem, chapters: chapters(in: range), framesFromDecoder: fromDisk)
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)
@@ -60,7 +62,8 @@ extension ClipSource {
                 return true
             }
             if case .store(let store, let row) = self {
-                // Frames from disk: decode on a second thread while this one writes.
+                // Frames from disk: decode on a second thread while this one writes (and converts, if it must:
+                // the decoder keeps the other core busy).
                 try DecodePipeline(layout: stream.layout).run(store: store, stream: row.name, range: range, write)
             } else {
                 try frames(in: range, write)

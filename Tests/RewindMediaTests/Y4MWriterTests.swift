@@ -76,17 +76,21 @@ import Testing
     }
 
     /// Small frames convert inline; frames with 256 KiB of chroma or more convert on a helper thread while the
-    /// luma is written. Both to a file and to a descriptor (which keeps a copy for gap filling).
-    @Test(arguments: [(96, 54, true), (1024, 512, true), (1024, 512, false)])
-    func nv12IsWrittenAsItsI420Equivalent(width: Int, height: Int, toFile: Bool) throws {
+    /// luma is written, unless the writer is told to convert on its own thread (frames from a decoder). Both to a
+    /// file and to a descriptor (which keeps a copy for gap filling).
+    @Test(arguments: [
+        (96, 54, true, true), (1024, 512, true, true), (1024, 512, false, true), (1024, 512, true, false),
+    ])
+    func nv12IsWrittenAsItsI420Equivalent(width: Int, height: Int, toFile: Bool, onHelper: Bool) throws {
         let (stream, frames) = try syntheticFrames(
             .nv12, pts: [0, 40_000_000, 80_000_000, 200_000_000], width: width, height: height)
-        let output = TemporaryDirectory.shared.file("nv12-\(width)-\(toFile).y4m")
+        let output = TemporaryDirectory.shared.file("nv12-\(width)-\(toFile)-\(onHelper).y4m")
         let fd = toFile ? -1 : open(output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         defer { if fd >= 0 { close(fd) } }
         var writer = try Y4MWriter(
             stream: stream,
-            destination: toFile ? .path(output) : .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"))
+            destination: toFile ? .path(output) : .fileDescriptor(FileDescriptor(rawValue: fd), name: "pipe"),
+            convertsOnHelper: onHelper)
         try writeFrames(frames, layout: stream.layout, to: &writer)
         let summary = try writer.finish()
         #expect(summary.filledFrames == 2)

@@ -193,15 +193,19 @@ public struct ExportChapter: Sendable, Hashable {
 ///   - quality: how `mp4` is encoded (ignored by the uncompressed formats).
 ///   - fileSystem: where the exporter's writes go (a fault-injecting one in tests).
 ///   - chapters: markers to write as chapters (Matroska only).
+///   - framesFromDecoder: the frames come from a decoder on another thread (an export from disk): `.y4m` then
+///     converts NV12 chroma on the writing thread (see ``Y4MWriter/init(stream:destination:fileSystem:convertsOnHelper:)``).
 /// - Returns: a ``Y4MWriter``, ``MatroskaWriter`` or ``MP4Exporter``.
 /// - Throws: ``ExportError`` when the destination cannot be opened, the format cannot carry the stream's pixel
 ///   format, or (`mp4`) `ffmpeg` is not available.
 public func makeExporter(
     format: ExportFormat, stream: StreamDescription, destination: ExportDestination, quality: ExportQuality = .fast,
-    fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = []
+    fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = [], framesFromDecoder: Bool = false
 ) throws(ExportError) -> any Exporter {
     switch format {
-    case .y4m: try Y4MWriter(stream: stream, destination: destination, fileSystem: fileSystem)
+    case .y4m:
+        try Y4MWriter(
+            stream: stream, destination: destination, fileSystem: fileSystem, convertsOnHelper: !framesFromDecoder)
     case .matroska:
         try MatroskaWriter(stream: stream, destination: destination, fileSystem: fileSystem, chapters: chapters)
     case .mp4: try MP4Exporter(stream: stream, destination: destination, quality: quality, fileSystem: fileSystem)

@@ -44,9 +44,13 @@ public final class Y4MWriter: Exporter {
     ///   - stream: the stream every frame will belong to.
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
+    ///   - convertsOnHelper: de-interleave NV12 chroma on a helper thread while the luma is written (frames from
+    ///     memory); false converts on the writing thread, for a caller whose frames come from a decoder that keeps
+    ///     another core busy, where a third busy thread would only take the decoder's time.
     /// - Throws: ``ExportError`` for a `bgra` stream or when the destination cannot be opened or written.
     public init(
-        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem()
+        stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem(),
+        convertsOnHelper: Bool = true
     ) throws(ExportError) {
         guard stream.layout.format != .bgra else {
             throw ExportError(
@@ -60,7 +64,7 @@ public final class Y4MWriter: Exporter {
         keepsCopy = !output.isReadable
         let needsScratch = convertsPayload || keepsCopy
         scratch = .allocate(byteCount: needsScratch ? stream.layout.byteCount : 0, alignment: 16)
-        if stream.layout.format == .nv12 && stream.layout.plane(1).byteCount >= 256 << 10 {
+        if convertsOnHelper && stream.layout.format == .nv12 && stream.layout.plane(1).byteCount >= 256 << 10 {
             let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
             helper = ConversionThread(name: "rewind-y4m-chroma") { Y4MWriter.deinterleave($0, into: chroma) }
         } else {
