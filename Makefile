@@ -50,7 +50,7 @@ test: deps lint
 	$(SWIFT) test --skip-build --disable-xctest
 
 test-tsan: deps
-	$(SWIFT) test --sanitize=thread --scratch-path .build/tsan --filter "RewindCoreTests|SegmentStreamedWriteTests|SegmentBackgroundSyncTests|SegmentFailureTests|FrameCodecTests|pairedDecoding|RawFallbackTests|ClipExportFaultTests|damagedFrameFromIndex|Y4MWriterTests|RecorderControlTests|HTTPTransportTests|MarkerTests|aSlowQuery|SegmentSalvageTests|SmallRingTests|FileSystemFaultTests"
+	$(SWIFT) test --sanitize=thread --scratch-path .build/tsan --filter "RewindCoreTests|SegmentStreamedWriteTests|SegmentBackgroundSyncTests|SegmentFailureTests|FrameCodecTests|pairedDecoding|RawFallbackTests|ClipExportFaultTests|DiskExportTests|damagedFrameFromIndex|Y4MWriterTests|RecorderControlTests|HTTPTransportTests|MarkerTests|aSlowQuery|SegmentSalvageTests|SmallRingTests|FileSystemFaultTests"
 
 bench: release
 	.build/release/rewind bench
