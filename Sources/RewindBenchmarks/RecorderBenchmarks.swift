@@ -308,73 +308,66 @@ public enum RecorderBenchmarks {
     ///
     /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
     static func plainWrite(_ snapshots: [RingSnapshot], to path: String, reserving: Bool = false) throws -> Double {
-        let start = ContinuousClock.now
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+        var total = 0
         if reserving {
-            var total = 0
             for snapshot in snapshots {
                 for index in 0..<snapshot.count {
                     total += snapshot.withFrame(at: index) { view, _ in view.bytes.count }
                 }
             }
-            _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(total), path: path)
         }
-        for snapshot in snapshots {
-            for index in 0..<snapshot.count {
-                snapshot.withFrame(at: index) { view, _ in
-                    var offset = 0
-                    while offset < view.bytes.count {
-                        let written = write(fd, view.bytes.baseAddress! + offset, view.bytes.count - offset)
-                        guard written > 0 else { break }
-                        offset += written
-                    }
+        return try timedWrite(to: path, reserving: total) { fd in
+            for snapshot in snapshots {
+                for index in 0..<snapshot.count {
+                    snapshot.withFrame(at: index) { view, _ in writeAll(fd, view.bytes, pieceLimit: view.bytes.count) }
                 }
             }
         }
-        close(fd)
-        let elapsed = seconds(ContinuousClock.now - start)
-        try? FileManager.default.removeItem(atPath: path)
-        return elapsed
     }
 
-    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls (the reference).
+    /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls of one buffer (the reference).
     ///
     /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
     static func plainWrite(bytes: Int, to path: String, reserving: Bool = false) throws -> Double {
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        return try timedWrite(to: path, reserving: reserving ? bytes : 0) { fd in
+            var left = bytes
+            while left > 0 {
+                let count = min(left, chunk.count)
+                let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
+                guard written > 0 else { break }
+                left -= written
+            }
+        }
+    }
+
+    /// Seconds to write `source` to `path` with plain 1 MiB `write(2)` calls.
+    static func plainWrite(_ source: UnsafeRawBufferPointer, to path: String) throws -> Double {
+        try timedWrite(to: path, reserving: 0) { fd in writeAll(fd, source, pieceLimit: 1 << 20) }
+    }
+
+    /// Seconds to create `path`, reserve `reserving` bytes of disk blocks (when not 0), run `body` with the
+    /// descriptor and close it; the file is removed afterwards, outside the time.
+    private static func timedWrite(to path: String, reserving: Int, _ body: (Int32) -> Void) throws -> Double {
         let start = ContinuousClock.now
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
-        if reserving { _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(bytes), path: path) }
-        var left = bytes
-        while left > 0 {
-            let count = min(left, chunk.count)
-            let written = chunk.withUnsafeBytes { write(fd, $0.baseAddress, count) }
-            guard written > 0 else { break }
-            left -= written
-        }
+        if reserving > 0 { _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(reserving), path: path) }
+        body(fd)
         close(fd)
         let elapsed = seconds(ContinuousClock.now - start)
         try? FileManager.default.removeItem(atPath: path)
         return elapsed
     }
 
-    /// Seconds to write `source` to `path` with plain 1 MiB `write(2)` calls.
-    static func plainWrite(_ source: UnsafeRawBufferPointer, to path: String) throws -> Double {
-        let start = ContinuousClock.now
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
+    /// Writes all of `bytes` to `fd` with plain `write(2)` calls of at most `pieceLimit` bytes.
+    private static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, pieceLimit: Int) {
         var offset = 0
-        while offset < source.count {
-            let written = write(fd, source.baseAddress! + offset, min(source.count - offset, 1 << 20))
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, min(bytes.count - offset, pieceLimit))
             guard written > 0 else { break }
             offset += written
         }
-        close(fd)
-        let elapsed = seconds(ContinuousClock.now - start)
-        try? FileManager.default.removeItem(atPath: path)
-        return elapsed
     }
 
     /// The whole file at `path`, read into memory.
