@@ -18,7 +18,8 @@ import SegmentStore
 /// ext4, so `export_over_reserved_write` and `save_over_reserved_write` also compare against a write that reserves
 /// them the same way: what the export's own work costs. The plain write repeats one 1 MiB buffer, which stays in the
 /// CPU's cache; `export_over_memory_write` compares against writing the exported file's own bytes from memory
-/// instead, 1 MiB at a time (a copy of 933 MB that has to come from RAM). Several streams: `drops_4x1080p30` (frames dropped while
+/// instead, 1 MiB at a time (a copy of 933 MB that has to come from RAM). Several streams: `drops_4x1080p30` (frames
+/// dropped while
 /// one recorder records four synthetic 1080p30 NV12 cameras in real time, each from its own thread, under one
 /// budget with eager spill) and `save_all_over_write` (saving the last 5 s of the four streams into one `.mkv` ÷ a
 /// plain write of the same frames' bytes).
@@ -372,17 +373,16 @@ public enum RecorderBenchmarks {
 
     /// The whole file at `path`, read into memory.
     static func readWhole(_ path: String) throws -> UnsafeMutableRawBufferPointer {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw BenchmarkError("cannot stat \(path)") }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(info.st_size), alignment: 64)
-        var offset = 0
-        while offset < buffer.count {
-            let got = read(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            guard got > 0 else { break }
-            offset += got
+        let fileSystem = POSIXFileSystem()
+        let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+        defer { fileSystem.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: Int(try fileSystem.size(fd, path: path)), alignment: 64)
+        do {
+            _ = try fileSystem.readAll(fd, into: buffer, offset: 0, path: path)
+        } catch {
+            buffer.deallocate()
+            throw error
         }
         return buffer
     }

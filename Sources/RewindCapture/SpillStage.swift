@@ -315,9 +315,7 @@ final class SpillLane {
         framesCutBackCounted = writer.framesCutBack
         noteLoss(.diskError)
         lastWrittenPTS = writer.lastDurablePTS ?? storedPTSBefore
-        failedPTS = (
-            min(failedPTS?.first ?? frames.firstPTS, frames.firstPTS), max(failedPTS?.last ?? 0, frames.lastPTS)
-        )
+        failedPTS = failedPTS.map { (min($0.first, frames.firstPTS), max($0.last, frames.lastPTS)) } ?? frames
         shared.state.withLock { $0.statistics.drops[.diskError, default: 0] += cut }
     }
 

@@ -48,8 +48,7 @@ extension ClipSource {
         }
         try requireFrames(in: range)
         let staging = StagedExport(destination, fileSystem: fileSystem)
-        var fromDisk = false
-        if case .store = self { fromDisk = true }
+        let fromDisk = if case .store = self { true } else { false }
         do {
             var exporter = try makeExporter(
                 format: format, stream: stream, destination: staging.writtenDestination, quality: quality,

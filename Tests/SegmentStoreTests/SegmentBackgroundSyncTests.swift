@@ -30,6 +30,11 @@ import Testing
             writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
         }
 
+        /// Appends frames `indexes`.
+        func append(_ indexes: Range<Int>) throws {
+            for i in indexes { try writer.append(frames.frame(i)) }
+        }
+
         func remove() {
             frames.deallocate()
             dir.remove()
@@ -50,14 +55,14 @@ import Testing
         let fixture = try Fixture(format: .nv12, width: 160, height: 120, workerCount: 2)
         defer { fixture.remove() }
         let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
-        for i in 0..<5 { try writer.append(frames.frame(i)) }
+        try fixture.append(0..<5)
         try writer.sync()
         #expect(writer.durableFrameCount == 5)
         // The disk now takes as long as it likes to make anything durable: an append that waited for it would
         // never return (the suite's time limit would end the test).
         fs.holdSyncs(true)
         let syncsBefore = fs.syncCount
-        for i in 5..<35 { try writer.append(frames.frame(i)) }
+        try fixture.append(5..<35)
         try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
         #expect(fs.syncCount - syncsBefore == 1, "a sync still running is not doubled")
         #expect(writer.durableFrameCount == 5)
@@ -75,12 +80,12 @@ import Testing
         let fixture = try Fixture(format: .i420, width: 160, height: 120, workerCount: 2)
         defer { fixture.remove() }
         let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
-        for i in 0..<5 { try writer.append(frames.frame(i)) }
+        try fixture.append(0..<5)
         try writer.sync()
         // Frame 5's sync starts in the background and fails once let go; frames 6 and 7 are written meanwhile.
         fs.holdSyncs(true)
         fs.failNextSync(with: EIO)
-        for i in 5..<8 { try writer.append(frames.frame(i)) }
+        try fixture.append(5..<8)
         try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
         fs.holdSyncs(false)
         #expect {
@@ -95,7 +100,7 @@ import Testing
         #expect(writer.framesCutBack == 3)
         #expect(writer.lastCutBack.map { $0.firstPTS == frames.pts(5) && $0.lastPTS == frames.pts(7) } == true)
         // Writing goes on in a new segment; the failed one was cut back to its durable frames and sealed.
-        for i in 8..<12 { try writer.append(frames.frame(i)) }
+        try fixture.append(8..<12)
         try writer.close()
         #expect(fixture.dir.segmentFiles() == ["000001.seg", "000002.seg"])
         try fixture.expectStored(Array(0..<5) + Array(8..<12))
@@ -104,9 +109,9 @@ import Testing
     @Test func closingWaitsForARunningSyncAndSealsEverything() throws {
         let fixture = try Fixture(format: .gray8, width: 64, height: 48, workerCount: 1)
         defer { fixture.remove() }
-        let (frames, fs, writer) = (fixture.frames, fixture.fs, fixture.writer)
+        let (fs, writer) = (fixture.fs, fixture.writer)
         fs.holdSyncs(true)
-        for i in 0..<10 { try writer.append(frames.frame(i)) }
+        try fixture.append(0..<10)
         try waitUntil("the sync thread is waiting for the disk") { fs.heldSyncCount == 1 }
         // The disk lets the sync finish a little later, while the close is waiting for it.
         let released = Thread {

@@ -213,10 +213,7 @@ public final class StreamWriter {
                 fileOffset: entry.offset, storedLength: entry.storedLength, rawLength: entry.rawLength,
                 flags: entry.flags, codec: entry.codec))
         if let lastSyncPTS {
-            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds && !open.isSyncing {
-                open.startSync(on: syncThread)
-                self.lastSyncPTS = pts
-            }
+            if pts - lastSyncPTS >= store.options.syncIntervalNanoseconds { startSyncIfNeeded() }
         } else {
             lastSyncPTS = pts
         }
