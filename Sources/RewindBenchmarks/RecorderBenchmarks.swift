@@ -19,10 +19,9 @@ import SegmentStore
 /// them the same way: what the export's own work costs. The plain write repeats one 1 MiB buffer, which stays in the
 /// CPU's cache; `export_over_memory_write` compares against writing the exported file's own bytes from memory
 /// instead, 1 MiB at a time (a copy of 933 MB that has to come from RAM). Several streams: `drops_4x1080p30` (frames
-/// dropped while
-/// one recorder records four synthetic 1080p30 NV12 cameras in real time, each from its own thread, under one
-/// budget with eager spill) and `save_all_over_write` (saving the last 5 s of the four streams into one `.mkv` ÷ a
-/// plain write of the same frames' bytes).
+/// dropped while one recorder records four synthetic 1080p30 NV12 cameras in real time, each from its own thread,
+/// under one budget with eager spill) and `save_all_over_write` (saving the last 5 s of the four streams into one
+/// `.mkv` ÷ a plain write of the same frames' bytes).
 public enum RecorderBenchmarks {
     /// Runs the benchmarks of recording a file and exporting from disk: `record_y4m_over_lz4`,
     /// `export_over_write`.
@@ -379,7 +378,9 @@ public enum RecorderBenchmarks {
         let buffer = UnsafeMutableRawBufferPointer.allocate(
             byteCount: Int(try fileSystem.size(fd, path: path)), alignment: 64)
         do {
-            _ = try fileSystem.readAll(fd, into: buffer, offset: 0, path: path)
+            guard try fileSystem.readAll(fd, into: buffer, offset: 0, path: path) == buffer.count else {
+                throw BenchmarkError("\(path) got shorter while it was read")
+            }
         } catch {
             buffer.deallocate()
             throw error
