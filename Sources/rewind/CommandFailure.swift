@@ -124,6 +124,7 @@ struct CommandFailure {
             switch error {
             case .damaged: return repair
             case .notASegment: return "\(repair) or move it out of the store"
+            case .missingSegment: return "put it back, or \(repair) to record its frames as lost"
             case .diskFull: return "free space or lower --disk"
             case .writeFailed: return "check the disk"
             case .storeLocked: return "stop it, or read with 'rewind info'/'rewind clip' (read-only)"

@@ -27,6 +27,7 @@ import Testing
                 ["000001.seg", "311", "1048576"]
             ),
             (.notASegment(file: "x.seg", detail: "bad magic"), ["segments/x.seg", "bad magic"]),
+            (.missingSegment(file: "000002.seg", frames: 60), ["segments/000002.seg", "missing", "60 frames"]),
             (
                 .diskFull(file: "000001.seg.partial", durableFrames: 20, durablePTS: 5, cause: Self.full),
                 ["000001.seg.partial", "20 frames", "pts 5 ns", "No space left on device"]

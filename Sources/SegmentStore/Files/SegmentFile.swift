@@ -176,13 +176,23 @@ package struct SegmentHeader: Sendable, Hashable {
     }
 
     /// Why a header could not be parsed.
-    package enum ParseError: Error, Sendable, Hashable {
+    package enum ParseError: Error, Sendable, Hashable, CustomStringConvertible {
         /// Fewer bytes than the header needs; `needed` is the full length when known.
         case truncated(needed: Int)
         case notASegment
         case unsupportedVersion(UInt8)
         case checksumMismatch
         case invalidField(String)
+
+        package var description: String {
+            switch self {
+            case .truncated(let needed): "the file ends inside its header (\(needed) bytes needed)"
+            case .notASegment: "no segment magic at its start"
+            case .unsupportedVersion(let version): "segment format version \(version), this build reads 1"
+            case .checksumMismatch: "header checksum mismatch"
+            case .invalidField(let field): "impossible \(field) field"
+            }
+        }
     }
 
     /// Parses a header from the first bytes of a file.

@@ -24,10 +24,15 @@ package final class SegmentFileReader {
 
     /// Opens and parses the header of `path`.
     ///
-    /// - Parameter sharedLock: take a shared `flock` so retention does not delete the file while it is read.
+    /// - Parameters:
+    ///   - sharedLock: take a shared `flock` so retention does not delete the file while it is read.
+    ///   - assumedHeader: read the file as having this header instead of parsing its own (a repair reading a file
+    ///     whose header is damaged, with the header rebuilt from the index); its records are checked as usual.
     /// - Throws: ``SegmentStoreError/io(_:)`` when it cannot be opened, ``SegmentStoreError/notASegment(file:detail:)``
     ///   when its header is bad.
-    package init(path: String, fileSystem: any FileSystem, sharedLock: Bool = false) throws(SegmentStoreError) {
+    package init(
+        path: String, fileSystem: any FileSystem, sharedLock: Bool = false, assumedHeader: SegmentHeader? = nil
+    ) throws(SegmentStoreError) {
         self.path = path
         self.fileName = String(path.split(separator: "/").last ?? Substring(path))
         self.fileSystem = fileSystem
@@ -35,6 +40,11 @@ package final class SegmentFileReader {
             fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
         } catch {
             throw .io(error)
+        }
+        if let assumedHeader {
+            header = assumedHeader
+            plan = ChunkPlan(layout: assumedHeader.stream.layout, chunkSize: assumedHeader.chunkSize)
+            return
         }
         do {
             if sharedLock { _ = try fileSystem.flock(fd, operation: LOCK_SH, path: path) }
@@ -48,7 +58,7 @@ package final class SegmentFileReader {
                 } catch .truncated(let needed) where needed > got && got == want && needed <= buffer.count {
                     want = needed
                 } catch {
-                    throw SegmentStoreError.notASegment(file: fileName, detail: "header: \(error)")
+                    throw SegmentStoreError.notASegment(file: fileName, detail: error.description)
                 }
             }
         } catch let error as FileSystemError {

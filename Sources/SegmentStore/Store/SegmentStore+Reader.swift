@@ -97,17 +97,19 @@ extension SegmentStore {
             names.append(SegmentFormat.fileName(sequence: sequence, partial: false))
             names.append(SegmentFormat.fileName(sequence: sequence, partial: true))
         }
-        var lastError: SegmentStoreError?
+        var notFound: SegmentStoreError?
         for name in names {
             do {
                 return try SegmentFileReader(
                     path: segmentsDirectory + "/" + name, fileSystem: fileSystem, sharedLock: true)
             } catch {
                 guard case .io(let cause) = error, cause.code == ENOENT else { throw error }
-                lastError = error
+                notFound = notFound ?? error
             }
         }
-        throw lastError!
+        // Retention removes a file after its rows: only a file the index still counts frames in is missing.
+        guard row.state != .deleting else { throw notFound! }
+        throw SegmentStoreError.missingSegment(file: row.fileName, frames: row.frameCount)
     }
 }
 

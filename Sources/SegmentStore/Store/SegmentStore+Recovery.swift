@@ -92,8 +92,12 @@ extension SegmentStore {
                 report.problems.append(
                     "index row for segment \(row.fileName) (\(row.frameCount) frames) has no file in segments/")
                 if mode == .repair {
+                    let lost = try index.frames(ofSegment: row.id).map(\.ptsNanoseconds)
                     try index.removeSegment(id: row.id)
-                    report.repaired.append("removed the index row of missing segment \(row.fileName)")
+                    try recordLostFrames(streamID: row.streamID, lost: lost)
+                    report.repaired.append(
+                        "removed the index row of missing segment \(row.fileName)"
+                            + (lost.isEmpty ? "" : ": its \(lost.count) frames are lost"))
                 }
                 rows[sequence] = nil
             }
@@ -103,6 +107,133 @@ extension SegmentStore {
             try reconcileFile(name: name, row: rows[sequence], mode: mode, onlyStream: streamName, report: &report)
         }
         return report
+    }
+
+    /// A file whose header cannot be read:
+    /// - a `.partial` that ends before its header does, with no frame in the index (killed while it was being
+    ///   created): removed, at open too, since it cannot hold a frame;
+    /// - a damaged header the index can rebuild (the file's row names its stream, and valid records follow where
+    ///   the rebuilt header ends): reported; a repair writes the rebuilt header over the damaged one, then
+    ///   reconciles the file as usual;
+    /// - anything else (not a segment, cut inside its header, no valid record after it): reported; a repair
+    ///   records the frames the index had in it as lost (`damaged` gaps), removes its rows and renames it
+    ///   `NAME.unreadable`, which the store ignores and nothing deletes.
+    private func reconcileUnreadableFile(
+        name: String, row: SegmentRow?, error: SegmentStoreError, mode: ReconcileMode, onlyStream: String?,
+        report: inout VerifyReport
+    ) throws {
+        let path = segmentsDirectory + "/" + name
+        let detail: String
+        if case .notASegment(_, let why) = error { detail = why } else { detail = error.description }
+        let indexedFrames = row?.frameCount ?? 0
+        if name.hasSuffix(SegmentFormat.partialSuffix), indexedFrames == 0, let size = try headerlessPartialSize(path) {
+            guard mode.changes else {
+                report.damaged.append(
+                    SegmentDamage(
+                        segment: name, frame: -1, offset: 0,
+                        message: "segment \(name) ends inside its header (\(size) bytes, no frames)"))
+                return
+            }
+            try Self.wrapIO { () throws(FileSystemError) in
+                try fileSystem.unlink(path)
+                try fileSystem.syncDirectory(segmentsDirectory)
+            }
+            if let row { try index.removeSegment(id: row.id) }
+            report.repaired.append(
+                "removed segments/\(name): its header was never completed (\(size) bytes, no frames)")
+            report.segments -= 1
+            return
+        }
+        let stream = try row.flatMap { row in try index.streams().first { $0.id == row.streamID } }
+        if let onlyStream, stream?.name != onlyStream {
+            report.segments -= 1
+            return
+        }
+        if let stream, let rebuilt = try rebuiltHeader(path: path, name: name, stream: stream) {
+            guard mode == .repair else {
+                report.damaged.append(
+                    SegmentDamage(
+                        segment: name, frame: -1, offset: 0,
+                        message: "segment \(name) has a damaged header (\(detail)); 'rewind verify --repair' rebuilds "
+                            + "it from the index (\(rebuilt.frames) valid frames follow it)"))
+                return
+            }
+            let bytes = rebuilt.header.encoded()
+            try Self.wrapIO { () throws(FileSystemError) in
+                let fd = try fileSystem.open(path, flags: O_WRONLY, mode: 0)
+                defer { fileSystem.close(fd) }
+                try fileSystem.writeAll(fd, bytes, offset: 0, path: path)
+                try fileSystem.fsync(fd, path: path)
+            }
+            report.repaired.append("rebuilt the damaged header of segment \(name) from the index (\(detail))")
+            report.segments -= 1
+            try reconcileFile(name: name, row: row, mode: mode, onlyStream: onlyStream, report: &report)
+            return
+        }
+        let lostNote = indexedFrames > 0 ? " and records its \(indexedFrames) indexed frames as lost" : ""
+        guard mode == .repair else {
+            report.damaged.append(
+                SegmentDamage(
+                    segment: name, frame: -1, offset: 0,
+                    message: "segments/\(name) cannot be read (\(detail)); 'rewind verify --repair' moves it aside"
+                        + lostNote))
+            return
+        }
+        let lost = try row.map { try index.frames(ofSegment: $0.id).map(\.ptsNanoseconds) } ?? []
+        var aside = name + ".unreadable"
+        var attempt = 1
+        while fileSystem.fileExists(segmentsDirectory + "/" + aside) {
+            attempt += 1
+            aside = name + ".unreadable-\(attempt)"
+        }
+        try Self.wrapIO { () throws(FileSystemError) in
+            try fileSystem.rename(path, to: segmentsDirectory + "/" + aside)
+            try fileSystem.syncDirectory(segmentsDirectory)
+        }
+        if let row { try index.removeSegment(id: row.id) }
+        if let row {
+            try recordLostFrames(streamID: row.streamID, lost: lost)
+        }
+        report.repaired.append(
+            "moved segments/\(name) aside as \(aside): it cannot be read (\(detail))"
+                + (lost.isEmpty ? "" : "; its \(lost.count) indexed frames are lost"))
+        report.segments -= 1
+    }
+
+    /// The header a file of `stream` whose own header is damaged must have had, and how many valid frames follow
+    /// it; nil unless at least one does. The header's length follows from the stream's name; the key interval and
+    /// creation time are taken from the damaged header where they are plausible, and the chunk size that reads the
+    /// most records wins (the store's, the default, then the damaged header's).
+    private func rebuiltHeader(path: String, name: String, stream: StreamRow) throws -> (
+        header: SegmentHeader, frames: Int
+    )? {
+        guard let sequence = SegmentFormat.sequence(ofFileName: name) else { return nil }
+        var fields = [UInt8](repeating: 0, count: SegmentFormat.fixedHeaderLength)
+        if let fd = try? fileSystem.open(path, flags: O_RDONLY, mode: 0) {
+            defer { fileSystem.close(fd) }
+            _ = fields.withUnsafeMutableBytes { raw in try? fileSystem.readAll(fd, into: raw, offset: 0, path: path) }
+        }
+        let (recordedKeyInterval, recordedChunkSize, created) = fields.withUnsafeBytes { raw in
+            let p = raw.baseAddress!
+            return (Int(p.get(UInt32.self, at: 36)), Int(p.get(UInt32.self, at: 40)), p.get(Int64.self, at: 56))
+        }
+        let keyInterval = (1...100_000).contains(recordedKeyInterval) ? recordedKeyInterval : options.keyInterval
+        var chunkSizes = [options.chunkSize, StoreOptions.defaultChunkSize]
+        // The damaged header's own value last: a flipped bit there can still read small frames.
+        if recordedChunkSize >= 4096 && recordedChunkSize <= 1 << 28 { chunkSizes.append(recordedChunkSize) }
+        var best: (header: SegmentHeader, frames: Int)?
+        var tried = Set<Int>()
+        for chunkSize in chunkSizes where tried.insert(chunkSize).inserted {
+            let header = SegmentHeader(
+                stream: stream.description, streamName: stream.name, sequence: sequence, keyInterval: keyInterval,
+                chunkSize: chunkSize, createdWallNanoseconds: created)
+            guard let reader = try? SegmentFileReader(path: path, fileSystem: fileSystem, assumedHeader: header),
+                let scan = try? reader.scan(verifyPayload: true)
+            else { continue }
+            reader.close()
+            if scan.entries.count > (best?.frames ?? 0) { best = (header, scan.entries.count) }
+        }
+        return best
     }
 
     /// The size of a `.partial` file that ends before its header does (so it holds no frame), or nil.
@@ -132,21 +263,8 @@ extension SegmentStore {
         do {
             reader = try SegmentFileReader(path: path, fileSystem: fileSystem)
         } catch {
-            if isPartial, let size = try headerlessPartialSize(path) {
-                // Killed before its header was complete: it cannot hold a frame, so nothing is lost by removing it.
-                if mode.changes {
-                    try Self.wrapIO { () throws(FileSystemError) in
-                        try fileSystem.unlink(path)
-                        try fileSystem.syncDirectory(segmentsDirectory)
-                    }
-                    if let row, row.frameCount == 0 { try index.removeSegment(id: row.id) }
-                    report.repaired.append(
-                        "removed segments/\(name): its header was never completed (\(size) bytes, no frames)")
-                    report.segments -= 1
-                    return
-                }
-            }
-            report.damaged.append(SegmentDamage(segment: name, frame: -1, offset: 0, message: "\(error)"))
+            try reconcileUnreadableFile(
+                name: name, row: row, error: error, mode: mode, onlyStream: onlyStream, report: &report)
             return
         }
         defer { reader.close() }
@@ -209,7 +327,7 @@ extension SegmentStore {
 
         guard mode.changes else {
             if isPartial { report.problems.append("segment \(name) is not sealed") }
-            compareRows(name: name, row: row, scan: scan, report: &report)
+            try compareRows(name: name, row: row, scan: scan, report: &report)
             return
         }
         // A damaged sealed file is cut only by an explicit repair; until then the index holds its valid frames.
@@ -244,7 +362,7 @@ extension SegmentStore {
     /// Dry run: says how the index differs from the file.
     private func compareRows(
         name: String, row: SegmentRow?, scan: SegmentFileReader.ScanResult, report: inout VerifyReport
-    ) {
+    ) throws {
         guard let row else {
             report.problems.append("segment \(name) (\(scan.entries.count) frames) has no index row")
             return
@@ -252,7 +370,28 @@ extension SegmentStore {
         if row.frameCount != scan.entries.count {
             report.problems.append(
                 "index has \(row.frameCount) frames for segment \(name), the file \(scan.entries.count)")
+        } else if let difference = try firstDisagreement(segmentID: row.id, scan: scan) {
+            report.problems.append(
+                "the index rows of segment \(name) disagree with its file (\(difference)); 'rewind verify --repair' "
+                    + "rebuilds them from the file")
         }
+    }
+
+    /// Where the index's frame rows of a segment first differ from the file's records (count, pts, byte offset,
+    /// stored length), or nil when they agree.
+    private func firstDisagreement(segmentID: Int64, scan: SegmentFileReader.ScanResult) throws -> String? {
+        let rows = try index.frames(ofSegment: segmentID)
+        guard rows.count == scan.entries.count else {
+            return "\(rows.count) frame rows for \(scan.entries.count) frames"
+        }
+        for (number, (row, entry)) in zip(rows, scan.entries).enumerated()
+        where row.ptsNanoseconds != entry.ptsNanoseconds || row.fileOffset != entry.offset
+            || row.storedLength != entry.storedLength
+        {
+            return "frame \(number): the index has pts \(row.ptsNanoseconds) ns at byte \(row.fileOffset), the file "
+                + "pts \(entry.ptsNanoseconds) ns at byte \(entry.offset)"
+        }
+        return nil
     }
 
     /// Makes the index rows of one (sealed) file match it.
@@ -261,14 +400,39 @@ extension SegmentStore {
         mode: ReconcileMode = .recover, report: inout VerifyReport
     ) throws {
         var row = row
-        if let existing = row,
-            existing.frameCount > scan.entries.count
-                || existing.state != .open
-                    && existing.frameCount != scan.entries.count
-        {
-            // Rows the file does not back (or a sealed row that disagrees): rebuild from the file.
-            try index.removeSegment(id: existing.id)
-            row = nil
+        var lost: (streamID: Int64, pts: [Int64])?
+        if let existing = row {
+            let disagreement =
+                mode.scansEverything && existing.state == .sealed && existing.frameCount == scan.entries.count
+                ? try firstDisagreement(segmentID: existing.id, scan: scan) : nil
+            if existing.frameCount > scan.entries.count
+                || existing.state != .open && existing.frameCount != scan.entries.count || disagreement != nil
+            {
+                // Rows the file does not back (or a sealed row that disagrees): rebuild from the file. Frames the
+                // index had beyond the file's are lost, and get a gap once the rows are rebuilt.
+                let pts = try index.frames(ofSegment: existing.id).map(\.ptsNanoseconds)
+                if pts.count > scan.entries.count { lost = (existing.streamID, pts) }
+                try index.removeSegment(id: existing.id)
+                if let disagreement {
+                    report.repaired.append(
+                        "rebuilt the index rows of segment \(fileName) from its file (they disagreed: \(disagreement))")
+                }
+                row = nil
+            }
+        }
+        defer {
+            if let lost {
+                do {
+                    let count = try recordLostFrames(streamID: lost.streamID, lost: lost.pts)
+                    if count > 0 {
+                        report.repaired.append(
+                            "the index had \(lost.pts.count) frames of segment \(fileName), its file \(scan.entries.count) "
+                                + "valid ones: \(count) frames are lost (a 'damaged' gap)")
+                    }
+                } catch {
+                    report.problems.append("could not record the frames segment \(fileName) lost as a gap: \(error)")
+                }
+            }
         }
         let segmentID: Int64
         let firstMissing: Int

@@ -33,8 +33,12 @@ extension SegmentStore {
             }
         }
         var salvage = SegmentSalvage(segment: name, keptFrames: scan.entries.count)
-        // A torn `.partial` with nothing after its tear has nothing to salvage and nothing known lost.
-        if isPartial && tail.records.isEmpty { return salvage }
+        // The pts the index has for the file's frames, read before a repair removes the rows after the damage: they
+        // tell what was lost where the file no longer can (a file cut short).
+        let indexPTS = try segmentID.map { try index.frames(ofSegment: $0).map(\.ptsNanoseconds) } ?? []
+        // A torn `.partial` with nothing after its tear, and no frame the index had there, has nothing to salvage
+        // and nothing known lost.
+        if isPartial && tail.records.isEmpty && indexPTS.count <= scan.entries.count { return salvage }
 
         var writer: StreamWriter?
         if write {
@@ -99,39 +103,48 @@ extension SegmentStore {
         }
         salvage.usableFrames = usable.count
         salvage.salvagedInto = writer?.sealedFileNames ?? []
-        salvage.lost = try lostFrames(reader: reader, scan: scan, tail: tail, usable: usable)
+        let (lost, lostPTS) = try lostFrames(reader: reader, scan: scan, tail: tail, usable: usable, indexPTS: indexPTS)
+        salvage.lost = lost
 
         if let writer {
+            try recordLostFrames(streamID: writer.stream.id, lost: lostPTS)
+            // Stretches whose pts nothing tells any more: from the frame before to the frame after.
             let duration = header.stream.frameDuration.nanoseconds ?? 0
-            let recorded = try index.gaps(streamID: writer.stream.id)
-            for lost in salvage.lost {
-                guard let start = lost.previousPTS ?? lost.firstPTS ?? lost.nextPTS else { continue }
-                let end = lost.nextPTS ?? lost.lastPTS.map { $0 + duration } ?? start + duration * Int64(lost.count)
-                let gap = GapRow(
-                    streamID: writer.stream.id, startNanoseconds: start, endNanoseconds: end, reason: .damaged)
-                if !recorded.contains(gap) { try index.recordGap(gap) }
+            for lost in salvage.lost where lost.firstPTS == nil && lost.lastPTS == nil {
+                guard let start = lost.previousPTS ?? lost.nextPTS else { continue }
+                try recordDamagedGap(
+                    streamID: writer.stream.id, start, lost.nextPTS ?? start + duration * Int64(lost.count))
             }
         }
         return salvage
     }
 
-    /// The lost stretches: frame numbers missing between the kept and usable frames, and after the last of them.
+    /// The lost stretches: frame numbers missing between the kept and usable frames, and after the last of them;
+    /// and the pts of every lost frame whose pts is known.
+    ///
+    /// - Parameter indexPTS: the pts of the file's frames in the index, in order: used where the file no longer
+    ///   tells (its footer and records gone), when the index agrees with the file's kept frames.
     private func lostFrames(
         reader: SegmentFileReader, scan: SegmentFileReader.ScanResult, tail: SegmentFileReader.TailScan,
-        usable: [SegmentFileReader.FoundRecord]
-    ) throws -> [SegmentSalvage.LostFrames] {
-        // Every pts the file still tells: its footer (when intact) and every valid record.
+        usable: [SegmentFileReader.FoundRecord], indexPTS: [Int64]
+    ) throws -> (stretches: [SegmentSalvage.LostFrames], pts: [Int64]) {
+        // Every pts the file still tells: its footer (when intact) and every valid record; then the index's.
         let footer = try? reader.readFooter()
         var knownPTS: [Int: Int64] = [:]
+        let indexAgrees =
+            indexPTS.count >= scan.entries.count
+            && zip(indexPTS, scan.entries).allSatisfy { $0 == $1.ptsNanoseconds }
+        if indexAgrees { for (number, pts) in indexPTS.enumerated() { knownPTS[number] = pts } }
         for (number, entry) in (footer ?? []).enumerated() { knownPTS[number] = entry.ptsNanoseconds }
         for (number, entry) in scan.entries.enumerated() { knownPTS[number] = entry.ptsNanoseconds }
         for found in tail.records { knownPTS[found.frameNumber] = found.entry.ptsNanoseconds }
         // How many frames the file held: its footer says; else every record seen, and the damaged one unless the
-        // damage is the footer itself.
+        // damage is the footer itself; at least as many as the index had.
         let damagedIsRecord = try !reader.isFooter(at: scan.validEnd)
-        let total =
+        let total = max(
             footer?.count
-            ?? max((tail.records.last?.frameNumber ?? -1) + 1, scan.entries.count + (damagedIsRecord ? 1 : 0))
+                ?? max((tail.records.last?.frameNumber ?? -1) + 1, scan.entries.count + (damagedIsRecord ? 1 : 0)),
+            indexAgrees ? indexPTS.count : 0)
 
         var lost: [SegmentSalvage.LostFrames] = []
         var previous = scan.entries.count - 1
@@ -149,7 +162,49 @@ extension SegmentStore {
             previousPTS = found.entry.ptsNanoseconds
         }
         addLost(upTo: total, nextPTS: nil)
-        return lost
+        let pts = lost.flatMap { stretch in
+            (stretch.firstFrame..<stretch.firstFrame + stretch.count).compactMap { knownPTS[$0] }
+        }
+        return (lost, pts)
+    }
+
+    /// Records a `damaged` gap over each stretch of `lost` pts that the stream no longer has: from the stream's frame
+    /// before the stretch to the one after it (one frame duration past the stretch's last pts when none follows). A
+    /// `damaged` gap already recorded across that span (an earlier repair's) is merged into it.
+    ///
+    /// - Returns: how many of `lost` the stream no longer has.
+    @discardableResult
+    func recordLostFrames(streamID: Int64, lost: [Int64]) throws -> Int {
+        var missing: [Int64] = []
+        for pts in Set(lost).sorted() where try !hasFrame(streamID: streamID, pts: pts) { missing.append(pts) }
+        guard !missing.isEmpty else { return 0 }
+        let stream = try index.streams().first { $0.id == streamID }
+        let duration = max(stream?.description.frameDuration.nanoseconds ?? 1, 1)
+        var i = 0
+        while i < missing.count {
+            let first = missing[i]
+            let previous = try index.framePTS(streamID: streamID, .before, first)
+            let next = try index.framePTS(streamID: streamID, .after, first)
+            var last = first
+            while i < missing.count, next.map({ missing[i] < $0 }) ?? true {
+                last = missing[i]
+                i += 1
+            }
+            try recordDamagedGap(streamID: streamID, previous ?? first, next ?? last + duration)
+        }
+        return missing.count
+    }
+
+    /// Records a `damaged` gap `[start, end)`, merged with the stream's `damaged` gaps it overlaps.
+    private func recordDamagedGap(streamID: Int64, _ start: Int64, _ end: Int64) throws {
+        var (start, end) = (start, max(end, start))
+        for gap in try index.gaps(streamID: streamID, overlapping: start..<max(end, start + 1))
+        where gap.reason == .damaged {
+            start = min(start, gap.startNanoseconds)
+            end = max(end, gap.endNanoseconds)
+            try index.removeGap(gap)
+        }
+        try index.recordGap(GapRow(streamID: streamID, startNanoseconds: start, endNanoseconds: end, reason: .damaged))
     }
 
     /// Whether the index holds a frame of the stream at `pts`.

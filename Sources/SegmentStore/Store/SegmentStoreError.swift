@@ -12,6 +12,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     case damaged(file: String, frame: Int, offset: Int64, detail: String)
     /// A file in `segments/` is not a readable segment (bad or torn header).
     case notASegment(file: String, detail: String)
+    /// The index has frames in a segment file that is not in `segments/` (under either of its names).
+    case missingSegment(file: String, frames: Int)
     /// The disk filled while writing; what was durable before stays.
     case diskFull(file: String, durableFrames: Int, durablePTS: Int64?, cause: FileSystemError)
     /// A write or sync failed for another reason; what was durable before stays.
@@ -59,6 +61,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             return "segment \(file) is damaged at byte \(offset) (frame \(frame)): \(detail)"
         case .notASegment(let file, let detail):
             return "segments/\(file) is not a readable segment file (\(detail))"
+        case .missingSegment(let file, let frames):
+            return "segments/\(file) is missing: the index has \(frames) frames in it"
         case .diskFull(let file, let frames, let pts, let cause):
             return "disk full while writing segment \(file): \(frames) frames \(Self.upTo(pts)) are durable (\(cause))"
         case .writeFailed(let file, let frames, let pts, let cause):

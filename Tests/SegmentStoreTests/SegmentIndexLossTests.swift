@@ -1,0 +1,177 @@
+import Foundation
+import RewindCore
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Testing
+
+/// Damage the index knows more about than the file: a segment cut short, removed, or with a damaged header, and
+/// index rows that no longer match their file. Every frame the index had and the store can no longer read is
+/// counted as a `damaged` gap, and nothing readable is thrown away.
+@Suite(.timeLimit(.minutes(15))) struct SegmentIndexLossTests {
+    /// The `damaged` gaps of the store, as `(start, end)`.
+    static func damagedGaps(_ store: SegmentStore) throws -> [[Int64]] {
+        try store.gaps().filter { $0.reason == .damaged }.map { [$0.startNanoseconds, $0.endNanoseconds] }
+    }
+
+    /// Segment 1 (frames 0…99) cut at a byte: inside a record, just after its header, or inside its header.
+    @Test(arguments: ["record", "after header", "inside header"])
+    func aSegmentCutShortCountsEveryFrameTheIndexHadAsLost(cut: String) throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let entries = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let headerLength = SegmentFormat.fixedHeaderLength + "camera".utf8.count
+        let length: Int64 =
+            switch cut {
+            case "record": entries[60].offset + 100
+            case "after header": Int64(headerLength + 10)
+            default: 50
+            }
+        let path = dir.segments + "/000001.seg"
+        try writeFile(path, FileManager.default.contents(atPath: path)!.prefix(Int(length)))
+        let kept = cut == "record" ? 60 : 0
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(!(try store.verify(repair: false).clean))
+        let repaired = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean, "\(repaired.repaired)")
+        // One gap from the last frame kept (or the first lost) to segment 2's first frame.
+        #expect(try Self.damagedGaps(store) == [[frames.pts(kept == 0 ? 0 : kept - 1), frames.pts(100)]])
+        let read = try readAll(store)
+        let expected = Array(0..<kept) + Array(100..<130)
+        #expect(read.map(\.0) == expected.map { frames.pts($0) })
+        #expect(read.map(\.1) == expected.map { frames.expectedDigest($0) }, "bit-exact")
+        if cut == "inside header" {
+            // Nothing is deleted: the unreadable file is kept under a name the store ignores.
+            #expect(dir.segmentFiles() == ["000001.seg.unreadable", "000002.seg"])
+            #expect(FileManager.default.contents(atPath: path + ".unreadable")?.count == 50)
+            #expect(repaired.repaired.contains { $0.contains("000001.seg.unreadable") && $0.contains("100") })
+        }
+    }
+
+    @Test func aMissingSegmentIsNamedAndARepairCountsItsFramesAsLost() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        try FileManager.default.removeItem(atPath: dir.segments + "/000001.seg")
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect {
+            _ = try readAll(store)
+        } throws: { error in
+            guard case SegmentStoreError.missingSegment(let file, let count) = error else { return false }
+            return file == "000001.seg" && count == 100 && "\(error)".contains("segments/000001.seg is missing")
+        }
+        let repaired = try store.verify(repair: true)
+        #expect(repaired.repaired.contains { $0.contains("its 100 frames are lost") })
+        #expect(try Self.damagedGaps(store) == [[frames.pts(0), frames.pts(100)]])
+        #expect(try readAll(store).map(\.0) == (100..<130).map { frames.pts($0) })
+    }
+
+    /// Rows deleted from the index, or a row's pts or offset changed, by another program.
+    @Test(arguments: [
+        "DELETE FROM frames WHERE pts_ns BETWEEN %40 AND %60",
+        "UPDATE frames SET pts_ns = pts_ns + 5 WHERE pts_ns = %50",
+        "UPDATE frames SET file_offset = file_offset + 56 WHERE pts_ns = %50",
+    ])
+    func indexRowsThatDisagreeWithTheirFileAreReportedAndRebuilt(statement: String) throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let sql = statement.replacingOccurrences(of: "%40", with: "\(frames.pts(40))")
+            .replacingOccurrences(of: "%60", with: "\(frames.pts(60))")
+            .replacingOccurrences(of: "%50", with: "\(frames.pts(50))")
+        let output = try SQLiteShell.run([dir.path + "/index.sqlite", sql])
+        #expect(output.status == 0, "sqlite3 failed: \(output.stderr)")
+
+        let store = try SegmentStore.open(directory: dir.path)
+        let dry = try store.verify(repair: false)
+        #expect(!dry.clean)
+        #expect(dry.problems.contains { $0.contains("index rows of segment 000001.seg disagree with its file") })
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        #expect(try Self.damagedGaps(store).isEmpty, "nothing was lost")
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<130).map { frames.pts($0) })
+        #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
+    }
+
+    /// A flipped byte in a segment's header: the index knows its stream, so a repair writes the header again.
+    @Test(arguments: [20, 40, 64])
+    func aDamagedHeaderIsRebuiltFromTheIndex(byte: Int) throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let path = dir.segments + "/000001.seg"
+        let original = FileManager.default.contents(atPath: path)!
+        var bytes = [UInt8](original)
+        bytes[byte] ^= 0x40
+        try writeFile(path, bytes)
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(throws: SegmentStoreError.self) { _ = try readAll(store) }
+        let dry = try store.verify(repair: false)
+        #expect(
+            dry.damaged.contains { $0.segment == "000001.seg" && $0.message.contains("rebuilds it from the index") })
+        let repaired = try store.verify(repair: true)
+        #expect(repaired.repaired.contains { $0.contains("rebuilt the damaged header of segment 000001.seg") })
+        #expect(try store.verify(repair: false).clean)
+        #expect(FileManager.default.contents(atPath: path) == original, "the header is exactly the one written")
+        let read = try readAll(store)
+        #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
+    }
+
+    /// A file named like a segment that is not one, with no frame in the index: a repair moves it aside.
+    @Test func aFileThatIsNotASegmentIsMovedAsideNotDeleted() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let junk = [UInt8]((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) })
+        try writeFile(dir.segments + "/000099.seg", junk)
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(!(try store.verify(repair: false).clean))
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        #expect(FileManager.default.contents(atPath: dir.segments + "/000099.seg.unreadable") == Data(junk))
+        #expect(try readAll(store).count == 130)
+        #expect(try Self.damagedGaps(store).isEmpty)
+    }
+
+    /// A `.partial` whose header's name-length field is damaged still holds frames the index acknowledged: opening
+    /// the store never removes it as a file whose header was never completed, and a repair rebuilds its header.
+    @Test func aPartialWithADamagedHeaderThatHoldsFramesIsKept() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        // Segment 1 as a killed recorder leaves it: open, its file a `.partial` without footer use.
+        let partial = dir.segments + "/000001.seg.partial"
+        try FileManager.default.moveItem(atPath: dir.segments + "/000001.seg", toPath: partial)
+        let output = try SQLiteShell.run([
+            dir.path + "/index.sqlite",
+            "UPDATE segments SET file_name = '000001.seg.partial', state = 'open' WHERE file_name = '000001.seg'",
+        ])
+        #expect(output.status == 0, "sqlite3 failed: \(output.stderr)")
+        var bytes = [UInt8](FileManager.default.contents(atPath: partial)!)
+        bytes[SegmentFormat.fixedHeaderLength - 5] = 0xFF  // the high byte of the stream name's length
+        try writeFile(partial, bytes)
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(FileManager.default.fileExists(atPath: partial), "\(store.recovery.repaired)")
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg"])
+        let read = try readAll(store)
+        #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
+    }
+}
