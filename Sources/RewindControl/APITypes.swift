@@ -143,6 +143,11 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var frames: Int
     /// Bytes written, once done.
     public var bytes: Int64
+    /// The pts of the first and last frame the file holds (stream clock, nanoseconds), once done; nil for a save of
+    /// several streams or a file with no frame. The range actually covered: retention or gaps may have left less
+    /// than `from_ns`…`to_ns`.
+    public var firstPTSNanoseconds: Int64?
+    public var lastPTSNanoseconds: Int64?
     /// How far the export is, 0…1.
     public var progress: Double
     /// Why it failed, when it did.
@@ -170,6 +175,8 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case id, state, stream, format, files, frames, bytes, progress, error
         case fromNanoseconds = "from_ns"
         case toNanoseconds = "to_ns"
+        case firstPTSNanoseconds = "first_pts_ns"
+        case lastPTSNanoseconds = "last_pts_ns"
     }
 }
 

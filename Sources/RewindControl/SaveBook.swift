@@ -356,6 +356,10 @@ final class SaveBook: Sendable {
                 entry.object.state = .done
                 entry.object.frames = summary.writtenFrames
                 entry.object.bytes = summary.bytes
+                if case .one = entry.target {
+                    entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
+                    entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
+                }
                 entry.object.progress = 1
                 state.lastSavedEnd[entry.object.stream] = max(
                     state.lastSavedEnd[entry.object.stream] ?? .min, entry.object.toNanoseconds)

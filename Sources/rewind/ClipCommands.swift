@@ -178,10 +178,14 @@ private func liveExport(
         throw ControlError.refused(APIError(APIError.Code(rawValue: error.code) ?? .failed, error.message))
     }
     let file = object.files.isEmpty ? "?" : object.files.joined(separator: ", ")
+    // The pts the file covers when the recorder says (one stream), else the range asked for.
+    let covered =
+        object.firstPTSNanoseconds.flatMap { first in object.lastPTSNanoseconds.map { (first, $0) } }
+        ?? (object.fromNanoseconds, object.toNanoseconds)
     var message =
         "wrote \(count(object.frames, "frame")) (\(formatBytes(object.bytes))) to "
-        + "\(toStandardOutput ? "stdout" : file), pts \(formatSeconds(object.fromNanoseconds)) … "
-        + "\(formatSeconds(object.toNanoseconds)); \(what == "clip" ? "exported" : "saved") by the live recorder"
+        + "\(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
+        + "\(formatSeconds(covered.1)); \(what == "clip" ? "exported" : "saved") by the live recorder"
     if toStandardOutput {
         defer { unlink(file) }
         guard let handle = FileHandle(forReadingAtPath: file) else {

@@ -39,11 +39,16 @@ import Testing
     }
 
     @Test func saveObjectsAndErrorsRoundTripWithTheirWireKeys() throws {
-        let object = SaveObject(
+        var object = SaveObject(
             id: 7, state: .failed, stream: "camera", fromNanoseconds: 1, toNanoseconds: 2, format: "mkv", files: [],
             error: APIError(.empty, "nothing").detail)
+        object.firstPTSNanoseconds = 3
+        object.lastPTSNanoseconds = 4
         let encoded = String(decoding: try JSONEncoder().encode(object), as: UTF8.self)
-        for key in ["\"from_ns\":1", "\"to_ns\":2", "\"state\":\"failed\"", "\"code\":\"empty\""] {
+        for key in [
+            "\"from_ns\":1", "\"to_ns\":2", "\"first_pts_ns\":3", "\"last_pts_ns\":4", "\"state\":\"failed\"",
+            "\"code\":\"empty\"",
+        ] {
             #expect(encoded.contains(key), "\(encoded)")
         }
         #expect(try JSONDecoder().decode(SaveObject.self, from: Data(encoded.utf8)) == object)
