@@ -320,6 +320,10 @@ private func record(
             printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = loss.status }
         }
+        if let store, let retained = try retentionKeptNothing(statistics, stream: stream.name, store, options) {
+            printError(retained.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
+            if status == ExitStatus.success { status = retained.status }
+        }
         if case .failure(let error)? = outcomes[stream.name] {
             failures.append((stream.name, CommandFailure(error, command: "record")))
         }
@@ -436,6 +440,23 @@ private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStor
 private func describeRate(_ duration: FrameTime) -> String {
     let fps = Double(duration.timescale) / Double(duration.value)
     return fps == fps.rounded() ? String(Int(fps)) : String(format: "%.3f", fps)
+}
+
+/// The failure a recording is when retention (`--disk`, `--min-free`, `--max-age`) deleted every frame it made
+/// durable, so the store holds none of the stream: a budget smaller than one segment, or a disk that cannot keep
+/// the free-space floor. Nil otherwise.
+private func retentionKeptNothing(
+    _ statistics: RecorderStatistics, stream: String, _ store: SegmentStore, _ options: StoreOptions
+) throws -> CommandFailure? {
+    guard statistics.framesDurable > 0, try store.summary(streamName: stream).frames == 0 else { return nil }
+    var limits: [String] = []
+    if let budget = options.diskBudget { limits.append("--disk \(formatBytes(Int64(budget)))") }
+    if let floor = options.minimumFreeBytes { limits.append("--min-free \(formatBytes(Int64(floor)))") }
+    if let age = options.maxAge { limits.append("--max-age \(formatSeconds(age))") }
+    return CommandFailure(
+        message: "retention deleted all \(count(statistics.framesDurable, "durable frame")) of this recording "
+            + "(\(limits.joined(separator: ", "))): the store holds none of them",
+        advice: "give a --disk larger than a few segments, a shorter --segment, or free space on the disk")
 }
 
 /// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before

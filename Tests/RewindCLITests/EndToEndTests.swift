@@ -293,4 +293,28 @@ func info(_ store: String) throws -> [String: Any] {
         let badExtension = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", "x.avi"])
         #expect(badExtension.status == 64)
     }
+
+    /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
+    /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
+    @Test(arguments: [("100K", 1), ("0", 1), ("10MiB", 0)])
+    func retentionThatKeepsNothingOfARecordingIsAFailure(disk: String, expected: Int32) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s", "--segment", "1s",
+            "--disk", disk,
+        ])
+        #expect(record.status == expected, "\(record.output) \(record.stderr)")
+        let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
+        let frames = try #require((info as? [String: Any])?["frames"] as? Int)
+        if expected == 0 {
+            #expect(frames > 0)
+            #expect(!record.stderr.contains("retention"), "\(record.stderr)")
+        } else {
+            #expect(frames == 0)
+            #expect(record.stderr.contains("retention deleted all 90 durable frames of this recording (--disk "))
+            #expect(record.stderr.contains("give a --disk larger than a few segments"))
+        }
+    }
 }
