@@ -145,7 +145,8 @@ public final class Recorder: Sendable {
     /// is `off`, one spill thread writing them all to `store`).
     ///
     /// A stream the store already holds continues its timeline: its first frame is placed after its stored frames
-    /// on the store's recorder clock, with a ``LossReason/recorderStopped`` gap between.
+    /// (and after any gap that ends later, such as a lost tail) on the store's recorder clock, with a
+    /// ``LossReason/recorderStopped`` gap between.
     ///
     /// - Parameters:
     ///   - streams: the streams, with unique names; at least one.
@@ -185,6 +186,12 @@ public final class Recorder: Sendable {
             if let store, let row {
                 storedClock = try store.clock(of: row)
                 lastStoredPTS = try store.summary(streamName: row.name).lastPTS
+                // A lost tail (a gap past the last stored frame, e.g. `disk error`) is part of the timeline too: the
+                // next recording continues after it, not inside it.
+                if let gapEnd = try store.gaps(streamName: row.name).map(\.endNanoseconds).max() {
+                    let duration = spec.stream.frameDuration.nanoseconds ?? 1
+                    lastStoredPTS = max(lastStoredPTS ?? .min, gapEnd - duration)
+                }
             }
             let shared = RecorderShared(
                 clock: StreamClockMapping(

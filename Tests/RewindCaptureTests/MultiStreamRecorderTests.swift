@@ -189,6 +189,42 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// A recording that ended with a lost tail (frames lost to a full disk after its last stored frame, a gap to
+    /// the end) is continued after that gap, not inside it.
+    @Test func aSecondRecorderContinuesAfterALostTailNotInsideIt() throws {
+        let directory = try TemporaryDirectory()
+        let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
+        let duration = FrameTime(value: 1, timescale: 30)
+        let tailEnd: Int64 = 12_000_000_000
+        do {
+            let store = try SegmentStore.open(directory: directory.path)
+            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 30)
+            let recorder = try Recorder(
+                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+            try recorder.record(from: &camera)
+            try recorder.finish()
+            let last = try #require(try store.summary(streamName: "a").lastPTS)
+            let writer = try store.makeWriter(streamName: "a", stream: camera.stream)
+            try writer.recordGap(start: last, end: tailEnd, reason: .diskError)
+            try writer.close()
+        }
+        let store = try SegmentStore.open(directory: directory.path)
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+        try recorder.record(from: &again)
+        try recorder.finish()
+        var firstAfter: Int64?
+        try store.frames(in: 1_000_000_000..<Int64.max) { frame in
+            firstAfter = frame.info.ptsNanoseconds
+            return false
+        }
+        #expect(firstAfter == tailEnd, "the new frames start where the lost tail ends")
+        let gaps = try store.gaps(streamName: "a")
+        #expect(gaps.map(\.reason) == [.diskError, .recorderStopped])
+        #expect(try store.summary(streamName: "a").frames == 40)
+    }
+
     @Test func aStreamThatCannotBeWrittenLeavesNoWriterOfTheOthersOpen() throws {
         let directory = try TemporaryDirectory()
         let store = try SegmentStore.open(directory: directory.path)
