@@ -137,9 +137,12 @@ struct CommandFailure {
                 case .failed(let codeName, _, _):
                     switch codeName {
                     case "SQLITE_IOERR": return "check the disk"
-                    case "SQLITE_READONLY": return "check the file and directory permissions"
+                    case "SQLITE_READONLY":
+                        return "check the file and directory permissions (reading needs write access to the store "
+                            + "directory for the index's -shm file, unless it exists)"
                     case "SQLITE_CANTOPEN":
-                        return "check that the directory exists and is readable, and that the file exists"
+                        return "check that the directory exists and is readable; if index.sqlite is missing, \(repair) "
+                            + "rebuilds it from the segment files"
                     case "SQLITE_PERM", "SQLITE_AUTH": return "check the file permissions"
                     default: return nil
                     }

@@ -76,6 +76,7 @@ enum Rewind {
                 print(command.spec.help)
                 return ExitStatus.success
             }
+            if let store = parsed.string("store") { try checkStoreDirectory(store) }
             return try command.run(parsed)
         } catch {
             let failure = CommandFailure(error, command: command.spec.name)

@@ -78,6 +78,17 @@ func printJSON(_ object: Any) throws {
     FileHandle.standardOutput.write(Data("\n".utf8))
 }
 
+/// Refuses a `--store` that exists but is not a directory (a file given by mistake), before any work starts.
+///
+/// - Throws: ``UsageError`` naming what the path is.
+func checkStoreDirectory(_ path: String) throws {
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        return
+    }
+    throw UsageError("--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite")
+}
+
 /// Opens the store at `directory` for reading, with a clear error when there is none.
 func openStoreForReading(_ directory: String) throws -> SegmentStore {
     guard

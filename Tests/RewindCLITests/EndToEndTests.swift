@@ -294,6 +294,25 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(badExtension.status == 64)
     }
 
+    /// `--store` naming a file: every command refuses it as a usage error before doing anything, and the file is
+    /// left as it was.
+    @Test func aStoreThatIsAFileIsRefusedByEveryCommand() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("afile").path
+        try Data("not a store".utf8).write(to: URL(fileURLWithPath: file))
+        for arguments in [
+            ["info"], ["verify"], ["verify", "--repair"], ["clip", "--from", "0s", "--to", "1s", "-o", "x.mkv"],
+            ["save", "--last", "1s", "-o", "x.mkv"], ["record", "--input", "synthetic:160x90@30", "--duration", "1s"],
+            ["status"], ["markers"],
+        ] {
+            let result = try Tool.rewind([arguments[0], "--store", file] + arguments.dropFirst())
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("'\(file)' is a file, not a store directory"), "\(result.stderr)")
+        }
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "not a store")
+    }
+
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
     @Test(arguments: [("100K", 1), ("0", 1), ("10MiB", 0)])

@@ -26,6 +26,7 @@ import Testing
                 .damaged(file: "000001.seg", frame: 311, offset: 1_048_576, detail: "bad crc"),
                 ["000001.seg", "311", "1048576"]
             ),
+            (.damaged(file: "000001.seg", frame: -1, offset: 64, detail: "bad magic"), ["at byte 64: bad magic"]),
             (.notASegment(file: "x.seg", detail: "bad magic"), ["segments/x.seg", "bad magic"]),
             (.missingSegment(file: "000002.seg", frames: 60), ["segments/000002.seg", "missing", "60 frames"]),
             (

@@ -58,7 +58,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .damaged(let file, let frame, let offset, let detail):
-            return "segment \(file) is damaged at byte \(offset) (frame \(frame)): \(detail)"
+            // A record whose own header is damaged has no frame number to name (-1).
+            return "segment \(file) is damaged at byte \(offset)\(frame >= 0 ? " (frame \(frame))" : ""): \(detail)"
         case .notASegment(let file, let detail):
             return "segments/\(file) is not a readable segment file (\(detail))"
         case .missingSegment(let file, let frames):
