@@ -135,9 +135,10 @@ package struct StagedExport {
         return summary
     }
 
-    /// Removes the partial file and returns `error`, naming the requested path instead of the temporary one.
+    /// Removes the partial file and returns `error`, naming the requested path instead of the temporary one. A
+    /// destination written in place (a device, a FIFO, a link to one) is the user's and stays.
     package func abandon(after error: any Error) -> any Error {
-        guard case .path(let written) = writtenDestination else { return error }
+        guard finalPath != nil, case .path(let written) = writtenDestination else { return error }
         try? fileSystem.unlink(written)
         if var exportError = error as? ExportError, exportError.destination == written {
             exportError.destination = requested.description

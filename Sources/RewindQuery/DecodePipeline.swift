@@ -22,7 +22,9 @@ final class DecodePipeline: @unchecked Sendable {
     /// One slot per frame in flight: the reader fills slot k before signalling `filled`, the writer empties it
     /// before signalling `free` (raw memory, so the two threads never share an array's storage).
     private let views: UnsafeMutableBufferPointer<FrameView?>
-    private let free = DispatchSemaphore(value: DecodePipeline.depth)
+    /// Made with value 0 and signalled `depth` times: libdispatch traps when a semaphore is freed with a value
+    /// below the one it was made with, which an export that stops early (a failed write) leaves behind.
+    private let free = DispatchSemaphore(value: 0)
     private let filled = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     // Written by the reader before it signals `filled` (or `finished`); read by the writer after waiting.
@@ -35,6 +37,7 @@ final class DecodePipeline: @unchecked Sendable {
         buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 2)
         views = .allocate(capacity: Self.depth)
         views.initialize(repeating: nil)
+        for _ in 0..<Self.depth { free.signal() }
     }
 
     deinit {

@@ -196,7 +196,9 @@ public enum TimeSpec: Sendable, Equatable {
         let date = text[..<t].split(separator: "-", omittingEmptySubsequences: false)
         guard date.count == 3, date[0].count == 4, date[1].count == 2, date[2].count == 2,
             let year = Int64(date[0]), let month = Int64(date[1]), let day = Int64(date[2]),
-            (1...12).contains(month), (1...31).contains(day)
+            (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
+            // Nanoseconds since 1970 in 64 bits reach from 1677-09-21 to 2262-04-11.
+            (1678...2261).contains(year)
         else { return nil }
         var rest = text[text.index(after: t)...]
         var offsetSeconds: Int64? = nil
@@ -205,7 +207,9 @@ public enum TimeSpec: Sendable, Equatable {
             rest = rest.dropLast()
         } else if let sign = rest.lastIndex(where: { $0 == "+" || $0 == "-" }) {
             let zone = rest[rest.index(after: sign)...].split(separator: ":")
-            guard zone.count == 2, let zh = Int64(zone[0]), let zm = Int64(zone[1]) else { return nil }
+            guard zone.count == 2, zone[0].count == 2, zone[1].count == 2, let zh = Int64(zone[0]),
+                let zm = Int64(zone[1]), (0...18).contains(zh), (0..<60).contains(zm)
+            else { return nil }
             offsetSeconds = (zh * 3600 + zm * 60) * (rest[sign] == "-" ? -1 : 1)
             rest = rest[..<sign]
         }
@@ -214,6 +218,15 @@ public enum TimeSpec: Sendable, Equatable {
         let localNs = days * 86_400_000_000_000 + clock
         if let offsetSeconds { return localNs - offsetSeconds * 1_000_000_000 }
         return localNs - localUTCOffsetSeconds(atUTCSeconds: localNs / 1_000_000_000) * 1_000_000_000
+    }
+
+    /// Days in `month` (1…12) of `year` in the proleptic Gregorian calendar.
+    static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).

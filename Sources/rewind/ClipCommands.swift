@@ -7,6 +7,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
+    try checkOutputOutsideStore(output, store: directory)
     // Two times of the same kind are compared before anything is opened or asked of a live recorder.
     switch (try arguments.time("from")!, try arguments.time("to")!) {
     case (.stream(let from), .stream(let to)), (.wall(let from), .wall(let to)),
@@ -87,6 +88,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
         }
         format = named
+        try checkOutputOutsideStore(output, store: directory)
     }
     let selection = try liveSelection(
         directory: directory, stream: arguments.string("stream"), output: output ?? "save.mkv")

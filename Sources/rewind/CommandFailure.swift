@@ -26,7 +26,7 @@ struct CommandFailure {
         self.init(message: "\(error)")
         switch error {
         case let error as UsageError:
-            self.init(message: error.message, status: ExitStatus.usage, showsHelp: true)
+            self.init(message: error.message, status: ExitStatus.usage, showsHelp: error.showsHelp)
         case let error as CommandError:
             status = error.status
         case is ValueError:

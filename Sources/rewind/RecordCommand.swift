@@ -47,9 +47,10 @@ struct NamedInput {
     /// The argument as given, for messages.
     var argument: String
 
-    /// Whether `name` is a stream name: 1 to 64 of `a-z`, `0-9`, `_` and `-`.
+    /// Whether `name` is a stream name: 1 to 64 of `a-z`, `0-9`, `_` and `-`, and not `all` (which selects every
+    /// stream).
     static func isValidName(_ name: String) -> Bool {
-        (1...64).contains(name.utf8.count)
+        name != "all" && (1...64).contains(name.utf8.count)
             && name.utf8.allSatisfy { byte in
                 (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
                     || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
@@ -61,7 +62,7 @@ struct NamedInput {
     /// unique, and at most one input reads stdin.
     static func parse(_ arguments: [String], defaultName: String) throws(UsageError) -> [NamedInput] {
         guard isValidName(defaultName) else {
-            throw UsageError("--stream: '\(defaultName)' is not a stream name (1 to 64 of a-z, 0-9, _ and -)")
+            throw UsageError("--stream: '\(defaultName)' is not a stream name (1 to 64 of a-z, 0-9, _ and -, not all)")
         }
         var inputs: [NamedInput] = []
         for argument in arguments {
@@ -75,7 +76,7 @@ struct NamedInput {
                 source = String(argument[argument.index(after: equals)...])
                 guard isValidName(name) else {
                     throw UsageError(
-                        "--input \(argument): '\(name)' is not a stream name (1 to 64 of a-z, 0-9, _ and -)")
+                        "--input \(argument): '\(name)' is not a stream name (1 to 64 of a-z, 0-9, _ and -, not all)")
                 }
             }
             inputs.append(NamedInput(name: name, spec: try InputSpec(parsing: source), argument: argument))
@@ -127,6 +128,9 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     }
     var options = StoreOptions()
     options.diskBudget = try arguments.size("disk")
+    if options.diskBudget == 0 {
+        throw UsageError("--disk 0 keeps nothing; give a budget such as 20GiB, or leave --disk out for no limit")
+    }
     options.minimumFreeBytes = try arguments.size("min-free") ?? options.diskBudget.map { _ in defaultMinimumFree }
     if let age = try arguments.duration("max-age") {
         guard age > .zero else { throw UsageError("--max-age must be longer than 0s") }
@@ -432,7 +436,8 @@ private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStor
         throw UsageError(
             "stream '\(spec.name)' in \(directory) holds \(stored.layout) at \(describeRate(stored.frameDuration)) "
                 + "fps, and this input differs (\(differences.joined(separator: ", "))); a stream keeps one format and "
-                + "size: record it as another stream, e.g. --stream \(suggestion) (or --input \(suggestion)=SOURCE)")
+                + "size: record it as another stream, e.g. --stream \(suggestion) (or --input \(suggestion)=SOURCE)",
+            showsHelp: false)
     }
 }
 

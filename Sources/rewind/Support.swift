@@ -86,7 +86,34 @@ func checkStoreDirectory(_ path: String) throws {
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
         return
     }
-    throw UsageError("--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite")
+    throw UsageError(
+        "--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite",
+        showsHelp: false)
+}
+
+/// Refuses an `-o` that would overwrite the store's own files (through a symbolic link too): anything in
+/// `segments/`, the index and its WAL files, the control socket, the token.
+///
+/// - Throws: ``UsageError`` naming the file it resolves to.
+func checkOutputOutsideStore(_ output: String, store: String) throws {
+    guard output != "-", let root = resolvedPath(store) else { return }
+    let url = URL(fileURLWithPath: output)
+    guard
+        let resolved = resolvedPath(output)
+            ?? resolvedPath(url.deletingLastPathComponent().path).map({ $0 + "/" + url.lastPathComponent })
+    else { return }
+    let own = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "rewind.sock", "token"].map { root + "/" + $0 }
+    guard resolved.hasPrefix(root + "/segments/") || own.contains(resolved) else { return }
+    throw UsageError(
+        "-o: '\(output)' would write \(resolved), inside the store where only rewind writes; write the export "
+            + "elsewhere, e.g. \(store)/exports/", showsHelp: false)
+}
+
+/// `path` with every symbolic link resolved, or nil when it does not exist.
+private func resolvedPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
 }
 
 /// Opens the store at `directory` for reading, with a clear error when there is none.

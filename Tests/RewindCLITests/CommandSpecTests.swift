@@ -31,6 +31,7 @@ import Testing
         arguments: [
             (["--bogus"], "unknown option '--bogus'"),
             (["--store"], "needs a value"),
+            (["--store", "--json"], "option '--store' needs a value"),
             (["--json"], "needs --store"),
             (["--store", "a", "--store", "b"], "given twice"),
             (["--store", "a", "stray"], "unexpected argument 'stray'"),

@@ -315,7 +315,7 @@ func info(_ store: String) throws -> [String: Any] {
 
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
-    @Test(arguments: [("100K", 1), ("0", 1), ("10MiB", 0)])
+    @Test(arguments: [("100K", 1), ("1", 1), ("10MiB", 0)])
     func retentionThatKeepsNothingOfARecordingIsAFailure(disk: String, expected: Int32) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

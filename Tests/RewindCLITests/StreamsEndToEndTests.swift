@@ -241,6 +241,9 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         (["--input", "Front=synthetic"], "'Front' is not a stream name"),
         (["--input", "a=-", "--input", "b=-"], "both read stdin"),
         (["--stream", "no space", "--input", "synthetic"], "'no space' is not a stream name"),
+        (["--input", "all=synthetic:320x180@30"], "'all' is not a stream name"),
+        (["--stream", "all", "--input", "synthetic:320x180@30"], "'all' is not a stream name"),
+        (["--input", "synthetic:320x180@30", "--disk", "0"], "--disk 0 keeps nothing"),
         (["--input", "synthetic:320x180@30", "--max-age", "0s"], "--max-age must be longer than 0s"),
     ])
     func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {

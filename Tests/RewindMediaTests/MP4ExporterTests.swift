@@ -82,6 +82,49 @@ import Testing
         }
     }
 
+    /// H.264 4:2:0 needs even sides: a 161x91 stream comes out 162x92, and `lossless` keeps every stored pixel,
+    /// the last column and row included (the added ones repeat them).
+    @Test(arguments: [PixelFormat.nv12, .i420])
+    func oddSizesKeepEveryPixel(format: PixelFormat) throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let layout = try FrameLayout(format: format, width: 161, height: 91)
+        let camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30))
+        let frames = try (0..<5).map { index in
+            (info: try info(ns: Int64(index) * 33_333_333, color: .bt709Video), bytes: try camera.frameBytes(at: index))
+        }
+        let output = TemporaryDirectory.shared.file("odd-\(format).mp4")
+        var exporter = try MP4Exporter(stream: camera.stream, destination: .path(output), quality: .lossless)
+        try writeFrames(frames, layout: layout, to: &exporter)
+        _ = try exporter.finish()
+        #expect(try ExternalTools.probe(output, ["-show_entries", "stream=width,height"]) == [["162", "92"]])
+        let decoded = [UInt8](
+            try ExternalTools.run(
+                "ffmpeg",
+                ["-hide_banner", "-loglevel", "error", "-i", output, "-f", "rawvideo", "-pix_fmt", "yuv420p", "-"]))
+        let (width, height, chromaWidth, chromaHeight) = (162, 92, 81, 46)
+        let frameBytes = width * height + 2 * chromaWidth * chromaHeight
+        try #require(decoded.count == 5 * frameBytes)
+        for (index, frame) in frames.enumerated() {
+            let out = Array(decoded[index * frameBytes..<(index + 1) * frameBytes])
+            for row in 0..<92 {
+                let source = min(row, 90) * 161
+                #expect(Array(out[row * width..<row * width + 161]) == Array(frame.bytes[source..<source + 161]))
+                #expect(out[row * width + 161] == frame.bytes[source + 160], "the added column repeats the last")
+            }
+            // Chroma already covers the odd pixel: 81x46 samples, exactly the stored ones.
+            let chroma = layout.plane(0).byteCount
+            let samples = chromaWidth * chromaHeight
+            for plane in 0..<2 {
+                let decodedPlane = Array(out[width * height + plane * samples..<width * height + (plane + 1) * samples])
+                let stored: [UInt8] =
+                    format == .i420
+                    ? Array(frame.bytes[chroma + plane * samples..<chroma + (plane + 1) * samples])
+                    : stride(from: chroma + plane, to: chroma + 2 * samples, by: 2).map { frame.bytes[$0] }
+                #expect(decodedPlane == stored, "frame \(index) chroma plane \(plane)")
+            }
+        }
+    }
+
     @Test func missingFFmpegIsAClearError() throws {
         let (stream, _) = try synthetic(.nv12, pts: [])
         #expect {

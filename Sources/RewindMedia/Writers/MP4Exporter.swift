@@ -27,6 +27,10 @@ public final class MP4Exporter: Exporter {
     private let errorLog: String
     private var matroska: MatroskaWriter?
     private var tally: ExportTally
+    /// For a stream of odd width or height: the frame grown to even sides (H.264 4:2:0 needs them), the last
+    /// column and row repeated. ffmpeg's `pad` filter would round an odd 4:2:0 input down first and lose the
+    /// last column. Chroma planes already cover the odd pixel and are copied as they are.
+    private let padded: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer)?
 
     /// Starts `ffmpeg`, found on `searchPath`.
     ///
@@ -48,6 +52,17 @@ public final class MP4Exporter: Exporter {
         self.stream = stream
         self.destination = destination
         self.tally = ExportTally(stream: stream)
+        var fed = stream
+        if stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1,
+            let even = try? FrameLayout(
+                format: stream.layout.format, width: (stream.layout.width + 1) / 2 * 2,
+                height: (stream.layout.height + 1) / 2 * 2)
+        {
+            padded = (even, .allocate(byteCount: even.byteCount, alignment: 16))
+            fed.layout = even
+        } else {
+            padded = nil
+        }
         signal(SIGPIPE, SIG_IGN)
 
         var arguments = [
@@ -85,7 +100,7 @@ public final class MP4Exporter: Exporter {
         let name = "ffmpeg's stdin"
         do {
             matroska = try MatroskaWriter(
-                stream: stream,
+                stream: fed,
                 destination: .fileDescriptor(FileDescriptor(rawValue: input.fileDescriptor), name: name),
                 fileSystem: fileSystem)
         } catch {
@@ -96,6 +111,30 @@ public final class MP4Exporter: Exporter {
     deinit {
         if process.isRunning { process.terminate() }
         try? FileManager.default.removeItem(atPath: errorLog)
+        padded?.buffer.deallocate()
+    }
+
+    /// `frame` with even sides: each plane's rows copied into the padded layout, a row's missing last sample and a
+    /// plane's missing last row repeated from the one before.
+    private func evenSided(_ frame: FrameView, _ padded: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer))
+        -> FrameView
+    {
+        let source = frame.bytes.baseAddress!
+        let target = padded.buffer.baseAddress!
+        for index in 0..<stream.layout.planeCount {
+            let from = stream.layout.plane(index)
+            let to = padded.layout.plane(index)
+            let extra = to.bytesPerRow - from.bytesPerRow
+            for row in 0..<to.rows {
+                let line = source + from.offset + min(row, from.rows - 1) * from.bytesPerRow
+                let out = target + to.offset + row * to.bytesPerRow
+                out.copyMemory(from: line, byteCount: from.bytesPerRow)
+                if extra > 0 {
+                    (out + from.bytesPerRow).copyMemory(from: line + from.bytesPerRow - extra, byteCount: extra)
+                }
+            }
+        }
+        return FrameView(layout: padded.layout, info: frame.info, bytes: UnsafeRawBufferPointer(padded.buffer))
     }
 
     /// Sends `frame` to ffmpeg.
@@ -108,7 +147,7 @@ public final class MP4Exporter: Exporter {
         }
         _ = try tally.accept(frame)
         do {
-            try writer.write(frame)
+            try writer.write(padded.map { evenSided(frame, $0) } ?? frame)
         } catch let error as ExportError {
             matroska = nil
             throw failure(after: error)
@@ -177,10 +216,6 @@ public final class MP4Exporter: Exporter {
             // RGB input: convert with the tagged matrix and range, not swscale's default.
             let matrix = tags.map { $0.matrix == "smpte170m" ? "bt601" : $0.matrix == "bt2020nc" ? "bt2020" : "bt709" }
             filters.append("scale=out_color_matrix=\(matrix ?? "bt709"):out_range=\(range)")
-        }
-        if stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1 {
-            // H.264 4:2:0 needs even sides: add one black column or row rather than lose pixels.
-            filters.append("pad=ceil(iw/2)*2:ceil(ih/2)*2")
         }
         if !filters.isEmpty { arguments += ["-vf", filters.joined(separator: ",")] }
         return arguments

@@ -40,9 +40,14 @@ final class OutputFile {
         self.fileSystem = fileSystem
         switch destination {
         case .path(let path):
+            // Something other than a regular file (a FIFO, a device) is opened write-only: a FIFO then waits for
+            // its reader, and a reader that leaves makes the writes fail (EPIPE) instead of filling the pipe for ever.
+            var info = stat()
+            let isSpecial = stat(path, &info) == 0 && (info.st_mode & S_IFMT) != S_IFREG
             let fd: Int32
             do {
-                fd = try fileSystem.open(path, flags: O_RDWR | O_CREAT | O_TRUNC, mode: 0o644)
+                fd = try fileSystem.open(
+                    path, flags: isSpecial ? O_WRONLY : O_RDWR | O_CREAT | O_TRUNC, mode: 0o644)
             } catch {
                 throw ExportError(
                     destination: path, reason: .system(action: "cannot create the file", Errno(rawValue: error.code)))
@@ -50,7 +55,7 @@ final class OutputFile {
             descriptor = fd
             name = path
             ownsDescriptor = true
-            isReadable = true
+            isReadable = !isSpecial
         case .fileDescriptor(let fd, let label):
             descriptor = fd.rawValue
             name = label

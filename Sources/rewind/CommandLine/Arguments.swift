@@ -5,10 +5,14 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// The command whose usage should be shown, if known.
     public let command: String?
+    /// Whether the command's help follows the message: for a command line that is malformed, not for a well-formed
+    /// one whose values cannot work together (the message says what to change).
+    public let showsHelp: Bool
 
-    public init(_ message: String, command: String? = nil) {
+    public init(_ message: String, command: String? = nil, showsHelp: Bool = true) {
         self.message = message
         self.command = command
+        self.showsHelp = showsHelp
     }
 
     public var description: String { message }
@@ -181,7 +185,9 @@ public struct CommandSpec: Sendable {
                 if let inlineValue {
                     value = inlineValue
                 } else {
-                    guard index < arguments.count else {
+                    // The next option is not this one's value (`--store --realtime`): give one as `--store=--x`.
+                    guard index < arguments.count, !(arguments[index].hasPrefix("--") && arguments[index].count > 2)
+                    else {
                         throw UsageError("option '--\(option.name)' needs a value (\(placeholder))", command: name)
                     }
                     value = arguments[index]

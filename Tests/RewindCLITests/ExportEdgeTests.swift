@@ -1,0 +1,117 @@
+import Foundation
+import RewindTesting
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Exports to destinations that fail or are not plain files: every run ends with a clear error or a complete file,
+/// never a crash or a hang, and nothing of the user's or the store's is removed or overwritten.
+@Suite(.timeLimit(.minutes(15))) struct ExportEdgeTests {
+    /// A store of 4 s of 320x240 at 30 fps.
+    static func makeStore(in directory: URL) throws -> String {
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "4s", "--segment", "1s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        return store
+    }
+
+    /// Writes that start failing part way (the file size limit of `ulimit -f`, as a full disk would): exit 1 naming
+    /// the error, no crash, and no temporary file left. Repeated, since where the failure falls decides which of the
+    /// export's threads is waiting when it does.
+    @Test(arguments: ["lim.y4m", "lim.mkv"])
+    func writesThatFailPartWayEndWithAnError(name: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let output = directory.appendingPathComponent(name).path
+        for _ in 0..<6 {
+            let result = try Tool.run(
+                "/bin/sh",
+                [
+                    "-c", "trap '' XFSZ; ulimit -f 1000; exec \"$0\" \"$@\"", Tool.rewindPath, "clip", "--store", store,
+                    "--from", "0s", "--to", "4s", "-o", output,
+                ])
+            #expect(result.status == 1, "\(result.stderr)")
+            #expect(result.stderr.contains("File too large"), "\(result.stderr)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(left.sorted() == ["store"], "nothing left behind: \(left)")
+        }
+        // ffmpeg failing at once (a missing directory) is the same path for .mp4.
+        let mp4 = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o", directory.path + "/nodir/x.mp4",
+        ])
+        #expect(mp4.status == 1, "\(mp4.stderr)")
+        #expect(mp4.stderr.contains("No such file or directory"), "\(mp4.stderr)")
+    }
+
+    /// A FIFO whose reader stops early: the export ends (the writes fail) instead of waiting for ever.
+    @Test func aFIFOWhoseReaderLeavesEndsTheExport() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let reader = try ExternalTools.Child("/usr/bin/head", ["-c", "1000", fifo])
+        let result = try Tool.rewind(
+            ["clip", "--store", store, "--from", "0s", "--to", "4s", "-o", fifo], timeout: .seconds(60))
+        #expect(result.status != 0, "the reader left after 1000 bytes")
+        _ = try reader.finish(timeout: .seconds(30))
+        var info = stat()
+        #expect(stat(fifo, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO, "the FIFO is still there")
+    }
+
+    /// A link to a device that fails (`/dev/full`): the error is reported and the link stays.
+    @Test func aFailedExportToALinkedDeviceKeepsTheLink() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let link = directory.appendingPathComponent("out.y4m").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/full")
+        let result = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", link])
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("No space left on device"), "\(result.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "/dev/full")
+    }
+
+    /// `-o` into the store's own files, directly or through a link, is refused before anything is written.
+    @Test func anOutputInsideTheStoreIsRefused() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let segment = store + "/segments/000001.seg"
+        let before = FileManager.default.contents(atPath: segment)
+        let link = directory.appendingPathComponent("seg.mkv").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: segment)
+        let indexLink = directory.appendingPathComponent("index.mkv").path
+        try FileManager.default.createSymbolicLink(atPath: indexLink, withDestinationPath: store + "/index.sqlite")
+        for arguments in [
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", link],
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", store + "/segments/new.y4m"],
+            ["save", "--store", store, "--last", "1s", "-o", indexLink],
+        ] {
+            let result = try Tool.rewind(arguments)
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("inside the store where only rewind writes"), "\(result.stderr)")
+        }
+        #expect(FileManager.default.contents(atPath: segment) == before)
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+
+    /// Times the parser cannot represent (outside 1678…2261) or that do not exist are usage errors, not a crash.
+    @Test(arguments: ["9999-12-31T23:59:59Z", "1600-01-01T00:00:00Z", "2026-02-30T10:00:00Z"])
+    func impossibleTimesAreUsageErrors(time: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let result = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", time, "-o", directory.path + "/o.y4m",
+        ])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains(time), "\(result.stderr)")
+    }
+}
