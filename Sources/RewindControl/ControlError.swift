@@ -153,7 +153,7 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The problem in words.
         public var description: String {
             switch self {
-            case .malformed: "expected HOST:PORT, e.g. 127.0.0.1:8080"
+            case .malformed: "expected HOST:PORT with a port in 0…65535, e.g. 127.0.0.1:8080"
             case .notNumeric: "not a numeric IP address"
             case .notLoopback: "not a loopback address"
             case .system(let errno): "\(errno)"

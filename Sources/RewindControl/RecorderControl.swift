@@ -60,6 +60,28 @@ public final class RecorderControl: Sendable {
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             return (host, port)
         }
+
+        /// Parses `HOST:PORT` and checks the host before anything is made: a numeric address, and a loopback one
+        /// unless `allowsAnyAddress`.
+        ///
+        /// - Throws: ``ControlError/badListenAddress(_:reason:)``.
+        public static func check(_ text: String, allowsAnyAddress: Bool) throws -> (host: String, port: Int) {
+            let (host, port) = try parse(text)
+            var v4 = in_addr()
+            var v6 = in6_addr()
+            let isLoopback: Bool
+            if inet_pton(AF_INET, host, &v4) == 1 {
+                isLoopback = UInt32(bigEndian: v4.s_addr) >> 24 == 127
+            } else if inet_pton(AF_INET6, host, &v6) == 1 {
+                isLoopback = withUnsafeBytes(of: &v6) { $0.dropLast().allSatisfy { $0 == 0 } && $0.last == 1 }
+            } else {
+                throw ControlError.badListenAddress(text, reason: .notNumeric)
+            }
+            guard isLoopback || allowsAnyAddress else {
+                throw ControlError.badListenAddress(text, reason: .notLoopback)
+            }
+            return (host, port)
+        }
     }
 
     /// The recorder served.

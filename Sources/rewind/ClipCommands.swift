@@ -10,9 +10,15 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     try checkOutputOutsideStore(output, store: directory)
     // Two times of the same kind are compared before anything is opened or asked of a live recorder.
     switch (try arguments.time("from")!, try arguments.time("to")!) {
-    case (.stream(let from), .stream(let to)), (.wall(let from), .wall(let to)),
-        (.timeOfDay(let from), .timeOfDay(let to)):
+    case (.stream(let from), .stream(let to)):
         if from >= to { throw ClipError.badRange(from: from, to: to) }
+    case (.wall(let from), .wall(let to)), (.timeOfDay(let from), .timeOfDay(let to)):
+        // Said in the times as given: their nanoseconds since 1970 or midnight mean nothing to the reader.
+        if from >= to {
+            throw UsageError(
+                "the range [\(arguments.string("from")!), \(arguments.string("to")!)) is empty: --to must be after "
+                    + "--from", showsHelp: false)
+        }
     default:
         break
     }

@@ -5,6 +5,10 @@ import RewindKit
 func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let seconds = try arguments.duration("seconds")!
+    // One frame of the 60 fps camera at least: a shorter demo records nothing.
+    guard seconds >= .milliseconds(17) else {
+        throw UsageError("--seconds must be at least one frame (17ms); the demo's default is 20s", showsHelp: false)
+    }
     try prepareFreshStore(directory)
     let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
     let frameDuration = FrameTime(value: 1, timescale: 60)

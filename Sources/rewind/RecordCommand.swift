@@ -347,7 +347,9 @@ private func record(
     for (name, failure) in failures {
         printError(failure.text(command: "record", help: "", stream: isSingle ? nil : name))
         let recorded = recorder.stream(named: name)?.statistics.framesAccepted ?? 0
-        if isSingle {
+        if configuration.spill == .off {
+            if recorded > 0 { printError("rewind record: nothing is stored: --spill off keeps frames in memory only") }
+        } else if isSingle {
             printError("rewind record: everything recorded before it is stored")
         } else if recorded > 0 {
             printError(
@@ -542,7 +544,7 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
         }
         return nil
     }
-    let (host, port) = try RecorderControl.Listen.parse(text)
+    let (host, port) = try RecorderControl.Listen.check(text, allowsAnyAddress: arguments.flag("listen-any"))
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let token = try ControlToken.loadOrCreate(path: arguments.string("token-file") ?? directory + "/token")
     return RecorderControl.Listen(host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token)

@@ -96,9 +96,10 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
         print("deleted " + describe(removed))
         return ExitStatus.success
     }
+    try requireStore(directory)
     let store = try SegmentStore.open(directory: directory)
     guard let removed = try store.removeMarker(id: id) else {
-        throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them", status: ExitStatus.dataError)
+        throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them")
     }
     print("deleted " + describe(removed, stream: ""))
     return ExitStatus.success

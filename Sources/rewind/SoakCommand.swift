@@ -43,6 +43,19 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("\(error)")
     }
 
+    // Where the report and chart go must exist before the soak runs, not only when it ends.
+    for option in ["report", "chart"] {
+        guard let path = arguments.string(option) else { continue }
+        let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue,
+            access(parent, W_OK) == 0
+        else {
+            throw UsageError(
+                "--\(option): cannot write \(path): \(parent) is not a writable directory", showsHelp: false)
+        }
+    }
+
     installStopHandlers()
     var progress = ProgressLine()
     let report = try Soak.run(

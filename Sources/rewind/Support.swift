@@ -82,6 +82,7 @@ func printJSON(_ object: Any) throws {
 ///
 /// - Throws: ``UsageError`` naming what the path is.
 func checkStoreDirectory(_ path: String) throws {
+    guard !path.isEmpty else { throw UsageError("--store needs a directory, e.g. --store cam", showsHelp: false) }
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
         return
@@ -116,8 +117,11 @@ private func resolvedPath(_ path: String) -> String? {
     return String(cString: resolved)
 }
 
-/// Opens the store at `directory` for reading, with a clear error when there is none.
-func openStoreForReading(_ directory: String) throws -> SegmentStore {
+/// Refuses a directory that holds no store (neither `index.sqlite` nor `segments/`), so a command that only reads
+/// or edits a store never creates one.
+///
+/// - Throws: ``CommandError`` saying what was expected.
+func requireStore(_ directory: String) throws {
     guard
         FileManager.default.fileExists(atPath: directory + "/index.sqlite")
             || FileManager.default.fileExists(atPath: directory + "/segments")
@@ -126,6 +130,11 @@ func openStoreForReading(_ directory: String) throws -> SegmentStore {
             "no store at '\(directory)': expected \(directory)/index.sqlite; record one with "
                 + "'rewind record --store \(directory)'")
     }
+}
+
+/// Opens the store at `directory` for reading, with a clear error when there is none.
+func openStoreForReading(_ directory: String) throws -> SegmentStore {
+    try requireStore(directory)
     return try SegmentStore.openReadOnly(directory: directory)
 }
 

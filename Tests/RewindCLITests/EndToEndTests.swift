@@ -287,9 +287,16 @@ func info(_ store: String) throws -> [String: Any] {
         let backwards = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "0s", "-o", output])
         #expect(backwards.status == 64, "\(backwards.stderr)")
         #expect(backwards.stderr.contains("--to must be after --from"))
-        let missing = try Tool.rewind(["info", "--store", directory.appendingPathComponent("nope").path])
+        let nowhere = directory.appendingPathComponent("nope").path
+        let missing = try Tool.rewind(["info", "--store", nowhere])
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("no store at"))
+        // Editing a store that is not there makes none; an unknown marker is not found (exit 1).
+        let unmarkNowhere = try Tool.rewind(["unmark", "--store", nowhere, "3"])
+        #expect(unmarkNowhere.status == 1 && unmarkNowhere.stderr.contains("no store at"), "\(unmarkNowhere.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: nowhere))
+        let unknownMarker = try Tool.rewind(["unmark", "--store", store, "3"])
+        #expect(unknownMarker.status == 1 && unknownMarker.stderr.contains("no marker 3"), "\(unknownMarker.stderr)")
         let badExtension = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", "x.avi"])
         #expect(badExtension.status == 64)
     }
@@ -311,6 +318,32 @@ func info(_ store: String) throws -> [String: Any] {
             #expect(result.stderr.contains("'\(file)' is a file, not a store directory"), "\(result.stderr)")
         }
         #expect(try String(contentsOfFile: file, encoding: .utf8) == "not a store")
+    }
+
+    /// Exit statuses from the README's table for inputs and values that cannot work: a directory as a Y4M input
+    /// cannot be opened (66); an empty `--store` and a demo shorter than a frame are usage errors (64). Nothing is
+    /// made.
+    @Test(
+        arguments: [
+            (["record", "--store", "S", "--input", "y4m:/tmp"], 66, "cannot open for reading: Is a directory"),
+            (["info", "--store", ""], 64, "--store needs a directory"),
+            (["demo", "--store", "S", "--seconds", "0s"], 64, "--seconds must be at least one frame"),
+            (["soak", "--duration", "1s", "--report", "/nonexistent/r.json"], 64, "/nonexistent is not a writable"),
+            (
+                [
+                    "clip", "--store", "S", "--from", "2026-12-01T10:33:58Z", "--to", "2026-12-01T10:33:57Z", "-o",
+                    "o.y4m",
+                ], 64, "[2026-12-01T10:33:58Z, 2026-12-01T10:33:57Z) is empty"
+            ),
+        ] as [([String], Int32, String)])
+    func unusableValuesHaveTheirExitStatus(arguments: [String], status: Int32, words: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let result = try Tool.rewind(arguments.map { $0 == "S" ? store : $0 })
+        #expect(result.status == status, "\(result.stderr)")
+        #expect(result.stderr.contains(words), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store))
     }
 
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead

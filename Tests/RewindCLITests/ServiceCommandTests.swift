@@ -120,6 +120,14 @@ import Testing
             "--listen", "0.0.0.0:0",
         ])
         #expect(refused.status == 64 && refused.stderr.contains("--listen-any"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "refused before the store or its token was made")
+        for (address, words) in [("127.0.0.1:99999", "port in 0…65535"), ("localhost:80", "not a numeric IP address")] {
+            let bad = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s", "--listen", address,
+            ])
+            #expect(bad.status == 64 && bad.stderr.contains(words), "\(address): \(bad.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: store))
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--listen", "127.0.0.1:0",
         ])

@@ -38,6 +38,11 @@ final class BufferedFileReader {
     ///
     /// - Throws: ``InputError`` naming the path and the system's reason.
     convenience init(path: String, fileSystem: any FileSystem) throws(InputError) {
+        // open(2) accepts a directory for reading; refuse it here rather than at the first read.
+        var info = stat()
+        if stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            throw InputError(input: path, byteOffset: nil, problem: .cannotOpen(Errno(rawValue: EISDIR)))
+        }
         let fd: Int32
         do {
             fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)

@@ -80,14 +80,28 @@ public struct InputError: Error, Sendable, Hashable, CustomStringConvertible {
         case .lineTooLong(let maximumLength):
             return framePrefix + "line is longer than \(maximumLength) bytes without a newline"
         case .badFrameMarker(let found):
-            return "bad FRAME marker before frame \(frame ?? 0): expected 'FRAME', found '\(found)'"
+            return "bad FRAME marker before frame \(frame ?? 0): expected 'FRAME', found '\(Self.visible(found))'"
         case .unsupportedColorSpace(let token):
-            return "unsupported colour space '\(token)': supported are \(Y4MHeader.supportedColorSpaces)"
+            return "unsupported colour space '\(Self.visible(token))': supported are \(Y4MHeader.supportedColorSpaces)"
         case .interlaced(let token):
-            return "interlaced input ('\(token)') is not supported: only progressive ('Ip') frames are read"
+            return
+                "interlaced input ('\(Self.visible(token))') is not supported: only progressive ('Ip') frames are read"
         case .malformed(let detail):
             return framePrefix + detail
         }
+    }
+
+    /// `text` with control characters spelled out (`C420jpeg\r` for a header line ending in CR LF), so a message
+    /// shows what the input holds.
+    static func visible(_ text: String) -> String {
+        text.unicodeScalars.map { scalar in
+            switch scalar {
+            case "\r": "\\r"
+            case "\t": "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: "\\u{\(String(scalar.value, radix: 16))}"
+            default: String(scalar)
+            }
+        }.joined()
     }
 
     /// The input's name, the byte offset when known, and the message, such as
