@@ -346,6 +346,33 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(!FileManager.default.fileExists(atPath: store))
     }
 
+    /// A store the user may read but not write: recording into it is refused at once (before any frame is taken),
+    /// and reading it still works. Run as user 65534 (`setpriv`) when the tests run as root, who may write anything.
+    @Test func aStoreThatCannotBeWrittenIsRefusedBeforeRecording() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "1s"])
+        try #require(first.status == 0, "\(first.stderr)")
+        for path in [directory.path, store, store + "/segments"] { chmod(path, 0o555) }
+        for name in try FileManager.default.contentsOfDirectory(atPath: store) where name.hasPrefix("index.sqlite") {
+            chmod(store + "/" + name, 0o444)
+        }
+        defer { for path in [directory.path, store, store + "/segments"] { chmod(path, 0o755) } }
+        let asUser = getuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        let command = asUser + [Tool.rewindPath]
+        let record = try Tool.run(
+            try Tool.path(of: command[0]),
+            Array(command.dropFirst()) + [
+                "record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "30s", "--realtime",
+            ], timeout: .seconds(20))
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("open for writing") && record.stderr.contains("Permission denied"))
+        let info = try Tool.run(
+            try Tool.path(of: command[0]), Array(command.dropFirst()) + ["info", "--store", store, "--json"])
+        #expect(info.status == 0 && info.output.contains("\"frames\" : 30"), "\(info.output) \(info.stderr)")
+    }
+
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
     @Test(arguments: [("100K", 1), ("1", 1), ("10MiB", 0)])

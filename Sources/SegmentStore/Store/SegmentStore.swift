@@ -85,6 +85,12 @@ public final class SegmentStore: Sendable {
             try fs.makeDirectory(directory)
             try fs.makeDirectory(directory + "/segments")
         }
+        // A store this process may not write is refused now, not when its first frames are written: SQLite would
+        // open a read-only index without a word.
+        for path in [directory, directory + "/segments", directory + "/index.sqlite", directory + "/index.sqlite-wal"]
+        where fs.fileExists(path) && access(path, W_OK) != 0 {
+            throw SegmentStoreError.io(FileSystemError(operation: "open for writing", path: path, code: errno))
+        }
         let lockFD = try wrapIO { () throws(FileSystemError) in
             try fs.open(directory, flags: O_RDONLY | O_DIRECTORY, mode: 0)
         }
