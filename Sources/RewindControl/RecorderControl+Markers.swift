@@ -34,11 +34,7 @@ extension RecorderControl {
         if let requested = request.hold {
             func length(_ text: String?, _ field: String) throws -> Int64 {
                 guard let text else { return 0 }
-                do {
-                    return try Values.duration(text).nanosecondsClamped
-                } catch {
-                    throw APIError(.badRequest, "hold.\(field): \(error)")
-                }
+                return try duration(text, field: "hold.\(field)")
             }
             let before = try length(requested.before, "before")
             let after = try length(requested.after, "after")
@@ -65,11 +61,23 @@ extension RecorderControl {
         guard let budget = store.options.diskBudget else { return }
         let existing = try store.markers(streamName: stream).compactMap(\.hold)
         let held = try store.heldBytes(streamName: stream, ranges: existing + [hold])
+        // What is still to be recorded inside any hold, the new one and those already kept (their union, each
+        // stretch counted once), at the stream's stored bytes per nanosecond so far.
         var toCome: Int64 = 0
         let summary = try store.summary(streamName: stream)
-        if let first = summary.firstPTS, let last = summary.lastPTS, last > first, hold.upperBound > last {
+        if let first = summary.firstPTS, let last = summary.lastPTS, last > first {
             let rate = Double(summary.storedBytes) / Double(last - first)
-            toCome = Int64(rate * Double(hold.upperBound - max(last, hold.lowerBound)))
+            let future = (existing + [hold]).filter { $0.upperBound > last }.map {
+                max(last, $0.lowerBound)..<$0.upperBound
+            }
+            .sorted { $0.lowerBound < $1.lowerBound }
+            var covered: Int64 = 0
+            var reached = last
+            for stretch in future where stretch.upperBound > reached {
+                covered += stretch.upperBound - max(reached, stretch.lowerBound)
+                reached = stretch.upperBound
+            }
+            toCome = Int64(min(rate * Double(covered), Double(Int64.max / 2)))
         }
         let needed = held + toCome
         guard needed <= Int64(budget) else {

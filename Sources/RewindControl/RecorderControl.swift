@@ -222,6 +222,7 @@ public final class RecorderControl: Sendable {
         guard !isStopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         isStopping.store(true, ordering: .releasing)
         events.publish("stopping", HealthResponse(status: "stopping"))
+        let hadSaves = !book.isIdle
         book.forceAll()
         var byte = UInt8(ascii: "w")
         _ = write(wake.write, &byte, 1)
@@ -229,6 +230,8 @@ public final class RecorderControl: Sendable {
             book.startDueExports()
             System.sleep(for: .milliseconds(5))
         }
+        // Clients polling the saves just finished (`rewind save` asks every 50 ms) get to see them done.
+        if hadSaves { System.sleep(for: .milliseconds(400)) }
         // Event streams end after their queued events (`stopping` last); then the servers stop, which closes what
         // is still open.
         events.closeAll()
@@ -475,19 +478,33 @@ public final class RecorderControl: Sendable {
     /// A time as requests write it (`12.5s` recorder time, ISO-8601 wall time, a time of day), on the recorder
     /// clock every stream shares.
     func recorderTime(_ text: String, field: String) throws -> Int64 {
+        let time: Int64
         do {
-            return try StreamSet(recorder: recorder).recorderTime(try TimeSpec(parsing: text))
+            time = try StreamSet(recorder: recorder).recorderTime(try TimeSpec(parsing: text))
         } catch let error as ValueError {
             throw APIError(.badRequest, "\(field): \(error)")
         }
+        guard time.magnitude <= Self.longestSpan else {
+            throw APIError(.badRequest, "\(field): '\(text)' is more than 100 years from the recorder's time 0")
+        }
+        return time
     }
 
-    private func duration(_ text: String, field: String) throws -> Int64 {
+    /// The longest duration, and the farthest recorder time from 0, a request may give: 100 years. Sums of a few of
+    /// them (a trigger, a pre-roll, a post-roll) stay far inside 64-bit nanoseconds.
+    static let longestSpan: UInt64 = 100 * 365 * 86_400 * 1_000_000_000
+
+    func duration(_ text: String, field: String) throws -> Int64 {
+        let nanoseconds: Int64
         do {
-            return try Values.duration(text).nanosecondsClamped
+            nanoseconds = try Values.duration(text).nanosecondsClamped
         } catch {
             throw APIError(.badRequest, "\(field): \(error)")
         }
+        guard nanoseconds.magnitude <= Self.longestSpan else {
+            throw APIError(.badRequest, "\(field): '\(text)' is longer than 100 years")
+        }
+        return nanoseconds
     }
 
     /// The x264 quality of an export (`fast` when not given).
@@ -531,11 +548,16 @@ public final class RecorderControl: Sendable {
         let unique = exportCounter.wrappingAdd(1, ordering: .relaxed).newValue
         return (
             format,
-            "\(directory)/exports/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
+            "\(exportsDirectory)/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
         )
     }
 
     private let exportCounter = Atomic<Int>(0)
+
+    /// `DIR/exports` as an absolute path: save objects name their files for clients in other directories.
+    private var exportsDirectory: String {
+        URL(fileURLWithPath: directory + "/exports").standardizedFileURL.path
+    }
 
     /// `POST /v1/saves`: the range `(trigger − before, trigger + after]` around the recorder clock now.
     func startSave(_ request: SaveRequest) throws -> SaveObject {

@@ -40,17 +40,30 @@ final class SaveBook: Sendable {
 
     struct Entry {
         var object: SaveObject
+        /// The path asked for (or made): the file, or for `.y4m`/`.mp4` of several streams the name each stream's
+        /// file is made from (``StreamSet/fileName(for:stream:)``), which `object.files` lists.
+        var path: String
         var target: Target
         var exportFormat: ExportFormat
         /// How an `mp4` export is encoded.
         var quality: ExportQuality = .fast
         var holds: [RetentionHold] = []
-        /// Without a store memory is the only copy: the frames of the range recorded so far, pinned when the save
-        /// was made and then as they arrive while it waits (oldest first).
-        var memoryPins: [RingSnapshot] = []
+        /// Without a store memory is the only copy: each stream's frames of the range recorded so far, pinned when
+        /// the save was made and then as they arrive while it waits (oldest first), by stream name.
+        var memoryPins: [String: [RingSnapshot]] = [:]
+
+        /// Every pin, of every stream.
+        var allPins: [RingSnapshot] { memoryPins.values.flatMap { $0 } }
+
+        /// The source of `stream`'s frames for the export: its pinned frames first when it has any.
+        func source(_ stream: RecorderStream) -> ClipSource {
+            memoryPins[stream.name].map { .pinned(stream, $0) } ?? .recorderStream(stream)
+        }
         var cancelRequested = false
-        /// The recorder stopped: export what there is now.
+        /// The recorder stopped, or memory is full of this save's pinned frames: export what there is now.
         var isForced = false
+        /// Frames the save's streams had dropped as `pinned frames` when it was made (without a store).
+        var pinnedDropsAtStart = 0
     }
 
     struct State {
@@ -115,11 +128,20 @@ final class SaveBook: Sendable {
                 store.addHold(
                     streamName: member.name, range: clock.pts(atRecorderTime: range.lowerBound)..<Int64.max))
         }
-        // Without a store, the frames of one stream already recorded stay pinned in memory until it is written.
-        var memoryPins: [RingSnapshot] = []
-        if case .one(let member) = target, member.store == nil, let clock = member.clock {
-            memoryPins = [member.ring.pin(clock.ptsRange(range))]
+        // Without a store, the frames already recorded stay pinned in memory until they are written.
+        var memoryPins: [String: [RingSnapshot]] = [:]
+        for member in target.streams where member.store == nil {
+            guard let clock = member.clock else { continue }
+            memoryPins[member.name] = [member.ring.pin(clock.ptsRange(range))]
         }
+        let pinnedDrops = memoryPins.isEmpty ? 0 : Self.pinnedDrops(target.streams)
+        // The files the save will write: one, or one per stream for formats with a single track.
+        let files =
+            if case .all(let streams) = target, format != .matroska {
+                streams.map { StreamSet.fileName(for: path, stream: $0.name) }
+            } else {
+                [path]
+            }
         let result: Result<SaveObject, APIError> = state.withLock { state in
             if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
             let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
@@ -131,10 +153,10 @@ final class SaveBook: Sendable {
             state.nextID += 1
             let object = SaveObject(
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
-                toNanoseconds: range.upperBound, format: format.fileExtension, files: [path])
+                toNanoseconds: range.upperBound, format: format.fileExtension, files: files)
             state.entries[id] = Entry(
-                object: object, target: target, exportFormat: format, quality: quality, holds: holds,
-                memoryPins: memoryPins)
+                object: object, path: path, target: target, exportFormat: format, quality: quality, holds: holds,
+                memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
             return .success(object)
         }
         switch result {
@@ -143,7 +165,7 @@ final class SaveBook: Sendable {
             return object
         case .failure(let error):
             for hold in holds { recorder.store?.removeHold(hold) }
-            for pin in memoryPins { pin.release() }
+            for pin in memoryPins.values.flatMap({ $0 }) { pin.release() }
             throw error
         }
     }
@@ -172,7 +194,11 @@ final class SaveBook: Sendable {
                 return .failure(
                     APIError(.conflict, "save \(id) is \(entry.object.state.rawValue): only a waiting save can grow"))
             }
-            entry.object.toNanoseconds += nanoseconds
+            let (end, overflow) = entry.object.toNanoseconds.addingReportingOverflow(nanoseconds)
+            guard !overflow, end.magnitude <= 2 * RecorderControl.longestSpan else {
+                return .failure(APIError(.badRequest, "save \(id) would end more than 200 years from now"))
+            }
+            entry.object.toNanoseconds = end
             state.entries[id] = entry
             return .success(entry.object)
         }
@@ -196,9 +222,9 @@ final class SaveBook: Sendable {
             case .waiting:
                 entry.object.state = .cancelled
                 let holds = entry.holds
-                let pins = entry.memoryPins
+                let pins = entry.allPins
                 entry.holds = []
-                entry.memoryPins = []
+                entry.memoryPins = [:]
                 state.entries[id] = entry
                 return .ended(entry.object, holds, pins)
             case .exporting:
@@ -273,34 +299,78 @@ final class SaveBook: Sendable {
         return stillWaiting
     }
 
-    /// Without a store: pins the frames that arrived since each waiting save's last pin, before the window lets
-    /// them go (this runs every few milliseconds while saves wait).
-    private func pinArrivedFrames() {
-        let wanted: [(id: Int, stream: RecorderStream, range: Range<Int64>)] = state.withLock { state in
-            state.entries.values.compactMap { entry in
-                guard entry.object.state == .waiting, case .one(let stream) = entry.target,
-                    let clock = stream.clock
-                else { return nil }
-                let end = clock.pts(atRecorderTime: entry.object.toNanoseconds)
-                let next =
-                    entry.memoryPins.last?.lastPTSNanoseconds.map { $0 + 1 }
-                    ?? clock.pts(atRecorderTime: entry.object.fromNanoseconds)
-                return (entry.object.id, stream, next..<max(next, end))
+    /// Frames `streams` dropped on arrival because memory was held by pins.
+    private static func pinnedDrops(_ streams: [RecorderStream]) -> Int {
+        streams.reduce(0) { $0 + ($1.statistics.drops[.pinnedFrames] ?? 0) }
+    }
+
+    /// Without a store, a waiting save that can no longer get every frame of its post-roll is cut short: it ends
+    /// after the last frame it holds and is written now, instead of waiting for ever or with a hole. That happens
+    /// when its streams drop frames for want of memory its pins hold (the recorder clock then stops with the
+    /// frames), or when frames left the ring before they were pinned (memory full of pins).
+    private func cutShort(_ ids: Set<Int>) {
+        state.withLock { state in
+            for id in ids {
+                guard var entry = state.entries[id], entry.object.state == .waiting, !entry.isForced else { continue }
+                let ends = entry.target.streams.compactMap { stream -> Int64? in
+                    guard let clock = stream.clock,
+                        let last = entry.memoryPins[stream.name]?.last(where: { !$0.isEmpty })?.lastPTSNanoseconds
+                    else { return nil }
+                    return clock.recorderTime(ofPTS: last) + 1
+                }
+                if let end = ends.min() { entry.object.toNanoseconds = min(entry.object.toNanoseconds, end) }
+                entry.isForced = true
+                state.entries[id] = entry
             }
         }
-        for (id, stream, range) in wanted where !range.isEmpty {
+    }
+
+    /// Without a store: pins the frames that arrived since each waiting save's last pin, before the window lets
+    /// them go (this runs every few milliseconds while saves wait); cuts short the saves that cannot get them all.
+    private func pinArrivedFrames() {
+        let wanted: [(id: Int, stream: RecorderStream, range: Range<Int64>, after: UInt64?)] = state.withLock {
+            state in
+            state.entries.values.flatMap { entry in
+                entry.target.streams.compactMap { stream in
+                    guard entry.object.state == .waiting, !entry.isForced, let clock = stream.clock else { return nil }
+                    let end = clock.pts(atRecorderTime: entry.object.toNanoseconds)
+                    let last = entry.memoryPins[stream.name]?.last(where: { !$0.isEmpty })
+                    let next =
+                        last?.lastPTSNanoseconds.map { $0 + 1 }
+                        ?? clock.pts(atRecorderTime: entry.object.fromNanoseconds)
+                    let sequence = last.map { pin in pin.withFrame(at: pin.count - 1) { _, sequence in sequence } }
+                    return (entry.object.id, stream, next..<max(next, end), sequence)
+                }
+            }
+        }
+        var short = Set<Int>()
+        for (id, stream, range, after) in wanted where !range.isEmpty {
             let pin = stream.ring.pin(range)
             guard !pin.isEmpty else {
                 pin.release()
                 continue
             }
+            // Ring sequence numbers count every frame accepted: a jump means frames left before they were pinned.
+            if let after, pin.withFrame(at: 0, { _, sequence in sequence }) != after + 1 {
+                pin.release()
+                short.insert(id)
+                continue
+            }
             let kept = state.withLock { state in
                 guard state.entries[id]?.object.state == .waiting else { return false }
-                state.entries[id]!.memoryPins.append(pin)
+                state.entries[id]!.memoryPins[stream.name, default: []].append(pin)
                 return true
             }
             if !kept { pin.release() }
         }
+        let dropping: [(id: Int, streams: [RecorderStream], start: Int)] = state.withLock { state in
+            state.entries.values.compactMap { entry in
+                guard entry.object.state == .waiting, !entry.isForced, !entry.memoryPins.isEmpty else { return nil }
+                return (entry.object.id, entry.target.streams, entry.pinnedDropsAtStart)
+            }
+        }
+        for (id, streams, start) in dropping where Self.pinnedDrops(streams) > start { short.insert(id) }
+        if !short.isEmpty { cutShort(short) }
     }
 
     /// Waiting saves export what there is now; new saves are refused.
@@ -322,7 +392,7 @@ final class SaveBook: Sendable {
     /// name renamed into place when complete.
     private func export(_ entry: Entry) {
         let id = entry.object.id
-        let path = entry.object.files.first!
+        let path = entry.path
         let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
         var result: Result<ExportSummary, any Error>
         do {
@@ -333,9 +403,23 @@ final class SaveBook: Sendable {
                 result = .success(try exportOne(entry, stream: stream, range: range, path: path))
             case .all(let streams):
                 if state.withLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
-                let set = try StreamSet(streams.map { ClipSource.recorderStream($0) })
+                let set = try StreamSet(streams.map { entry.source($0) })
+                let expected = max(
+                    1,
+                    streams.reduce(0.0) { total, stream in
+                        total + Double(range.count) / Double(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
+                    })
                 let summaries = try set.export(
-                    range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality)
+                    range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality
+                ) { count in
+                    guard count % 8 == 0 else { return }
+                    let cancelled = self.state.withLock { state in
+                        state.entries[id]?.object.frames = count
+                        state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
+                        return state.entries[id]?.cancelRequested ?? false
+                    }
+                    if cancelled { throw Cancelled() }
+                }
                 var combined = summaries[0]
                 combined.path = summaries.compactMap(\.path).joined(separator: ", ")
                 combined.frames = summaries.reduce(0) { $0 + $1.frames }
@@ -376,7 +460,7 @@ final class SaveBook: Sendable {
             return holds
         }
         for hold in holds { recorder.store?.removeHold(hold) }
-        for pin in entry.memoryPins { pin.release() }
+        for pin in entry.allPins { pin.release() }
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }
@@ -388,13 +472,12 @@ final class SaveBook: Sendable {
         -> ExportSummary
     {
         let id = entry.object.id
-        let source = ClipSource.recorderStream(member)
+        let source = entry.source(member)
         let clock = try source.clock()
         let ptsRange = clock.ptsRange(range)
         let frameNanoseconds = max(1, member.stream.frameDuration.nanoseconds ?? 1)
         let expected = max(1, Double(ptsRange.upperBound - ptsRange.lowerBound) / Double(frameNanoseconds))
-        let pinned = entry.memoryPins
-        if pinned.allSatisfy(\.isEmpty) { try source.requireFrames(in: ptsRange) }
+        try source.requireFrames(in: ptsRange)
         let staging = StagedExport(.path(path), fileSystem: POSIXFileSystem())
         do {
             // Markers in the range become chapters (Matroska).
@@ -416,16 +499,7 @@ final class SaveBook: Sendable {
                 }
                 return true
             }
-            var rest = ptsRange
-            for pin in pinned {
-                for index in 0..<pin.count {
-                    _ = try pin.withFrame(at: index) { view, _ in try write(view) }
-                }
-                if let last = pin.lastPTSNanoseconds {
-                    rest = min(last + 1, ptsRange.upperBound)..<ptsRange.upperBound
-                }
-            }
-            try source.frames(in: rest, write)
+            try source.frames(in: ptsRange, write)
             return try staging.complete(exporter.finish())
         } catch {
             throw staging.abandon(after: error)

@@ -34,14 +34,15 @@ extension ClipSource {
     ///   - destination: a path or standard output.
     ///   - quality: how `mp4` is encoded (``ExportQuality``; the uncompressed formats ignore it).
     ///   - fileSystem: where the output file's system calls go (a fault-injecting one in tests).
-    ///   - progress: called after each frame with the count so far and the frame's pts (nanoseconds).
+    ///   - progress: called after each frame with the count so far and the frame's pts (nanoseconds); an error it
+    ///     throws ends the export (the partial file is removed) and is rethrown.
     /// - Returns: what was written.
     /// - Throws: ``ClipError/badRange(from:to:)`` for an empty range; ``ClipError/empty(range:held:)`` when no
     ///   frame lies in the range (nothing is written);
     ///   ``ExportError`` and store errors. A partial file is removed when the export fails.
     public func export(
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
-        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) -> Void)? = nil
+        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int, Int64) throws -> Void)? = nil
     ) throws -> ExportSummary {
         guard !range.isEmpty else {
             throw ClipError.badRange(from: range.lowerBound, to: range.upperBound)
@@ -57,7 +58,7 @@ extension ClipSource {
             let write = { (view: FrameView) throws -> Bool in
                 try exporter.write(view)
                 count += 1
-                progress?(count, view.info.ptsNanoseconds)
+                try progress?(count, view.info.ptsNanoseconds)
                 return true
             }
             if case .store(let store, let row) = self {

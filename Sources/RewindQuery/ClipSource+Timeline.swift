@@ -105,7 +105,7 @@ extension ClipSource {
     /// The store and stream row this source reads from disk, if any.
     func storedStream() throws -> (SegmentStore, StreamRow)? {
         switch self {
-        case .recorder, .recorderStream:
+        case .recorder, .recorderStream, .pinned:
             guard let live, let store = live.store,
                 let row = try store.streams().first(where: { $0.name == live.name })
             else { return nil }

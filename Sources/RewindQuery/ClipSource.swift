@@ -15,12 +15,16 @@ public enum ClipSource: Sendable {
     case recorderStream(RecorderStream)
     /// One stream of a store on disk.
     case store(SegmentStore, stream: StreamRow)
+    /// One stream of a live recorder, with frames of it pinned in memory (oldest first) that may have left its
+    /// ring since: a save of a recorder without a store. The pinned frames come first, then the stream's from
+    /// after the last of them.
+    case pinned(RecorderStream, [RingSnapshot])
 
     /// The live stream, for a recorder source.
     var live: RecorderStream? {
         switch self {
         case .recorder(let recorder): recorder.streams[0]
-        case .recorderStream(let stream): stream
+        case .recorderStream(let stream), .pinned(let stream, _): stream
         case .store: nil
         }
     }
@@ -29,7 +33,7 @@ public enum ClipSource: Sendable {
     public var stream: StreamDescription {
         switch self {
         case .recorder(let recorder): recorder.stream
-        case .recorderStream(let stream): stream.stream
+        case .recorderStream(let stream), .pinned(let stream, _): stream.stream
         case .store(_, let row): row.description
         }
     }
@@ -38,7 +42,7 @@ public enum ClipSource: Sendable {
     public var streamName: String {
         switch self {
         case .recorder(let recorder): recorder.streams[0].name
-        case .recorderStream(let stream): stream.name
+        case .recorderStream(let stream), .pinned(let stream, _): stream.name
         case .store(_, let row): row.name
         }
     }
@@ -49,7 +53,7 @@ public enum ClipSource: Sendable {
     /// - Throws: store errors.
     public func clock() throws -> StreamClock {
         switch self {
-        case .recorder, .recorderStream:
+        case .recorder, .recorderStream, .pinned:
             let live = live!
             if let clock = live.clock { return clock }
             if let store = live.store, let row = try store.streams().first(where: { $0.name == live.name }),
@@ -74,6 +78,20 @@ public enum ClipSource: Sendable {
             try live!.frames(in: range, body)
         case .store(let store, let row):
             try store.frames(streamName: row.name, in: range, body)
+        case .pinned(let stream, let pins):
+            var rest = range
+            for pin in pins {
+                for index in 0..<pin.count {
+                    let keepGoing = try pin.withFrame(at: index) { view, _ in
+                        range.contains(view.info.ptsNanoseconds) ? try body(view) : true
+                    }
+                    if !keepGoing { return }
+                }
+                if let last = pin.lastPTSNanoseconds, last >= rest.lowerBound {
+                    rest = min(last + 1, range.upperBound)..<range.upperBound
+                }
+            }
+            if !rest.isEmpty { try stream.frames(in: rest, body) }
         }
     }
 
@@ -82,6 +100,14 @@ public enum ClipSource: Sendable {
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func hasFrames(in range: Range<Int64>) throws -> Bool {
         switch self {
+        case .pinned(let stream, let pins):
+            for pin in pins {
+                for index in 0..<pin.count
+                where try pin.withFrame(at: index, { view, _ in range.contains(view.info.ptsNanoseconds) }) {
+                    return true
+                }
+            }
+            return try ClipSource.recorderStream(stream).hasFrames(in: range)
         case .recorder, .recorderStream:
             let live = live!
             let snapshot = live.ring.pin(range, limit: 1)
@@ -104,7 +130,7 @@ public enum ClipSource: Sendable {
     /// The first and last pts recorded, nanoseconds on the stream clock, both inclusive; nil when nothing is.
     public func span() throws -> ClosedRange<Int64>? {
         switch self {
-        case .recorder, .recorderStream:
+        case .recorder, .recorderStream, .pinned:
             let live = live!
             var first = live.ring.statistics.firstPTSNanoseconds
             var last = live.ring.statistics.lastPTSNanoseconds
@@ -158,7 +184,9 @@ public enum ClipSource: Sendable {
             return nanoseconds
         case .wall(let wall):
             guard span != nil else { throw ClipError.noFrames(source: "store") }
-            return wall - clock.wallNanoseconds
+            // Saturating: a wall time centuries from the recording is simply before or after all of it.
+            let (time, overflow) = wall.subtractingReportingOverflow(clock.wallNanoseconds)
+            return overflow ? (wall < 0 ? .min : .max) : time
         case .timeOfDay(let sinceMidnight):
             guard let span else { throw ClipError.noFrames(source: "store") }
             let offset = clock.wallNanoseconds

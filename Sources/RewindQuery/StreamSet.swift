@@ -109,13 +109,15 @@ public struct StreamSet: Sendable {
     ///   - destination: a path; a descriptor only for `.mkv`.
     ///   - quality: how `.mp4` files are encoded (``ExportQuality``; the uncompressed formats ignore it).
     ///   - fileSystem: where the output files' system calls go.
+    ///   - progress: called after each frame written with the count so far, of every stream; an error it throws
+    ///     ends the export (partial files are removed) and is rethrown.
     /// - Returns: one summary per file written (for `.mkv`, one: frames of every track, first and last cluster
     ///   timestamps on the recorder clock).
     /// - Throws: ``ClipError/empty(range:held:)`` when no stream has a frame in the range (nothing is written);
     ///   ``ExportError`` and store errors (a partial file is removed).
     public func export(
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
-        fileSystem: any FileSystem = POSIXFileSystem()
+        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int) throws -> Void)? = nil
     ) throws -> [ExportSummary] {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
         let holding = try members.filter { try $0.source.hasFrames(in: $0.clock.ptsRange(range)) }
@@ -125,7 +127,8 @@ public struct StreamSet: Sendable {
             let staging = StagedExport(destination, fileSystem: fileSystem)
             do {
                 let summary = try exportMatroska(
-                    holding, range: range, to: staging.writtenDestination, fileSystem: fileSystem)
+                    holding, range: range, to: staging.writtenDestination, fileSystem: fileSystem,
+                    progress: progress)
                 return [try staging.complete(summary)]
             } catch {
                 throw staging.abandon(after: error)
@@ -137,11 +140,27 @@ public struct StreamSet: Sendable {
                     reason: .system(
                         action: "write several streams to one descriptor (use .mkv)", Errno(rawValue: EINVAL)))
             }
-            return try holding.map { member in
-                try member.source.export(
-                    range: member.clock.ptsRange(range), format: format,
-                    to: .path(Self.fileName(for: path, stream: member.name)), quality: quality, fileSystem: fileSystem)
+            // All the files or none: a failure (or a cancel) removes the files of the streams already written.
+            var written = 0
+            var summaries: [ExportSummary] = []
+            do {
+                for member in holding {
+                    let before = written
+                    summaries.append(
+                        try member.source.export(
+                            range: member.clock.ptsRange(range), format: format,
+                            to: .path(Self.fileName(for: path, stream: member.name)), quality: quality,
+                            fileSystem: fileSystem
+                        ) { count, _ in
+                            written = before + count
+                            try progress?(written)
+                        })
+                }
+            } catch {
+                for file in summaries.compactMap(\.path) { try? fileSystem.unlink(file) }
+                throw error
             }
+            return summaries
         }
     }
 
@@ -149,7 +168,8 @@ public struct StreamSet: Sendable {
     /// on a thread of its own and hands its frames over one at a time (no copy: the view stays valid while its
     /// reader waits), and this thread writes the earliest of the frames on offer.
     private func exportMatroska(
-        _ members: [Member], range: Range<Int64>, to destination: ExportDestination, fileSystem: any FileSystem
+        _ members: [Member], range: Range<Int64>, to destination: ExportDestination, fileSystem: any FileSystem,
+        progress: ((Int) throws -> Void)?
     ) throws -> ExportSummary {
         // Markers of every stream in the range, as chapters on the recorder clock (a marker of all streams once).
         var chapters: [ExportChapter] = []
@@ -183,6 +203,7 @@ public struct StreamSet: Sendable {
             thread.start()
         }
         var failure: (any Error)?
+        var written = 0
         while failure == nil {
             var earliest: (index: Int, time: Int64)?
             for (index, lane) in lanes.enumerated() {
@@ -194,6 +215,8 @@ public struct StreamSet: Sendable {
                 try lanes[earliest.index].withOffer { view in
                     try writer.write(view, track: earliest.index, timestampNanoseconds: earliest.time)
                 }
+                written += 1
+                try progress?(written)
             } catch {
                 failure = error
             }

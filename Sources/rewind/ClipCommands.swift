@@ -164,7 +164,16 @@ private func liveExport(
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
     var object = started
+    // Interrupted while the recorder works on it: the save is cancelled (its partial file removed), not left to
+    // finish unseen; a second signal ends this process at once.
+    installStopHandlers()
     while !object.state.isFinal {
+        if stopRequested.load(ordering: .relaxed) {
+            progress.clear()
+            _ = try? client.cancelSave(id: object.id)
+            if toStandardOutput, let path { unlink(path) }
+            throw CommandError("interrupted: \(what) \(object.id) was cancelled; no file was kept", status: 130)
+        }
         progress.update(
             "\(what) \(object.id) \(object.state.rawValue) … \(object.frames) frames"
                 + (object.state == .waiting ? ", recording until pts \(formatSeconds(object.toNanoseconds))" : ""))
@@ -200,6 +209,9 @@ private func liveExport(
             throw CommandError("cannot read \(file), which the recorder wrote")
         }
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+            if stopRequested.load(ordering: .relaxed) {
+                throw CommandError("interrupted while copying \(what) \(object.id) to stdout", status: 130)
+            }
             FileHandle.standardOutput.write(chunk)
         }
         message += " (through \(file), removed)"

@@ -184,4 +184,50 @@ import Testing
         #expect(tracks.count == 2, "\(tracks)")
         #expect(tracks.first?.hasPrefix("320,") == true && tracks.last?.hasPrefix("160,") == true, "\(tracks)")
     }
+
+    /// A client interrupted while the recorder works on its save cancels it (no file is kept, the temporary file of
+    /// `-o -` included); a recorder stopped while a save waits for its post-roll writes what it has, and the
+    /// waiting client sees it done.
+    @Test func interruptedClientsCancelAndStoppedRecordersFinishTheirSaves() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--window", "5s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        try waitUntil("a second is recorded", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return ((object?["live"] as? [String: Any])?["memory_frames"] as? Int ?? 0) >= 30
+        }
+        let piped = try ExternalTools.Child(
+            Tool.rewindPath, ["save", "--store", store, "--before", "1s", "--after", "30s", "-o", "-"])
+        try waitUntil("the save waits", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).output.contains("saves: 1 waiting")
+        }
+        piped.process.interrupt()
+        let interrupted = try piped.finish(timeout: .seconds(60))
+        #expect(interrupted.status == 130, "\(interrupted.stderr)")
+        #expect(interrupted.stderr.contains("was cancelled; no file was kept"), "\(interrupted.stderr)")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: store + "/exports")) ?? []
+        #expect(left.isEmpty, "\(left)")
+
+        let path = directory.appendingPathComponent("stopped.mkv").path
+        let waiting = try ExternalTools.Child(
+            Tool.rewindPath, ["save", "--store", store, "--before", "1s", "--after", "30s", "-o", path])
+        try waitUntil("the second save waits", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).output.contains("saves: 1 waiting")
+        }
+        process.terminate()
+        let saved = try waiting.finish(timeout: .seconds(60))
+        _ = try recorder.finish(timeout: .seconds(60))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        #expect(saved.output.contains("saved by the live recorder"), "\(saved.output)")
+        #expect(FileManager.default.fileExists(atPath: path))
+    }
 }

@@ -99,6 +99,11 @@ final class RawConnection {
         #expect(waiting.state == .waiting)
         let extended = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"1s"}"#)
         #expect(try decode(SaveObject.self, extended.body).toNanoseconds == waiting.toNanoseconds + 1_000_000_000)
+        // Extending for ever is refused before the end overflows (100 years at a time, 200 years in all).
+        let far = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36500d"}"#)
+        #expect(far.status == 200, "\(far.body)")
+        let farther = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36500d"}"#)
+        #expect(farther.status == 400 && farther.body.contains("200 years"), "\(farther.body)")
         #expect(try curl(socket, "GET", "/v1/saves/\(waiting.id)").status == 200)
         let list = try decode(SaveList.self, try curl(socket, "GET", "/v1/saves").body)
         #expect(list.saves.map(\.id) == [object.id, waiting.id])
@@ -122,6 +127,12 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
             ("POST", "/v1/saves/\(object.id)/extend", #"{"after":"1s"}"#, 409, "conflict"),
             ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
+            // Times and durations whose sums would not fit in 64-bit nanoseconds.
+            ("POST", "/v1/saves", #"{"after":"9223372036854775807ns"}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"x","at":"106751d","hold":{"after":"1d"}}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"106751d"}}"#, 400, "bad_request"),
+            ("POST", "/v1/clips", #"{"from":"9999-12-31T00:00:00Z","to":"9999-12-31T00:00:01Z"}"#, 400, "bad_request"),
+            ("GET", "/v1/markers?from=1678-01-01T00:00:00Z", nil, 400, "bad_request"),
         ]
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)

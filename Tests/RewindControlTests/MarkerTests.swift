@@ -114,4 +114,30 @@ import Testing
             live.control.socketPath, "POST", "/v1/markers", body: #"{"label":"moment","hold":{"before":"1s"}}"#)
         #expect(small.status == 201, "\(small.body)")
     }
+
+    /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
+    /// that overlaps a kept hold adds only what it does not share.
+    @Test func holdsStillToComeCountTogether() throws {
+        var options = StoreOptions()
+        options.diskBudget = 64 << 20
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
+        let summary = try store.summary()
+        let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
+        let rate = Double(summary.storedBytes) / Double(last - first)
+        // Each hold alone needs about 60 % of the budget, all of it still to be recorded.
+        let length = Int64(0.6 * Double(64 << 20) / rate)
+        let start = last + 1_000_000_000
+        func hold(_ label: String, at: Int64) throws -> Int {
+            try curl(
+                live.control.socketPath, "POST", "/v1/markers",
+                body: #"{"label":"\#(label)","at":"\#(at)ns","hold":{"after":"\#(length)ns"}}"#
+            ).status
+        }
+        #expect(try hold("first", at: start) == 201)
+        #expect(try hold("overlapping", at: start + length / 10) == 201, "it shares nine tenths with the first")
+        #expect(try hold("later", at: start + 3 * length) == 409, "together they need about 130 % of the budget")
+    }
 }

@@ -91,6 +91,39 @@ import Testing
         #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(126...269))
     }
 
+    /// The same for a save of every stream (`all`): each stream's pre-roll is pinned.
+    @Test func withoutAStoreThePreRollOfEveryStreamIsPinned() throws {
+        let live = try LiveRecorder(window: .seconds(1), spill: .off)
+        let path = "\(live.directory)/memory-all.mkv"
+        let save = try #require(
+            try live.client.save(SaveRequest(stream: "all", before: "900ms", after: "1500ms", path: path)))
+        live.startProducer()
+        let done = try live.client.waitForSave(id: save.id)
+        #expect(done.state == .done, "\(done)")
+        try live.finish()
+        #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(126...269))
+    }
+
+    /// Without a store, a save whose post-roll cannot fit in memory beside its pinned frames (the ring lets new
+    /// frames go, or drops them as `pinned frames`, and the recorder clock stops with them) is cut short: written
+    /// at once with every frame up to the last it holds, its end moved there, instead of waiting for ever.
+    @Test func withoutAStoreASaveThatFillsMemoryIsWrittenShort() throws {
+        let live = try LiveRecorder(window: .seconds(1), spill: .off)
+        let path = "\(live.directory)/full.mkv"
+        let save = try #require(try live.client.save(SaveRequest(before: "900ms", after: "1h", path: path)))
+        live.startProducer()
+        let done = try live.client.waitForSave(id: save.id)
+        #expect(done.state == .done, "\(done)")
+        try live.finish()
+        let indexes = try exportedIndexes(path, layout: live.feed.stream.layout)
+        #expect(indexes.first == 126 && indexes.count > 200)
+        let missing = Set(126...indexes.last!).subtracting(indexes).sorted()
+        #expect(missing.isEmpty, "every frame up to where memory filled; missing \(missing.prefix(20))")
+        let last = try #require(done.lastPTSNanoseconds)
+        #expect(last == live.feed.pts(indexes.last!))
+        #expect(done.toNanoseconds == last + 1 && done.toNanoseconds < save.toNanoseconds, "the end moved")
+    }
+
     @Test func extendGrowsAWaitingSaveAndCancelRemovesIt() throws {
         let live = try LiveRecorder()
         // No producer yet: the saves wait for frames that have not come.
