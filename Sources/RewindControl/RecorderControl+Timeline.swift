@@ -205,9 +205,14 @@ extension RecorderControl {
         guard object.state == .done else {
             throw APIError(.conflict, "export \(id) is \(object.state.rawValue), not done")
         }
-        let index = Int(query["file"] ?? "0") ?? -1
+        guard let index = Int(query["file"] ?? "0") else {
+            throw APIError(.badRequest, "file must be a number, 0 for the first of the export's files")
+        }
         guard object.files.indices.contains(index) else {
-            throw APIError(.notFound, "export \(id) has \(object.files.count) files; file must be 0…")
+            throw APIError(
+                .notFound,
+                "export \(id) has \(object.files.count) file\(object.files.count == 1 ? "" : "s"); file must be 0…"
+                    + "\(object.files.count - 1) (0 is the first)")
         }
         let path = object.files[index]
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)

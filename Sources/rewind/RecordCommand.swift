@@ -320,7 +320,7 @@ private func record(
         if let lastError = statistics.lastError {
             printError((isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
         }
-        if let loss = lossFailure(statistics, loop: input.loop) {
+        if let loss = lossFailure(statistics, loop: input.loop, retention: options.hasRetention) {
             printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = loss.status }
         }
@@ -468,7 +468,8 @@ private func retentionKeptNothing(
 
 /// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before
 /// they were written when the input waits for the disk (a file, which promises to lose nothing). Nil otherwise.
-private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptions) -> CommandFailure? {
+private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptions, retention: Bool) -> CommandFailure?
+{
     let diskErrors = statistics.drops[.diskError] ?? 0
     let evicted = loop.spillLag == .wait ? statistics.drops[.evictedBeforeSpill] ?? 0 : 0
     guard diskErrors + evicted > 0 else { return nil }
@@ -483,7 +484,11 @@ private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptio
         message: "lost \(count(diskErrors + evicted, "accepted frame")): \(causes.joined(separator: ", ")); "
             + "\(count(statistics.framesDurable, "frame")) are durable and each lost stretch is a gap in the index",
         status: ExitStatus.failure,
-        advice: isDiskFull ? "free space, or set --disk or --min-free so old segments are deleted to make room" : nil)
+        advice: !isDiskFull
+            ? nil
+            : retention
+                ? "free space, or raise --min-free (a floor the disk reaches before it fills) or lower --disk"
+                : "free space, or set --disk or --min-free so old segments are deleted to make room")
 }
 
 /// Refuses a window or memory budget too small to record `streams` at all, naming the smallest that works: the

@@ -67,6 +67,12 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         held = MarkerRequest.Hold(
             before: hold ?? arguments.string("hold-before"), after: hold ?? arguments.string("hold-after"))
     }
+    // An unknown stream is a usage error naming the store's streams, as for save and clip.
+    if let name = arguments.string("stream"), name != "all",
+        FileManager.default.fileExists(atPath: directory + "/index.sqlite")
+    {
+        _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
+    }
     let request = MarkerRequest(
         label: arguments.string("label")!, at: arguments.string("at"), stream: arguments.string("stream"), hold: held)
     let list = try requireRecorder(directory) { try $0.mark(request) }

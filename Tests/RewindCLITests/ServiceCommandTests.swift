@@ -59,6 +59,8 @@ import Testing
         // Bad input to the recorder is a usage error naming it; an unknown marker is not found.
         let bad = try Tool.rewind(["mark", "--store", store, "--label", " "])
         #expect(bad.status == 64 && bad.stderr.contains("label"), "\(bad.stderr)")
+        let unknown = try Tool.rewind(["mark", "--store", store, "--label", "x", "--stream", "nope"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("nope"), "\(unknown.stderr)")
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
         #expect(missing.status == 1 && missing.stderr.contains("no marker 99"), "\(missing.stderr)")
         #expect(try Tool.rewind(["unmark", "--store", store, "1"]).status == 0)

@@ -133,6 +133,8 @@ final class RawConnection {
             ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"106751d"}}"#, 400, "bad_request"),
             ("POST", "/v1/clips", #"{"from":"9999-12-31T00:00:00Z","to":"9999-12-31T00:00:01Z"}"#, 400, "bad_request"),
             ("GET", "/v1/markers?from=1678-01-01T00:00:00Z", nil, 400, "bad_request"),
+            ("GET", "/v1/files/\(object.id)?file=abc", nil, 400, "bad_request"),
+            ("GET", "/v1/files/\(object.id)?file=1", nil, 404, "not_found"),
         ]
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)
