@@ -143,10 +143,11 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var frames: Int
     /// Bytes written, once done.
     public var bytes: Int64
-    /// The pts of the first and last frame the file holds (stream clock, nanoseconds), once done; nil for a save of
-    /// several streams or a file with no frame. The range actually covered: retention or gaps may have left less
-    /// than `from_ns`…`to_ns`.
+    /// The pts of the first frame the file holds (stream clock, nanoseconds), once done; nil for a save of several
+    /// streams or a file with no frame. With ``lastPTSNanoseconds``, the range actually covered: retention or gaps
+    /// may have left less than `from_ns`…`to_ns`.
     public var firstPTSNanoseconds: Int64?
+    /// The pts of the last frame the file holds, once done; nil like ``firstPTSNanoseconds``.
     public var lastPTSNanoseconds: Int64?
     /// How far the export is, 0…1.
     public var progress: Double
