@@ -10,7 +10,8 @@ let demoCommand = Command(
         summary: "record a synthetic 1080p60 camera, save the last 5 s, query a range, print what happened",
         options: [
             .value(
-                "store", "DIR", "store directory (emptied first if it holds an earlier demo)", default: "demo-store"),
+                "store", "DIR", "store directory (replaced if an earlier demo made it; any other store is refused)",
+                default: "demo-store"),
             .value("seconds", "DURATION", "stream time to record", type: .duration, default: "20s"),
         ]),
     run: runDemo)

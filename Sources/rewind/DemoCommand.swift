@@ -18,6 +18,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
 
     let store = try SegmentStore.open(directory: directory)
+    try markAsDemo(store)
     let recorder = try Recorder(
         stream: StreamDescription(layout: layout, frameDuration: frameDuration, color: .bt709Video), store: store,
         configuration: RecorderConfiguration(window: window, memoryBudget: budget))
@@ -98,17 +99,50 @@ private func shortSeconds(_ duration: Duration) -> String {
     return text + "s"
 }
 
-/// Empties `directory` if it is a store left by an earlier demo; refuses to touch anything else.
+/// The index key and value that mark a store `rewind demo` made, which a later demo may replace.
+private let demoMarker = (key: "made_by", value: "rewind demo")
+
+/// Empties `directory` if it is a store an earlier demo made and nothing runs on; refuses to touch anything else:
+/// a store `rewind record` or a soak made, one a recorder is writing, files rewind did not make (also in
+/// `exports/`, where the demo writes only `last-*.y4m`, `last-*.mkv` and `disk-and-memory.mkv`).
 private func prepareFreshStore(_ directory: String) throws {
     let manager = FileManager.default
     guard manager.fileExists(atPath: directory) else { return }
     let entries = try manager.contentsOfDirectory(atPath: directory)
+    guard !entries.isEmpty else { return }
     let storeEntries: Set<String> = [
         "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "segments", "exports", "rewind.sock", "store.lock",
     ]
-    guard entries.allSatisfy({ storeEntries.contains($0) }) else {
+    let foreign = entries.filter { !storeEntries.contains($0) }
+    guard foreign.isEmpty else {
         throw CommandError(
-            "'\(directory)' exists and is not a rewind store; choose another --store for the demo")
+            "'\(directory)' holds files rewind did not make (\(foreign.sorted().joined(separator: ", "))); choose "
+                + "another --store for the demo")
+    }
+    let exports = (try? manager.contentsOfDirectory(atPath: directory + "/exports")) ?? []
+    let ownExports = exports.filter { name in
+        name == "disk-and-memory.mkv" || name.hasPrefix("last-") && (name.hasSuffix(".y4m") || name.hasSuffix(".mkv"))
+    }
+    guard ownExports.count == exports.count else {
+        let others = Set(exports).subtracting(ownExports).sorted().joined(separator: ", ")
+        throw CommandError(
+            "'\(directory)/exports' holds files the demo did not write (\(others)); choose another --store")
+    }
+    if try ControlClient(directory: directory).status() != nil {
+        throw CommandError("a recorder is running on '\(directory)'; choose another --store for the demo")
+    }
+    if manager.fileExists(atPath: directory + "/index.sqlite") {
+        let store = try SegmentStore.openReadOnly(directory: directory)
+        guard try store.index.info(demoMarker.key) == demoMarker.value else {
+            throw CommandError(
+                "'\(directory)' holds a store that 'rewind demo' did not make; the demo replaces only its own: "
+                    + "choose another --store (a demo store of an older rewind is not marked as one: remove it first)")
+        }
     }
     try manager.removeItem(atPath: directory)
+}
+
+/// Marks the store at `store` as the demo's, so the next demo may replace it.
+private func markAsDemo(_ store: SegmentStore) throws {
+    try store.index.setInfo(demoMarker.key, to: demoMarker.value)
 }

@@ -373,6 +373,42 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(info.status == 0 && info.output.contains("\"frames\" : 30"), "\(info.output) \(info.stderr)")
     }
 
+    /// `rewind demo --store` replaces only a store an earlier demo made: never a recording (while a recorder writes
+    /// it or not), nor a demo store holding files the demo did not write.
+    @Test func theDemoReplacesOnlyItsOwnStore() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorded = directory.appendingPathComponent("cams").path
+        let record = try Tool.rewind([
+            "record", "--store", recorded, "--input", "synthetic:160x90@30", "--duration", "1s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        let refused = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
+        #expect(refused.status == 1 && refused.stderr.contains("did not make"), "\(refused.stderr)")
+        #expect(try Tool.rewind(["info", "--store", recorded]).output.contains("160x90"), "the recording is intact")
+
+        let demo = directory.appendingPathComponent("demo").path
+        #expect(try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"]).status == 0)
+        #expect(try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"]).status == 0, "its own store again")
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: demo + "/exports/notes.txt"))
+        let foreign = try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"])
+        #expect(foreign.status == 1 && foreign.stderr.contains("notes.txt"), "\(foreign.stderr)")
+        #expect(FileManager.default.fileExists(atPath: demo + "/exports/notes.txt"))
+
+        let live = try Tool.startRewind([
+            "record", "--store", recorded, "--input", "synthetic:160x90@30", "--realtime", "--duration", "30s",
+        ])
+        defer { if live.process.isRunning { live.process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: recorded + "/rewind.sock")
+        }
+        let busy = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
+        #expect(busy.status == 1, "\(busy.stderr)")
+        live.process.terminate()
+        let finished = try live.finish(timeout: .seconds(60))
+        #expect(finished.status == 0, "the recording was not disturbed: \(finished.stderr)")
+    }
+
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
     @Test(arguments: [("100K", 1), ("1", 1), ("10MiB", 0)])
