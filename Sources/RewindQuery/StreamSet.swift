@@ -100,6 +100,13 @@ public struct StreamSet: Sendable {
         return String(path[..<dot]) + "." + stream + String(path[dot...])
     }
 
+    /// The streams with a frame in `range` (recorder time): those an export of the range writes.
+    ///
+    /// - Throws: store errors.
+    public func members(withFramesIn range: Range<Int64>) throws -> [Member] {
+        try members.filter { try $0.source.hasFrames(in: $0.clock.ptsRange(range)) }
+    }
+
     /// Exports every stream's frames in `range` (recorder time): one `.mkv` with a track per stream, or for `.y4m`
     /// and `.mp4` a file per stream (``fileName(for:stream:)``; a stream without frames in the range gets none).
     ///
@@ -120,7 +127,7 @@ public struct StreamSet: Sendable {
         fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int) throws -> Void)? = nil
     ) throws -> [ExportSummary] {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
-        let holding = try members.filter { try $0.source.hasFrames(in: $0.clock.ptsRange(range)) }
+        let holding = try members(withFramesIn: range)
         guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
         switch format {
         case .matroska:

@@ -147,7 +147,12 @@ struct Readback: Sendable {
     ///
     /// A frame the store cannot read (damaged) is counted as corrupt and skipped: the next pass starts after it.
     mutating func readStore(_ store: SegmentStore, stream: StreamRow) {
-        if firstDiskPTS != nil, let first = try? store.summary(streamName: stream.name).firstPTS, first > diskCursor {
+        // The cursor is one past the last frame read: the next frame is a frame time later, so only a first stored
+        // frame later than that (by more than half a frame time) means unread frames were deleted.
+        let frameTime = stream.description.frameDuration.nanoseconds ?? 0
+        if firstDiskPTS != nil, let first = try? store.summary(streamName: stream.name).firstPTS,
+            first > diskCursor - 1 + frameTime + frameTime / 2
+        {
             note(
                 "retention deleted the frames from pts \(formatSeconds(diskCursor)) to \(formatSeconds(first)) before "
                     + "they were read back; give a larger --disk")

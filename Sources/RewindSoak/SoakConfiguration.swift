@@ -135,8 +135,13 @@ public struct SoakConfiguration: Sendable {
                 "a disk budget of \(formatBytes(Int64(diskBudget))) holds fewer than 256 frames of \(layout); give at "
                     + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
         }
-        if let event = events.first(where: { $0.at >= durationNanoseconds }) {
-            throw .init("event '\(event)' is at or after the end of the run, so it would never happen")
+        // An event happens at the first frame at or after its time: after the last frame it never would.
+        let lastFrame = Int64(
+            (Int128(frameCount - 1) * Int128(frameDuration.value) * 1_000_000_000) / Int128(frameDuration.timescale))
+        if let event = events.first(where: { $0.at > lastFrame }) {
+            throw .init(
+                "event '\(event)' is after the run's last frame (pts \(formatSeconds(lastFrame))), so it would never "
+                    + "happen")
         }
     }
 }

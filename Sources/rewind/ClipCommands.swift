@@ -67,10 +67,17 @@ private func liveSelection(directory: String, stream: String?, output: String) t
 private func exportAll(
     _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality
 ) throws -> Int32 {
+    let tracks = try set.members(withFramesIn: range).count
     let summaries = try set.export(range: range, format: format, to: .path(output), quality: quality)
     for summary in summaries {
         var line = describe(summary, destination: summary.path ?? output)
-        if format == .matroska { line += " (\(count(set.members.count, "stream")), a track each)" }
+        if format == .matroska {
+            line += " (\(count(tracks, "stream")), a track each"
+            if tracks < set.members.count {
+                line += "; \(count(set.members.count - tracks, "stream")) without frames in the range"
+            }
+            line += ")"
+        }
         print(line)
     }
     return ExitStatus.success

@@ -115,6 +115,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
             (["--events", "1s:disk=broken"], "--events: '1s:disk=broken': disk must be full, slow or ok"),
             (["--events", "1s:pressure=critical,,2s:disk=ok"], "--events: '': an empty event"),
             (["--events", "5s:disk=full"], "'5s:disk=full': it is at or after the end of the run"),
+            // Within the run but after its last frame (2s at 60 fps: the last frame is at 1.983s).
+            (["--events", "1999ms:pressure=critical"], "is after the run's last frame (pts 1.983s)"),
             (["--events", "1s:humidity=high"], "unknown key 'humidity'"),
             (["--speed", "fast"], "--speed: 'fast' is not one of max, realtime"),
             (["--noise", "9"], "--noise: '9' is not a noise level"),

@@ -88,6 +88,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let all = directory.appendingPathComponent("all.mkv").path
         let save = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "10s", "-o", all])
         #expect(save.status == 0, "\(save.stderr)")
+        #expect(save.output.contains("(3 streams, a track each)"), "\(save.output)")
         let tracks = try probeStreams(all)
         #expect(tracks.map(\.width) == [320, 640, 320])
         #expect(tracks.map(\.height) == [240, 360, 180])
