@@ -90,6 +90,7 @@ extension RecorderControl {
 
     /// The markers of every stream whose time lies in [`from`, `to`) (recorder time), by time.
     func markers(query: [String: String]) throws -> MarkerList {
+        try Self.requireKnown(query, ["from", "to"])
         let store = try markerStore()
         let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
         let to = try query["to"].map { try recorderTime($0, field: "to") } ?? .max
@@ -139,7 +140,9 @@ struct CounterWatcher {
         var pressure = MemoryPressure.normal
         var gaps = 0
         var lastError: String?
-        var sealedSegments: Int?
+        /// The highest id of a sealed segment of the stream seen, while someone listened (nil: nobody did at the
+        /// last look, so the next look only notes where it is).
+        var highestSealedID: Int64?
     }
 
     init(recorder: Recorder) {
@@ -231,12 +234,17 @@ struct CounterWatcher {
                 }
             }
         }
-        guard ticks % 4 == 0, events.count > 0 || seen.sealedSegments == nil,
-            let rows = try? store.segments(streamName: stream)
-        else { return }
-        let sealed = rows.filter { $0.state == .sealed }
-        if let known = seen.sealedSegments, sealed.count > known {
-            for row in sealed.sorted(by: { $0.id < $1.id }).suffix(sealed.count - known) {
+        // Seals, by segment id (a count would miss seals while retention deletes segments): one event each, when it
+        // happens. Nobody listening, nothing is read; a client that arrives then gets only seals after it came.
+        guard ticks % 4 == 0 else { return }
+        guard events.count > 0 else {
+            seen.highestSealedID = nil
+            return
+        }
+        guard let rows = try? store.segments(streamName: stream) else { return }
+        let sealed = rows.filter { $0.state == .sealed }.sorted { $0.id < $1.id }
+        if let known = seen.highestSealedID {
+            for row in sealed where row.id > known {
                 events.publish(
                     "segment",
                     SegmentEvent(
@@ -244,6 +252,6 @@ struct CounterWatcher {
                         lastPTSNanoseconds: row.lastPTS))
             }
         }
-        seen.sealedSegments = sealed.count
+        seen.highestSealedID = max(seen.highestSealedID ?? 0, sealed.last?.id ?? 0)
     }
 }

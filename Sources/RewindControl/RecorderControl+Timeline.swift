@@ -123,6 +123,7 @@ extension RecorderControl {
 
     /// `GET /v1/streams/{name}/timeline?from=&to=&buckets=`: coverage per bucket from the index and the ring.
     func timeline(stream name: String, query: [String: String]) throws -> TimelineResponse {
+        try Self.requireKnown(query, ["from", "to", "buckets"])
         let stream = try liveStream(name)
         let source = ClipSource.recorderStream(stream)
         guard let fromText = query["from"], let toText = query["to"] else {
@@ -155,6 +156,7 @@ extension RecorderControl {
     /// before `T` (recorder time), or the one before or after it, as a picture. Headers name its pts
     /// (`X-Rewind-Pts-Ns`, stream clock), recorder time (`X-Rewind-Time-Ns`) and capture time (`X-Rewind-Wall-Ns`).
     func frame(stream name: String, query: [String: String]) throws -> HTTPResponse {
+        try Self.requireKnown(query, ["at", "step", "format", "width"])
         let stream = try liveStream(name)
         let source = ClipSource.recorderStream(stream)
         guard let atText = query["at"] else { throw APIError(.badRequest, "give at (a time such as 12.5s)") }
@@ -181,10 +183,20 @@ extension RecorderControl {
             width = min(value, frameWidth)
         }
         let clock = try source.clock()
-        guard let pts = try source.framePTS(step, clock.pts(atRecorderTime: at)),
-            let picture = try source.picture(at: pts, width: width, format: format)
-        else {
-            throw APIError(.notFound, "no frame of '\(name)' \(step == .after ? "after" : "at or before") \(at) ns")
+        // A frame found in the index may be deleted by retention before it is read: look again (a few times).
+        var found: (pts: Int64, picture: FrameImage)?
+        for _ in 0..<3 where found == nil {
+            guard let pts = try source.framePTS(step, clock.pts(atRecorderTime: at)) else { break }
+            if let picture = try source.picture(at: pts, width: width, format: format) { found = (pts, picture) }
+        }
+        guard let (pts, picture) = found else {
+            let which =
+                switch step {
+                case .after: "after"
+                case .before: "before"
+                case .atOrBefore: "at or before"
+                }
+            throw APIError(.notFound, "no frame of '\(name)' \(which) \(at) ns")
         }
         return HTTPResponse(
             status: 200,
@@ -199,6 +211,7 @@ extension RecorderControl {
 
     /// `GET /v1/files/{id}[?file=N]`: a finished export of this recorder, by its save's id (never by a path).
     func file(_ idText: String, query: [String: String]) throws -> HTTPResponse {
+        try Self.requireKnown(query, ["file"])
         guard let id = Int(idText), let object = book.object(id) else {
             throw APIError(.notFound, "no export '\(idText)'")
         }
@@ -218,6 +231,11 @@ extension RecorderControl {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw APIError(.notFound, "export \(id)'s file \(path) is gone: \(String(cString: strerror(errno)))")
+        }
+        // The path may hold another file now (a later export to the same path, or someone else's).
+        guard let written = book.fileIdentity(id, index: index), written == FileIdentity(descriptor: descriptor) else {
+            close(descriptor)
+            throw APIError(.conflict, "export \(id)'s file \(path) was replaced since it was written")
         }
         let name = (path as NSString).lastPathComponent.replacingOccurrences(of: "\"", with: "")
         let type =
@@ -264,4 +282,16 @@ final class FileBody: HTTPStreamBody, @unchecked Sendable {
     }
 
     deinit { if descriptor >= 0 { Glibc.close(descriptor) } }
+}
+
+extension RecorderControl {
+    /// Refuses query parameters an endpoint does not know (a misspelt `widht` would be ignored otherwise); `token`
+    /// (the TCP listener's) is always allowed.
+    ///
+    /// - Throws: ``APIError`` 400 naming the parameter and the ones the endpoint takes.
+    static func requireKnown(_ query: [String: String], _ known: Set<String>) throws {
+        guard let unknown = query.keys.sorted().first(where: { !known.contains($0) && $0 != "token" }) else { return }
+        throw APIError(
+            .badRequest, "unknown parameter '\(unknown)': this takes \(known.sorted().joined(separator: ", "))")
+    }
 }

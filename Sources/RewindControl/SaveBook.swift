@@ -64,6 +64,9 @@ final class SaveBook: Sendable {
         var isForced = false
         /// Frames the save's streams had dropped as `pinned frames` when it was made (without a store).
         var pinnedDropsAtStart = 0
+        /// Each written file's device and inode when the export finished: a download checks that the file at the
+        /// path is still the one written (a later export to the same path replaces it).
+        var fileIdentities: [FileIdentity] = []
     }
 
     struct State {
@@ -172,6 +175,16 @@ final class SaveBook: Sendable {
 
     /// The save `id`, or nil.
     func object(_ id: Int) -> SaveObject? { state.withLock { $0.entries[id]?.object } }
+
+    /// What file `index` of save `id` was when the export finished, if it is done.
+    func fileIdentity(_ id: Int, index: Int) -> FileIdentity? {
+        state.withLock { state in
+            guard let identities = state.entries[id]?.fileIdentities, identities.indices.contains(index) else {
+                return nil
+            }
+            return identities[index]
+        }
+    }
 
     /// Every save, oldest first.
     var objects: [SaveObject] { state.withLock { $0.entries.values.map(\.object).sorted { $0.id < $1.id } } }
@@ -437,6 +450,7 @@ final class SaveBook: Sendable {
             guard var entry = state.entries[id] else { return [] }
             switch result {
             case .success(let summary):
+                entry.fileIdentities = entry.object.files.map(FileIdentity.init(path:))
                 entry.object.state = .done
                 entry.object.frames = summary.writtenFrames
                 entry.object.bytes = summary.bytes
@@ -504,5 +518,25 @@ final class SaveBook: Sendable {
         } catch {
             throw staging.abandon(after: error)
         }
+    }
+}
+
+/// A file's device and inode (nil fields when it could not be read): the same path may later hold another file.
+struct FileIdentity: Hashable {
+    var device: UInt64?
+    var inode: UInt64?
+
+    init(path: String) {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    init(descriptor: Int32) {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return }
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
     }
 }

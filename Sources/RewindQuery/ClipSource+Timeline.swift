@@ -45,10 +45,17 @@ extension ClipSource {
                 try store.index.gaps(streamID: row.id, overlapping: range)
             }
             let segments = try SegmentStoreError.translatingIndexErrors {
-                try store.index.segments(streamID: row.id, overlapping: range)
+                // From a frame before the range: a segment whose last frame starts before it still covers its start.
+                try store.index.segments(
+                    streamID: row.id, overlapping: range.lowerBound.addingClamped(-frameDuration)..<range.upperBound)
             }
             for segment in segments where segment.state != .deleting {
                 guard let first = segment.firstPTS, let last = segment.lastPTS else { continue }
+                // Pts and the duration are whole nanoseconds rounded down, so a segment's last frame may end a
+                // nanosecond before the next segment's first: that is no hole.
+                if let previous = disk.last, previous.upperBound < first, first - previous.upperBound <= 1 {
+                    disk[disk.count - 1] = previous.lowerBound..<first
+                }
                 disk.append(first..<last.addingClamped(frameDuration))
             }
         }
@@ -171,6 +178,6 @@ struct Coverage {
 extension Int64 {
     fileprivate func addingClamped(_ other: Int64) -> Int64 {
         let (sum, overflow) = addingReportingOverflow(other)
-        return overflow ? .max : sum
+        return overflow ? (other > 0 ? .max : .min) : sum
     }
 }

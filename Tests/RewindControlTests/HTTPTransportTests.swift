@@ -93,6 +93,13 @@ final class RawConnection {
         let object = try decode(SaveObject.self, saved.body)
         #expect(object.state == .done && object.frames == 30 && object.files == [path])
         #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(150..<180))
+        #expect(try curl(socket, "GET", "/v1/files/\(object.id)").status == 200)
+        // A later save to the same path replaces the file: the first export's download is refused, not served.
+        let again = try curl(socket, "POST", "/v1/saves", body: #"{"last":"1s","path":"\#(path)","wait":true}"#)
+        let second = try decode(SaveObject.self, again.body)
+        let replaced = try curl(socket, "GET", "/v1/files/\(object.id)")
+        #expect(replaced.status == 409 && replaced.body.contains("replaced"), "\(replaced.body)")
+        #expect(try curl(socket, "GET", "/v1/files/\(second.id)").status == 200)
         let pending = try curl(socket, "POST", "/v1/saves", body: #"{"before":"1s","after":"1h"}"#)
         #expect(pending.status == 202)
         let waiting = try decode(SaveObject.self, pending.body)
@@ -106,7 +113,7 @@ final class RawConnection {
         #expect(farther.status == 400 && farther.body.contains("200 years"), "\(farther.body)")
         #expect(try curl(socket, "GET", "/v1/saves/\(waiting.id)").status == 200)
         let list = try decode(SaveList.self, try curl(socket, "GET", "/v1/saves").body)
-        #expect(list.saves.map(\.id) == [object.id, waiting.id])
+        #expect(list.saves.map(\.id) == [object.id, second.id, waiting.id])
         let cancelled = try curl(socket, "DELETE", "/v1/saves/\(waiting.id)")
         #expect(try decode(SaveObject.self, cancelled.body).state == .cancelled)
         let clip = try curl(socket, "POST", "/v1/clips", body: #"{"from":"1s","to":"2s","format":"y4m","wait":true}"#)
@@ -134,6 +141,8 @@ final class RawConnection {
             ("POST", "/v1/clips", #"{"from":"9999-12-31T00:00:00Z","to":"9999-12-31T00:00:01Z"}"#, 400, "bad_request"),
             ("GET", "/v1/markers?from=1678-01-01T00:00:00Z", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=abc", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/frame?at=1s&widht=10", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/timeline?from=0s&to=1s&bucket=5", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=1", nil, 404, "not_found"),
         ]
         for (method, path, body, expected, code) in cases {

@@ -61,6 +61,31 @@ import Testing
         #expect(throws: ClipError.badBucketCount(10)) { try source.timeline(range: 0..<5, buckets: 10) }
     }
 
+    /// A segment's last frame covers its whole frame time: a range that starts inside it is on disk, and buckets
+    /// across segment boundaries are wholly covered (no nanosecond between one segment and the next).
+    @Test func segmentBoundariesAreCoveredExactly() throws {
+        var feed = try CameraFeed()
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20, spill: .eager))
+        for _ in 0..<150 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        _ = try recorder.finish()
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let sealed = try store.segments().filter { $0.state == .sealed }
+        try #require(sealed.count >= 3)
+        let boundary = try #require(sealed[0].lastPTS)
+        let inside = try source.timeline(range: (boundary + 1)..<(boundary + 2), buckets: 1)
+        #expect(inside[0].disk == 1, "the first segment's last frame covers \(boundary + 1): \(inside)")
+        let across = try source.timeline(range: 0..<feed.pts(140), buckets: 14)
+        for bucket in across { #expect(bucket.disk == 1, "\(bucket)") }
+    }
+
     @Test func steppingCrossesDiskMemoryAndGaps() throws {
         let (recorder, feed) = try recorded()
         defer { _ = try? recorder.finish() }
