@@ -111,7 +111,8 @@ public final class RecorderStream: Sendable {
             shared.noteDroppedOnArrival(.spillBehind)
             return .dropped(.spillBehind)
         }
-        return note(try ring.append(copying: planes, layout: stream.layout, info: mapped(info)))
+        let info = mapped(info)
+        return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
     }
 
     /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
@@ -172,12 +173,20 @@ public final class RecorderStream: Sendable {
 
     /// Stores a frame filled in place in `slab`.
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        note(try ring.commit(slab, info: mapped(info)))
+        let info = mapped(info)
+        return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
     }
 
-    private func note(_ outcome: AppendOutcome) -> AppendOutcome {
+    private func note(_ outcome: AppendOutcome, pts: Int64) -> AppendOutcome {
         switch outcome {
         case .stored(let sequence):
+            let previous = shared.newestPTS.exchange(pts, ordering: .relaxed)
+            if previous == .min {
+                _ = shared.writtenPTS.compareExchange(
+                    expected: .min, desired: pts &- 1, ordering: .releasing)
+            } else {
+                shared.newestStep.store(pts &- previous, ordering: .relaxed)
+            }
             // After drops, mark this frame as the first after them, so its gap is recorded with their reason.
             if shared.arrivalDropsSinceLastStore.load(ordering: .relaxed) != 0,
                 let reason = LossReason.arrivalReason(
@@ -233,7 +242,9 @@ public final class RecorderStream: Sendable {
         while spill.isRunning && !shouldStop() {
             let room = framesInRing
             let allowed = unwrittenFramesAllowed(room: room)
-            if Int(unspilledFrames) <= allowed || canWriteThrough(room: room) { return }
+            if (Int(unspilledFrames) <= allowed && !nextFrameWouldExpireUnwritten) || canWriteThrough(room: room) {
+                return
+            }
             shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
             shared.producerWaits.store(true, ordering: .relaxed)
             if !isWaiting {
@@ -242,6 +253,20 @@ public final class RecorderStream: Sendable {
             }
             usleep(500)
         }
+    }
+
+    /// Whether the ring's time window, moved on by the next frame (expected one step after the newest), could push
+    /// out a frame not yet written: with eager spill, when frames come further apart than the nominal rate the
+    /// room in frames assumes (a camera slowed by heat), the window is what fills first.
+    private var nextFrameWouldExpireUnwritten: Bool {
+        guard configuration.spill == .eager, unspilledFrames > 0 else { return false }
+        let newest = shared.newestPTS.load(ordering: .relaxed)
+        guard newest != .min else { return false }
+        let next = newest.addingReportingOverflow(max(0, shared.newestStep.load(ordering: .relaxed)))
+        guard !next.overflow else { return false }
+        let threshold = next.partialValue.subtractingReportingOverflow(configuration.windowNanoseconds)
+        // Frames before the threshold leave; every unwritten frame lies after the last one written.
+        return !threshold.overflow && threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1
     }
 
     /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's
@@ -413,6 +438,14 @@ final class RecorderShared: Sendable {
     let spillCursor = Atomic<UInt64>(1)
     /// The newest sequence number the producer stored.
     let newestSequence = Atomic<UInt64>(0)
+    /// The pts of the newest frame the producer stored (``Int64/min`` before the first), and how far after the one
+    /// before it came: the next frame's pts is expected that far after it (the ring's time window then evicts what
+    /// lies more than a window before it).
+    let newestPTS = Atomic<Int64>(.min)
+    let newestStep = Atomic<Int64>(0)
+    /// The pts of the last frame the spill stage wrote, or just before the first frame this run stored: every
+    /// unwritten frame lies after it.
+    let writtenPTS = Atomic<Int64>(.min)
     /// Frames pinned by queries right now (a batch each).
     let queryPinnedFrames = Atomic<Int>(0)
     /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.

@@ -399,6 +399,7 @@ final class SpillLane {
         if failure == nil {
             noteGap(before: pts, arrivalDrops: arrivalDrops)
             lastWrittenPTS = pts
+            shared.writtenPTS.store(pts, ordering: .releasing)
             pendingLoss = nil
             failedPTS = nil
         } else {

@@ -132,6 +132,24 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(result.stderr.contains("usage: rewind soak"))
     }
 
+    /// At max speed the soak waits for the spill stage, also when a thermal event makes frames come further apart
+    /// than the nominal rate: the ring's time window then fills before its room in frames, and must not push out
+    /// frames not yet written (a slow disk keeps the spill stage behind). Every accepted frame is stored.
+    @Test func sparseFramesAtMaxSpeedLoseNothing() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let result = try Tool.rewind([
+            "soak", "--duration", "20s", "--size", "320x240", "--fps", "30", "--memory", "128MiB", "--disk", "0",
+            "--window", "4s", "--events", "0s:disk=slow,1s:thermal=critical", "--store", store,
+        ])
+        #expect(result.status == 0, "\(result.output) \(result.stderr)")
+        let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
+        let object = try #require(info as? [String: Any])
+        #expect(object["drops"] as? Int == 0, "\(object["drops_by_reason"] ?? "")")
+        #expect(result.output.contains(", 0 lost"), "\(result.output)")
+    }
+
     @Test func aStoreThatIsNotEmptyIsRefused() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
