@@ -96,9 +96,10 @@ extension SoakRun {
 
     /// The slope of the resident size over wall-clock time, from the samples taken while recording after warm-up.
     ///
-    /// Only memory pressure legitimately moves the ring's size (thermal and disk events leave its slabs mapped), so
-    /// the samples form one stretch per pressure level in force, each starting once the ring has turned over after
-    /// the change (refilled, or shed and settled); the slope is fitted with one intercept per stretch.
+    /// Memory pressure legitimately moves the ring's size, and so does a camera speeding up again after a thermal
+    /// slowdown when the window, not the budget, limits the ring (it refills at the faster rate; slower frames and
+    /// disk events leave its slabs mapped). The samples form one stretch per such change, each starting once the ring
+    /// has turned over after it (refilled, or shed and settled); the slope is fitted with one intercept per stretch.
     private mutating func measureSlope() {
         let frameNanoseconds = configuration.frameDuration.nanoseconds ?? 1
         let slab = (configuration.layout.byteCount + 4095) / 4096 * 4096
@@ -119,7 +120,14 @@ extension SoakRun {
         for event in configuration.events {
             switch event.action {
             case .thermal(let state):
+                // A faster camera refills a ring its window limits (memory grows until it is full again): measure
+                // afresh once it has turned over at the new rate.
+                let faster = state.frameDivisor < divisor
                 divisor = state.frameDivisor
+                if faster {
+                    starts.append(event.at)
+                    settledAt.append(max(warmUp, event.at + turnover(divisor)))
+                }
             case .pressure:
                 starts.append(event.at)
                 settledAt.append(max(warmUp, event.at + turnover(divisor)))

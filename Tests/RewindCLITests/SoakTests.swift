@@ -150,6 +150,18 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(result.output.contains(", 0 lost"), "\(result.output)")
     }
 
+    /// A camera speeding up again after a thermal slowdown refills a ring its window limits: memory grows until the
+    /// ring is full again, which is no leak, and `rss_flat` holds.
+    @Test func aRingRefillingAfterAThermalSlowdownIsNoLeak() throws {
+        let result = try Tool.rewind(
+            [
+                "soak", "--duration", "12s", "--speed", "realtime", "--size", "1280x720", "--fps", "30", "--memory",
+                "256MiB", "--disk", "0", "--window", "4s", "--events", "0s:thermal=critical,4s:thermal=nominal",
+            ], timeout: .seconds(120))
+        #expect(result.status == 0, "\(result.output) \(result.stderr)")
+        #expect(result.output.contains("ok     rss_flat"), "\(result.output)")
+    }
+
     @Test func aStoreThatIsNotEmptyIsRefused() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
