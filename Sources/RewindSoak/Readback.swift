@@ -207,12 +207,19 @@ final class ReadbackThread: Sendable {
     func start() {
         let thread = Thread { [self] in
             var readback = initial.withLock { $0.take()! }
+            // What is not read back yet is held against retention: at max speed a second of wall time is many
+            // segments, which a small --disk would otherwise delete before they are read.
+            var hold = store.addHold(streamName: stream.name, range: Int64.min..<Int64.max)
             while true {
                 let isLast = isFinishing.load(ordering: .acquiring)
                 readback.readStore(store, stream: stream)
+                let next = store.addHold(streamName: stream.name, range: readback.diskCursor..<Int64.max)
+                store.removeHold(hold)
+                hold = next
                 if isLast { break }
                 _ = wakeup.wait(timeout: .now() + Self.interval)
             }
+            store.removeHold(hold)
             result.withLock { $0 = readback }
             done.signal()
         }
