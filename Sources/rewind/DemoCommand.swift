@@ -81,9 +81,14 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     print("play:    ffplay \(exports)/last-\(shortSeconds(saveLength)).mkv      (or mpv)")
     print("inspect: rewind info --store \(directory)")
     if let first = stored.firstPTS, let last = stored.lastPTS {
-        // A range the store holds: 1.5 s (or less in a short run) from the middle of what was recorded.
-        let length = min(1_500_000_000, (last - first) / 3)
-        let from = (first + (last - first) / 3) / 1_000_000 * 1_000_000
+        // A range the store holds: 1.5 s from the middle of what was recorded; all of a short run (whole
+        // milliseconds, the end past the last frame).
+        var length = min(1_500_000_000, (last - first) / 3)
+        var from = (first + (last - first) / 3) / 1_000_000 * 1_000_000
+        if last - first < 3_000_000_000 {
+            from = first / 1_000_000 * 1_000_000
+            length = (last + 1_000_000) / 1_000_000 * 1_000_000 - from
+        }
         print(
             "clip:    rewind clip --store \(directory) --from \(formatSeconds(from)) --to \(formatSeconds(from + length)) -o clip.mp4"
         )

@@ -45,16 +45,18 @@ import Testing
         #expect(second.output.contains("the store now holds 20 frames in "), "\(second.output)")
     }
 
-    /// A demo shorter than 5 s saves what it recorded, says so, and suggests a clip range the store holds.
-    @Test func aShortDemoSavesWhatItRecordedAndSuggestsARangeTheStoreHolds() throws {
+    /// A demo shorter than 5 s saves what it recorded, says so, and suggests a clip range the store holds (also
+    /// for a demo of a frame or two).
+    @Test(arguments: [("2s", "2s"), ("17ms", "0.017s")])
+    func aShortDemoSavesWhatItRecordedAndSuggestsARangeTheStoreHolds(seconds: String, saved: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("demo").path
-        let demo = try Tool.rewind(["demo", "--seconds", "2s", "--store", store])
+        let demo = try Tool.rewind(["demo", "--seconds", seconds, "--store", store])
         #expect(demo.status == 0, "\(demo.stderr)")
-        #expect(demo.output.contains("saved the last 2s from memory"), "\(demo.output)")
+        #expect(demo.output.contains("saved the last \(saved) from memory"), "\(demo.output)")
         #expect(!demo.output.contains("5 s"), "\(demo.output)")
-        #expect(FileManager.default.fileExists(atPath: "\(store)/exports/last-2s.mkv"))
+        #expect(FileManager.default.fileExists(atPath: "\(store)/exports/last-\(saved).mkv"))
         let suggestion = try #require(demo.output.split(separator: "\n").first { $0.hasPrefix("clip:") })
         let words = suggestion.split(separator: " ").map(String.init)
         let from = try #require(words.firstIndex(of: "--from").map { words[$0 + 1] })
