@@ -78,8 +78,11 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                     .map { "\($0.key): \($0.value)" }.joined(separator: ", ") + ")"))
     print("  gaps: \(gaps.count)")
     for gap in gaps.prefix(20) {
+        // With several streams, each gap says whose it is (its times are that stream's pts).
+        let whose = streams.count > 1 ? streamNames[gap.streamID].map { "stream \($0): " } ?? "" : ""
         print(
-            "    \(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): \(gap.reason.rawValue)")
+            "    \(whose)\(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)): "
+                + gap.reason.rawValue)
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
     if !markers.isEmpty {

@@ -236,6 +236,26 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(try syntheticIndices(store: store, stream: "camera") == Array(0..<90) + Array(0..<30))
     }
 
+    /// With several streams, `info` says whose each gap is.
+    @Test func gapsOfSeveralStreamsNameTheirStream() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let both = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x90@30", "--input", "b=synthetic:160x90@30",
+            "--duration", "1s",
+        ])
+        #expect(both.status == 0, "\(both.stderr)")
+        let again = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x90@30", "--duration", "1s",
+        ])
+        #expect(again.status == 0, "\(again.stderr)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.output.contains(": recorder stopped"), "\(info.output)")
+        let gapLines = info.output.split(separator: "\n").filter { $0.hasSuffix(": recorder stopped") }
+        #expect(!gapLines.isEmpty && gapLines.allSatisfy { $0.contains("stream a: ") }, "\(gapLines)")
+    }
+
     @Test(arguments: [
         (["--input", "a=synthetic", "--input", "a=synthetic:320x180@30"], "two inputs are named 'a'"),
         (["--input", "synthetic", "--input", "synthetic:320x180@30"], "(an input without NAME= is named by --stream)"),
