@@ -18,9 +18,13 @@ package final class EventHub: Sendable {
 
     /// Sends `value` as event `name` to every client.
     package func publish(_ name: String, _ value: some Encodable) {
-        let data = APICoding.encode(value)
-        let message = Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8)
+        let message = Self.message(name, value)
         for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.enqueue(message) }
+    }
+
+    /// Event `name` with `value` as its data, as Server-Sent Events lines.
+    static func message(_ name: String, _ value: some Encodable) -> [UInt8] {
+        Array("event: \(name)\ndata: ".utf8) + APICoding.encode(value) + Array("\n\n".utf8)
     }
 
     /// A new client's stream.
@@ -79,7 +83,11 @@ package final class EventSubscription: HTTPStreamBody {
     /// Waits up to a second for events; with none, sends a comment line to keep the connection alive (and to notice
     /// a client that went away).
     package func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
-        for attempt in 0..<2 {
+        // The semaphore counts every event queued, also those read without waiting: a wake-up with nothing queued
+        // is one of those, so the keep-alive waits for the second to pass, not for the first wake-up.
+        let deadline = DispatchTime.now() + .seconds(1)
+        while true {
+            let idle = DispatchTime.now() >= deadline
             let bytes: [UInt8]? = queue.withLock { queue in
                 if queue.pending.isEmpty {
                     if queue.lost > 0 {
@@ -89,7 +97,7 @@ package final class EventSubscription: HTTPStreamBody {
                         queue.pending = queue.messages.removeFirst()
                     } else if queue.closed {
                         return nil
-                    } else if attempt == 1 {
+                    } else if idle {
                         queue.pending = Array(": keep-alive\n\n".utf8)
                     } else {
                         return []
@@ -105,9 +113,8 @@ package final class EventSubscription: HTTPStreamBody {
                 bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
                 return bytes.count
             }
-            _ = ready.wait(timeout: .now() + .seconds(1))
+            _ = ready.wait(timeout: deadline)
         }
-        return 0
     }
 
     package func close() {

@@ -412,10 +412,16 @@ public final class RecorderControl: Sendable {
             return json(try book.extend(id, by: more))
         case ["events"]:
             try allow("GET")
+            let subscription = events.subscribe()
+            if isStopping.load(ordering: .acquiring) {
+                // A client that comes while the recorder stops hears so first, then its stream ends.
+                subscription.enqueue(EventHub.message("stopping", HealthResponse(status: "stopping")))
+                subscription.close()
+            }
             return HTTPResponse(
                 status: 200,
                 headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")],
-                body: .stream(events.subscribe()))
+                body: .stream(subscription))
         case let path where path.count == 3 && path[0] == "streams" && path[2] == "timeline":
             try allow("GET")
             return json(try timeline(stream: path[1], query: request.query))

@@ -21,6 +21,25 @@ import Testing
         return events
     }
 
+    /// After a burst of events read without waiting, an idle client gets a keep-alive comment a second apart, not
+    /// one per event of the burst back to back.
+    @Test func keepAlivesStayASecondApartAfterABurst() {
+        let hub = EventHub()
+        let client = hub.subscribe()
+        for number in 0..<20 { hub.publish("save", ["n": number]) }
+        #expect(readEvents(client, count: 20).count == 20)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let start = ContinuousClock.now
+        var comments = 0
+        while comments < 2 {
+            guard let read = buffer.withUnsafeMutableBytes({ client.read(into: $0) }) else { break }
+            if String(decoding: buffer[0..<read], as: UTF8.self).hasPrefix(": keep-alive") { comments += 1 }
+        }
+        #expect(comments == 2)
+        // At least a second for the two (the first may come up to a second early, as the opening comment's).
+        #expect(ContinuousClock.now - start >= .milliseconds(900), "keep-alives came back to back")
+    }
+
     @Test func aClientThatFallsBehindIsToldHowManyEventsItLost() {
         let hub = EventHub()
         let slow = hub.subscribe()
