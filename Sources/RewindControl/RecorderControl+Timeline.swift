@@ -140,7 +140,18 @@ extension RecorderControl {
                     + "range in nanoseconds")
         }
         let clock = try source.clock()
-        let buckets = try source.timeline(range: clock.ptsRange(from..<to), buckets: count)
+        var buckets = try source.timeline(range: clock.ptsRange(from..<to), buckets: count)
+        // A stream whose input failed gets its `input failed` gap when the recorder stops; until then it is shown
+        // from its last frame on, so the lane says why it is empty.
+        if stream.inputError != nil, let last = try source.span()?.upperBound {
+            let end = last.addingReportingOverflow(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
+            for index in buckets.indices
+            where buckets[index].endNanoseconds > (end.overflow ? .max : end.partialValue)
+                && !buckets[index].gaps.contains(.inputFailed)
+            {
+                buckets[index].gaps.append(.inputFailed)
+            }
+        }
         return TimelineResponse(
             stream: name, fromNanoseconds: from, toNanoseconds: to,
             wallOffsetNanoseconds: stream.clock.map { $0.wallNanoseconds },

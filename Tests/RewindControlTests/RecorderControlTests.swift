@@ -124,6 +124,22 @@ import Testing
         #expect(done.toNanoseconds == last + 1 && done.toNanoseconds < save.toNanoseconds, "the end moved")
     }
 
+    /// A stream whose input failed shows an `input failed` gap in its timeline from its last frame on while the
+    /// recorder still runs (the gap row itself is written when it stops).
+    @Test func aFailedInputShowsInTheTimelineWhileRecording() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        struct Broken: Error {}
+        live.recorder.streams[0].noteInputFailed(Broken())
+        let end = live.feed.pts(179) + 1_000_000_000
+        let answer = try curl(
+            live.control.socketPath, "GET", "/v1/streams/camera/timeline?from=0ns&to=\(end)ns&buckets=4")
+        #expect(answer.status == 200, "\(answer.body)")
+        let timeline = try decode(TimelineResponse.self, answer.body)
+        #expect(timeline.buckets.first?.gaps.isEmpty == true, "\(timeline.buckets)")
+        #expect(timeline.buckets.last?.gaps == ["input failed"], "\(timeline.buckets)")
+    }
+
     @Test func extendGrowsAWaitingSaveAndCancelRemovesIt() throws {
         let live = try LiveRecorder()
         // No producer yet: the saves wait for frames that have not come.
