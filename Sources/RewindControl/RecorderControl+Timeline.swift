@@ -144,11 +144,9 @@ extension RecorderControl {
         // A stream whose input failed gets its `input failed` gap when the recorder stops; until then it is shown
         // from its last frame on, so the lane says why it is empty.
         if stream.inputError != nil, let last = try source.span()?.upperBound {
-            let end = last.addingReportingOverflow(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
+            let end = last.addingSaturating(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
             for index in buckets.indices
-            where buckets[index].endNanoseconds > (end.overflow ? .max : end.partialValue)
-                && !buckets[index].gaps.contains(.inputFailed)
-            {
+            where buckets[index].endNanoseconds > end && !buckets[index].gaps.contains(.inputFailed) {
                 buckets[index].gaps.append(.inputFailed)
             }
         }

@@ -52,7 +52,7 @@ public struct StreamClock: Sendable, Hashable {
 
 extension Int64 {
     /// `self + other`, clamped to the representable range instead of trapping.
-    fileprivate func addingSaturating(_ other: Int64) -> Int64 {
+    public func addingSaturating(_ other: Int64) -> Int64 {
         let (sum, overflow) = addingReportingOverflow(other)
         guard overflow else { return sum }
         return other > 0 ? .max : .min

@@ -47,7 +47,7 @@ extension ClipSource {
             let segments = try SegmentStoreError.translatingIndexErrors {
                 // From a frame before the range: a segment whose last frame starts before it still covers its start.
                 try store.index.segments(
-                    streamID: row.id, overlapping: range.lowerBound.addingClamped(-frameDuration)..<range.upperBound)
+                    streamID: row.id, overlapping: range.lowerBound.addingSaturating(-frameDuration)..<range.upperBound)
             }
             for segment in segments where segment.state != .deleting {
                 guard let first = segment.firstPTS, let last = segment.lastPTS else { continue }
@@ -56,20 +56,20 @@ extension ClipSource {
                 if let previous = disk.last, previous.upperBound < first, first - previous.upperBound <= 1 {
                     disk[disk.count - 1] = previous.lowerBound..<first
                 }
-                disk.append(first..<last.addingClamped(frameDuration))
+                disk.append(first..<last.addingSaturating(frameDuration))
             }
         }
         var memory: [Range<Int64>] = []
         if let live {
             let statistics = live.ring.statistics
             if let first = statistics.firstPTSNanoseconds, let last = statistics.lastPTSNanoseconds {
-                memory.append(first..<last.addingClamped(frameDuration))
+                memory.append(first..<last.addingSaturating(frameDuration))
             }
         }
         // A gap runs from the last frame before it (which still shows for one frame duration) to the next frame.
         gaps = gaps.map { gap in
             var hole = gap
-            hole.startNanoseconds = min(gap.startNanoseconds.addingClamped(frameDuration), gap.endNanoseconds)
+            hole.startNanoseconds = min(gap.startNanoseconds.addingSaturating(frameDuration), gap.endNanoseconds)
             return hole
         }.filter { $0.endNanoseconds > max($0.startNanoseconds, range.lowerBound) }
         let holes = Coverage(gaps.map { $0.startNanoseconds..<$0.endNanoseconds })
@@ -172,12 +172,5 @@ struct Coverage {
             probe += 1
         }
         return total
-    }
-}
-
-extension Int64 {
-    fileprivate func addingClamped(_ other: Int64) -> Int64 {
-        let (sum, overflow) = addingReportingOverflow(other)
-        return overflow ? (other > 0 ? .max : .min) : sum
     }
 }

@@ -185,8 +185,7 @@ public enum ClipSource: Sendable {
         case .wall(let wall):
             guard span != nil else { throw ClipError.noFrames(source: "store") }
             // Saturating: a wall time centuries from the recording is simply before or after all of it.
-            let (time, overflow) = wall.subtractingReportingOverflow(clock.wallNanoseconds)
-            return overflow ? (wall < 0 ? .min : .max) : time
+            return wall.addingSaturating(-clock.wallNanoseconds)
         case .timeOfDay(let sinceMidnight):
             guard let span else { throw ClipError.noFrames(source: "store") }
             let offset = clock.wallNanoseconds

@@ -41,13 +41,18 @@ package final class SegmentFileReader {
         } catch {
             throw .io(error)
         }
+        do {
+            if sharedLock { _ = try fileSystem.flock(fd, operation: LOCK_SH, path: path) }
+        } catch {
+            fileSystem.close(fd)
+            throw .io(error)
+        }
         if let assumedHeader {
             header = assumedHeader
             plan = ChunkPlan(layout: assumedHeader.stream.layout, chunkSize: assumedHeader.chunkSize)
             return
         }
         do {
-            if sharedLock { _ = try fileSystem.flock(fd, operation: LOCK_SH, path: path) }
             var want = SegmentFormat.fixedHeaderLength
             while true {
                 let got = try fileSystem.readAll(

@@ -190,8 +190,8 @@ extension SegmentStore {
             try fileSystem.rename(path, to: segmentsDirectory + "/" + aside)
             try fileSystem.syncDirectory(segmentsDirectory)
         }
-        if let row { try index.removeSegment(id: row.id) }
         if let row {
+            try index.removeSegment(id: row.id)
             try recordLostFrames(streamID: row.streamID, lost: lost)
         }
         report.repaired.append(
