@@ -380,8 +380,9 @@ public final class StreamWriter {
             }
         }
         guard available < need else { return }
-        // The error says how much is durable: a sync still running decides that.
-        try collectSync(waiting: true)
+        // The error says how much is durable: everything written is made so first (a background sync may still be
+        // running, or not yet started for the newest frames).
+        _ = try syncUntranslated()
         let file =
             segment?.fileName ?? SegmentFormat.fileName(sequence: store.upcomingSequence, partial: true)
         let cause = FileSystemError(operation: "statvfs", path: store.segmentsDirectory, code: ENOSPC)
