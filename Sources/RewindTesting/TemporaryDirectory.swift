@@ -5,8 +5,13 @@ import Foundation
 /// The directory exists once the value is made and stays until ``remove()``: nothing is deleted behind a caller
 /// that still uses a path inside it.
 public final class TemporaryDirectory: Sendable {
-    /// One directory for the whole process (files inside it get unique names from ``file(_:)``).
-    public static let shared = TemporaryDirectory(prefix: "rewind-shared")
+    /// One directory for the whole process (files inside it get unique names from ``file(_:)``), removed with
+    /// everything in it when the process exits normally.
+    public static let shared: TemporaryDirectory = {
+        let directory = TemporaryDirectory(prefix: "rewind-shared")
+        atexit { TemporaryDirectory.shared.remove() }
+        return directory
+    }()
 
     /// The directory's absolute path.
     public let path: String

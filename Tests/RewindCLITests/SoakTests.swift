@@ -88,6 +88,38 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(svg.contains("resident memory (MiB)") && svg.contains("time since the start (s)"))
     }
 
+    /// A soak without `--store` records into a store under the temporary directory and removes it; writing the
+    /// report and chart leaves nothing else there or beside them.
+    @Test func aSoakLeavesNothingBehindButItsReportAndChart() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let temporary = directory.appendingPathComponent("tmp")
+        let output = directory.appendingPathComponent("out")
+        for folder in [temporary, output] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = temporary.path
+        let report = output.appendingPathComponent("report.json").path
+        let chart = output.appendingPathComponent("chart.svg").path
+        let arguments = [
+            "soak", "--speed", "max", "--size", "320x240", "--memory", "32MiB", "--window", "1s", "--duration", "1s",
+            "--report", report, "--chart", chart,
+        ]
+        // Twice: the second run replaces the first run's files.
+        for _ in 0..<2 {
+            let result = try Tool.rewind(arguments, environment: environment)
+            #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path) == [])
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == [
+                    "chart.svg", "report.json",
+                ])
+            let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
+            #expect((object as? [String: Any])?["passed"] as? Bool == true)
+        }
+    }
+
     @Test(
         arguments: [
             ("retain-buffers", "rss_within_limit", "20s"),
