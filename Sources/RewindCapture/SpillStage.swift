@@ -213,7 +213,6 @@ final class SpillLane {
 
     /// Pins the next unwritten frames, writes those due, releases them. Returns whether any was written.
     func spillAvailable(all: Bool) -> Bool {
-        applyEncoderCapacity()
         let wrote = spillBatch(all: all)
         if !wrote { collectFinishedSync() }
         let now = DispatchTime.now().uptimeNanoseconds
@@ -233,6 +232,8 @@ final class SpillLane {
         // Read before pinning: every frame up to this sequence was in the ring before the pin (the producer
         // publishes a sequence after storing its frame), so one the pin does not find has been evicted.
         let storedBeforePin = shared.newestSequence.load(ordering: .acquiring)
+        // Applied after that read: a frame stored after a pressure change is written at the capacity it asks for.
+        applyEncoderCapacity()
         let batch = shared.spillBatch.load(ordering: .relaxed)
         // The last frame written comes along (when the ring still has it) as the delta reference of the first.
         let withReference =
