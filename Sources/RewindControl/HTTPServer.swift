@@ -41,6 +41,13 @@ public protocol HTTPStreamBody: AnyObject, Sendable {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int?
     /// The client went away or the server stops: the stream ends.
     func close()
+    /// The body's length when it is known ahead (sent as `Content-Length`), nil when it is not (sent chunked).
+    var byteCount: UInt64? { get }
+}
+
+extension HTTPStreamBody {
+    /// Unknown: the body is sent chunked.
+    public var byteCount: UInt64? { nil }
 }
 
 /// An HTTP response: a status, headers and a body, whole or streamed.
@@ -256,7 +263,8 @@ final class HTTPServer: @unchecked Sendable {
             let box = StreamBox(stream: stream, server: self)
             streams.withLock { $0[ObjectIdentifier(stream)] = stream }
             made = library.api.create_response_from_callback(
-                UInt64.max, 16 * 1024, streamReader, Unmanaged.passRetained(box).toOpaque(), streamFree)
+                stream.byteCount ?? UInt64.max, 16 * 1024, streamReader, Unmanaged.passRetained(box).toOpaque(),
+                streamFree)
         }
         guard let made else { return .NO }
         defer { library.api.destroy_response(made) }

@@ -193,12 +193,12 @@ extension RecorderControl {
         }
         let clock = try source.clock()
         // A frame found in the index may be deleted by retention before it is read: look again (a few times).
-        var found: (pts: Int64, picture: FrameImage)?
+        var found: FrameImage?
         for _ in 0..<3 where found == nil {
             guard let pts = try source.framePTS(step, clock.pts(atRecorderTime: at)) else { break }
-            if let picture = try source.picture(at: pts, width: width, format: format) { found = (pts, picture) }
+            found = try source.picture(at: pts, width: width, format: format)
         }
-        guard let (pts, picture) = found else {
+        guard let picture = found else {
             let which =
                 switch step {
                 case .after: "after"
@@ -260,12 +260,18 @@ extension RecorderControl {
     }
 }
 
-/// A file sent as a response body, read a chunk at a time.
+/// A file sent as a response body, read a chunk at a time, with its length (the file's size when opened) sent as
+/// `Content-Length`: a file cut short meanwhile ends the connection before that length, so a client sees it.
 final class FileBody: HTTPStreamBody, @unchecked Sendable {
     private let lock = NSLock()
     private var descriptor: Int32
+    let byteCount: UInt64?
 
-    init(descriptor: Int32) { self.descriptor = descriptor }
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+        var info = stat()
+        byteCount = fstat(descriptor, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG ? UInt64(info.st_size) : nil
+    }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         lock.lock()

@@ -99,7 +99,14 @@ final class RawConnection {
         let second = try decode(SaveObject.self, again.body)
         let replaced = try curl(socket, "GET", "/v1/files/\(object.id)")
         #expect(replaced.status == 409 && replaced.body.contains("replaced"), "\(replaced.body)")
-        #expect(try curl(socket, "GET", "/v1/files/\(second.id)").status == 200)
+        // A download says its length up front (not chunked), so clients can show progress and see a cut-short body.
+        let headers = "\(live.directory)/headers.txt"
+        let download = try curl(socket, "GET", "/v1/files/\(second.id)", extra: ["-D", headers])
+        #expect(download.status == 200)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        let fields = try String(contentsOfFile: headers, encoding: .utf8).lowercased()
+        #expect(fields.contains("content-length: \(size)\r\n"), "\(fields)")
+        #expect(!fields.contains("transfer-encoding"), "\(fields)")
         let pending = try curl(socket, "POST", "/v1/saves", body: #"{"before":"1s","after":"1h"}"#)
         #expect(pending.status == 202)
         let waiting = try decode(SaveObject.self, pending.body)
