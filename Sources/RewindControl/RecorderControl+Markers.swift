@@ -126,7 +126,7 @@ extension RecorderControl {
 }
 
 /// Turns a recorder's counters into events, read every 250 ms on the control's thread: `drops` (at most once a
-/// second), `pressure`, `gap`, `segment` (sealed) and `disk_error`.
+/// second), `pressure`, `gap`, `segment` (sealed), `disk_error` and `input_failed`.
 struct CounterWatcher {
     let recorder: Recorder
     /// What was last published, per stream (in the recorder's order).
@@ -140,6 +140,7 @@ struct CounterWatcher {
         var pressure = MemoryPressure.normal
         var gaps = 0
         var lastError: String?
+        var inputError: String?
         /// The highest id of a sealed segment of the stream seen, while someone listened (nil: nobody did at the
         /// last look, so the next look only notes where it is).
         var highestSealedID: Int64?
@@ -151,7 +152,7 @@ struct CounterWatcher {
             let statistics = stream.statistics
             return Seen(
                 stream: stream, drops: statistics.drops.keyedByRawValue, pressure: stream.memoryStatistics.pressure,
-                gaps: statistics.gaps, lastError: statistics.lastError)
+                gaps: statistics.gaps, lastError: statistics.lastError, inputError: stream.inputError)
         }
     }
 
@@ -197,6 +198,17 @@ struct CounterWatcher {
         var message: String
     }
 
+    private struct InputFailedEvent: Encodable {
+        var stream: String
+        var message: String
+        var lastPTSNanoseconds: Int64?
+
+        enum CodingKeys: String, CodingKey {
+            case stream, message
+            case lastPTSNanoseconds = "last_pts_ns"
+        }
+    }
+
     mutating func publishChanges(to events: EventHub) {
         ticks += 1
         for index in seen.indices { publishChanges(of: &seen[index], to: events) }
@@ -220,6 +232,13 @@ struct CounterWatcher {
             events.publish("disk_error", DiskErrorEvent(stream: stream, message: message))
         }
         seen.lastError = statistics.lastError
+        if seen.inputError == nil, let message = seen.stream.inputError {
+            seen.inputError = message
+            events.publish(
+                "input_failed",
+                InputFailedEvent(
+                    stream: stream, message: message, lastPTSNanoseconds: (try? seen.stream.newestPTS()) ?? nil))
+        }
         guard let store = recorder.store else { return }
         if statistics.gaps != seen.gaps {
             let added = statistics.gaps - seen.gaps

@@ -125,12 +125,30 @@ import Testing
     }
 
     /// A stream whose input failed shows an `input failed` gap in its timeline from its last frame on while the
-    /// recorder still runs (the gap row itself is written when it stops).
-    @Test func aFailedInputShowsInTheTimelineWhileRecording() throws {
+    /// recorder still runs (the gap row itself is written when it stops), and an `input_failed` event tells the
+    /// clients following events when it happens.
+    @Test func aFailedInputShowsInTheTimelineAndTheEventsWhileRecording() throws {
         let live = try LiveRecorder()
         defer { try? live.finish() }
-        struct Broken: Error {}
+        let received = Mutex<[(String, String)]>([])
+        let client = live.client
+        Thread {
+            _ = try? client.events { name, data in
+                received.withLock { $0.append((name, data)) }
+                return true
+            }
+        }.start()
+        try waitUntil("the events client is connected") { live.control.eventClients == 1 }
+        struct Broken: Error, CustomStringConvertible {
+            var description: String { "frame 180 is cut short" }
+        }
         live.recorder.streams[0].noteInputFailed(Broken())
+        try waitUntil("the input_failed event comes") { received.withLock { $0.contains { $0.0 == "input_failed" } } }
+        let event = try #require(received.withLock { $0.first { $0.0 == "input_failed" } })
+        let data = try #require(try JSONSerialization.jsonObject(with: Data(event.1.utf8)) as? [String: Any])
+        #expect(data["stream"] as? String == "camera")
+        #expect(data["message"] as? String == "frame 180 is cut short")
+        #expect((data["last_pts_ns"] as? NSNumber)?.int64Value == live.feed.pts(179), "\(data)")
         let end = live.feed.pts(179) + 1_000_000_000
         let answer = try curl(
             live.control.socketPath, "GET", "/v1/streams/camera/timeline?from=0ns&to=\(end)ns&buckets=4")

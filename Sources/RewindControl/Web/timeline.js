@@ -563,6 +563,11 @@ function listen() {
   for (const type of ["marker", "gap", "segment"]) events.addEventListener(type, () => scheduleRefresh());
   events.addEventListener("pressure", () => loadStatus().catch(() => {}));
   events.addEventListener("disk_error", (event) => say("disk error: " + JSON.parse(event.data).message));
+  events.addEventListener("input_failed", (event) => {
+    const data = JSON.parse(event.data);
+    say(data.stream + ": input failed: " + data.message);
+    scheduleRefresh();
+  });
   events.addEventListener("stopping", () => say("the recorder is stopping"));
   events.onerror = () => { /* EventSource reconnects by itself */ };
 }
