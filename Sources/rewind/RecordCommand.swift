@@ -35,7 +35,12 @@ enum InputSpec {
             }
             self = .synthetic(width: width, height: height, frameDuration: duration)
         } else {
-            throw UsageError("--input: '\(text)' is not synthetic[:WxH@FPS], y4m:PATH or - (YUV4MPEG2 on stdin)")
+            // A bare file name is the likeliest slip: say how to name it.
+            let hint =
+                text.lowercased().hasSuffix(".y4m") || FileManager.default.fileExists(atPath: text)
+                ? "; for a YUV4MPEG2 file write y4m:\(text)" : ""
+            throw UsageError(
+                "--input: '\(text)' is not synthetic[:WxH@FPS], y4m:PATH or - (YUV4MPEG2 on stdin)\(hint)")
         }
     }
 }

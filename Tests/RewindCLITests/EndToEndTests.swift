@@ -327,6 +327,7 @@ func info(_ store: String) throws -> [String: Any] {
         arguments: [
             (["record", "--store", "S", "--input", "y4m:/tmp"], 66, "cannot open for reading: Is a directory"),
             (["info", "--store", ""], 64, "--store needs a directory"),
+            (["record", "--store", "S", "--input", "cam.y4m"], 64, "for a YUV4MPEG2 file write y4m:cam.y4m"),
             (["demo", "--store", "S", "--seconds", "0s"], 64, "--seconds must be at least one frame"),
             (["soak", "--duration", "1s", "--report", "/nonexistent/r.json"], 64, "/nonexistent is not a writable"),
             (
