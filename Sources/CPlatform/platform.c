@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -102,6 +103,11 @@ int rewind_limit_heap_retention(void) {
 #else
     return 0;
 #endif
+}
+
+int rewind_flush_standard_output(void) {
+    if (fflush(stdout) != 0) return errno != 0 ? errno : EIO;
+    return ferror(stdout) ? EIO : 0;
 }
 
 int rewind_tcp_listen(const char *host, int port, int backlog, int *bound_port, int *is_loopback) {

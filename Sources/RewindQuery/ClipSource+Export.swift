@@ -105,8 +105,23 @@ package struct StagedExport {
         let directory = slash.map { String(target[...$0]) } ?? ""
         let name = slash.map { String(target[target.index(after: $0)...]) } ?? target
         let serial = StagedExport.counter.add(1, ordering: .relaxed).newValue
+        StagedExport.removeAbandonedPartials(directory: directory, name: name, fileSystem: fileSystem)
         finalPath = target
         writtenDestination = .path("\(directory).\(name).partial-\(getpid())-\(serial)")
+    }
+
+    /// Removes the `.NAME.partial-PID-N` files beside the target that processes no longer running left behind (an
+    /// export to the same name killed part way). Another running process's partial file stays.
+    private static func removeAbandonedPartials(directory: String, name: String, fileSystem: any FileSystem) {
+        let prefix = ".\(name).partial-"
+        guard let entries = try? fileSystem.contentsOfDirectory(directory.isEmpty ? "." : directory) else { return }
+        for entry in entries where entry.hasPrefix(prefix) {
+            let rest = entry.dropFirst(prefix.count)
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid(),
+                kill(pid, 0) != 0 && errno == ESRCH
+            else { continue }
+            try? fileSystem.unlink(directory + entry)
+        }
     }
 
     /// `path` with symbolic links resolved when it can be replaced by a rename (a regular file, or nothing yet);
@@ -123,6 +138,12 @@ package struct StagedExport {
     /// Renames the finished file to the requested name and reports it under that name.
     package func complete(_ summary: ExportSummary) throws -> ExportSummary {
         guard let finalPath, case .path(let temporary) = writtenDestination else { return summary }
+        // A file replaced keeps its permissions (a private file does not become readable to others).
+        var replaced = stat()
+        if stat(finalPath, &replaced) == 0 && (replaced.st_mode & S_IFMT) == S_IFREG {
+            _ = chown(temporary, replaced.st_uid, replaced.st_gid)  // only when allowed (root, or the same owner)
+            _ = chmod(temporary, replaced.st_mode & 0o777)
+        }
         do {
             try fileSystem.rename(temporary, to: finalPath)
         } catch {

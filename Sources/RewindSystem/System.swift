@@ -1,3 +1,5 @@
+import CPlatform
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -28,6 +30,14 @@ public struct Errno: Error, Sendable, Hashable, CustomStringConvertible {
 public enum System {
     /// The size of a memory page in bytes (`sysconf(_SC_PAGESIZE)`), read once.
     public static let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    /// Flushes the C library's standard output (what `print` wrote) and says whether all of it reached the descriptor.
+    ///
+    /// - Returns: nil when it did, else the `errno` value of the failure (`EIO` when an earlier write failed).
+    public static func flushStandardOutput() -> Int32? {
+        let failure = rewind_flush_standard_output()
+        return failure == 0 ? nil : failure
+    }
 
     /// The processors online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
     public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }

@@ -150,6 +150,18 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     }
 }
 
+/// Removes the `stdout-PID-N.EXT` files in `exports` whose client process has ended (killed while it waited for the
+/// recorder, which then finished the file for nobody). A running client's file stays.
+private func removeFilesOfEndedClients(in exports: String) {
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? [] where name.hasPrefix("stdout-") {
+        let rest = name.dropFirst("stdout-".count)
+        guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0,
+            kill(pid, 0) != 0 && errno == ESRCH
+        else { continue }
+        unlink(exports + "/" + name)
+    }
+}
+
 /// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs.
 ///
 /// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
@@ -163,6 +175,7 @@ private func liveExport(
     if toStandardOutput {
         let exports = directory + "/exports"
         try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        removeFilesOfEndedClients(in: exports)
         path =
             URL(fileURLWithPath: exports).standardizedFileURL.path
             + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
@@ -211,15 +224,16 @@ private func liveExport(
         + "\(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
         + "\(formatSeconds(covered.1)); \(what == "clip" ? "exported" : "saved") by the live recorder"
     if toStandardOutput {
-        defer { unlink(file) }
-        guard let handle = FileHandle(forReadingAtPath: file) else {
-            throw CommandError("cannot read \(file), which the recorder wrote")
-        }
+        let handle = FileHandle(forReadingAtPath: file)
+        // Removed before the copy (the open handle keeps the bytes): a reader that stops early ends this process by
+        // SIGPIPE, which leaves nothing behind.
+        unlink(file)
+        guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
             if stopRequested.load(ordering: .relaxed) {
                 throw CommandError("interrupted while copying \(what) \(object.id) to stdout", status: 130)
             }
-            FileHandle.standardOutput.write(chunk)
+            try writeAll(chunk, to: STDOUT_FILENO)
         }
         message += " (through \(file), removed)"
         printError(message)

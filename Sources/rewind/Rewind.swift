@@ -48,7 +48,27 @@ enum Rewind {
     static func main() {
         // A recorder must stay within its memory budget: freed query and export buffers go back to the system.
         ResidentMemory.limitHeapRetention()
-        exit(run(Array(CommandLine.arguments.dropFirst())))
+        keepStandardDescriptorsTaken()
+        var status = run(Array(CommandLine.arguments.dropFirst()))
+        // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
+        if let failure = System.flushStandardOutput() {
+            printError("rewind: stdout: writing failed: \(String(cString: strerror(failure)))")
+            if status == ExitStatus.success { status = ExitStatus.failure }
+        }
+        exit(status)
+    }
+
+    /// A standard descriptor the process started without (`>&-`) would be taken by the next file opened (the
+    /// index, a segment), and output meant for it written there. Each closed one is given /dev/null opened the
+    /// wrong way round, so that using it fails instead (reported) and no file lands on it.
+    private static func keepStandardDescriptorsTaken() {
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) < 0 {
+            let opened = open("/dev/null", descriptor == STDIN_FILENO ? O_WRONLY : O_RDONLY)
+            if opened >= 0 && opened != descriptor {
+                dup2(opened, descriptor)
+                close(opened)
+            }
+        }
     }
 
     static func run(_ arguments: [String]) -> Int32 {
@@ -86,9 +106,27 @@ enum Rewind {
     }
 }
 
-/// Writes a line to standard error.
+/// Writes a line to standard error (a standard error that cannot be written is not an error of its own).
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    _ = try? writeAll(Data((text + "\n").utf8), to: STDERR_FILENO)
+}
+
+/// Writes all of `data` to `descriptor`, retrying interrupted and short writes.
+///
+/// - Throws: ``CommandError`` naming the stream (`stdout: writing failed: No space left on device`).
+func writeAll(_ data: Data, to descriptor: Int32) throws {
+    try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+        var offset = 0
+        while offset < bytes.count {
+            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                let name = descriptor == STDOUT_FILENO ? "stdout" : descriptor == STDERR_FILENO ? "stderr" : "output"
+                throw CommandError("\(name): writing failed: \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
 }
 
 /// A command that this build does not provide yet: says so and fails.

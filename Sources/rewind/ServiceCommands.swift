@@ -18,7 +18,7 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
     if arguments.flag("json") {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        FileHandle.standardOutput.write(try encoder.encode(status) + Data("\n".utf8))
+        try writeAll(try encoder.encode(status) + Data("\n".utf8), to: STDOUT_FILENO)
         return ExitStatus.success
     }
     print("recorder on \(directory)\(status.stopping ? " (stopping)" : "")")
@@ -44,11 +44,18 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
 func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     installStopHandlers()
+    var failure: (any Error)?
     let served = try ControlClient(directory: directory).events { name, data in
         // Unbuffered: a reader of a pipe sees each event as it happens.
-        FileHandle.standardOutput.write(Data("{\"event\":\"\(name)\",\"data\":\(data)}\n".utf8))
+        do {
+            try writeAll(Data("{\"event\":\"\(name)\",\"data\":\(data)}\n".utf8), to: STDOUT_FILENO)
+        } catch {
+            failure = error
+            return false
+        }
         return !stopRequested.load(ordering: .relaxed)
     }
+    if let failure { throw failure }
     guard served else {
         _ = try requireRecorder(directory) { _ in String?.none }
         return ExitStatus.unavailable

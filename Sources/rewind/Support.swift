@@ -14,12 +14,12 @@ struct ProgressLine {
         guard now - lastDraw >= .milliseconds(100) else { return }
         lastDraw = now
         drawn = true
-        FileHandle.standardError.write(Data("\r\u{1B}[K\(text())".utf8))
+        _ = try? writeAll(Data("\r\u{1B}[K\(text())".utf8), to: STDERR_FILENO)
     }
 
     mutating func clear() {
         guard isEnabled && drawn else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        _ = try? writeAll(Data("\r\u{1B}[K".utf8), to: STDERR_FILENO)
         drawn = false
     }
 }
@@ -74,8 +74,7 @@ func removeSaveSignal() {
 /// Prints `object` as pretty, key-sorted JSON on stdout.
 func printJSON(_ object: Any) throws {
     let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
-    FileHandle.standardOutput.write(data)
-    FileHandle.standardOutput.write(Data("\n".utf8))
+    try writeAll(data + Data("\n".utf8), to: STDOUT_FILENO)
 }
 
 /// Refuses a `--store` that exists but is not a directory (a file given by mistake), before any work starts.

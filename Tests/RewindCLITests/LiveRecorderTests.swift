@@ -54,6 +54,22 @@ import Testing
         let pipedPath = directory.appendingPathComponent("piped.y4m").path
         try piped.stdout.write(to: URL(fileURLWithPath: pipedPath))
         #expect(try probe(pipedPath, "stream=nb_read_frames") == "30")
+        // The file the recorder wrote for stdout is gone however the copy ends: a reader that stops early (the
+        // client dies of SIGPIPE), a stdout that cannot be written (exit 1, said so), and a client killed before
+        // (its file is removed by the next client, since its process is gone).
+        let exports = store + "/exports"
+        func stdoutFiles() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []).filter { $0.hasPrefix("stdout-") }
+        }
+        let endedPID = try Tool.run("/bin/sh", ["-c", "echo $$"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try Data("left by a killed client".utf8).write(to: URL(fileURLWithPath: "\(exports)/stdout-\(endedPID)-1.y4m"))
+        let command = "'\(Tool.rewindPath)' save --store '\(store)' --last 1s -o -"
+        let headed = try Tool.run("/bin/bash", ["-c", "\(command) | head -c 100 > /dev/null; echo ${PIPESTATUS[0]}"])
+        #expect(headed.output.trimmingCharacters(in: .whitespacesAndNewlines) == "141", "\(headed.output)")
+        #expect(stdoutFiles() == [], "\(stdoutFiles())")
+        let full = try Tool.run("/bin/sh", ["-c", "\(command) > /dev/full"])
+        #expect(full.status == 1 && full.stderr.contains("stdout: writing failed: No space left"), "\(full.stderr)")
+        #expect(stdoutFiles() == [], "\(stdoutFiles())")
 
         // `rewind info` shows what the live recorder holds in memory.
         let info = try Tool.rewind(["info", "--store", store, "--json"])
@@ -65,7 +81,6 @@ import Testing
 
         // SIGUSR1 saves the whole window (3 s) into DIR/exports/.
         kill(process.processIdentifier, SIGUSR1)
-        let exports = store + "/exports"
         func exported() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []).filter { $0.hasSuffix(".mkv") }
         }
@@ -123,6 +138,16 @@ import Testing
         let client = try save.finish()
         #expect(client.status != 0, "the save reported success: \(client.output) \(client.stderr)")
         #expect(!FileManager.default.fileExists(atPath: output), "a partial \(output) was left under its name")
+
+        // The next export to that name removes the partial file the killed recorder left; one that replaces a file
+        // keeps its permissions.
+        let later = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", output])
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exports.path) == ["out.mkv"])
+        #expect(chmod(output, 0o600) == 0)
+        #expect(try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", output]).status == 0)
+        var mode = stat()
+        #expect(stat(output, &mode) == 0 && mode.st_mode & 0o777 == 0o600)
     }
 
     @Test func aLiveRecorderOfSeveralStreamsSavesEachOrAllAndSignalSavesAll() throws {

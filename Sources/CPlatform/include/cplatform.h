@@ -43,4 +43,8 @@ int rewind_tcp_connect(int port);
 /// Returns 1 when applied, 0 where the C library has no such settings.
 int rewind_limit_heap_retention(void);
 
+/// Flushes the C library's `stdout` and says whether everything written to it so far reached the descriptor.
+/// Returns 0, or an errno value (EIO when an earlier write failed and its reason is gone).
+int rewind_flush_standard_output(void);
+
 #endif
