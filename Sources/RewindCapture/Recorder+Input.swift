@@ -113,6 +113,10 @@ extension RecorderStream {
         var result = RecordLoopResult()
         var firstPTS: Int64?
         var startInstant: ContinuousClock.Instant?
+        // The last frame's pts and how far after the one before it came (at first, the nominal frame duration): in
+        // real time, the next frame is expected that far after it.
+        var lastPTS: Int64?
+        var lastStep = stream.frameDuration.nanoseconds ?? 0
         // Where a frame goes when the ring has no slab for it: read (to keep the input in step) and discarded.
         var scratch: [UInt8] = []
         while true {
@@ -128,12 +132,25 @@ extension RecorderStream {
                     break
                 }
             }
+            // In real time, whether the frame has room is decided when it is due, not a frame early: the spill stage
+            // writes the frame before it meanwhile (a small ring has room for only one unwritten frame).
+            if options.pacing == .realtime, let start = startInstant, let first = firstPTS, let last = lastPTS,
+                lastStep > 0
+            {
+                let due = last.addingSaturating(lastStep) - first
+                guard System.sleep(until: start + .nanoseconds(due), unless: shouldStop) else {
+                    result.endReason = .stopped
+                    break
+                }
+            }
             /// Counts the frame and applies the duration limit and pacing; false ends the loop.
             func admit(_ info: FrameInfo) -> Bool {
                 result.framesRead += 1
                 let pts = info.ptsNanoseconds
                 let first = firstPTS ?? pts
                 firstPTS = first
+                if let lastPTS { lastStep = pts &- lastPTS }
+                lastPTS = pts
                 if let duration = options.durationNanoseconds, pts - first >= duration {
                     result.framesRead -= 1
                     result.endReason = .durationReached

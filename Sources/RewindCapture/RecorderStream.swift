@@ -30,8 +30,6 @@ public final class RecorderStream: Sendable {
     private let framesInWindow: Int
     /// Bytes of one frame's slab (page-rounded), as the ring's pool maps it.
     let slabBytes: Int
-    /// ``framesInRing`` under the current pressure; updated by ``setPressure(_:)`` so the producer reads one atomic.
-    private let ringRoom = Atomic<Int>(0)
     /// The share of the memory budget taken by this stream's spill encoder's output buffer (0 when it is not
     /// counted).
     package let encoderBytes: Int
@@ -69,7 +67,7 @@ public final class RecorderStream: Sendable {
             // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
             onEvict: { _ in })
         framesInWindow = Self.framesInWindow(stream, configuration)
-        ringRoom.store(room(under: .normal), ordering: .relaxed)
+        shared.ringRoom.store(room(under: .normal), ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
     }
 
@@ -213,7 +211,7 @@ public final class RecorderStream: Sendable {
     /// How many frames the ring can hold: the fewer of what fits in the stream's budget share now and what the
     /// window holds at the nominal rate, at least one when the share holds a frame (0 only when it holds none).
     /// The spill stage may fall behind by about this much before frames are lost.
-    public var framesInRing: Int { ringRoom.load(ordering: .relaxed) }
+    public var framesInRing: Int { shared.ringRoom.load(ordering: .relaxed) }
 
     /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
     /// fits: the newest frame stays in the ring however short the window.
@@ -278,12 +276,20 @@ public final class RecorderStream: Sendable {
         return room - Self.margin(room) - slack - 2
     }
 
+    /// The most unwritten frames the spill stage leaves with `on-evict`, whether or not a producer waits: two
+    /// frames short of what makes ``isSpillBehind`` drop new ones. Frames are otherwise written only as they near
+    /// the end of the window; in a small ring the margins reach further back than that, and without this limit the
+    /// producer would drop every new frame, so the newest pts, and with it what is due, would never move again.
+    package static func unwrittenFramesKept(room: Int, queries: Int) -> Int {
+        max(0, room - margin(room) - queries - 2)
+    }
+
     /// Applies a pressure level to this stream's share: the ring shrinks its budget (and releases memory) at once,
     /// backpressure follows the new room, and the spill thread resizes the stream's encoder buffer before its next
     /// frame of the stream (``encoderCapacity(under:)``).
     func setPressure(_ level: MemoryPressure) {
         let room = room(under: level)
-        ringRoom.store(room, ordering: .relaxed)
+        shared.ringRoom.store(room, ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room), ordering: .relaxed)
         ring.setPressure(level)
         shared.encoderCapacityWanted.store(encoderCapacity(under: level), ordering: .releasing)
@@ -446,6 +452,9 @@ final class RecorderShared: Sendable {
     /// The pts of the last frame the spill stage wrote, or just before the first frame this run stored: every
     /// unwritten frame lies after it.
     let writtenPTS = Atomic<Int64>(.min)
+    /// ``RecorderStream/framesInRing`` under the current pressure; updated by ``RecorderStream/setPressure(_:)`` so
+    /// the producer reads one atomic.
+    let ringRoom = Atomic<Int>(0)
     /// Frames pinned by queries right now (a batch each).
     let queryPinnedFrames = Atomic<Int>(0)
     /// Frames the spill stage has pinned right now: raised after it pins a batch, lowered after it releases it.

@@ -255,8 +255,15 @@ final class SpillLane {
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
         }
-        // A waiting producer needs room now: frames not due yet are written too, until few enough are left.
-        let wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
+        // A waiting producer needs room now: frames not due yet are written too, until few enough are left. With
+        // on-evict, so are frames beyond what the producer takes without dropping new ones as spill behind.
+        var wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
+        if configuration.spill == .onEvict {
+            let kept = RecorderStream.unwrittenFramesKept(
+                room: shared.ringRoom.load(ordering: .relaxed),
+                queries: shared.queryPinnedFrames.load(ordering: .relaxed))
+            wanted = wanted < 0 ? kept : min(wanted, kept)
+        }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         let room = framesInBudget()
         var written = 0

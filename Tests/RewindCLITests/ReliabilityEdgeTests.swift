@@ -32,6 +32,24 @@ import Testing
         #expect(try ExternalTools.frameMD5s(saved) == ExternalTools.frameMD5s(source), "\(limits)")
     }
 
+    /// A camera in real time into a ring of two or three frames, with each spill policy: whether a frame has room
+    /// is decided when it is due, by when the spill stage has written the one before, so nothing is dropped.
+    @Test(arguments: [
+        ["--window", "250ms"], ["--window", "250ms", "--spill", "on-evict"], ["--window", "1s", "--spill", "on-evict"],
+        ["--memory", "100KiB"],
+    ])
+    func aCameraInRealTimeIntoARingOfAFewFramesDropsNothing(limits: [String]) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "3s"] + limits,
+            timeout: .seconds(60))
+        #expect(record.status == 0, "\(limits): \(record.stderr)")
+        #expect(record.output.contains("recorded 30 frames"), "\(limits): \(record.output)")
+        #expect(record.output.contains("; 0 dropped;"), "\(limits): \(record.output)")
+    }
+
     @Test(arguments: [
         (["--window", "99ms"], "give at least --window 100ms"),
         (["--window", "0s"], "give at least --window 100ms"),

@@ -393,6 +393,29 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(indexes == Array(0..<300))
     }
 
+    /// A live source (nothing waits for the spill stage) with on-evict spill and a ring of a second: the spill stage
+    /// writes frames before they near the end of the window as far as the producer needs, so no frame is dropped as
+    /// spill behind (without it, the newest pts stopped moving once new frames were refused, and nothing became due).
+    @Test func onEvictSpillWithASmallRingKeepsRoomForALiveSource() throws {
+        var feed = try CameraFeed(width: 160, height: 96, fps: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 64 << 20, spill: .onEvict))
+        let stream = recorder.streams[0]
+        let kept = RecorderStream.unwrittenFramesKept(room: stream.framesInRing, queries: 0)
+        #expect(kept > 0 && kept < stream.framesInRing * 3 / 4, "the margins reach further back than the window's end")
+        for index in 0..<100 {
+            #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind), "frame \(index)")
+            try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
+                recorder.unspilledFrames <= UInt64(kept)
+            }
+        }
+        let statistics = try recorder.finish()
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 100)
+    }
+
     @Test func aFullDiskLeavesAGapWithItsReasonAndRecordingResumes() throws {
         var feed = try CameraFeed()
         let disk = FaultInjectingFileSystem()
