@@ -433,7 +433,7 @@ extension LossReason {
 
     /// The reason that names a gap left by drops on arrival with these ``arrivalBit``s: the first of
     /// ``arrivalPrecedence`` present, or nil when there are none.
-    fileprivate static func arrivalReason(of bits: UInt8) -> LossReason? {
+    static func arrivalReason(of bits: UInt8) -> LossReason? {
         arrivalPrecedence.first { bits & $0.arrivalBit != 0 }
     }
 }

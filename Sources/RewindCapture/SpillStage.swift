@@ -541,7 +541,9 @@ final class SpillLane {
         }
         noteCutBack()
         if let error = noteTailGap() { failure = failure ?? error }
-        if shared.inputFailure.withLock({ $0 }) != nil, let error = noteInputFailedGap(recorderTime: recorderTime) {
+        if shared.inputFailure.withLock({ $0 }) != nil {
+            if let error = noteInputFailedGap(recorderTime: recorderTime) { failure = failure ?? error }
+        } else if let error = noteTrailingDropsGap(recorderTime: recorderTime) {
             failure = failure ?? error
         }
         let newest = shared.newestSequence.load(ordering: .acquiring)
@@ -562,13 +564,26 @@ final class SpillLane {
     /// Records the gap of a stream whose input failed: from its last frame to the end of the recording (at least
     /// one frame time).
     private func noteInputFailedGap(recorderTime: Int64?) -> (any Error)? {
+        recordGapToEnd(reason: .inputFailed, recorderTime: recorderTime)
+    }
+
+    /// Records the gap of frames dropped on arrival after the last frame stored (no later frame came to record it
+    /// before): from the last frame written to the end of the recording, with the drops' reason.
+    private func noteTrailingDropsGap(recorderTime: Int64?) -> (any Error)? {
+        let bits = shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed)
+        guard let reason = LossReason.arrivalReason(of: bits) else { return nil }
+        return recordGapToEnd(reason: reason, recorderTime: recorderTime)
+    }
+
+    /// Records a gap from the last frame written to the end of the recording (at least one frame time).
+    private func recordGapToEnd(reason: LossReason, recorderTime: Int64?) -> (any Error)? {
         guard let start = lastWrittenPTS else { return nil }
         let frame = max(1, stream.frameDuration.nanoseconds ?? 1)
         var end = start + frame
         if let recorderTime, let clock = shared.clock.clock {
             end = max(end, clock.pts(atRecorderTime: recorderTime))
         }
-        return recordGap(start: start, end: end, reason: .inputFailed)
+        return recordGap(start: start, end: end, reason: reason)
     }
 
     /// Stores the stream's clock mapping once its first frame decided it (before that frame is written).

@@ -222,6 +222,30 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(split.fromDisk == 0)
     }
 
+    /// Frames dropped on arrival at the very end, with no frame stored after them, still get their gap when the
+    /// recorder finishes: from the last frame written, with their reason.
+    @Test func dropsAtTheEndOfARecordingGetTheirGap() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 40 * 16 * 4096))
+        disk.close()
+        defer { disk.open() }
+        var stored = 0
+        for _ in 0..<300 where try feed.appendNext(to: recorder) != .dropped(.spillBehind) { stored += 1 }
+        #expect(stored < 300)
+        disk.open()
+        let statistics = try recorder.finish()
+        #expect(statistics.framesDurable == stored)
+        let gaps = try store.gaps()
+        #expect(gaps.count == 1, "\(gaps)")
+        #expect(gaps.first?.reason == .spillBehind)
+        #expect(gaps.first?.startNanoseconds == feed.pts(Int64(stored - 1)))
+    }
+
     @Test func dropNewestBackpressureNeverBlocksTheProducerAndCountsEveryDrop() throws {
         var feed = try CameraFeed()
         let disk = GatedFileSystem()
