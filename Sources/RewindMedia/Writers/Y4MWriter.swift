@@ -15,6 +15,9 @@ import RewindSystem
 ///   de-interleaved;
 /// - `bgra` is refused: YUV4MPEG2 has no RGB format (export `.mkv` or `.mp4` instead).
 ///
+/// Streams keep no chroma siting or pixel aspect (``Y4MReader`` reads `C420mpeg2`, `C420paldv` and any `A` as
+/// plain 4:2:0), so the header always says `C420jpeg` (4:2:0) and `A1:1`.
+///
 /// Gaps: the file has one frame per frame duration, a grid of slots from the first frame. Each frame goes to the
 /// slot of its pts, `round((pts − first pts) / duration)` (a tie to the earlier slot), so rounding never adds up
 /// over many gaps; the slots a gap leaves empty repeat the previous frame, counted in
