@@ -121,8 +121,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
     let live = try liveExport(
-        directory: directory, output: output, format: format ?? .matroska, what: "save",
-        streams: selection?.streamCount
+        directory: directory, output: output, format: format, what: "save", streams: selection?.streamCount
     ) { path in
         var request = request
         request.path = path
@@ -240,7 +239,7 @@ private func liveExport(
         " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
         + "\(formatSeconds(covered.1))"
     // A file per stream: the streams that had no frame in the range got none.
-    if let streams, format != .matroska, object.files.count < streams {
+    if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
     }
     message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
