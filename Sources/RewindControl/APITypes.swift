@@ -143,12 +143,17 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var frames: Int
     /// Bytes written, once done.
     public var bytes: Int64
-    /// The pts of the first frame the file holds (stream clock, nanoseconds), once done; nil for a save of several
-    /// streams or a file with no frame. With ``lastPTSNanoseconds``, the range actually covered: retention or gaps
-    /// may have left less than `from_ns`…`to_ns`.
+    /// The pts of the first frame the file holds (stream clock, nanoseconds), once done; for a save of several
+    /// streams, the earliest first frame of any of its files on the recorder clock. Nil before, or with no frame.
+    /// With ``lastPTSNanoseconds``, the range actually covered: retention or gaps may have left less than
+    /// `from_ns`…`to_ns`.
     public var firstPTSNanoseconds: Int64?
-    /// The pts of the last frame the file holds, once done; nil like ``firstPTSNanoseconds``.
+    /// The pts of the last frame the file holds, once done; for several streams the latest last frame on the
+    /// recorder clock; nil like ``firstPTSNanoseconds``.
     public var lastPTSNanoseconds: Int64?
+    /// Of ``frames``, how many repeat the frame before them to fill gaps at a constant frame rate (`.y4m`; 0 for
+    /// the other formats), once done; nil before.
+    public var repeatedFrames: Int?
     /// How far the export is, 0…1.
     public var progress: Double
     /// Why it failed, when it did.
@@ -178,6 +183,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case toNanoseconds = "to_ns"
         case firstPTSNanoseconds = "first_pts_ns"
         case lastPTSNanoseconds = "last_pts_ns"
+        case repeatedFrames = "repeated_frames"
     }
 }
 

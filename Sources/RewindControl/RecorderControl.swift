@@ -582,7 +582,7 @@ public final class RecorderControl: Sendable {
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
         if request.sinceLastSave == true, let end = book.lastSavedEnd(stream: stream) {
             guard end < range.upperBound else {
-                throw APIError(.conflict, "nothing new since the last save, which ended at pts \(end) ns")
+                throw APIError(.conflict, "nothing new since the last save, which ended at \(formatSeconds(end))")
             }
             range = max(range.lowerBound, end)..<range.upperBound
         }
@@ -594,12 +594,14 @@ public final class RecorderControl: Sendable {
         let target = try target(request.stream)
         let from = try recorderTime(request.from, field: "from")
         let to = try recorderTime(request.to, field: "to")
-        guard from < to else { throw APIError(.badRequest, "to must be after from (from \(from) ns, to \(to) ns)") }
+        guard from < to else {
+            throw APIError(.badRequest, "to must be after from (from \(formatSeconds(from)), to \(formatSeconds(to)))")
+        }
         let (format, path) = try destination(format: request.format, path: request.path, kind: "clip")
         let quality = try quality(request.quality)
         // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
         let end = book.clock.map { min(to, $0 + 1) } ?? to
-        guard from < end else { throw APIError(.empty, "nothing is recorded from \(from) ns on yet") }
+        guard from < end else { throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet") }
         let sources = target.streams.map { ClipSource.recorderStream($0) }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }

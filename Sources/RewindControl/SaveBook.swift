@@ -422,7 +422,7 @@ final class SaveBook: Sendable {
                     streams.reduce(0.0) { total, stream in
                         total + Double(range.count) / Double(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
                     })
-                let summaries = try set.export(
+                let files = try set.exportFiles(
                     range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality
                 ) { count in
                     guard count % 8 == 0 else { return }
@@ -433,13 +433,18 @@ final class SaveBook: Sendable {
                     }
                     if cancelled { throw Cancelled() }
                 }
+                let summaries = files.map(\.summary)
                 var combined = summaries[0]
                 combined.path = summaries.compactMap(\.path).joined(separator: ", ")
                 combined.frames = summaries.reduce(0) { $0 + $1.frames }
                 combined.filledFrames = summaries.reduce(0) { $0 + $1.filledFrames }
                 combined.bytes = summaries.reduce(0) { $0 + $1.bytes }
-                let files = summaries.compactMap(\.path)
-                state.withLock { $0.entries[id]?.object.files = files }
+                // The pts the files cover, on the recorder clock every stream shares.
+                let span = StreamSet.recorderTimeSpan(of: files)
+                combined.firstPTSNanoseconds = span?.lowerBound
+                combined.lastPTSNanoseconds = span?.upperBound
+                let paths = summaries.compactMap(\.path)
+                state.withLock { $0.entries[id]?.object.files = paths }
                 result = .success(combined)
             }
         } catch {
@@ -454,10 +459,9 @@ final class SaveBook: Sendable {
                 entry.object.state = .done
                 entry.object.frames = summary.writtenFrames
                 entry.object.bytes = summary.bytes
-                if case .one = entry.target {
-                    entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
-                    entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
-                }
+                entry.object.repeatedFrames = summary.filledFrames
+                entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
+                entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
                 entry.object.progress = 1
                 state.lastSavedEnd[entry.object.stream] = max(
                     state.lastSavedEnd[entry.object.stream] ?? .min, entry.object.toNanoseconds)

@@ -126,6 +126,33 @@ public struct StreamSet: Sendable {
         range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
         fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int) throws -> Void)? = nil
     ) throws -> [ExportSummary] {
+        try exportFiles(
+            range: range, format: format, to: destination, quality: quality, fileSystem: fileSystem,
+            progress: progress
+        ).map(\.summary)
+    }
+
+    /// The first and last frames of an export's files on the recorder clock: the earliest first and the latest
+    /// last over the files; nil when they hold no frame.
+    ///
+    /// - Parameter files: what ``exportFiles(range:format:to:quality:fileSystem:progress:)`` returned.
+    package static func recorderTimeSpan(of files: [(member: Member?, summary: ExportSummary)]) -> ClosedRange<Int64>? {
+        var span: ClosedRange<Int64>?
+        for (member, summary) in files {
+            guard let first = summary.firstPTSNanoseconds, let last = summary.lastPTSNanoseconds else { continue }
+            let times = member.map { ($0.clock.recorderTime(ofPTS: first), $0.clock.recorderTime(ofPTS: last)) }
+            let (from, to) = times ?? (first, last)
+            span = span.map { min($0.lowerBound, from)...max($0.upperBound, to) } ?? from...to
+        }
+        return span
+    }
+
+    /// ``export(range:format:to:quality:fileSystem:progress:)``, each summary with the stream whose file it is
+    /// (nil for the one `.mkv`, whose first and last timestamps are already recorder time).
+    package func exportFiles(
+        range: Range<Int64>, format: ExportFormat, to destination: ExportDestination, quality: ExportQuality = .fast,
+        fileSystem: any FileSystem = POSIXFileSystem(), progress: ((Int) throws -> Void)? = nil
+    ) throws -> [(member: Member?, summary: ExportSummary)] {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
         let holding = try members(withFramesIn: range)
         guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
@@ -136,7 +163,7 @@ public struct StreamSet: Sendable {
                 let summary = try exportMatroska(
                     holding, range: range, to: staging.writtenDestination, fileSystem: fileSystem,
                     progress: progress)
-                return [try staging.complete(summary)]
+                return [(nil, try staging.complete(summary))]
             } catch {
                 throw staging.abandon(after: error)
             }
@@ -149,22 +176,22 @@ public struct StreamSet: Sendable {
             }
             // All the files or none: a failure (or a cancel) removes the files of the streams already written.
             var written = 0
-            var summaries: [ExportSummary] = []
+            var summaries: [(member: Member?, summary: ExportSummary)] = []
             do {
                 for member in holding {
                     let before = written
-                    summaries.append(
-                        try member.source.export(
-                            range: member.clock.ptsRange(range), format: format,
-                            to: .path(Self.fileName(for: path, stream: member.name)), quality: quality,
-                            fileSystem: fileSystem
-                        ) { count, _ in
-                            written = before + count
-                            try progress?(written)
-                        })
+                    let summary = try member.source.export(
+                        range: member.clock.ptsRange(range), format: format,
+                        to: .path(Self.fileName(for: path, stream: member.name)), quality: quality,
+                        fileSystem: fileSystem
+                    ) { count, _ in
+                        written = before + count
+                        try progress?(written)
+                    }
+                    summaries.append((member, summary))
                 }
             } catch {
-                for file in summaries.compactMap(\.path) { try? fileSystem.unlink(file) }
+                for file in summaries.compactMap(\.summary.path) { try? fileSystem.unlink(file) }
                 throw error
             }
             return summaries

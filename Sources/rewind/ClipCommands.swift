@@ -24,7 +24,9 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let live = try liveExport(directory: directory, output: output, format: format, what: "clip") { path in
+    let live = try liveExport(
+        directory: directory, output: output, format: format, what: "clip", streams: selection?.streamCount
+    ) { path in
         try ControlClient(directory: directory).clip(
             ClipRequest(
                 stream: selection?.requestName ?? arguments.string("stream"), from: arguments.string("from")!,
@@ -67,7 +69,8 @@ private func liveSelection(directory: String, stream: String?, output: String) t
 private func exportAll(
     _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality
 ) throws -> Int32 {
-    let tracks = try set.members(withFramesIn: range).count
+    let holding = try set.members(withFramesIn: range)
+    let tracks = holding.count
     let summaries = try set.export(range: range, format: format, to: .path(output), quality: quality)
     for summary in summaries {
         var line = describe(summary, destination: summary.path ?? output)
@@ -79,6 +82,11 @@ private func exportAll(
             line += ")"
         }
         print(line)
+    }
+    // A file per stream: say which streams got none.
+    let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
+    if format != .matroska && !empty.isEmpty {
+        print("\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))")
     }
     return ExitStatus.success
 }
@@ -112,7 +120,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
-    let live = try liveExport(directory: directory, output: output, format: format, what: "save") { path in
+    let live = try liveExport(
+        directory: directory, output: output, format: format, what: "save", streams: selection?.streamCount
+    ) { path in
         var request = request
         request.path = path
         return try ControlClient(directory: directory).save(request)
@@ -163,11 +173,12 @@ private func removeFilesOfEndedClients(in exports: String) {
 }
 
 /// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs.
+/// `streams` is the number of streams an export of `all` asks for (nil for one stream).
 ///
 /// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
 /// is made absolute (the recorder runs elsewhere).
 private func liveExport(
-    directory: String, output: String?, format: ExportFormat?, what: String,
+    directory: String, output: String?, format: ExportFormat?, what: String, streams: Int?,
     start: (String?) throws -> SaveObject?
 ) throws -> Bool {
     let toStandardOutput = output == "-"
@@ -215,14 +226,23 @@ private func liveExport(
         throw ControlError.refused(APIError(APIError.Code(rawValue: error.code) ?? .failed, error.message))
     }
     let file = object.files.isEmpty ? "?" : object.files.joined(separator: ", ")
-    // The pts the file covers when the recorder says (one stream), else the range asked for.
+    // The pts the files cover, as the recorder says (for every stream, on the recorder clock); the range asked for
+    // from a recorder that does not say.
     let covered =
         object.firstPTSNanoseconds.flatMap { first in object.lastPTSNanoseconds.map { (first, $0) } }
         ?? (object.fromNanoseconds, object.toNanoseconds)
-    var message =
-        "wrote \(count(object.frames, "frame")) (\(formatBytes(object.bytes))) to "
-        + "\(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
-        + "\(formatSeconds(covered.1)); \(what == "clip" ? "exported" : "saved") by the live recorder"
+    var message = "wrote \(count(object.frames, "frame"))"
+    if let repeated = object.repeatedFrames, repeated > 0 {
+        message += " (\(object.frames - repeated) stored + \(repeated) repeated to fill gaps at a constant frame rate)"
+    }
+    message +=
+        " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
+        + "\(formatSeconds(covered.1))"
+    // A file per stream: the streams that had no frame in the range got none.
+    if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
+        message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
+    }
+    message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
     if toStandardOutput {
         let handle = FileHandle(forReadingAtPath: file)
         // Removed before the copy (the open handle keeps the bytes): a reader that stops early ends this process by

@@ -142,6 +142,11 @@ enum StreamSelection {
     case one(StreamRow)
     case all([StreamRow])
 
+    /// How many streams an export of `all` asks for; nil for one stream.
+    var streamCount: Int? {
+        if case .all(let rows) = self { rows.count } else { nil }
+    }
+
     /// The value to send a live recorder as the request's stream.
     var requestName: String {
         switch self {

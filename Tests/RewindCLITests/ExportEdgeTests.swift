@@ -102,6 +102,33 @@ import Testing
         #expect(verify.status == 0, "\(verify.output)")
     }
 
+    /// A full-range gray recording (ffmpeg's `-pix_fmt gray` Y4M says `Cmono XCOLORRANGE=FULL`) keeps its levels in
+    /// a lossless `.mp4`: the decoded Y plane is the recorded luma, frame for frame, tagged full range.
+    @Test func aFullRangeGrayRecordingKeepsItsLumaInALosslessMP4() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("mono.y4m").path
+        try ExternalTools.makeY4M(input, width: 320, height: 240, rate: "30", frames: 30, pixelFormat: "gray")
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:" + input])
+        try #require(record.status == 0, "\(record.stderr)")
+        let output = directory.appendingPathComponent("mono.mp4").path
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "5s", "-o", output, "--quality", "lossless",
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        let range = try ExternalTools.probe(output, ["-show_entries", "stream=color_range"])
+        #expect(range == [["pc"]])
+        let luma = try ExternalTools.run(
+            "ffmpeg",
+            ["-hide_banner", "-loglevel", "error", "-i", output, "-vf", "extractplanes=y", "-f", "framemd5", "-"])
+        let md5s = String(decoding: luma, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }.map {
+            String($0.split(separator: ",").last!.trimmingCharacters(in: .whitespaces))
+        }
+        let expected = try ExternalTools.frameMD5s(input)
+        #expect(expected.count == 30 && md5s == expected)
+    }
+
     /// Times the parser cannot represent (outside 1678…2261) or that do not exist are usage errors, not a crash.
     @Test(arguments: ["9999-12-31T23:59:59Z", "1600-01-01T00:00:00Z", "2026-02-30T10:00:00Z"])
     func impossibleTimesAreUsageErrors(time: String) throws {

@@ -215,6 +215,105 @@ import Testing
         #expect(tracks.first?.hasPrefix("320,") == true && tracks.last?.hasPrefix("160,") == true, "\(tracks)")
     }
 
+    /// What a live recorder's exports hold is said as offline exports say it: the frames a `.y4m` repeats to fill
+    /// gaps (`repeated_frames` in the save object), the pts the files of `--stream all` cover (the earliest first
+    /// and latest last frame on the recorder clock, not the range asked for), the streams without frames in the
+    /// range; and times in its errors are seconds. `--stream all` on a store of one stream writes the name given.
+    @Test func liveExportsSayWhatTheirFilesHold() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        func file(_ name: String) -> String { directory.appendingPathComponent(name).path }
+        // A first recording of `front` alone, 1 s: a store of one stream.
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "front=synthetic:160x96@30", "--duration", "1s", "--realtime",
+        ])
+        try #require(first.status == 0, "\(first.stderr)")
+        let only = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", file("one.y4m"),
+        ])
+        #expect(only.status == 0, "\(only.stderr)")
+        #expect(FileManager.default.fileExists(atPath: file("one.y4m")), "the name given: \(only.output)")
+        // Then, after a pause, `front` again (a gap of at least the pause) and a new stream, `rear`, live.
+        Thread.sleep(forTimeInterval: 0.5)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "front=synthetic:160x96@30", "--input", "rear=synthetic:160x96@15",
+            "--realtime", "--window", "10s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        // Both streams recorded past recorder time 3 s.
+        try waitUntil("both streams pass recorder time 3 s", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            let streams = (object?["live"] as? [String: Any])?["streams"] as? [[String: Any]] ?? []
+            let times = streams.compactMap { stream -> Int? in
+                guard let last = stream["memory_last_pts_ns"] as? Int, let offset = stream["clock_offset_ns"] as? Int
+                else { return nil }
+                return last + offset
+            }
+            return times.count == 2 && times.allSatisfy { $0 > 3_100_000_000 }
+        }
+
+        // `front` across the gap: the line says how many frames repeat, as the file holds them.
+        let gap = try Tool.rewind([
+            "clip", "--store", store, "--stream", "front", "--from", "0s", "--to", "3s", "-o", file("gap.y4m"),
+        ])
+        #expect(gap.status == 0, "\(gap.stderr)")
+        let inFile = Int(try probe(file("gap.y4m"), "stream=nb_read_frames")) ?? -1
+        // Every frame time of the 3 s (a last frame off the grid may round to the slot just past it).
+        #expect((90...91).contains(inFile), "\(inFile) frames")
+        let match = gap.output.firstMatch(of: /wrote (\d+) frames \((\d+) stored \+ (\d+) repeated to fill gaps/)
+        let counts = match.map { (Int($0.1)!, Int($0.2)!, Int($0.3)!) } ?? (0, 0, 0)
+        #expect(counts.0 == inFile && counts.1 + counts.2 == inFile && counts.2 >= 10, "\(gap.output)")
+        #expect(gap.output.contains("exported by the live recorder"), "\(gap.output)")
+        let socket = store + "/rewind.sock"
+        let saves = try Tool.run(
+            try Tool.path(of: "curl"), ["-s", "--max-time", "60", "--unix-socket", socket, "http://rewind/v1/saves"])
+        let list = try JSONSerialization.jsonObject(with: saves.stdout) as? [String: Any]
+        let objects = list?["saves"] as? [[String: Any]] ?? []
+        #expect(objects.last?["repeated_frames"] as? Int == counts.2, "\(saves.output)")
+
+        // Every stream over a range only `front` has frames in: one file, the pts it covers, the other stream named.
+        let part = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "0.9s", "-o", file("part.y4m"),
+        ])
+        #expect(part.status == 0, "\(part.stderr)")
+        #expect(part.output.contains("pts 0.000s … 0.866s (1 stream without frames in the range)"), "\(part.output)")
+        #expect(FileManager.default.fileExists(atPath: file("part.front.y4m")))
+        #expect(!FileManager.default.fileExists(atPath: file("part.rear.y4m")))
+
+        // Every stream over 1…3 s, as .y4m files and as one .mkv (whose timestamps are recorder time): the same pts.
+        var covered: [String] = []
+        for name in ["both.y4m", "both.mkv"] {
+            let both = try Tool.rewind([
+                "clip", "--store", store, "--stream", "all", "--from", "1s", "--to", "3s", "-o", file(name),
+            ])
+            #expect(both.status == 0, "\(both.stderr)")
+            let pts = both.output.firstMatch(of: /pts (\d+\.\d+)s … (\d+\.\d+)s/)
+            #expect(pts != nil && pts?.2 != "3.000", "the pts the files cover, not the range asked for: \(both.output)")
+            covered.append(pts.map { "\($0.1) … \($0.2)" } ?? "")
+        }
+        #expect(covered.count == 2 && covered[0] == covered[1], "\(covered)")
+
+        // Nothing recorded yet from 500 s on: said in seconds.
+        let early = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "500s", "--to", "600s", "-o", file("x.mkv"),
+        ])
+        #expect(early.status != 0)
+        #expect(early.stderr.contains("nothing is recorded from 500.000s on yet"), "\(early.stderr)")
+
+        process.interrupt()
+        let result = try recorder.finish(timeout: .seconds(60))
+        #expect(result.status == 0, "\(result.stderr)")
+        // From the store, the same range names the stream that got no file.
+        let offline = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "0.9s", "-o", file("off.y4m"),
+        ])
+        #expect(offline.status == 0, "\(offline.stderr)")
+        #expect(offline.output.contains("1 stream without frames in the range, no file: rear"), "\(offline.output)")
+    }
+
     /// A client interrupted while the recorder works on its save cancels it (no file is kept, the temporary file of
     /// `-o -` included); a recorder stopped while a save waits for its post-roll writes what it has, and the
     /// waiting client sees it done.

@@ -44,9 +44,11 @@ import Testing
             error: APIError(.empty, "nothing").detail)
         object.firstPTSNanoseconds = 3
         object.lastPTSNanoseconds = 4
+        object.repeatedFrames = 5
         let encoded = String(decoding: try JSONEncoder().encode(object), as: UTF8.self)
         for key in [
-            "\"from_ns\":1", "\"to_ns\":2", "\"first_pts_ns\":3", "\"last_pts_ns\":4", "\"state\":\"failed\"",
+            "\"from_ns\":1", "\"to_ns\":2", "\"first_pts_ns\":3", "\"last_pts_ns\":4", "\"repeated_frames\":5",
+            "\"state\":\"failed\"",
             "\"code\":\"empty\"",
         ] {
             #expect(encoded.contains(key), "\(encoded)")

@@ -318,7 +318,8 @@ import Testing
                 return nil
             }
         }
-        #expect(refusal(ClipRequest(from: "2s", to: "1s"))?.code == .badRequest)
+        #expect(refusal(ClipRequest(from: "2s", to: "1s"))?.message == "to must be after from (from 2.000s, to 1.000s)")
+        #expect(refusal(ClipRequest(from: "500s", to: "600s"))?.message == "nothing is recorded from 500.000s on yet")
         #expect(refusal(ClipRequest(from: "soon", to: "1s"))?.message.contains("from:") == true)
         #expect(refusal(ClipRequest(from: "1s", to: "2s", path: "relative.mkv"))?.code == .badRequest)
         #expect(refusal(ClipRequest(from: "1s", to: "2s", path: "/tmp/clip.avi"))?.code == .badRequest)

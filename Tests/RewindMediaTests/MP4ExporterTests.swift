@@ -82,6 +82,58 @@ import Testing
         }
     }
 
+    /// A `gray8` stream keeps its levels in either range (ffmpeg's `-pix_fmt gray` writes `Cmono XCOLORRANGE=FULL`,
+    /// which swscale would squeeze into video range): `lossless` decodes to exactly the stored luma (framemd5 of
+    /// the Y plane, cropped to the stored size for an odd one), and every quality keeps the darkest and brightest
+    /// levels within a few steps.
+    @Test(arguments: [(320, 240, "pc"), (97, 35, "pc"), (320, 240, "tv")])
+    func grayKeepsItsLevelsAtEveryQuality(width: Int, height: Int, range: String) throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let source = TemporaryDirectory.shared.file("gray-\(width)-\(range).y4m")
+        try ExternalTools.makeY4M(
+            source, width: width, height: height, rate: "30", frames: 10, pixelFormat: "gray",
+            extra: ["-color_range", range])
+        var reader = try Y4MReader(path: source)
+        #expect(reader.stream.color.range == (range == "pc" ? .full : .video))
+        let frames = try readAllFrames(&reader)
+        let luma = frames.flatMap(\.bytes)
+        let expected = try ExternalTools.frameMD5s(source)
+        try #require(expected.count == 10)
+        for quality in ExportQuality.allCases {
+            let output = TemporaryDirectory.shared.file("gray-\(width)-\(range)-\(quality).mp4")
+            var exporter = try MP4Exporter(stream: reader.stream, destination: .path(output), quality: quality)
+            try writeFrames(frames, layout: reader.stream.layout, to: &exporter)
+            #expect(try exporter.finish().frames == 10)
+            // Video range may go untagged (x264 writes no range flag when it is the default).
+            let tag = try ExternalTools.probe(output, ["-show_entries", "stream=color_range"])
+            #expect(range == "pc" ? tag == [["pc"]] : tag == [["tv"]] || tag == [["unknown"]], "\(tag)")
+            let planeY = ["-vf", "extractplanes=y,crop=\(width):\(height):0:0"]
+            let decoded = [UInt8](
+                try ExternalTools.run(
+                    "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", output] + planeY + ["-f", "rawvideo", "-"]))
+            try #require(decoded.count == luma.count, "\(quality)")
+            // Dark and bright levels (1st and 99th percentiles, robust to the codec's ringing at edges) stay where
+            // they were; a squeeze into video range would move them by 10 steps or more.
+            let (stored, out) = (Self.percentiles(luma), Self.percentiles(decoded))
+            #expect(zip(stored, out).allSatisfy { abs($0 - $1) <= 2 }, "\(quality): 1st, 99th \(out), stored \(stored)")
+            if quality == .lossless {
+                let md5s = try ExternalTools.run(
+                    "ffmpeg",
+                    ["-hide_banner", "-loglevel", "error", "-i", output] + planeY + ["-f", "framemd5", "-"])
+                let lines = String(decoding: md5s, as: UTF8.self).split(separator: "\n").filter { !$0.hasPrefix("#") }
+                #expect(
+                    lines.map { String($0.split(separator: ",").last!.trimmingCharacters(in: .whitespaces)) }
+                        == expected)
+            }
+        }
+    }
+
+    /// The 1st and 99th percentiles of `samples`.
+    static func percentiles(_ samples: [UInt8]) -> [Int] {
+        let sorted = samples.sorted()
+        return [Int(sorted[sorted.count / 100]), Int(sorted[sorted.count * 99 / 100])]
+    }
+
     /// H.264 4:2:0 needs even sides: a 161x91 stream comes out 162x92, and `lossless` keeps every stored pixel,
     /// the last column and row included (the added ones repeat them).
     @Test(arguments: [PixelFormat.nv12, .i420])

@@ -29,11 +29,12 @@ import Testing
     }
 
     func syntheticFrames(
-        _ format: PixelFormat, pts: [Int64], color: ColorInfo = .bt709Video, width: Int = 96, height: Int = 54
+        _ format: PixelFormat, pts: [Int64], color: ColorInfo = .bt709Video, width: Int = 96, height: Int = 54,
+        frameDuration: FrameTime = FrameTime(value: 1, timescale: 25)
     ) throws -> (StreamDescription, [(info: FrameInfo, bytes: [UInt8])]) {
         let camera = SyntheticCamera(
             layout: try FrameLayout(format: format, width: width, height: height),
-            frameDuration: FrameTime(value: 1, timescale: 25),
+            frameDuration: frameDuration,
             color: color)
         let frames = try pts.enumerated().map { (index, ns) in
             (info: try info(ns: ns, color: color), bytes: try camera.frameBytes(at: Int64(index)))
@@ -73,6 +74,52 @@ import Testing
         #expect(written == expected)
         let count = try ExternalTools.probe(output, ["-count_frames", "-show_entries", "stream=nb_read_frames"])
         #expect(count == [["10"]])
+    }
+
+    /// Many gaps do not add up: ten recordings of 15 frames at 30 fps, each starting 10.4 frame times after the
+    /// last frame of the one before (a pause of about 0.3 s, wherever the clock is when recording starts again).
+    /// Every frame lands on the slot its pts rounds to on the grid from the first frame; rounding each gap on its own
+    /// (10.4 → 10) put the last frame 4 slots (133 ms) early.
+    @Test func manyGapsKeepEveryFrameOnItsSlot() throws {
+        let duration = FrameTime(value: 1, timescale: 30)
+        var pts: [Int64] = []
+        var start: Int64 = 0
+        for _ in 0..<10 {
+            pts += (0..<15).map { start + Int64($0) * 1_000_000_000 / 30 }
+            start = pts.last! + 1_000_000_000 / 30 + 300_000_000 + 13_333_333
+        }
+        let (stream, frames) = try syntheticFrames(.i420, pts: pts, frameDuration: duration)
+        let output = TemporaryDirectory.shared.file("many-gaps.y4m")
+        var writer = try Y4MWriter(stream: stream, destination: .path(output))
+        try writeFrames(frames, layout: stream.layout, to: &writer)
+        let summary = try writer.finish()
+        var reader = try Y4MReader(path: output)
+        let written = try readAllFrames(&reader).map(\.bytes)
+        let slots = pts.map { Int((Double($0) * 30 / 1e9).rounded()) }
+        #expect(summary.frames == 150 && summary.writtenFrames == written.count)
+        #expect(written.count == slots.last! + 1, "the last frame on its slot: \(written.count - 1) for \(slots.last!)")
+        #expect(summary.filledFrames == written.count - 150)
+        let misplaced = slots.indices.filter { slots[$0] >= written.count || written[slots[$0]] != frames[$0].bytes }
+        #expect(misplaced.isEmpty, "frames not at the slot of their pts: \(misplaced)")
+        // Every slot holds the last frame whose slot is at or before it.
+        let wrong = written.indices.filter { slot in written[slot] != frames[slots.lastIndex { $0 <= slot }!].bytes }
+        #expect(wrong.isEmpty, "slots not repeating the frame before them: \(wrong)")
+    }
+
+    /// Frames closer than a frame time are never dropped or reordered: one whose slot is taken goes to the next free
+    /// slot, and the frames after it return to their own as soon as those are free.
+    @Test func aFrameOnATakenSlotGoesToTheNextOne() throws {
+        let step: Int64 = 40_000_000  // 25 fps
+        // Slots 0, 1, 1 (taken: written at 2), 2 (taken: at 3), 5 (one repeat at 4), 5.5 → 5 (taken: at 6), 7.
+        let pts = [0, 24_000_000, 52_000_000, 88_000_000, 5 * step, 5 * step + 20_000_000, 7 * step]
+        let (stream, frames) = try syntheticFrames(.i420, pts: pts)
+        let output = TemporaryDirectory.shared.file("taken.y4m")
+        var writer = try Y4MWriter(stream: stream, destination: .path(output))
+        try writeFrames(frames, layout: stream.layout, to: &writer)
+        let summary = try writer.finish()
+        #expect(summary.frames == 7 && summary.filledFrames == 1)
+        var reader = try Y4MReader(path: output)
+        #expect(try readAllFrames(&reader).map(\.bytes) == [0, 1, 2, 3, 3, 4, 5, 6].map { frames[$0].bytes })
     }
 
     /// Small frames convert inline; frames with 256 KiB of chroma or more convert on a helper thread while the

@@ -220,7 +220,7 @@ public enum ExportQuality: String, Sendable, Hashable, CaseIterable, CustomStrin
     /// x264's `medium` preset at CRF 20: smaller files, several times slower than `fast`.
     case balanced
     /// x264 lossless (`-qp 0`, `ultrafast`): decodes to exactly the stored pixels of 4:2:0 frames (`nv12`,
-    /// `i420`; other formats are converted to 4:2:0 first).
+    /// `i420`) and to the stored luma of `gray8` (its chroma neutral); `bgra` is converted to 4:2:0 first.
     case lossless
 
     /// The name: `fast`, `balanced` or `lossless`.

@@ -8,11 +8,14 @@ import RewindSystem
 ///                                            -c:v libx264 -pix_fmt yuv420p <quality> <colour flags> out.mp4
 ///
 /// `<quality>` is ``ExportQuality``'s x264 preset and rate control: `fast` (the default) encodes 1080p60 faster
-/// than real time on two cores, `lossless` decodes to exactly the stored pixels of 4:2:0 frames (`nv12`, `i420`).
+/// than real time on two cores, `lossless` decodes to exactly the stored pixels of 4:2:0 frames (`nv12`, `i420`)
+/// and the stored luma of `gray8`.
 ///
 /// The Matroska stream carries every frame's exact pts, and `-fps_mode passthrough` keeps one output frame per
 /// input frame: none duplicated, none dropped. The stream's matrix and range become the MP4's colour tags (and,
-/// for `bgra`, the RGB→YUV conversion). To standard output the MP4 is fragmented (a pipe cannot be seeked back).
+/// for `bgra`, the RGB→YUV conversion). A `gray8` stream is fed as I420 with neutral chroma (128), so ffmpeg has
+/// nothing to convert and its levels stay as stored in either range (swscale would squeeze full-range gray into
+/// video range). To standard output the MP4 is fragmented (a pipe cannot be seeked back).
 ///
 /// The Matroska stream goes to ffmpeg's stdin through the given ``FileSystem``; ffmpeg writes the MP4 itself.
 /// `ffmpeg`'s stderr goes to a temporary file; when it fails, the error carries its last lines. Writing to a pipe
@@ -27,10 +30,12 @@ public final class MP4Exporter: Exporter {
     private let errorLog: String
     private var matroska: MatroskaWriter?
     private var tally: ExportTally
-    /// For a stream of odd width or height: the frame grown to even sides (H.264 4:2:0 needs them), the last
-    /// column and row repeated. ffmpeg's `pad` filter would round an odd 4:2:0 input down first and lose the
-    /// last column. Chroma planes already cover the odd pixel and are copied as they are.
-    private let padded: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer)?
+    /// The frame as ffmpeg gets it, when that differs from the stored one:
+    /// - a stream of odd width or height is grown to even sides (H.264 4:2:0 needs them), the last column and row
+    ///   repeated. ffmpeg's `pad` filter would round an odd 4:2:0 input down first and lose the last column.
+    ///   Chroma planes already cover the odd pixel and are copied as they are.
+    /// - `gray8` becomes I420: its luma copied (grown to even sides), both chroma planes 128, filled once.
+    private let fed: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer)?
 
     /// Starts `ffmpeg`, found on `searchPath`.
     ///
@@ -52,16 +57,24 @@ public final class MP4Exporter: Exporter {
         self.stream = stream
         self.destination = destination
         self.tally = ExportTally(stream: stream)
-        var fed = stream
-        if stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1,
-            let even = try? FrameLayout(
-                format: stream.layout.format, width: (stream.layout.width + 1) / 2 * 2,
-                height: (stream.layout.height + 1) / 2 * 2)
+        var fedStream = stream
+        let isOddSized = stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1
+        if isOddSized || stream.layout.format == .gray8,
+            let layout = try? FrameLayout(
+                format: stream.layout.format == .gray8 ? .i420 : stream.layout.format,
+                width: (stream.layout.width + 1) / 2 * 2, height: (stream.layout.height + 1) / 2 * 2)
         {
-            padded = (even, .allocate(byteCount: even.byteCount, alignment: 16))
-            fed.layout = even
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 16)
+            // Planes the stored frame lacks (gray8's chroma) are neutral, and stay so: each frame fills the others.
+            for index in stream.layout.planeCount..<layout.planeCount {
+                let plane = layout.plane(index)
+                (buffer.baseAddress! + plane.offset).initializeMemory(
+                    as: UInt8.self, repeating: 128, count: plane.byteCount)
+            }
+            fed = (layout, buffer)
+            fedStream.layout = layout
         } else {
-            padded = nil
+            fed = nil
         }
         signal(SIGPIPE, SIG_IGN)
 
@@ -100,7 +113,7 @@ public final class MP4Exporter: Exporter {
         let name = "ffmpeg's stdin"
         do {
             matroska = try MatroskaWriter(
-                stream: fed,
+                stream: fedStream,
                 destination: .fileDescriptor(FileDescriptor(rawValue: input.fileDescriptor), name: name),
                 fileSystem: fileSystem)
         } catch {
@@ -111,19 +124,20 @@ public final class MP4Exporter: Exporter {
     deinit {
         if process.isRunning { process.terminate() }
         try? FileManager.default.removeItem(atPath: errorLog)
-        padded?.buffer.deallocate()
+        fed?.buffer.deallocate()
     }
 
-    /// `frame` with even sides: each plane's rows copied into the padded layout, a row's missing last sample and a
-    /// plane's missing last row repeated from the one before.
-    private func evenSided(_ frame: FrameView, _ padded: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer))
+    /// `frame` as ffmpeg gets it (``fed``): each stored plane's rows copied into the fed layout, a row's missing
+    /// last sample and a plane's missing last row repeated from the one before; planes the stored frame lacks keep
+    /// their neutral value.
+    private func fedFrame(_ frame: FrameView, _ fed: (layout: FrameLayout, buffer: UnsafeMutableRawBufferPointer))
         -> FrameView
     {
         let source = frame.bytes.baseAddress!
-        let target = padded.buffer.baseAddress!
+        let target = fed.buffer.baseAddress!
         for index in 0..<stream.layout.planeCount {
             let from = stream.layout.plane(index)
-            let to = padded.layout.plane(index)
+            let to = fed.layout.plane(index)
             let extra = to.bytesPerRow - from.bytesPerRow
             for row in 0..<to.rows {
                 let line = source + from.offset + min(row, from.rows - 1) * from.bytesPerRow
@@ -134,7 +148,7 @@ public final class MP4Exporter: Exporter {
                 }
             }
         }
-        return FrameView(layout: padded.layout, info: frame.info, bytes: UnsafeRawBufferPointer(padded.buffer))
+        return FrameView(layout: fed.layout, info: frame.info, bytes: UnsafeRawBufferPointer(fed.buffer))
     }
 
     /// Sends `frame` to ffmpeg.
@@ -147,7 +161,7 @@ public final class MP4Exporter: Exporter {
         }
         _ = try tally.accept(frame)
         do {
-            try writer.write(padded.map { evenSided(frame, $0) } ?? frame)
+            try writer.write(fed.map { fedFrame(frame, $0) } ?? frame)
         } catch let error as ExportError {
             matroska = nil
             throw failure(after: error)

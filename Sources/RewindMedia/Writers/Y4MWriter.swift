@@ -15,10 +15,16 @@ import RewindSystem
 ///   de-interleaved;
 /// - `bgra` is refused: YUV4MPEG2 has no RGB format (export `.mkv` or `.mp4` instead).
 ///
-/// Gaps: the file has one frame per frame duration. When a frame's pts is more than 1.5 frame durations after the
-/// previous one, the previous frame is repeated to fill the gap (`round(gap / duration) − 1` times), and counted in
-/// ``ExportSummary/filledFrames``. On a file this writer created, the repeat is read back from the file at the first
-/// gap; on a descriptor (a pipe) a copy of the latest payload is kept, one extra copy per frame.
+/// Streams keep no chroma siting or pixel aspect (``Y4MReader`` reads `C420mpeg2`, `C420paldv` and any `A` as
+/// plain 4:2:0), so the header always says `C420jpeg` (4:2:0) and `A1:1`.
+///
+/// Gaps: the file has one frame per frame duration, a grid of slots from the first frame. Each frame goes to the
+/// slot of its pts, `round((pts − first pts) / duration)` (a tie to the earlier slot), so rounding never adds up
+/// over many gaps; the slots a gap leaves empty repeat the previous frame, counted in
+/// ``ExportSummary/filledFrames``. Frames are never reordered or dropped: one whose slot is already taken (frames
+/// closer than a frame duration) goes to the next free slot, and the frames after it return to their own slots as
+/// soon as those are free. On a file this writer created, the repeat is read back from the file at the first gap;
+/// on a descriptor (a pipe) a copy of the latest payload is kept, one extra copy per frame.
 public final class Y4MWriter: Exporter {
     /// The stream given at creation; every frame written must have its layout.
     public let stream: StreamDescription
@@ -26,6 +32,8 @@ public final class Y4MWriter: Exporter {
     private let output: OutputFile
     private var tally: ExportTally
     private var filledFrames = 0
+    /// Frames in the file so far, the filled ones included: the next free slot of the grid.
+    private var nextSlot: Int64 = 0
     /// The converted payload (nv12, p010) or the copy of the latest frame (pipes); empty when neither is needed.
     private let scratch: UnsafeMutableRawBufferPointer
     private let convertsPayload: Bool
@@ -99,10 +107,11 @@ public final class Y4MWriter: Exporter {
     /// - Complexity: O(frame bytes × (1 + filled frames)).
     public func write(_ frame: FrameView) throws {
         let previous = try tally.accept(frame)
-        if let previous {
-            let repeats = Y4MWriter.framesToFill(from: previous, to: frame.info.ptsNanoseconds, stream.frameDuration)
-            if repeats > 0 { try repeatPrevious(repeats) }
+        if previous != nil, let first = tally.firstPTSNanoseconds {
+            let slot = Y4MWriter.slot(of: frame.info.ptsNanoseconds, from: first, stream.frameDuration)
+            if slot > nextSlot { try repeatPrevious(Int(clamping: slot - nextSlot)) }
         }
+        nextSlot += 1
         try output.write(Y4MWriter.frameLine)
         previousPayloadOffset = output.bytesWritten
         switch stream.layout.format {
@@ -147,15 +156,18 @@ public final class Y4MWriter: Exporter {
             format: .y4m, destination: destination, filledFrames: filledFrames, bytes: output.bytesWritten)
     }
 
-    /// How many frames fill the time between two frames: none unless the step exceeds 1.5 frame durations, then
-    /// the step in whole frame durations (rounded) minus one.
-    static func framesToFill(from previous: Int64, to pts: Int64, _ duration: FrameTime) -> Int {
-        let step = Int128(pts) - Int128(previous)
+    /// The slot of the constant-rate grid that a frame at `pts` belongs to: its time since the first frame in frame
+    /// durations, rounded to the nearest (a tie to the earlier slot, so a frame exactly 1.5 durations after the
+    /// first is not a gap).
+    ///
+    /// - Parameters:
+    ///   - pts: the frame's pts, nanoseconds.
+    ///   - first: the first frame's pts, nanoseconds; at most `pts`.
+    ///   - duration: the stream's frame duration.
+    static func slot(of pts: Int64, from first: Int64, _ duration: FrameTime) -> Int64 {
         let unit = Int128(duration.value) * Int128(FrameTime.nanosecondsPerSecond)  // one duration, × timescale
-        let scaledStep = step * Int128(duration.timescale)
-        guard scaledStep * 2 > unit * 3 else { return 0 }
-        let slots = (scaledStep * 2 + unit) / (unit * 2)
-        return Int(clamping: slots - 1)
+        let scaled = (Int128(pts) - Int128(first)) * Int128(duration.timescale)
+        return Int64(clamping: (scaled * 2 + unit - 1) / (unit * 2))
     }
 
     private func repeatPrevious(_ count: Int) throws(ExportError) {
@@ -171,6 +183,7 @@ public final class Y4MWriter: Exporter {
             try output.write(Y4MWriter.frameLine)
             try output.write(UnsafeRawBufferPointer(payload))
             filledFrames += 1
+            nextSlot += 1
         }
     }
 
