@@ -35,5 +35,6 @@ extension Migration {
         Migration(
             version: 3, fileName: "0003_stream_clocks.sql", bytes: PackageResources._003_stream_clocks_sql),
         Migration(version: 4, fileName: "0004_markers.sql", bytes: PackageResources._004_markers_sql),
+        Migration(version: 5, fileName: "0005_marker_ids.sql", bytes: PackageResources._005_marker_ids_sql),
     ]
 }

@@ -47,6 +47,47 @@ import Testing
         #expect(rows == 1)
     }
 
+    /// Marker ids are never given twice, in a new index and in one upgraded from before migration 0005 (whose
+    /// markers keep their ids): a late delete of a deleted marker's id cannot remove another marker and its hold.
+    @Test func markerIdsAreNeverReusedAndSurviveTheUpgrade() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let before = Array(Migration.all.prefix { $0.version < 5 })
+        #expect(try MigrationRunner(migrations: before).migrate(database) == before.map(\.version))
+        func insertMarker(_ label: String) throws -> Int64 {
+            try database.withConnection { connection in
+                try connection.execute(
+                    "INSERT INTO markers (stream_id, at_pts_ns, label, created_wall_ns) VALUES (1, 0, '\(label)', 1)")
+                return try connection.scalarInt64("SELECT last_insert_rowid()") ?? -1
+            }
+        }
+        try database.withConnection { connection in
+            try connection.execute(
+                "INSERT INTO streams (id, name, pixel_format, width, height, frame_duration_value, "
+                    + "frame_duration_timescale, color_matrix, color_range, created_wall_ns) "
+                    + "VALUES (1, 'camera', 'nv12', 2, 2, 1, 30, 'bt709', 'video', 1)")
+        }
+        #expect(try insertMarker("a") == 1)
+        #expect(try insertMarker("b") == 2)
+        try database.withConnection {
+            try $0.execute("UPDATE markers SET hold_from_ns = 5, hold_to_ns = 9 WHERE id = 2")
+        }
+
+        #expect(try MigrationRunner().migrate(database) == [5])
+        let kept = try database.withConnection { connection in
+            try connection.scalarInt64(
+                "SELECT count(*) FROM markers WHERE (id = 1 AND label = 'a') "
+                    + "OR (id = 2 AND label = 'b' AND hold_from_ns = 5 AND hold_to_ns = 9)")
+        }
+        #expect(kept == 2, "the markers keep their ids, labels and holds")
+        try database.withConnection { try $0.execute("DELETE FROM markers WHERE id = 2") }
+        #expect(try insertMarker("c") == 3, "the deleted newest id is not given again")
+        try database.withConnection { try $0.execute("DELETE FROM markers WHERE id = 3") }
+        #expect(try insertMarker("d") == 4)
+        try MigrationRunner().validate(database)
+    }
+
     @Test func databaseNewerThanTheCodeIsRefused() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
