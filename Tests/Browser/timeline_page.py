@@ -273,8 +273,11 @@ def restart_scenario(driver, wait, result, pid, command):
     try:
         WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: d.execute_script(
             "return state.connection === 'live' && !!document.querySelector('#lanes [data-stream=side]');"))
-        WebDriverWait(driver, 60, poll_frequency=0.2).until(
-            lambda d: "input failed" in text_of(d, "status-list"))
+        result["back_message"] = text_of(driver, "message")
+        result["failed_before_the_page_was_back"] = "input failed" in text_of(driver, "status-list")
+        # Its input fails while the page watches: the input_failed event says so.
+        WebDriverWait(driver, 120, poll_frequency=0.2).until(
+            lambda d: "input failed" in text_of(d, "status-list") and "input failed" in text_of(d, "message"))
         time.sleep(1.5)  # a timeline load
         result["restarted"] = driver.execute_script("""
             const banner = document.getElementById('connection');

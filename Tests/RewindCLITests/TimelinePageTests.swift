@@ -256,12 +256,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let live = try Live(directory: directory)
         defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
-        // A file whose input fails after 10 frames: cut in the middle of frame 11.
+        // A file whose input fails after 40 s at 25 fps (paced by --realtime), cut in the middle of frame 1001: long
+        // after the page has found the new run (it checks at most 15 s apart), so the page sees it fail.
         let side = directory.appendingPathComponent("side.y4m").path
-        try ExternalTools.makeY4M(side, width: 160, height: 120, rate: "25", frames: 20)
+        try ExternalTools.makeY4M(side, width: 160, height: 120, rate: "25", frames: 1001)
         let data = try Data(contentsOf: URL(fileURLWithPath: side))
         let frameBytes = 160 * 120 * 3 / 2 + 6
-        try data.prefix(data.count - 20 * frameBytes + 10 * frameBytes + 100).write(to: URL(fileURLWithPath: side))
+        try data.prefix(data.count - frameBytes + 100).write(to: URL(fileURLWithPath: side))
         let again =
             [Tool.rewindPath, "record", "--store", live.store] + Live.options
             + ["--input", "side=y4m:\(side)", "--listen", "127.0.0.1:\(live.port)"]
@@ -301,8 +302,11 @@ import Testing
         // Back: the message is gone, the new run's streams are read, and the failed input shows.
         let back = result["restarted"] as? [String: Any] ?? [:]
         #expect(back["banner_hidden"] as? Bool == true && back["status_stale"] as? Bool == false, "\(back)")
-        #expect((back["message"] as? String)?.contains("reachable") == false, "\(back)")
         #expect(back["lanes"] as? [String] == ["front", "rear", "side"], "\(back)")
+        #expect(result["back_message"] as? String == "", "the message is cleared: \(result["back_message"] ?? "")")
+        let failedBeforeItWasSeen = result["failed_before_the_page_was_back"] as? Bool
+        #expect(failedBeforeItWasSeen == false, "the side input failed only after the page found the new run")
+        #expect((back["message"] as? String)?.hasPrefix("side: input failed: ") == true, "\(back)")
         #expect((back["side_lane_error"] as? String)?.hasPrefix("input failed: ") == true, "\(back)")
         #expect((back["status_panel"] as? String)?.contains("input failed: ") == true, "\(back)")
         #expect(back["input_failed_colour"] as? String != "#f8fafc", "\(back)")
