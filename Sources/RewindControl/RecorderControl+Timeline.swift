@@ -102,6 +102,49 @@ extension RecorderControl {
             status: 200, headers: [("Content-Type", file.type)] + Self.pageHeaders, body: .bytes(file.bytes))
     }
 
+    /// Whether a refused request is a browser opening the page (`GET /` asking for HTML), which gets a page that
+    /// says how to open it instead of the API's JSON error.
+    func wantsPage(_ request: HTTPRequest) -> Bool {
+        (request.method == "GET" || request.method == "HEAD") && (request.path == "/" || request.path == "/index.html")
+            && (request.headers["accept"] ?? "").contains("text/html")
+    }
+
+    /// The 401 page a browser gets for `/` without a valid token: how to open the page with it, and where it is
+    /// kept. The token itself is never in it.
+    func pageWithoutToken(_ error: APIError) -> HTTPResponse {
+        let file = Self.escapeHTML(tokenFilePath)
+        let html = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>rewind: token needed</title></head><body>
+            <h1>This recorder needs its token</h1>
+            <p>Open the page as <code>/?token=TOKEN</code>, with the token kept in <code>\(file)</code>
+            on the recorder's machine, for example <code>http://HOST:PORT/?token=$(cat \(file))</code>.
+            The token is taken once into a cookie and the address bar is cleared; open the page this way again
+            when the recorder has a new token or the cookie is gone.</p>
+            </body></html>
+
+            """
+        return HTTPResponse(
+            status: error.code.status, headers: [("Content-Type", "text/html; charset=utf-8")] + Self.pageHeaders,
+            body: .bytes(Array(html.utf8)))
+    }
+
+    /// Text made safe to put into HTML.
+    static func escapeHTML(_ text: String) -> String {
+        var escaped = ""
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
     /// A request that changes state must come from this recorder's own page or from a program: a browser's `Origin`
     /// naming another site is refused (the token cookie is `SameSite=Strict` as well).
     func checkOrigin(_ request: HTTPRequest) throws {

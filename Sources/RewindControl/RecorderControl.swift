@@ -38,13 +38,16 @@ public final class RecorderControl: Sendable {
         public var allowsAnyAddress: Bool
         /// The bearer token every TCP request must carry.
         public var token: String
+        /// Where the token is kept, named to a browser that opens the page without it (nil: `DIR/token`).
+        public var tokenFile: String?
 
         /// Makes listen options; each parameter is the property of the same name.
-        public init(host: String, port: Int, allowsAnyAddress: Bool = false, token: String) {
+        public init(host: String, port: Int, allowsAnyAddress: Bool = false, token: String, tokenFile: String? = nil) {
             self.host = host
             self.port = port
             self.allowsAnyAddress = allowsAnyAddress
             self.token = token
+            self.tokenFile = tokenFile
         }
 
         /// Parses `HOST:PORT` (`127.0.0.1:8080`, `[::1]:8080`).
@@ -95,6 +98,8 @@ public final class RecorderControl: Sendable {
     /// The TCP port listened on, when `--listen` was given.
     public let tcpPort: Int?
     private let token: String?
+    /// Where the TCP token is kept (`--token-file`, or `DIR/token`), named by the page a browser gets without it.
+    let tokenFilePath: String
     private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
     let events = EventHub()
@@ -126,6 +131,7 @@ public final class RecorderControl: Sendable {
         self.defaultFormat = defaultFormat
         socketPath = directory + "/" + RecorderControl.socketName
         token = listen?.token
+        tokenFilePath = listen?.tokenFile ?? directory + "/token"
         self.onSave = onSave
         let events = self.events
         book = SaveBook(
@@ -301,7 +307,8 @@ public final class RecorderControl: Sendable {
         var setCookie: String?
         if request.isTCP {
             switch authorize(request) {
-            case .refused(let error): return error.response
+            case .refused(let error):
+                return wantsPage(request) ? pageWithoutToken(error) : error.response
             case .allowed(let cookie): setCookie = cookie
             }
         }

@@ -556,6 +556,8 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
     }
     let (host, port) = try RecorderControl.Listen.check(text, allowsAnyAddress: arguments.flag("listen-any"))
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let token = try ControlToken.loadOrCreate(path: arguments.string("token-file") ?? directory + "/token")
-    return RecorderControl.Listen(host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token)
+    let tokenFile = arguments.string("token-file") ?? directory + "/token"
+    let token = try ControlToken.loadOrCreate(path: tokenFile)
+    return RecorderControl.Listen(
+        host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token, tokenFile: tokenFile)
 }

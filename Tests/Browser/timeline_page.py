@@ -3,14 +3,23 @@
 python3-selenium) and prints what it saw as one JSON object; the Swift test checks it against the store.
 
 usage: timeline_page.py BASE_URL TOKEN OUTPUT_DIR
+       timeline_page.py BASE_URL TOKEN OUTPUT_DIR restart PID COMMAND_JSON
 
 It loads the page with ?token= once, reads the lanes, hovers over the "front" lane and saves the thumbnail's
-pixels, opens the frame view and steps with the arrow keys, drags a range on the "front" lane and exports it as
-.mkv (downloaded by id), adds a marker whose label is markup and reloads to see it shown as text, and saves a
-screenshot.
+pixels, opens the frame view and steps with the arrow keys (one at a time, then ten at once), drags a range on the
+"front" lane and exports it as .mkv (downloaded by id), adds a marker whose label is markup and reloads to see it
+shown as text, and saves a screenshot. Then it points before recorder time 0 (hover, click, drag), zooms out past
+the widest view and reads the axis's wall-clock labels, and clicks a lane once the token cookie is gone.
+
+With `restart`, it stops the recorder PID (SIGTERM) while the page is open, reads what the page says while the
+recorder is gone, starts the recorder again with COMMAND_JSON (a JSON array: the same store and port, and a new
+stream "side" whose input fails) and reads what the page says once it answers again; then kills it (SIGKILL) and reads what the page says.
 """
 import base64
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -24,6 +33,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 BASE, TOKEN, OUT = sys.argv[1], sys.argv[2], sys.argv[3]
+SCENARIO = sys.argv[4] if len(sys.argv) > 4 else "page"
 XSS_LABEL = '<img src=x onerror="window.__xss=1">bold <b>not</b>'
 
 
@@ -36,6 +46,272 @@ def api(method, path, body=None):
         return response.read()
 
 
+def lane_offset(driver, lane, t):
+    """The offset from the lane's centre (Selenium's origin) of recorder time t (ns)."""
+    return int(driver.execute_script("return xAt(arguments[0]);", t) - lane.size["width"] / 2)
+
+
+def text_of(driver, element_id):
+    return driver.execute_script(
+        "const element = document.getElementById(arguments[0]); return element ? element.textContent : null;",
+        element_id)
+
+
+def part(driver, result, name, run):
+    """Runs one independent part of the page's checks: a failure is reported under its name and the page is
+    brought back to rest (no dialog open), so the parts after it still run."""
+    try:
+        run()
+    except Exception as error:  # noqa: BLE001 - reported to the Swift test, which fails with it
+        result.setdefault("failed_parts", {})[name] = "%s: %s" % (type(error).__name__, error)
+        driver.execute_script("for (const d of document.querySelectorAll('dialog[open]')) d.close();")
+
+
+def page_scenario(driver, wait, result):
+    driver.get(BASE + "/?token=" + TOKEN)
+    result["url"] = driver.current_url
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
+    result["lanes"] = [e.get_attribute("data-stream")
+                       for e in driver.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")]
+    time.sleep(1.5)  # a timeline load and a live-edge step
+
+    # Stop following the live edge, so the lane stays where it is while the test points at it.
+    driver.execute_script("state.follow = false;")
+    lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+    width = lane.size["width"]
+
+    def offset(fraction):
+        """The offset from the lane's centre (Selenium's origin) of a fraction of what is recorded."""
+        x = driver.execute_script("return xAt(state.liveEdge * arguments[0]);", fraction)
+        return int(x - width / 2)
+
+    # Hover over the front lane at 60 % of what is recorded: a thumbnail of the frame there.
+    hover = offset(0.6)
+    ActionChains(driver).move_to_element_with_offset(lane, hover, 0).perform()
+    wait.until(lambda d: d.find_element(By.ID, "thumbnail-image").get_attribute("data-time"))
+    image = driver.find_element(By.ID, "thumbnail-image")
+    wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", image))
+    pixels = driver.execute_script("""
+        const image = arguments[0];
+        const canvas = document.createElement('canvas');
+        canvas.width = image.naturalWidth; canvas.height = image.naturalHeight;
+        const context = canvas.getContext('2d');
+        context.drawImage(image, 0, 0);
+        const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+        let binary = '';
+        for (let i = 0; i < data.length; i += 4) {
+            binary += String.fromCharCode(data[i], data[i + 1], data[i + 2]);
+        }
+        return [canvas.width, canvas.height, btoa(binary)];
+    """, image)
+    with open(OUT + "/thumbnail.rgb", "wb") as file:
+        file.write(base64.b64decode(pixels[2]))
+    result["thumbnail"] = {"width": pixels[0], "height": pixels[1],
+                           "time_ns": int(image.get_attribute("data-time")),
+                           "pts_ns": int(image.get_attribute("data-pts")),
+                           "stream": image.get_attribute("data-stream")}
+
+    # Click: the frame view; → and ← step one stored frame.
+    ActionChains(driver).move_to_element_with_offset(lane, hover, 0).click().perform()
+    wait.until(lambda d: d.find_element(By.ID, "frame-caption").get_attribute("data-pts"))
+    caption = driver.find_element(By.ID, "frame-caption")
+    steps = [int(caption.get_attribute("data-pts"))]
+    for key in [Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_LEFT]:
+        before = caption.get_attribute("data-pts")
+        ActionChains(driver).send_keys(key).perform()
+        wait.until(lambda d: d.find_element(By.ID, "frame-caption").get_attribute("data-pts") != before)
+        steps.append(int(driver.find_element(By.ID, "frame-caption").get_attribute("data-pts")))
+    result["steps"] = steps
+    result["caption"] = driver.find_element(By.ID, "frame-caption").text
+    result["caption_wall"] = driver.find_element(By.ID, "frame-caption").get_attribute("data-wall")
+
+    def fast_steps():
+        """Ten → pressed at once step ten frames, and ten ← ten back: every press counts."""
+        settled = "const done = arguments[arguments.length - 1]; state.steps.then(() => " \
+            "done(document.getElementById('frame-caption').dataset.pts));"
+        fast = [int(driver.execute_async_script(settled))]
+        for key in [Keys.ARROW_RIGHT, Keys.ARROW_LEFT]:
+            ActionChains(driver).send_keys(key * 10).perform()
+            fast.append(int(driver.execute_async_script(settled)))
+        result["fast_steps"] = fast
+    part(driver, result, "fast steps", fast_steps)
+    ActionChains(driver).send_keys(Keys.ESCAPE).perform()
+    wait.until(lambda d: not d.find_element(By.ID, "frame-view").get_attribute("open"))
+
+    # Drag from 20 % to 75 % of what is recorded: the export dialog; export the front stream as .mkv.
+    start, end = offset(0.2), offset(0.75)
+    ActionChains(driver).move_to_element_with_offset(lane, start, 0).click_and_hold() \
+        .move_by_offset(end - start, 0).release().perform()
+    wait.until(lambda d: d.find_element(By.ID, "export-dialog").get_attribute("open"))
+    for box in driver.find_elements(By.CSS_SELECTOR, "#export-streams input[type=checkbox]"):
+        if box.get_attribute("value") != "front" and box.is_selected():
+            box.click()
+    driver.find_element(By.ID, "export-start").click()
+    # The list is drawn again at every event: read it in one script, never through kept elements.
+    done = "const li = document.querySelector('#save-list li[data-state=done]');" \
+        " const a = li && li.querySelector('a.download'); return a ? [li.dataset.saveId, a.href] : null;"
+    wait.until(lambda d: d.execute_script(done))
+    export_id, href = driver.execute_script(done)
+    export_id = int(export_id)
+    result["export"] = json.loads(api("GET", "/v1/saves/%d" % export_id))
+    result["export_link"] = href
+    with open(OUT + "/export.mkv", "wb") as file:
+        file.write(api("GET", "/v1/files/%d" % export_id))
+
+    # A label that is markup is shown as text, and runs nothing.
+    api("POST", "/v1/markers", {"label": XSS_LABEL})
+    driver.refresh()
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
+    texts = "return [...document.querySelectorAll('#marker-list li')].map(li => li.textContent);"
+    wait.until(lambda d: any(XSS_LABEL in text for text in d.execute_script(texts)))
+    result["marker_texts"] = driver.execute_script(texts)
+    result["xss_ran"] = driver.execute_script("return window.__xss === 1")
+    result["injected_images"] = len(driver.find_elements(By.CSS_SELECTOR, "#marker-list img, .marker img"))
+    time.sleep(1.2)  # the status panel fills from the event stream
+    result["status_panel"] = text_of(driver, "status-list")
+    result["legend"] = driver.execute_script(
+        "return [...document.querySelectorAll('#legend span')].map(s => s.textContent);")
+    result["zone_note"] = text_of(driver, "zone")
+    driver.save_screenshot(OUT + "/timeline.png")
+
+    def before_zero():
+        """Before recorder time 0 there is nothing: hovering, clicking and dragging there say so."""
+        driver.execute_script("state.follow = false; setView(-20e9, 10e9, false);")
+        lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+        saves = len(json.loads(api("GET", "/v1/saves"))["saves"])
+        ActionChains(driver).move_to_element_with_offset(lane, lane_offset(driver, lane, -5e9), 0).perform()
+        wait.until(lambda d: "before" in text_of(d, "thumbnail-caption"))
+        time.sleep(0.3)
+        result["hover_before_zero"] = {"caption": text_of(driver, "thumbnail-caption"),
+                                       "time": driver.find_element(By.ID, "thumbnail-image").get_attribute("data-time")}
+        ActionChains(driver).move_to_element_with_offset(lane, lane_offset(driver, lane, -5e9), 0).click().perform()
+        wait.until(lambda d: "no frame" in text_of(d, "message"))
+        time.sleep(0.5)
+        result["click_before_zero"] = {"message": text_of(driver, "message"),
+                                       "frame_view_open": bool(driver.find_element(By.ID, "frame-view")
+                                                               .get_attribute("open"))}
+        start, end = lane_offset(driver, lane, -15e9), lane_offset(driver, lane, -2e9)
+        ActionChains(driver).move_to_element_with_offset(lane, start, 0).click_and_hold() \
+            .move_by_offset(end - start, 0).release().perform()
+        wait.until(lambda d: "no frames in range" in text_of(d, "message"))
+        time.sleep(0.5)
+        result["drag_before_zero"] = {"message": text_of(driver, "message"),
+                                      "export_dialog_open": bool(driver.find_element(By.ID, "export-dialog")
+                                                                 .get_attribute("open")),
+                                      "new_saves": len(json.loads(api("GET", "/v1/saves"))["saves"]) - saves}
+    part(driver, result, "before zero", before_zero)
+
+    def zoom_out():
+        """Zooming out far past the widest view (7 days) around 15 s keeps 15 s where it was; the wall-clock labels
+        of day-apart ticks differ."""
+        driver.execute_script("setView(0, 30e9, false);")
+        result["zoom"] = driver.execute_script("""
+            const lanes = document.getElementById('lanes'), box = lanes.getBoundingClientRect();
+            const x = box.left + box.width / 2, y = box.top + 10;
+            const anchor = timeAt(x - box.left);
+            for (let i = 0; i < 60; i++) {
+                lanes.dispatchEvent(new WheelEvent('wheel', {deltaY: 500, clientX: x, clientY: y, bubbles: true,
+                    cancelable: true}));
+            }
+            return {anchor, from: state.from, to: state.to, at_anchor: timeAt(x - box.left),
+                    labels: state.axisLabels || null};
+        """)
+    part(driver, result, "zoom out", zoom_out)
+
+    def without_cookie():
+        """Without the token cookie, a click says the token is no longer accepted (not "no frame")."""
+        driver.execute_script("setView(0, state.liveEdge, false);")
+        driver.delete_all_cookies()
+        say_nothing = "document.getElementById('message').textContent = '';"
+        driver.execute_script(say_nothing)
+        lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+        ActionChains(driver).move_to_element_with_offset(lane, 0, 0).click().perform()
+        wait.until(lambda d: text_of(d, "message"))
+        result["message_without_cookie"] = text_of(driver, "message")
+    part(driver, result, "without the cookie", without_cookie)
+
+
+def exited(pid):
+    """Whether PID has exited (gone, or a zombie its parent has not reaped yet)."""
+    try:
+        with open("/proc/%d/stat" % pid) as file:
+            return file.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def restart_scenario(driver, wait, result, pid, command):
+    driver.get(BASE + "/?token=" + TOKEN)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
+    time.sleep(1.5)
+    result["lanes_before"] = driver.execute_script(
+        "return [...document.querySelectorAll('#lanes [data-stream]')].map(e => e.dataset.stream);")
+
+    # SIGTERM: the recorder stops; the page says so and keeps saying so.
+    os.kill(pid, signal.SIGTERM)
+    wait.until(lambda d: d.execute_script("return state.connection") == "lost")
+    WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: exited(pid))
+    time.sleep(6)
+    result["stopped"] = driver.execute_script("""
+        const banner = document.getElementById('connection');
+        return {banner: banner.textContent, banner_hidden: banner.hidden,
+                message: document.getElementById('message').textContent,
+                status_stale: document.getElementById('status').classList.contains('stale'),
+                status_heading: document.querySelector('#status h2').textContent,
+                lanes_stale: document.getElementById('lanes').classList.contains('stale'),
+                retry_delay_ms: state.retryDelay};
+    """)
+    lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+    driver.execute_script("document.getElementById('message').textContent = '';")
+    ActionChains(driver).move_to_element_with_offset(lane, 0, 0).click().perform()
+    wait.until(lambda d: text_of(d, "message"))
+    result["click_while_stopped"] = text_of(driver, "message")
+
+    # The recorder again, on the same store and port, with a new stream whose input fails.
+    recorder = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=open(OUT + "/restart.log", "w"))
+    try:
+        WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: d.execute_script(
+            "return state.connection === 'live' && !!document.querySelector('#lanes [data-stream=side]');"))
+        result["back_message"] = text_of(driver, "message")
+        result["failed_before_the_page_was_back"] = "input failed" in text_of(driver, "status-list")
+        # Its input fails while the page watches: the input_failed event says so.
+        WebDriverWait(driver, 120, poll_frequency=0.2).until(
+            lambda d: "input failed" in text_of(d, "status-list") and "input failed" in text_of(d, "message"))
+        time.sleep(1.5)  # a timeline load
+        result["restarted"] = driver.execute_script("""
+            const banner = document.getElementById('connection');
+            const colour = GAP_COLOURS['input failed'] || '#f8fafc';
+            const [r, g, b] = [1, 3, 5].map(i => parseInt(colour.slice(i, i + 2), 16));
+            const canvas = document.querySelector('#lanes [data-stream=side] canvas');
+            const data = canvas.getContext('2d').getImageData(0, 42, canvas.width, 2).data;
+            let drawn = 0;
+            for (let i = 0; i < data.length; i += 4) {
+                if (data[i] === r && data[i + 1] === g && data[i + 2] === b) drawn++;
+            }
+            return {banner: banner.textContent, banner_hidden: banner.hidden,
+                    message: document.getElementById('message').textContent,
+                    status_stale: document.getElementById('status').classList.contains('stale'),
+                    lanes: [...document.querySelectorAll('#lanes [data-stream]')].map(e => e.dataset.stream),
+                    status_panel: document.getElementById('status-list').textContent,
+                    side_lane_error: document.querySelector('#lanes [data-stream=side] .lane-error')?.textContent,
+                    input_failed_colour: colour, input_failed_pixels: drawn};
+        """)
+
+        # kill -9: no "stopping" first; the page finds the recorder gone all the same.
+        recorder.kill()
+        recorder.wait(timeout=60)
+        wait.until(lambda d: d.execute_script("return state.connection") == "lost")
+        result["killed_banner"] = text_of(driver, "connection")
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+            recorder.wait(timeout=60)
+
+
 def main():
     options = Options()
     options.binary_location = "/usr/bin/chromium"
@@ -46,97 +322,12 @@ def main():
     driver.set_page_load_timeout(60)
     result = {}
     wait = WebDriverWait(driver, 60, poll_frequency=0.1)
+    driver.set_script_timeout(60)
     try:
-        driver.get(BASE + "/?token=" + TOKEN)
-        result["url"] = driver.current_url
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
-        result["lanes"] = [e.get_attribute("data-stream")
-                           for e in driver.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")]
-        time.sleep(1.5)  # a timeline load and a live-edge step
-
-        # Stop following the live edge, so the lane stays where it is while the test points at it.
-        driver.execute_script("state.follow = false;")
-        lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
-        width = lane.size["width"]
-
-        def offset(fraction):
-            """The offset from the lane's centre (Selenium's origin) of a fraction of what is recorded."""
-            x = driver.execute_script("return xAt(state.liveEdge * arguments[0]);", fraction)
-            return int(x - width / 2)
-
-        # Hover over the front lane at 60 % of what is recorded: a thumbnail of the frame there.
-        hover = offset(0.6)
-        ActionChains(driver).move_to_element_with_offset(lane, hover, 0).perform()
-        wait.until(lambda d: d.find_element(By.ID, "thumbnail-image").get_attribute("data-time"))
-        image = driver.find_element(By.ID, "thumbnail-image")
-        wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", image))
-        pixels = driver.execute_script("""
-            const image = arguments[0];
-            const canvas = document.createElement('canvas');
-            canvas.width = image.naturalWidth; canvas.height = image.naturalHeight;
-            const context = canvas.getContext('2d');
-            context.drawImage(image, 0, 0);
-            const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
-            let binary = '';
-            for (let i = 0; i < data.length; i += 4) {
-                binary += String.fromCharCode(data[i], data[i + 1], data[i + 2]);
-            }
-            return [canvas.width, canvas.height, btoa(binary)];
-        """, image)
-        with open(OUT + "/thumbnail.rgb", "wb") as file:
-            file.write(base64.b64decode(pixels[2]))
-        result["thumbnail"] = {"width": pixels[0], "height": pixels[1],
-                               "time_ns": int(image.get_attribute("data-time")),
-                               "pts_ns": int(image.get_attribute("data-pts")),
-                               "stream": image.get_attribute("data-stream")}
-
-        # Click: the frame view; → and ← step one stored frame.
-        ActionChains(driver).move_to_element_with_offset(lane, hover, 0).click().perform()
-        wait.until(lambda d: d.find_element(By.ID, "frame-caption").get_attribute("data-pts"))
-        caption = driver.find_element(By.ID, "frame-caption")
-        steps = [int(caption.get_attribute("data-pts"))]
-        for key in [Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_LEFT]:
-            before = caption.get_attribute("data-pts")
-            ActionChains(driver).send_keys(key).perform()
-            wait.until(lambda d: d.find_element(By.ID, "frame-caption").get_attribute("data-pts") != before)
-            steps.append(int(driver.find_element(By.ID, "frame-caption").get_attribute("data-pts")))
-        result["steps"] = steps
-        result["caption"] = driver.find_element(By.ID, "frame-caption").text
-        ActionChains(driver).send_keys(Keys.ESCAPE).perform()
-        wait.until(lambda d: not d.find_element(By.ID, "frame-view").get_attribute("open"))
-
-        # Drag from 20 % to 75 % of what is recorded: the export dialog; export the front stream as .mkv.
-        start, end = offset(0.2), offset(0.75)
-        ActionChains(driver).move_to_element_with_offset(lane, start, 0).click_and_hold() \
-            .move_by_offset(end - start, 0).release().perform()
-        wait.until(lambda d: d.find_element(By.ID, "export-dialog").get_attribute("open"))
-        for box in driver.find_elements(By.CSS_SELECTOR, "#export-streams input[type=checkbox]"):
-            if box.get_attribute("value") != "front" and box.is_selected():
-                box.click()
-        driver.find_element(By.ID, "export-start").click()
-        # The list is drawn again at every event: read it in one script, never through kept elements.
-        done = "const li = document.querySelector('#save-list li[data-state=done]');" \
-            " const a = li && li.querySelector('a.download'); return a ? [li.dataset.saveId, a.href] : null;"
-        wait.until(lambda d: d.execute_script(done))
-        export_id, href = driver.execute_script(done)
-        export_id = int(export_id)
-        result["export"] = json.loads(api("GET", "/v1/saves/%d" % export_id))
-        result["export_link"] = href
-        with open(OUT + "/export.mkv", "wb") as file:
-            file.write(api("GET", "/v1/files/%d" % export_id))
-
-        # A label that is markup is shown as text, and runs nothing.
-        api("POST", "/v1/markers", {"label": XSS_LABEL})
-        driver.refresh()
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 2)
-        texts = "return [...document.querySelectorAll('#marker-list li')].map(li => li.textContent);"
-        wait.until(lambda d: any(XSS_LABEL in text for text in d.execute_script(texts)))
-        result["marker_texts"] = driver.execute_script(texts)
-        result["xss_ran"] = driver.execute_script("return window.__xss === 1")
-        result["injected_images"] = len(driver.find_elements(By.CSS_SELECTOR, "#marker-list img, .marker img"))
-        time.sleep(1.2)  # the status panel fills from the event stream
-        result["status_panel"] = driver.execute_script("return document.getElementById('status-list').textContent;")
-        driver.save_screenshot(OUT + "/timeline.png")
+        if SCENARIO == "restart":
+            restart_scenario(driver, wait, result, int(sys.argv[5]), json.loads(sys.argv[6]))
+        else:
+            page_scenario(driver, wait, result)
     except Exception as error:  # noqa: BLE001 - reported to the Swift test, which fails with it
         result["error"] = "%s: %s" % (type(error).__name__, error)
         try:

@@ -19,13 +19,16 @@ import Testing
         let base: String
         let token: String
 
+        /// What `rewind record` is given besides the store and the address.
+        static let options = [
+            "--input", "front=synthetic:640x360@30", "--input", "rear=synthetic:320x240@15", "--realtime", "--window",
+            "30s", "--memory", "512MiB",
+        ]
+
         init(directory: URL) throws {
             store = directory.appendingPathComponent("store").path
-            recorder = try Tool.startRewind([
-                "record", "--store", store, "--input", "front=synthetic:640x360@30",
-                "--input", "rear=synthetic:320x240@15", "--realtime", "--window", "30s", "--memory", "512MiB",
-                "--listen", "127.0.0.1:0",
-            ])
+            recorder = try Tool.startRewind(
+                ["record", "--store", store] + Self.options + ["--listen", "127.0.0.1:0"])
             var port = ""
             let recorder = recorder
             try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
@@ -45,6 +48,9 @@ import Testing
         func get(_ path: String) throws -> Data {
             try runChecked("curl", ["-sf", "-H", "Authorization: Bearer \(token)", base + path]).stdout
         }
+
+        /// The port the recorder listens on.
+        var port: String { String(base.split(separator: ":").last ?? "") }
 
         func stop() throws {
             recorder.process.interrupt()
@@ -70,11 +76,17 @@ import Testing
         // Debian's Python, which has Debian's Selenium (another python3 may come first on PATH).
         let python = "/usr/bin/python3"
         #expect(FileManager.default.isExecutableFile(atPath: python), "\(python) is missing: run make test")
-        let run = try Tool.run(python, [script, live.base, live.token, output], timeout: .seconds(600))
+        // The browser and the command line in a zone other than UTC, with a half-hour offset: a wall-clock time the
+        // page shows must mean the same instant to `rewind clip`.
+        let zone = ["TZ": "Asia/Kolkata"]
+        let environment = ProcessInfo.processInfo.environment.merging(zone) { $1 }
+        let run = try Tool.run(
+            python, [script, live.base, live.token, output], environment: environment, timeout: .seconds(600))
         #expect(run.status == 0, "\(run.stderr.suffix(3000))")
         let result = try #require(
             try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], "\(run.output) \(run.stderr)")
         #expect(result["error"] == nil, "the page failed: \(result)")
+        #expect(result["failed_parts"] == nil, "parts of the page failed: \(result["failed_parts"] ?? "")")
 
         // The token left the address bar for a cookie; one lane per stream.
         #expect(result["url"] as? String == live.base + "/", "\(result["url"] ?? "")")
@@ -117,6 +129,20 @@ import Testing
         }
         #expect((result["caption"] as? String)?.contains("pts \(steps.last ?? -1) ns") == true)
 
+        // Ten → pressed at once step ten frames, and ten ← step back to where they started.
+        let fast = result["fast_steps"] as? [Int64] ?? []
+        #expect(fast.count == 3 && (333_333_330...333_333_340).contains(fast[1] - fast[0]), "\(fast)")
+        #expect(fast.count == 3 && fast[2] == fast[0], "\(fast)")
+
+        // The frame's wall-clock time is local time with its offset; its time of day, given to `rewind clip
+        // --from` in the same zone, starts the clip at that frame.
+        let wall = result["caption_wall"] as? String ?? ""
+        let shape = /\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d\.\d{3})\+05:30/
+        let timeOfDay = try shape.wholeMatch(in: wall)?.output.1
+        #expect(timeOfDay != nil, "local time with its zone: \(wall)")
+        #expect((result["caption"] as? String)?.contains(wall) == true)
+        #expect((result["zone_note"] as? String)?.contains("UTC+05:30") == true, "\(result["zone_note"] ?? "")")
+
         // The dragged range, exported as .mkv of the front stream and downloaded by id: every frame of the range,
         // bit-exact (the same frames as a clip of that range through the command line).
         let export = try #require(result["export"] as? [String: Any])
@@ -148,6 +174,7 @@ import Testing
                 }
             }
         }
+        #expect(try frameMarks(downloaded, width: 640, height: 360) == indexes)
         #expect(indexes.count == downloadedFrames.count, "every downloaded frame is bit-exact")
         #expect(indexes == Array((indexes.first ?? 0)..<((indexes.first ?? 0) + Int64(indexes.count))))
 
@@ -161,6 +188,37 @@ import Testing
             #expect(panel.contains(entry), "the status panel shows \(entry): \(panel)")
         }
 
+        // Every gap reason has its colour in the legend.
+        let legend = result["legend"] as? [String] ?? []
+        for reason in LossReason.allCases {
+            #expect(legend.contains("gap: \(reason.rawValue)"), "the legend shows \(reason.rawValue): \(legend)")
+        }
+
+        // Before recorder time 0 nothing is recorded: no thumbnail, no frame view, no export of frame 0.
+        let hover = result["hover_before_zero"] as? [String: Any] ?? [:]
+        #expect(
+            (hover["caption"] as? String)?.contains("nothing is recorded before recorder time 0") == true,
+            "\(hover)")
+        #expect(hover["time"] is NSNull, "\(hover)")
+        let click = result["click_before_zero"] as? [String: Any] ?? [:]
+        #expect((click["message"] as? String)?.hasPrefix("no frame of front at or before -5.000s") == true, "\(click)")
+        #expect(click["frame_view_open"] as? Bool == false, "\(click)")
+        let drag = result["drag_before_zero"] as? [String: Any] ?? [:]
+        #expect((drag["message"] as? String)?.hasPrefix("no frames in range -1") == true, "\(drag)")
+        #expect(drag["export_dialog_open"] as? Bool == false && drag["new_saves"] as? Int == 0, "\(drag)")
+
+        // Zooming out past 7 days keeps the time under the pointer under it; day-apart labels differ.
+        let zoom = result["zoom"] as? [String: Any] ?? [:]
+        let span = (zoom["to"] as? Double ?? 0) - (zoom["from"] as? Double ?? 0)
+        #expect(abs(span - 7 * 86_400e9) < 1e6, "\(zoom)")
+        #expect(abs((zoom["at_anchor"] as? Double ?? 0) - (zoom["anchor"] as? Double ?? 1e18)) < 1e6, "\(zoom)")
+        let ticks = zoom["labels"] as? [String] ?? []
+        #expect(ticks.count >= 3 && Set(ticks).count == ticks.count, "\(ticks)")
+
+        // A click without the token cookie says so, and how to open the page again.
+        let refused = result["message_without_cookie"] as? String ?? ""
+        #expect(refused.contains("token cookie") && refused.contains("/?token="), "\(refused)")
+
         // The screenshot the README shows.
         let screenshot = output + "/timeline.png"
         #expect(FileManager.default.fileExists(atPath: screenshot))
@@ -169,6 +227,94 @@ import Testing
             try FileManager.default.copyItem(atPath: screenshot, toPath: Self.packageRoot + "/docs/timeline.png")
         }
         try live.stop()
+
+        // The same time of day given to `rewind clip --from` in the same zone (on the stopped store: a live recorder
+        // reads it in its own zone) starts the clip at the frame the page showed.
+        if let timeOfDay {
+            let shownPTS = steps.last ?? 0
+            let fromPage = directory.appendingPathComponent("from-page.mkv").path
+            let clipFromPage = try Tool.rewind(
+                [
+                    "clip", "--store", live.store, "--stream", "front", "--from", String(timeOfDay), "--to",
+                    "\(shownPTS + 300_000_000)ns", "-o", fromPage,
+                ], environment: environment)
+            #expect(clipFromPage.status == 0, "\(clipFromPage.stderr)")
+            let firstIndex = try frameMarks(fromPage, width: 640, height: 360).first ?? -1
+            let shownIndex = (shownPTS * 30 + 500_000_000) / 1_000_000_000
+            #expect(
+                abs(firstIndex - shownIndex) <= 1,
+                "the clip from \(timeOfDay) starts at frame \(firstIndex), not \(shownIndex)")
+        }
+    }
+
+    /// When the recorder stops (SIGTERM), the page says so and keeps saying so, marks memory and status as stale and
+    /// asks less and less often; when a recorder answers again on the same store and port, the message goes and the
+    /// streams are read again: a new stream gets its lane, and its failed input shows on the lane, in the status and
+    /// as `input failed` gaps in their own colour; killed (SIGKILL), it is found gone again.
+    @Test func thePageSaysWhenTheRecorderStopsAndReadsItAgainWhenItIsBack() throws {
+        let directory = try Tool.temporaryDirectory("timeline-restart")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let live = try Live(directory: directory)
+        defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
+        // A file whose input fails after 40 s at 25 fps (paced by --realtime), cut in the middle of frame 1001: long
+        // after the page has found the new run (it checks at most 15 s apart), so the page sees it fail.
+        let side = directory.appendingPathComponent("side.y4m").path
+        try ExternalTools.makeY4M(side, width: 160, height: 120, rate: "25", frames: 1001)
+        let data = try Data(contentsOf: URL(fileURLWithPath: side))
+        let frameBytes = 160 * 120 * 3 / 2 + 6
+        try data.prefix(data.count - frameBytes + 100).write(to: URL(fileURLWithPath: side))
+        let again =
+            [Tool.rewindPath, "record", "--store", live.store] + Live.options
+            + ["--input", "side=y4m:\(side)", "--listen", "127.0.0.1:\(live.port)"]
+        let command = String(decoding: try JSONSerialization.data(withJSONObject: again), as: UTF8.self)
+        try waitUntil("the recorder holds 2 s of front", timeout: .seconds(60), interval: .milliseconds(200)) {
+            let status = try? JSONSerialization.jsonObject(with: live.get("/v1/status")) as? [String: Any]
+            let streams = status?["streams"] as? [[String: Any]] ?? []
+            return (streams.first { $0["stream"] as? String == "front" }?["memory_frames"] as? Int ?? 0) >= 60
+        }
+        let output = directory.appendingPathComponent("browser").path
+        try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+        let script = Self.packageRoot + "/Tests/Browser/timeline_page.py"
+        let run = try Tool.run(
+            "/usr/bin/python3",
+            [script, live.base, live.token, output, "restart", "\(live.recorder.process.processIdentifier)", command],
+            timeout: .seconds(900))
+        #expect(run.status == 0, "\(run.stderr.suffix(3000))")
+        let result = try #require(
+            try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], "\(run.output) \(run.stderr)")
+        #expect(result["error"] == nil, "the page failed: \(result)")
+        let first = try live.recorder.finish()
+        #expect(first.status == 0, "the recorder stopped by SIGTERM: \(first.stderr)")
+        #expect(result["lanes_before"] as? [String] == ["front", "rear"])
+
+        // Stopped: one clear message that stays, stale live parts, and checks further and further apart.
+        let stopped = result["stopped"] as? [String: Any] ?? [:]
+        #expect(
+            (stopped["banner"] as? String)?.hasPrefix("the recorder stopped or is not reachable") == true, "\(stopped)")
+        #expect(stopped["banner_hidden"] as? Bool == false, "\(stopped)")
+        #expect((stopped["message"] as? String)?.contains("Failed to fetch") == false, "\(stopped)")
+        #expect(stopped["status_stale"] as? Bool == true && stopped["lanes_stale"] as? Bool == true, "\(stopped)")
+        #expect((stopped["status_heading"] as? String)?.contains("stale") == true, "\(stopped)")
+        #expect((stopped["retry_delay_ms"] as? Int ?? 0) >= 4000, "backing off: \(stopped)")
+        let click = result["click_while_stopped"] as? String ?? ""
+        #expect(click.hasPrefix("the recorder is not reachable"), "\(click)")
+
+        // Back: the message is gone, the new run's streams are read, and the failed input shows.
+        let back = result["restarted"] as? [String: Any] ?? [:]
+        #expect(back["banner_hidden"] as? Bool == true && back["status_stale"] as? Bool == false, "\(back)")
+        #expect(back["lanes"] as? [String] == ["front", "rear", "side"], "\(back)")
+        #expect(result["back_message"] as? String == "", "the message is cleared: \(result["back_message"] ?? "")")
+        let failedBeforeItWasSeen = result["failed_before_the_page_was_back"] as? Bool
+        #expect(failedBeforeItWasSeen == false, "the side input failed only after the page found the new run")
+        #expect((back["message"] as? String)?.hasPrefix("side: input failed: ") == true, "\(back)")
+        #expect((back["side_lane_error"] as? String)?.hasPrefix("input failed: ") == true, "\(back)")
+        #expect((back["status_panel"] as? String)?.contains("input failed: ") == true, "\(back)")
+        #expect(back["input_failed_colour"] as? String != "#f8fafc", "\(back)")
+        #expect((back["input_failed_pixels"] as? Int ?? 0) > 0, "the lane draws its input failed gap: \(back)")
+
+        // Killed (SIGKILL): gone again, and the page says so.
+        let killed = result["killed_banner"] as? String ?? ""
+        #expect(killed.hasPrefix("the recorder stopped or is not reachable"), "\(killed)")
     }
 
     /// Every request that changes state needs the token over TCP (401 without it), and one from a page of another
@@ -206,6 +352,15 @@ import Testing
         for path in ["/", "/timeline.js", "/v1/status", "/v1/streams/front/frame?at=0s", "/v1/files/1"] {
             #expect(try code("GET", path) == "401", "GET \(path) without a token")
         }
+        // A browser opening the page without the token gets a page saying how to open it, not the API's JSON.
+        let html = try Tool.run(curl, ["-s", "-i", "-H", "Accept: text/html,*/*", live.base + "/?token=wrong"]).output
+        #expect(html.hasPrefix("HTTP/1.1 401"), "\(html)")
+        #expect(html.lowercased().contains("content-type: text/html"), "\(html)")
+        #expect(html.contains("/?token=") && html.contains(live.store + "/token"), "\(html)")
+        #expect(!html.contains(live.token))
+        #expect(
+            try Tool.run(curl, ["-s", "-H", "Accept: application/json", live.base + "/"]).output.contains(
+                #""code":"unauthorized""#))
         // With the token: the page, and a marker from the page's own origin.
         #expect(try code("GET", "/", ["-H", "Authorization: Bearer \(live.token)"]) == "200")
         #expect(
@@ -218,4 +373,22 @@ import Testing
             ) != "403")
         try live.stop()
     }
+}
+
+/// The synthetic camera's frame indexes in a video file, frame by frame (frames without a mark are skipped).
+private func frameMarks(_ path: String, width: Int, height: Int) throws -> [Int64] {
+    let raw = try ExternalTools.run(
+        "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", "nv12", "-"])
+    let layout = try FrameLayout(format: .nv12, width: width, height: height)
+    let info = try FrameInfo(pts: FrameTime(nanoseconds: 0), wallNanoseconds: 0, color: .bt709Video)
+    var indexes: [Int64] = []
+    raw.withUnsafeBytes { bytes in
+        for offset in stride(from: 0, to: bytes.count - layout.byteCount + 1, by: layout.byteCount) {
+            let frame = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + layout.byteCount)])
+            if let mark = SyntheticCamera.verify(FrameView(layout: layout, info: info, bytes: frame)) {
+                indexes.append(mark.index)
+            }
+        }
+    }
+    return indexes
 }

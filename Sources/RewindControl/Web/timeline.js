@@ -1,6 +1,8 @@
 // The recorder's timeline page: one lane per stream on a shared time axis (the recorder clock, with wall-clock
 // labels), hover thumbnails, a frame view stepping through stored frames, range export, saves, markers, and a
-// live status panel fed by the event stream. Every string from the store or a client is put into the page as
+// live status panel fed by the event stream. When the recorder stops or cannot be reached, the page says so, marks
+// what only a live recorder knows (memory, status) as stale and tries again less and less often; when it answers
+// again, the page reloads its streams. Wall-clock times are local time with their zone. Every string from the store or a client is put into the page as
 // text (textContent), never as markup.
 "use strict";
 
@@ -9,7 +11,11 @@ const GAP_COLOURS = {
   "memory budget": "#f97316", "pinned frames": "#fb923c", "spill behind": "#ef4444",
   "evicted before spill": "#dc2626", "disk error": "#a855f7", "input interval": "#eab308",
   "damaged": "#ec4899", "frames dropped on arrival": "#f43f5e", "recorder stopped": "#6b7280",
+  "input failed": "#14b8a6", "unrecognized": "#a3e635",
 };
+// Nothing is recorded before recorder time 0.
+const NOTHING_BEFORE_ZERO = "nothing is recorded before recorder time 0";
+const RETRY_FIRST = 1000, RETRY_MOST = 15000;
 const state = {
   streams: [],          // [{name, format, width, height, frame_duration_ns}]
   timelines: new Map(), // name → {buckets, wall_offset_ns}
@@ -24,29 +30,69 @@ const state = {
   frame: null,          // {stream, pts}
   refreshTimer: null,
   wallOffset: null,
+  axisLabels: [],       // the wall-clock labels the axis shows, in order
+  steps: Promise.resolve(), // frame view requests, one after another: each step starts from the frame before
+  connection: "live",   // live | stopping | lost | unauthorized
+  lostAt: null,         // when the recorder stopped answering (ms since the epoch)
+  retryDelay: RETRY_FIRST,
+  retryTimer: null,
+  events: null,
+  started: false,
 };
 const $ = (id) => document.getElementById(id);
 
 // ---- API -------------------------------------------------------------------------------------------------------
 
+// A failed request: `unreachable` when no answer came (the recorder stopped, or the network), else the HTTP
+// status and the API's error code.
+class RequestError extends Error {
+  constructor(message, status, code) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.unreachable = status === 0;
+  }
+}
+
+async function request(path, options) {
+  try {
+    return await fetch(path, { credentials: "same-origin", ...options });
+  } catch (_) {
+    throw new RequestError("the recorder is not reachable", 0, "unreachable");
+  }
+}
+
+async function failure(response) {
+  let message = response.status + " " + response.statusText, code = "";
+  try {
+    const error = (await response.json()).error;
+    if (error) { message = error.message || error.code; code = error.code || ""; }
+  } catch (_) { /* not JSON */ }
+  return new RequestError(message, response.status, code);
+}
+
 async function api(method, path, body) {
-  const options = { method, headers: {}, credentials: "same-origin" };
+  const options = { method, headers: {} };
   if (body !== undefined) {
     options.headers["Content-Type"] = "application/json";
     options.body = JSON.stringify(body);
   }
-  const response = await fetch(path, options);
-  if (!response.ok) {
-    let message = response.status + " " + response.statusText;
-    try {
-      const error = (await response.json()).error;
-      if (error) message = error.message || error.code;
-    } catch (_) { /* not JSON */ }
-    throw new Error(message);
-  }
+  const response = await request(path, options);
+  if (!response.ok) throw await failure(response);
   const type = response.headers.get("Content-Type") || "";
   return type.includes("json") ? response.json() : response;
 }
+
+// What a failed frame request means to the person looking: the recorder gone, the token gone, busy, or no frame.
+function frameFailureText(error, name, which, t) {
+  if (error.unreachable) return "the recorder is not reachable: no frame of " + name + " can be shown";
+  if (error.status === 401) return "the recorder no longer accepts this page's token cookie: " + REOPEN;
+  if (error.status === 503 && error.code === "stopping") return "the recorder is stopping: no frame can be shown";
+  if (error.status === 503) return "the recorder is busy (too many requests at once): try again";
+  if (error.status === 404) return "no frame of " + name + " " + which + " " + formatSeconds(t);
+  return "frame of " + name + " at " + formatSeconds(t) + ": " + error.message;
+}
+const REOPEN = "open the page as /?token=TOKEN again (the token is in the recorder's DIR/token, or its --token-file)";
 
 function ns(value) { return Math.round(value) + "ns"; }
 function streamPath(name) { return "/v1/streams/" + encodeURIComponent(name); }
@@ -58,9 +104,35 @@ function formatSeconds(nanoseconds) {
   const s = nanoseconds / SECOND;
   return Math.abs(s) >= 100 ? s.toFixed(1) + "s" : s.toFixed(3) + "s";
 }
+// Wall-clock times are local time, as `rewind clip --from 14:03:05.200` reads a time of day; the full form is
+// ISO-8601 with the zone's offset (2026-11-30T15:03:05.200+01:00), which the command line reads as the same instant.
+function pad(value, width) { return String(value).padStart(width || 2, "0"); }
+function zoneOffset(date) {
+  const minutes = -date.getTimezoneOffset(), sign = minutes < 0 ? "-" : "+", size = Math.abs(minutes);
+  return sign + pad(Math.floor(size / 60)) + ":" + pad(size % 60);
+}
+function localParts(wallNanoseconds) {
+  const date = new Date(Math.floor(wallNanoseconds / 1e6));
+  return {
+    date: date.getFullYear() + "-" + pad(date.getMonth() + 1) + "-" + pad(date.getDate()),
+    day: pad(date.getMonth() + 1) + "-" + pad(date.getDate()),
+    minute: pad(date.getHours()) + ":" + pad(date.getMinutes()),
+    second: pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds()),
+    milliseconds: pad(date.getMilliseconds(), 3),
+    zone: zoneOffset(date),
+  };
+}
 function formatWall(wallNanoseconds) {
-  const date = new Date(wallNanoseconds / 1e6);
-  return date.toISOString().replace("T", " ").replace("Z", "");
+  const parts = localParts(wallNanoseconds);
+  return parts.date + "T" + parts.second + "." + parts.milliseconds + parts.zone;
+}
+function formatClock(date) { return pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds()); }
+// An axis label: as precise as the ticks are apart, with the date once they are hours apart.
+function formatWallTick(wallNanoseconds, step) {
+  const parts = localParts(wallNanoseconds);
+  if (step >= 3.6e12) return parts.day + " " + parts.minute;
+  if (step >= SECOND) return parts.second;
+  return parts.second + "." + parts.milliseconds;
 }
 function formatBytes(bytes) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -90,9 +162,11 @@ async function loadStreams() {
     const name = document.createElement("span");
     name.className = "lane-name";
     name.textContent = stream.name + "  " + stream.width + "×" + stream.height + " " + stream.format;
+    const problem = document.createElement("span");
+    problem.className = "lane-error";
     const canvas = document.createElement("canvas");
     canvas.height = 48;
-    lane.append(name, canvas);
+    lane.append(name, problem, canvas);
     attachLaneEvents(lane, stream.name);
     lanes.append(lane);
   }
@@ -125,13 +199,28 @@ function applyStatus(status) {
   }
   if (edge > 0) state.liveEdge = edge;
   renderStatus();
+  renderInputErrors();
+}
+
+// A stream whose input failed says so on its lane, with the input's error.
+function renderInputErrors() {
+  const errors = new Map();
+  for (const stream of (state.status && state.status.streams) || []) {
+    if (stream.input_error) errors.set(stream.stream, stream.input_error);
+  }
+  for (const lane of $("lanes").children) {
+    const problem = lane.querySelector(".lane-error");
+    const error = errors.get(lane.dataset.stream);
+    problem.textContent = error ? "input failed: " + error : "";
+    lane.classList.toggle("input-failed", Boolean(error));
+  }
 }
 
 async function loadTimelines() {
   const buckets = Math.max(10, Math.min(2000, Math.floor(laneWidth() / 2)));
-  // Nothing is recorded before recorder time 0.
+  // Nothing is recorded before recorder time 0; a recorder that does not answer is not asked.
   const from = Math.max(0, Math.floor(state.from)), to = Math.ceil(state.to);
-  if (to <= from + buckets) { render(); return; }
+  if (to <= from + buckets || state.connection !== "live") { render(); return; }
   await Promise.all(state.streams.map(async (stream) => {
     try {
       const timeline = await api("GET", streamPath(stream.name) + "/timeline?from=" + ns(from) + "&to=" + ns(to) +
@@ -139,12 +228,13 @@ async function loadTimelines() {
       state.timelines.set(stream.name, timeline);
       if (timeline.wall_offset_ns != null) state.wallOffset = timeline.wall_offset_ns;
     } catch (error) {
-      say(stream.name + ": " + error.message);
+      if (!noteConnectionFailure(error)) say(stream.name + ": " + error.message);
     }
   }));
+  if (state.connection !== "live") { render(); return; }
   try {
     state.markers = (await api("GET", "/v1/markers?from=" + ns(from) + "&to=" + ns(to))).markers || [];
-  } catch (_) { state.markers = []; }
+  } catch (error) { if (!noteConnectionFailure(error)) state.markers = []; }
   render();
 }
 
@@ -153,7 +243,7 @@ async function loadSaves() {
     const list = await api("GET", "/v1/saves");
     for (const save of list.saves) state.saves.set(save.id, save);
     renderSaves();
-  } catch (_) { /* the list is optional */ }
+  } catch (error) { noteConnectionFailure(error); /* the list is optional */ }
 }
 
 // ---- Rendering -------------------------------------------------------------------------------------------------
@@ -176,11 +266,21 @@ function renderAxis() {
   const span = state.to - state.from;
   const steps = [1e6, 1e7, 1e8, 5e8, 1e9, 5e9, 1e10, 3e10, 6e10, 3e11, 6e11, 1.8e12, 3.6e12, 8.64e13];
   const step = steps.find((s) => span / s <= width / 110) || steps[steps.length - 1];
+  const labels = [];
   for (let t = Math.ceil(state.from / step) * step; t <= state.to; t += step) {
     const x = xAt(t);
     context.fillRect(x, 24, 1, 12);
     context.fillText(formatSeconds(t), x + 3, 12);
-    if (state.wallOffset != null) context.fillText(formatWall(t + state.wallOffset).slice(11, 23), x + 3, 24);
+    if (state.wallOffset != null) {
+      const label = formatWallTick(t + state.wallOffset, step);
+      labels.push(label);
+      context.fillText(label, x + 3, 24);
+    }
+  }
+  state.axisLabels = labels;
+  if (state.wallOffset != null) {
+    $("zone").textContent = "Wall-clock times are local time (UTC" + localParts(state.from + state.wallOffset).zone +
+      ").";
   }
 }
 
@@ -200,10 +300,16 @@ function renderLane(lane) {
         context.fillStyle = "#64748b";
         context.fillRect(x0, 26, x1 - x0, 16);
       }
-      if (bucket.memory > 0) {
+      if (bucket.memory > 0 && state.connection === "live") {
         context.globalAlpha = 0.35 + 0.65 * bucket.memory;
         context.fillStyle = "#3b82f6";
         context.fillRect(x0, 8, x1 - x0, 16);
+      } else if (bucket.memory > 0) {
+        // What memory held when the recorder last answered: an outline, not a claim about now.
+        context.strokeStyle = "#3b82f6";
+        context.setLineDash([3, 3]);
+        context.strokeRect(x0 + 0.5, 8.5, Math.max(1, x1 - x0 - 1), 15);
+        context.setLineDash([]);
       }
       context.globalAlpha = 1;
       (bucket.gaps || []).forEach((reason, i) => {
@@ -286,6 +392,7 @@ function renderStatus() {
     add("frames durable", String(stream.frames_durable ?? "—"));
     const drops = Object.entries(stream.drops || {}).filter(([, n]) => n > 0);
     add("drops", drops.length ? drops.map(([reason, n]) => reason + ": " + n).join(", ") : "none");
+    if (stream.input_error) add("input", "input failed: " + stream.input_error);
   }
   if (status.disk_bytes != null) {
     add("disk", formatBytes(status.disk_bytes) + (status.disk_budget_bytes ? " of " +
@@ -330,9 +437,16 @@ function renderSaves() {
 
 // ---- View changes ----------------------------------------------------------------------------------------------
 
-function setView(from, to, follow) {
+// Shows [from, to); a span outside 50 ms … 7 days is clamped around `anchor` (by default the middle), which keeps
+// its place on the screen, so zooming past either limit never moves the view.
+function setView(from, to, follow, anchor) {
   const minimum = 50e6, maximum = 7 * 24 * 3600 * SECOND;
-  let span = Math.min(maximum, Math.max(minimum, to - from));
+  const span = Math.min(maximum, Math.max(minimum, to - from));
+  if (span !== to - from) {
+    const fixed = anchor ?? (from + to) / 2;
+    const share = to > from ? Math.min(1, Math.max(0, (fixed - from) / (to - from))) : 0.5;
+    from = fixed - share * span;
+  }
   state.from = from;
   state.to = from + span;
   state.follow = follow;
@@ -391,18 +505,30 @@ function showThumbnail(name, t, event) {
   figure.style.left = Math.min(Math.max(0, x - 160), laneWidth() - 330) + "px";
   figure.style.top = (event.clientY - $("timeline").getBoundingClientRect().top + 16) + "px";
   figure.dataset.stream = name;
-  const request = ++thumbnailRequest;
-  const url = streamPath(name) + "/frame?at=" + ns(Math.max(0, t)) + "&width=320";
+  const ticket = ++thumbnailRequest;
   clearTimeout(showThumbnail.timer);
+  const nothing = (text) => {
+    $("thumbnail-caption").textContent = text;
+    image.removeAttribute("src");
+    for (const key of ["pts", "time", "stream"]) delete image.dataset[key];
+  };
+  if (t < 0) { nothing("no frame of " + name + " at or before " + formatSeconds(t) + ": " + NOTHING_BEFORE_ZERO); return; }
+  if (state.connection !== "live") { nothing(connectionText()); return; }
+  const url = streamPath(name) + "/frame?at=" + ns(t) + "&width=320";
   showThumbnail.timer = setTimeout(async () => {
     try {
-      const response = await fetch(url, { credentials: "same-origin" });
-      if (request !== thumbnailRequest) return;
-      if (!response.ok) { $("thumbnail-caption").textContent = "no frame at " + formatSeconds(t); image.removeAttribute("src"); return; }
+      const response = await request(url);
+      if (ticket !== thumbnailRequest) return;
+      if (!response.ok) {
+        const error = await failure(response);
+        if (ticket === thumbnailRequest) nothing(frameFailureText(error, name, "at or before", t));
+        noteConnectionFailure(error);
+        return;
+      }
       const pts = Number(response.headers.get("X-Rewind-Pts-Ns"));
       const time = Number(response.headers.get("X-Rewind-Time-Ns"));
       const blob = await response.blob();
-      if (request !== thumbnailRequest) return;
+      if (ticket !== thumbnailRequest) return;
       if (image.src.startsWith("blob:")) URL.revokeObjectURL(image.src);
       image.src = URL.createObjectURL(blob);
       image.dataset.pts = String(pts);
@@ -410,7 +536,8 @@ function showThumbnail(name, t, event) {
       image.dataset.stream = name;
       $("thumbnail-caption").textContent = name + " " + formatSeconds(time);
     } catch (error) {
-      say(error.message);
+      if (ticket === thumbnailRequest) nothing(frameFailureText(error, name, "at or before", t));
+      noteConnectionFailure(error);
     }
   }, 40);
 }
@@ -422,10 +549,17 @@ document.addEventListener("mouseup", (event) => {
   if (!selection.moved || Math.abs(xAt(selection.end) - xAt(selection.start)) < 4) {
     state.selecting = null;
     renderSelection();
-    openFrame(selection.stream, selection.start);
+    showFrame(selection.stream, selection.start);
     return;
   }
-  openExport(Math.min(selection.start, selection.end), Math.max(selection.start, selection.end));
+  const from = Math.min(selection.start, selection.end), to = Math.max(selection.start, selection.end);
+  if (to <= 0) {
+    state.selecting = null;
+    renderSelection();
+    say("no frames in range " + formatSeconds(from) + " … " + formatSeconds(to) + ": " + NOTHING_BEFORE_ZERO);
+    return;
+  }
+  openExport(Math.max(0, from), to);
 });
 
 // ---- Pan and zoom ----------------------------------------------------------------------------------------------
@@ -450,18 +584,33 @@ $("timeline").addEventListener("wheel", (event) => {
     return;
   }
   setView(anchor - (anchor - state.from) * factor, anchor + (state.to - anchor) * factor,
-    state.follow && factor < 1 ? false : state.follow);
+    state.follow && factor < 1 ? false : state.follow, anchor);
 }, { passive: false });
 $("live-button").addEventListener("click", () => { state.follow = true; followLiveEdge(); });
 
 // ---- Frame view ------------------------------------------------------------------------------------------------
 
+// Frame requests go one after another, each starting from the frame the one before showed: ten quick presses of
+// → step ten frames.
+function showFrame(name, t) {
+  state.steps = state.steps.then(() => openFrame(name, t));
+}
+function stepFrame(direction) {
+  state.steps = state.steps.then(() => state.frame && openFrame(state.frame.stream, state.frame.time, direction));
+}
+
 async function openFrame(name, t, step) {
-  const query = "/frame?at=" + ns(Math.max(0, t)) + (step ? "&step=" + step : "");
+  const which = step === "after" ? "after" : step === "before" ? "before" : "at or before";
+  if (!step && t < 0) {
+    say("no frame of " + name + " at or before " + formatSeconds(t) + ": " + NOTHING_BEFORE_ZERO);
+    return;
+  }
+  const query = "/frame?at=" + ns(t) + (step ? "&step=" + step : "");
   try {
-    const response = await fetch(streamPath(name) + query, { credentials: "same-origin" });
+    const response = await request(streamPath(name) + query);
     if (!response.ok) {
-      if (!step) say("no frame of " + name + " at or before " + formatSeconds(t));
+      const error = await failure(response);
+      if (!noteConnectionFailure(error) || !step) say(frameFailureText(error, name, which, t));
       return;
     }
     const pts = Number(response.headers.get("X-Rewind-Pts-Ns"));
@@ -477,18 +626,20 @@ async function openFrame(name, t, step) {
     caption.dataset.pts = String(pts);
     caption.dataset.time = String(time);
     caption.dataset.stream = name;
+    caption.dataset.wall = wall ? formatWall(Number(wall)) : "";
     caption.textContent = name + "  pts " + pts + " ns (" + formatSeconds(pts) + ")  recorder time " +
-      formatSeconds(time) + (wall ? "  wall " + formatWall(Number(wall)) : "");
+      formatSeconds(time) + (wall ? "  wall " + formatWall(Number(wall)) + " (local time)" : "");
     if (!$("frame-view").open) $("frame-view").showModal();
   } catch (error) {
-    say(error.message);
+    noteConnectionFailure(error);
+    say(frameFailureText(error, name, which, t));
   }
 }
 
 $("frame-view").addEventListener("keydown", (event) => {
   if (!state.frame) return;
-  if (event.key === "ArrowRight") { event.preventDefault(); openFrame(state.frame.stream, state.frame.time, "after"); }
-  if (event.key === "ArrowLeft") { event.preventDefault(); openFrame(state.frame.stream, state.frame.time, "before"); }
+  if (event.key === "ArrowRight") { event.preventDefault(); stepFrame("after"); }
+  if (event.key === "ArrowLeft") { event.preventDefault(); stepFrame("before"); }
 });
 $("frame-view").addEventListener("close", () => { state.frame = null; });
 
@@ -512,7 +663,7 @@ $("export-dialog").addEventListener("close", async () => {
   for (const stream of streams) {
     try {
       const save = await api("POST", "/v1/clips", {
-        stream, from: ns(Math.max(0, Math.floor(range.from))), to: ns(Math.max(1, Math.ceil(range.to))), format,
+        stream, from: ns(Math.floor(range.from)), to: ns(Math.ceil(range.to)), format,
       });
       state.saves.set(save.id, save);
     } catch (error) {
@@ -549,10 +700,12 @@ $("marker-button").addEventListener("click", async () => {
   }
 });
 
-// ---- Events ----------------------------------------------------------------------------------------------------
+// ---- Events and the connection ---------------------------------------------------------------------------------
 
 function listen() {
+  if (state.events) state.events.close();
   const events = new EventSource("/v1/events", { withCredentials: true });
+  state.events = events;
   events.addEventListener("status", (event) => { applyStatus(JSON.parse(event.data)); followLiveEdge(); });
   events.addEventListener("save", (event) => {
     const data = JSON.parse(event.data);
@@ -561,34 +714,134 @@ function listen() {
     renderSaves();
   });
   for (const type of ["marker", "gap", "segment"]) events.addEventListener(type, () => scheduleRefresh());
-  events.addEventListener("pressure", () => loadStatus().catch(() => {}));
+  events.addEventListener("pressure", () => loadStatus().catch(noteConnectionFailure));
   events.addEventListener("disk_error", (event) => say("disk error: " + JSON.parse(event.data).message));
   events.addEventListener("input_failed", (event) => {
     const data = JSON.parse(event.data);
     say(data.stream + ": input failed: " + data.message);
+    loadStatus().catch(noteConnectionFailure);
     scheduleRefresh();
   });
-  events.addEventListener("stopping", () => say("the recorder is stopping"));
-  events.onerror = () => { /* EventSource reconnects by itself */ };
+  events.addEventListener("stopping", () => setConnection("stopping"));
+  // The stream ended or never opened: the recorder stopped, went away, or refused the cookie. Ask it how it is
+  // rather than let the browser retry on its own.
+  events.onerror = () => {
+    events.close();
+    if (state.events === events) state.events = null;
+    checkConnection();
+  };
+}
+
+// A request failed for want of a recorder (no answer) or of a token (401): the page says so and waits for it.
+// Returns whether it was such a failure.
+function noteConnectionFailure(error) {
+  if (error && error.unreachable) { setConnection("lost"); return true; }
+  if (error && error.status === 401) { setConnection("unauthorized"); return true; }
+  return false;
+}
+
+function connectionText() {
+  const retry = state.retryTimer ? "; trying again every " + Math.round(state.retryDelay / 1000) + " s" : "";
+  switch (state.connection) {
+    case "stopping": return "the recorder is stopping: what the page shows is as of now";
+    case "lost":
+      return "the recorder stopped or is not reachable (since " + formatClock(new Date(state.lostAt)) +
+        "): memory and status are as of then" + retry;
+    case "unauthorized": return "the recorder no longer accepts this page's token cookie: " + REOPEN + retry;
+    default: return "";
+  }
+}
+
+function setConnection(connection) {
+  const was = state.connection;
+  if (connection === "live") {
+    state.connection = "live";
+    state.lostAt = null;
+    state.retryDelay = RETRY_FIRST;
+    clearTimeout(state.retryTimer);
+    state.retryTimer = null;
+  } else {
+    if (was === "live" || state.lostAt == null) state.lostAt = Date.now();
+    state.connection = connection;
+    if (state.events) { state.events.close(); state.events = null; }
+    if (!state.retryTimer) scheduleCheck();
+  }
+  document.body.dataset.connection = state.connection;
+  $("status").classList.toggle("stale", state.connection !== "live");
+  $("lanes").classList.toggle("stale", state.connection !== "live");
+  $("status-stale").textContent = state.connection === "live" ? "" :
+    " (stale: as of " + formatClock(new Date(state.lostAt)) + ")";
+  const banner = $("connection");
+  banner.textContent = connectionText();
+  banner.hidden = state.connection === "live";
+  if (was !== state.connection) render();
+}
+
+// Looks again after a delay that doubles each time the recorder does not answer (1 s … 15 s).
+function scheduleCheck() {
+  clearTimeout(state.retryTimer);
+  state.retryTimer = setTimeout(() => {
+    state.retryTimer = null;
+    state.retryDelay = Math.min(RETRY_MOST, state.retryDelay * 2);
+    checkConnection();
+  }, state.retryDelay);
+}
+
+async function checkConnection() {
+  let response;
+  try {
+    response = await request("/v1/health");
+  } catch (_) {
+    setConnection("lost");
+    return;
+  }
+  if (response.ok) { await reconnected(); return; }
+  setConnection(response.status === 401 ? "unauthorized" : response.status === 503 ? "stopping" : "lost");
+  if (!state.retryTimer) scheduleCheck();
+}
+
+// The recorder answers (again): the message goes, and the streams, status, saves and lanes are read afresh (a new
+// run may record other streams).
+async function reconnected() {
+  const was = state.connection;
+  try {
+    await connect();
+  } catch (error) {
+    if (!noteConnectionFailure(error)) say("cannot load the recorder's streams: " + error.message);
+    if (state.connection === "live") setConnection("lost");
+    return;
+  }
+  setConnection("live");
+  if (was !== "live") say("");
+  listen();
+  scheduleRefresh();
+}
+
+// Reads the streams, the status and the saves; the first time, places the view at the live edge.
+async function connect() {
+  await loadStreams();
+  await loadStatus();
+  await loadSaves();
+  if (!state.started) {
+    state.started = true;
+    const span = 30 * SECOND;
+    setView(Math.max(0, state.liveEdge - span * 0.95), Math.max(span, state.liveEdge + span * 0.05), true);
+  }
 }
 
 // ---- Start -----------------------------------------------------------------------------------------------------
 
 async function start() {
   legend();
+  window.addEventListener("resize", () => render());
+  setInterval(() => {
+    if (state.follow && state.connection === "live") loadStatus().then(followLiveEdge).catch(noteConnectionFailure);
+  }, 1000);
   try {
-    await loadStreams();
-    await loadStatus();
-    await loadSaves();
-    const span = 30 * SECOND;
-    setView(Math.max(0, state.liveEdge - span * 0.95), Math.max(span, state.liveEdge + span * 0.05), true);
+    await connect();
     listen();
-    setInterval(() => {
-      if (state.follow) loadStatus().then(followLiveEdge).catch(() => {});
-    }, 1000);
-    window.addEventListener("resize", () => render());
   } catch (error) {
-    say("cannot load the recorder's streams: " + error.message);
+    if (!noteConnectionFailure(error)) say("cannot load the recorder's streams: " + error.message);
   }
 }
 
