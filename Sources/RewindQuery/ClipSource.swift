@@ -186,15 +186,15 @@ public enum ClipSource: Sendable {
             guard span != nil else { throw ClipError.noFrames(source: "store") }
             // Saturating: a wall time centuries from the recording is simply before or after all of it.
             return wall.addingSaturating(-clock.wallNanoseconds)
-        case .timeOfDay(let sinceMidnight):
+        case .timeOfDay(let sinceMidnight, let zone):
             guard let span else { throw ClipError.noFrames(source: "store") }
             let offset = clock.wallNanoseconds
             let firstWall = clock.recorderTime(ofPTS: span.lowerBound) + offset
-            let localSeconds =
-                firstWall / 1_000_000_000
-                + TimeSpec.localUTCOffsetSeconds(atUTCSeconds: firstWall / 1_000_000_000)
+            // The zone given, else this process's local zone at that moment.
+            func utcOffset(_ seconds: Int64) -> Int64 { zone ?? TimeSpec.localUTCOffsetSeconds(atUTCSeconds: seconds) }
+            let localSeconds = firstWall / 1_000_000_000 + utcOffset(firstWall / 1_000_000_000)
             let midnightLocal = (localSeconds - ((localSeconds % 86_400) + 86_400) % 86_400)
-            let midnightUTC = midnightLocal - TimeSpec.localUTCOffsetSeconds(atUTCSeconds: midnightLocal)
+            let midnightUTC = midnightLocal - utcOffset(midnightLocal)
             return midnightUTC * 1_000_000_000 + sinceMidnight - offset
         }
     }

@@ -1,6 +1,7 @@
 import RewindCapture
 import RewindCore
 import RewindMedia
+import RewindSystem
 import SegmentStore
 
 #if canImport(Glibc)
@@ -155,9 +156,10 @@ public enum TimeSpec: Sendable, Equatable {
     /// Wall-clock time, Unix nanoseconds: `2026-11-30T14:03:05.200Z`, `2026-11-30T14:03:05+01:00`,
     /// or without a zone, local time.
     case wall(Int64)
-    /// A local time of day, nanoseconds after midnight: `14:03:05.200`; resolved against the day the store's
-    /// first frame was captured.
-    case timeOfDay(Int64)
+    /// A time of day, nanoseconds after midnight: `14:03:05.200` (local time), or with a zone `14:03:05.200Z`,
+    /// `14:03:05.200+01:00` (`utcOffsetSeconds`); resolved against the day, in that zone, the store's first frame
+    /// was captured.
+    case timeOfDay(Int64, utcOffsetSeconds: Int64? = nil)
 
     /// Parses `12.5s` / `1500ms` (stream time), ISO-8601 date-times, and `HH:MM:SS[.fff]` times of day.
     public init(parsing text: String) throws(ValueError) {
@@ -166,8 +168,10 @@ public enum TimeSpec: Sendable, Equatable {
             guard let ns = TimeSpec.parseISO8601(text) else { throw ValueError(input: text, expected: expected) }
             self = .wall(ns)
         } else if text.contains(":") {
-            guard let ns = TimeSpec.parseClock(text[...]) else { throw ValueError(input: text, expected: expected) }
-            self = .timeOfDay(ns)
+            guard let (clock, offset) = TimeSpec.splitZone(text[...]), let ns = TimeSpec.parseClock(clock) else {
+                throw ValueError(input: text, expected: expected)
+            }
+            self = .timeOfDay(ns, utcOffsetSeconds: offset)
         } else {
             do {
                 self = .stream(try Values.durationNanoseconds(text))
@@ -200,24 +204,43 @@ public enum TimeSpec: Sendable, Equatable {
             // Nanoseconds since 1970 in 64 bits reach from 1677-09-21 to 2262-04-11.
             (1678...2261).contains(year)
         else { return nil }
-        var rest = text[text.index(after: t)...]
-        var offsetSeconds: Int64? = nil
-        if rest.hasSuffix("Z") {
-            offsetSeconds = 0
-            rest = rest.dropLast()
-        } else if let sign = rest.lastIndex(where: { $0 == "+" || $0 == "-" }) {
-            let zone = rest[rest.index(after: sign)...].split(separator: ":")
-            guard zone.count == 2, zone[0].count == 2, zone[1].count == 2, let zh = Int64(zone[0]),
-                let zm = Int64(zone[1]), (0...18).contains(zh), (0..<60).contains(zm)
-            else { return nil }
-            offsetSeconds = (zh * 3600 + zm * 60) * (rest[sign] == "-" ? -1 : 1)
-            rest = rest[..<sign]
+        guard let (rest, offsetSeconds) = splitZone(text[text.index(after: t)...]), let clock = parseClock(rest) else {
+            return nil
         }
-        guard let clock = parseClock(rest) else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         let localNs = days * 86_400_000_000_000 + clock
         if let offsetSeconds { return localNs - offsetSeconds * 1_000_000_000 }
         return localNs - localUTCOffsetSeconds(atUTCSeconds: localNs / 1_000_000_000) * 1_000_000_000
+    }
+
+    /// Splits a trailing zone (`Z`, `±HH:MM`) off a time: the time and the zone's offset from UTC in seconds (nil
+    /// without a zone); nil when the zone is malformed.
+    static func splitZone(_ text: Substring) -> (Substring, Int64?)? {
+        if text.hasSuffix("Z") { return (text.dropLast(), 0) }
+        guard let sign = text.lastIndex(where: { $0 == "+" || $0 == "-" }) else { return (text, nil) }
+        let zone = text[text.index(after: sign)...].split(separator: ":")
+        guard zone.count == 2, zone[0].count == 2, zone[1].count == 2, let zh = Int64(zone[0]),
+            let zm = Int64(zone[1]), (0...18).contains(zh), (0..<60).contains(zm)
+        else { return nil }
+        return (text[..<sign], (zh * 3600 + zm * 60) * (text[sign] == "-" ? -1 : 1))
+    }
+
+    /// `text` (a time as given) with this process's zone written into it when it is a wall-clock time or a time of
+    /// day without one, so that another process (a recorder in another zone) reads the same moment. A time of day
+    /// takes the zone's offset now.
+    public static func withLocalZone(_ text: String) -> String {
+        let offset: Int64
+        switch try? TimeSpec(parsing: text) {
+        case .wall(let ns)? where splitZone(text[...])?.1 == nil:
+            offset = localUTCOffsetSeconds(atUTCSeconds: ns / 1_000_000_000)
+        case .timeOfDay(_, nil)?:
+            offset = localUTCOffsetSeconds(atUTCSeconds: System.wallClockNanoseconds() / 1_000_000_000)
+        default:
+            return text
+        }
+        let minutes = abs(offset) / 60
+        func twoDigits(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return text + (offset < 0 ? "-" : "+") + twoDigits(minutes / 60) + ":" + twoDigits(minutes % 60)
     }
 
     /// Days in `month` (1…12) of `year` in the proleptic Gregorian calendar.

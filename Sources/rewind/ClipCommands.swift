@@ -12,7 +12,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     switch (try arguments.time("from")!, try arguments.time("to")!) {
     case (.stream(let from), .stream(let to)):
         if from >= to { throw ClipError.badRange(from: from, to: to) }
-    case (.wall(let from), .wall(let to)), (.timeOfDay(let from), .timeOfDay(let to)):
+    case (.wall(let from), .wall(let to)), (.timeOfDay(let from, _), .timeOfDay(let to, _)):
         // Said in the times as given: their nanoseconds since 1970 or midnight mean nothing to the reader.
         if from >= to {
             throw UsageError(
@@ -29,8 +29,10 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     ) { path in
         try ControlClient(directory: directory).clip(
             ClipRequest(
-                stream: selection?.requestName ?? arguments.string("stream"), from: arguments.string("from")!,
-                to: arguments.string("to")!, format: format.fileExtension, path: path,
+                // A time without a zone is this shell's local time, wherever the recorder runs.
+                stream: selection?.requestName ?? arguments.string("stream"),
+                from: TimeSpec.withLocalZone(arguments.string("from")!),
+                to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
                 quality: quality(arguments).rawValue))
     }
     if live { return ExitStatus.success }

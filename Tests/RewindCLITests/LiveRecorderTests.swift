@@ -398,4 +398,49 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(!result.output.contains("dropped (") || result.output.contains("pinned frames"), "\(result.output)")
     }
+
+    /// A time of day or a wall-clock time without a zone is the local time of the shell that types it, also when the
+    /// recorder runs in another zone (a service in UTC): the client writes its zone into the times it sends.
+    @Test func aClipByTimeOfDayMeansTheClientsZoneWhereverTheRecorderRuns() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        var utc = ProcessInfo.processInfo.environment
+        utc["TZ"] = "UTC"
+        let recorder = try ExternalTools.Child(
+            Tool.rewindPath,
+            ["record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--window", "10s"],
+            environment: utc)
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        func status() -> [String: Any]? {
+            let result = try? Tool.rewind(["status", "--store", store, "--json"])
+            let object = result.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
+            return (object?["streams"] as? [[String: Any]])?.first
+        }
+        try waitUntil("two seconds are recorded", interval: .milliseconds(50)) {
+            (status()?["frames_accepted"] as? Int ?? 0) >= 61
+        }
+        let wallZero = try #require(status()?["clock_wall_ns"] as? Int64)
+        // A recorder time as a time of day in Kolkata (UTC+05:30 all year), to the millisecond.
+        func kolkata(_ recorderTime: Int64) -> String {
+            let local = wallZero + recorderTime + 19_800 * 1_000_000_000
+            let seconds = (local / 1_000_000_000) % 86_400
+            func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+            return "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60))."
+                + String(String((local / 1_000_000) % 1000 + 1000).dropFirst())
+        }
+        var india = ProcessInfo.processInfo.environment
+        india["TZ"] = "Asia/Kolkata"
+        let output = directory.appendingPathComponent("clip.mkv").path
+        let clip = try Tool.rewind(
+            ["clip", "--store", store, "--from", kolkata(1_000_000_000), "--to", kolkata(1_500_000_000), "-o", output],
+            environment: india)
+        #expect(clip.status == 0, "\(clip.stderr)")
+        // Frames 30…44 at 30 fps (the times are cut to the millisecond, so the range starts just before 1 s).
+        #expect(
+            clip.output.contains("wrote 15 frames") && clip.output.contains("pts 1.000s … 1.466s"), "\(clip.output)")
+        process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
 }

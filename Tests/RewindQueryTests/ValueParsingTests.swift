@@ -51,10 +51,31 @@ import Testing
         #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T15:03:05.200+01:00") == .wall(1_796_047_385_200_000_000))
         #expect(try TimeSpec(parsing: "14:03:05.200") == .timeOfDay(50_585_200_000_000))
+        #expect(try TimeSpec(parsing: "14:03:05.200Z") == .timeOfDay(50_585_200_000_000, utcOffsetSeconds: 0))
+        #expect(try TimeSpec(parsing: "14:03:05+05:30") == .timeOfDay(50_585_000_000_000, utcOffsetSeconds: 19_800))
+        #expect(try TimeSpec(parsing: "14:03:05-03:00") == .timeOfDay(50_585_000_000_000, utcOffsetSeconds: -10_800))
+        // A time without a zone gets this process's zone written into it, and still means the same moment.
+        for text in ["2026-11-30T14:03:05.200", "14:03:05.200"] {
+            let zoned = TimeSpec.withLocalZone(text)
+            #expect(zoned.count == text.count + 6, "\(zoned)")
+            if case .wall = try TimeSpec(parsing: text) {
+                #expect(try TimeSpec(parsing: zoned) == TimeSpec(parsing: text))
+            } else {
+                guard case .timeOfDay(let ns, let offset?) = try TimeSpec(parsing: zoned) else {
+                    Issue.record("\(zoned) is not a time of day with a zone")
+                    continue
+                }
+                #expect(ns == 50_585_200_000_000 && abs(offset) <= 18 * 3600)
+            }
+        }
+        for text in ["12.5s", "2026-11-30T14:03:05.200Z", "2026-11-30T15:03:05+01:00", "14:03:05Z", "nonsense"] {
+            #expect(TimeSpec.withLocalZone(text) == text)
+        }
         #expect(try TimeSpec(parsing: "2024-02-29T00:00:00Z") == .wall(1_709_164_800_000_000_000))
         #expect(try TimeSpec(parsing: "2261-12-31T23:59:59Z") == .wall(9_214_646_399_000_000_000))
         for bad in [
             "2026-13-01T00:00:00Z", "25:00:00", "14:03", "yesterday", "2026-11-30T14:03:05.200+0100",
+            "14:03:05+99:00", "14:03:05+0100",
             // Impossible dates and zones; years whose nanoseconds do not fit in 64 bits.
             "2026-02-30T10:00:00Z", "2025-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-11-30T10:00:00+99:99",
             "9999-12-31T23:59:59Z", "2300-01-01T00:00:00Z", "1600-01-01T00:00:00Z", "0001-01-01T00:00:00Z",
