@@ -127,7 +127,8 @@ struct CommandFailure {
             case .missingSegment: return "put it back, or \(repair) to record its frames as lost"
             case .diskFull: return "free space or lower --disk"
             case .writeFailed: return "check the disk"
-            case .storeLocked: return "stop it, or read with 'rewind info'/'rewind clip' (read-only)"
+            case .storeLocked:
+                return "stop it (verify checks a store at rest), or read with 'rewind info'/'rewind clip' (read-only)"
             case .unknownStream: return "'rewind info' lists the streams"
             case .damagedIndex: return "\(repair), which moves it aside and rebuilds it from the segment files"
             case .index(_, let problem, _):

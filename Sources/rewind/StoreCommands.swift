@@ -199,6 +199,11 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
             store = try SegmentStore.open(directory: directory)
         }
     } else {
+        // While a recorder writes, the open segment grows, retention deletes files and the index moves on between
+        // reads: a check would report damage that is not there.
+        if SegmentStore.isOpenForRecording(directory: directory) {
+            throw SegmentStoreError.storeLocked(directory: directory)
+        }
         store = try SegmentStore.openReadOnly(directory: directory)
     }
     var only: String?

@@ -83,6 +83,11 @@ import Testing
         #expect(live["memory_frames"] as? Int == 91)
         #expect(live["stream"] as? String == "camera")
         #expect(try Tool.rewind(["info", "--store", store]).output.contains("live recorder: 91 frames in memory"))
+        // `verify` checks a store at rest: with a recorder writing it, it says so instead of reporting its open
+        // segment and moving index as problems.
+        let busy = try Tool.rewind(["verify", "--store", store])
+        #expect(busy.status == 1 && busy.stderr.contains("is open for recording by another process"), "\(busy.stderr)")
+        #expect(busy.stderr.contains("verify checks a store at rest") && busy.output.isEmpty, "\(busy.output)")
 
         // SIGUSR1 saves the whole window (3 s) into DIR/exports/.
         kill(process.processIdentifier, SIGUSR1)

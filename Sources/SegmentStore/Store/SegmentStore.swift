@@ -122,6 +122,17 @@ public final class SegmentStore: Sendable {
         }
     }
 
+    /// Whether a process holds the store open for recording (its lock on the directory), looked at without taking
+    /// the lock for more than a moment.
+    public static func isOpenForRecording(directory: String) -> Bool {
+        let fd = Glibc.open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { Glibc.close(fd) }
+        // False when another process holds the lock exclusively; the shared lock, if taken, goes with the close.
+        let taken = try? POSIXFileSystem().flock(fd, operation: LOCK_SH | LOCK_NB, path: directory)
+        return taken == false
+    }
+
     /// Opens an existing store for reading while another process may be recording into it.
     ///
     /// - Throws: index errors when `DIR/index.sqlite` is missing or unreadable.
