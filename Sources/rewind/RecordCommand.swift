@@ -190,6 +190,11 @@ private func record(
         }
         try checkStreamsMatch(specs, store: store, directory: directory)
     }
+    // Each stream's newest stored pts before this recording: its frames all come after it.
+    var storedBefore: [String: Int64] = [:]
+    for spec in specs {
+        if let last = try? store?.summary(streamName: spec.name).lastPTS { storedBefore[spec.name] = last }
+    }
     let recorder = try Recorder(streams: specs, store: store, configuration: configuration)
     installStopHandlers()
     // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole
@@ -329,7 +334,10 @@ private func record(
             printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = loss.status }
         }
-        if let store, let retained = try retentionKeptNothing(statistics, stream: stream.name, store, options) {
+        if let store,
+            let retained = try retentionKeptNothing(
+                statistics, stream: stream.name, after: storedBefore[stream.name], store, options)
+        {
             printError(retained.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = retained.status }
         }
@@ -455,12 +463,19 @@ private func describeRate(_ duration: FrameTime) -> String {
 }
 
 /// The failure a recording is when retention (`--disk`, `--min-free`, `--max-age`) deleted every frame it made
-/// durable, so the store holds none of the stream: a budget smaller than one segment, or a disk that cannot keep
-/// the free-space floor. Nil otherwise.
+/// durable, so the store holds none of them (older frames a hold keeps aside): a budget smaller than one segment,
+/// or a disk that cannot keep the free-space floor. Nil otherwise.
+///
+/// - Parameter after: the stream's newest stored pts before the recording (its frames all come after it).
 private func retentionKeptNothing(
-    _ statistics: RecorderStatistics, stream: String, _ store: SegmentStore, _ options: StoreOptions
+    _ statistics: RecorderStatistics, stream: String, after: Int64?, _ store: SegmentStore, _ options: StoreOptions
 ) throws -> CommandFailure? {
-    guard statistics.framesDurable > 0, try store.summary(streamName: stream).frames == 0 else { return nil }
+    guard statistics.framesDurable > 0 else { return nil }
+    let summary = try store.summary(streamName: stream)
+    // None left when the stream holds no frame, or none after what it held before.
+    var keptNone = summary.frames == 0
+    if let after, let last = summary.lastPTS { keptNone = keptNone || last <= after }
+    guard keptNone else { return nil }
     var limits: [String] = []
     if let budget = options.diskBudget { limits.append("--disk \(formatBytes(Int64(budget)))") }
     if let floor = options.minimumFreeBytes { limits.append("--min-free \(formatBytes(Int64(floor)))") }

@@ -433,4 +433,32 @@ func info(_ store: String) throws -> [String: Any] {
             #expect(record.stderr.contains("give a --disk larger than a few segments"))
         }
     }
+
+    /// The same when a hold keeps older frames of the stream: the store still holds frames, but none of this
+    /// recording's, and the run fails.
+    @Test func retentionThatKeepsNothingOfARecordingIsAFailureBesideHeldFrames() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        // A live first recording of 2 s, marked with a hold around 0.5 s while it runs.
+        let first = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "2s", "--segment", "200ms",
+            "--realtime",
+        ])
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "keep", "--at", "0.5s", "--hold", "200ms"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        #expect(try first.finish(timeout: .seconds(60)).status == 0)
+        let second = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s", "--segment", "1s",
+            "--disk", "100K",
+        ])
+        #expect(second.status == 1, "\(second.output) \(second.stderr)")
+        #expect(second.stderr.contains("retention deleted all 90 durable frames of this recording"), "\(second.stderr)")
+        let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
+        let last = try #require((info as? [String: Any])?["last_pts_ns"] as? Int)
+        #expect(last < 2_000_000_000, "only the held frames of the first recording are left")
+    }
 }
