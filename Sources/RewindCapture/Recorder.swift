@@ -183,20 +183,23 @@ public final class Recorder: Sendable {
             let row = rows.first { $0.name == spec.name }
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
+            // A continuation starts a frame after the last stored one, rounded up: with 1/30 s frames, never a
+            // nanosecond before the frame grid (19.966666666 s + 33333334 ns = 20 s), so `--from 20s` finds it.
+            let floorDuration = spec.stream.frameDuration.nanoseconds ?? 1
+            let step =
+                FrameTime(nanoseconds: floorDuration) == spec.stream.frameDuration ? floorDuration : floorDuration + 1
             if let store, let row {
                 storedClock = try store.clock(of: row)
                 lastStoredPTS = try store.summary(streamName: row.name).lastPTS
                 // A lost tail (a gap past the last stored frame, e.g. `disk error`) is part of the timeline too: the
                 // next recording continues after it, not inside it.
                 if let gapEnd = try store.gaps(streamName: row.name).map(\.endNanoseconds).max() {
-                    let duration = spec.stream.frameDuration.nanoseconds ?? 1
-                    lastStoredPTS = max(lastStoredPTS ?? .min, gapEnd - duration)
+                    lastStoredPTS = max(lastStoredPTS ?? .min, gapEnd - step)
                 }
             }
             let shared = RecorderShared(
                 clock: StreamClockMapping(
-                    recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS,
-                    frameDuration: spec.stream.frameDuration.nanoseconds ?? 1))
+                    recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS, frameDuration: step))
             let recorderStream = RecorderStream(
                 name: spec.name, stream: spec.stream, budget: share, ringTotal: ringTotal,
                 encoderBytes: encoderShares[index], configuration: configuration, store: store, spill: spill,

@@ -461,4 +461,25 @@ func info(_ store: String) throws -> [String: Any] {
         let last = try #require((info as? [String: Any])?["last_pts_ns"] as? Int)
         #expect(last < 2_000_000_000, "only the held frames of the first recording are left")
     }
+
+    /// A recording right after the stored frames continues on their frame grid: with 1/30 s frames the 31st frame
+    /// is at exactly 1 s, not a nanosecond before it, so a clip from a whole second starts with it.
+    @Test func aContinuationStaysOnTheFrameGrid() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        for _ in 0..<2 {
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+            ])
+            #expect(record.status == 0, "\(record.stderr)")
+        }
+        let pts = try runChecked("sqlite3", [store + "/index.sqlite", "SELECT pts_ns FROM frames ORDER BY pts_ns"])
+            .output.split(separator: "\n").compactMap { Int64($0) }
+        #expect(pts.count == 60)
+        #expect(Array(pts[29...31]) == [966_666_666, 1_000_000_000, 1_033_333_333], "\(pts[29...31])")
+        let output = directory.appendingPathComponent("second.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "2s", "-o", output])
+        #expect(clip.output.contains("wrote 30 frames") && clip.output.contains("pts 1.000s"), "\(clip.output)")
+    }
 }
