@@ -16,17 +16,22 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     public let path: String
     /// The error number (`ENOSPC`, `EIO`, …).
     public let code: Int32
+    /// What was found instead of a failed call, when the library refused on its own (a free-space check: `4 KiB
+    /// free, a frame needs 160 KiB`); nil for a call that failed.
+    public let detail: String?
 
-    /// Describes a failed call.
+    /// Describes a failed call, or a refusal with the error number it stands for (`detail`).
     ///
     /// - Parameters:
     ///   - operation: the system call's name, as it appears in messages (`open`, `pwrite`, …).
     ///   - path: the file or directory the call was about, or a name for a descriptor it did not open.
     ///   - code: the `errno` the call left.
-    public init(operation: String, path: String, code: Int32) {
+    ///   - detail: what was found, when no call failed.
+    public init(operation: String, path: String, code: Int32, detail: String? = nil) {
         self.operation = operation
         self.path = path
         self.code = code
+        self.detail = detail
     }
 
     /// Whether the error means the disk (or quota) is full.
@@ -35,7 +40,8 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
     /// The call, the path, the C library's words for the error and its number, on one line
     /// (`pwrite 'a.seg' failed: No space left on device (errno 28)`).
     public var description: String {
-        "\(operation) '\(path)' failed: \(Errno(rawValue: code)) (errno \(code))"
+        if let detail { return "'\(path)': \(detail): \(Errno(rawValue: code)) (errno \(code))" }
+        return "\(operation) '\(path)' failed: \(Errno(rawValue: code)) (errno \(code))"
     }
 }
 

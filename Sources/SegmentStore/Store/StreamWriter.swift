@@ -385,7 +385,11 @@ public final class StreamWriter {
         _ = try syncUntranslated()
         let file =
             segment?.fileName ?? SegmentFormat.fileName(sequence: store.upcomingSequence, partial: true)
-        let cause = FileSystemError(operation: "statvfs", path: store.segmentsDirectory, code: ENOSPC)
+        var wanted = "a frame needs \(need >> 10) KiB with the index's reserve"
+        if let floor = store.options.minimumFreeBytes { wanted += " above --min-free \(Int64(floor) >> 10) KiB" }
+        let cause = FileSystemError(
+            operation: "statvfs", path: store.segmentsDirectory, code: ENOSPC,
+            detail: "\(max(0, available) >> 10) KiB free, \(wanted)")
         throw SegmentStoreError.diskFull(
             file: file, durableFrames: segment?.durableCount ?? 0,
             durablePTS: segment?.lastDurablePTS ?? lastDurablePTS,
