@@ -349,7 +349,7 @@ extension RecorderControl {
     /// - Throws: ``APIError`` 400 naming the parameter and the ones the endpoint takes.
     static func requireKnown(_ query: [String: String], _ known: Set<String>) throws {
         guard let unknown = query.keys.sorted().first(where: { !known.contains($0) && $0 != "token" }) else { return }
-        throw APIError(
-            .badRequest, "unknown parameter '\(unknown)': this takes \(known.sorted().joined(separator: ", "))")
+        let takes = known.isEmpty ? "this takes none" : "this takes \(known.sorted().joined(separator: ", "))"
+        throw APIError(.badRequest, "unknown parameter '\(unknown)': \(takes)")
     }
 }

@@ -331,7 +331,8 @@ public final class RecorderControl: Sendable {
     /// sets the cookie). Compared in constant time.
     private func authorize(_ request: HTTPRequest) -> Authorization {
         guard let token else { return .refused(APIError(.unauthorized, "no token is configured")) }
-        if let header = request.headers["authorization"], header.hasPrefix("Bearer "),
+        // The scheme's name is case-insensitive (RFC 9110).
+        if let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
             Self.constantTimeEqual(String(header.dropFirst(7)), token)
         {
             return .allowed(setCookie: nil)
@@ -381,7 +382,13 @@ public final class RecorderControl: Sendable {
                     "\(request.path) takes \(methods.joined(separator: " or ")), not \(method)")
             }
         }
-        switch Array(parts.dropFirst()) {
+        // Endpoints that take query parameters check them themselves; the others take none but the token.
+        let route = Array(parts.dropFirst())
+        let takesQuery =
+            (route.count == 3 && route[0] == "streams" && ["timeline", "frame"].contains(route[2]))
+            || route.first == "files" || (route == ["markers"] && method == "GET")
+        if !takesQuery { try Self.requireKnown(request.query, []) }
+        switch route {
         case ["health"]:
             try allow("GET")
             let stopping = isStopping.load(ordering: .acquiring)
@@ -580,7 +587,9 @@ public final class RecorderControl: Sendable {
             throw APIError(.badRequest, "give last, or before and after: last is before with after 0")
         }
         let windowNanoseconds = recorder.configuration.windowNanoseconds
-        let before = try (request.last ?? request.before).map { try duration($0, field: "before") } ?? windowNanoseconds
+        let before =
+            try request.last.map { try duration($0, field: "last") }
+            ?? request.before.map { try duration($0, field: "before") } ?? windowNanoseconds
         let after = try request.after.map { try duration($0, field: "after") } ?? 0
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
         let (format, path) = try destination(format: request.format, path: request.path, kind: "save")

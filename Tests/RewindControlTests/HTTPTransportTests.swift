@@ -143,12 +143,16 @@ final class RawConnection {
             ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
             // Times and durations whose sums would not fit in 64-bit nanoseconds.
             ("POST", "/v1/saves", #"{"after":"9223372036854775807ns"}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"last":"-5s"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"x","at":"106751d","hold":{"after":"1d"}}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"106751d"}}"#, 400, "bad_request"),
             ("POST", "/v1/clips", #"{"from":"9999-12-31T00:00:00Z","to":"9999-12-31T00:00:01Z"}"#, 400, "bad_request"),
             ("GET", "/v1/markers?from=1678-01-01T00:00:00Z", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=abc", nil, 400, "bad_request"),
             ("GET", "/v1/streams/camera/frame?at=1s&widht=10", nil, 400, "bad_request"),
+            ("GET", "/v1/status?verbose=1", nil, 400, "bad_request"),
+            ("GET", "/v1/saves?widht=3", nil, 400, "bad_request"),
+            ("GET", "/v1/events?x=1", nil, 400, "bad_request"),
             ("GET", "/v1/streams/camera/timeline?from=0s&to=1s&bucket=5", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=1", nil, 404, "not_found"),
         ]
@@ -158,6 +162,10 @@ final class RawConnection {
             let error = try? decode(APIError.Body.self, answer.body)
             #expect(error?.error.code == code, "\(method) \(path): \(answer.body)")
             #expect(error?.error.message.isEmpty == false)
+            // A bad value is named by the field the client sent.
+            if body == #"{"last":"-5s"}"# {
+                #expect(error?.error.message.hasPrefix("last: ") == true, "\(answer.body)")
+            }
         }
     }
 
@@ -270,6 +278,7 @@ final class RawConnection {
         #expect(try get(["-H", "Authorization: Bearer wrong", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
+        #expect(try get(["-H", "Authorization: bearer \(token)", url]).0 == 200, "the scheme is case-insensitive")
         #expect(try get(["-H", "Cookie: rewind_token=\(token)", url]).0 == 200)
         let headers = String(
             decoding: try ExternalTools.run("curl", ["-s", "-D", "-", "-o", "/dev/null", url + "?token=\(token)"]),
