@@ -90,14 +90,13 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
 func runMarkers(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let store = try openStoreForReading(directory)
-    let names = Dictionary(try store.streams().map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
-    let markers = try store.markers()
+    let markers = try markerBodies(store)
     if arguments.flag("json") {
-        try printJSON(["markers": markers.map { markerJSON($0, stream: names[$0.streamID] ?? "") }])
+        try printJSON(["markers": markers.map(markerJSON)])
         return ExitStatus.success
     }
     if markers.isEmpty { print("no markers in \(directory)") }
-    for marker in markers { print(describe(marker, stream: names[marker.streamID] ?? "")) }
+    for marker in markers { print(describe(marker)) }
     return ExitStatus.success
 }
 
@@ -114,23 +113,33 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
     guard let removed = try store.removeMarker(id: id) else {
         throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them")
     }
-    print("deleted " + describe(removed, stream: ""))
+    print("deleted " + describe(try markerBody(removed, in: store)))
     return ExitStatus.success
 }
 
-/// "marker 3 at pts 12.500 s (camera): goal; holds pts 2.500 s … 22.500 s".
+/// "marker 3 at 12.500s (camera): goal; holds 2.500s … 22.500s", times on the recorder clock (what `--from`
+/// takes).
 func describe(_ marker: MarkerBody) -> String {
-    var text = "marker \(marker.id) at pts \(formatSeconds(marker.atNanoseconds)) (\(marker.stream)): \(marker.label)"
+    var text = "marker \(marker.id) at \(formatSeconds(marker.atNanoseconds)) (\(marker.stream)): \(marker.label)"
     if let from = marker.holdFromNanoseconds, let to = marker.holdToNanoseconds {
-        text += "; holds pts \(formatSeconds(from)) … \(formatSeconds(to))"
+        text += "; holds \(formatSeconds(from)) … \(formatSeconds(to))"
     }
     return text
 }
 
-/// The same for a marker read from the store.
-func describe(_ marker: MarkerRow, stream: String) -> String {
-    describe(
-        MarkerBody(
-            id: marker.id, atNanoseconds: marker.atNanoseconds, label: marker.label, stream: stream,
-            holdFromNanoseconds: marker.hold?.lowerBound, holdToNanoseconds: marker.hold?.upperBound))
+/// A marker read from the store as the API shows it: its stream's name, times on the recorder clock.
+func markerBody(_ row: MarkerRow, in store: SegmentStore) throws -> MarkerBody {
+    let stream = try store.streams().first { $0.id == row.streamID }
+    let clock = try stream.flatMap { try store.clock(of: $0) } ?? .identity
+    return MarkerBody(
+        id: row.id, atNanoseconds: clock.recorderTime(ofPTS: row.atNanoseconds), label: row.label,
+        stream: stream?.name ?? "", holdFromNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.lowerBound) },
+        holdToNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.upperBound) })
+}
+
+/// Every marker of the store, as ``markerBody(_:in:)`` shows it, in time order on the recorder clock.
+func markerBodies(_ store: SegmentStore) throws -> [MarkerBody] {
+    try store.markers().map { try markerBody($0, in: store) }.sorted {
+        ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id)
+    }
 }

@@ -18,7 +18,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     // A recorder serving the store: what it holds in memory right now (nil when none runs).
     let status = (try? ControlClient(directory: directory).status()) ?? nil
     let live = status?.streams.first
-    let markers = try store.markers()
+    let markers = try markerBodies(store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     if arguments.flag("json") {
         var object: [String: Any] = [
@@ -34,7 +34,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = status.map(liveJSON) ?? NSNull()
-        object["markers"] = markers.map { markerJSON($0, stream: streamNames[$0.streamID] ?? "") }
+        object["markers"] = markers.map(markerJSON)
         try printJSON(object)
         return ExitStatus.success
     }
@@ -57,8 +57,21 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         }
         print(line)
     }
-    if let first = summary.firstPTS, let last = summary.lastPTS {
-        print("  time span: pts \(formatSeconds(first)) … \(formatSeconds(last)) (\(formatSeconds(last - first)))")
+    // Several streams: their pts lie on different clocks, so the span is on the recorder clock they share.
+    var span = summary.firstPTS.flatMap { first in summary.lastPTS.map { (first, $0) } }
+    if streams.count > 1, span != nil {
+        span = nil
+        for row in streams {
+            let own = try store.summary(streamName: row.name)
+            guard let first = own.firstPTS, let last = own.lastPTS else { continue }
+            let clock = try store.clock(of: row) ?? .identity
+            let (start, end) = (clock.recorderTime(ofPTS: first), clock.recorderTime(ofPTS: last))
+            span = (min(span?.0 ?? start, start), max(span?.1 ?? end, end))
+        }
+    }
+    if let (first, last) = span {
+        let clock = streams.count > 1 ? "recorder time" : "pts"
+        print("  time span: \(clock) \(formatSeconds(first)) … \(formatSeconds(last)) (\(formatSeconds(last - first)))")
     } else {
         print("  time span: no frames yet")
     }
@@ -88,7 +101,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     if !markers.isEmpty {
         print("  markers: \(markers.count)")
         for marker in markers.prefix(20) {
-            print("    " + describe(marker, stream: streamNames[marker.streamID] ?? ""))
+            print("    " + describe(marker))
         }
         if markers.count > 20 { print("    … \(markers.count - 20) more (see rewind markers)") }
     }
@@ -173,12 +186,13 @@ private func liveJSON(_ status: StatusResponse) -> Any {
     return first
 }
 
-/// A marker for `info --json` and `markers --json`: the keys of the API's marker object.
-func markerJSON(_ marker: MarkerRow, stream: String) -> [String: Any] {
+/// A marker for `info --json` and `markers --json`: the keys of the API's marker object, times on the recorder
+/// clock.
+func markerJSON(_ marker: MarkerBody) -> [String: Any] {
     [
-        "id": marker.id, "at_ns": marker.atNanoseconds, "label": marker.label, "stream": stream,
-        "hold_from_ns": marker.hold.map { $0.lowerBound as Any } ?? NSNull(),
-        "hold_to_ns": marker.hold.map { $0.upperBound as Any } ?? NSNull(),
+        "id": marker.id, "at_ns": marker.atNanoseconds, "label": marker.label, "stream": marker.stream,
+        "hold_from_ns": marker.holdFromNanoseconds.map { $0 as Any } ?? NSNull(),
+        "hold_to_ns": marker.holdToNanoseconds.map { $0 as Any } ?? NSNull(),
     ]
 }
 

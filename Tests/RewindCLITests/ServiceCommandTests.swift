@@ -48,7 +48,7 @@ import Testing
 
         let mark = try Tool.rewind(["mark", "--store", store, "--label", "door", "--at", "1s", "--hold", "500ms"])
         #expect(mark.status == 0, "\(mark.stderr)")
-        #expect(mark.output.contains("marker 1 at pts 1.000s (camera): door; holds pts 0.500s"), "\(mark.output)")
+        #expect(mark.output.contains("marker 1 at 1.000s (camera): door; holds 0.500s"), "\(mark.output)")
         let markers = try json(try Tool.rewind(["markers", "--store", store, "--json"]))["markers"] as? [[String: Any]]
         #expect(markers?.first?["label"] as? String == "door")
         let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
@@ -155,5 +155,40 @@ import Testing
         #expect(try code(["-H", "Authorization: Bearer \(token)"]) == "200")
         process.interrupt()
         #expect(try recorder.finish().status == 0)
+    }
+
+    /// A stream that joins a store later has its own pts, away from the recorder clock: a marker on it is shown on
+    /// the recorder clock by the live `mark`, the offline `markers` and `info`, and `unmark`, all alike, and `info`
+    /// gives the store's time span on that clock.
+    @Test func markersOfALaterStreamAreShownOnTheRecorderClockEverywhere() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "front=synthetic:320x240@30", "--duration", "1s",
+        ])
+        #expect(first.status == 0, "\(first.stderr)")
+        Thread.sleep(forTimeInterval: 1.5)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "front=synthetic:320x240@30", "--input",
+            "rear=synthetic:160x120@15", "--realtime", "--duration", "2s",
+        ])
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        let mark = try Tool.rewind(["mark", "--store", store, "--stream", "rear", "--label", "both", "--hold", "1s"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+        // "marked marker 1 at 3.596s (rear): both; holds …": the same words offline.
+        let live = try #require(mark.output.split(separator: "\n").first.map { String($0.dropFirst("marked ".count)) })
+        #expect(try Tool.rewind(["markers", "--store", store]).output.contains(live), "\(live)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.output.contains(live), "\(info.output)")
+        #expect(info.output.contains("time span: recorder time 0.000s … "), "\(info.output)")
+        let at = try #require(
+            try json(try Tool.rewind(["markers", "--store", store, "--json"]))["markers"] as? [[String: Any]])
+        #expect((at.first?["at_ns"] as? Int ?? 0) > 1_000_000_000, "on the recorder clock, after the first recording")
+        let unmark = try Tool.rewind(["unmark", "--store", store, "1"])
+        #expect(unmark.output == "deleted " + live + "\n", "\(unmark.output)")
     }
 }
