@@ -9,12 +9,18 @@ import SegmentStore
 import Synchronization
 
 extension ClipSource {
-    /// Throws ``ClipError/empty(range:held:)``, saying what the source holds, when no frame lies in `range`.
+    /// Throws ``ClipError/empty(range:held:)``, saying what the source holds, when no frame lies in `range`. Both are
+    /// said in recorder time, the clock `--from` and `--to` are given on (a stream's own pts may lie elsewhere).
     ///
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func requireFrames(in range: Range<Int64>) throws {
         guard try !hasFrames(in: range) else { return }
-        throw ClipError.empty(range: range, held: try span())
+        let clock = try clock()
+        let start = clock.recorderTime(ofPTS: range.lowerBound)
+        throw ClipError.empty(
+            range: start..<max(start, clock.recorderTime(ofPTS: range.upperBound)),
+            held: try span().map { clock.recorderTime(ofPTS: $0.lowerBound)...clock.recorderTime(ofPTS: $0.upperBound) }
+        )
     }
 
     /// The markers whose time lies in `range`, as chapters of an export (none without a store, or when they

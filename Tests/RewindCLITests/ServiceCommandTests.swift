@@ -190,5 +190,13 @@ import Testing
         #expect((at.first?["at_ns"] as? Int ?? 0) > 1_000_000_000, "on the recorder clock, after the first recording")
         let unmark = try Tool.rewind(["unmark", "--store", store, "1"])
         #expect(unmark.output == "deleted " + live + "\n", "\(unmark.output)")
+        // An empty range of the later stream is said in the recorder time it was asked in.
+        let output = directory.appendingPathComponent("none.mkv").path
+        let empty = try Tool.rewind([
+            "clip", "--store", store, "--stream", "rear", "--from", "0s", "--to", "1s", "-o", output,
+        ])
+        #expect(
+            empty.status == 1 && empty.stderr.contains("no frames in [0.000s, 1.000s); the store holds "),
+            "\(empty.stderr)")
     }
 }
