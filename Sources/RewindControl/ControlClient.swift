@@ -98,7 +98,15 @@ public struct ControlClient: Sendable {
         var pending: [UInt8] = []
         var name = "message"
         var data = ""
-        while let chunk = try connection.readChunk(head) {
+        // A connection cut in the middle (no closing chunk) is a recorder that was killed, not a finished stream.
+        func nextChunk() throws -> [UInt8]? {
+            do {
+                return try connection.readChunk(head)
+            } catch ControlError.recorderStopped {
+                throw ControlError.eventStreamBroken
+            }
+        }
+        while let chunk = try nextChunk() {
             pending += chunk
             while let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: pending[..<end], as: UTF8.self)

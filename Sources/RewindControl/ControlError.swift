@@ -134,6 +134,8 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The recorder closed the connection before it answered: it stopped (or was killed) while serving the
     /// request; `request` names it.
     case recorderStopped(request: String)
+    /// The recorder's event stream broke off without its `stopping` event: the recorder was killed or crashed.
+    case eventStreamBroken
     /// The recorder's reply is not one this build understands; `excerpt` is its start.
     case badReply(excerpt: String)
     /// The recorder answered with an error.
@@ -179,6 +181,8 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "token file \(path): \(reason)"
         case .recorderStopped(let request):
             return "the recorder stopped before it finished \(request); no file was written by it"
+        case .eventStreamBroken:
+            return "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
         case .badReply(let excerpt):
             return "the recorder's reply is not one this build understands: '\(excerpt)'"
         case .refused(let error):

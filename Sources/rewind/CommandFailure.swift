@@ -56,6 +56,9 @@ struct CommandFailure {
             case .recorderStopped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+            case .eventStreamBroken:
+                status = ExitStatus.unavailable
+                advice = "check the recorder's log (and dmesg for a kill)"
             case .badListenAddress(_, let reason):
                 status = ExitStatus.usage
                 if reason == .notLoopback { advice = "give --listen-any to listen there on purpose" }

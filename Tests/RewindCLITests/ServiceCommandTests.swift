@@ -199,4 +199,38 @@ import Testing
             empty.status == 1 && empty.stderr.contains("no frames in [0.000s, 1.000s); the store holds "),
             "\(empty.stderr)")
     }
+
+    /// `rewind events` following a recorder that is killed says its event stream broke off (exit 69); one that
+    /// stops cleanly ends it with `stopping` (exit 0).
+    @Test func eventsSayWhetherTheRecorderStoppedOrWasKilled() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for killed in [true, false] {
+            let store = directory.appendingPathComponent(killed ? "killed" : "stopped").path
+            let recorder = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "60s",
+            ])
+            defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+            try waitUntil("the recorder serves its socket") {
+                FileManager.default.fileExists(atPath: store + "/rewind.sock")
+            }
+            let events = try Tool.startRewind(["events", "--store", store])
+            // Connected once a marker made now reaches it.
+            try waitUntil("the events client hears a marker") {
+                _ = try Tool.rewind(["mark", "--store", store, "--label", "probe"])
+                return events.output.contains("\"event\":\"marker\"")
+            }
+            if killed { kill(recorder.process.processIdentifier, SIGKILL) } else { recorder.process.interrupt() }
+            _ = try recorder.finish(timeout: .seconds(60))
+            let followed = try events.finish(timeout: .seconds(60))
+            if killed {
+                #expect(followed.status == 69, "\(followed.stderr)")
+                #expect(followed.stderr.contains("event stream broke off"), "\(followed.stderr)")
+                #expect(!followed.stderr.contains("no file was written"), "\(followed.stderr)")
+            } else {
+                #expect(followed.status == 0, "\(followed.stderr)")
+                #expect(followed.output.contains("\"event\":\"stopping\""), "\(followed.output)")
+            }
+        }
+    }
 }
