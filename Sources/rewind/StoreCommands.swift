@@ -227,9 +227,8 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         // Report what was repaired, then the state the store is in now.
         var repaired = store.recovery.repaired + report.repaired
         if let movedIndex {
-            repaired.insert(
-                "moved the damaged index to \(movedIndex) and rebuilt it from the segment files; what only the index "
-                    + "held (drop counts, gaps, markers and their holds) could not be rebuilt", at: 0)
+            // The rebuild itself says what could not come back.
+            repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
         }
         let salvage = store.recovery.salvage + report.salvage
         report = try store.verify(repair: false, streamName: only)

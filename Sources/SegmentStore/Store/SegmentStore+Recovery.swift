@@ -70,6 +70,14 @@ extension SegmentStore {
             }
             rows[sequence] = row
         }
+        // An index that knows none of the segment files was lost (deleted, or made new beside old files): their
+        // frames come back from the files, but what only the index held cannot.
+        if mode.changes, onlyStreamID == nil, rows.isEmpty, !files.isEmpty, try index.streams().isEmpty {
+            report.repaired.append(
+                "the index knew none of the \(files.count) segment files (it was missing): their frames are indexed "
+                    + "again from the files, but what only the index held (markers and their holds, gaps, drop counts, "
+                    + "the streams' places on the recorder clock) could not be rebuilt")
+        }
 
         // Rows first: finish deletes, report rows without files.
         for (sequence, row) in rows.sorted(by: { $0.key < $1.key }) {
