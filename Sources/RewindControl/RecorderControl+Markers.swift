@@ -44,6 +44,10 @@ extension RecorderControl {
         let members = target.streams.compactMap { stream in stream.clock.map { (stream.name, $0) } }
         guard !members.isEmpty else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
         if let hold {
+            for stream in target.streams {
+                guard let clock = stream.clock else { continue }
+                try checkHoldKeepsSomething(hold, clock: clock, store: store, stream: stream)
+            }
             for (name, clock) in members { try checkHoldFits(clock.ptsRange(hold), store: store, stream: name) }
         }
         var markers: [MarkerBody] = []
@@ -55,6 +59,22 @@ extension RecorderControl {
             markers.append(marker)
         }
         return MarkerList(markers: markers)
+    }
+
+    /// Refuses a hold that ends before the oldest frame the stream still has (on disk or in memory): retention
+    /// deleted all of it, and the hold would keep nothing while saying it did.
+    private func checkHoldKeepsSomething(
+        _ hold: Range<Int64>, clock: StreamClock, store: SegmentStore, stream: RecorderStream
+    ) throws {
+        let oldest = [try store.summary(streamName: stream.name).firstPTS, stream.memoryStatistics.firstPTSNanoseconds]
+            .compactMap { $0 }.min()
+        guard let oldest, clock.ptsRange(hold).upperBound <= oldest else { return }
+        let kept = clock.recorderTime(ofPTS: oldest)
+        throw APIError(
+            .conflict,
+            "nothing of the hold [\(formatSeconds(hold.lowerBound)), \(formatSeconds(hold.upperBound))) of '\(stream.name)' "
+                + "is kept any more: its oldest frame is at \(formatSeconds(kept)) (retention deleted the rest); hold a "
+                + "later range")
     }
 
     private func checkHoldFits(_ hold: Range<Int64>, store: SegmentStore, stream: String) throws {

@@ -115,6 +115,33 @@ import Testing
         #expect(small.status == 201, "\(small.body)")
     }
 
+    /// A hold over frames retention already deleted would keep nothing: refused with 409 naming the oldest frame
+    /// left; a hold over what is still kept is accepted.
+    @Test func aHoldOverDeletedFramesIsAConflict() throws {
+        var options = StoreOptions()
+        options.diskBudget = 200 << 10
+        options.segmentMaxDuration = .milliseconds(250)
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        try waitUntil("retention deleted the first half second") {
+            (try store.summary().firstPTS ?? 0) > 500_000_000
+        }
+        let gone = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"late","at":"200ms","hold":{"before":"100ms","after":"100ms"}}"#)
+        #expect(gone.status == 409, "\(gone.body)")
+        let error = try decode(APIError.Body.self, gone.body).error
+        #expect(error.message.contains("is kept any more: its oldest frame is at"), "\(error.message)")
+        #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
+        // Around the newest frame: retention (still deleting behind the spill) cannot have reached it.
+        let newest = try #require(try store.summary().lastPTS)
+        let kept = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"kept","at":"\#(newest)ns","hold":{"before":"20ms"}}"#)
+        #expect(kept.status == 201, "\(kept.body)")
+    }
+
     /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
     /// that overlaps a kept hold adds only what it does not share.
     @Test func holdsStillToComeCountTogether() throws {
