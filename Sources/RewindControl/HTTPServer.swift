@@ -91,8 +91,11 @@ public struct HTTPLimits: Sendable {
     public var idleTimeoutSeconds = 10
     /// Bytes a connection may use for its request line and headers (MHD answers 431 or 414 beyond).
     public var headerMemoryBytes = 32 * 1024
+    /// Finished saves remembered (`GET /v1/saves`, `/v1/files/{id}`): the newest ones; older ones are forgotten as
+    /// new saves come (their files stay on disk).
+    public var finishedSavesKept = 1000
 
-    /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 32 KiB of headers.
+    /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 32 KiB of headers, 1000 finished saves.
     public init() {}
 }
 

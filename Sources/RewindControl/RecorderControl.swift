@@ -135,7 +135,8 @@ public final class RecorderControl: Sendable {
         self.onSave = onSave
         let events = self.events
         book = SaveBook(
-            recorder: recorder, concurrentExports: Self.concurrentExports, events: events, onFinish: onSave)
+            recorder: recorder, concurrentExports: Self.concurrentExports, events: events,
+            finishedKept: limits.finishedSavesKept, onFinish: onSave)
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // A socket that answers belongs to a recorder still running (possible with spill off, which takes no lock
         // on the store); one that does not is stale and is replaced.

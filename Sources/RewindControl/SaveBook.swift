@@ -80,6 +80,8 @@ final class SaveBook: Sendable {
 
     /// Saves not yet final beyond which new ones get 429.
     static let maximumPending = 64
+    /// Finished saves the book remembers (``HTTPLimits/finishedSavesKept``).
+    let finishedKept: Int
 
     let recorder: Recorder
     let concurrentExports: Int
@@ -90,10 +92,11 @@ final class SaveBook: Sendable {
     private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
 
     init(
-        recorder: Recorder, concurrentExports: Int, events: EventHub,
+        recorder: Recorder, concurrentExports: Int, events: EventHub, finishedKept: Int = 1000,
         onFinish: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void
     ) {
         self.recorder = recorder
+        self.finishedKept = max(1, finishedKept)
         self.concurrentExports = concurrentExports
         self.events = events
         self.onFinish = onFinish
@@ -154,6 +157,9 @@ final class SaveBook: Sendable {
             }
             let id = state.nextID
             state.nextID += 1
+            // A recorder that runs for months keeps the newest finished saves only (their files stay on disk).
+            let finished = state.entries.values.filter { $0.object.state.isFinal }.map(\.object.id).sorted()
+            for old in finished.prefix(max(0, finished.count - finishedKept + 1)) { state.entries[old] = nil }
             let object = SaveObject(
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: files)

@@ -158,6 +158,27 @@ import Testing
         #expect(timeline.buckets.last?.gaps == ["input failed"], "\(timeline.buckets)")
     }
 
+    /// A recorder that runs for months remembers only its newest finished saves: older ones leave the list (and
+    /// their downloads are not found), their files stay.
+    @Test func onlyTheNewestFinishedSavesAreRemembered() throws {
+        var limits = HTTPLimits()
+        limits.finishedSavesKept = 3
+        let live = try LiveRecorder(limits: limits)
+        defer { try? live.finish() }
+        var paths: [String] = []
+        for index in 0..<5 {
+            let path = "\(live.directory)/kept\(index).mkv"
+            let save = try #require(try live.client.save(SaveRequest(last: "100ms", path: path, wait: true)))
+            #expect(save.state == .done)
+            paths.append(path)
+        }
+        let listed = try decode(SaveList.self, try curl(live.control.socketPath, "GET", "/v1/saves").body)
+        #expect(listed.saves.map(\.id) == [3, 4, 5], "\(listed.saves.map(\.id))")
+        #expect(try curl(live.control.socketPath, "GET", "/v1/files/1").status == 404)
+        #expect(try curl(live.control.socketPath, "GET", "/v1/files/5").status == 200)
+        #expect(paths.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+    }
+
     @Test func extendGrowsAWaitingSaveAndCancelRemovesIt() throws {
         let live = try LiveRecorder()
         // No producer yet: the saves wait for frames that have not come.
