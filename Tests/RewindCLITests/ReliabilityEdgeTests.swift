@@ -69,6 +69,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"), "refused before the store opened")
     }
 
+    /// A window a fraction of a millisecond short of a frame is told to the nanosecond (to the millisecond both read
+    /// 0.033s), without the whole help.
+    @Test func aWindowJustShortOfAFrameSaysByHowMuch() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--window", "33ms", "--duration", "1s",
+        ])
+        #expect(record.status == 64, "\(record.stderr)")
+        #expect(
+            record.stderr.contains("--window: 33000000ns is shorter than one frame of this input (33333333ns)"),
+            "\(record.stderr)")
+        #expect(record.stderr.contains("give at least --window 34ms") && !record.stderr.contains("usage:"))
+    }
+
     @Test func aSoakWithAWindowShorterThanAFrameIsRefused() throws {
         let result = try Tool.rewind([
             "soak", "--duration", "2s", "--size", "320x240", "--fps", "10", "--window", "50ms",
