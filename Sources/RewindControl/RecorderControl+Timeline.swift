@@ -112,7 +112,7 @@ extension RecorderControl {
     /// The 401 page a browser gets for `/` without a valid token: how to open the page with it, and where it is
     /// kept. The token itself is never in it.
     func pageWithoutToken(_ error: APIError) -> HTTPResponse {
-        let file = Self.escapeHTML(tokenFilePath)
+        let file = tokenFilePath.escapingMarkup
         let html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>rewind: token needed</title></head><body>
@@ -127,22 +127,6 @@ extension RecorderControl {
         return HTTPResponse(
             status: error.code.status, headers: [("Content-Type", "text/html; charset=utf-8")] + Self.pageHeaders,
             body: .bytes(Array(html.utf8)))
-    }
-
-    /// Text made safe to put into HTML.
-    static func escapeHTML(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
     }
 
     /// A request that changes state must come from this recorder's own page or from a program: a browser's `Origin`

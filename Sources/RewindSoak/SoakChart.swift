@@ -40,9 +40,9 @@ public enum SoakChart {
             "<svg xmlns='http://www.w3.org/2000/svg' version='1.1' width='\(Int(width))' height='\(Int(height))' "
                 + "viewBox='0 0 \(Int(width)) \(Int(height))' font-family='sans-serif' font-size='12'>",
             "<rect width='100%' height='100%' fill='white'/>",
-            "<text x='\(plot.left)' y='22' font-size='15' font-weight='bold'>\(escape(title(report)))</text>",
-            "<text x='\(plot.left)' y='40' fill='#444'>\(escape(settings(report)))</text>",
-            "<text x='\(plot.left)' y='56' fill='#444'>\(escape(figures(report)))</text>",
+            "<text x='\(plot.left)' y='22' font-size='15' font-weight='bold'>\(title(report).escapingMarkup)</text>",
+            "<text x='\(plot.left)' y='40' fill='#444'>\(settings(report).escapingMarkup)</text>",
+            "<text x='\(plot.left)' y='56' fill='#444'>\(figures(report).escapingMarkup)</text>",
         ]
         // Grid, ticks and axis titles.
         svg.append("<g class='grid' stroke='#e4e4e4' stroke-width='1'>")
@@ -103,10 +103,10 @@ public enum SoakChart {
             let labelY = plot.top - 8 - Double(3 - index % 4) * 14
             let text = "\(SoakEvent.formatTime(event.at)) \(event.event)"
             svg.append(
-                "<g class='event' data-event='\(escape(event.event))' stroke='#7b2cbf'>"
+                "<g class='event' data-event='\(event.event.escapingMarkup)' stroke='#7b2cbf'>"
                     + "<line x1='\(f(at))' y1='\(f(labelY + 3))' x2='\(f(at))' y2='\(plot.bottom)' stroke-dasharray='2 3'/>"
                     + "<text x='\(f(at + 3))' y='\(f(labelY))' stroke='none' fill='#7b2cbf' font-size='11'>"
-                    + "\(escape(text))</text></g>")
+                    + "\(text.escapingMarkup)</text></g>")
         }
 
         // Legend.
@@ -125,7 +125,7 @@ public enum SoakChart {
             svg.append(
                 "<line x1='\(f(legendX))' y1='\(f(legendY - 4))' x2='\(f(legendX + 22))' y2='\(f(legendY - 4))' "
                     + "stroke='\(entry.1)' stroke-width='2'\(dash)/>"
-                    + "<text x='\(f(legendX + 28))' y='\(f(legendY))'>\(escape(entry.0))</text>")
+                    + "<text x='\(f(legendX + 28))' y='\(f(legendY))'>\(entry.0.escapingMarkup)</text>")
             legendX += 44 + Double(entry.0.count) * 6
         }
         svg.append("</g>")
@@ -182,21 +182,5 @@ public enum SoakChart {
         let coordinates = points.map { "\(f($0.0)),\(f($0.1))" }.joined(separator: " ")
         return "<polyline class='\(name)' fill='none' stroke='\(color)' stroke-width='\(width)' "
             + "stroke-linejoin='round' points='\(coordinates)'/>"
-    }
-
-    /// Text safe inside an XML element or attribute.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&apos;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
     }
 }
