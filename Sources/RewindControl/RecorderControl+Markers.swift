@@ -48,7 +48,9 @@ extension RecorderControl {
                 guard let clock = stream.clock else { continue }
                 try checkHoldKeepsSomething(hold, clock: clock, store: store, stream: stream)
             }
-            for (name, clock) in members { try checkHoldFits(clock.ptsRange(hold), store: store, stream: name) }
+            try checkHoldsFit(
+                Dictionary(members.map { ($0.0, $0.1.ptsRange(hold)) }, uniquingKeysWith: { first, _ in first }),
+                store: store)
         }
         var markers: [MarkerBody] = []
         for (name, clock) in members {
@@ -77,35 +79,41 @@ extension RecorderControl {
                 + "later range")
     }
 
-    private func checkHoldFits(_ hold: Range<Int64>, store: SegmentStore, stream: String) throws {
+    /// Refuses new holds (`added`: pts ranges by stream) when they, with every hold already kept, would need more than
+    /// the disk budget: `--disk` covers every stream's segments together, so the holds of all streams count.
+    private func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore) throws {
         guard let budget = store.options.diskBudget else { return }
-        let existing = try store.markers(streamName: stream).compactMap(\.hold)
-        let held = try store.heldBytes(streamName: stream, ranges: existing + [hold])
-        // What is still to be recorded inside any hold, the new one and those already kept (their union, each
-        // stretch counted once), at the stream's stored bytes per nanosecond so far.
-        var toCome: Int64 = 0
-        let summary = try store.summary(streamName: stream)
-        if let first = summary.firstPTS, let last = summary.lastPTS, last > first {
-            let rate = Double(summary.storedBytes) / Double(last - first)
-            let future = (existing + [hold]).filter { $0.upperBound > last }.map {
-                max(last, $0.lowerBound)..<$0.upperBound
-            }
-            .sorted { $0.lowerBound < $1.lowerBound }
-            var covered: Int64 = 0
-            var reached = last
-            for stretch in future where stretch.upperBound > reached {
-                covered += stretch.upperBound - max(reached, stretch.lowerBound)
-                reached = stretch.upperBound
-            }
-            toCome = Int64(min(rate * Double(covered), Double(Int64.max / 2)))
+        var needed: Int64 = 0
+        for row in try store.streams() {
+            let existing = try store.markers(streamName: row.name).compactMap(\.hold)
+            let holds = existing + (added[row.name].map { [$0] } ?? [])
+            guard !holds.isEmpty else { continue }
+            needed += try store.heldBytes(streamName: row.name, ranges: holds)
+            needed += try bytesToCome(in: holds, store: store, stream: row.name)
         }
-        let needed = held + toCome
         guard needed <= Int64(budget) else {
             throw APIError(
                 .conflict,
-                "the hold cannot fit: with the holds already kept it needs \(needed) bytes on disk, more than the "
-                    + "disk budget of \(budget) bytes; hold less, or delete a marker")
+                "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "
+                    + "more than the disk budget of \(budget) bytes; hold less, or delete a marker")
         }
+    }
+
+    /// What is still to be recorded inside `holds` of one stream (their union, each stretch counted once), at the
+    /// stream's stored bytes per nanosecond so far.
+    private func bytesToCome(in holds: [Range<Int64>], store: SegmentStore, stream: String) throws -> Int64 {
+        let summary = try store.summary(streamName: stream)
+        guard let first = summary.firstPTS, let last = summary.lastPTS, last > first else { return 0 }
+        let rate = Double(summary.storedBytes) / Double(last - first)
+        let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
+            .sorted { $0.lowerBound < $1.lowerBound }
+        var covered: Int64 = 0
+        var reached = last
+        for stretch in future where stretch.upperBound > reached {
+            covered += stretch.upperBound - max(reached, stretch.lowerBound)
+            reached = stretch.upperBound
+        }
+        return Int64(min(rate * Double(covered), Double(Int64.max / 2)))
     }
 
     /// The markers of every stream whose time lies in [`from`, `to`) (recorder time), by time.

@@ -233,4 +233,35 @@ import Testing
             }
         }
     }
+
+    /// `--disk` covers every stream's segments together, so holds of several streams count together: a hold of
+    /// what one stream records next fits; the same of a second stream, which would double it past the budget, is
+    /// refused (409, exit 1) instead of leaving retention nothing but new segments to delete.
+    @Test func holdsOfSeveralStreamsCountTogetherAgainstTheDiskBudget() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30", "--input", "b=synthetic:320x240@30",
+            "--realtime", "--duration", "8s", "--segment", "500ms", "--disk", "2MiB",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("a second of both streams is on disk") {
+            let info =
+                try? JSONSerialization.jsonObject(
+                    with: try Tool.rewind(["info", "--store", store, "--json"]).stdout) as? [String: Any]
+            let streams = info?["streams"] as? [[String: Any]] ?? []
+            return streams.count == 2 && streams.allSatisfy { ($0["frames"] as? Int ?? 0) >= 30 }
+        }
+        // A stream's next 3 s take a bit over 60 % of 2 MiB (the first hold fits; two do not).
+        let first = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "a", "--hold-after", "3s"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = try Tool.rewind(["mark", "--store", store, "--stream", "b", "--label", "b", "--hold-after", "3s"])
+        #expect(second.status == 1, "\(second.output) \(second.stderr)")
+        #expect(
+            second.stderr.contains("the hold cannot fit: with the holds already kept (of every stream)"),
+            "\(second.stderr)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
 }
