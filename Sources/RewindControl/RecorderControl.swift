@@ -138,6 +138,8 @@ public final class RecorderControl: Sendable {
             recorder: recorder, concurrentExports: Self.concurrentExports, events: events,
             finishedKept: limits.finishedSavesKept, onFinish: onSave)
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // Exports a killed recorder left half written in DIR/exports (saves named by the recorder never come again).
+        StagedExport.removeAbandonedPartials(in: directory + "/exports/")
         // A socket that answers belongs to a recorder still running (possible with spill off, which takes no lock
         // on the store); one that does not is stale and is replaced.
         let existing = rewind_unix_connect(socketPath)

@@ -111,20 +111,25 @@ package struct StagedExport {
         let directory = slash.map { String(target[...$0]) } ?? ""
         let name = slash.map { String(target[target.index(after: $0)...]) } ?? target
         let serial = StagedExport.counter.add(1, ordering: .relaxed).newValue
-        StagedExport.removeAbandonedPartials(directory: directory, name: name, fileSystem: fileSystem)
+        StagedExport.removeAbandonedPartials(in: directory, name: name, fileSystem: fileSystem)
         finalPath = target
         writtenDestination = .path("\(directory).\(name).partial-\(getpid())-\(serial)")
     }
 
-    /// Removes the `.NAME.partial-PID-N` files beside the target that processes no longer running left behind (an
-    /// export to the same name killed part way). Another running process's partial file stays.
-    private static func removeAbandonedPartials(directory: String, name: String, fileSystem: any FileSystem) {
-        let prefix = ".\(name).partial-"
+    /// Removes the `.NAME.partial-PID-N` files in `directory` (ending in `/`, or empty for the current one) that
+    /// processes no longer running left behind (an export killed part way): those for `name`, or every one when
+    /// `name` is nil. Another running process's partial file stays.
+    package static func removeAbandonedPartials(
+        in directory: String, name: String? = nil, fileSystem: any FileSystem = POSIXFileSystem()
+    ) {
         guard let entries = try? fileSystem.contentsOfDirectory(directory.isEmpty ? "." : directory) else { return }
-        for entry in entries where entry.hasPrefix(prefix) {
-            let rest = entry.dropFirst(prefix.count)
+        for entry in entries where entry.hasPrefix(".") {
+            guard let marker = entry.range(of: ".partial-", options: .backwards),
+                name.map({ entry[entry.index(after: entry.startIndex)..<marker.lowerBound] == $0 }) ?? true
+            else { continue }
+            let rest = entry[marker.upperBound...]
             guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid(),
-                kill(pid, 0) != 0 && errno == ESRCH
+                Int(rest[rest.index(after: dash)...]) != nil, kill(pid, 0) != 0 && errno == ESRCH
             else { continue }
             try? fileSystem.unlink(directory + entry)
         }

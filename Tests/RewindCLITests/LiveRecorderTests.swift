@@ -448,4 +448,29 @@ import Testing
         process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
+
+    /// A recorder killed while it exported left a hidden partial file in DIR/exports; the next recorder on the store
+    /// removes it (its process is gone), and leaves one whose process still runs.
+    @Test func aNewRecorderRemovesThePartialExportsAKilledOneLeft() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let exports = store + "/exports"
+        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        let ended = try Tool.run("/bin/sh", ["-c", "echo $$"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let abandoned = "\(exports)/.save-20261201T101010Z-1.mkv.partial-\(ended)-1"
+        let running = "\(exports)/.save-20261201T101010Z-2.mkv.partial-\(getpid())-1"
+        for path in [abandoned, running] { try Data("half".utf8).write(to: URL(fileURLWithPath: path)) }
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "30s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        #expect(!FileManager.default.fileExists(atPath: abandoned), "the killed recorder's partial file is gone")
+        #expect(FileManager.default.fileExists(atPath: running), "a running process's partial file stays")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
 }
