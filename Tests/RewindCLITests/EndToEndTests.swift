@@ -493,4 +493,31 @@ func info(_ store: String) throws -> [String: Any] {
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "2s", "-o", output])
         #expect(clip.output.contains("wrote 30 frames") && clip.output.contains("pts 1.000s"), "\(clip.output)")
     }
+
+    /// An export of `all` where only one stream has frames in the range says the recorder time its file covers,
+    /// the same the file's timestamps give, not that stream's own pts.
+    @Test func anExportOfAllWithOneStreamInRangeSaysItsRecorderTime() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        for (index, name) in ["p", "q"].enumerated() {
+            if index > 0 { Thread.sleep(forTimeInterval: 1.5) }
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "\(name)=synthetic:160x120@10", "--duration", "1s",
+            ])
+            #expect(record.status == 0, "\(record.stderr)")
+        }
+        let output = directory.appendingPathComponent("late.mkv").path
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "1.2s", "--to", "60s", "-o", output,
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        let first = try runChecked(
+            "ffprobe", ["-v", "error", "-show_entries", "packet=pts_time", "-of", "csv=p=0", output]
+        ).output.split(separator: "\n").first.flatMap { Double($0) }
+        let firstMs = Int(((try #require(first)) * 1000).rounded(.down))
+        #expect(firstMs > 1200, "q lies after p on the recorder clock: \(firstMs) ms")
+        #expect(
+            clip.output.contains(String(format: "pts %d.%03ds …", firstMs / 1000, firstMs % 1000)), "\(clip.output)")
+    }
 }

@@ -216,12 +216,13 @@ public final class MatroskaWriter: Exporter {
         try output.close()
         var summary = tally.summary(
             format: .matroska, destination: destination, filledFrames: 0, bytes: output.bytesWritten)
-        if tracks.count > 1 {
-            // Every track's frames; first and last are cluster timestamps (the clock the tracks share).
-            summary.frames = trackTallies.reduce(0) { $0 + $1.frames }
-            summary.firstPTSNanoseconds = timestamps?.first
-            summary.lastPTSNanoseconds = timestamps?.last
+        // First and last are the timestamps written (the clock the tracks share, for one track too: an export of
+        // several streams where one has frames in the range writes recorder time, not that stream's pts).
+        if let (first, last) = timestamps {
+            summary.firstPTSNanoseconds = first
+            summary.lastPTSNanoseconds = last
         }
+        if tracks.count > 1 { summary.frames = trackTallies.reduce(0) { $0 + $1.frames } }
         return summary
     }
 
