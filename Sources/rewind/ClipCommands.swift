@@ -23,18 +23,24 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         break
     }
     let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
-    // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let live = try liveExport(
-        directory: directory, output: output, format: format, what: "clip", streams: selection?.streamCount
-    ) { path in
-        try ControlClient(directory: directory).clip(
-            ClipRequest(
-                // A time without a zone is this shell's local time, wherever the recorder runs.
-                stream: selection?.requestName ?? arguments.string("stream"),
-                from: TimeSpec.withLocalZone(arguments.string("from")!),
-                to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                quality: quality(arguments).rawValue))
-    }
+    // A live recorder exports from its memory and disk together, so the newest frames are there too; streams of
+    // the store it does not record are read from the disk.
+    let outside = streamsOutsideRecorder(directory: directory, selection)
+    if !outside.isEmpty { noteStreamsOutsideRecorder(outside, command: "clip") }
+    let live =
+        try !outside.isEmpty
+        ? false
+        : liveExport(
+            directory: directory, output: output, format: format, what: "clip", streams: selection?.streamCount
+        ) { path in
+            try ControlClient(directory: directory).clip(
+                ClipRequest(
+                    // A time without a zone is this shell's local time, wherever the recorder runs.
+                    stream: selection?.requestName ?? arguments.string("stream"),
+                    from: TimeSpec.withLocalZone(arguments.string("from")!),
+                    to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
+                    quality: quality(arguments).rawValue))
+        }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
@@ -64,6 +70,26 @@ private func liveSelection(directory: String, stream: String?, output: String) t
                 + "--stream NAME")
     }
     return selection
+}
+
+/// The selected streams of the store that a running recorder does not record (a camera of an earlier run): empty
+/// when it records them all, or when none runs.
+private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) -> [String] {
+    guard let selection, let live = try? ControlClient(directory: directory).streams() else { return [] }
+    let recorded = Set(live.streams.map(\.name))
+    let names =
+        switch selection {
+        case .one(let row): [row.name]
+        case .all(let rows): rows.map(\.name)
+        }
+    return names.filter { !recorded.contains($0) }
+}
+
+/// Says on stderr that the export is made from the store on disk, and why.
+private func noteStreamsOutsideRecorder(_ names: [String], command: String) {
+    printError(
+        "rewind \(command): the running recorder does not record \(names.joined(separator: ", ")): exported from the "
+            + "store on disk (the newest second of the streams it records may not be there yet)")
 }
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
@@ -115,6 +141,15 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let selection = try liveSelection(
         directory: directory, stream: arguments.string("stream"), output: output ?? "save.mkv")
+    let outside = streamsOutsideRecorder(directory: directory, selection)
+    if !outside.isEmpty {
+        guard after == nil, !arguments.flag("since-last-save") else {
+            throw CommandError(
+                "the recorder running on \(directory) does not record \(outside.joined(separator: ", ")): --after and "
+                    + "--since-last-save need a recorder recording the stream", status: ExitStatus.unavailable)
+        }
+        noteStreamsOutsideRecorder(outside, command: "save")
+    }
     // A live recorder saves from its memory (and disk for what is older) without stopping; with --after it
     // waits for the post-roll.
     let request = SaveRequest(
@@ -122,13 +157,16 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
-    let live = try liveExport(
-        directory: directory, output: output, format: format, what: "save", streams: selection?.streamCount
-    ) { path in
-        var request = request
-        request.path = path
-        return try ControlClient(directory: directory).save(request)
-    }
+    let live =
+        try !outside.isEmpty
+        ? false
+        : liveExport(
+            directory: directory, output: output, format: format, what: "save", streams: selection?.streamCount
+        ) { path in
+            var request = request
+            request.path = path
+            return try ControlClient(directory: directory).save(request)
+        }
     if live { return ExitStatus.success }
     guard after == nil, !arguments.flag("since-last-save") else {
         throw CommandError(

@@ -473,4 +473,50 @@ import Testing
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
+
+    /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
+    /// the disk, alone or in `all`, saying so; a post-roll save of it, which needs a recorder recording it, is
+    /// refused (69).
+    @Test func streamsTheRecorderDoesNotRecordAreExportedFromDisk() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let earlier = try Tool.rewind([
+            "record", "--store", store, "--input", "b=synthetic:160x120@10", "--duration", "3s",
+        ])
+        #expect(earlier.status == 0, "\(earlier.stderr)")
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@10", "--realtime", "--duration", "30s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        let one = directory.appendingPathComponent("b.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--stream", "b", "--from", "0s", "--to", "1s", "-o", one])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(clip.output.contains("wrote 10 frames"), "\(clip.output)")
+        #expect(clip.stderr.contains("the running recorder does not record b: exported from the store on disk"))
+        try waitUntil("some of stream a is on disk", interval: .milliseconds(100)) {
+            let info =
+                try? JSONSerialization.jsonObject(
+                    with: try Tool.rewind(["info", "--store", store, "--json"]).stdout) as? [String: Any]
+            let streams = info?["streams"] as? [[String: Any]] ?? []
+            return streams.contains { $0["name"] as? String == "a" && ($0["frames"] as? Int ?? 0) > 0 }
+        }
+        let both = directory.appendingPathComponent("all.mkv").path
+        let all = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "60s", "-o", both,
+        ])
+        #expect(all.status == 0, "\(all.stderr)")
+        let tracks = try runChecked(
+            "ffprobe", ["-v", "error", "-show_entries", "stream=index", "-of", "csv=p=0", both])
+        #expect(tracks.output.split(separator: "\n").count == 2, "\(tracks.output)")
+        let postRoll = try Tool.rewind([
+            "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
+        ])
+        #expect(postRoll.status == 69 && postRoll.stderr.contains("does not record b"), "\(postRoll.stderr)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
 }
