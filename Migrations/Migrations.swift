@@ -6,11 +6,15 @@ public struct Migration: Sendable, Hashable {
     public let fileName: String
     /// The SQL text, exactly as shipped.
     public let sql: String
+    /// Whether a database that stops before this migration reads the same to this build (the step changes only how
+    /// rows are written): a read-only open, which cannot migrate, then accepts it.
+    public let readsLikePrevious: Bool
 
-    init(version: Int, fileName: String, bytes: [UInt8]) {
+    init(version: Int, fileName: String, bytes: [UInt8], readsLikePrevious: Bool = false) {
         self.version = version
         self.fileName = fileName
         self.sql = String(decoding: bytes, as: UTF8.self)
+        self.readsLikePrevious = readsLikePrevious
     }
 
     /// Makes a migration from its text: for tests that need migrations other than the shipped ones.
@@ -19,10 +23,12 @@ public struct Migration: Sendable, Hashable {
     ///   - version: The migration's number, from 1.
     ///   - fileName: The file it would ship as, e.g. `0002_segments.sql`.
     ///   - sql: The SQL text.
-    public init(version: Int, fileName: String, sql: String) {
+    ///   - readsLikePrevious: whether a database without it reads the same.
+    public init(version: Int, fileName: String, sql: String, readsLikePrevious: Bool = false) {
         self.version = version
         self.fileName = fileName
         self.sql = sql
+        self.readsLikePrevious = readsLikePrevious
     }
 }
 
@@ -35,6 +41,9 @@ extension Migration {
         Migration(
             version: 3, fileName: "0003_stream_clocks.sql", bytes: PackageResources._003_stream_clocks_sql),
         Migration(version: 4, fileName: "0004_markers.sql", bytes: PackageResources._004_markers_sql),
-        Migration(version: 5, fileName: "0005_marker_ids.sql", bytes: PackageResources._005_marker_ids_sql),
+        // Only how new marker ids are chosen: a store not yet migrated reads the same.
+        Migration(
+            version: 5, fileName: "0005_marker_ids.sql", bytes: PackageResources._005_marker_ids_sql,
+            readsLikePrevious: true),
     ]
 }

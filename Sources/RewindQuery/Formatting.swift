@@ -14,6 +14,13 @@ package func formatSeconds(_ nanoseconds: Int64) -> String {
     return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
 }
 
+/// Formats two times to compare, like ``formatSeconds(_:)-(Int64)``, but to the nanosecond (`33000000ns`) when to the
+/// millisecond they would read the same (33 ms against a 33.333… ms frame).
+package func formatSecondsApart(_ first: Int64, _ second: Int64) -> (String, String) {
+    let rounded = (formatSeconds(first), formatSeconds(second))
+    return rounded.0 == rounded.1 && first != second ? ("\(first)ns", "\(second)ns") : rounded
+}
+
 /// Formats a duration as seconds with millisecond precision: `12.500s`.
 package func formatSeconds(_ duration: Duration) -> String { formatSeconds(duration.nanosecondsClamped) }
 

@@ -96,7 +96,9 @@ package struct MigrationRunner: Sendable {
             let recorded = hasTable == 1 ? try Self.recorded(connection) : []
             try check(recorded, path: connection.path)
             let version = recorded.last?.version ?? 0
-            guard version == latestVersion else {
+            // Newest migrations that change only how rows are written leave older schemas readable as they are.
+            let readable = migrations.reversed().prefix { $0.readsLikePrevious }.last.map { $0.version - 1 }
+            guard version == latestVersion || (readable.map { version >= $0 } ?? false) else {
                 throw MigrationError.schemaOutdated(
                     path: connection.path, databaseVersion: version, codeVersion: latestVersion)
             }

@@ -117,9 +117,10 @@ public struct SoakConfiguration: Sendable {
         guard windowNanoseconds > 0 else { throw .init("the window must be longer than 0s") }
         let frameNanoseconds = frameDuration.nanoseconds ?? 0
         guard windowNanoseconds >= frameNanoseconds else {
+            let (window, frame) = formatSecondsApart(windowNanoseconds, frameNanoseconds)
             throw .init(
-                "a window of \(formatSeconds(windowNanoseconds)) is shorter than one frame "
-                    + "(\(formatSeconds(frameNanoseconds))), so it holds no frame before the newest; give at least "
+                "a window of \(window) is shorter than one frame (\(frame)), so it holds no frame before the newest; "
+                    + "give at least "
                     + "\((frameNanoseconds + 999_999) / 1_000_000)ms")
         }
         let minimum = 8 * layout.byteCount

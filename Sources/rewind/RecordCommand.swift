@@ -528,10 +528,7 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
     let frameNanoseconds = streams.map { $0.frameDuration.nanoseconds ?? 0 }.max() ?? 0
     guard configuration.window >= .nanoseconds(frameNanoseconds) else {
         // To the millisecond they may read the same (33ms against 33.333…ms): then to the nanosecond.
-        var (window, frame) = (formatSeconds(configuration.window), formatSeconds(frameNanoseconds))
-        if window == frame {
-            (window, frame) = ("\(configuration.window.nanosecondsClamped)ns", "\(frameNanoseconds)ns")
-        }
+        let (window, frame) = formatSecondsApart(configuration.window.nanosecondsClamped, frameNanoseconds)
         throw UsageError(
             "--window: \(window) is shorter than one frame of " + (streams.count == 1 ? "this input" : "an input")
                 + " (\(frame)), so it holds no frame before the newest; give at least "

@@ -1,6 +1,7 @@
 import Foundation
 import RewindKit
 import RewindSoak
+import Synchronization
 
 /// Exit statuses, following `sysexits.h` where one fits. ``CommandFailure`` picks one for each error.
 enum ExitStatus {
@@ -45,6 +46,9 @@ enum Rewind {
         return lines.joined(separator: "\n")
     }
 
+    /// `rewind COMMAND` once the command is known, for messages after it returned.
+    private static let runningCommand = Mutex("rewind")
+
     static func main() {
         // A recorder must stay within its memory budget: freed query and export buffers go back to the system.
         ResidentMemory.limitHeapRetention()
@@ -52,7 +56,8 @@ enum Rewind {
         var status = run(Array(CommandLine.arguments.dropFirst()))
         // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
         if let failure = System.flushStandardOutput() {
-            printError("rewind: stdout: writing failed: \(String(cString: strerror(failure)))")
+            let name = runningCommand.withLock { $0 }
+            printError("\(name): stdout: writing failed: \(String(cString: strerror(failure)))")
             if status == ExitStatus.success { status = ExitStatus.failure }
         }
         exit(status)
@@ -90,6 +95,7 @@ enum Rewind {
             printError("rewind: unknown command '\(first)'\n\n\(overview)")
             return ExitStatus.usage
         }
+        runningCommand.withLock { $0 = "rewind \(command.spec.name)" }
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst()))
             if parsed.wantsHelp {

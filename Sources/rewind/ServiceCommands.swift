@@ -80,8 +80,10 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     {
         _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
     }
+    // A time without a zone is this shell's local time, wherever the recorder runs.
     let request = MarkerRequest(
-        label: arguments.string("label")!, at: arguments.string("at"), stream: arguments.string("stream"), hold: held)
+        label: arguments.string("label")!, at: arguments.string("at").map(TimeSpec.withLocalZone),
+        stream: arguments.string("stream"), hold: held)
     let list = try requireRecorder(directory) { try $0.mark(request) }
     for marker in list.markers { print("marked " + describe(marker)) }
     return ExitStatus.success

@@ -445,6 +445,10 @@ import Testing
         // Frames 30…44 at 30 fps (the times are cut to the millisecond, so the range starts just before 1 s).
         #expect(
             clip.output.contains("wrote 15 frames") && clip.output.contains("pts 1.000s … 1.466s"), "\(clip.output)")
+        // A marker's time of day too (cut to the millisecond: just before 1 s).
+        let mark = try Tool.rewind(
+            ["mark", "--store", store, "--label", "here", "--at", kolkata(1_000_000_000)], environment: india)
+        #expect(mark.status == 0 && mark.output.contains("marked marker 1 at 0.99"), "\(mark.output) \(mark.stderr)")
         process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }

@@ -83,6 +83,18 @@ import Testing
             record.stderr.contains("--window: 33000000ns is shorter than one frame of this input (33333333ns)"),
             "\(record.stderr)")
         #expect(record.stderr.contains("give at least --window 34ms") && !record.stderr.contains("usage:"))
+        let soak = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--fps", "30", "--window", "33ms"])
+        #expect(
+            soak.status == 64 && soak.stderr.contains("a window of 33000000ns is shorter than one frame (33333333ns)"))
+        // Output that cannot be written names the command, whichever way it was printed.
+        #expect(
+            try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@10", "--duration", "1s"]).status
+                == 0)
+        for command in ["info", "info --json"] {
+            let full = try Tool.run(
+                "/bin/sh", ["-c", "'\(Tool.rewindPath)' \(command) --store '\(store)' > /dev/full"])
+            #expect(full.status == 1 && full.stderr.contains("rewind info: stdout: writing failed:"), "\(full.stderr)")
+        }
     }
 
     @Test func aSoakWithAWindowShorterThanAFrameIsRefused() throws {

@@ -161,6 +161,23 @@ import Testing
         _ = try StoreIndex(path: directory.indexPath, readOnly: true, migrations: [Self.one, Self.two])
     }
 
+    /// A database that lacks only migrations which change how rows are written (not how they read) is accepted by a
+    /// read-only check as it is; one that lacks another is refused. The shipped 0005 is such a step.
+    @Test func readOnlyChecksAcceptAMissingStepThatReadsLikeThePrevious() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let three = Migration(
+            version: 3, fileName: "0003_c.sql", sql: "CREATE TABLE c (z INTEGER) STRICT;", readsLikePrevious: true)
+        try MigrationRunner(migrations: [Self.one]).migrate(database)
+        #expect(throws: MigrationError.self) {
+            try MigrationRunner(migrations: [Self.one, Self.two, three]).validate(database)
+        }
+        try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database)
+        try MigrationRunner(migrations: [Self.one, Self.two, three]).validate(database)
+        #expect(Migration.all.last?.readsLikePrevious == true && Migration.all.last?.version == 5)
+    }
+
     @Test func fnv1a64MatchesTheReferenceVectors() {
         #expect(MigrationRunner.fnv1a64("") == 0xcbf2_9ce4_8422_2325)
         #expect(MigrationRunner.fnv1a64("a") == 0xaf63_dc4c_8601_ec8c)

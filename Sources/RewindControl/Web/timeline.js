@@ -241,7 +241,8 @@ async function loadTimelines() {
 async function loadSaves() {
   try {
     const list = await api("GET", "/v1/saves");
-    for (const save of list.saves) state.saves.set(save.id, save);
+    // The recorder's list replaces the page's: after a restart the ids start again, and the old run's are gone.
+    state.saves = new Map(list.saves.map((save) => [save.id, save]));
     renderSaves();
   } catch (error) { noteConnectionFailure(error); /* the list is optional */ }
 }
