@@ -246,6 +246,9 @@ def restart_scenario(driver, wait, result, pid, command):
     time.sleep(1.5)
     result["lanes_before"] = driver.execute_script(
         "return [...document.querySelectorAll('#lanes [data-stream]')].map(e => e.dataset.stream);")
+    # A save of this run, which the page lists.
+    api("POST", "/v1/saves", {"last": "500ms", "wait": True})
+    wait.until(lambda d: d.execute_script("return state.saves.size") >= 1)
 
     # SIGTERM: the recorder stops; the page says so and keeps saying so.
     os.kill(pid, signal.SIGTERM)
@@ -274,6 +277,8 @@ def restart_scenario(driver, wait, result, pid, command):
         WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: d.execute_script(
             "return state.connection === 'live' && !!document.querySelector('#lanes [data-stream=side]');"))
         result["back_message"] = text_of(driver, "message")
+        # The new run's saves replace the old run's (their ids start again, their downloads are gone).
+        result["saves_after_restart"] = driver.execute_script("return state.saves.size")
         result["failed_before_the_page_was_back"] = "input failed" in text_of(driver, "status-list")
         # Its input fails while the page watches: the input_failed event says so.
         WebDriverWait(driver, 120, poll_frequency=0.2).until(

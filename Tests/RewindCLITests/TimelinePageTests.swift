@@ -304,6 +304,7 @@ import Testing
         #expect(back["banner_hidden"] as? Bool == true && back["status_stale"] as? Bool == false, "\(back)")
         #expect(back["lanes"] as? [String] == ["front", "rear", "side"], "\(back)")
         #expect(result["back_message"] as? String == "", "the message is cleared: \(result["back_message"] ?? "")")
+        #expect(result["saves_after_restart"] as? Int == 0, "the last run's saves are gone from the page")
         let failedBeforeItWasSeen = result["failed_before_the_page_was_back"] as? Bool
         #expect(failedBeforeItWasSeen == false, "the side input failed only after the page found the new run")
         #expect((back["message"] as? String)?.hasPrefix("side: input failed: ") == true, "\(back)")
