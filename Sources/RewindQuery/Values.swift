@@ -173,11 +173,14 @@ public enum TimeSpec: Sendable, Equatable {
             }
             self = .timeOfDay(ns, utcOffsetSeconds: offset)
         } else {
+            // Recorder time may lie before 0 (a save's range that began before the first frame, `from_ns` < 0).
+            let negative = text.hasPrefix("-")
             do {
-                self = .stream(try Values.durationNanoseconds(text))
+                let magnitude = try Values.durationNanoseconds(negative ? String(text.dropFirst()) : text)
+                self = .stream(negative ? -magnitude : magnitude)
             } catch {
                 guard let suggestion = error.suggestion else { throw ValueError(input: text, expected: expected) }
-                throw ValueError(input: text, expected: "a time", suggestion: suggestion)
+                throw ValueError(input: text, expected: "a time", suggestion: (negative ? "-" : "") + suggestion)
             }
         }
     }

@@ -47,6 +47,9 @@ import Testing
     @Test func times() throws {
         #expect(try TimeSpec(parsing: "12.5s") == .stream(12_500_000_000))
         #expect(try TimeSpec(parsing: "1500ms") == .stream(1_500_000_000))
+        // Recorder time before 0: a save's range may begin there (`from_ns` < 0), and can be given back.
+        #expect(try TimeSpec(parsing: "-833333333ns") == .stream(-833_333_333))
+        #expect(try TimeSpec(parsing: "-0.5s") == .stream(-500_000_000))
         #expect(try TimeSpec(parsing: "1970-01-01T00:00:01.5Z") == .wall(1_500_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T15:03:05.200+01:00") == .wall(1_796_047_385_200_000_000))
