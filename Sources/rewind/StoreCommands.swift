@@ -15,8 +15,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let drops = try store.drops(streamName: only).keyedByRawValue
     let segments = try store.segments(streamName: only)
     let totalDrops = drops.values.reduce(0, +)
-    // A recorder serving the store: what it holds in memory right now (nil when none runs).
-    let status = (try? ControlClient(directory: directory).status()) ?? nil
+    // A recorder serving the store: what it holds in memory right now (nil when none runs, or, with --stream, when
+    // it does not record that stream).
+    var status = (try? ControlClient(directory: directory).status()) ?? nil
+    if let only, var narrowed = status {
+        narrowed.streams = narrowed.streams.filter { $0.stream == only }
+        status = narrowed.streams.isEmpty ? nil : narrowed
+    }
     let live = status?.streams.first
     let markers = try markerBodies(store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })

@@ -520,6 +520,14 @@ import Testing
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])
         #expect(postRoll.status == 69 && postRoll.stderr.contains("does not record b"), "\(postRoll.stderr)")
+        // info of one stream shows the recorder's memory of that stream only, none for one it does not record.
+        func live(_ stream: String) throws -> Any? {
+            let info = try JSONSerialization.jsonObject(
+                with: try Tool.rewind(["info", "--store", store, "--stream", stream, "--json"]).stdout)
+            return (info as? [String: Any])?["live"]
+        }
+        #expect(try live("b") is NSNull)
+        #expect((try live("a") as? [String: Any])?["stream"] as? String == "a")
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
