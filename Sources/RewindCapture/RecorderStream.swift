@@ -403,13 +403,13 @@ public final class RecorderStream: Sendable {
 
     /// The newest pts of the stream, in memory or on disk: nanoseconds on the stream clock; nil when nothing is
     /// recorded. The newest frame stored by this recorder counts even when the ring has let it go again (memory
-    /// full of a save's pins), so the recorder clock keeps moving with the frames that arrive.
+    /// full of a save's pins), so the recorder clock keeps moving with the frames that arrive; before this
+    /// recorder stored one (its ring is then empty too), the store's newest.
     ///
     /// - Throws: store errors.
     public func newestPTS() throws -> Int64? {
         let stored = shared.newestPTS.load(ordering: .relaxed)
         if stored != .min { return stored }
-        if let newest = ring.statistics.lastPTSNanoseconds { return newest }
         guard let store else { return nil }
         return try store.summary(streamName: name).lastPTS
     }

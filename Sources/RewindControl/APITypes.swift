@@ -448,7 +448,7 @@ public struct MarkerList: Sendable, Hashable, Codable {
 public struct MarkerBody: Sendable, Hashable, Codable {
     /// Its number in the store.
     public var id: Int64
-    /// Its time, pts nanoseconds.
+    /// Its time, recorder time in nanoseconds.
     public var atNanoseconds: Int64
     /// Its label.
     public var label: String

@@ -56,7 +56,7 @@ extension RecorderControl {
         for (name, clock) in members {
             let row = try store.addMarker(
                 streamName: name, at: clock.pts(atRecorderTime: at), label: label, hold: hold.map(clock.ptsRange))
-            let marker = body(row, stream: name, clock: clock)
+            let marker = MarkerBody(row, stream: name, clock: clock)
             events.publish("marker", marker)
             markers.append(marker)
         }
@@ -118,19 +118,11 @@ extension RecorderControl {
 
     /// The markers of every stream whose time lies in [`from`, `to`) (recorder time), by time.
     func markers(query: [String: String]) throws -> MarkerList {
-        try Self.requireKnown(query, ["from", "to"])
         let store = try markerStore()
         let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
         let to = try query["to"].map { try recorderTime($0, field: "to") } ?? .max
         guard from < to else { throw APIError(.badRequest, "to must be after from") }
-        var markers: [MarkerBody] = []
-        for row in try store.streams() {
-            let clock = try store.clock(of: row) ?? .identity
-            for marker in try store.markers(streamName: row.name, in: clock.ptsRange(from..<to)) {
-                markers.append(body(marker, stream: row.name, clock: clock))
-            }
-        }
-        return MarkerList(markers: markers.sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) })
+        return MarkerList(markers: try MarkerBody.list(in: store, range: from..<to))
     }
 
     /// Deletes a marker (and its hold).
@@ -139,17 +131,42 @@ extension RecorderControl {
         guard let row = try store.removeMarker(id: id) else {
             throw APIError(.notFound, "no marker \(id)")
         }
-        let stream = try store.streams().first { $0.id == row.streamID }
-        let clock = try stream.flatMap { try store.clock(of: $0) } ?? .identity
-        return body(row, stream: stream?.name ?? "", clock: clock)
+        return try MarkerBody(row, in: store)
     }
+}
 
-    /// A marker as the API shows it: times on the recorder clock.
-    private func body(_ row: MarkerRow, stream: String, clock: StreamClock) -> MarkerBody {
-        MarkerBody(
+extension MarkerBody {
+    /// A marker row as the API shows it: times on the recorder clock, through its stream's `clock`.
+    init(_ row: MarkerRow, stream: String, clock: StreamClock) {
+        self.init(
             id: row.id, atNanoseconds: clock.recorderTime(ofPTS: row.atNanoseconds), label: row.label,
             stream: stream, holdFromNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.lowerBound) },
             holdToNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.upperBound) })
+    }
+
+    /// A marker row of `store` (one just removed too: its stream stays) as the API shows it.
+    ///
+    /// - Throws: store errors.
+    public init(_ row: MarkerRow, in store: SegmentStore) throws {
+        let stream = try store.streams().first { $0.id == row.streamID }
+        self.init(row, stream: stream?.name ?? "", clock: try stream.flatMap { try store.clock(of: $0) } ?? .identity)
+    }
+
+    /// The markers of every stream of `store` whose time lies in `range` (recorder time), as the API shows them, in
+    /// time order: what `GET /v1/markers`, `rewind markers` and `rewind info` list.
+    ///
+    /// - Throws: store errors.
+    public static func list(in store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max) throws
+        -> [MarkerBody]
+    {
+        var markers: [MarkerBody] = []
+        for row in try store.streams() {
+            let clock = try store.clock(of: row) ?? .identity
+            for marker in try store.markers(streamName: row.name, in: clock.ptsRange(range)) {
+                markers.append(MarkerBody(marker, stream: row.name, clock: clock))
+            }
+        }
+        return markers.sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) }
     }
 }
 

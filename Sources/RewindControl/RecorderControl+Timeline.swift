@@ -150,7 +150,6 @@ extension RecorderControl {
 
     /// `GET /v1/streams/{name}/timeline?from=&to=&buckets=`: coverage per bucket from the index and the ring.
     func timeline(stream name: String, query: [String: String]) throws -> TimelineResponse {
-        try Self.requireKnown(query, ["from", "to", "buckets"])
         let stream = try liveStream(name)
         let source = ClipSource.recorderStream(stream)
         guard let fromText = query["from"], let toText = query["to"] else {
@@ -192,7 +191,6 @@ extension RecorderControl {
     /// before `T` (recorder time), or the one before or after it, as a picture. Headers name its pts
     /// (`X-Rewind-Pts-Ns`, stream clock), recorder time (`X-Rewind-Time-Ns`) and capture time (`X-Rewind-Wall-Ns`).
     func frame(stream name: String, query: [String: String]) throws -> HTTPResponse {
-        try Self.requireKnown(query, ["at", "step", "format", "width"])
         let stream = try liveStream(name)
         let source = ClipSource.recorderStream(stream)
         guard let atText = query["at"] else { throw APIError(.badRequest, "give at (a time such as 12.5s)") }
@@ -247,7 +245,6 @@ extension RecorderControl {
 
     /// `GET /v1/files/{id}[?file=N]`: a finished export of this recorder, by its save's id (never by a path).
     func file(_ idText: String, query: [String: String]) throws -> HTTPResponse {
-        try Self.requireKnown(query, ["file"])
         guard let id = Int(idText), let object = book.object(id) else {
             throw APIError(.notFound, "no export '\(idText)'")
         }
@@ -327,6 +324,18 @@ final class FileBody: HTTPStreamBody, @unchecked Sendable {
 }
 
 extension RecorderControl {
+    /// The query parameters the endpoint at `route` (the path after `/v1`) takes with `method`, besides `token`.
+    static func queryParameters(_ route: [String], method: String) -> Set<String> {
+        switch route {
+        case let path where path.count == 3 && path[0] == "streams" && path[2] == "timeline": ["from", "to", "buckets"]
+        case let path where path.count == 3 && path[0] == "streams" && path[2] == "frame":
+            ["at", "step", "format", "width"]
+        case let path where path.count == 2 && path[0] == "files": ["file"]
+        case ["markers"] where method == "GET": ["from", "to"]
+        default: []
+        }
+    }
+
     /// Refuses query parameters an endpoint does not know (a misspelt `widht` would be ignored otherwise); `token`
     /// (the TCP listener's) is always allowed.
     ///

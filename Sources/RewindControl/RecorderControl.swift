@@ -385,12 +385,8 @@ public final class RecorderControl: Sendable {
                     "\(request.path) takes \(methods.joined(separator: " or ")), not \(method)")
             }
         }
-        // Endpoints that take query parameters check them themselves; the others take none but the token.
         let route = Array(parts.dropFirst())
-        let takesQuery =
-            (route.count == 3 && route[0] == "streams" && ["timeline", "frame"].contains(route[2]))
-            || route.first == "files" || (route == ["markers"] && method == "GET")
-        if !takesQuery { try Self.requireKnown(request.query, []) }
+        try Self.requireKnown(request.query, Self.queryParameters(route, method: method))
         switch route {
         case ["health"]:
             try allow("GET")

@@ -128,8 +128,8 @@ package struct StagedExport {
                 name.map({ entry[entry.index(after: entry.startIndex)..<marker.lowerBound] == $0 }) ?? true
             else { continue }
             let rest = entry[marker.upperBound...]
-            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0, pid != getpid(),
-                Int(rest[rest.index(after: dash)...]) != nil, kill(pid, 0) != 0 && errno == ESRCH
+            guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]),
+                Int(rest[rest.index(after: dash)...]) != nil, System.hasEnded(pid: pid)
             else { continue }
             try? fileSystem.unlink(directory + entry)
         }

@@ -120,8 +120,7 @@ public struct SoakConfiguration: Sendable {
             let (window, frame) = formatSecondsApart(windowNanoseconds, frameNanoseconds)
             throw .init(
                 "a window of \(window) is shorter than one frame (\(frame)), so it holds no frame before the newest; "
-                    + "give at least "
-                    + "\((frameNanoseconds + 999_999) / 1_000_000)ms")
+                    + "give at least \((frameNanoseconds + 999_999) / 1_000_000)ms")
         }
         let minimum = 8 * layout.byteCount
         guard memoryBudget >= minimum else {
@@ -137,8 +136,7 @@ public struct SoakConfiguration: Sendable {
                     + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
         }
         // An event happens at the first frame at or after its time: after the last frame it never would.
-        let lastFrame = Int64(
-            (Int128(frameCount - 1) * Int128(frameDuration.value) * 1_000_000_000) / Int128(frameDuration.timescale))
+        let lastFrame = FrameTime.frame(Int64(frameCount - 1), duration: frameDuration)?.nanoseconds ?? .max
         if let event = events.first(where: { $0.at > lastFrame }) {
             throw .init(
                 "event '\(event)' is after the run's last frame (pts \(formatSeconds(lastFrame))), so it would never "

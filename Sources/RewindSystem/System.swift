@@ -39,6 +39,12 @@ public enum System {
         return failure == 0 ? nil : failure
     }
 
+    /// Whether process `pid` has ended (no such process any more), for files named after the process that wrote
+    /// them; false for this process, and for a process that runs (or may: another user's).
+    public static func hasEnded(pid: pid_t) -> Bool {
+        pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
+    }
+
     /// The processors online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
     public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 

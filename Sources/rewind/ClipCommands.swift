@@ -23,24 +23,18 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         break
     }
     let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
-    // A live recorder exports from its memory and disk together, so the newest frames are there too; streams of
-    // the store it does not record are read from the disk.
-    let outside = streamsOutsideRecorder(directory: directory, selection)
-    if !outside.isEmpty { noteStreamsOutsideRecorder(outside, command: "clip") }
-    let live =
-        try !outside.isEmpty
-        ? false
-        : liveExport(
-            directory: directory, output: output, format: format, what: "clip", streams: selection?.streamCount
-        ) { path in
-            try ControlClient(directory: directory).clip(
-                ClipRequest(
-                    // A time without a zone is this shell's local time, wherever the recorder runs.
-                    stream: selection?.requestName ?? arguments.string("stream"),
-                    from: TimeSpec.withLocalZone(arguments.string("from")!),
-                    to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                    quality: quality(arguments).rawValue))
-        }
+    // A live recorder exports from its memory and disk together, so the newest frames are there too.
+    let live = try liveExport(
+        directory: directory, output: output, format: format, what: "clip", selection: selection
+    ) { path in
+        try ControlClient(directory: directory).clip(
+            ClipRequest(
+                stream: selection?.requestName ?? arguments.string("stream"),
+                // A time without a zone is this shell's local time, wherever the recorder runs.
+                from: TimeSpec.withLocalZone(arguments.string("from")!),
+                to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
+                quality: quality(arguments).rawValue))
+    }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
@@ -83,13 +77,6 @@ private func streamsOutsideRecorder(directory: String, _ selection: StreamSelect
         case .all(let rows): rows.map(\.name)
         }
     return names.filter { !recorded.contains($0) }
-}
-
-/// Says on stderr that the export is made from the store on disk, and why.
-private func noteStreamsOutsideRecorder(_ names: [String], command: String) {
-    printError(
-        "rewind \(command): the running recorder does not record \(names.joined(separator: ", ")): exported from the "
-            + "store on disk (the newest second of the streams it records may not be there yet)")
 }
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
@@ -141,15 +128,6 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let selection = try liveSelection(
         directory: directory, stream: arguments.string("stream"), output: output ?? "save.mkv")
-    let outside = streamsOutsideRecorder(directory: directory, selection)
-    if !outside.isEmpty {
-        guard after == nil, !arguments.flag("since-last-save") else {
-            throw CommandError(
-                "the recorder running on \(directory) does not record \(outside.joined(separator: ", ")): --after and "
-                    + "--since-last-save need a recorder recording the stream", status: ExitStatus.unavailable)
-        }
-        noteStreamsOutsideRecorder(outside, command: "save")
-    }
     // A live recorder saves from its memory (and disk for what is older) without stopping; with --after it
     // waits for the post-roll.
     let request = SaveRequest(
@@ -157,16 +135,15 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
-    let live =
-        try !outside.isEmpty
-        ? false
-        : liveExport(
-            directory: directory, output: output, format: format, what: "save", streams: selection?.streamCount
-        ) { path in
-            var request = request
-            request.path = path
-            return try ControlClient(directory: directory).save(request)
-        }
+    let needsRecorder = after != nil || arguments.flag("since-last-save")
+    let live = try liveExport(
+        directory: directory, output: output, format: format, what: "save", selection: selection,
+        needsRecorder: needsRecorder
+    ) { path in
+        var request = request
+        request.path = path
+        return try ControlClient(directory: directory).save(request)
+    }
     if live { return ExitStatus.success }
     guard after == nil, !arguments.flag("since-last-save") else {
         throw CommandError(
@@ -205,22 +182,37 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
 private func removeFilesOfEndedClients(in exports: String) {
     for name in (try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? [] where name.hasPrefix("stdout-") {
         let rest = name.dropFirst("stdout-".count)
-        guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), pid > 0,
-            kill(pid, 0) != 0 && errno == ESRCH
-        else { continue }
+        guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), System.hasEnded(pid: pid) else {
+            continue
+        }
         unlink(exports + "/" + name)
     }
 }
 
-/// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs.
-/// `streams` is the number of streams an export of `all` asks for (nil for one stream).
+/// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs, or when
+/// it does not record a stream of `selection` (a camera of an earlier run): then the export is made from the store
+/// on disk, and stderr says so; one that `needsRecorder` (a post-roll) is refused.
 ///
 /// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
 /// is made absolute (the recorder runs elsewhere).
 private func liveExport(
-    directory: String, output: String?, format: ExportFormat?, what: String, streams: Int?,
-    start: (String?) throws -> SaveObject?
+    directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
+    needsRecorder: Bool = false, start: (String?) throws -> SaveObject?
 ) throws -> Bool {
+    let outside = streamsOutsideRecorder(directory: directory, selection)
+    if !outside.isEmpty {
+        let names = outside.joined(separator: ", ")
+        guard !needsRecorder else {
+            throw CommandError(
+                "the recorder running on \(directory) does not record \(names): --after and --since-last-save need a "
+                    + "recorder recording the stream", status: ExitStatus.unavailable)
+        }
+        printError(
+            "rewind \(what): the running recorder does not record \(names): exported from the store on disk (the "
+                + "newest second of the streams it records may not be there yet)")
+        return false
+    }
+    let streams = selection?.streamCount
     let toStandardOutput = output == "-"
     var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
     if toStandardOutput {

@@ -92,9 +92,9 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
 func runMarkers(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let store = try openStoreForReading(directory)
-    let markers = try markerBodies(store)
+    let markers = try MarkerBody.list(in: store)
     if arguments.flag("json") {
-        try printJSON(["markers": markers.map(markerJSON)])
+        try printJSON(["markers": markers.map(apiObject)])
         return ExitStatus.success
     }
     if markers.isEmpty { print("no markers in \(directory)") }
@@ -115,7 +115,7 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
     guard let removed = try store.removeMarker(id: id) else {
         throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them")
     }
-    print("deleted " + describe(try markerBody(removed, in: store)))
+    print("deleted " + describe(try MarkerBody(removed, in: store)))
     return ExitStatus.success
 }
 
@@ -127,21 +127,4 @@ func describe(_ marker: MarkerBody) -> String {
         text += "; holds \(formatSeconds(from)) … \(formatSeconds(to))"
     }
     return text
-}
-
-/// A marker read from the store as the API shows it: its stream's name, times on the recorder clock.
-func markerBody(_ row: MarkerRow, in store: SegmentStore) throws -> MarkerBody {
-    let stream = try store.streams().first { $0.id == row.streamID }
-    let clock = try stream.flatMap { try store.clock(of: $0) } ?? .identity
-    return MarkerBody(
-        id: row.id, atNanoseconds: clock.recorderTime(ofPTS: row.atNanoseconds), label: row.label,
-        stream: stream?.name ?? "", holdFromNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.lowerBound) },
-        holdToNanoseconds: row.hold.map { clock.recorderTime(ofPTS: $0.upperBound) })
-}
-
-/// Every marker of the store, as ``markerBody(_:in:)`` shows it, in time order on the recorder clock.
-func markerBodies(_ store: SegmentStore) throws -> [MarkerBody] {
-    try store.markers().map { try markerBody($0, in: store) }.sorted {
-        ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id)
-    }
 }

@@ -23,7 +23,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         status = narrowed.streams.isEmpty ? nil : narrowed
     }
     let live = status?.streams.first
-    let markers = try markerBodies(store).filter { only == nil || $0.stream == only }
+    let markers = try MarkerBody.list(in: store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     if arguments.flag("json") {
         var object: [String: Any] = [
@@ -39,7 +39,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = status.map(liveJSON) ?? NSNull()
-        object["markers"] = markers.map(markerJSON)
+        object["markers"] = markers.map(apiObject)
         try printJSON(object)
         return ExitStatus.success
     }
@@ -182,7 +182,7 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusRespo
 /// under `streams`.
 private func liveJSON(_ status: StatusResponse) -> Any {
     func object(_ stream: StreamStatus) -> [String: Any] {
-        var object = ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(stream))) as? [String: Any]) ?? [:]
+        var object = apiObject(stream)
         object["name"] = stream.stream  // as the store's `streams` entries name it
         return object
     }
@@ -191,14 +191,9 @@ private func liveJSON(_ status: StatusResponse) -> Any {
     return first
 }
 
-/// A marker for `info --json` and `markers --json`: the keys of the API's marker object, times on the recorder
-/// clock.
-func markerJSON(_ marker: MarkerBody) -> [String: Any] {
-    [
-        "id": marker.id, "at_ns": marker.atNanoseconds, "label": marker.label, "stream": marker.stream,
-        "hold_from_ns": marker.holdFromNanoseconds.map { $0 as Any } ?? NSNull(),
-        "hold_to_ns": marker.holdToNanoseconds.map { $0 as Any } ?? NSNull(),
-    ]
+/// `value` in its API encoding (the keys the API's answers have), for `--json` output put together as a dictionary.
+func apiObject(_ value: some Encodable) -> [String: Any] {
+    ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(value))) as? [String: Any]) ?? [:]
 }
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
