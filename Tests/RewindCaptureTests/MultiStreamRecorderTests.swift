@@ -41,7 +41,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
     }
 
     @Test func twoStreamsFromTwoThreadsGoToOneStoreWithTheirOwnSegmentsAndClocks() throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let store = try SegmentStore.open(directory: directory.path, options: StoreOptions(workerCount: 2))
         var front = SyntheticCamera(
             layout: try FrameLayout(format: .nv12, width: 320, height: 180),
@@ -151,7 +152,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
     }
 
     @Test func aSecondRecorderContinuesAStoredStreamAfterItsFramesAndAddsANewOneOnTheSameClock() throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
         let duration = FrameTime(value: 1, timescale: 30)
         do {
@@ -192,7 +194,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
     /// A recording that ended with a lost tail (frames lost to a full disk after its last stored frame, a gap to
     /// the end) is continued after that gap, not inside it.
     @Test func aSecondRecorderContinuesAfterALostTailNotInsideIt() throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
         let duration = FrameTime(value: 1, timescale: 30)
         let tailEnd: Int64 = 12_000_000_000
@@ -226,7 +229,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
     }
 
     @Test func aStreamThatCannotBeWrittenLeavesNoWriterOfTheOthersOpen() throws {
-        let directory = try TemporaryDirectory()
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let store = try SegmentStore.open(directory: directory.path)
         let small = try description(160, 96, fps: 30)
         let other = try description(320, 180, fps: 30)

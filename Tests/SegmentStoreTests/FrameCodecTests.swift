@@ -98,6 +98,41 @@ import Testing
         #expect(second.storedLength < layout.byteCount / 100)
     }
 
+    /// After a black frame, a frame's difference from it is the frame itself: a delta is no smaller than LZ4 of
+    /// the frame, and costs a subtraction pass more, so the chunks are stored as LZ4 and the frame decodes on its
+    /// own. Frames that repeat it are stored as deltas (all zeros, far smaller) from the chunks' next comparison on
+    /// (8 frames later at most).
+    @Test func aDeltaNoSmallerThanLZ4IsNotChosenAndTheFrameStaysAKeyFrame() throws {
+        let layout = try FrameLayout(format: .gray8, width: 512, height: 512)
+        let encoder = FrameEncoder(layout: layout, workerCount: 2, chunkSize: 65536, headerSpace: 0)
+        let decoder = FrameDecoder(layout: layout, chunkSize: 65536)
+        let black = [UInt8](repeating: 0, count: layout.byteCount)
+        // Compressible, with no run the prefix dictionary of a black frame would help with.
+        let pattern = (0..<layout.byteCount).map { UInt8(truncatingIfNeeded: ($0 / 7) &* 37 ^ ($0 / 1531)) }
+        var frames: [[UInt8]] = [black] + Array(repeating: pattern, count: 11)
+        for i in frames.indices {
+            let encoded = frames[i].withUnsafeBytes { bytes in
+                frames[max(i - 1, 0)].withUnsafeBytes { previous in
+                    encoder.encode(bytes, key: i == 0, previous: i == 0 ? nil : previous.baseAddress, keepsCopy: false)
+                }
+            }
+            switch i {
+            case 1:
+                #expect(encoded.codec == .lz4 && encoded.isKey, "frame 1: \(encoded)")
+                #expect(encoded.storedLength < layout.byteCount / 2, "frame 1 compresses: \(encoded.storedLength)")
+            case frames.count - 1:
+                #expect(encoded.codec == .lz4Delta && !encoded.isKey, "last frame: \(encoded)")
+                #expect(encoded.storedLength < layout.byteCount / 100, "last frame: \(encoded.storedLength)")
+            default: break
+            }
+            let record = encoder.recordBytes()
+            try record.withUnsafeBytes { payload in
+                try decoder.decode(payload, expectedCRC: encoded.storedCRC, hasPrevious: i > 0)
+            }
+            frames[i].withUnsafeBytes { #expect(decoder.frame.elementsEqual($0), "frame \(i)") }
+        }
+    }
+
     /// Static frames first (the delta wins), then a random block that jumps to a new place every frame (LZ4 of the
     /// frame is half the size of LZ4 of the difference): a comparison switches the chunks to LZ4, trying it without
     /// the prefix dictionary, and every frame still decodes exactly.

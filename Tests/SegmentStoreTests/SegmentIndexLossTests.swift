@@ -128,6 +128,42 @@ import Testing
         #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
     }
 
+    /// A segment written with the chunk size earlier versions used by default (256 KiB), whose header's chunk size
+    /// is damaged: the repair tries that size too, so frames larger than today's default chunk come back exactly.
+    @Test func aDamagedHeaderOfASegmentWithTheEarlierDefaultChunkSizeIsRebuilt() throws {
+        let frames = try TestFrames(format: .nv12, width: 640, height: 360)
+        defer { frames.deallocate() }
+        let earlier = try #require(StoreOptions.earlierDefaultChunkSizes.first)
+        #expect(
+            earlier != StoreOptions.defaultChunkSize && frames.layout.plane(0).byteCount > StoreOptions.defaultChunkSize
+        )
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(keyInterval: 10, workerCount: 2, chunkSize: earlier))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<20 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        let path = dir.segments + "/000001.seg"
+        let original = [UInt8](FileManager.default.contents(atPath: path)!)
+        var bytes = original
+        // The chunk size field (u32 at 40): 0x40000 becomes 0, which no segment is written with.
+        #expect(bytes[42] == 0x04)
+        bytes[42] = 0
+        try writeFile(path, bytes)
+
+        let store = try SegmentStore.open(directory: dir.path)
+        let repaired = try store.verify(repair: true)
+        #expect(repaired.repaired.contains { $0.contains("rebuilt the damaged header of segment 000001.seg") })
+        #expect(try store.verify(repair: false).clean)
+        #expect(
+            [UInt8](FileManager.default.contents(atPath: path)!) == original, "the header is exactly the one written")
+        let read = try readAll(store)
+        #expect(read.map(\.1) == (0..<20).map { frames.expectedDigest($0) }, "bit-exact")
+    }
+
     /// A file named like a segment that is not one, with no frame in the index: a repair moves it aside.
     @Test func aFileThatIsNotASegmentIsMovedAsideNotDeleted() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)

@@ -48,7 +48,8 @@ public enum CodecPolicy: Sendable, Hashable {
 /// (in parallel) and verified independently. The plan is a pure function of the layout and the chunk size, both
 /// of which are in the segment header, so a reader derives the same plan.
 package struct ChunkPlan: Sendable, Hashable {
-    /// The default chunk size: 256 KiB (4 × the LZ4 window, so cutting costs almost no compression).
+    /// The default chunk size: 128 KiB (twice the LZ4 window; the prefix dictionary makes cutting cost almost no
+    /// compression).
     package static let defaultChunkSize = StoreOptions.defaultChunkSize
 
     /// Byte offset of each chunk in the frame.

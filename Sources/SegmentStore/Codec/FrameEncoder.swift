@@ -46,6 +46,24 @@ private final class EncoderContext {
     }
 }
 
+/// What a chunk remembers from its last comparison: how it was stored best. LZ4 with and without the prefix
+/// dictionary are both codec 1 on disk (a block that uses none decodes the same with it); the dictionary costs a
+/// sixth more time, so it is used only where it pays.
+private enum Choice: UInt8 {
+    case raw, lz4, lz4WithDictionary, delta
+
+    /// The ways that compress, in the order a comparison tries them.
+    static let compressed: [Choice] = [.delta, .lz4, .lz4WithDictionary]
+
+    var codec: FrameCodec {
+        switch self {
+        case .raw: .raw
+        case .lz4, .lz4WithDictionary: .lz4
+        case .delta: .lz4Delta
+        }
+    }
+}
+
 /// A worker pool shared by the encoders of one thread's writers; its threads stop when the last encoder lets go.
 private final class SharedWorkers {
     let pool: WorkerPool
@@ -157,16 +175,19 @@ private final class MappedScratch {
 ///     +4 + 12n      chunk 0 stored bytes, chunk 1 stored bytes, …
 ///
 /// A chunk's stored bytes are its raw bytes, an LZ4 block of them, or an LZ4 block of their wrapping difference
-/// from the same bytes of the previous frame. An LZ4 (codec 1) chunk is compressed with the up to 64 KiB of the
-/// frame just before it as a prefix dictionary (`LZ4_loadDict`), so chunks are decoded in order; delta chunks
-/// have no dictionary. Each chunk's CRC covers its stored bytes; the record's stored CRC
-/// covers the table.
+/// from the same bytes of the previous frame. An LZ4 (codec 1) chunk may be compressed with the up to 64 KiB of
+/// the frame just before it as a prefix dictionary (`LZ4_loadDict`), so chunks are decoded in order with it (a
+/// block that uses none decodes the same); delta chunks have no dictionary. Each chunk's CRC covers its stored
+/// bytes; the record's stored CRC covers the table.
 ///
-/// Choosing a codec costs one compression per chunk: each chunk remembers what won last time (delta, LZ4 or raw)
-/// and uses only that. It tries both and keeps the smaller on its first frame with a previous one, when the
-/// remembered codec no longer shrinks the chunk, and at comparisons spaced 8 frames after a change of codec,
-/// twice as far after each comparison that confirms it, up to 32 (staggered over the chunks). A chunk that does
-/// not shrink is stored raw (and not compressed again until its next comparison).
+/// Choosing a codec costs one compression per chunk: each chunk remembers which way won last time (a delta, LZ4
+/// with the dictionary, LZ4 without it, or raw) and uses only that. It tries every way and keeps the smallest on
+/// its first frame with a previous one, when the remembered way no longer shrinks the chunk, and at comparisons
+/// spaced 8 frames apart at first, twice as far after each comparison that confirms the choice (up to 64), half
+/// as far after one that changes it (staggered over the chunks). The ways differ in cost as well as size: loading
+/// the dictionary adds about a sixth to LZ4's time, so it is used only where it makes the chunk smaller (it does
+/// not on some content); a delta adds a subtraction pass, so it must be a 32nd smaller than LZ4 to win. A chunk
+/// that does not shrink is stored raw (and not compressed again until its next comparison).
 ///
 /// Memory. Nothing is copied into a record: the record is a list of pieces (``pieces``) written with one
 /// `pwritev` — the header and chunk table, then each chunk from the frame itself (raw) or from its slot in the
@@ -213,9 +234,10 @@ package final class FrameEncoder {
     /// Per chunk: the frame number at which the codecs are compared again, and the gap after the last comparison.
     private let comparisonDue: UnsafeMutablePointer<Int>
     private let comparisonGap: UnsafeMutablePointer<Int>
-    /// Frames between comparisons after a change of codec, and at most after comparisons that confirmed it.
+    /// Frames between a chunk's first comparisons (and at least after a change of codec), and at most after
+    /// comparisons that confirmed it.
     static let comparisonGap = 8
-    static let longestComparisonGap = 32
+    static let longestComparisonGap = 64
     /// How long a worker watches for the next frame before it sleeps (see ``WorkerPool``).
     static let workerSpin: UInt64 = 200_000
     private var frameNumber = 0
@@ -535,51 +557,60 @@ package final class FrameEncoder {
             stored = delta(into: slot, capacity: bound)
             codec = .lz4Delta
         case .forced(_), .automatic:
-            // Until a chunk has been compared with a previous frame at hand, both codecs are tried.
-            let known = FrameCodec(rawValue: choice[chunk])
+            // Until a chunk has been compared with a previous frame at hand, every way is tried.
+            let known = Choice(rawValue: choice[chunk])
             let comparing = previous != nil && (known == nil || frame >= comparisonDue[chunk])
-            // The remembered codec first (LZ4 when a delta is not possible), the other only when comparing.
-            var first = known ?? .lz4Delta
-            if first == .raw && comparing { first = .lz4Delta }
-            if first == .lz4Delta && previous == nil { first = .lz4 }
-            switch first {
-            case .raw: break
-            case .lz4:
-                // The dictionary where LZ4 is this chunk's own choice (or nothing is known yet); on a key frame of
-                // a chunk that deltas win, LZ4 only stands in, and goes without it like a challenger.
-                let n = plain(into: slot, capacity: length - 1, withDictionary: known != .lz4Delta)
-                if n > 0 { (codec, stored) = (.lz4, n) }
-            case .lz4Delta:
-                let n = delta(into: slot, capacity: length - 1)
-                if n > 0 { (codec, stored) = (.lz4Delta, n) }
+            // The remembered way first (LZ4 when a delta is not possible), the others only when comparing.
+            var first = known ?? .delta
+            if first == .raw && comparing { first = .delta }
+            if first == .delta && previous == nil {
+                // On a key frame of a chunk that deltas win, LZ4 only stands in, and goes without the dictionary.
+                first = .lz4
+            } else if first == .lz4WithDictionary && dictionary == 0 {
+                first = .lz4
             }
-            // The remembered codec failed to shrink the chunk (the content changed): the other one gets a try.
-            if first != .raw && (comparing || codec == .raw) {
-                let other: FrameCodec? = first == .lz4Delta ? .lz4 : previous == nil ? nil : .lz4Delta
-                if let other {
-                    let capacity = stored - 1
-                    // LZ4 as the challenger goes without the prefix dictionary: loading it costs a tenth of the
-                    // compression, and a block that uses none decodes the same with it.
-                    let n =
-                        other == .lz4
-                        ? plain(into: context.scratch.base, capacity: capacity, withDictionary: false)
-                        : delta(into: context.scratch.base, capacity: capacity)
+            var won = Choice.raw
+            func attempt(_ way: Choice, into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
+                switch way {
+                case .raw: 0
+                case .lz4: plain(into: destination, capacity: capacity, withDictionary: false)
+                case .lz4WithDictionary: plain(into: destination, capacity: capacity)
+                case .delta: delta(into: destination, capacity: capacity)
+                }
+            }
+            if first != .raw {
+                let n = attempt(first, into: slot, capacity: length - 1)
+                if n > 0 { (won, stored) = (first, n) }
+            }
+            // The remembered way failed to shrink the chunk (the content changed): the others get a try.
+            if first != .raw && (comparing || won == .raw) {
+                for other in Choice.compressed where other != first {
+                    if other == .delta && previous == nil || other == .lz4WithDictionary && dictionary == 0 { continue }
+                    // A delta costs a subtraction pass more than LZ4: it must save a 32nd of the size to win.
+                    let margin = other == .delta ? stored / 32 : won == .delta ? -(stored / 32) : 0
+                    let capacity = min(stored - 1 - margin, length - 1)
+                    guard capacity > 0 else { continue }
+                    let n = attempt(other, into: context.scratch.base, capacity: capacity)
                     if n > 0 {
                         slot.copyMemory(from: context.scratch.base, byteCount: n)
-                        (codec, stored) = (other, n)
+                        (won, stored) = (other, n)
                     }
                 }
             }
+            codec = won.codec
             // A key frame says nothing about deltas: only frames that could use one change the choice. A comparison
-            // that confirms the choice waits twice as long for the next one (up to 32 frames); a change, 8 frames.
+            // that confirms the choice waits twice as long for the next one (up to 64 frames); a change, half as
+            // long (at least 8 frames).
             if previous != nil {
                 if comparing {
-                    let confirmed = known == codec
+                    let confirmed = known == won
                     comparisonGap[chunk] =
-                        confirmed ? min(comparisonGap[chunk] * 2, Self.longestComparisonGap) : Self.comparisonGap
+                        confirmed
+                        ? min(comparisonGap[chunk] * 2, Self.longestComparisonGap)
+                        : max(comparisonGap[chunk] / 2, Self.comparisonGap)
                     comparisonDue[chunk] = frame + comparisonGap[chunk]
                 }
-                choice[chunk] = codec.rawValue
+                choice[chunk] = won.rawValue
             }
         }
         let storedBytes = UnsafeRawBufferPointer(start: codec == .raw ? src : UnsafeRawPointer(slot), count: stored)

@@ -226,7 +226,7 @@ extension SegmentStore {
             return (Int(p.get(UInt32.self, at: 36)), Int(p.get(UInt32.self, at: 40)), p.get(Int64.self, at: 56))
         }
         let keyInterval = (1...100_000).contains(recordedKeyInterval) ? recordedKeyInterval : options.keyInterval
-        var chunkSizes = [options.chunkSize, StoreOptions.defaultChunkSize]
+        var chunkSizes = [options.chunkSize, StoreOptions.defaultChunkSize] + StoreOptions.earlierDefaultChunkSizes
         // The damaged header's own value last: a flipped bit there can still read small frames.
         if recordedChunkSize >= 4096 && recordedChunkSize <= 1 << 28 { chunkSizes.append(recordedChunkSize) }
         var best: (header: SegmentHeader, frames: Int)?
