@@ -268,7 +268,7 @@ private func salvageJSON(_ salvage: SegmentSalvage) -> [String: Any] {
                 "first_pts_ns": lost.firstPTS.map { $0 as Any } ?? NSNull(),
                 "last_pts_ns": lost.lastPTS.map { $0 as Any } ?? NSNull(),
                 "previous_pts_ns": lost.previousPTS.map { $0 as Any } ?? NSNull(),
-                "next_pts_ns": lost.nextPTS.map { $0 as Any } ?? NSNull(),
+                "next_pts_ns": lost.nextPTS.map { $0 as Any } ?? NSNull(), "counted_before": lost.countedBefore,
             ]
         },
         "usable_frames": salvage.usableFrames, "salvaged_frames": salvage.salvagedFrames,

@@ -37,6 +37,14 @@ import Testing
         #expect(!(try store.verify(repair: false).clean))
         let repaired = try store.verify(repair: true)
         #expect(try store.verify(repair: false).clean, "\(repaired.repaired)")
+        if cut == "record" {
+            // Opening the store let go of the 40 rows the file no longer backs and counted them; the salvage, which
+            // sees only the damaged record, says so instead of counting one lost frame more.
+            let salvage = try #require(repaired.repaired.first { $0.hasPrefix("salvaged 0 frames") })
+            #expect(salvage.contains("the frames from 60 on were counted lost already"), "\(salvage)")
+            #expect(!salvage.contains("lost 1 frame"), "\(salvage)")
+            #expect(repaired.salvage.first?.lost.allSatisfy(\.countedBefore) == true)
+        }
         // One gap from the last frame kept (or the first lost) to segment 2's first frame.
         #expect(try Self.damagedGaps(store) == [[frames.pts(kept == 0 ? 0 : kept - 1), frames.pts(100)]])
         let read = try readAll(store)

@@ -360,9 +360,12 @@ extension SegmentStore {
                 report.problems.append("could not seal segment \(name): \(error)")
                 return
             }
+            let frames = "\(scan.entries.count) frame" + (scan.entries.count == 1 ? "" : "s")
             report.repaired.append(
-                "sealed segment \(name) as \(finalName) with \(scan.entries.count) frames (cut at byte \(scan.validEnd))"
-            )
+                finalName == name
+                    ? "cut segment \(name) at byte \(scan.validEnd), after its last valid frame, and sealed it again with "
+                        + frames
+                    : "sealed segment \(name) as \(finalName) with \(frames) (cut at byte \(scan.validEnd))")
         }
         try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, mode: mode, report: &report)
     }

@@ -105,12 +105,24 @@ extension SegmentStore {
         salvage.salvagedInto = writer?.sealedFileNames ?? []
         let (lost, lostPTS) = try lostFrames(reader: reader, scan: scan, tail: tail, usable: usable, indexPTS: indexPTS)
         salvage.lost = lost
+        // Stretches whose pts nothing tells any more, inside a `damaged` gap already recorded: an earlier open let go
+        // of their index rows and counted them then.
+        if let streamID = try segmentID.flatMap({ try index.segment(id: $0) })?.streamID {
+            for (number, stretch) in salvage.lost.enumerated()
+            where stretch.firstPTS == nil && stretch.lastPTS == nil {
+                guard let after = stretch.previousPTS else { continue }
+                salvage.lost[number].countedBefore = try index.gaps(
+                    streamID: streamID, overlapping: after..<(after + 1)
+                )
+                .contains { $0.reason == .damaged && $0.startNanoseconds <= after && $0.endNanoseconds > after }
+            }
+        }
 
         if let writer {
             try recordLostFrames(streamID: writer.stream.id, lost: lostPTS)
             // Stretches whose pts nothing tells any more: from the frame before to the frame after.
             let duration = header.stream.frameDuration.nanoseconds ?? 0
-            for lost in salvage.lost where lost.firstPTS == nil && lost.lastPTS == nil {
+            for lost in salvage.lost where lost.firstPTS == nil && lost.lastPTS == nil && !lost.countedBefore {
                 guard let start = lost.previousPTS ?? lost.nextPTS else { continue }
                 try recordDamagedGap(
                     streamID: writer.stream.id, start, lost.nextPTS ?? start + duration * Int64(lost.count))
@@ -233,8 +245,19 @@ extension SegmentSalvage {
             }
             if alreadyStoredFrames > 0 { line += " (\(alreadyStoredFrames) were already stored by an earlier repair)" }
         }
-        line += dryRun ? "; it would lose \(lostFrameCount) frames" : "; lost \(lostFrameCount) frames"
-        if !lost.isEmpty { line += ": " + lost.map(\.summary).joined(separator: ", ") }
+        let counted = lost.filter(\.countedBefore)
+        let new = lost.filter { !$0.countedBefore }
+        let newCount = new.reduce(0) { $0 + $1.count }
+        if !new.isEmpty || counted.isEmpty {
+            let frames = "\(newCount) frame" + (newCount == 1 ? "" : "s")
+            line += dryRun ? "; it would lose \(frames)" : "; lost \(frames)"
+            if !new.isEmpty { line += ": " + new.map(\.summary).joined(separator: ", ") }
+        }
+        for stretch in counted {
+            line +=
+                "; the frames from \(stretch.firstFrame) on were counted lost already (a 'damaged' gap after pts "
+                + "\(stretch.previousPTS ?? 0) ns)"
+        }
         return line
     }
 }

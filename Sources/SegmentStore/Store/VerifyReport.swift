@@ -64,6 +64,11 @@ public struct SegmentSalvage: Sendable, Hashable {
         public var previousPTS: Int64?
         /// The pts of the kept frame just after the loss; nil when the loss ends the file.
         public var nextPTS: Int64?
+        /// Whether these frames were counted lost before this check: their pts are no longer known, and a `damaged`
+        /// gap already covers the time after ``previousPTS`` (recorded when the store was opened and its index
+        /// let go of the frames the cut-short file no longer holds, with their number). ``count`` is then only
+        /// what the file still shows (the damaged record).
+        public var countedBefore = false
 
         /// The last lost frame's number in the segment.
         public var lastFrame: Int { firstFrame + count - 1 }
