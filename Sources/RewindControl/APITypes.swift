@@ -366,23 +366,41 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     public var height: Int
     /// Nominal frame duration, nanoseconds.
     public var frameDurationNanoseconds: Int64
+    /// Whether the recorder records it; false for a stream its store holds from an earlier recording (its timeline
+    /// and frames are read from the disk; `rewind clip --store DIR --stream NAME` exports it).
+    public var recording: Bool
 
     /// Makes a description; each parameter is the field of the same name.
-    public init(name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64) {
+    public init(
+        name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64, recording: Bool = true
+    ) {
         self.name = name
         self.format = format
         self.width = width
         self.height = height
         self.frameDurationNanoseconds = frameDurationNanoseconds
+        self.recording = recording
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, format, width, height
+        case name, format, width, height, recording
         case frameDurationNanoseconds = "frame_duration_ns"
+    }
+
+    /// Decodes a description; one without `recording` (from a recorder that listed only what it records) is
+    /// recorded.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        format = try container.decode(String.self, forKey: .format)
+        width = try container.decode(Int.self, forKey: .width)
+        height = try container.decode(Int.self, forKey: .height)
+        frameDurationNanoseconds = try container.decode(Int64.self, forKey: .frameDurationNanoseconds)
+        recording = try container.decodeIfPresent(Bool.self, forKey: .recording) ?? true
     }
 }
 
-/// `GET /v1/streams`: every stream of the recorder.
+/// `GET /v1/streams`: every stream of the recorder, then the other streams of its store.
 public struct StreamList: Sendable, Hashable, Codable {
     /// The streams.
     public var streams: [StreamDescriptionBody]

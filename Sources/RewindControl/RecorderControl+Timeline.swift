@@ -139,19 +139,23 @@ extension RecorderControl {
         }
     }
 
-    /// The live stream a path names.
-    func liveStream(_ name: String) throws -> RecorderStream {
-        guard let stream = recorder.stream(named: name) else {
-            let names = recorder.streams.map { "'\($0.name)'" }.joined(separator: ", ")
-            throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names)")
+    /// The stream a path names: one the recorder records (memory and disk), or one its store holds from an earlier
+    /// recording (disk only; `live` nil).
+    func streamSource(_ name: String) throws -> (source: ClipSource, live: RecorderStream?) {
+        if let stream = recorder.stream(named: name) { return (.recorderStream(stream), stream) }
+        let stored = try storedStreams()
+        if let row = stored.first(where: { $0.name == name }), let store = recorder.store {
+            return (.store(store, stream: row), nil)
         }
-        return stream
+        let names = recorder.streams.map { "'\($0.name)'" }.joined(separator: ", ")
+        let others =
+            stored.isEmpty ? "" : "; its store also holds " + stored.map { "'\($0.name)'" }.joined(separator: ", ")
+        throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names)\(others)")
     }
 
     /// `GET /v1/streams/{name}/timeline?from=&to=&buckets=`: coverage per bucket from the index and the ring.
     func timeline(stream name: String, query: [String: String]) throws -> TimelineResponse {
-        let stream = try liveStream(name)
-        let source = ClipSource.recorderStream(stream)
+        let (source, stream) = try streamSource(name)
         guard let fromText = query["from"], let toText = query["to"] else {
             throw APIError(.badRequest, "give from and to (times such as 12.5s, 1500ms or ISO-8601)")
         }
@@ -169,8 +173,8 @@ extension RecorderControl {
         var buckets = try source.timeline(range: clock.ptsRange(from..<to), buckets: count)
         // A stream whose input failed gets its `input failed` gap when the recorder stops; until then it is shown
         // from its last frame on, so the lane says why it is empty.
-        if stream.inputError != nil, let last = try source.span()?.upperBound {
-            let end = last.addingSaturating(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
+        if stream?.inputError != nil, let last = try source.span()?.upperBound {
+            let end = last.addingSaturating(max(1, source.stream.frameDuration.nanoseconds ?? 1))
             for index in buckets.indices
             where buckets[index].endNanoseconds > end && !buckets[index].gaps.contains(.inputFailed) {
                 buckets[index].gaps.append(.inputFailed)
@@ -178,7 +182,7 @@ extension RecorderControl {
         }
         return TimelineResponse(
             stream: name, fromNanoseconds: from, toNanoseconds: to,
-            wallOffsetNanoseconds: stream.clock.map { $0.wallNanoseconds },
+            wallOffsetNanoseconds: try stream.map { $0.clock?.wallNanoseconds } ?? storedWallOffset(source),
             buckets: buckets.map { bucket in
                 TimelineBucketBody(
                     startNanoseconds: clock.recorderTime(ofPTS: bucket.startNanoseconds),
@@ -187,12 +191,17 @@ extension RecorderControl {
             })
     }
 
+    /// Wall-clock time minus recorder time for a stream of the store, as its clock row says; nil without one.
+    private func storedWallOffset(_ source: ClipSource) throws -> Int64? {
+        guard case .store(let store, let row) = source else { return nil }
+        return try store.clock(of: row)?.wallNanoseconds
+    }
+
     /// `GET /v1/streams/{name}/frame?at=T[&step=before|after][&width=W][&format=jpeg|png]`: the frame at or
     /// before `T` (recorder time), or the one before or after it, as a picture. Headers name its pts
     /// (`X-Rewind-Pts-Ns`, stream clock), recorder time (`X-Rewind-Time-Ns`) and capture time (`X-Rewind-Wall-Ns`).
     func frame(stream name: String, query: [String: String]) throws -> HTTPResponse {
-        let stream = try liveStream(name)
-        let source = ClipSource.recorderStream(stream)
+        let source = try streamSource(name).source
         guard let atText = query["at"] else { throw APIError(.badRequest, "give at (a time such as 12.5s)") }
         let at = try recorderTime(atText, field: "at")
         let step: ClipSource.FrameStep
@@ -208,7 +217,7 @@ extension RecorderControl {
         case "png": format = .png
         case let other: throw APIError(.badRequest, "format must be jpeg or png, not '\(other)'")
         }
-        let frameWidth = stream.stream.layout.width
+        let frameWidth = source.stream.layout.width
         var width: Int?
         if let text = query["width"] {
             guard let value = Int(text), value >= 1 else {

@@ -397,7 +397,8 @@ public final class RecorderControl: Sendable {
             return json(status)
         case ["streams"]:
             try allow("GET")
-            return json(StreamList(streams: recorder.streams.map(Self.describe)))
+            let stored = try storedStreams().map { Self.describe($0, recording: false) }
+            return json(StreamList(streams: recorder.streams.map { Self.describe($0.stream, name: $0.name) } + stored))
         case ["saves"]:
             try allow("GET", "POST")
             if method == "GET" { return json(SaveList(saves: book.objects)) }
@@ -489,6 +490,12 @@ public final class RecorderControl: Sendable {
         guard let name, name != "all" else { return streams.count == 1 ? .one(streams[0]) : .all(streams) }
         guard let stream = recorder.stream(named: name) else {
             let names = streams.map { "'\($0.name)'" }.joined(separator: ", ")
+            if try storedStreams().contains(where: { $0.name == name }) {
+                throw APIError(
+                    .notFound,
+                    "stream '\(name)' is in the store but this recorder does not record it (it records \(names)): "
+                        + "export it from the disk with 'rewind clip --store DIR --stream \(name)'")
+            }
             throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names) (or 'all')")
         }
         return .one(stream)
@@ -653,9 +660,20 @@ public final class RecorderControl: Sendable {
     }
 
     /// How `GET /v1/streams` describes a stream.
-    static func describe(_ stream: RecorderStream) -> StreamDescriptionBody {
+    static func describe(_ stream: StreamDescription, name: String, recording: Bool = true) -> StreamDescriptionBody {
         StreamDescriptionBody(
-            name: stream.name, format: stream.stream.layout.format.name, width: stream.stream.layout.width,
-            height: stream.stream.layout.height, frameDurationNanoseconds: stream.stream.frameDuration.nanoseconds ?? 0)
+            name: name, format: stream.layout.format.name, width: stream.layout.width, height: stream.layout.height,
+            frameDurationNanoseconds: stream.frameDuration.nanoseconds ?? 0, recording: recording)
+    }
+
+    static func describe(_ row: StreamRow, recording: Bool) -> StreamDescriptionBody {
+        describe(row.description, name: row.name, recording: recording)
+    }
+
+    /// The streams of the recorder's store that it does not record (earlier recordings' cameras), in the store's
+    /// order; none without a store.
+    func storedStreams() throws -> [StreamRow] {
+        guard let store = recorder.store else { return [] }
+        return try store.streams().filter { recorder.stream(named: $0.name) == nil }
     }
 }

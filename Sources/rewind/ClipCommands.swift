@@ -70,7 +70,7 @@ private func liveSelection(directory: String, stream: String?, output: String) t
 /// when it records them all, or when none runs.
 private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) -> [String] {
     guard let selection, let live = try? ControlClient(directory: directory).streams() else { return [] }
-    let recorded = Set(live.streams.map(\.name))
+    let recorded = Set(live.streams.filter(\.recording).map(\.name))
     let names =
         switch selection {
         case .one(let row): [row.name]

@@ -300,6 +300,9 @@ def restart_scenario(driver, wait, result, pid, command):
                     lanes: [...document.querySelectorAll('#lanes [data-stream]')].map(e => e.dataset.stream),
                     status_panel: document.getElementById('status-list').textContent,
                     side_lane_error: document.querySelector('#lanes [data-stream=side] .lane-error')?.textContent,
+                    rear_label: document.querySelector('#lanes [data-stream=rear] .lane-name')?.textContent,
+                    export_streams: [...document.querySelectorAll('#export-streams input')].map(e => e.value),
+                    rear_timeline_buckets: ((state.timelines.get('rear') || {}).buckets || []).length,
                     input_failed_colour: colour, input_failed_pixels: drawn};
         """)
 

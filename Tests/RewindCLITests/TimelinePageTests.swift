@@ -20,10 +20,9 @@ import Testing
         let token: String
 
         /// What `rewind record` is given besides the store and the address.
-        static let options = [
-            "--input", "front=synthetic:640x360@30", "--input", "rear=synthetic:320x240@15", "--realtime", "--window",
-            "30s", "--memory", "512MiB",
-        ]
+        static let options = front + ["--input", "rear=synthetic:320x240@15"] + pacing
+        static let front = ["--input", "front=synthetic:640x360@30"]
+        static let pacing = ["--realtime", "--window", "30s", "--memory", "512MiB"]
 
         init(directory: URL) throws {
             store = directory.appendingPathComponent("store").path
@@ -263,8 +262,9 @@ import Testing
         let data = try Data(contentsOf: URL(fileURLWithPath: side))
         let frameBytes = 160 * 120 * 3 / 2 + 6
         try data.prefix(data.count - frameBytes + 100).write(to: URL(fileURLWithPath: side))
+        // Without the rear camera: the store still holds its frames, and the page shows it as a stored lane.
         let again =
-            [Tool.rewindPath, "record", "--store", live.store] + Live.options
+            [Tool.rewindPath, "record", "--store", live.store] + Live.front + Live.pacing
             + ["--input", "side=y4m:\(side)", "--listen", "127.0.0.1:\(live.port)"]
         let command = String(decoding: try JSONSerialization.data(withJSONObject: again), as: UTF8.self)
         try waitUntil("the recorder holds 2 s of front", timeout: .seconds(60), interval: .milliseconds(200)) {
@@ -302,7 +302,10 @@ import Testing
         // Back: the message is gone, the new run's streams are read, and the failed input shows.
         let back = result["restarted"] as? [String: Any] ?? [:]
         #expect(back["banner_hidden"] as? Bool == true && back["status_stale"] as? Bool == false, "\(back)")
-        #expect(back["lanes"] as? [String] == ["front", "rear", "side"], "\(back)")
+        #expect(back["lanes"] as? [String] == ["front", "side", "rear"], "\(back)")
+        #expect((back["rear_label"] as? String)?.hasSuffix("(stored: not recording)") == true, "\(back)")
+        #expect(back["export_streams"] as? [String] == ["front", "side"], "exports offer what is recorded: \(back)")
+        #expect((back["rear_timeline_buckets"] as? Int ?? 0) > 0, "the stored lane reads its timeline: \(back)")
         #expect(result["back_message"] as? String == "", "the message is cleared: \(result["back_message"] ?? "")")
         #expect(result["saves_after_restart"] as? Int == 0, "the last run's saves are gone from the page")
         let failedBeforeItWasSeen = result["failed_before_the_page_was_back"] as? Bool

@@ -158,6 +158,56 @@ import Testing
         #expect(timeline.buckets.last?.gaps == ["input failed"], "\(timeline.buckets)")
     }
 
+    /// A stream of the store that the recorder does not record (an earlier recording's camera) is listed as not
+    /// recording, and its timeline and frames are read from the disk; saves and clips of it are refused with the
+    /// command that exports it.
+    @Test func aStoredStreamTheRecorderDoesNotRecordHasItsTimelineAndFrames() throws {
+        let directory = try TemporaryDirectory.store()
+        let rear = SyntheticCamera(
+            layout: try FrameLayout(format: .nv12, width: 160, height: 96),
+            frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 60)
+        do {
+            let store = try SegmentStore.open(directory: directory)
+            let writer = try store.makeWriter(streamName: "rear", stream: rear.stream)
+            var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
+            for index in 0..<60 {
+                try bytes.withUnsafeMutableBytes { buffer in
+                    let info = try rear.frame(at: Int64(index), into: buffer)
+                    try writer.append(
+                        FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+                }
+            }
+            try writer.close()
+        }
+        let live = try LiveRecorder(directory: directory)
+        defer { try? live.finish() }
+
+        let list = try decode(StreamList.self, try curl(live.control.socketPath, "GET", "/v1/streams").body)
+        #expect(list.streams.map(\.name) == ["camera", "rear"])
+        #expect(list.streams.map(\.recording) == [true, false])
+        #expect(list.streams.last?.width == 160 && list.streams.last?.height == 96)
+
+        // Frames 0…59 of the rear camera cover 0 … 2 s on the recorder clock: on disk, none in memory.
+        let answer = try curl(
+            live.control.socketPath, "GET", "/v1/streams/rear/timeline?from=0s&to=4s&buckets=4")
+        #expect(answer.status == 200, "\(answer.body)")
+        let timeline = try decode(TimelineResponse.self, answer.body)
+        #expect(timeline.stream == "rear")
+        #expect(timeline.buckets.map { ($0.disk * 1000).rounded() / 1000 } == [1, 1, 0, 0], "\(timeline.buckets)")
+        #expect(timeline.buckets.allSatisfy { $0.memory == 0 }, "\(timeline.buckets)")
+
+        let frame = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=1s&format=png")
+        #expect(frame.status == 200 && frame.body.dropFirst().hasPrefix("PNG"), "\(frame.status)")
+        let after = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=3s&step=after")
+        #expect(after.status == 404, "no frame after the rear camera's last: \(after.body)")
+
+        let clip = try curl(
+            live.control.socketPath, "POST", "/v1/clips", body: #"{"stream":"rear","from":"0s","to":"1s"}"#)
+        #expect(clip.status == 404 && clip.body.contains("rewind clip --store DIR --stream rear"), "\(clip.body)")
+        let unknown = try curl(live.control.socketPath, "GET", "/v1/streams/side/timeline?from=0s&to=1s")
+        #expect(unknown.status == 404 && unknown.body.contains("its store also holds 'rear'"), "\(unknown.body)")
+    }
+
     /// A recorder that runs for months remembers only its newest finished saves: older ones leave the list (and
     /// their downloads are not found), their files stay.
     @Test func onlyTheNewestFinishedSavesAreRemembered() throws {

@@ -161,7 +161,9 @@ async function loadStreams() {
     lane.dataset.stream = stream.name;
     const name = document.createElement("span");
     name.className = "lane-name";
-    name.textContent = stream.name + "  " + stream.width + "×" + stream.height + " " + stream.format;
+    name.textContent = stream.name + "  " + stream.width + "×" + stream.height + " " + stream.format +
+      (stream.recording === false ? "  (stored: not recording)" : "");
+    lane.classList.toggle("stored", stream.recording === false);
     const problem = document.createElement("span");
     problem.className = "lane-error";
     const canvas = document.createElement("canvas");
@@ -172,7 +174,9 @@ async function loadStreams() {
   }
   const fieldset = $("export-streams");
   for (const old of fieldset.querySelectorAll("label")) old.remove();
-  for (const stream of state.streams) {
+  // Exports go through the recorder, which exports what it records; a stored stream is exported with
+  // `rewind clip --store DIR --stream NAME`.
+  for (const stream of state.streams.filter((stream) => stream.recording !== false)) {
     const label = document.createElement("label");
     const box = document.createElement("input");
     box.type = "checkbox";
