@@ -1,5 +1,6 @@
 import Foundation
 import RewindCore
+import RewindSystem
 import RewindTesting
 import SegmentStore
 import Testing
@@ -30,6 +31,37 @@ import Testing
         #expect(summary.segments == 4)
         #expect(summary.rawBytes == Int64(100 * frames.layout.byteCount))
         #expect(summary.storedBytes < summary.rawBytes / 2)
+    }
+
+    /// A store written with the earlier default chunk size (256 KiB) is recorded into again with today's (128 KiB):
+    /// the stream continues after its last frame, each segment is read with its own header's chunk size, one at a
+    /// time and in pairs, and verify finds nothing wrong.
+    @Test func aStoreOfTheEarlierChunkSizeIsContinuedAndReadAcrossBoth() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .nv12, width: 640, height: 360)
+        defer { frames.deallocate() }
+        let earlier = try #require(StoreOptions.earlierDefaultChunkSizes.first)
+        for (chunkSize, range) in [(earlier, 0..<40), (StoreOptions.defaultChunkSize, 40..<80)] {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(keyInterval: 7, workerCount: 2, chunkSize: chunkSize))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in range { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        let store = try SegmentStore.openReadOnly(directory: dir.path)
+        let sizes = try dir.segmentFiles().map { name in
+            let reader = try SegmentFileReader(path: dir.segments + "/" + name, fileSystem: POSIXFileSystem())
+            defer { reader.close() }
+            return reader.header.chunkSize
+        }
+        #expect(sizes == [earlier, StoreOptions.defaultChunkSize], "\(dir.segmentFiles())")
+        for paired in [false, true] {
+            let read = try readAll(store, paired: paired)
+            #expect(read.map(\.0) == (0..<80).map { frames.pts($0) }, "paired \(paired)")
+            #expect(read.map(\.1) == (0..<80).map { frames.expectedDigest($0) }, "bit-exact, paired \(paired)")
+        }
+        #expect(try SegmentStore.open(directory: dir.path).verify(repair: false).clean)
     }
 
     /// Two frames decoded at once on two threads (delta chunks of the second waiting for the first) give the same
