@@ -493,8 +493,9 @@ public final class RecorderControl: Sendable {
             if try storedStreams().contains(where: { $0.name == name }) {
                 throw APIError(
                     .notFound,
-                    "stream '\(name)' is in the store but this recorder does not record it (it records \(names)): "
-                        + "export it from the disk with 'rewind clip --store DIR --stream \(name)'")
+                    "stream '\(name)' is in the store but this recorder does not record it (it records \(names)); "
+                        + "saves, clips and markers need a stream it records: export '\(name)' from the disk with "
+                        + "'rewind clip --store DIR --stream \(name)'")
             }
             throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names) (or 'all')")
         }
