@@ -45,5 +45,9 @@ extension Migration {
         Migration(
             version: 5, fileName: "0005_marker_ids.sql", bytes: PackageResources._005_marker_ids_sql,
             readsLikePrevious: true),
+        // Only where a new recording of a stream continues: a store not yet migrated reads the same.
+        Migration(
+            version: 6, fileName: "0006_stream_newest_pts.sql", bytes: PackageResources._006_stream_newest_pts_sql,
+            readsLikePrevious: true),
     ]
 }

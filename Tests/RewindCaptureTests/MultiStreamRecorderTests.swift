@@ -228,6 +228,53 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try store.summary(streamName: "a").frames == 40)
     }
 
+    /// A recording whose newest segments retention deleted (a held marker keeps the oldest) is continued after its
+    /// newest frame ever stored, not after the newest one kept: no pts is used twice, and the `recorder stopped`
+    /// gap starts where the recording ended.
+    @Test func aSecondRecorderContinuesAfterATailRetentionDeleted() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
+        let duration = FrameTime(value: 1, timescale: 30)
+        let ended: Int64
+        do {
+            let store = try SegmentStore.open(
+                directory: directory.path, options: StoreOptions(segmentMaxDuration: .seconds(1)))
+            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 90)
+            let recorder = try Recorder(
+                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+            try recorder.record(from: &camera)
+            try recorder.finish()
+            ended = try #require(try store.summary(streamName: "a").lastPTS)
+            _ = try store.addMarker(streamName: "a", at: 0, label: "keep", hold: 0..<500_000_000)
+        }
+        do {
+            let store = try SegmentStore.open(directory: directory.path, options: StoreOptions(diskBudget: 1))
+            let report = try store.enforceRetention()
+            #expect(report.deleted.count >= 2 && report.keptByHolds.count == 1, "\(report)")
+            #expect(try #require(try store.summary(streamName: "a").lastPTS) < 1_000_000_000)
+        }
+        let store = try SegmentStore.open(directory: directory.path)
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+        try recorder.record(from: &again)
+        try recorder.finish()
+        var firstAfter: Int64?
+        try store.frames(in: 1_000_000_000..<Int64.max) { frame in
+            firstAfter = frame.info.ptsNanoseconds
+            return false
+        }
+        // One frame later, rounded up to the frame grid (a nanosecond at 1/30 s).
+        let step = try #require(firstAfter) - ended
+        #expect(
+            step >= duration.nanoseconds! && step <= duration.nanoseconds! + 1,
+            "the new frames follow the deleted tail's last: \(step)")
+        let gaps = try store.gaps(streamName: "a")
+        #expect(gaps.map(\.reason) == [.recorderStopped])
+        #expect(gaps.first?.startNanoseconds == ended, "\(gaps)")
+    }
+
     @Test func aStreamThatCannotBeWrittenLeavesNoWriterOfTheOthersOpen() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

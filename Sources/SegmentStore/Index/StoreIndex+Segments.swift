@@ -103,6 +103,25 @@ extension StoreIndex {
             }
             try Self.apply(totals, streamID: streamID, connection)
             try Self.repairKeyFrames(after: rows[rows.count - 1].ptsNanoseconds, key: keyPTS, streamID, connection)
+            let newest = try connection.statement(
+                "UPDATE streams SET newest_pts_ns = MAX(COALESCE(newest_pts_ns, ?1), ?1) WHERE id = ?2")
+            defer { newest.reset() }
+            try newest.bind(rows[rows.count - 1].ptsNanoseconds, at: 1)
+            try newest.bind(streamID, at: 2)
+            try newest.run()
+        }
+    }
+
+    /// The newest pts ever indexed for the stream (``addFrames(_:streamID:)`` raises it, nothing lowers it: frames
+    /// retention or a repair removed count too); nil before its first frame since migration 0006.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func newestIndexedPTS(streamID: Int64) throws -> Int64? {
+        try database.withConnection { connection in
+            let select = try connection.statement("SELECT newest_pts_ns FROM streams WHERE id = ?")
+            defer { select.reset() }
+            try select.bind(streamID, at: 1)
+            return try select.step() ? select.optionalInt64(0) : nil
         }
     }
 

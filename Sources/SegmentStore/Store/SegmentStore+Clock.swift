@@ -24,6 +24,15 @@ extension SegmentStore {
         }
     }
 
+    /// The newest pts ever stored for stream `row`, its frames since deleted by retention or lost to damage
+    /// included: where a new recording of the stream continues after. Nil before its first frame (and for frames
+    /// stored before migration 0006: then the newest frame kept stands in).
+    ///
+    /// - Throws: index errors.
+    public func newestPTSEverStored(of row: StreamRow) throws -> Int64? {
+        try SegmentStoreError.translatingIndexErrors { try index.newestIndexedPTS(streamID: row.id) }
+    }
+
     /// The wall-clock time of recorder time 0 for this store: the one its streams' mappings share (the first stream
     /// with a mapping or a frame decides); nil for a store without either.
     ///
