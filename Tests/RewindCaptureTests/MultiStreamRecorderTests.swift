@@ -191,6 +191,25 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Records ten frames more of stream `a` into the store in `directory`; returns the store and the pts of the
+    /// first frame of the stream at or after `firstAfter`.
+    static func recordTenFramesAgain(
+        in directory: TemporaryDirectory, layout: FrameLayout, duration: FrameTime, firstAfter: Int64
+    ) throws -> (SegmentStore, Int64?) {
+        let store = try SegmentStore.open(directory: directory.path)
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+        try recorder.record(from: &again)
+        try recorder.finish()
+        var first: Int64?
+        try store.frames(in: firstAfter..<Int64.max) { frame in
+            first = frame.info.ptsNanoseconds
+            return false
+        }
+        return (store, first)
+    }
+
     /// A recording that ended with a lost tail (frames lost to a full disk after its last stored frame, a gap to
     /// the end) is continued after that gap, not inside it.
     @Test func aSecondRecorderContinuesAfterALostTailNotInsideIt() throws {
@@ -211,17 +230,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
             try writer.recordGap(start: last, end: tailEnd, reason: .diskError)
             try writer.close()
         }
-        let store = try SegmentStore.open(directory: directory.path)
-        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        let recorder = try Recorder(
-            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-        try recorder.record(from: &again)
-        try recorder.finish()
-        var firstAfter: Int64?
-        try store.frames(in: 1_000_000_000..<Int64.max) { frame in
-            firstAfter = frame.info.ptsNanoseconds
-            return false
-        }
+        let (store, firstAfter) = try Self.recordTenFramesAgain(
+            in: directory, layout: layout, duration: duration, firstAfter: 1_000_000_000)
         #expect(firstAfter == tailEnd, "the new frames start where the lost tail ends")
         let gaps = try store.gaps(streamName: "a")
         #expect(gaps.map(\.reason) == [.diskError, .recorderStopped])
@@ -254,17 +264,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
             #expect(report.deleted.count >= 2 && report.keptByHolds.count == 1, "\(report)")
             #expect(try #require(try store.summary(streamName: "a").lastPTS) < 1_000_000_000)
         }
-        let store = try SegmentStore.open(directory: directory.path)
-        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        let recorder = try Recorder(
-            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-        try recorder.record(from: &again)
-        try recorder.finish()
-        var firstAfter: Int64?
-        try store.frames(in: 1_000_000_000..<Int64.max) { frame in
-            firstAfter = frame.info.ptsNanoseconds
-            return false
-        }
+        let (store, firstAfter) = try Self.recordTenFramesAgain(
+            in: directory, layout: layout, duration: duration, firstAfter: 1_000_000_000)
         // One frame later, rounded up to the frame grid (a nanosecond at 1/30 s).
         let step = try #require(firstAfter) - ended
         #expect(
