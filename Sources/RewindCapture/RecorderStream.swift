@@ -235,6 +235,9 @@ public final class RecorderStream: Sendable {
     /// every half millisecond.
     public func waitForSpillRoom(until shouldStop: () -> Bool = { false }) {
         guard let spill, framesInRing > 0 else { return }
+        // A producer that waits for the spill stage (a file input) is one from its first frame on: its frames are
+        // compressed however far behind the spill stage is, not stored raw before it first had to wait.
+        shared.producerWaits.store(true, ordering: .relaxed)
         var isWaiting = false
         defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
         while spill.isRunning && !shouldStop() {
@@ -244,7 +247,6 @@ public final class RecorderStream: Sendable {
                 return
             }
             shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
-            shared.producerWaits.store(true, ordering: .relaxed)
             if !isWaiting {
                 isWaiting = true
                 spill.wake()

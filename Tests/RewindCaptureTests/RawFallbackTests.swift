@@ -68,6 +68,37 @@ private final class CompressionGate: Sendable {
         #expect(summary.storedBytes < summary.rawBytes)
     }
 
+    /// A producer that waits for the spill stage (a file input) never gets its frames stored raw, also before it
+    /// first had to wait: the spill stage is far behind at once (its compression held back while the first frames
+    /// come), and every chunk is still compressed.
+    @Test func aWaitingProducersFramesAreCompressedFromTheFirstOn() throws {
+        let gate = CompressionGate()
+        var options = StoreOptions()
+        options.beforeCompressingChunk = { gate.pass() }
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        let opener = Thread {
+            while gate.count == 0 { usleep(200) }
+            usleep(300_000)
+            gate.open()
+        }
+        opener.start()
+        for _ in 0..<40 {
+            recorder.waitForSpillRoom()
+            let outcome = try feed.appendNext(to: recorder)
+            #expect(outcome != .dropped(.spillBehind), "frame \(feed.index - 1) dropped")
+        }
+        gate.open()
+        let statistics = try recorder.finish()
+        #expect(statistics.drops.isEmpty, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 40)
+        #expect(statistics.rawChunkBytesSpilled == 0, "a waiting producer's frames are all compressed")
+    }
+
     /// A live producer runs ahead of a spill stage held back by a slow disk, not by compressing: raw chunks would
     /// only give the disk more to take, so every chunk is still compressed (and nothing is dropped while the ring
     /// has room).

@@ -44,6 +44,7 @@ import Testing
             #expect(salvage.contains("the frames from 60 on were counted lost already"), "\(salvage)")
             #expect(!salvage.contains("lost 1 frame"), "\(salvage)")
             #expect(repaired.salvage.first?.lost.allSatisfy(\.countedBefore) == true)
+            #expect(repaired.salvage.first?.lostFrameCount == 0, "counted when the store was opened")
         }
         // One gap from the last frame kept (or the first lost) to segment 2's first frame.
         #expect(try Self.damagedGaps(store) == [[frames.pts(kept == 0 ? 0 : kept - 1), frames.pts(100)]])

@@ -247,7 +247,7 @@ extension SegmentSalvage {
         }
         let counted = lost.filter(\.countedBefore)
         let new = lost.filter { !$0.countedBefore }
-        let newCount = new.reduce(0) { $0 + $1.count }
+        let newCount = lostFrameCount
         if !new.isEmpty || counted.isEmpty {
             let frames = "\(newCount) frame" + (newCount == 1 ? "" : "s")
             line += dryRun ? "; it would lose \(frames)" : "; lost \(frames)"

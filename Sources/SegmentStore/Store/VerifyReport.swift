@@ -89,8 +89,9 @@ public struct SegmentSalvage: Sendable, Hashable {
     /// The new segments holding the salvaged frames.
     public var salvagedInto: [String] = []
 
-    /// Frames lost in all the stretches together.
+    /// Frames lost in all the stretches together, except those counted lost before this check
+    /// (``LostFrames/countedBefore``).
     ///
     /// - Complexity: O(stretches).
-    public var lostFrameCount: Int { lost.reduce(0) { $0 + $1.count } }
+    public var lostFrameCount: Int { lost.reduce(0) { $0 + ($1.countedBefore ? 0 : $1.count) } }
 }
