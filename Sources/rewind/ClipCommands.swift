@@ -23,9 +23,17 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         break
     }
     let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
+    // The range on the recorder clock, as the store's index places it: whether a live recorder must export it.
+    let range: Range<Int64>? = {
+        guard let store = try? SegmentStore.openReadOnly(directory: directory), let set = try? StreamSet(store: store),
+            let from = try? set.recorderTime(try arguments.time("from")!),
+            let to = try? set.recorderTime(try arguments.time("to")!), from < to
+        else { return nil }
+        return from..<to
+    }()
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
     let live = try liveExport(
-        directory: directory, output: output, format: format, what: "clip", selection: selection
+        directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
     ) { path in
         try ControlClient(directory: directory).clip(
             ClipRequest(
@@ -66,17 +74,58 @@ private func liveSelection(directory: String, stream: String?, output: String) t
     return selection
 }
 
-/// The selected streams of the store that a running recorder does not record (a camera of an earlier run): empty
-/// when it records them all, or when none runs.
-private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) -> [String] {
-    guard let selection, let live = try? ControlClient(directory: directory).streams() else { return [] }
-    let recorded = Set(live.streams.filter(\.recording).map(\.name))
+/// The selected streams of the store that a running recorder does not record (a camera of an earlier run), and the
+/// selected ones it records: both empty when none runs.
+private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) -> (
+    outside: [String], recorded: [String]
+) {
+    guard let selection, let live = try? ControlClient(directory: directory).streams() else { return ([], []) }
+    let recording = Set(live.streams.filter(\.recording).map(\.name))
     let names =
         switch selection {
         case .one(let row): [row.name]
         case .all(let rows): rows.map(\.name)
         }
-    return names.filter { !recorded.contains($0) }
+    return (names.filter { !recording.contains($0) }, names.filter { recording.contains($0) })
+}
+
+/// After the recorder exported `all` without `outside` (streams it does not record): fails, naming them, when any has
+/// frames in the exported range; says they had none otherwise.
+private func checkStoredStreamsLeftOut(_ outside: [String], directory: String, object: SaveObject, what: String)
+    throws
+{
+    let range = object.fromNanoseconds..<max(object.toNanoseconds, object.fromNanoseconds + 1)
+    let holding =
+        (try? SegmentStore.openReadOnly(directory: directory)).flatMap { store in
+            try? StreamSet(store: store).members(withFramesIn: range).map(\.name).filter { outside.contains($0) }
+        } ?? outside
+    if holding.isEmpty {
+        printError(
+            "rewind \(what): \(outside.joined(separator: ", ")), which the running recorder does not record, "
+                + "\(outside.count == 1 ? "has" : "have") no frames in the range")
+        return
+    }
+    let names = holding.joined(separator: ", ")
+    throw CommandError(
+        "\(names) \(holding.count == 1 ? "has" : "have") frames in the range, and the running recorder does not "
+            + "record \(holding.count == 1 ? "it" : "them"): the file does not hold them; export "
+            + (holding.count == 1 ? "it" : "each") + " from the disk with 'rewind clip --store \(directory) --stream "
+            + "\(holding[0]) --from \(formatSeconds(object.fromNanoseconds)) --to \(formatSeconds(object.toNanoseconds))'"
+    )
+}
+
+/// Whether `range` (recorder time) reaches past the newest frame on disk of one of `streams`: then the running
+/// recorder, which holds the newest frames in memory, must export them. True when the disk cannot tell.
+private func reachesPastDisk(directory: String, range: Range<Int64>, streams: [String]) -> Bool {
+    guard let store = try? SegmentStore.openReadOnly(directory: directory), let rows = try? store.streams() else {
+        return true
+    }
+    for row in rows where streams.contains(row.name) {
+        let source = ClipSource.store(store, stream: row)
+        guard let clock = try? source.clock(), let span = try? source.span() else { return true }
+        if range.upperBound > clock.recorderTime(ofPTS: span.upperBound) { return true }
+    }
+    return false
 }
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
@@ -151,6 +200,11 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             status: ExitStatus.unavailable)
     }
     guard let output else {
+        if (try? ControlClient(directory: directory).streams()) != nil {
+            throw UsageError(
+                "the recorder running on \(directory) does not record the stream asked for, so it is saved from the "
+                    + "store on disk: give -o FILE")
+        }
         throw UsageError("no recorder is running on \(directory): give -o to save from the store on disk")
     }
     let store = try openStoreForReading(directory)
@@ -197,10 +251,16 @@ private func removeFilesOfEndedClients(in exports: String) {
 /// is made absolute (the recorder runs elsewhere).
 private func liveExport(
     directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
-    needsRecorder: Bool = false, start: (String?) throws -> SaveObject?
+    range: Range<Int64>? = nil, needsRecorder: Bool = false, start: (String?) throws -> SaveObject?
 ) throws -> Bool {
-    let outside = streamsOutsideRecorder(directory: directory, selection)
-    if !outside.isEmpty {
+    let (outside, recorded) = streamsOutsideRecorder(directory: directory, selection)
+    // `all` of recorded and stored streams over a range that needs the recorder (a save, which ends at its newest
+    // frame; a clip past what its streams have on disk): the recorder exports the streams it records, and stored
+    // frames in the range, which it cannot add, make the command fail after it.
+    let recorderExportsAll =
+        !outside.isEmpty && !recorded.isEmpty
+        && (range.map { reachesPastDisk(directory: directory, range: $0, streams: recorded) } ?? true)
+    if !outside.isEmpty && !recorderExportsAll {
         let names = outside.joined(separator: ", ")
         guard !needsRecorder else {
             throw CommandError(
@@ -212,7 +272,7 @@ private func liveExport(
                 + "newest second of the streams it records may not be there yet)")
         return false
     }
-    let streams = selection?.streamCount
+    let streams = recorderExportsAll ? recorded.count : selection?.streamCount
     let toStandardOutput = output == "-"
     var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
     if toStandardOutput {
@@ -275,6 +335,7 @@ private func liveExport(
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
     }
     message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
+    if recorderExportsAll { message += " (the streams it records: \(recorded.joined(separator: ", ")))" }
     if toStandardOutput {
         let handle = FileHandle(forReadingAtPath: file)
         // Removed before the copy (the open handle keeps the bytes): a reader that stops early ends this process by
@@ -292,6 +353,7 @@ private func liveExport(
     } else {
         print(message)
     }
+    if recorderExportsAll { try checkStoredStreamsLeftOut(outside, directory: directory, object: object, what: what) }
     return true
 }
 

@@ -479,14 +479,15 @@ import Testing
     }
 
     /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
-    /// the disk, alone or in `all`, saying so; a post-roll save of it, which needs a recorder recording it, is
-    /// refused (69).
+    /// the disk, alone or in `all` over a range on disk, saying so; `all` over a range that needs the recorder is
+    /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save of a
+    /// stored stream, which needs a recorder recording it, is refused (69).
     @Test func streamsTheRecorderDoesNotRecordAreExportedFromDisk() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
         let earlier = try Tool.rewind([
-            "record", "--store", store, "--input", "b=synthetic:160x120@10", "--duration", "3s",
+            "record", "--store", store, "--input", "b=synthetic:160x120@10", "--realtime", "--duration", "2s",
         ])
         #expect(earlier.status == 0, "\(earlier.stderr)")
         let recorder = try Tool.startRewind([
@@ -508,14 +509,38 @@ import Testing
             let streams = info?["streams"] as? [[String: Any]] ?? []
             return streams.contains { $0["name"] as? String == "a" && ($0["frames"] as? Int ?? 0) > 0 }
         }
+        // `all` over a range on disk (b's frames, before a began): from the disk, a track for b, which holds frames.
         let both = directory.appendingPathComponent("all.mkv").path
         let all = try Tool.rewind([
-            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "60s", "-o", both,
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", both,
         ])
         #expect(all.status == 0, "\(all.stderr)")
         let tracks = try runChecked(
             "ffprobe", ["-v", "error", "-show_entries", "stream=index", "-of", "csv=p=0", both])
-        #expect(tracks.output.split(separator: "\n").count == 2, "\(tracks.output)")
+        #expect(tracks.output.split(separator: "\n").count == 1, "\(tracks.output)")
+        #expect(all.stderr.contains("the running recorder does not record b: exported from the store on disk"))
+        // A save of `all` ends at the newest frame, which only the recorder holds: it saves the stream it records
+        // (from memory), and says b has no frames in the range.
+        let saved = directory.appendingPathComponent("saved.mkv").path
+        let save = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", saved])
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(save.output.contains("saved by the live recorder (the streams it records: a)"), "\(save.output)")
+        #expect(save.stderr.contains("b, which the running recorder does not record, has no frames"), "\(save.stderr)")
+        // Without -o a stored stream has nowhere to go (the recorder writes its saves, not the disk export).
+        let nowhere = try Tool.rewind(["save", "--store", store, "--stream", "b", "--last", "1s"])
+        #expect(nowhere.status == 64, "\(nowhere.stderr)")
+        #expect(nowhere.stderr.contains("does not record the stream asked for"), "\(nowhere.stderr)")
+        #expect(!nowhere.stderr.contains("no recorder is running"), "\(nowhere.stderr)")
+        // `all` over a range that reaches the recorder's newest frames and holds b's: a is exported by the recorder,
+        // and the command fails naming b and how to export it.
+        let reaching = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "600s", "-o", both,
+        ])
+        #expect(reaching.status == 1, "\(reaching.output) \(reaching.stderr)")
+        #expect(reaching.output.contains("exported by the live recorder (the streams it records: a)"))
+        #expect(
+            reaching.stderr.contains("b has frames in the range, and the running recorder does not record it")
+                && reaching.stderr.contains("--stream b --from 0.000s"), "\(reaching.stderr)")
         let postRoll = try Tool.rewind([
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])
