@@ -26,19 +26,26 @@ private final class CompressionGate: Sendable {
 }
 
 @Suite(.timeLimit(.minutes(15))) struct RawFallbackTests {
-    /// A live producer (it never waits) runs ahead of a spill stage whose compression is held back: instead of
-    /// dropping frames, the spill stage stores the frames it is far behind on raw, then compresses again as it
-    /// catches up. Every frame is kept, read back bit-exact, and the raw share is counted.
-    @Test func aSpillStageFallingBehindALiveSourceStoresRawChunksAndDropsNothing() throws {
+    /// A recorder of a 320×240 camera with a 60 s window and 64 slabs, whose store's compression waits at a gate.
+    private static func gatedRecorder() throws -> (CompressionGate, SegmentStore, Recorder, slab: Int) {
         let gate = CompressionGate()
         var options = StoreOptions()
         options.beforeCompressingChunk = { gate.pass() }
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
-        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
-        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let stream = try CameraFeed(width: 320, height: 240, fps: 30).stream
+        let slab = Recorder.smallestMemoryBudget(for: stream.layout)
         let recorder = try Recorder(
-            stream: feed.stream, store: store,
+            stream: stream, store: store,
             configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        return (gate, store, recorder, slab)
+    }
+
+    /// A live producer (it never waits) runs ahead of a spill stage whose compression is held back: instead of
+    /// dropping frames, the spill stage stores the frames it is far behind on raw, then compresses again as it
+    /// catches up. Every frame is kept, read back bit-exact, and the raw share is counted.
+    @Test func aSpillStageFallingBehindALiveSourceStoresRawChunksAndDropsNothing() throws {
+        let (gate, store, recorder, slab) = try Self.gatedRecorder()
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
         #expect(recorder.encoderBytes > 0, "the encoder's buffer counts in the budget")
         #expect(recorder.memoryBudget(under: .normal) == 64 * slab)
         let frames = 40
@@ -72,15 +79,8 @@ private final class CompressionGate: Sendable {
     /// first had to wait: the spill stage is far behind at once (its compression held back while the first frames
     /// come), and every chunk is still compressed.
     @Test func aWaitingProducersFramesAreCompressedFromTheFirstOn() throws {
-        let gate = CompressionGate()
-        var options = StoreOptions()
-        options.beforeCompressingChunk = { gate.pass() }
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
+        let (gate, _, recorder, _) = try Self.gatedRecorder()
         var feed = try CameraFeed(width: 320, height: 240, fps: 30)
-        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
         let opener = Thread {
             while gate.count == 0 { usleep(200) }
             usleep(300_000)
