@@ -87,6 +87,73 @@ import Testing
         }
     }
 
+    /// A `.partial` damaged in the middle (a flipped byte in frame 5, valid frames after it) was not torn by a crash:
+    /// opening the store keeps it whole, and a repair salvages the frames from the next key frame on (8…11), losing
+    /// only 5…7.
+    @Test func aPartialDamagedBeforeItsEndIsKeptForTheRepairToSalvage() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let (partial, _) = try Self.makeSegment(count: 12, frames: frames)
+        let offsets = try Self.recordOffsets(partial)
+        var damaged = partial
+        damaged[Int(offsets[5]) + 56 + 40] ^= 0x5A
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.segments, withIntermediateDirectories: true)
+        let path = dir.segments + "/000001.seg.partial"
+        try writeFile(path, damaged)
+
+        let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+        #expect(FileManager.default.contents(atPath: path).map { [UInt8]($0) } == damaged, "kept whole at open")
+        #expect(store.recovery.problems.contains { $0.contains("damaged before its end") }, "\(store.recovery)")
+        let repaired = try store.verify(repair: true)
+        #expect(repaired.salvage.first?.salvagedFrames == 4, "\(repaired.repaired)")
+        #expect(try store.verify(repair: false).clean)
+        let expected = Array(0..<5) + Array(8..<12)
+        let read = try readAll(store)
+        #expect(read.map(\.0) == expected.map { frames.pts($0) })
+        #expect(read.map(\.1) == expected.map { frames.expectedDigest($0) }, "bit-exact")
+    }
+
+    /// The same with the index of the killed writer (it had all 12 frames): opening lets go of the 7 rows past the
+    /// damage and records them as a `damaged` gap; the repair salvages 8…11, and the gap shrinks to the frames lost,
+    /// from frame 4 to frame 8.
+    @Test func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let original = TemporaryDirectory()
+        defer { original.remove() }
+        let copy = TemporaryDirectory()
+        defer { copy.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: original.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<12 { try writer.append(frames.frame(i)) }
+            try writer.sync()
+            // The process dies here: its files as they are now.
+            try FileManager.default.createDirectory(atPath: copy.segments, withIntermediateDirectories: true)
+            for name in ["index.sqlite", "index.sqlite-wal"]
+            where FileManager.default.fileExists(
+                atPath: original.path + "/" + name)
+            {
+                try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
+            }
+            var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
+            let offsets = try Self.recordOffsets(bytes)
+            bytes[Int(offsets[5]) + 56 + 40] ^= 0x5A
+            try writeFile(copy.segments + "/000001.seg.partial", bytes)
+            try writer.close()
+        }
+        let store = try SegmentStore.open(directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        let gaps = try store.gaps(streamName: "camera")
+        #expect(gaps.map(\.reason) == [.damaged], "\(gaps)")
+        #expect(gaps.first.map { [$0.startNanoseconds, $0.endNanoseconds] } == [frames.pts(4), frames.pts(8)])
+        #expect(try readAll(store).map(\.0) == (Array(0..<5) + Array(8..<12)).map { frames.pts($0) })
+    }
+
     @Test func bitFlipsAreReportedPreciselyAndNeverReturnedAsFrames() throws {
         let frames = try TestFrames(format: .i420, width: 96, height: 64)
         defer { frames.deallocate() }

@@ -292,9 +292,15 @@ extension SegmentStore {
         let scan = try reader.scan(verifyPayload: true)
         report.frames += scan.entries.count
         var needsCut = false
+        // A `.partial` damaged before its end (valid records follow the damage) was not torn by a crash: at open it
+        // is kept whole, like a damaged sealed file, so a repair can salvage the frames after the damage.
+        var damagedBeforeItsEnd = false
         if case .damaged(let file, let frame, let offset, _)? = scan.damage {
             needsCut = true
-            let tornTail = isPartial && !scan.hasFooter
+            if isPartial && !scan.hasFooter && mode == .recover {
+                damagedBeforeItsEnd = (try? reader.resynchronize(after: scan).records.isEmpty == false) ?? false
+            }
+            let tornTail = isPartial && !scan.hasFooter && !damagedBeforeItsEnd
             if tornTail && mode == .recover {
                 report.repaired.append(
                     "segment \(file) was torn at byte \(offset) (frame \(frame)); kept \(scan.entries.count) frames")
@@ -339,7 +345,12 @@ extension SegmentStore {
             return
         }
         // A damaged sealed file is cut only by an explicit repair; until then the index holds its valid frames.
-        if !isPartial && needsCut && mode != .repair {
+        if (!isPartial || damagedBeforeItsEnd) && needsCut && mode != .repair {
+            if damagedBeforeItsEnd {
+                report.problems.append(
+                    "segment \(name) is damaged before its end, with valid frames after the damage: it is left as it is; "
+                        + "run 'rewind verify --repair' to salvage them")
+            }
             try reconcileRows(fileName: name, header: header, row: row, scan: scan, report: &report)
             return
         }

@@ -119,6 +119,28 @@ extension SegmentStore {
         }
 
         if let writer {
+            // A `damaged` gap recorded before the salvage (when the store was opened and its index let go of the
+            // frames past the damage) covers the frames just salvaged too: it keeps only its part before them, and
+            // after them where more than a frame is missing; the lost stretches get their own gaps below.
+            if let first = usable.first?.entry.ptsNanoseconds, let last = usable.last?.entry.ptsNanoseconds {
+                let duration = max(1, header.stream.frameDuration.nanoseconds ?? 1)
+                for gap in try index.gaps(streamID: writer.stream.id, overlapping: first..<(last + 1))
+                where gap.reason == .damaged {
+                    try index.removeGap(gap)
+                    if gap.startNanoseconds < first {
+                        try index.recordGap(
+                            GapRow(
+                                streamID: gap.streamID, startNanoseconds: gap.startNanoseconds, endNanoseconds: first,
+                                reason: .damaged))
+                    }
+                    if gap.endNanoseconds > last + duration {
+                        try index.recordGap(
+                            GapRow(
+                                streamID: gap.streamID, startNanoseconds: last, endNanoseconds: gap.endNanoseconds,
+                                reason: .damaged))
+                    }
+                }
+            }
             try recordLostFrames(streamID: writer.stream.id, lost: lostPTS)
             // Stretches whose pts nothing tells any more: from the frame before to the frame after.
             let duration = header.stream.frameDuration.nanoseconds ?? 0
