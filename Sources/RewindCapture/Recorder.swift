@@ -190,17 +190,7 @@ public final class Recorder: Sendable {
                 FrameTime(nanoseconds: floorDuration) == spec.stream.frameDuration ? floorDuration : floorDuration + 1
             if let store, let row {
                 storedClock = try store.clock(of: row)
-                lastStoredPTS = try store.summary(streamName: row.name).lastPTS
-                // Frames retention deleted after the last one kept (holds keep older ones) were recorded too: their
-                // pts are not used again, and the time they cover is not taken for time the recorder was stopped.
-                if let newest = try store.newestPTSEverStored(of: row) {
-                    lastStoredPTS = max(lastStoredPTS ?? .min, newest)
-                }
-                // A lost tail (a gap past the last stored frame, e.g. `disk error`) is part of the timeline too: the
-                // next recording continues after it, not inside it.
-                if let gapEnd = try store.gaps(streamName: row.name).map(\.endNanoseconds).max() {
-                    lastStoredPTS = max(lastStoredPTS ?? .min, gapEnd - step)
-                }
+                lastStoredPTS = try store.continuesAfter(row, frameStep: step)
             }
             let shared = RecorderShared(
                 clock: StreamClockMapping(

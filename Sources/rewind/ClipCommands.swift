@@ -200,11 +200,6 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             status: ExitStatus.unavailable)
     }
     guard let output else {
-        if (try? ControlClient(directory: directory).streams()) != nil {
-            throw UsageError(
-                "the recorder running on \(directory) does not record the stream asked for, so it is saved from the "
-                    + "store on disk: give -o FILE")
-        }
         throw UsageError("no recorder is running on \(directory): give -o to save from the store on disk")
     }
     let store = try openStoreForReading(directory)
@@ -266,6 +261,11 @@ private func liveExport(
             throw CommandError(
                 "the recorder running on \(directory) does not record \(names): --after and --since-last-save need a "
                     + "recorder recording the stream", status: ExitStatus.unavailable)
+        }
+        guard output != nil else {
+            throw UsageError(
+                "the recorder running on \(directory) does not record the stream asked for (\(names)), so it is saved "
+                    + "from the store on disk: give -o FILE")
         }
         printError(
             "rewind \(what): the running recorder does not record \(names): exported from the store on disk (the "

@@ -334,14 +334,15 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let store = directory.appendingPathComponent("store").path
         let record = try Tool.rewind([
             "record", "--store", store, "--input", "a=synthetic:640x360@30", "--input", "b=synthetic:320x180@30",
-            "--segment", "1s", "--duration", "8s", "--disk", "12MiB", "--min-free", "1MiB", "--memory-pressure", "off",
+            "--segment", "1s", "--duration", "8s", "--disk", "10MiB", "--min-free", "1MiB", "--memory-pressure", "off",
         ])
         #expect(record.status == 0, "\(record.stderr)")
         let files = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
         let bytes = try files.reduce(0) { total, name in
             total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
         }
-        #expect(bytes <= 12 << 20, "segments take \(bytes) bytes")
+        // The 8 s take about 14 MB: a budget well below keeps the test about retention, however well they compress.
+        #expect(bytes <= 10 << 20, "segments take \(bytes) bytes")
         let streams = try streamInfo(store)
         let firsts = ["a", "b"].map { (streams[$0]?["first_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
         let lasts = ["a", "b"].map { (streams[$0]?["last_pts_ns"] as? NSNumber)?.int64Value ?? -1 }

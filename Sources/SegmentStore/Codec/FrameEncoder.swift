@@ -560,15 +560,19 @@ package final class FrameEncoder {
             // Until a chunk has been compared with a previous frame at hand, every way is tried.
             let known = Choice(rawValue: choice[chunk])
             let comparing = previous != nil && (known == nil || frame >= comparisonDue[chunk])
-            // The remembered way first (LZ4 when a delta is not possible), the others only when comparing.
+            // A delta needs the previous frame, the dictionary a chunk after the plane's first.
+            func possible(_ way: Choice) -> Bool {
+                switch way {
+                case .delta: previous != nil
+                case .lz4WithDictionary: dictionary > 0
+                case .raw, .lz4: true
+                }
+            }
+            // The remembered way first, the others only when comparing. Where it is not possible (a key frame of a
+            // chunk that deltas win), LZ4 without the dictionary stands in, like a challenger.
             var first = known ?? .delta
             if first == .raw && comparing { first = .delta }
-            if first == .delta && previous == nil {
-                // On a key frame of a chunk that deltas win, LZ4 only stands in, and goes without the dictionary.
-                first = .lz4
-            } else if first == .lz4WithDictionary && dictionary == 0 {
-                first = .lz4
-            }
+            if !possible(first) { first = .lz4 }
             var won = Choice.raw
             func attempt(_ way: Choice, into destination: UnsafeMutableRawPointer, capacity: Int) -> Int {
                 switch way {
@@ -584,8 +588,7 @@ package final class FrameEncoder {
             }
             // The remembered way failed to shrink the chunk (the content changed): the others get a try.
             if first != .raw && (comparing || won == .raw) {
-                for other in Choice.compressed where other != first {
-                    if other == .delta && previous == nil || other == .lz4WithDictionary && dictionary == 0 { continue }
+                for other in Choice.compressed where other != first && possible(other) {
                     // A delta costs a subtraction pass more than LZ4: it must save a 32nd of the size to win.
                     let margin = other == .delta ? stored / 32 : won == .delta ? -(stored / 32) : 0
                     let capacity = min(stored - 1 - margin, length - 1)

@@ -24,13 +24,18 @@ extension SegmentStore {
         }
     }
 
-    /// The newest pts ever stored for stream `row`, its frames since deleted by retention or lost to damage
-    /// included: where a new recording of the stream continues after. Nil before its first frame (and for frames
-    /// stored before migration 0006: then the newest frame kept stands in).
+    /// The pts a new recording of stream `row` continues after (its first frame comes a `frameStep` later): the newest
+    /// of the frames it keeps; of the frames it ever stored (retention may have deleted the newest while holds kept
+    /// older ones: their pts are not used again, nor is the time they cover taken for time no recorder ran; unknown
+    /// for frames stored before migration 0006); and of a lost tail (a gap past the last frame, e.g. `disk error`),
+    /// whose end less `frameStep` counts. Nil for a stream that has none of these.
     ///
     /// - Throws: index errors.
-    public func newestPTSEverStored(of row: StreamRow) throws -> Int64? {
-        try SegmentStoreError.translatingIndexErrors { try index.newestIndexedPTS(streamID: row.id) }
+    public func continuesAfter(_ row: StreamRow, frameStep: Int64) throws -> Int64? {
+        let kept = try summary(streamName: row.name).lastPTS
+        let ever = try SegmentStoreError.translatingIndexErrors { try index.newestIndexedPTS(streamID: row.id) }
+        let lostTail = try gaps(streamName: row.name).map(\.endNanoseconds).max().map { $0 - frameStep }
+        return [kept, ever, lostTail].compactMap { $0 }.max()
     }
 
     /// The wall-clock time of recorder time 0 for this store: the one its streams' mappings share (the first stream

@@ -30,10 +30,8 @@ extension SegmentStore {
         }
         let path = segmentsDirectory + "/" + fileName
         let streamID = writer.stream.id
-        var newest: Int64?
-        let segments = try index.segments(streamID: streamID).filter { $0.id != segmentID && $0.state != .deleting }
-        for row in segments { if let last = row.lastPTS { newest = max(newest ?? last, last) } }
         let duration = max(1, header.stream.frameDuration.nanoseconds ?? 1)
+        let newest = try continuesAfter(writer.stream, frameStep: duration)
         let start = (newest.map { $0 + duration } ?? first.ptsNanoseconds)
         let offset = start - first.ptsNanoseconds
         do {
