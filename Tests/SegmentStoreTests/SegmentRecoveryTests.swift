@@ -115,10 +115,12 @@ import Testing
         #expect(read.map(\.1) == expected.map { frames.expectedDigest($0) }, "bit-exact")
     }
 
-    /// The same with the index of the killed writer (it had all 12 frames): opening lets go of the 7 rows past the
-    /// damage and records them as a `damaged` gap; the repair salvages 8…11, and the gap shrinks to the frames lost,
-    /// from frame 4 to frame 8.
-    @Test func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost() throws {
+    /// The same with the index of the killed writer (it had all 12 frames): opening lets go of the rows from the
+    /// damage on and records them as a `damaged` gap, saying they wait for a repair rather than that they are lost;
+    /// the repair salvages from the next key frame on (8…11, or 4…11 when frame 0 is damaged), counts the frames
+    /// really lost once, and the gap shrinks to them.
+    @Test(arguments: [5, 0])
+    func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost(damagedFrame: Int) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
         let original = TemporaryDirectory()
@@ -141,17 +143,35 @@ import Testing
             }
             var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
             let offsets = try Self.recordOffsets(bytes)
-            bytes[Int(offsets[5]) + 56 + 40] ^= 0x5A
+            bytes[Int(offsets[damagedFrame]) + 56 + 40] ^= 0x5A
             try writeFile(copy.segments + "/000001.seg.partial", bytes)
             try writer.close()
         }
         let store = try SegmentStore.open(directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
-        _ = try store.verify(repair: true)
+        let letGo = 12 - damagedFrame
+        let opened = store.recovery.repaired.joined(separator: "\n")
+        #expect(
+            opened.contains(
+                "its file \(damagedFrame) valid ones before the damage: the index leaves out the \(letGo) frames from "
+                    + "the damage on"), "\(opened)")
+        #expect(!opened.contains("lost"), "\(opened)")
+        if damagedFrame > 0 {
+            #expect(opened.contains("rebuilt the index rows of segment 000001.seg.partial from its file: 5 frames"))
+        }
+        let repaired = try store.verify(repair: true)
         #expect(try store.verify(repair: false).clean)
+        let lost = damagedFrame == 0 ? 0..<4 : 5..<8
+        let salvage = try #require(repaired.salvage.first)
+        #expect(salvage.lostFrameCount == lost.count, "\(repaired.repaired)")
+        #expect(salvage.salvagedFrames == 12 - lost.upperBound)
+        #expect(repaired.repaired.contains { $0.contains("lost \(lost.count) frames") }, "\(repaired.repaired)")
         let gaps = try store.gaps(streamName: "camera")
         #expect(gaps.map(\.reason) == [.damaged], "\(gaps)")
-        #expect(gaps.first.map { [$0.startNanoseconds, $0.endNanoseconds] } == [frames.pts(4), frames.pts(8)])
-        #expect(try readAll(store).map(\.0) == (Array(0..<5) + Array(8..<12)).map { frames.pts($0) })
+        #expect(
+            gaps.first.map { [$0.startNanoseconds, $0.endNanoseconds] }
+                == [frames.pts(max(0, lost.lowerBound - 1)), frames.pts(lost.upperBound)])
+        let kept = Array(0..<lost.lowerBound) + Array(lost.upperBound..<12)
+        #expect(try readAll(store).map(\.0) == kept.map { frames.pts($0) })
     }
 
     @Test func bitFlipsAreReportedPreciselyAndNeverReturnedAsFrames() throws {

@@ -351,7 +351,9 @@ extension SegmentStore {
                     "segment \(name) is damaged before its end, with valid frames after the damage: it is left as it is; "
                         + "run 'rewind verify --repair' to salvage them")
             }
-            try reconcileRows(fileName: name, header: header, row: row, scan: scan, report: &report)
+            try reconcileRows(
+                fileName: name, header: header, row: row, scan: scan, framesAfterDamage: damagedBeforeItsEnd,
+                report: &report)
             return
         }
 
@@ -371,7 +373,7 @@ extension SegmentStore {
                 report.problems.append("could not seal segment \(name): \(error)")
                 return
             }
-            let frames = "\(scan.entries.count) frame" + (scan.entries.count == 1 ? "" : "s")
+            let frames = Self.frames(scan.entries.count)
             report.repaired.append(
                 finalName == name
                     ? "cut segment \(name) at byte \(scan.validEnd), after its last valid frame, and sealed it again with "
@@ -416,13 +418,21 @@ extension SegmentStore {
         return nil
     }
 
+    /// `1 frame`, `12 frames`.
+    static func frames(_ count: Int) -> String { "\(count) frame" + (count == 1 ? "" : "s") }
+
     /// Makes the index rows of one (sealed) file match it.
+    ///
+    /// - Parameter framesAfterDamage: whether valid records follow the file's damage (kept for a repair to salvage):
+    ///   the rows let go of past the damage are then not all lost, and the report says so.
     private func reconcileRows(
         fileName: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
-        mode: ReconcileMode = .recover, report: inout VerifyReport
+        mode: ReconcileMode = .recover, framesAfterDamage: Bool = false, report: inout VerifyReport
     ) throws {
         var row = row
         var lost: (streamID: Int64, pts: [Int64])?
+        /// Why the file's rows were removed and are added again from the file, if they were.
+        var rebuilt: String?
         if let existing = row {
             let disagreement =
                 mode.scansEverything && existing.state == .sealed && existing.frameCount == scan.entries.count
@@ -435,10 +445,7 @@ extension SegmentStore {
                 let pts = try index.frames(ofSegment: existing.id).map(\.ptsNanoseconds)
                 if pts.count > scan.entries.count { lost = (existing.streamID, pts) }
                 try index.removeSegment(id: existing.id)
-                if let disagreement {
-                    report.repaired.append(
-                        "rebuilt the index rows of segment \(fileName) from its file (they disagreed: \(disagreement))")
-                }
+                rebuilt = disagreement.map { "they disagreed: \($0)" } ?? "the index had \(existing.frameCount)"
                 row = nil
             }
         }
@@ -446,10 +453,17 @@ extension SegmentStore {
             if let lost {
                 do {
                     let count = try recordLostFrames(streamID: lost.streamID, lost: lost.pts)
-                    if count > 0 {
+                    if count > 0 && framesAfterDamage {
                         report.repaired.append(
                             "the index had \(lost.pts.count) frames of segment \(fileName), its file \(scan.entries.count) "
-                                + "valid ones: \(count) frames are lost (a 'damaged' gap)")
+                                + "valid ones before the damage: the index leaves out the \(Self.frames(count)) from "
+                                + "the damage on (a 'damaged' gap) until 'rewind verify --repair' salvages the readable ones"
+                        )
+                    } else if count > 0 {
+                        report.repaired.append(
+                            "the index had \(lost.pts.count) frames of segment \(fileName), its file \(scan.entries.count) "
+                                + "valid ones: \(Self.frames(count)) \(count == 1 ? "is" : "are") lost (a 'damaged' gap)"
+                        )
                     }
                 } catch {
                     report.problems.append("could not record the frames segment \(fileName) lost as a gap: \(error)")
@@ -479,7 +493,11 @@ extension SegmentStore {
             }
             do {
                 try index.addFrames(missing, streamID: streamID)
-                report.repaired.append("added \(missing.count) index rows for segment \(fileName) from its file")
+                report.repaired.append(
+                    rebuilt.map {
+                        "rebuilt the index rows of segment \(fileName) from its file: \(Self.frames(missing.count)) ("
+                            + $0 + ")"
+                    } ?? "added \(missing.count) index rows for segment \(fileName) from its file")
             } catch StoreIndexError.duplicatePTS where mode == .repair && firstMissing == 0 {
                 // A later recording that started the stream's clock again: its frames go after the stream's.
                 if try continueAfterStream(

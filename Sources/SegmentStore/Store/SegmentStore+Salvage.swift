@@ -106,15 +106,25 @@ extension SegmentStore {
         let (lost, lostPTS) = try lostFrames(reader: reader, scan: scan, tail: tail, usable: usable, indexPTS: indexPTS)
         salvage.lost = lost
         // Stretches whose pts nothing tells any more, inside a `damaged` gap already recorded: an earlier open let go
-        // of their index rows and counted them then.
-        if let streamID = try segmentID.flatMap({ try index.segment(id: $0) })?.streamID {
+        // of their index rows and counted them then. Where no frame of the file tells where a stretch lies (a file
+        // damaged in its first record, whose rows the open let go of with the segment's), it lies between the
+        // stream's segments before and after the file.
+        let streamID =
+            try segmentID.flatMap({ try index.segment(id: $0) })?.streamID
+            ?? index.stream(named: header.streamName)?.id
+        if let streamID, salvage.lost.contains(where: { $0.firstPTS == nil && $0.lastPTS == nil }) {
+            let neighbours = try neighbouringSegments(of: header.sequence, streamID: streamID)
             for (number, stretch) in salvage.lost.enumerated()
             where stretch.firstPTS == nil && stretch.lastPTS == nil {
-                guard let after = stretch.previousPTS else { continue }
-                salvage.lost[number].countedBefore = try index.gaps(
-                    streamID: streamID, overlapping: after..<(after + 1)
-                )
-                .contains { $0.reason == .damaged && $0.startNanoseconds <= after && $0.endNanoseconds > after }
+                let after = stretch.previousPTS ?? neighbours.lastPTSBefore ?? Int64.min
+                let before = stretch.nextPTS ?? neighbours.firstPTSAfter ?? Int64.max
+                guard after < before, after > Int64.min || before < Int64.max else { continue }
+                let range = (after == Int64.min ? after : after + 1)..<before
+                salvage.lost[number].countedBefore = try index.gaps(streamID: streamID, overlapping: range)
+                    .contains {
+                        $0.reason == .damaged && $0.startNanoseconds < before
+                            && (stretch.previousPTS == nil ? $0.endNanoseconds > after : $0.startNanoseconds <= after)
+                    }
             }
         }
 
@@ -151,6 +161,27 @@ extension SegmentStore {
             }
         }
         return salvage
+    }
+
+    /// The newest frame of the stream's segments numbered before `sequence`, and the oldest of those numbered after
+    /// it: where the frames of segment `sequence` lie in time when nothing else tells.
+    private func neighbouringSegments(of sequence: UInt64, streamID: Int64) throws -> (
+        lastPTSBefore: Int64?, firstPTSAfter: Int64?
+    ) {
+        var before: (sequence: UInt64, pts: Int64)?
+        var after: (sequence: UInt64, pts: Int64)?
+        for segment in try index.segments(streamID: streamID) {
+            guard let number = SegmentFormat.sequence(ofFileName: segment.fileName), number != sequence else {
+                continue
+            }
+            if number < sequence, let last = segment.lastPTS, number > before?.sequence ?? 0 {
+                before = (number, last)
+            }
+            if number > sequence, let first = segment.firstPTS, number < after?.sequence ?? .max {
+                after = (number, first)
+            }
+        }
+        return (before?.pts, after?.pts)
     }
 
     /// The lost stretches: frame numbers missing between the kept and usable frames, and after the last of them;
@@ -271,14 +302,14 @@ extension SegmentSalvage {
         let new = lost.filter { !$0.countedBefore }
         let newCount = lostFrameCount
         if !new.isEmpty || counted.isEmpty {
-            let frames = "\(newCount) frame" + (newCount == 1 ? "" : "s")
+            let frames = SegmentStore.frames(newCount)
             line += dryRun ? "; it would lose \(frames)" : "; lost \(frames)"
             if !new.isEmpty { line += ": " + new.map(\.summary).joined(separator: ", ") }
         }
         for stretch in counted {
             line +=
-                "; the frames from \(stretch.firstFrame) on were counted lost already (a 'damaged' gap after pts "
-                + "\(stretch.previousPTS ?? 0) ns)"
+                "; the frames from \(stretch.firstFrame) on were counted lost already (a 'damaged' gap "
+                + (stretch.previousPTS.map { "after pts \($0) ns)" } ?? "where the index had them)")
         }
         return line
     }
