@@ -258,6 +258,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
             ended = try #require(try store.summary(streamName: "a").lastPTS)
             _ = try store.addMarker(streamName: "a", at: 0, label: "keep", hold: 0..<500_000_000)
         }
+        let recorded = directory.segmentFiles()
         do {
             let store = try SegmentStore.open(directory: directory.path, options: StoreOptions(diskBudget: 1))
             let report = try store.enforceRetention()
@@ -274,6 +275,11 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let gaps = try store.gaps(streamName: "a")
         #expect(gaps.map(\.reason) == [.recorderStopped])
         #expect(gaps.first?.startNanoseconds == ended, "\(gaps)")
+        // The new segment gets a number no file of the store had: a tool that tracks files by name (or an events
+        // client that saw the deleted ones) never sees a number twice.
+        let numbers = { (names: [String]) in names.compactMap { SegmentFormat.sequence(ofFileName: $0) } }
+        let new = Set(directory.segmentFiles()).subtracting(recorded)
+        #expect(!new.isEmpty && numbers(Array(new)).min()! > numbers(recorded).max()!, "\(recorded) then \(new)")
     }
 
     @Test func aStreamThatCannotBeWrittenLeavesNoWriterOfTheOthersOpen() throws {

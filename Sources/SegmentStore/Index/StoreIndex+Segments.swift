@@ -33,8 +33,28 @@ extension StoreIndex {
             } catch let error as SQLiteError where error.extendedCode == SQLiteError.constraintForeignKey {
                 throw StoreIndexError.unknownStream(id: streamID)
             }
-            return connection.lastInsertRowID
+            let id = connection.lastInsertRowID
+            if let sequence = SegmentFormat.sequence(ofFileName: fileName) {
+                let highest = try connection.statement(
+                    "INSERT INTO store_info (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+                        + "CAST(MAX(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT)")
+                try highest.bind(Self.highestSequenceKey, at: 1)
+                try highest.bind(String(sequence), at: 2)
+                try highest.run()
+            }
+            return id
         }
+    }
+
+    /// The `store_info` key of the highest segment number the index ever had: numbers are never used twice, even
+    /// after retention deleted the newest segments.
+    static let highestSequenceKey = "highest_segment_sequence"
+
+    /// The highest segment number the index ever had a row for (nil for an index made before it was kept).
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func highestSegmentSequence() throws -> UInt64? {
+        try info(Self.highestSequenceKey).flatMap { UInt64($0) }
     }
 
     /// Adds a batch of frames of one stream in one transaction, and updates their segments' counters, first and

@@ -166,9 +166,10 @@ public final class SegmentStore: Sendable {
         do { return try body() } catch { throw .io(error) }
     }
 
-    /// The highest segment sequence number among the files and the index rows (0 when there are none).
+    /// The highest segment sequence number among the files, the index rows and the segments the index had before
+    /// retention deleted them (0 when there are none).
     func highestSequence() throws -> UInt64 {
-        var highest: UInt64 = 0
+        var highest: UInt64 = try index.highestSegmentSequence() ?? 0
         for name in try Self.wrapIO({ () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
         }) {
