@@ -104,6 +104,44 @@ import Testing
         #expect(dir.segmentFiles().isEmpty)
     }
 
+    /// Gaps in the history retention deleted go with it: `info` lists only gaps in the time the store still holds.
+    @Test func gapsOfDeletedHistoryGoWithIt() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let clock = ManualClock()
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .milliseconds(400), now: clock.now))
+        // Three recordings of 5 frames, each with a gap before the next (frames 5…7 and 13…15 missing), and a gap
+        // inside the last one.
+        for (number, range) in [0..<5, 8..<13, 16..<21].enumerated() {
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in range { try writer.append(frames.frame(i)) }
+            if number > 0 {
+                try writer.recordGap(
+                    start: frames.pts(range.lowerBound - 4), end: frames.pts(range.lowerBound), reason: .recorderStopped
+                )
+            }
+            if number == 2 { try writer.recordGap(start: frames.pts(18), end: frames.pts(19), reason: .spillBehind) }
+            try writer.close()
+            clock.advance(by: .milliseconds(150))
+        }
+        let recorded = try store.gaps().map(\.startNanoseconds)
+        #expect(recorded == [frames.pts(4), frames.pts(12), frames.pts(18)])
+        // The first recording is 450 ms old: it goes, and the gap after it (up to the second one's first frame).
+        let first = try store.enforceRetention().deleted
+        #expect(first == ["000001.seg"])
+        let left = try store.gaps().map(\.startNanoseconds)
+        #expect(left == [frames.pts(12), frames.pts(18)])
+        // Everything goes: no gap is left.
+        clock.advance(by: .seconds(1))
+        let rest = try store.enforceRetention().deleted
+        #expect(rest == ["000002.seg", "000003.seg"])
+        let none = try store.gaps()
+        #expect(none.isEmpty)
+    }
+
     @Test func halfDoneDeleteIsFinishedByRecovery() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

@@ -105,6 +105,22 @@ extension StoreIndex {
         }
     }
 
+    /// Removes the stream's gaps that start before `pts`: history whose frames retention deleted.
+    ///
+    /// - Returns: how many were removed.
+    /// - Throws: ``SQLiteError``.
+    @discardableResult
+    package func removeGaps(streamID: Int64, startingBefore pts: Int64) throws -> Int {
+        try database.write { connection in
+            let delete = try connection.statement("DELETE FROM gaps WHERE stream_id = ? AND start_ns < ?")
+            defer { delete.reset() }
+            try delete.bind(streamID, at: 1)
+            try delete.bind(pts, at: 2)
+            try delete.run()
+            return connection.changes
+        }
+    }
+
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
     /// - Throws: ``SQLiteError``.

@@ -52,6 +52,8 @@ extension SegmentStore {
         let wantedFree = options.minimumFreeBytes.map { Int64($0) + StoreOptions.indexReserveBytes + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()
         let held = try heldRanges()
+        /// Per stream, the newest frame deleted.
+        var newestDeleted: [Int64: Int64] = [:]
         for row in rows where row.state == .sealed {
             // A held segment stays whatever the budget says; newer ones go in its place.
             if let first = row.firstPTS, let last = row.lastPTS,
@@ -92,6 +94,7 @@ extension SegmentStore {
                 try fileSystem.syncDirectory(segmentsDirectory)
             }
             try index.removeSegment(id: row.id)
+            if let last = row.lastPTS { newestDeleted[row.streamID] = max(newestDeleted[row.streamID] ?? last, last) }
             let size = sizes[row.id] ?? 0
             total -= size
             report.freedBytes += size
@@ -99,7 +102,20 @@ extension SegmentStore {
             if wantedFree != nil { available = availableSegmentBytes() }
         }
         report.remainingBytes = total
+        try forgetGapsOfDeletedHistory(newestDeleted)
         return report
+    }
+
+    /// Removes the gaps of each stream that lie before its oldest frame left (or, when none is left, that start at
+    /// or before the newest frame deleted): the time they describe is no longer in the store.
+    private func forgetGapsOfDeletedHistory(_ newestDeleted: [Int64: Int64]) throws {
+        for (streamID, newest) in newestDeleted {
+            let oldestLeft = try index.segments(streamID: streamID).lazy.filter { $0.state != .deleting }
+                .compactMap(\.firstPTS).min()
+            // Segments deleted after a held older one leave history on both sides: their gaps stay.
+            guard oldestLeft.map({ $0 > newest }) ?? true else { continue }
+            try index.removeGaps(streamID: streamID, startingBefore: oldestLeft ?? newest + 1)
+        }
     }
 
     private func fileSize(_ path: String) -> Int64? {
