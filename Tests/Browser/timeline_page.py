@@ -190,6 +190,14 @@ def page_scenario(driver, wait, result):
         result["click_before_zero"] = {"message": text_of(driver, "message"),
                                        "frame_view_open": bool(driver.find_element(By.ID, "frame-view")
                                                                .get_attribute("open"))}
+        # A frame shown afterwards, on another lane, takes the message about the missing one away.
+        rear = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="rear"] canvas')
+        ActionChains(driver).move_to_element_with_offset(rear, lane_offset(driver, rear, 2e9), 0).click().perform()
+        wait.until(lambda d: d.find_element(By.ID, "frame-view").get_attribute("open")
+                   and d.find_element(By.ID, "frame-caption").get_attribute("data-stream") == "rear")
+        result["message_after_a_frame"] = text_of(driver, "message")
+        ActionChains(driver).send_keys(Keys.ESCAPE).perform()
+        wait.until(lambda d: not d.find_element(By.ID, "frame-view").get_attribute("open"))
         start, end = lane_offset(driver, lane, -15e9), lane_offset(driver, lane, -2e9)
         ActionChains(driver).move_to_element_with_offset(lane, start, 0).click_and_hold() \
             .move_by_offset(end - start, 0).release().perform()

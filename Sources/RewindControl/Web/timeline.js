@@ -28,6 +28,7 @@ const state = {
   selecting: null,      // {start, end, stream}
   panning: null,        // {x, from, to}
   frame: null,          // {stream, pts}
+  frameMessage: null,   // the message about a frame that could not be shown, while it is up
   refreshTimer: null,
   wallOffset: null,
   axisLabels: [],       // the wall-clock labels the axis shows, in order
@@ -97,6 +98,13 @@ const REOPEN = "open the page as /?token=TOKEN again (the token is in the record
 function ns(value) { return Math.round(value) + "ns"; }
 function streamPath(name) { return "/v1/streams/" + encodeURIComponent(name); }
 function say(text) { $("message").textContent = text || ""; }
+// A message about a frame that could not be shown goes once a frame is shown or the frame view closes; messages
+// about anything else stay.
+function sayAboutFrames(text) { say(text); state.frameMessage = text; }
+function forgetFrameMessage() {
+  if (state.frameMessage && $("message").textContent === state.frameMessage) say("");
+  state.frameMessage = null;
+}
 
 // ---- Formatting ------------------------------------------------------------------------------------------------
 
@@ -607,7 +615,7 @@ function stepFrame(direction) {
 async function openFrame(name, t, step) {
   const which = step === "after" ? "after" : step === "before" ? "before" : "at or before";
   if (!step && t < 0) {
-    say("no frame of " + name + " at or before " + formatSeconds(t) + ": " + NOTHING_BEFORE_ZERO);
+    sayAboutFrames("no frame of " + name + " at or before " + formatSeconds(t) + ": " + NOTHING_BEFORE_ZERO);
     return;
   }
   const query = "/frame?at=" + ns(t) + (step ? "&step=" + step : "");
@@ -615,7 +623,7 @@ async function openFrame(name, t, step) {
     const response = await request(streamPath(name) + query);
     if (!response.ok) {
       const error = await failure(response);
-      if (!noteConnectionFailure(error) || !step) say(frameFailureText(error, name, which, t));
+      if (!noteConnectionFailure(error) || !step) sayAboutFrames(frameFailureText(error, name, which, t));
       return;
     }
     const pts = Number(response.headers.get("X-Rewind-Pts-Ns"));
@@ -627,6 +635,7 @@ async function openFrame(name, t, step) {
     image.src = URL.createObjectURL(blob);
     image.dataset.pts = String(pts);
     state.frame = { stream: name, time };
+    forgetFrameMessage();
     const caption = $("frame-caption");
     caption.dataset.pts = String(pts);
     caption.dataset.time = String(time);
@@ -637,7 +646,7 @@ async function openFrame(name, t, step) {
     if (!$("frame-view").open) $("frame-view").showModal();
   } catch (error) {
     noteConnectionFailure(error);
-    say(frameFailureText(error, name, which, t));
+    sayAboutFrames(frameFailureText(error, name, which, t));
   }
 }
 
@@ -646,7 +655,7 @@ $("frame-view").addEventListener("keydown", (event) => {
   if (event.key === "ArrowRight") { event.preventDefault(); stepFrame("after"); }
   if (event.key === "ArrowLeft") { event.preventDefault(); stepFrame("before"); }
 });
-$("frame-view").addEventListener("close", () => { state.frame = null; });
+$("frame-view").addEventListener("close", () => { state.frame = null; forgetFrameMessage(); });
 
 // ---- Export, save, mark ----------------------------------------------------------------------------------------
 
