@@ -485,17 +485,21 @@ public final class RecorderControl: Sendable {
 
     /// What a request's `stream` names: the stream of that name, or (`all`, or none given) every stream — the
     /// only one, for a recorder of one.
-    func target(_ name: String?) throws -> SaveBook.Target {
+    ///
+    /// - Parameter stored: whether a stream of the store that the recorder does not record may be named (clips
+    ///   read it from the disk; saves of the last seconds and markers need a stream being recorded).
+    func target(_ name: String?, stored: Bool = false) throws -> SaveBook.Target {
         let streams = recorder.streams
         guard let name, name != "all" else { return streams.count == 1 ? .one(streams[0]) : .all(streams) }
         guard let stream = recorder.stream(named: name) else {
             let names = streams.map { "'\($0.name)'" }.joined(separator: ", ")
-            if try storedStreams().contains(where: { $0.name == name }) {
+            if let row = try storedStreams().first(where: { $0.name == name }), let store = recorder.store {
+                if stored { return .stored(row, store) }
                 throw APIError(
                     .notFound,
                     "stream '\(name)' is in the store but this recorder does not record it (it records \(names)); "
-                        + "saves, clips and markers need a stream it records: export '\(name)' from the disk with "
-                        + "'rewind clip --store DIR --stream \(name)'")
+                        + "saves and markers need a stream it records: a clip of '\(name)' (POST /v1/clips with "
+                        + "from and to) reads it from the disk")
             }
             throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names) (or 'all')")
         }
@@ -614,7 +618,7 @@ public final class RecorderControl: Sendable {
 
     /// `POST /v1/clips`: any past range (cut at the recorder clock).
     func startClip(_ request: ClipRequest) throws -> SaveObject {
-        let target = try target(request.stream)
+        let target = try target(request.stream, stored: true)
         let from = try recorderTime(request.from, field: "from")
         let to = try recorderTime(request.to, field: "to")
         guard from < to else {
@@ -625,7 +629,12 @@ public final class RecorderControl: Sendable {
         // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
         let end = book.clock.map { min(to, $0 + 1) } ?? to
         guard from < end else { throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet") }
-        let sources = target.streams.map { ClipSource.recorderStream($0) }
+        let sources: [ClipSource] =
+            if case .stored(let row, let store) = target {
+                [.store(store, stream: row)]
+            } else {
+                target.streams.map { .recorderStream($0) }
+            }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
         return try book.add(target: target, range: from..<end, format: format, quality: quality, path: path)

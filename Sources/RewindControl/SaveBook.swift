@@ -21,19 +21,24 @@ final class SaveBook: Sendable {
     enum Target: Sendable {
         case one(RecorderStream)
         case all([RecorderStream])
+        /// A stream of the recorder's store that it does not record (a clip of it is read from the disk).
+        case stored(StreamRow, SegmentStore)
 
         /// The `stream` a save object names: the stream's name, or `all`.
         var name: String {
             switch self {
             case .one(let stream): stream.name
             case .all: "all"
+            case .stored(let row, _): row.name
             }
         }
 
+        /// The recorded streams (none for a stored one).
         var streams: [RecorderStream] {
             switch self {
             case .one(let stream): [stream]
             case .all(let streams): streams
+            case .stored: []
             }
         }
     }
@@ -133,6 +138,10 @@ final class SaveBook: Sendable {
             holds.append(
                 store.addHold(
                     streamName: member.name, range: clock.pts(atRecorderTime: range.lowerBound)..<Int64.max))
+        }
+        if case .stored(let row, let store) = target, let clock = try? ClipSource.store(store, stream: row).clock() {
+            holds.append(
+                store.addHold(streamName: row.name, range: clock.pts(atRecorderTime: range.lowerBound)..<Int64.max))
         }
         // Without a store, the frames already recorded stay pinned in memory until they are written.
         var memoryPins: [String: [RingSnapshot]] = [:]
@@ -419,7 +428,12 @@ final class SaveBook: Sendable {
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             switch entry.target {
             case .one(let stream):
-                result = .success(try exportOne(entry, stream: stream, range: range, path: path))
+                result = .success(
+                    try exportOne(entry, source: entry.source(stream), stream: stream.stream, range: range, path: path))
+            case .stored(let row, let store):
+                result = .success(
+                    try exportOne(
+                        entry, source: .store(store, stream: row), stream: row.description, range: range, path: path))
             case .all(let streams):
                 if state.withLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
                 let set = try StreamSet(streams.map { entry.source($0) })
@@ -492,21 +506,20 @@ final class SaveBook: Sendable {
     }
 
     /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.
-    private func exportOne(_ entry: Entry, stream member: RecorderStream, range: Range<Int64>, path: String) throws
-        -> ExportSummary
-    {
+    private func exportOne(
+        _ entry: Entry, source: ClipSource, stream: StreamDescription, range: Range<Int64>, path: String
+    ) throws -> ExportSummary {
         let id = entry.object.id
-        let source = entry.source(member)
         let clock = try source.clock()
         let ptsRange = clock.ptsRange(range)
-        let frameNanoseconds = max(1, member.stream.frameDuration.nanoseconds ?? 1)
+        let frameNanoseconds = max(1, stream.frameDuration.nanoseconds ?? 1)
         let expected = max(1, Double(ptsRange.upperBound - ptsRange.lowerBound) / Double(frameNanoseconds))
         try source.requireFrames(in: ptsRange)
         let staging = StagedExport(.path(path), fileSystem: POSIXFileSystem())
         do {
             // Markers in the range become chapters (Matroska).
             var exporter = try makeExporter(
-                format: entry.exportFormat, stream: member.stream, destination: staging.writtenDestination,
+                format: entry.exportFormat, stream: stream, destination: staging.writtenDestination,
                 quality: entry.quality, chapters: source.chapters(in: ptsRange))
             var count = 0
             let write = { (view: FrameView) throws -> Bool in

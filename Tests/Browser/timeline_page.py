@@ -310,9 +310,22 @@ def restart_scenario(driver, wait, result, pid, command):
                     side_lane_error: document.querySelector('#lanes [data-stream=side] .lane-error')?.textContent,
                     rear_label: document.querySelector('#lanes [data-stream=rear] .lane-name')?.textContent,
                     export_streams: [...document.querySelectorAll('#export-streams input')].map(e => e.value),
+                    export_checked: [...document.querySelectorAll('#export-streams input')].map(e => e.checked),
                     rear_timeline_buckets: ((state.timelines.get('rear') || {}).buckets || []).length,
                     input_failed_colour: colour, input_failed_pixels: drawn};
         """)
+
+        # The stored camera's first second exported from the page: tick it alone, export; the recorder reads it
+        # from the disk.
+        driver.execute_script("openExport(0, 1e9);")
+        wait.until(lambda d: d.find_element(By.ID, "export-dialog").get_attribute("open"))
+        for box in driver.find_elements(By.CSS_SELECTOR, "#export-streams input[type=checkbox]"):
+            if box.is_selected() != (box.get_attribute("value") == "rear"):
+                box.click()
+        driver.find_element(By.ID, "export-start").click()
+        done = "const li = document.querySelector('#save-list li[data-state=done]'); return li ? li.dataset.saveId : null;"
+        WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: d.execute_script(done))
+        result["stored_export"] = json.loads(api("GET", "/v1/saves/%s" % driver.execute_script(done)))
 
         # kill -9: no "stopping" first; the page finds the recorder gone all the same.
         recorder.kill()

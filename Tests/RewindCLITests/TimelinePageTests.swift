@@ -305,7 +305,11 @@ import Testing
         #expect(back["banner_hidden"] as? Bool == true && back["status_stale"] as? Bool == false, "\(back)")
         #expect(back["lanes"] as? [String] == ["front", "side", "rear"], "\(back)")
         #expect((back["rear_label"] as? String)?.hasSuffix("(stored: not recording)") == true, "\(back)")
-        #expect(back["export_streams"] as? [String] == ["front", "side"], "exports offer what is recorded: \(back)")
+        #expect(back["export_streams"] as? [String] == ["front", "side", "rear"], "\(back)")
+        #expect(back["export_checked"] as? [Bool] == [true, true, false], "the stored stream when ticked: \(back)")
+        let stored = result["stored_export"] as? [String: Any] ?? [:]
+        #expect(stored["stream"] as? String == "rear" && stored["state"] as? String == "done", "\(stored)")
+        #expect((stored["frames"] as? Int ?? 0) > 0, "the stored camera's frames, from the disk: \(stored)")
         #expect((back["rear_timeline_buckets"] as? Int ?? 0) > 0, "the stored lane reads its timeline: \(back)")
         #expect(result["back_message"] as? String == "", "the message is cleared: \(result["back_message"] ?? "")")
         #expect(result["saves_after_restart"] as? Int == 0, "the last run's saves are gone from the page")

@@ -159,8 +159,8 @@ import Testing
     }
 
     /// A stream of the store that the recorder does not record (an earlier recording's camera) is listed as not
-    /// recording, and its timeline and frames are read from the disk; saves and clips of it are refused with the
-    /// command that exports it.
+    /// recording, and its timeline, frames and clips are read from the disk; saves of the last seconds and markers
+    /// of it are refused, saying that a clip of it works.
     @Test func aStoredStreamTheRecorderDoesNotRecordHasItsTimelineAndFrames() throws {
         let directory = try TemporaryDirectory.store()
         let rear = SyntheticCamera(
@@ -201,9 +201,34 @@ import Testing
         let after = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=3s&step=after")
         #expect(after.status == 404, "no frame after the rear camera's last: \(after.body)")
 
+        // A clip of its first second: frames 0…29, the stored frames bit for bit.
+        let clipPath = directory + "/rear.mkv"
         let clip = try curl(
-            live.control.socketPath, "POST", "/v1/clips", body: #"{"stream":"rear","from":"0s","to":"1s"}"#)
-        #expect(clip.status == 404 && clip.body.contains("rewind clip --store DIR --stream rear"), "\(clip.body)")
+            live.control.socketPath, "POST", "/v1/clips",
+            body: #"{"stream":"rear","from":"0s","to":"1s","wait":true,"path":"\#(clipPath)"}"#)
+        #expect(clip.status == 200, "\(clip.body)")
+        let saved = try decode(SaveObject.self, clip.body)
+        #expect(saved.state == .done && saved.frames == 30 && saved.stream == "rear", "\(saved)")
+        let reference = directory + "/rear-reference.y4m"
+        let writer = try Y4MWriter(stream: rear.stream, destination: .path(reference))
+        var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
+        for index in 0..<30 {
+            try bytes.withUnsafeMutableBytes { buffer in
+                let info = try rear.frame(at: Int64(index), into: buffer)
+                try writer.write(
+                    FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+            }
+        }
+        _ = try writer.finish()
+        let exported = try ExternalTools.frameMD5s(clipPath, pixelFormat: "yuv420p")
+        let expected = try ExternalTools.frameMD5s(reference, pixelFormat: "yuv420p")
+        #expect(exported.count == 30 && exported == expected)
+        for (path, body) in [
+            ("/v1/saves", #"{"stream":"rear","last":"1s"}"#), ("/v1/markers", #"{"stream":"rear","label":"x"}"#),
+        ] {
+            let refused = try curl(live.control.socketPath, "POST", path, body: body)
+            #expect(refused.status == 404 && refused.body.contains("a clip of 'rear'"), "\(path): \(refused.body)")
+        }
         let unknown = try curl(live.control.socketPath, "GET", "/v1/streams/side/timeline?from=0s&to=1s")
         #expect(unknown.status == 404 && unknown.body.contains("its store also holds 'rear'"), "\(unknown.body)")
     }

@@ -182,15 +182,14 @@ async function loadStreams() {
   }
   const fieldset = $("export-streams");
   for (const old of fieldset.querySelectorAll("label")) old.remove();
-  // Exports go through the recorder, which exports what it records; a stored stream is exported with
-  // `rewind clip --store DIR --stream NAME`.
-  for (const stream of state.streams.filter((stream) => stream.recording !== false)) {
+  // The recorded streams are exported by default; a stored stream (read from the disk) when its box is ticked.
+  for (const stream of state.streams) {
     const label = document.createElement("label");
     const box = document.createElement("input");
     box.type = "checkbox";
-    box.checked = true;
+    box.checked = stream.recording !== false;
     box.value = stream.name;
-    label.append(box, document.createTextNode(" " + stream.name + " "));
+    label.append(box, document.createTextNode(" " + stream.name + (box.checked ? " " : " (stored) ")));
     fieldset.append(label);
   }
 }
@@ -673,7 +672,11 @@ $("export-dialog").addEventListener("close", async () => {
   if ($("export-dialog").returnValue !== "export" || !range) return;
   const format = $("export-format").value;
   const chosen = [...$("export-streams").querySelectorAll("input:checked")].map((box) => box.value);
-  const streams = chosen.length === state.streams.length && chosen.length > 1 && format === "mkv" ? ["all"] : chosen;
+  // `all` is every stream the recorder records: one .mkv with a track each; stored streams get files of their own.
+  const recorded = state.streams.filter((stream) => stream.recording !== false).map((stream) => stream.name);
+  const everyRecorded = recorded.length > 1 && recorded.every((name) => chosen.includes(name));
+  const streams = everyRecorded && format === "mkv"
+    ? ["all", ...chosen.filter((name) => !recorded.includes(name))] : chosen;
   for (const stream of streams) {
     try {
       const save = await api("POST", "/v1/clips", {
