@@ -166,17 +166,20 @@ import Testing
         let rear = SyntheticCamera(
             layout: try FrameLayout(format: .nv12, width: 160, height: 96),
             frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 60)
+        /// The rear camera's first `count` frames, one at a time.
+        func rearFrames(_ count: Int, _ body: (FrameView) throws -> Void) throws {
+            var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
+            for index in 0..<count {
+                try bytes.withUnsafeMutableBytes { buffer in
+                    let info = try rear.frame(at: Int64(index), into: buffer)
+                    try body(FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+                }
+            }
+        }
         do {
             let store = try SegmentStore.open(directory: directory)
             let writer = try store.makeWriter(streamName: "rear", stream: rear.stream)
-            var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
-            for index in 0..<60 {
-                try bytes.withUnsafeMutableBytes { buffer in
-                    let info = try rear.frame(at: Int64(index), into: buffer)
-                    try writer.append(
-                        FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-                }
-            }
+            try rearFrames(60) { try writer.append($0) }
             try writer.close()
         }
         let live = try LiveRecorder(directory: directory)
@@ -211,14 +214,7 @@ import Testing
         #expect(saved.state == .done && saved.frames == 30 && saved.stream == "rear", "\(saved)")
         let reference = directory + "/rear-reference.y4m"
         let writer = try Y4MWriter(stream: rear.stream, destination: .path(reference))
-        var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
-        for index in 0..<30 {
-            try bytes.withUnsafeMutableBytes { buffer in
-                let info = try rear.frame(at: Int64(index), into: buffer)
-                try writer.write(
-                    FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-            }
-        }
+        try rearFrames(30) { try writer.write($0) }
         _ = try writer.finish()
         let exported = try ExternalTools.frameMD5s(clipPath, pixelFormat: "yuv420p")
         let expected = try ExternalTools.frameMD5s(reference, pixelFormat: "yuv420p")
