@@ -210,6 +210,69 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         return (store, first)
     }
 
+    /// A `.partial` left by a killed recorder and damaged before its end is kept whole for a repair, and its valid
+    /// frames past the damage include some the index never had (written after the last sync). A recording made
+    /// before the repair continues after the newest frame in the file, not among those frames: the repair's salvage
+    /// then shares no pts with it, and every frame reads.
+    @Test func aRecordingBeforeTheRepairOfADamagedPartialContinuesAfterItsFrames() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let killed = TemporaryDirectory()
+        defer { killed.remove() }
+        let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
+        let duration = FrameTime(value: 1, timescale: 30)
+        let camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 12)
+        var pts: [Int64] = []
+        do {
+            let store = try SegmentStore.open(
+                directory: killed.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+            let writer = try store.makeWriter(streamName: "a", stream: camera.stream)
+            var bytes = [UInt8](repeating: 0, count: layout.byteCount)
+            for index in 0..<12 {
+                try bytes.withUnsafeMutableBytes { buffer in
+                    let info = try camera.frame(at: Int64(index), into: buffer)
+                    pts.append(info.ptsNanoseconds)
+                    try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+                }
+                if index == 5 { try writer.sync() }
+            }
+            // The process dies here: frames 6…11 are in the file, not in the index; then frame 2 is damaged.
+            try FileManager.default.createDirectory(atPath: directory.segments, withIntermediateDirectories: true)
+            for name in ["index.sqlite", "index.sqlite-wal"]
+            where FileManager.default.fileExists(atPath: killed.path + "/" + name) {
+                try FileManager.default.copyItem(atPath: killed.path + "/" + name, toPath: directory.path + "/" + name)
+            }
+            let path = killed.segments + "/000001.seg.partial"
+            let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+            let offset = try reader.scan().entries[2].offset
+            reader.close()
+            var file = [UInt8](FileManager.default.contents(atPath: path)!)
+            file[Int(offset) + 56 + 40] ^= 0x5A
+            FileManager.default.createFile(atPath: directory.segments + "/000001.seg.partial", contents: Data(file))
+            try writer.close()
+        }
+        let (store, first) = try Self.recordTenFramesAgain(
+            in: directory, layout: layout, duration: duration, firstAfter: pts[1] + 1)
+        let step = try #require(first) - pts[11]
+        #expect(
+            step >= duration.nanoseconds! && step <= duration.nanoseconds! + 1,
+            "the new recording starts after the file's newest frame: \(step) ns")
+        let repaired = try store.verify(repair: true)
+        let salvage = try #require(repaired.salvage.first)
+        #expect(salvage.salvagedFrames == 8 && salvage.alreadyStoredFrames == 0, "\(repaired.repaired)")
+        #expect(try store.verify(repair: false).clean)
+        var read: [Int64] = []
+        try store.frames(in: 0..<Int64.max) { frame in
+            read.append(frame.info.ptsNanoseconds)
+            return true
+        }
+        #expect(Array(read.prefix(10)) == [pts[0], pts[1]] + Array(pts[4...11]), "\(read)")
+        #expect(read.count == 20 && read.last! > pts[11], "the ten new frames after them: \(read)")
+        // The `recorder stopped` gap starts at the newest frame in the file: no gap covers a stored frame.
+        let stopped = try store.gaps(streamName: "a").filter { $0.reason == .recorderStopped }
+        #expect(stopped.map(\.startNanoseconds) == [pts[11]], "\(stopped)")
+    }
+
     /// A recording that ended with a lost tail (frames lost to a full disk after its last stored frame, a gap to
     /// the end) is continued after that gap, not inside it.
     @Test func aSecondRecorderContinuesAfterALostTailNotInsideIt() throws {

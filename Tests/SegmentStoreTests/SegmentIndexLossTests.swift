@@ -174,7 +174,8 @@ import Testing
         #expect(read.map(\.1) == (0..<20).map { frames.expectedDigest($0) }, "bit-exact")
     }
 
-    /// A file named like a segment that is not one, with no frame in the index: a repair moves it aside.
+    /// A file named like a segment that is not one, with no frame in the index: a repair moves it aside, and its
+    /// number is not given to a new segment.
     @Test func aFileThatIsNotASegmentIsMovedAsideNotDeleted() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
@@ -182,14 +183,21 @@ import Testing
         defer { dir.remove() }
         _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
         let junk = [UInt8]((0..<5000).map { UInt8(truncatingIfNeeded: $0 &* 7919) })
-        try writeFile(dir.segments + "/000099.seg", junk)
+        try writeFile(dir.segments + "/000003.seg", junk)
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(!(try store.verify(repair: false).clean))
+            _ = try store.verify(repair: true)
+            #expect(try store.verify(repair: false).clean)
+            #expect(FileManager.default.contents(atPath: dir.segments + "/000003.seg.unreadable") == Data(junk))
+            #expect(try readAll(store).count == 130)
+            #expect(try Self.damagedGaps(store).isEmpty)
+        }
         let store = try SegmentStore.open(directory: dir.path)
-        #expect(!(try store.verify(repair: false).clean))
-        _ = try store.verify(repair: true)
-        #expect(try store.verify(repair: false).clean)
-        #expect(FileManager.default.contents(atPath: dir.segments + "/000099.seg.unreadable") == Data(junk))
-        #expect(try readAll(store).count == 130)
-        #expect(try Self.damagedGaps(store).isEmpty)
+        let writer = try store.makeWriter(streamName: "other", stream: frames.stream)
+        try writer.append(frames.frame(0))
+        try writer.close()
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg.unreadable", "000004.seg"])
     }
 
     /// A `.partial` whose header's name-length field is damaged still holds frames the index acknowledged: opening

@@ -105,7 +105,10 @@ import Testing
     }
 
     /// Gaps in the history retention deleted go with it: `info` lists only gaps in the time the store still holds.
-    @Test func gapsOfDeletedHistoryGoWithIt() throws {
+    /// With the second recording held, one pass deletes the first and the third: the gap before the held one goes,
+    /// those after it stay.
+    @Test(arguments: [false, true])
+    func gapsOfDeletedHistoryGoWithIt(holdingTheSecond: Bool) throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let frames = try TestFrames(format: .gray8, width: 64, height: 48)
@@ -129,6 +132,16 @@ import Testing
         }
         let recorded = try store.gaps().map(\.startNanoseconds)
         #expect(recorded == [frames.pts(4), frames.pts(12), frames.pts(18)])
+        if holdingTheSecond {
+            let hold = store.addHold(streamName: "camera", range: frames.pts(8)..<frames.pts(13))
+            defer { store.removeHold(hold) }
+            clock.advance(by: .seconds(1))
+            let deleted = try store.enforceRetention().deleted
+            #expect(deleted == ["000001.seg", "000003.seg"])
+            let left = try store.gaps().map(\.startNanoseconds)
+            #expect(left == [frames.pts(12), frames.pts(18)], "only the gap before the oldest frame left goes")
+            return
+        }
         // The first recording is 450 ms old: it goes, and the gap after it (up to the second one's first frame).
         let first = try store.enforceRetention().deleted
         #expect(first == ["000001.seg"])

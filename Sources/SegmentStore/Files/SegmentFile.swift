@@ -102,6 +102,16 @@ package enum SegmentFormat {
         guard !stem.isEmpty, stem.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
         return UInt64(stem)
     }
+
+    /// The sequence number a segment file moved aside had (`000042.seg.unreadable`, `000042.seg.partial.unreadable-2`
+    /// → 42), or nil for any other name: numbers that are not given again.
+    package static func sequence(ofMovedAsideName name: String) -> UInt64? {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[1] == "seg" else { return nil }
+        let aside = parts[2] == "partial" && parts.count >= 4 ? parts[3] : parts[2]
+        guard aside.hasPrefix("unreadable") else { return nil }
+        return sequence(ofFileName: parts[0] + sealedSuffix)
+    }
 }
 
 /// Little-endian field access on raw bytes.

@@ -123,13 +123,26 @@ extension StoreIndex {
             }
             try Self.apply(totals, streamID: streamID, connection)
             try Self.repairKeyFrames(after: rows[rows.count - 1].ptsNanoseconds, key: keyPTS, streamID, connection)
-            let newest = try connection.statement(
-                "UPDATE streams SET newest_pts_ns = MAX(COALESCE(newest_pts_ns, ?1), ?1) WHERE id = ?2")
-            defer { newest.reset() }
-            try newest.bind(rows[rows.count - 1].ptsNanoseconds, at: 1)
-            try newest.bind(streamID, at: 2)
-            try newest.run()
+            try Self.raiseNewestPTS(streamID: streamID, to: rows[rows.count - 1].ptsNanoseconds, connection)
         }
+    }
+
+    /// Raises the stream's newest pts ever stored to `pts` (never lowers it): for frames a file holds that the
+    /// index does not (yet), such as those after the damage in a `.partial` kept for a repair to salvage, so that a
+    /// new recording continues after them.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func raiseNewestPTS(streamID: Int64, to pts: Int64) throws {
+        try database.write { connection in try Self.raiseNewestPTS(streamID: streamID, to: pts, connection) }
+    }
+
+    private static func raiseNewestPTS(streamID: Int64, to pts: Int64, _ connection: SQLiteConnection) throws {
+        let newest = try connection.statement(
+            "UPDATE streams SET newest_pts_ns = MAX(COALESCE(newest_pts_ns, ?1), ?1) WHERE id = ?2")
+        defer { newest.reset() }
+        try newest.bind(pts, at: 1)
+        try newest.bind(streamID, at: 2)
+        try newest.run()
     }
 
     /// The newest pts ever indexed for the stream (``addFrames(_:streamID:)`` raises it, nothing lowers it: frames

@@ -295,10 +295,14 @@ extension SegmentStore {
         // A `.partial` damaged before its end (valid records follow the damage) was not torn by a crash: at open it
         // is kept whole, like a damaged sealed file, so a repair can salvage the frames after the damage.
         var damagedBeforeItsEnd = false
+        /// The newest pts of the valid records after the damage of such a file (which the index may not hold).
+        var newestAfterDamage: Int64?
         if case .damaged(let file, let frame, let offset, _)? = scan.damage {
             needsCut = true
             if isPartial && !scan.hasFooter && mode == .recover {
-                damagedBeforeItsEnd = (try? reader.resynchronize(after: scan).records.isEmpty == false) ?? false
+                let records = (try? reader.resynchronize(after: scan).records) ?? []
+                damagedBeforeItsEnd = !records.isEmpty
+                newestAfterDamage = records.map(\.entry.ptsNanoseconds).max()
             }
             let tornTail = isPartial && !scan.hasFooter && !damagedBeforeItsEnd
             if tornTail && mode == .recover {
@@ -354,6 +358,10 @@ extension SegmentStore {
             try reconcileRows(
                 fileName: name, header: header, row: row, scan: scan, framesAfterDamage: damagedBeforeItsEnd,
                 report: &report)
+            // A new recording of the stream continues after the frames the repair will salvage, not among them.
+            if let newestAfterDamage, let stream = try index.stream(named: header.streamName) {
+                try index.raiseNewestPTS(streamID: stream.id, to: newestAfterDamage)
+            }
             return
         }
 

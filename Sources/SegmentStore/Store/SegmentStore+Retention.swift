@@ -106,14 +106,13 @@ extension SegmentStore {
         return report
     }
 
-    /// Removes the gaps of each stream that lie before its oldest frame left (or, when none is left, that start at
-    /// or before the newest frame deleted): the time they describe is no longer in the store.
+    /// Removes the gaps of each stream that start before its oldest frame left (or, when none is left, at or before
+    /// the newest frame deleted): the time they describe is no longer in the store. Gaps after the oldest frame left
+    /// stay, also where segments newer than a held one were deleted.
     private func forgetGapsOfDeletedHistory(_ newestDeleted: [Int64: Int64]) throws {
         for (streamID, newest) in newestDeleted {
             let oldestLeft = try index.segments(streamID: streamID).lazy.filter { $0.state != .deleting }
                 .compactMap(\.firstPTS).min()
-            // Segments deleted after a held older one leave history on both sides: their gaps stay.
-            guard oldestLeft.map({ $0 > newest }) ?? true else { continue }
             try index.removeGaps(streamID: streamID, startingBefore: oldestLeft ?? newest + 1)
         }
     }

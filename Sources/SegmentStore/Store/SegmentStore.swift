@@ -166,14 +166,17 @@ public final class SegmentStore: Sendable {
         do { return try body() } catch { throw .io(error) }
     }
 
-    /// The highest segment sequence number among the files, the index rows and the segments the index had before
-    /// retention deleted them (0 when there are none).
+    /// The highest segment sequence number among the files (those moved aside as unreadable too), the index rows and
+    /// the segments the index had before retention deleted them (0 when there are none).
     func highestSequence() throws -> UInt64 {
         var highest: UInt64 = try index.highestSegmentSequence() ?? 0
         for name in try Self.wrapIO({ () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
         }) {
-            if let sequence = SegmentFormat.sequence(ofFileName: name) { highest = max(highest, sequence) }
+            if let sequence = SegmentFormat.sequence(ofFileName: name) ?? SegmentFormat.sequence(ofMovedAsideName: name)
+            {
+                highest = max(highest, sequence)
+            }
         }
         for row in try index.segments() {
             if let sequence = SegmentFormat.sequence(ofFileName: row.fileName) { highest = max(highest, sequence) }
