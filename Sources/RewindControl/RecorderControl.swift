@@ -626,15 +626,20 @@ public final class RecorderControl: Sendable {
         }
         let (format, path) = try destination(format: request.format, path: request.path, kind: "clip")
         let quality = try quality(request.quality)
-        // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
-        let end = book.clock.map { min(to, $0 + 1) } ?? to
-        guard from < end else { throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet") }
-        let sources: [ClipSource] =
-            if case .stored(let row, let store) = target {
-                [.store(store, stream: row)]
-            } else {
-                target.streams.map { .recorderStream($0) }
+        let sources: [ClipSource]
+        let end: Int64
+        if case .stored(let row, let store) = target {
+            // All of a stored stream is on disk, before or after the recorded streams' newest frame.
+            sources = [.store(store, stream: row)]
+            end = to
+        } else {
+            sources = target.streams.map { .recorderStream($0) }
+            // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
+            end = book.clock.map { min(to, $0 + 1) } ?? to
+            guard from < end else {
+                throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet")
             }
+        }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
         return try book.add(target: target, range: from..<end, format: format, quality: quality, path: path)

@@ -33,6 +33,11 @@ final class SaveBook: Sendable {
             }
         }
 
+        /// Whether it is a stream the recorder does not record (its frames all on disk: nothing to wait for).
+        var isStored: Bool {
+            if case .stored = self { true } else { false }
+        }
+
         /// The recorded streams (none for a stored one).
         var streams: [RecorderStream] {
             switch self {
@@ -308,8 +313,11 @@ final class SaveBook: Sendable {
                 $0.object.id < $1.object.id
             }
             for var entry in waiting where state.exporting < concurrentExports {
-                // Every frame before the end is in once the clock reaches the last nanosecond of the range.
-                let ready = entry.isForced || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
+                // Every frame before the end is in once the clock reaches the last nanosecond of the range; a
+                // stored stream's are on disk already.
+                let ready =
+                    entry.isForced || entry.target.isStored
+                    || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
                 guard ready else { continue }
                 entry.object.state = .exporting
                 state.entries[entry.object.id] = entry

@@ -267,9 +267,10 @@ private func liveExport(
                 "the recorder running on \(directory) does not record the stream asked for (\(names)), so it is saved "
                     + "from the store on disk: give -o FILE")
         }
+        // The recorded streams of the selection, exported from the disk too, may miss their newest second.
         printError(
-            "rewind \(what): the running recorder does not record \(names): exported from the store on disk (the "
-                + "newest second of the streams it records may not be there yet)")
+            "rewind \(what): the running recorder does not record \(names): exported from the store on disk"
+                + (recorded.isEmpty ? "" : " (the newest second of the streams it records may not be there yet)"))
         return false
     }
     let streams = recorderExportsAll ? recorded.count : selection?.streamCount

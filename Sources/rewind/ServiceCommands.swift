@@ -79,6 +79,15 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         FileManager.default.fileExists(atPath: directory + "/index.sqlite")
     {
         _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
+        // A stream of the store that the running recorder does not record (a camera of an earlier run): a marker
+        // needs one being recorded, as a post-roll save does.
+        if let live = try? ControlClient(directory: directory).streams(),
+            live.streams.contains(where: { $0.name == name && !$0.recording })
+        {
+            throw CommandError(
+                "the recorder running on \(directory) does not record \(name): a marker needs a recorder recording the "
+                    + "stream", status: ExitStatus.unavailable)
+        }
     }
     // A time without a zone is this shell's local time, wherever the recorder runs.
     let request = MarkerRequest(

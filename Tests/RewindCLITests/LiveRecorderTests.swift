@@ -480,8 +480,8 @@ import Testing
 
     /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
     /// the disk, alone or in `all` over a range on disk, saying so; `all` over a range that needs the recorder is
-    /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save of a
-    /// stored stream, which needs a recorder recording it, is refused (69).
+    /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save or a
+    /// marker of a stored stream, which need a recorder recording it, are refused (69).
     @Test func streamsTheRecorderDoesNotRecordAreExportedFromDisk() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -502,6 +502,7 @@ import Testing
         #expect(clip.status == 0, "\(clip.stderr)")
         #expect(clip.output.contains("wrote 10 frames"), "\(clip.output)")
         #expect(clip.stderr.contains("the running recorder does not record b: exported from the store on disk"))
+        #expect(!clip.stderr.contains("the streams it records"), "b alone: nothing of a to miss: \(clip.stderr)")
         try waitUntil("some of stream a is on disk", interval: .milliseconds(100)) {
             let info =
                 try? JSONSerialization.jsonObject(
@@ -545,6 +546,9 @@ import Testing
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])
         #expect(postRoll.status == 69 && postRoll.stderr.contains("does not record b"), "\(postRoll.stderr)")
+        // A marker of b needs a recorder recording it too.
+        let mark = try Tool.rewind(["mark", "--store", store, "--stream", "b", "--label", "x"])
+        #expect(mark.status == 69 && mark.stderr.contains("does not record b: a marker needs"), "\(mark.stderr)")
         // info of one stream shows the recorder's memory of that stream only, none for one it does not record.
         func live(_ stream: String) throws -> Any? {
             let info = try JSONSerialization.jsonObject(

@@ -161,27 +161,33 @@ import Testing
     /// A stream of the store that the recorder does not record (an earlier recording's camera) is listed as not
     /// recording, and its timeline, frames and clips are read from the disk; saves of the last seconds and markers
     /// of it are refused, saying that a clip of it works.
-    @Test func aStoredStreamTheRecorderDoesNotRecordHasItsTimelineAndFrames() throws {
+    /// A 160×96 30 fps camera whose first `count` frames a store holds as stream `rear` (pts from 0, recorder time =
+    /// pts), made in a new store directory; the recorder that opens it next does not record it.
+    static func storeRearCamera(frames count: Int) throws -> (directory: String, rear: SyntheticCamera) {
         let directory = try TemporaryDirectory.store()
         let rear = SyntheticCamera(
             layout: try FrameLayout(format: .nv12, width: 160, height: 96),
-            frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 60)
-        /// The rear camera's first `count` frames, one at a time.
-        func rearFrames(_ count: Int, _ body: (FrameView) throws -> Void) throws {
-            var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
-            for index in 0..<count {
-                try bytes.withUnsafeMutableBytes { buffer in
-                    let info = try rear.frame(at: Int64(index), into: buffer)
-                    try body(FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-                }
+            frameDuration: FrameTime(value: 1, timescale: 30), frameCount: count)
+        let store = try SegmentStore.open(directory: directory)
+        let writer = try store.makeWriter(streamName: "rear", stream: rear.stream)
+        try rearFrames(rear, count) { try writer.append($0) }
+        try writer.close()
+        return (directory, rear)
+    }
+
+    /// The first `count` frames of `rear`, one at a time.
+    static func rearFrames(_ rear: SyntheticCamera, _ count: Int, _ body: (FrameView) throws -> Void) throws {
+        var bytes = [UInt8](repeating: 0, count: rear.stream.layout.byteCount)
+        for index in 0..<count {
+            try bytes.withUnsafeMutableBytes { buffer in
+                let info = try rear.frame(at: Int64(index), into: buffer)
+                try body(FrameView(layout: rear.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
             }
         }
-        do {
-            let store = try SegmentStore.open(directory: directory)
-            let writer = try store.makeWriter(streamName: "rear", stream: rear.stream)
-            try rearFrames(60) { try writer.append($0) }
-            try writer.close()
-        }
+    }
+
+    @Test func aStoredStreamTheRecorderDoesNotRecordHasItsTimelineAndFrames() throws {
+        let (directory, rear) = try Self.storeRearCamera(frames: 60)
         let live = try LiveRecorder(directory: directory)
         defer { try? live.finish() }
 
@@ -214,7 +220,7 @@ import Testing
         #expect(saved.state == .done && saved.frames == 30 && saved.stream == "rear", "\(saved)")
         let reference = directory + "/rear-reference.y4m"
         let writer = try Y4MWriter(stream: rear.stream, destination: .path(reference))
-        try rearFrames(30) { try writer.write($0) }
+        try Self.rearFrames(rear, 30) { try writer.write($0) }
         _ = try writer.finish()
         let exported = try ExternalTools.frameMD5s(clipPath, pixelFormat: "yuv420p")
         let expected = try ExternalTools.frameMD5s(reference, pixelFormat: "yuv420p")
@@ -227,6 +233,26 @@ import Testing
         }
         let unknown = try curl(live.control.socketPath, "GET", "/v1/streams/side/timeline?from=0s&to=1s")
         #expect(unknown.status == 404 && unknown.body.contains("its store also holds 'rear'"), "\(unknown.body)")
+    }
+
+    /// A clip of a stored stream reads all of it from the disk at once: also past the recorded stream's newest
+    /// frame (the stored frames were recorded faster than real time), and while the recorded stream has no frame
+    /// yet (no recorder clock to wait for).
+    @Test(arguments: [180, 0])
+    func aClipOfAStoredStreamIsNotBoundByTheRecordedStream(prefill: Int) throws {
+        let (directory, _) = try Self.storeRearCamera(frames: 150)
+        let live = try LiveRecorder(directory: directory, prefill: prefill)
+        defer { try? live.finish() }
+        let path = directory + "/late.mkv"
+        let clip = try curl(
+            live.control.socketPath, "POST", "/v1/clips",
+            body: #"{"stream":"rear","from":"3500ms","to":"4500ms","wait":true,"path":"\#(path)"}"#,
+            extra: ["--max-time", "20"])
+        #expect(clip.status == 200, "\(clip.body)")
+        let saved = try decode(SaveObject.self, clip.body)
+        #expect(saved.state == .done && saved.frames == 30, "\(saved)")
+        let first = saved.firstPTSNanoseconds ?? 0
+        #expect(first >= 3_500_000_000 && first < 3_534_000_000, "\(saved)")
     }
 
     /// A recorder that runs for months remembers only its newest finished saves: older ones leave the list (and
