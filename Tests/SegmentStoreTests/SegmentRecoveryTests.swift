@@ -116,11 +116,13 @@ import Testing
     }
 
     /// The same with the index of the killed writer (it had all 12 frames): opening lets go of the rows from the
-    /// damage on and records them as a `damaged` gap, saying they wait for a repair rather than that they are lost;
-    /// the repair salvages from the next key frame on (8…11, or 4…11 when frame 0 is damaged), counts the frames
-    /// really lost once, and the gap shrinks to them.
-    @Test(arguments: [5, 0])
-    func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost(damagedFrame: Int) throws {
+    /// damage on and records them as a `damaged` gap, saying they wait for a repair rather than that they are lost,
+    /// and retention leaves the file alone; the repair salvages from the next key frame on, counts the frames really
+    /// lost once (also one alone, before a key frame), and the gap shrinks to them. With a frame of a later recording
+    /// far after the file's (`later`), the gap of frames lost at the file's end stops one frame after them instead
+    /// of running to it.
+    @Test(arguments: [(5, false), (0, false), (3, false), (9, true)])
+    func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost(damagedFrame: Int, later: Bool) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
         let original = TemporaryDirectory()
@@ -147,30 +149,45 @@ import Testing
             try writeFile(copy.segments + "/000001.seg.partial", bytes)
             try writer.close()
         }
+        func plural(_ count: Int) -> String { "\(count) frame" + (count == 1 ? "" : "s") }
+        do {
+            let store = try SegmentStore.open(
+                directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2, diskBudget: 1))
+            let letGo = 12 - damagedFrame
+            let opened = store.recovery.repaired.joined(separator: "\n")
+            #expect(
+                opened.contains(
+                    "its file \(damagedFrame) valid ones before the damage: the index leaves out the \(plural(letGo)) "
+                        + "from the damage on"), "\(opened)")
+            #expect(!opened.contains("lost"), "\(opened)")
+            if damagedFrame > 0 {
+                #expect(
+                    opened.contains(
+                        "rebuilt the index rows of segment 000001.seg.partial from its file: \(plural(damagedFrame))"))
+            }
+            // Retention (a budget of one byte) cannot tell what the file holds until the repair: it stays.
+            #expect(try store.enforceRetention().deleted.isEmpty)
+            #expect(copy.segmentFiles() == ["000001.seg.partial"])
+        }
         let store = try SegmentStore.open(directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
-        let letGo = 12 - damagedFrame
-        let opened = store.recovery.repaired.joined(separator: "\n")
-        #expect(
-            opened.contains(
-                "its file \(damagedFrame) valid ones before the damage: the index leaves out the \(letGo) frames from "
-                    + "the damage on"), "\(opened)")
-        #expect(!opened.contains("lost"), "\(opened)")
-        if damagedFrame > 0 {
-            #expect(opened.contains("rebuilt the index rows of segment 000001.seg.partial from its file: 5 frames"))
+        if later {
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            try writer.append(frames.frame(300))
+            try writer.close()
         }
         let repaired = try store.verify(repair: true)
         #expect(try store.verify(repair: false).clean)
-        let lost = damagedFrame == 0 ? 0..<4 : 5..<8
+        let lost = damagedFrame..<min(12, (damagedFrame / 4 + 1) * 4)
         let salvage = try #require(repaired.salvage.first)
         #expect(salvage.lostFrameCount == lost.count, "\(repaired.repaired)")
         #expect(salvage.salvagedFrames == 12 - lost.upperBound)
-        #expect(repaired.repaired.contains { $0.contains("lost \(lost.count) frames") }, "\(repaired.repaired)")
+        #expect(repaired.repaired.contains { $0.contains("lost \(plural(lost.count))") }, "\(repaired.repaired)")
         let gaps = try store.gaps(streamName: "camera")
         #expect(gaps.map(\.reason) == [.damaged], "\(gaps)")
         #expect(
             gaps.first.map { [$0.startNanoseconds, $0.endNanoseconds] }
-                == [frames.pts(max(0, lost.lowerBound - 1)), frames.pts(lost.upperBound)])
-        let kept = Array(0..<lost.lowerBound) + Array(lost.upperBound..<12)
+                == [frames.pts(max(0, lost.lowerBound - 1)), frames.pts(lost.upperBound)], "\(gaps)")
+        let kept = Array(0..<lost.lowerBound) + Array(lost.upperBound..<12) + (later ? [300] : [])
         #expect(try readAll(store).map(\.0) == kept.map { frames.pts($0) })
     }
 

@@ -55,6 +55,9 @@ extension SegmentStore {
         /// Per stream, the newest frame deleted.
         var newestDeleted: [Int64: Int64] = [:]
         for row in rows where row.state == .sealed {
+            // A `.partial` kept whole for a repair: its row holds only the frames before the damage, so neither its
+            // holds nor its size are known until the repair salvages the rest; it stays until then.
+            if row.fileName.hasSuffix(SegmentFormat.partialSuffix) { continue }
             // A held segment stays whatever the budget says; newer ones go in its place.
             if let first = row.firstPTS, let last = row.lastPTS,
                 held[row.streamID]?.contains(where: { $0.overlaps(first...last) }) == true

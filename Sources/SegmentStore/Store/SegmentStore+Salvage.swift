@@ -109,10 +109,14 @@ extension SegmentStore {
         // of their index rows and counted them then. Where no frame of the file tells where a stretch lies (a file
         // damaged in its first record, whose rows the open let go of with the segment's), it lies between the
         // stream's segments before and after the file.
+        // A file with valid records after the damage was kept whole by the open, which did not count the frames it
+        // left out of the index: the salvage counts what it cannot save.
         let streamID =
             try segmentID.flatMap({ try index.segment(id: $0) })?.streamID
             ?? index.stream(named: header.streamName)?.id
-        if let streamID, salvage.lost.contains(where: { $0.firstPTS == nil && $0.lastPTS == nil }) {
+        if let streamID, tail.records.isEmpty,
+            salvage.lost.contains(where: { $0.firstPTS == nil && $0.lastPTS == nil })
+        {
             let neighbours = try neighbouringSegments(of: header.sequence, streamID: streamID)
             for (number, stretch) in salvage.lost.enumerated()
             where stretch.firstPTS == nil && stretch.lastPTS == nil {
@@ -255,7 +259,10 @@ extension SegmentStore {
                 last = missing[i]
                 i += 1
             }
-            try recordDamagedGap(streamID: streamID, previous ?? first, next ?? last + duration)
+            // Up to the next frame, or one frame past the last lost one where the next frame is further (a later
+            // recording's, after time the recorder was stopped).
+            let end = next.map { $0 - last <= 2 * duration ? $0 : last + duration } ?? last + duration
+            try recordDamagedGap(streamID: streamID, previous ?? first, end)
         }
         return missing.count
     }
