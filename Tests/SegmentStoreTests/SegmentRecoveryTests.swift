@@ -191,6 +191,43 @@ import Testing
         #expect(try readAll(store).map(\.0) == kept.map { frames.pts($0) })
     }
 
+    /// A `.partial` of a killed writer whose header is damaged, holding frames past the index's last (written after
+    /// the last sync): opening the store keeps it and raises the stream's newest pts to its newest frame, so a new
+    /// recording goes after them; the repair rebuilds the header and indexes all twelve.
+    @Test func aPartialWithADamagedHeaderRaisesTheNewestPTSToItsFrames() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let original = TemporaryDirectory()
+        defer { original.remove() }
+        let copy = TemporaryDirectory()
+        defer { copy.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: original.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<12 {
+                try writer.append(frames.frame(i))
+                if i == 5 { try writer.sync() }
+            }
+            try FileManager.default.createDirectory(atPath: copy.segments, withIntermediateDirectories: true)
+            for name in ["index.sqlite", "index.sqlite-wal"]
+            where FileManager.default.fileExists(atPath: original.path + "/" + name) {
+                try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
+            }
+            var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
+            bytes[SegmentFormat.fixedHeaderLength - 5] = 0xFF  // the high byte of the stream name's length
+            try writeFile(copy.segments + "/000001.seg.partial", bytes)
+            try writer.close()
+        }
+        let store = try SegmentStore.open(directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+        #expect(copy.segmentFiles() == ["000001.seg.partial"], "\(store.recovery)")
+        let stream = try #require(try store.index.stream(named: "camera"))
+        #expect(try store.index.newestIndexedPTS(streamID: stream.id) == frames.pts(11))
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        #expect(try readAll(store).map(\.0) == (0..<12).map { frames.pts($0) })
+    }
+
     @Test func bitFlipsAreReportedPreciselyAndNeverReturnedAsFrames() throws {
         let frames = try TestFrames(format: .i420, width: 96, height: 64)
         defer { frames.deallocate() }

@@ -164,6 +164,11 @@ extension SegmentStore {
                         segment: name, frame: -1, offset: 0,
                         message: "segment \(name) has a damaged header (\(detail)); 'rewind verify --repair' rebuilds "
                             + "it from the index (\(rebuilt.frames) valid frames follow it)"))
+                // Its frames past the index's last (written after the last sync) are where a new recording of the
+                // stream must not go before the repair.
+                if mode.changes, let newest = rebuilt.newestPTS {
+                    try index.raiseNewestPTS(streamID: stream.id, to: newest)
+                }
                 return
             }
             let bytes = rebuilt.header.encoded()
@@ -213,7 +218,7 @@ extension SegmentStore {
     /// creation time are taken from the damaged header where they are plausible, and the chunk size that reads the
     /// most records wins (the store's, the default, then the damaged header's).
     private func rebuiltHeader(path: String, name: String, stream: StreamRow) throws -> (
-        header: SegmentHeader, frames: Int
+        header: SegmentHeader, frames: Int, newestPTS: Int64?
     )? {
         guard let sequence = SegmentFormat.sequence(ofFileName: name) else { return nil }
         var fields = [UInt8](repeating: 0, count: SegmentFormat.fixedHeaderLength)
@@ -229,7 +234,7 @@ extension SegmentStore {
         var chunkSizes = [options.chunkSize, StoreOptions.defaultChunkSize] + StoreOptions.earlierDefaultChunkSizes
         // The damaged header's own value last: a flipped bit there can still read small frames.
         if recordedChunkSize >= 4096 && recordedChunkSize <= 1 << 28 { chunkSizes.append(recordedChunkSize) }
-        var best: (header: SegmentHeader, frames: Int)?
+        var best: (header: SegmentHeader, frames: Int, newestPTS: Int64?)?
         var tried = Set<Int>()
         for chunkSize in chunkSizes where tried.insert(chunkSize).inserted {
             let header = SegmentHeader(
@@ -239,7 +244,9 @@ extension SegmentStore {
                 let scan = try? reader.scan(verifyPayload: true)
             else { continue }
             reader.close()
-            if scan.entries.count > (best?.frames ?? 0) { best = (header, scan.entries.count) }
+            if scan.entries.count > (best?.frames ?? 0) {
+                best = (header, scan.entries.count, scan.entries.last?.ptsNanoseconds)
+            }
         }
         return best
     }
