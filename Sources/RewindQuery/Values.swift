@@ -143,9 +143,17 @@ public enum Values {
         }
         number = text.dropLast(bestLength)
         guard let (digits, scale) = decimal(number) else { throw Invalid() }
-        let (product, overflow) = digits.multipliedReportingOverflow(by: multiplier)
-        guard !overflow, product % scale == 0 else { throw Invalid() }
-        return product / scale
+        // Whole and fraction apart, the fraction over the scale and multiplier reduced by their common factor, so
+        // `10.000000001s` (10 000 000 001 × 10⁹ would overflow) is exact and in range.
+        let (whole, fraction) = (digits / scale, digits % scale)
+        var (a, b) = (multiplier, scale)
+        while b != 0 { (a, b) = (b, a % b) }
+        let (unit, denominator) = (multiplier / a, scale / a)
+        guard fraction % denominator == 0 else { throw Invalid() }
+        let (wholePart, overflow) = whole.multipliedReportingOverflow(by: multiplier)
+        let (sum, overflowSum) = wholePart.addingReportingOverflow(fraction / denominator * unit)
+        guard !overflow, !overflowSum else { throw Invalid() }
+        return sum
     }
 }
 

@@ -8,12 +8,20 @@ import Testing
             ("5s", 5_000_000_000), ("1500ms", 1_500_000_000), ("10m", 600_000_000_000), ("1h", 3_600_000_000_000),
             ("12.5s", 12_500_000_000), ("250us", 250_000), ("7ns", 7), ("0.001s", 1_000_000),
             ("0s", 0), ("2min", 120_000_000_000),
+            // Exact to the nanosecond, also where digits × unit would not fit in 64 bits.
+            ("10.000000001s", 10_000_000_001), ("9223.372037s", 9_223_372_037_000),
+            ("36000.123456s", 36_000_123_456_000), ("100.12345678s", 100_123_456_780), ("0.000000001s", 1),
+            ("1.5h", 5_400_000_000_000),
         ] as [(String, Int64)])
     func durations(text: String, nanoseconds: Int64) throws {
         #expect(try Values.duration(text) == .nanoseconds(nanoseconds))
     }
 
-    @Test(arguments: ["", "s", "-5s", "5 s", "5sec", "1.2.3s", "0.5ns", "99999999999999999999s", "5x", ".s"])
+    @Test(
+        arguments: [
+            "", "s", "-5s", "5 s", "5sec", "1.2.3s", "0.5ns", "99999999999999999999s", "5x", ".s", "0.0000000001s",
+            "9300000000s", "9223372036.854775808s",
+        ])
     func badDurations(text: String) {
         #expect(throws: ValueError.self) { try Values.duration(text) }
     }
@@ -47,6 +55,7 @@ import Testing
     @Test func times() throws {
         #expect(try TimeSpec(parsing: "12.5s") == .stream(12_500_000_000))
         #expect(try TimeSpec(parsing: "1500ms") == .stream(1_500_000_000))
+        #expect(try TimeSpec(parsing: "29.966666666s") == .stream(29_966_666_666))
         // Recorder time before 0: a save's range may begin there (`from_ns` < 0), and can be given back.
         #expect(try TimeSpec(parsing: "-833333333ns") == .stream(-833_333_333))
         #expect(try TimeSpec(parsing: "-0.5s") == .stream(-500_000_000))
