@@ -501,7 +501,11 @@ public final class RecorderControl: Sendable {
                         + "saves and markers need a stream it records: a clip of '\(name)' (POST /v1/clips with "
                         + "from and to) reads it from the disk")
             }
-            throw APIError(.notFound, "unknown stream '\(name)': this recorder records \(names) (or 'all')")
+            let others = try stored ? storedStreams().map { "'\($0.name)'" } : []
+            throw APIError(
+                .notFound,
+                "unknown stream '\(name)': this recorder records \(names) (or 'all')"
+                    + (others.isEmpty ? "" : "; its store also holds \(others.joined(separator: ", "))"))
         }
         return .one(stream)
     }
@@ -564,6 +568,12 @@ public final class RecorderControl: Sendable {
             }
             if let chosen, chosen != named {
                 throw APIError(.badRequest, "path '\(path)' does not end in .\(chosen.fileExtension) (format)")
+            }
+            if let own = StagedExport.storeFile(writtenBy: path, store: directory) {
+                throw APIError(
+                    .badRequest,
+                    "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
+                        + "elsewhere, e.g. \(exportsDirectory)/")
             }
             var isDirectory: ObjCBool = false
             let parent = (path as NSString).deletingLastPathComponent

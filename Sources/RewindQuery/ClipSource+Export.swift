@@ -90,6 +90,26 @@ extension ClipSource {
 /// renaming over it would replace the device or pipe. A symbolic link is followed, so the file it names is the
 /// one replaced. Descriptors are written as they are.
 package struct StagedExport {
+    /// The store file that an export to `path` would overwrite (through symbolic links too) — anything in
+    /// `segments/`, the index and its WAL files, the control socket, the token — resolved; nil for any other path.
+    package static func storeFile(writtenBy path: String, store: String) -> String? {
+        func resolved(_ path: String) -> String? {
+            guard let real = realpath(path, nil) else { return nil }
+            defer { free(real) }
+            return String(cString: real)
+        }
+        guard let root = resolved(store) else { return nil }
+        let url = URL(fileURLWithPath: path)
+        guard
+            let target = resolved(path)
+                ?? resolved(url.deletingLastPathComponent().path).map({ $0 + "/" + url.lastPathComponent })
+        else { return nil }
+        let own = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "rewind.sock", "token"].map {
+            root + "/" + $0
+        }
+        return target.hasPrefix(root + "/segments/") || own.contains(target) ? target : nil
+    }
+
     /// The requested path, symbolic links resolved; nil when the export is written in place.
     package let finalPath: String?
     /// Where the exporter writes: the temporary path, or the destination itself.

@@ -96,24 +96,10 @@ func checkStoreDirectory(_ path: String) throws {
 ///
 /// - Throws: ``UsageError`` naming the file it resolves to.
 func checkOutputOutsideStore(_ output: String, store: String) throws {
-    guard output != "-", let root = resolvedPath(store) else { return }
-    let url = URL(fileURLWithPath: output)
-    guard
-        let resolved = resolvedPath(output)
-            ?? resolvedPath(url.deletingLastPathComponent().path).map({ $0 + "/" + url.lastPathComponent })
-    else { return }
-    let own = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "rewind.sock", "token"].map { root + "/" + $0 }
-    guard resolved.hasPrefix(root + "/segments/") || own.contains(resolved) else { return }
+    guard output != "-", let resolved = StagedExport.storeFile(writtenBy: output, store: store) else { return }
     throw UsageError(
         "-o: '\(output)' would write \(resolved), inside the store where only rewind writes; write the export "
             + "elsewhere, e.g. \(store)/exports/", showsHelp: false)
-}
-
-/// `path` with every symbolic link resolved, or nil when it does not exist.
-private func resolvedPath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
-    defer { free(resolved) }
-    return String(cString: resolved)
 }
 
 /// Refuses a directory that holds no store (neither `index.sqlite` nor `segments/`), so a command that only reads

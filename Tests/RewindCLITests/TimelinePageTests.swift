@@ -203,6 +203,7 @@ import Testing
         #expect((click["message"] as? String)?.hasPrefix("no frame of front at or before -5.000s") == true, "\(click)")
         #expect(click["frame_view_open"] as? Bool == false, "\(click)")
         #expect(result["message_after_a_frame"] as? String == "", "a frame shown takes the message away")
+        #expect(result["save_order"] as? String == "done", "a late answer does not take a save back to waiting")
         let drag = result["drag_before_zero"] as? [String: Any] ?? [:]
         #expect((drag["message"] as? String)?.hasPrefix("no frames in range -1") == true, "\(drag)")
         #expect(drag["export_dialog_open"] as? Bool == false && drag["new_saves"] as? Int == 0, "\(drag)")

@@ -225,12 +225,25 @@ import Testing
         let exported = try ExternalTools.frameMD5s(clipPath, pixelFormat: "yuv420p")
         let expected = try ExternalTools.frameMD5s(reference, pixelFormat: "yuv420p")
         #expect(exported.count == 30 && exported == expected)
+        // Nothing is written among the store's own files, also through a symbolic link.
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/index.mkv", withDestinationPath: directory + "/index.sqlite")
+        for inside in ["/segments/x.mkv", "/index.mkv"] {
+            let refused = try curl(
+                live.control.socketPath, "POST", "/v1/clips",
+                body: #"{"stream":"rear","from":"0s","to":"1s","format":"mkv","path":"\#(directory + inside)"}"#)
+            #expect(refused.status == 400 && refused.body.contains("inside the store"), "\(inside): \(refused.body)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/segments/x.mkv"))
         for (path, body) in [
             ("/v1/saves", #"{"stream":"rear","last":"1s"}"#), ("/v1/markers", #"{"stream":"rear","label":"x"}"#),
         ] {
             let refused = try curl(live.control.socketPath, "POST", path, body: body)
             #expect(refused.status == 404 && refused.body.contains("a clip of 'rear'"), "\(path): \(refused.body)")
         }
+        let unknownClip = try curl(
+            live.control.socketPath, "POST", "/v1/clips", body: #"{"stream":"side","from":"0s","to":"1s"}"#)
+        #expect(unknownClip.status == 404 && unknownClip.body.contains("also holds 'rear'"), "\(unknownClip.body)")
         let unknown = try curl(live.control.socketPath, "GET", "/v1/streams/side/timeline?from=0s&to=1s")
         #expect(unknown.status == 404 && unknown.body.contains("its store also holds 'rear'"), "\(unknown.body)")
     }

@@ -658,6 +658,15 @@ $("frame-view").addEventListener("close", () => { state.frame = null; forgetFram
 
 // ---- Export, save, mark ----------------------------------------------------------------------------------------
 
+// A save as an answer or an event reports it. The answer to a request can arrive after the events of the export it
+// started (a clip of a stored stream is done at once): a save never goes back to an earlier state.
+const SAVE_STATE_ORDER = { waiting: 0, exporting: 1, done: 2, failed: 2, cancelled: 2 };
+function noteSave(save) {
+  const known = state.saves.get(save.id);
+  if (known && (SAVE_STATE_ORDER[known.state] || 0) > (SAVE_STATE_ORDER[save.state] || 0)) return;
+  state.saves.set(save.id, save);
+}
+
 function openExport(from, to) {
   state.exportRange = { from, to };
   $("export-range").textContent = formatSeconds(from) + " … " + formatSeconds(to) + " (" +
@@ -682,7 +691,7 @@ $("export-dialog").addEventListener("close", async () => {
       const save = await api("POST", "/v1/clips", {
         stream, from: ns(Math.floor(range.from)), to: ns(Math.ceil(range.to)), format,
       });
-      state.saves.set(save.id, save);
+      noteSave(save);
     } catch (error) {
       say("export of " + stream + ": " + error.message);
     }
@@ -696,7 +705,7 @@ $("save-button").addEventListener("click", async () => {
   try {
     const save = await api("POST", "/v1/saves", { stream: state.streams.length > 1 ? "all" : undefined,
       last: seconds + "s" });
-    state.saves.set(save.id, save);
+    noteSave(save);
     renderSaves();
     say("");
   } catch (error) {
@@ -727,7 +736,7 @@ function listen() {
   events.addEventListener("save", (event) => {
     const data = JSON.parse(event.data);
     const save = data.save || data;
-    state.saves.set(save.id, save);
+    noteSave(save);
     renderSaves();
   });
   for (const type of ["marker", "gap", "segment"]) events.addEventListener(type, () => scheduleRefresh());
