@@ -90,11 +90,13 @@ private func streamsOutsideRecorder(directory: String, _ selection: StreamSelect
 }
 
 /// After the recorder exported `all` without `outside` (streams it does not record): fails, naming them, when any has
-/// frames in the exported range; says they had none otherwise.
-private func checkStoredStreamsLeftOut(_ outside: [String], directory: String, object: SaveObject, what: String)
-    throws
-{
-    let range = object.fromNanoseconds..<max(object.toNanoseconds, object.fromNanoseconds + 1)
+/// frames in the range asked for (a clip's, which the recorder cuts at its newest frame though stored streams may
+/// reach past it; else the exported one); says they had none otherwise.
+private func checkStoredStreamsLeftOut(
+    _ outside: [String], directory: String, object: SaveObject?, asked: Range<Int64>?, what: String
+) throws {
+    guard let range = asked ?? object.map({ $0.fromNanoseconds..<max($0.toNanoseconds, $0.fromNanoseconds + 1) })
+    else { return }
     let holding =
         (try? SegmentStore.openReadOnly(directory: directory)).flatMap { store in
             try? StreamSet(store: store).members(withFramesIn: range).map(\.name).filter { outside.contains($0) }
@@ -110,7 +112,7 @@ private func checkStoredStreamsLeftOut(_ outside: [String], directory: String, o
         "\(names) \(holding.count == 1 ? "has" : "have") frames in the range, and the running recorder does not "
             + "record \(holding.count == 1 ? "it" : "them"): the file does not hold them; export "
             + (holding.count == 1 ? "it" : "each") + " from the disk with 'rewind clip --store \(directory) --stream "
-            + "\(holding[0]) --from \(formatSeconds(object.fromNanoseconds)) --to \(formatSeconds(object.toNanoseconds))'"
+            + "\(holding[0]) --from \(formatSeconds(range.lowerBound)) --to \(formatSeconds(range.upperBound))'"
     )
 }
 
@@ -284,7 +286,16 @@ private func liveExport(
             URL(fileURLWithPath: exports).standardizedFileURL.path
             + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
     }
-    guard let started = try start(path) else { return false }
+    let started: SaveObject?
+    do {
+        started = try start(path)
+    } catch ControlError.refused(let error) where error.code == .empty && recorderExportsAll && range != nil {
+        // The streams the recorder records have no frame in the range: the stored ones may (named, with the clip
+        // that exports them); else the recorder's answer stands.
+        try checkStoredStreamsLeftOut(outside, directory: directory, object: nil, asked: range, what: what)
+        throw ControlError.refused(error)
+    }
+    guard let started else { return false }
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
     var object = started
@@ -354,7 +365,9 @@ private func liveExport(
     } else {
         print(message)
     }
-    if recorderExportsAll { try checkStoredStreamsLeftOut(outside, directory: directory, object: object, what: what) }
+    if recorderExportsAll {
+        try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
+    }
     return true
 }
 

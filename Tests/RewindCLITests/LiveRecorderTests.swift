@@ -478,6 +478,43 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// `clip --stream all` while the recorded stream has no frame yet (its input sent only its header) and a stored
+    /// stream has frames in the range: the command names the stored stream and the clip that exports it, instead of
+    /// saying the store holds no frames.
+    @Test func allWithOnlyAStoredStreamInTheRangeNamesIt() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let earlier = try Tool.rewind([
+            "record", "--store", store, "--input", "b=synthetic:160x120@10", "--duration", "2s",
+        ])
+        #expect(earlier.status == 0, "\(earlier.stderr)")
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let writer = open(fifo, O_RDWR)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        let header = Array("YUV4MPEG2 W160 H120 F10:1 Ip A1:1 C420jpeg\n".utf8)
+        #expect(write(writer, header, header.count) == header.count)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=y4m:\(fifo)", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("all.mkv").path,
+        ])
+        #expect(clip.status == 1, "\(clip.stderr)")
+        #expect(
+            clip.stderr.contains("b has frames in the range") && clip.stderr.contains("--stream b --from 0.000s"),
+            "\(clip.stderr)")
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
     /// the disk, alone or in `all` over a range on disk, saying so; `all` over a range that needs the recorder is
     /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save or a
@@ -539,9 +576,11 @@ import Testing
         ])
         #expect(reaching.status == 1, "\(reaching.output) \(reaching.stderr)")
         #expect(reaching.output.contains("exported by the live recorder (the streams it records: a)"))
+        // The advice keeps the range asked for: the recorder cuts its clip at its newest frame, b's frames on disk
+        // are not.
         #expect(
             reaching.stderr.contains("b has frames in the range, and the running recorder does not record it")
-                && reaching.stderr.contains("--stream b --from 0.000s"), "\(reaching.stderr)")
+                && reaching.stderr.contains("--stream b --from 0.000s --to 600.000s"), "\(reaching.stderr)")
         let postRoll = try Tool.rewind([
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])
