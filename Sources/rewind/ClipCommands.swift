@@ -386,8 +386,15 @@ func export(from source: ClipSource, range: Range<Int64>, output: String, qualit
     }
     var progress = ProgressLine()
     let summary: ExportSummary
+    // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second
+    // signal ends this process at once.
+    installStopHandlers()
     do {
         summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in
+            if stopRequested.load(ordering: .relaxed) {
+                throw CommandError(
+                    "interrupted after \(count) frames: the export was stopped; no file was kept", status: 130)
+            }
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }
     } catch {

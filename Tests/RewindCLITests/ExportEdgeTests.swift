@@ -64,6 +64,33 @@ import Testing
         #expect(stat(fifo, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO, "the FIFO is still there")
     }
 
+    /// Ctrl-C (SIGINT) during an export from disk stops it at its next frame: exit 130, saying so, and neither the
+    /// file nor its hidden partial is left.
+    @Test func anInterruptedExportLeavesNoFile() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:640x360@30", "--duration", "10s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        let output = directory.appendingPathComponent("clip.mp4").path
+        let clip = try Tool.startRewind([
+            "clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output, "--quality", "lossless",
+        ])
+        func files() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0 != "store" }
+        }
+        try waitUntil("the export has started", interval: .milliseconds(5)) {
+            files().contains { $0.hasPrefix(".clip.mp4.partial-") }
+        }
+        clip.process.interrupt()
+        let result = try clip.finish(timeout: .seconds(60))
+        #expect(result.status == 130, "\(result.stderr)")
+        #expect(result.stderr.contains("interrupted") && result.stderr.contains("no file was kept"), "\(result.stderr)")
+        #expect(files().isEmpty, "\(files())")
+    }
+
     /// A link to a device that fails (`/dev/full`): the error is reported and the link stays.
     @Test func aFailedExportToALinkedDeviceKeepsTheLink() throws {
         let directory = try Tool.temporaryDirectory()
