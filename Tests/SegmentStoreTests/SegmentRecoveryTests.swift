@@ -115,6 +115,35 @@ import Testing
         #expect(read.map(\.1) == expected.map { frames.expectedDigest($0) }, "bit-exact")
     }
 
+    /// A store as a killed writer leaves it: 12 frames (key frames every 4) appended to segment 1, synced after
+    /// frame `syncedThrough` (the index holds frames up to it, the file all 12), the index and the `.partial` copied
+    /// into a new directory with `damage` done to the file's bytes (its record offsets given).
+    static func killedWriterStore(
+        frames: TestFrames, syncedThrough: Int = 11, damage: (inout [UInt8], [Int64]) -> Void
+    ) throws -> TemporaryDirectory {
+        let original = TemporaryDirectory()
+        defer { original.remove() }
+        let copy = TemporaryDirectory()
+        let store = try SegmentStore.open(
+            directory: original.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<12 {
+            try writer.append(frames.frame(i))
+            if i == syncedThrough { try writer.sync() }
+        }
+        // The process dies here: its files as they are now.
+        try FileManager.default.createDirectory(atPath: copy.segments, withIntermediateDirectories: true)
+        for name in ["index.sqlite", "index.sqlite-wal"]
+        where FileManager.default.fileExists(atPath: original.path + "/" + name) {
+            try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
+        }
+        var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
+        damage(&bytes, try recordOffsets(bytes))
+        try writeFile(copy.segments + "/000001.seg.partial", bytes)
+        try writer.close()
+        return copy
+    }
+
     /// The same with the index of the killed writer (it had all 12 frames): opening lets go of the rows from the
     /// damage on and records them as a `damaged` gap, saying they wait for a repair rather than that they are lost,
     /// and retention leaves the file alone; the repair salvages from the next key frame on, counts the frames really
@@ -125,30 +154,10 @@ import Testing
     func aSalvageShrinksTheDamagedGapRecordedAtOpenToTheFramesLost(damagedFrame: Int, later: Bool) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
-        let original = TemporaryDirectory()
-        defer { original.remove() }
-        let copy = TemporaryDirectory()
-        defer { copy.remove() }
-        do {
-            let store = try SegmentStore.open(
-                directory: original.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in 0..<12 { try writer.append(frames.frame(i)) }
-            try writer.sync()
-            // The process dies here: its files as they are now.
-            try FileManager.default.createDirectory(atPath: copy.segments, withIntermediateDirectories: true)
-            for name in ["index.sqlite", "index.sqlite-wal"]
-            where FileManager.default.fileExists(
-                atPath: original.path + "/" + name)
-            {
-                try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
-            }
-            var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
-            let offsets = try Self.recordOffsets(bytes)
+        let copy = try Self.killedWriterStore(frames: frames) { bytes, offsets in
             bytes[Int(offsets[damagedFrame]) + 56 + 40] ^= 0x5A
-            try writeFile(copy.segments + "/000001.seg.partial", bytes)
-            try writer.close()
         }
+        defer { copy.remove() }
         func plural(_ count: Int) -> String { "\(count) frame" + (count == 1 ? "" : "s") }
         do {
             let store = try SegmentStore.open(
@@ -197,28 +206,10 @@ import Testing
     @Test func aPartialWithADamagedHeaderRaisesTheNewestPTSToItsFrames() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
-        let original = TemporaryDirectory()
-        defer { original.remove() }
-        let copy = TemporaryDirectory()
-        defer { copy.remove() }
-        do {
-            let store = try SegmentStore.open(
-                directory: original.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in 0..<12 {
-                try writer.append(frames.frame(i))
-                if i == 5 { try writer.sync() }
-            }
-            try FileManager.default.createDirectory(atPath: copy.segments, withIntermediateDirectories: true)
-            for name in ["index.sqlite", "index.sqlite-wal"]
-            where FileManager.default.fileExists(atPath: original.path + "/" + name) {
-                try FileManager.default.copyItem(atPath: original.path + "/" + name, toPath: copy.path + "/" + name)
-            }
-            var bytes = [UInt8](FileManager.default.contents(atPath: original.segments + "/000001.seg.partial")!)
+        let copy = try Self.killedWriterStore(frames: frames, syncedThrough: 5) { bytes, _ in
             bytes[SegmentFormat.fixedHeaderLength - 5] = 0xFF  // the high byte of the stream name's length
-            try writeFile(copy.segments + "/000001.seg.partial", bytes)
-            try writer.close()
         }
+        defer { copy.remove() }
         let store = try SegmentStore.open(directory: copy.path, options: StoreOptions(keyInterval: 4, workerCount: 2))
         #expect(copy.segmentFiles() == ["000001.seg.partial"], "\(store.recovery)")
         let stream = try #require(try store.index.stream(named: "camera"))
