@@ -65,6 +65,13 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
 /// index is readable while it records); nil when there is no index yet. `--stream all` to stdout needs `.mkv`.
 private func liveSelection(directory: String, stream: String?, output: String) throws -> StreamSelection? {
     guard FileManager.default.fileExists(atPath: directory + "/index.sqlite") else { return nil }
+    // A recorder without a store (`--spill off`) keeps a clock of its own, unrelated to the times of the streams an
+    // earlier run stored in the directory: a request that names no stream of them (none, or `all`) is its.
+    if stream == nil || stream == "all", let status = try? ControlClient(directory: directory).status(),
+        status.segments == nil, status.diskBytes == nil
+    {
+        return nil
+    }
     let selection = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: stream)
     if case .all = selection, output == "-" {
         throw UsageError(

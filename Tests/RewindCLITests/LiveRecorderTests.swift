@@ -478,6 +478,39 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// A recorder without a store (`--spill off`) in a directory whose store holds an earlier run's stream: its clock
+    /// is its own, so `save` and `save --stream all` save the stream it records (not the stored one's newest second
+    /// from the disk) and say nothing of the stored one.
+    @Test func aStorelessRecorderSavesAllOfWhatItRecords() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let earlier = try Tool.rewind([
+            "record", "--store", store, "--input", "b=synthetic:160x120@10", "--duration", "20s",
+        ])
+        #expect(earlier.status == 0, "\(earlier.stderr)")
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@10", "--realtime", "--spill", "off",
+            "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+        Thread.sleep(forTimeInterval: 1.5)
+        for stream in [["--stream", "all"], []] {
+            let saved = directory.appendingPathComponent("saved.mkv").path
+            let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", saved] + stream)
+            #expect(save.status == 0, "\(stream): \(save.output) \(save.stderr)")
+            #expect(
+                !save.stderr.contains("does not record b") && !save.stderr.contains("b has frames"), "\(save.stderr)")
+            // The recorder's stream, from its memory: its first seconds, not b's last (19 s) from the disk.
+            #expect(!save.output.contains("19.9"), "\(stream): \(save.output)")
+        }
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// `clip --stream all` while the recorded stream has no frame yet (its input sent only its header) and a stored
     /// stream has frames in the range: the command names the stored stream and the clip that exports it, instead of
     /// saying the store holds no frames.
