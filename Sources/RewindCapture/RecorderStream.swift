@@ -237,7 +237,7 @@ public final class RecorderStream: Sendable {
         guard let spill, framesInRing > 0 else { return }
         // A producer that waits for the spill stage (a file input) is one from its first frame on: its frames are
         // compressed however far behind the spill stage is, not stored raw before it first had to wait.
-        shared.producerWaits.store(true, ordering: .relaxed)
+        if !shared.producerWaits.load(ordering: .relaxed) { shared.producerWaits.store(true, ordering: .relaxed) }
         var isWaiting = false
         defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
         while spill.isRunning && !shouldStop() {

@@ -411,9 +411,7 @@ func info(_ store: String) throws -> [String: Any] {
             "record", "--store", recorded, "--input", "synthetic:160x90@30", "--realtime", "--duration", "30s",
         ])
         defer { if live.process.isRunning { live.process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: recorded + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: recorded)
         let busy = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
         #expect(busy.status == 1, "\(busy.stderr)")
         live.process.terminate()
@@ -456,9 +454,7 @@ func info(_ store: String) throws -> [String: Any] {
             "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "2s", "--segment", "200ms",
             "--realtime",
         ])
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         let mark = try Tool.rewind(["mark", "--store", store, "--label", "keep", "--at", "0.5s", "--hold", "200ms"])
         #expect(mark.status == 0, "\(mark.stderr)")
         #expect(try first.finish(timeout: .seconds(60)).status == 0)

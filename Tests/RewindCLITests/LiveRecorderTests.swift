@@ -331,9 +331,7 @@ import Testing
         ])
         let process = recorder.process
         defer { if process.isRunning { process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         try waitUntil("a second is recorded", interval: .milliseconds(50)) {
             let info = try Tool.rewind(["info", "--store", store, "--json"])
             let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
@@ -469,9 +467,7 @@ import Testing
             "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "30s",
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         #expect(!FileManager.default.fileExists(atPath: abandoned), "the killed recorder's partial file is gone")
         #expect(FileManager.default.fileExists(atPath: running), "a running process's partial file stays")
         recorder.process.interrupt()
@@ -494,9 +490,7 @@ import Testing
             "--duration", "60s",
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         Thread.sleep(forTimeInterval: 1.5)
         for stream in [["--stream", "all"], []] {
             let saved = directory.appendingPathComponent("saved.mkv").path
@@ -533,9 +527,7 @@ import Testing
             "record", "--store", store, "--input", "a=y4m:\(fifo)", "--duration", "60s",
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         let clip = try Tool.rewind([
             "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o",
             directory.appendingPathComponent("all.mkv").path,
@@ -564,9 +556,7 @@ import Testing
             "record", "--store", store, "--input", "a=synthetic:160x120@10", "--realtime", "--duration", "30s",
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         let one = directory.appendingPathComponent("b.mkv").path
         let clip = try Tool.rewind(["clip", "--store", store, "--stream", "b", "--from", "0s", "--to", "1s", "-o", one])
         #expect(clip.status == 0, "\(clip.stderr)")

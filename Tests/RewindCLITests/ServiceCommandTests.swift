@@ -173,9 +173,7 @@ import Testing
             "record", "--store", store, "--input", "front=synthetic:320x240@30", "--input",
             "rear=synthetic:160x120@15", "--realtime", "--duration", "2s",
         ])
-        try waitUntil("the recorder serves its socket") {
-            FileManager.default.fileExists(atPath: store + "/rewind.sock")
-        }
+        try Tool.waitForSocket(of: store)
         let mark = try Tool.rewind(["mark", "--store", store, "--stream", "rear", "--label", "both", "--hold", "1s"])
         #expect(mark.status == 0, "\(mark.stderr)")
         #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
@@ -211,9 +209,7 @@ import Testing
                 "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "60s",
             ])
             defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
-            try waitUntil("the recorder serves its socket") {
-                FileManager.default.fileExists(atPath: store + "/rewind.sock")
-            }
+            try Tool.waitForSocket(of: store)
             let events = try Tool.startRewind(["events", "--store", store])
             // Connected once a marker made now reaches it.
             try waitUntil("the events client hears a marker") {

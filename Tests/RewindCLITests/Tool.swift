@@ -46,6 +46,13 @@ enum Tool {
         try ExternalTools.Child(rewindPath, arguments)
     }
 
+    /// Waits until the recorder started on `store` serves its control socket.
+    static func waitForSocket(of store: String) throws {
+        try waitUntil("the recorder serves its socket") {
+            FileManager.default.fileExists(atPath: store + "/rewind.sock")
+        }
+    }
+
     /// A fresh, empty temporary directory.
     static func temporaryDirectory(_ label: String = "rewind") throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")

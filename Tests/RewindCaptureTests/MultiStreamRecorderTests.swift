@@ -158,11 +158,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let duration = FrameTime(value: 1, timescale: 30)
         do {
             let store = try SegmentStore.open(directory: directory.path)
-            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 30)
-            let recorder = try Recorder(
-                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-            try recorder.record(from: &camera)
-            try recorder.finish()
+            let recorder = try Self.recordStreamA(frames: 30, into: store, layout: layout, duration: duration)
             #expect(recorder.streams[0].sessionOffsetNanoseconds == 0, "a new stream keeps its source's pts")
         }
         let store = try SegmentStore.open(directory: directory.path)
@@ -191,17 +187,26 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Records `frames` frames of a synthetic camera as stream `a` into `store`, to the end; returns the recorder.
+    @discardableResult
+    static func recordStreamA(frames: Int, into store: SegmentStore, layout: FrameLayout, duration: FrameTime) throws
+        -> Recorder
+    {
+        var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: frames)
+        let recorder = try Recorder(
+            stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
+        try recorder.record(from: &camera)
+        try recorder.finish()
+        return recorder
+    }
+
     /// Records ten frames more of stream `a` into the store in `directory`; returns the store and the pts of the
     /// first frame of the stream at or after `firstAfter`.
     static func recordTenFramesAgain(
         in directory: TemporaryDirectory, layout: FrameLayout, duration: FrameTime, firstAfter: Int64
     ) throws -> (SegmentStore, Int64?) {
         let store = try SegmentStore.open(directory: directory.path)
-        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        let recorder = try Recorder(
-            stream: again.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-        try recorder.record(from: &again)
-        try recorder.finish()
+        try recordStreamA(frames: 10, into: store, layout: layout, duration: duration)
         var first: Int64?
         try store.frames(in: firstAfter..<Int64.max) { frame in
             first = frame.info.ptsNanoseconds
@@ -283,13 +288,9 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let tailEnd: Int64 = 12_000_000_000
         do {
             let store = try SegmentStore.open(directory: directory.path)
-            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 30)
-            let recorder = try Recorder(
-                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-            try recorder.record(from: &camera)
-            try recorder.finish()
+            let recorder = try Self.recordStreamA(frames: 30, into: store, layout: layout, duration: duration)
             let last = try #require(try store.summary(streamName: "a").lastPTS)
-            let writer = try store.makeWriter(streamName: "a", stream: camera.stream)
+            let writer = try store.makeWriter(streamName: "a", stream: recorder.streams[0].stream)
             try writer.recordGap(start: last, end: tailEnd, reason: .diskError)
             try writer.close()
         }
@@ -313,11 +314,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         do {
             let store = try SegmentStore.open(
                 directory: directory.path, options: StoreOptions(segmentMaxDuration: .seconds(1)))
-            var camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 90)
-            let recorder = try Recorder(
-                stream: camera.stream, store: store, configuration: RecorderConfiguration(streamName: "a"))
-            try recorder.record(from: &camera)
-            try recorder.finish()
+            try Self.recordStreamA(frames: 90, into: store, layout: layout, duration: duration)
             ended = try #require(try store.summary(streamName: "a").lastPTS)
             _ = try store.addMarker(streamName: "a", at: 0, label: "keep", hold: 0..<500_000_000)
         }

@@ -105,12 +105,11 @@ extension SegmentStore {
         salvage.salvagedInto = writer?.sealedFileNames ?? []
         let (lost, lostPTS) = try lostFrames(reader: reader, scan: scan, tail: tail, usable: usable, indexPTS: indexPTS)
         salvage.lost = lost
-        // Stretches whose pts nothing tells any more, inside a `damaged` gap already recorded: an earlier open let go
-        // of their index rows and counted them then. Where no frame of the file tells where a stretch lies (a file
-        // damaged in its first record, whose rows the open let go of with the segment's), it lies between the
-        // stream's segments before and after the file.
-        // A file with valid records after the damage was kept whole by the open, which did not count the frames it
-        // left out of the index: the salvage counts what it cannot save.
+        // Stretches whose pts nothing tells any more, in a file with nothing valid after its damage (cut short), inside
+        // a `damaged` gap already recorded: an earlier open let go of their index rows and counted them then. (A file
+        // with valid records after the damage was kept whole by the open, which counted nothing: the salvage counts
+        // what it cannot save.) A stretch lies between the frames before and after it, or, where no frame of the file
+        // tells (a file damaged in its first record), between the stream's segments before and after the file.
         let streamID =
             try segmentID.flatMap({ try index.segment(id: $0) })?.streamID
             ?? index.stream(named: header.streamName)?.id
@@ -125,10 +124,7 @@ extension SegmentStore {
                 guard after < before, after > Int64.min || before < Int64.max else { continue }
                 let range = (after == Int64.min ? after : after + 1)..<before
                 salvage.lost[number].countedBefore = try index.gaps(streamID: streamID, overlapping: range)
-                    .contains {
-                        $0.reason == .damaged && $0.startNanoseconds < before
-                            && (stretch.previousPTS == nil ? $0.endNanoseconds > after : $0.startNanoseconds <= after)
-                    }
+                    .contains { $0.reason == .damaged }
             }
         }
 
