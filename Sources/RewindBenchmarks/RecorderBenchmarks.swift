@@ -18,10 +18,11 @@ import SegmentStore
 /// ext4, so `export_over_reserved_write` and `save_over_reserved_write` also compare against a write that reserves
 /// them the same way: what the export's own work costs. The plain write repeats one 1 MiB buffer, which stays in the
 /// CPU's cache; `export_over_memory_write` compares against writing the exported file's own bytes from memory
-/// instead, 1 MiB at a time (a copy of 933 MB that has to come from RAM). Several streams: `drops_4x1080p30` (frames
-/// dropped while one recorder records four synthetic 1080p30 NV12 cameras in real time, each from its own thread,
-/// under one budget with eager spill) and `save_all_over_write` (saving the last 5 s of the four streams into one
-/// `.mkv` ÷ a plain write of the same frames' bytes).
+/// instead, 1 MiB at a time (a copy of 933 MB that has to come from RAM). `export_cpu_floor_over_write` is the
+/// export's process CPU time ÷ 2 cores ÷ the plain write: the ratio it would reach with both cores busy throughout.
+/// Several streams: `drops_4x1080p30` (frames dropped while one recorder records four synthetic 1080p30 NV12
+/// cameras in real time, each from its own thread, under one budget with eager spill) and `save_all_over_write`
+/// (saving the last 5 s of the four streams into one `.mkv` ÷ a plain write of the same frames' bytes).
 public enum RecorderBenchmarks {
     /// Runs the benchmarks of recording a file and exporting from disk: `record_y4m_over_lz4`,
     /// `export_over_write`.
@@ -51,6 +52,12 @@ public enum RecorderBenchmarks {
         var exportWrite = Double.infinity
         var exportReservedWrite = Double.infinity
         var exportDecode = Double.infinity
+        var exportDecodeOneThread = Double.infinity
+        // Process CPU time (all threads, user + system) of the decode alone, the export and the plain write: with
+        // both cores busy all the time, the export would take its CPU time ÷ 2.
+        var exportDecodeCPU = Double.infinity
+        var exportCPU = Double.infinity
+        var exportWriteCPU = Double.infinity
         let decodeBuffers = DecodeBuffers(byteCount: hd.byteCount, count: 5)
         var exportedBytes: UnsafeMutableRawBufferPointer?
         defer { exportedBytes?.deallocate() }
@@ -59,17 +66,27 @@ public enum RecorderBenchmarks {
             // The decode alone with two threads (pairs throughout; the export switches by who waits), nothing
             // written.
             let decodeStart = ContinuousClock.now
+            var cpuStart = processCPUSeconds()
             try store.frames(in: 0..<Int64.max, into: decodeBuffers, decodeThreads: 2) { _ in true }
             exportDecode = min(exportDecode, seconds(ContinuousClock.now - decodeStart))
+            exportDecodeCPU = min(exportDecodeCPU, processCPUSeconds() - cpuStart)
+            // And on one thread: the CPU time the decode needs when no second thread waits on the first.
+            let oneStart = ContinuousClock.now
+            try store.frames(in: 0..<Int64.max, into: decodeBuffers, decodeThreads: 1) { _ in true }
+            exportDecodeOneThread = min(exportDecodeOneThread, seconds(ContinuousClock.now - oneStart))
             let start = ContinuousClock.now
+            cpuStart = processCPUSeconds()
             let exported = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(exportPath))
             exportTime = min(exportTime, seconds(ContinuousClock.now - start))
+            exportCPU = min(exportCPU, processCPUSeconds() - cpuStart)
             // The exported file's bytes, read into memory once: the reference that writes the same bytes.
             if exportedBytes == nil { exportedBytes = try readWhole(exportPath) }
             try? FileManager.default.removeItem(atPath: exportPath)
             exportFromMemory = min(
                 exportFromMemory, try plainWrite(UnsafeRawBufferPointer(exportedBytes!), to: exportPath))
+            cpuStart = processCPUSeconds()
             exportWrite = min(exportWrite, try plainWrite(bytes: Int(exported.bytes), to: exportPath))
+            exportWriteCPU = min(exportWriteCPU, processCPUSeconds() - cpuStart)
             exportReservedWrite = min(
                 exportReservedWrite, try plainWrite(bytes: Int(exported.bytes), to: exportPath, reserving: true))
         }
@@ -80,6 +97,11 @@ public enum RecorderBenchmarks {
         results["export_ms"] = exportTime * 1000
         results["export_write_ms"] = exportWrite * 1000
         results["export_decode_ms"] = exportDecode * 1000
+        results["export_cpu_ms"] = exportCPU * 1000
+        results["export_decode_cpu_ms"] = exportDecodeCPU * 1000
+        results["export_write_cpu_ms"] = exportWriteCPU * 1000
+        results["export_decode_one_thread_ms"] = exportDecodeOneThread * 1000
+        results["export_cpu_floor_over_write"] = exportCPU / 2 / exportWrite
         return results
     }
 
@@ -277,6 +299,14 @@ public enum RecorderBenchmarks {
             try buffer.withUnsafeBytes { try writer.write(FrameView(layout: layout, info: info, bytes: $0)) }
         }
         _ = try writer.finish()
+    }
+
+    /// CPU seconds this process has used so far, user and system, all threads.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
     /// Raw MB/s of recording `file` with eager spill ÷ raw MB/s of `lz4 -1` on the same file.

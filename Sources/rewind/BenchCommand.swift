@@ -25,6 +25,10 @@ private let figures: [(key: String, meaning: String, goal: String)] = [
     ("synthetic_render_cores_4k60", "the synthetic camera's own rendering at 4K60, cores", ""),
     ("export_over_write", "clip export to .y4m from disk ÷ plain write of as many bytes (one 1 MiB buffer)", "≤ 1.3"),
     ("export_over_memory_write", "the same ÷ writing the exported file's own bytes from memory", ""),
+    (
+        "export_cpu_floor_over_write",
+        "the export's CPU time ÷ 2 cores ÷ the plain write: its ratio with both cores busy", ""
+    ),
     ("save_pin_ms", "save last 5 s: request → frames pinned, ms", "≤ 1"),
     ("save_over_write", "save last 5 s from memory to .y4m ÷ plain write of the same bytes", "≤ 1.3"),
     ("mp4_save_over_realtime", "save last 5 s of 1080p60 to .mp4 (quality fast) ÷ 5 s", "≤ 1.0"),
