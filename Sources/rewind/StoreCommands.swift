@@ -202,27 +202,14 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         throw CommandError("no store at '\(directory)'")
     }
     let repair = arguments.flag("repair")
-    var movedIndex: String?
-    let store: SegmentStore
-    if repair {
-        do {
-            store = try SegmentStore.open(directory: directory)
-        } catch SegmentStoreError.damagedIndex {
-            // The index is derived from the segment files: keep the damaged one aside and rebuild it from them.
-            movedIndex = try moveIndexAside(in: directory)
-            store = try SegmentStore.open(directory: directory)
-        }
-    } else {
+    if !repair && SegmentStore.isOpenForRecording(directory: directory) {
         // While a recorder writes, the open segment grows, retention deletes files and the index moves on between
         // reads: a check would report damage that is not there.
-        if SegmentStore.isOpenForRecording(directory: directory) {
-            throw SegmentStoreError.storeLocked(directory: directory)
-        }
-        store = try SegmentStore.openReadOnly(directory: directory)
+        throw SegmentStoreError.storeLocked(directory: directory)
     }
-    var only: String?
-    if let name = arguments.string("stream"), name != "all" { only = try selectStream(in: store, named: name).name }
-    var report = try store.verify(repair: repair, streamName: only)
+    var movedIndex: String?
+    var (store, report, only) = try openAndVerify(
+        directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
     if repair {
         // Report what was repaired, then the state the store is in now.
         var repaired = store.recovery.repaired + report.repaired
@@ -231,9 +218,13 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
             repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
         }
         let salvage = store.recovery.salvage + report.salvage
+        // What the repair could not do (a salvage without room, a file it could not seal) comes first: the check
+        // after it only sees the result.
+        let failed = report.problems
         report = try store.verify(repair: false, streamName: only)
         report.repaired = repaired
         report.salvage = salvage
+        report.problems = failed + report.problems.filter { !failed.contains($0) }
     }
     if arguments.flag("json") {
         try printJSON([
@@ -256,6 +247,25 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         }
     }
     return report.clean ? ExitStatus.success : ExitStatus.failure
+}
+
+/// Opens the store (for a repair, recovering it) and checks or repairs it, one stream's segments when `stream`
+/// names one. A repair that finds the index damaged, when the store opens or later while it checks, keeps the
+/// damaged index aside (`movedIndex`) and starts again on one rebuilt from the segment files, from which the
+/// index is derived.
+private func openAndVerify(
+    directory: String, repair: Bool, stream: String?, movedIndex: inout String?
+) throws -> (SegmentStore, VerifyReport, String?) {
+    do {
+        let store =
+            try repair ? SegmentStore.open(directory: directory) : SegmentStore.openReadOnly(directory: directory)
+        var only: String?
+        if let stream, stream != "all" { only = try selectStream(in: store, named: stream).name }
+        return (store, try store.verify(repair: repair, streamName: only), only)
+    } catch SegmentStoreError.damagedIndex where repair && movedIndex == nil {
+        movedIndex = try moveIndexAside(in: directory)
+        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
+    }
 }
 
 /// One damaged segment's lost and salvaged frames, for `verify --json`.

@@ -55,4 +55,34 @@ import Testing
         let sourceMD5s = try frameMD5s(source.path)
         #expect(try frameMD5s(output) == Array(sourceMD5s[0..<40] + sourceMD5s[60..<120]))
     }
+
+    /// An index whose damage shows only once it is read past the open (a page of the frames table overwritten):
+    /// `verify --repair` keeps it aside and rebuilds it from the segment files, as for one that does not open,
+    /// instead of advising the same repair again.
+    @Test func repairRebuildsAnIndexWhoseDamageShowsAfterItOpens() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "30", frames: 330, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "4s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        let root = try runChecked(
+            "sqlite3", ["\(store)/index.sqlite", "SELECT rootpage FROM sqlite_master WHERE name = 'frames'"])
+        let page = try #require(Int(root.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let pageSize = try runChecked("sqlite3", ["\(store)/index.sqlite", "PRAGMA page_size"])
+        let size = try #require(Int(pageSize.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: "\(store)/index.sqlite"))
+        try handle.seek(toOffset: UInt64(size * (page - 1)))
+        try handle.write(contentsOf: Data(repeating: 0xDE, count: 64))
+        try handle.close()
+
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved the damaged index to \(store)/index.sqlite.damaged-"), "\(repair.output)")
+        #expect(repair.output.contains("verified 3 segments, 330 frames"), "\(repair.output)")
+        let output = directory.appendingPathComponent("all.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "20s", "-o", output])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try frameMD5s(output) == frameMD5s(source.path))
+    }
 }

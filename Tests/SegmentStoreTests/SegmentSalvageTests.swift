@@ -117,6 +117,47 @@ import Testing
         try Self.expectEveryFrameOnceExcept(lost, store: store, frames: frames)
     }
 
+    /// A repair whose salvage cannot be written (the disk full) keeps the damaged file whole, says why, and leaves
+    /// a `damaged` gap where the index lets go of the frames past the damage, so nothing reads as complete that is
+    /// not; with room again, the next repair salvages them all.
+    @Test func repairWithoutRoomForTheSalvageSaysSoAndLeavesAGapUntilTheNextRepair() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let entries = try Self.makeStore(dir, frames: frames)
+        try Self.damage(dir, entries: entries, frames: [43], inHeader: false)
+        let lost = Self.lostFrames([43], entries: entries)
+        let original = FileManager.default.contents(atPath: dir.segments + "/000001.seg")
+        do {
+            let faults = FaultInjectingFileSystem()
+            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(fileSystem: faults))
+            faults.setDiskFull(true)
+            let report = try store.verify(repair: true)
+            let problem = try #require(
+                report.problems.first {
+                    $0.contains("could not salvage the frames after the damage in segment 000001.seg")
+                })
+            #expect(
+                problem.contains("the index leaves out its 57 frames from the damage on (a 'damaged' gap)"),
+                "\(problem)")
+            #expect(FileManager.default.contents(atPath: dir.segments + "/000001.seg") == original, "not cut")
+            #expect(!report.clean)
+            faults.setDiskFull(false)
+            // Frames 0…42 and 100…129 read; a gap covers 43…99.
+            let read = try readAll(store, paired: false).map(\.0)
+            #expect(read == (Array(0..<43) + Array(100..<130)).map { frames.pts($0) })
+            let gaps = try store.gaps().filter { $0.reason == .damaged }
+            #expect(gaps.map(\.startNanoseconds) == [frames.pts(42)])
+            #expect(gaps.map(\.endNanoseconds) == [frames.pts(100)])
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        let report = try store.verify(repair: true)
+        #expect(report.salvage.first?.salvagedFrames == 50)
+        try Self.expectEveryFrameOnceExcept(lost, store: store, frames: frames)
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// A repair that stops after the salvaged segment is durable but before the damaged file is cut (here its
     /// rename fails) leaves every frame readable once; the next open, and the next repair, keep it that way and
     /// write nothing twice. With the index lost as well, it is rebuilt from the files with no frame twice.

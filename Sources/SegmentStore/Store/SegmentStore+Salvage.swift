@@ -41,6 +41,8 @@ extension SegmentStore {
         if isPartial && tail.records.isEmpty && indexPTS.count <= scan.entries.count { return salvage }
 
         var writer: StreamWriter?
+        // The first pts whose index row a repair removes (the file's rows after its last valid frame).
+        let firstDropped = scan.entries.last.map { $0.ptsNanoseconds + 1 } ?? Int64.min
         if write {
             guard let made = try makeWriterIfIdle(streamName: header.streamName, stream: header.stream) else {
                 report.problems.append(
@@ -49,10 +51,7 @@ extension SegmentStore {
                 return nil
             }
             writer = made
-            if let segmentID {
-                let firstDropped = scan.entries.last.map { $0.ptsNanoseconds + 1 } ?? Int64.min
-                try index.removeFrames(ofSegment: segmentID, atOrAfter: firstDropped)
-            }
+            if let segmentID { try index.removeFrames(ofSegment: segmentID, atOrAfter: firstDropped) }
         }
 
         let decoder = FrameDecoder(layout: header.stream.layout, chunkSize: header.chunkSize)
@@ -96,9 +95,19 @@ extension SegmentStore {
             try writer?.close()
         } catch {
             try? writer?.close()
+            // The rows past the damage are gone and the file keeps its frames: as after an open that let go of
+            // them, a `damaged` gap says where they are missing until a repair salvages them.
+            var missing = ""
+            if let writer,
+                let count = try? recordLostFrames(
+                    streamID: writer.stream.id, lost: indexPTS.filter { $0 >= firstDropped }), count > 0
+            {
+                missing =
+                    "; the index leaves out its \(Self.frames(count)) from the damage on (a 'damaged' gap) until then"
+            }
             report.problems.append(
                 "could not salvage the frames after the damage in segment \(name) (\(error)); the file is left as it "
-                    + "is: run 'rewind verify --repair' again")
+                    + "is: free space or fix the error, then run 'rewind verify --repair' again" + missing)
             return nil
         }
         salvage.usableFrames = usable.count
