@@ -172,6 +172,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
                     loop: RecordLoopOptions(pacing: pacing, duration: duration)))
         }
     }
+    try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
     return try record(
         opened, directory: directory, configuration: configuration, options: options,
         followsPressure: followsPressure, listen: listen)
@@ -534,6 +535,26 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
                 + " (\(frame)), so it holds no frame before the newest; give at least "
                 + "--window \((frameNanoseconds + 999_999) / 1_000_000)ms", showsHelp: false)
     }
+}
+
+/// Refuses a `--disk` budget smaller than one frame of each stream stored raw (what a frame that does not compress
+/// takes), before the store is opened: retention would delete everything the store holds, earlier recordings
+/// included, to stay under it. A size without a unit is in bytes (`--disk 20` is 20 bytes), which the message says.
+func checkDiskFits(_ streams: [StreamDescription], _ options: StoreOptions, given text: String? = nil)
+    throws(UsageError)
+{
+    guard let budget = options.diskBudget else { return }
+    let smallest = streams.reduce(0) { $0 + $1.layout.byteCount }
+    guard budget < smallest else { return }
+    let what =
+        streams.count == 1 ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
+    let bare = text.map { !$0.isEmpty && $0.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } } ?? false
+    throw UsageError(
+        "--disk: \(formatBytes(Int64(budget)))"
+            + (bare ? " ('\(text!)' has no unit: a size without one is in bytes)" : "")
+            + " cannot hold \(what) (\(formatBytes(Int64(smallest))) stored raw), and retention would delete "
+            + "everything the store holds to stay under it; give a budget such as --disk 20GiB",
+        showsHelp: false)
 }
 
 /// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change

@@ -420,8 +420,9 @@ func info(_ store: String) throws -> [String: Any] {
     }
 
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
-    /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds.
-    @Test(arguments: [("100K", 1), ("1", 1), ("10MiB", 0)])
+    /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds. One
+    /// smaller than a frame stored raw (a bare `1`, in bytes) is refused before the store is touched.
+    @Test(arguments: [("120K", 1), ("1", 64), ("100K", 64), ("10MiB", 0)])
     func retentionThatKeepsNothingOfARecordingIsAFailure(disk: String, expected: Int32) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -431,6 +432,11 @@ func info(_ store: String) throws -> [String: Any] {
             "--disk", disk,
         ])
         #expect(record.status == expected, "\(record.output) \(record.stderr)")
+        if expected == 64 {
+            #expect(record.stderr.contains("cannot hold one frame of nv12 320x240 (112.5 KiB stored raw)"))
+            #expect(!FileManager.default.fileExists(atPath: store + "/index.sqlite"))
+            return
+        }
         let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
         let frames = try #require((info as? [String: Any])?["frames"] as? Int)
         if expected == 0 {
@@ -460,7 +466,7 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try first.finish(timeout: .seconds(60)).status == 0)
         let second = try Tool.rewind([
             "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s", "--segment", "1s",
-            "--disk", "100K",
+            "--disk", "120K",
         ])
         #expect(second.status == 1, "\(second.output) \(second.stderr)")
         #expect(second.stderr.contains("retention deleted all 90 durable frames of this recording"), "\(second.stderr)")

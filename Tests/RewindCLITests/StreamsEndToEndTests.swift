@@ -265,6 +265,14 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         (["--input", "all=synthetic:320x180@30"], "'all' is not a stream name"),
         (["--stream", "all", "--input", "synthetic:320x180@30"], "'all' is not a stream name"),
         (["--input", "synthetic:320x180@30", "--disk", "0"], "--disk 0 keeps nothing"),
+        (
+            ["--input", "synthetic:320x180@30", "--disk", "20"],
+            "--disk: 20 B ('20' has no unit: a size without one is in bytes) cannot hold one frame"
+        ),
+        (
+            ["--input", "a=synthetic:320x180@30", "--input", "b=synthetic:160x96@15", "--disk", "100KiB"],
+            "cannot hold one frame of each of the 2 streams"
+        ),
         (["--input", "synthetic:320x180@30", "--max-age", "0s"], "--max-age must be longer than 0s"),
     ])
     func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {
