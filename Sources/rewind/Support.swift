@@ -27,7 +27,22 @@ struct ProgressLine {
 /// Set by SIGINT/SIGTERM: long-running commands finish cleanly when they see it.
 let stopRequested = Atomic<Bool>(false)
 
-/// Makes SIGINT and SIGTERM request a clean stop (a second signal of either kind ends the process at once).
+/// When the first stop signal arrived, CLOCK_MONOTONIC nanoseconds (0: none yet).
+private let firstStopSignal = Atomic<Int64>(0)
+
+/// A second stop signal this soon after the first is the same request delivered twice, not a second request:
+/// `timeout` sends its signal to the child and then to its own process group, which holds the child.
+private let repeatedSignalNanoseconds: Int64 = 250_000_000
+
+/// CLOCK_MONOTONIC in nanoseconds (async-signal-safe).
+private func monotonicNanoseconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+}
+
+/// Makes SIGINT and SIGTERM request a clean stop (a second signal of either kind, a quarter of a second or more
+/// after the first, ends the process at once).
 func installStopHandlers() {
     // A parent may have started us with these signals blocked (the mask is inherited): unblock them.
     var unblock = sigset_t()
@@ -37,10 +52,15 @@ func installStopHandlers() {
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     for signalNumber in [SIGINT, SIGTERM] {
         signal(signalNumber) { number in
-            if stopRequested.exchange(true, ordering: .relaxed) {
-                signal(number, SIG_DFL)
-                raise(number)
+            let now = monotonicNanoseconds()
+            if !stopRequested.exchange(true, ordering: .relaxed) {
+                firstStopSignal.store(now, ordering: .relaxed)
+                return
             }
+            let first = firstStopSignal.load(ordering: .relaxed)
+            guard first == 0 || now - first >= repeatedSignalNanoseconds else { return }
+            signal(number, SIG_DFL)
+            raise(number)
         }
     }
 }

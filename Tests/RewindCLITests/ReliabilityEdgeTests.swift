@@ -127,6 +127,41 @@ import Testing
         #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
     }
 
+    /// The same signal twice within a moment (as `timeout` sends it: to the recorder, then to its own process group)
+    /// is one request to stop: the recording ends cleanly, its segment sealed, instead of at once.
+    @Test func aSignalDeliveredTwiceAtOnceStopsTheRecordingCleanly() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        // An input that sent two frames and then nothing: the stop waits a moment for the blocked read.
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let writer = open(fifo, O_RDWR)
+        try #require(writer >= 0)
+        defer { close(writer) }
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 160 * 120 * 3 / 2)
+        let input = Array("YUV4MPEG2 W160 H120 F30:1 Ip A1:1 C420jpeg\n".utf8) + frame + frame
+        #expect(write(writer, input, input.count) == input.count)
+        let child = try Tool.startRewind([
+            "record", "--store", store, "--input", "y4m:\(fifo)", "--memory-pressure", "off",
+        ])
+        defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(child.process.processIdentifier, SIGTERM)
+        usleep(20_000)
+        kill(child.process.processIdentifier, SIGTERM)
+        let result = try child.finish(timeout: .seconds(30))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+        #expect(
+            !((try? FileManager.default.contentsOfDirectory(atPath: store + "/segments")) ?? []).contains {
+                $0.hasSuffix(".partial")
+            })
+    }
+
     /// SIGTERM while a soak at full speed waits for a slow disk on a small ring ends it within a moment; the run
     /// then finishes its checks.
     @Test func sigtermEndsASoakWaitingForASlowDisk() throws {
