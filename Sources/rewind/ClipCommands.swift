@@ -144,7 +144,23 @@ private func exportAll(
 ) throws -> Int32 {
     let holding = try set.members(withFramesIn: range)
     let tracks = holding.count
-    let summaries = try set.export(range: range, format: format, to: .path(output), quality: quality)
+    var progress = ProgressLine()
+    let summaries: [ExportSummary]
+    // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
+    installStopHandlers()
+    do {
+        summaries = try set.export(range: range, format: format, to: .path(output), quality: quality) { written in
+            if stopRequested.load(ordering: .relaxed) {
+                throw CommandError(
+                    "interrupted after \(written) frames: the export was stopped; no file was kept", status: 130)
+            }
+            progress.update("exporting … \(written) frames of \(count(tracks, "stream"))")
+        }
+    } catch {
+        progress.clear()
+        throw error
+    }
+    progress.clear()
     for summary in summaries {
         var line = describe(summary, destination: summary.path ?? output)
         if format == .matroska {

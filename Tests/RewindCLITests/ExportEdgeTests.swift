@@ -65,24 +65,27 @@ import Testing
     }
 
     /// Ctrl-C (SIGINT) during an export from disk stops it at its next frame: exit 130, saying so, and neither the
-    /// file nor its hidden partial is left.
-    @Test func anInterruptedExportLeavesNoFile() throws {
+    /// file nor its hidden partial is left; for `--stream all` (a file per stream) neither any stream's.
+    @Test(arguments: [false, true])
+    func anInterruptedExportLeavesNoFile(allStreams: Bool) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind([
-            "record", "--store", store, "--input", "synthetic:640x360@30", "--duration", "10s",
-        ])
+        let inputs =
+            allStreams
+            ? ["--input", "a=synthetic:640x360@30", "--input", "b=synthetic:320x180@30"]
+            : ["--input", "synthetic:640x360@30"]
+        let record = try Tool.rewind(["record", "--store", store, "--duration", "10s"] + inputs)
         try #require(record.status == 0, "\(record.stderr)")
         let output = directory.appendingPathComponent("clip.mp4").path
-        let clip = try Tool.startRewind([
-            "clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output, "--quality", "lossless",
-        ])
+        let clip = try Tool.startRewind(
+            ["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output, "--quality", "lossless"]
+                + (allStreams ? ["--stream", "all"] : []))
         func files() -> [String] {
             ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0 != "store" }
         }
         try waitUntil("the export has started", interval: .milliseconds(5)) {
-            files().contains { $0.hasPrefix(".clip.mp4.partial-") }
+            files().contains { $0.hasPrefix(allStreams ? ".clip.a.mp4.partial-" : ".clip.mp4.partial-") }
         }
         clip.process.interrupt()
         let result = try clip.finish(timeout: .seconds(60))
