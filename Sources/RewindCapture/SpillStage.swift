@@ -38,6 +38,8 @@ final class SpillStage: @unchecked Sendable {
     /// How long a stream goes without a frame to write before its encoder's buffers are given back and the frames
     /// written since its last automatic sync are synced.
     static let idleBeforeRelease: UInt64 = 1_000_000_000
+    /// How often each lane brings the store's drop counters up to date while recording (nanoseconds).
+    static let dropsStoreInterval: UInt64 = 1_000_000_000
 
     init(configuration: RecorderConfiguration) {
         self.configuration = configuration
@@ -169,6 +171,11 @@ final class SpillLane {
     /// given back since.
     private var lastBusy = DispatchTime.now().uptimeNanoseconds
     private var releasedWhileIdle = false
+    /// The drop counters as far as the store has them (each reason's count when last written), and when they were
+    /// last brought up to date (monotonic nanoseconds): every second while recording, so a recorder that is killed
+    /// loses at most the last second's counts.
+    private var storedDrops: [LossReason: Int] = [:]
+    private var dropsStoredAt: UInt64 = 0
     /// Bytes of one frame's slab, to count how many frames the ring's budget holds.
     private let slabBytes: Int
     /// Time the segment files took (writes, writeback, syncs) and bytes written, each a running sum that decays by
@@ -216,6 +223,11 @@ final class SpillLane {
         let wrote = spillBatch(all: all)
         if !wrote { collectFinishedSync() }
         let now = DispatchTime.now().uptimeNanoseconds
+        if now - dropsStoredAt >= SpillStage.dropsStoreInterval {
+            dropsStoredAt = now
+            // A failure (the index cannot grow) is left to the close, which tries again and reports it.
+            try? storeDrops()
+        }
         if wrote {
             lastBusy = now
             releasedWhileIdle = false
@@ -548,17 +560,24 @@ final class SpillLane {
         }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
-        let drops = shared.drops(ring: ring.statistics)
-        for (reason, count) in drops where count > 0 {
-            do {
-                try writer.addDrops(reason: reason, count: count)
-            } catch {
-                failure = failure ?? error
-            }
+        do {
+            try storeDrops()
+        } catch {
+            failure = failure ?? error
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { $0.statistics.framesDurable = durable }
         return failure
+    }
+
+    /// Adds to the store's drop counters what they grew by since they were last written.
+    private func storeDrops() throws {
+        for (reason, count) in shared.drops(ring: ring.statistics) {
+            let growth = count - storedDrops[reason, default: 0]
+            guard growth > 0 else { continue }
+            try writer.addDrops(reason: reason, count: growth)
+            storedDrops[reason] = count
+        }
     }
 
     /// Records the gap of a stream whose input failed: from its last frame to the end of the recording (at least

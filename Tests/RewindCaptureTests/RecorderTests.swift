@@ -284,6 +284,32 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(indexes.first == 0)
     }
 
+    /// The drop counters reach the store while the recorder runs (every second), not only when it stops: a
+    /// recorder killed later loses at most the last second's counts. Stopping adds only what is new.
+    @Test(.timeLimit(.minutes(15)))
+    func dropCountersReachTheStoreWhileRecording() throws {
+        var feed = try CameraFeed()
+        let disk = GatedFileSystem()
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory, options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 40 * 6 * 4096))
+        disk.close()
+        var dropped = 0
+        for _ in 0..<100 {
+            if case .dropped = try feed.appendNext(to: recorder) { dropped += 1 }
+        }
+        try #require(dropped > 0, "a stalled disk and a 40-frame ring make the recorder drop")
+        disk.open()
+        recorder.waitForSpillRoom()
+        try waitUntil("the drop counters reached the store", timeout: .seconds(30)) {
+            (try? SegmentStore.openReadOnly(directory: directory).drops()) == [.spillBehind: dropped]
+        }
+        try recorder.finish()
+        #expect(try store.drops() == [.spillBehind: dropped], "counted once")
+    }
+
     @Test(.timeLimit(.minutes(15)))
     func aFrameDroppedBecauseTheSpillIsBehindSaysSoInItsOutcomeCounterAndGap() throws {
         var feed = try CameraFeed()
