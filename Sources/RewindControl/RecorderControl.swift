@@ -575,6 +575,21 @@ public final class RecorderControl: Sendable {
                     "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
                         + "elsewhere, e.g. \(exportsDirectory)/")
             }
+            // A FIFO or a device would hold the export, a cancel and the recorder's stop until something reads it.
+            var status = stat()
+            if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+                let kind =
+                    switch status.st_mode & S_IFMT {
+                    case S_IFDIR: "a directory"
+                    case S_IFIFO: "a FIFO"
+                    case S_IFCHR, S_IFBLK: "a device"
+                    default: "not a regular file"
+                    }
+                throw APIError(
+                    .badRequest,
+                    "path '\(path)' is \(kind): the recorder writes regular files only ('rewind save -o' and "
+                        + "'rewind clip -o' copy to a FIFO or device themselves)")
+            }
             var isDirectory: ObjCBool = false
             let parent = (path as NSString).deletingLastPathComponent
             guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue

@@ -300,8 +300,12 @@ private func liveExport(
     }
     let streams = recorderExportsAll ? recorded.count : selection?.streamCount
     let toStandardOutput = output == "-"
+    // A FIFO or device (one file: one stream, or .mkv) is written by this process, from a file the recorder
+    // writes first: the recorder writes regular files only, so that nothing reading slowly, or never, holds it up.
+    let toSpecialFile =
+        !toStandardOutput && output.map(isSpecialFile) == true && (format == .matroska || (streams ?? 1) <= 1)
     var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
-    if toStandardOutput {
+    if toStandardOutput || toSpecialFile {
         let exports = directory + "/exports"
         try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
         removeFilesOfEndedClients(in: exports)
@@ -329,7 +333,7 @@ private func liveExport(
         if stopRequested.load(ordering: .relaxed) {
             progress.clear()
             _ = try? client.cancelSave(id: object.id)
-            if toStandardOutput, let path { unlink(path) }
+            if toStandardOutput || toSpecialFile, let path { unlink(path) }
             throw CommandError("interrupted: \(what) \(object.id) was cancelled; no file was kept", status: 130)
         }
         progress.update(
@@ -363,7 +367,7 @@ private func liveExport(
         message += " (\(object.frames - repeated) stored + \(repeated) repeated to fill gaps at a constant frame rate)"
     }
     message +=
-        " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : file), pts \(formatSeconds(covered.0)) … "
+        " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts \(formatSeconds(covered.0)) … "
         + "\(formatSeconds(covered.1))"
     // A file per stream: the streams that had no frame in the range got none.
     if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
@@ -371,20 +375,27 @@ private func liveExport(
     }
     message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
     if recorderExportsAll { message += " (the streams it records: \(recorded.joined(separator: ", ")))" }
-    if toStandardOutput {
+    if toStandardOutput || toSpecialFile {
         let handle = FileHandle(forReadingAtPath: file)
         // Removed before the copy (the open handle keeps the bytes): a reader that stops early ends this process by
         // SIGPIPE, which leaves nothing behind.
         unlink(file)
         guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
+        let target = toStandardOutput ? STDOUT_FILENO : open(output!, O_WRONLY | O_CLOEXEC)
+        guard target >= 0 else {
+            throw CommandError("cannot open \(output!) for writing: \(String(cString: strerror(errno)))")
+        }
+        defer { if !toStandardOutput { close(target) } }
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
             if stopRequested.load(ordering: .relaxed) {
-                throw CommandError("interrupted while copying \(what) \(object.id) to stdout", status: 130)
+                throw CommandError(
+                    "interrupted while copying \(what) \(object.id) to \(toStandardOutput ? "stdout" : output!)",
+                    status: 130)
             }
-            try writeAll(chunk, to: STDOUT_FILENO)
+            try writeAll(chunk, to: target)
         }
         message += " (through \(file), removed)"
-        printError(message)
+        if toStandardOutput { printError(message) } else { print(message) }
     } else {
         print(message)
     }
@@ -392,6 +403,14 @@ private func liveExport(
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
     return true
+}
+
+/// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
+private func isSpecialFile(_ path: String) -> Bool {
+    var status = stat()
+    guard stat(path, &status) == 0 else { return false }
+    let type = status.st_mode & S_IFMT
+    return type != S_IFREG && type != S_IFDIR
 }
 
 /// The `--quality` of a save or clip (`fast` unless given).

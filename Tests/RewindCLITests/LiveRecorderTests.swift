@@ -540,6 +540,45 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// A save into a FIFO: the recorder writes a regular file of its own, which the client copies into the FIFO,
+    /// so a reader that is slow (or never reads) holds up the client, never the recorder; the API refuses the FIFO
+    /// itself as a path, and the recorder stops at once after.
+    @Test func aSaveToAFIFOIsCopiedThereByTheClient() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let copy = directory.appendingPathComponent("copy.y4m").path
+        let reader = try ExternalTools.Child("/bin/sh", ["-c", "cat '\(fifo)' > '\(copy)'"])
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", fifo], timeout: .seconds(60))
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(save.output.contains("to \(fifo), pts"), "\(save.output)")
+        #expect(try reader.finish(timeout: .seconds(30)).status == 0)
+        let frames = Int(try probe(copy, "stream=nb_read_frames")) ?? -1
+        #expect((29...31).contains(frames), "\(frames) frames in the copy")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: store + "/exports")) ?? []
+        #expect(left.isEmpty, "the recorder's file is removed: \(left)")
+
+        let api = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "30", "--unix-socket", store + "/rewind.sock", "-X", "POST",
+                "http://rewind/v1/saves", "-d", "{\"last\":\"1s\",\"path\":\"\(fifo)\"}",
+            ])
+        #expect(api.output.contains("is a FIFO: the recorder writes regular files only"), "\(api.output)")
+        let stopped = ContinuousClock.now
+        recorder.process.terminate()
+        #expect(try recorder.finish(timeout: .seconds(30)).status == 0)
+        #expect(ContinuousClock.now - stopped < .seconds(10))
+    }
+
     /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
     /// the disk, alone or in `all` over a range on disk, saying so; `all` over a range that needs the recorder is
     /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save or a
