@@ -289,12 +289,14 @@ struct CounterWatcher {
             let added = statistics.gaps - seen.gaps
             seen.gaps = statistics.gaps
             if let rows = try? store.gaps(streamName: stream) {
+                // Gap rows are in the stream's pts; events speak recorder time, like every `*_ns` of the API.
+                let clock = seen.stream.clock ?? .identity
                 for gap in rows.suffix(max(0, added)) {
                     events.publish(
                         "gap",
                         GapEvent(
-                            stream: stream, startNanoseconds: gap.startNanoseconds, endNanoseconds: gap.endNanoseconds,
-                            reason: gap.reason.rawValue))
+                            stream: stream, startNanoseconds: clock.recorderTime(ofPTS: gap.startNanoseconds),
+                            endNanoseconds: clock.recorderTime(ofPTS: gap.endNanoseconds), reason: gap.reason.rawValue))
                 }
             }
         }

@@ -124,6 +124,48 @@ import Testing
         #expect(done.toNanoseconds == last + 1 && done.toNanoseconds < save.toNanoseconds, "the end moved")
     }
 
+    /// A `gap` event gives its times on the recorder clock, like every `*_ns` of the API: for a stream whose first
+    /// frame came later than another's, its pts plus the stream's clock offset.
+    @Test func gapEventsSpeakRecorderTime() throws {
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory)
+        var front = try CameraFeed()
+        var rear = try CameraFeed()
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: front.stream),
+                RecorderStreamSpec(name: "rear", stream: rear.stream),
+            ], store: store, configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 32 << 20))
+        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
+        defer {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+        let received = Mutex<[(String, String)]>([])
+        let client = ControlClient(directory: directory)
+        Thread {
+            _ = try? client.events { name, data in
+                received.withLock { $0.append((name, data)) }
+                return true
+            }
+        }.start()
+        try waitUntil("the events client is connected") { control.eventClients == 1 }
+        for _ in 0..<10 { _ = try front.appendNext(to: recorder.streams[0]) }
+        Thread.sleep(forTimeInterval: 0.3)
+        // The rear camera starts 0.3 s later and then misses 20 frames: an `input interval` gap after frame 9.
+        for _ in 0..<10 { _ = try rear.appendNext(to: recorder.streams[1]) }
+        _ = try rear.appendNext(to: recorder.streams[1], skip: 20)
+        let clock = try #require(recorder.streams[1].clock)
+        try #require(clock.offsetNanoseconds > 100_000_000, "the rear stream's clock is offset: \(clock)")
+        try waitUntil("the gap event comes") { received.withLock { $0.contains { $0.0 == "gap" } } }
+        let event = try #require(received.withLock { $0.first { $0.0 == "gap" } })
+        let data = try #require(try JSONSerialization.jsonObject(with: Data(event.1.utf8)) as? [String: Any])
+        #expect(data["stream"] as? String == "rear")
+        #expect(data["reason"] as? String == "input interval")
+        #expect((data["start_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(9)), "\(data)")
+        #expect((data["end_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(30)), "\(data)")
+    }
+
     /// A stream whose input failed shows an `input failed` gap in its timeline from its last frame on while the
     /// recorder still runs (the gap row itself is written when it stops), and an `input_failed` event tells the
     /// clients following events when it happens.
