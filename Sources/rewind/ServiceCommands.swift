@@ -89,6 +89,15 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
                     + "stream", status: ExitStatus.unavailable)
         }
     }
+    // No --stream on a recorder of several streams: choose, as save and clip ask (`all` marks each).
+    if arguments.string("stream") == nil, let live = try? ControlClient(directory: directory).streams() {
+        let recorded = live.streams.filter(\.recording).map(\.name)
+        if recorded.count > 1 {
+            throw UsageError(
+                "the recorder records several streams (\(recorded.joined(separator: ", "))): choose one with --stream "
+                    + "NAME, or --stream all for a marker on each")
+        }
+    }
     // A time without a zone is this shell's local time, wherever the recorder runs.
     let request = MarkerRequest(
         label: arguments.string("label")!, at: arguments.string("at").map(TimeSpec.withLocalZone),

@@ -251,6 +251,10 @@ import Testing
             let streams = info?["streams"] as? [[String: Any]] ?? []
             return streams.count == 2 && streams.allSatisfy { ($0["frames"] as? Int ?? 0) >= 15 }
         }
+        // Without --stream, a recorder of several streams asks which (as save and clip do).
+        let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
+        #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
+        #expect(unnamed.stderr.contains("the recorder records several streams (a, b): choose one"), "\(unnamed.stderr)")
         // A stream's next 3 s take about 60 % of 768 KiB (470 KB; the first hold fits; two do not).
         let first = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "a", "--hold-after", "3s"])
         #expect(first.status == 0, "\(first.stderr)")
