@@ -618,7 +618,6 @@ public final class RecorderControl: Sendable {
     /// `POST /v1/saves`: the range `(trigger − before, trigger + after]` around the recorder clock now.
     func startSave(_ request: SaveRequest) throws -> SaveObject {
         let target = try target(request.stream)
-        let stream = target.name
         if request.last != nil && (request.before != nil || request.after != nil) {
             throw APIError(.badRequest, "give last, or before and after: last is before with after 0")
         }
@@ -632,7 +631,7 @@ public final class RecorderControl: Sendable {
         let quality = try quality(request.quality)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
-        if request.sinceLastSave == true, let end = book.lastSavedEnd(stream: stream) {
+        if request.sinceLastSave == true, let end = book.lastSavedEnd(streams: target.streams.map(\.name)) {
             guard end < range.upperBound else {
                 throw APIError(.conflict, "nothing new since the last save, which ended at \(formatSeconds(end))")
             }

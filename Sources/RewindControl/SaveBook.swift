@@ -124,8 +124,15 @@ final class SaveBook: Sendable {
         return newest
     }
 
-    /// Where the stream's last finished save ended.
-    func lastSavedEnd(stream: String) -> Int64? { state.withLock { $0.lastSavedEnd[stream] } }
+    /// Where the last finished saves of `names` ended (each stream's, saved alone or in a save of `all`): the
+    /// earliest of their ends, so a save of several streams starts where the one saved least recently ended and
+    /// misses no frame of any; nil when one of them has no finished save.
+    func lastSavedEnd(streams names: [String]) -> Int64? {
+        state.withLock { state in
+            let ends = names.compactMap { state.lastSavedEnd[$0] }
+            return ends.count == names.count ? ends.min() : nil
+        }
+    }
 
     /// Adds a save of `range` to be written to `path`; it starts waiting at once.
     ///
@@ -491,8 +498,11 @@ final class SaveBook: Sendable {
                 entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
                 entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
                 entry.object.progress = 1
-                state.lastSavedEnd[entry.object.stream] = max(
-                    state.lastSavedEnd[entry.object.stream] ?? .min, entry.object.toNanoseconds)
+                // Each stream's own end, whether it was saved alone or in a save of `all`.
+                let names = entry.target.streams.isEmpty ? [entry.object.stream] : entry.target.streams.map(\.name)
+                for name in names {
+                    state.lastSavedEnd[name] = max(state.lastSavedEnd[name] ?? .min, entry.object.toNanoseconds)
+                }
             case .failure(let error):
                 entry.object.state = error is Cancelled ? .cancelled : .failed
                 entry.object.files = []

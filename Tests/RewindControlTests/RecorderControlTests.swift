@@ -124,6 +124,48 @@ import Testing
         #expect(done.toNanoseconds == last + 1 && done.toNanoseconds < save.toNanoseconds, "the end moved")
     }
 
+    /// `since_last_save` knows each stream's last save, whether it was saved alone or in a save of `all`: a save of
+    /// one stream after one of `all` starts where that ended, and a save of `all` starts where the stream saved least
+    /// recently ended, so no frame of any stream is missed.
+    @Test func sinceLastSaveFollowsEachStreamThroughSavesOfAll() throws {
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory)
+        var feeds = [try CameraFeed(), try CameraFeed()]
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
+                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
+            ], store: store, configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
+        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
+        defer {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+        func record(_ frames: Int) throws {
+            for _ in 0..<frames {
+                for index in feeds.indices { _ = try feeds[index].appendNext(to: recorder.streams[index]) }
+            }
+        }
+        func save(_ stream: String, since: Bool) throws -> SaveObject {
+            let request = SaveRequest(
+                stream: stream, last: "1s", path: "\(directory)/exports/\(UUID().uuidString).mkv", wait: true,
+                sinceLastSave: since ? true : nil)
+            let object = try #require(try ControlClient(directory: directory).save(request))
+            #expect(object.state == .done, "\(object)")
+            return object
+        }
+        try FileManager.default.createDirectory(atPath: directory + "/exports", withIntermediateDirectories: true)
+        try record(120)
+        let all = try save("all", since: false)
+        try record(30)
+        let front = try save("front", since: true)
+        #expect(front.fromNanoseconds == all.toNanoseconds, "front starts where the save of all ended")
+        try record(30)
+        let both = try save("all", since: true)
+        #expect(both.fromNanoseconds == all.toNanoseconds, "rear was saved last by the save of all")
+        #expect(both.toNanoseconds > front.toNanoseconds)
+    }
+
     /// A `gap` event gives its times on the recorder clock, like every `*_ns` of the API: for a stream whose first
     /// frame came later than another's, its pts plus the stream's clock offset.
     @Test func gapEventsSpeakRecorderTime() throws {
