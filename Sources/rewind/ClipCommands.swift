@@ -209,7 +209,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
-    let needsRecorder = after != nil || arguments.flag("since-last-save")
+    // A post-roll needs a recorder; `--after 0s` is none (`--last` is `--before` with it).
+    let postRoll = after.map { $0 > .zero } ?? false
+    let needsRecorder = postRoll || arguments.flag("since-last-save")
     let live = try liveExport(
         directory: directory, output: output, format: format, what: "save", selection: selection,
         needsRecorder: needsRecorder
@@ -219,7 +221,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         return try ControlClient(directory: directory).save(request)
     }
     if live { return ExitStatus.success }
-    guard after == nil, !arguments.flag("since-last-save") else {
+    guard !postRoll, !arguments.flag("since-last-save") else {
         throw CommandError(
             "no recorder is running on \(directory): --after and --since-last-save need a live recorder",
             status: ExitStatus.unavailable)

@@ -81,6 +81,10 @@ import Testing
         #expect(try Tool.rewind(["status", "--store", store]).status == 69)
         let offline = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "1s", "-o", clip])
         #expect(offline.status == 69 && offline.stderr.contains("need a live recorder"), "\(offline.stderr)")
+        // `--after 0s` is no post-roll: `--before 1s --after 0s` is `--last 1s`, saved from the disk.
+        let none = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "0s", "-o", clip])
+        #expect(none.status == 0, "\(none.stderr)")
+        #expect(none.output.contains("wrote "), "\(none.output)")
     }
 
     /// A recorder killed while a save waits for its post-roll: the client says the recorder stopped before the
