@@ -99,6 +99,9 @@ import Testing
             ("YUV4MPEG2 W64 H48 F25:1 Iz", 24, "bad interlacing"),
             ("YUV4MPEG2 W64 H48 F25:1 XCOLORRANGE=HALF", 24, "bad colour range"),
             ("YUV4MPEG2 W64 H48 F25:1 Cmono XYSCSS=420JPEG", 30, "XYSCSS=420JPEG contradicts Cmono at byte 24"),
+            ("YUV4MPEG2 W64 H48 F25:1 C420jpeg XYSCSS=420JPEG\r", 47, "the header line ends in CR LF"),
+            ("YUV4MPEG2 W64 H48\r", 17, "the header line ends in CR LF"),
+            ("YUV4MPEG2 W64 H48 F2000000000:1", 18, "faster than one frame per nanosecond"),
         ]
         for (text, offset, message) in cases {
             let error = try error(reading: header(text))

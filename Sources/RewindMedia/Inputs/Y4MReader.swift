@@ -183,6 +183,13 @@ struct Y4MHeader {
         guard line.starts(with: magic) else {
             throw fail(0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(line))'")
         }
+        // A line ended in CR LF: every tag's value would end in a CR the messages below could not explain.
+        if line.last == UInt8(ascii: "\r") {
+            throw fail(
+                line.count - 1,
+                "the header line ends in CR LF ('\\r\\n'): YUV4MPEG2 lines end in LF alone; convert the file's line "
+                    + "endings, or write it again with the tool that made it")
+        }
         var width: Int?
         var height: Int?
         var rate: (numerator: Int, denominator: Int)?
@@ -220,6 +227,12 @@ struct Y4MHeader {
                 let reduced = (ratio.0 / divisor, ratio.1 / divisor)
                 guard reduced.0 <= Int(Int32.max), reduced.1 <= Int(Int32.max) else {
                     throw fail(tokenStart, "frame rate '\(token)' is too precise: num and den must fit in 31 bits")
+                }
+                // Timestamps are whole nanoseconds: a frame must last at least one.
+                guard reduced.1 * 1_000_000_000 >= reduced.0 else {
+                    throw fail(
+                        tokenStart,
+                        "frame rate '\(token)' is faster than one frame per nanosecond: frames would share a pts")
                 }
                 rate = reduced
             case UInt8(ascii: "I"):
