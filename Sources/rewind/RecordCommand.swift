@@ -478,13 +478,35 @@ private func retentionKeptNothing(
     if let after, let last = summary.lastPTS { keptNone = keptNone || last <= after }
     guard keptNone else { return nil }
     var limits: [String] = []
-    if let budget = options.diskBudget { limits.append("--disk \(formatBytes(Int64(budget)))") }
-    if let floor = options.minimumFreeBytes { limits.append("--min-free \(formatBytes(Int64(floor)))") }
-    if let age = options.maxAge { limits.append("--max-age \(formatSeconds(age))") }
+    // What to change, for each limit that can have deleted everything: a floor the disk cannot keep, an age no
+    // longer than a segment, a budget under a few segments.
+    var advice: [String] = []
+    let segment = options.segmentMaxDuration.nanosecondsClamped
+    if let budget = options.diskBudget {
+        limits.append("--disk \(formatBytes(Int64(budget)))")
+        advice.append("a --disk larger than a few segments (or a shorter --segment)")
+    }
+    if let floor = options.minimumFreeBytes {
+        limits.append("--min-free \(formatBytes(Int64(floor)))")
+        if let free = try? POSIXFileSystem().availableBytes(store.directory), free < Int64(floor) + 4 * (1 << 20) {
+            advice.insert(
+                "a --min-free below the disk's free space (\(formatBytes(free)) free now), or free space on the disk",
+                at: 0)
+        }
+    }
+    if let age = options.maxAge {
+        let ageNanoseconds = age.nanosecondsClamped
+        limits.append(
+            "--max-age " + (ageNanoseconds < 1_000_000 ? "\(ageNanoseconds)ns" : formatSeconds(ageNanoseconds)))
+        if ageNanoseconds <= segment {
+            advice.insert("a --max-age longer than a segment (\(formatSeconds(segment)))", at: 0)
+        }
+    }
+    if advice.isEmpty { advice.append("free space on the disk") }
     return CommandFailure(
         message: "retention deleted all \(count(statistics.framesDurable, "durable frame")) of this recording "
             + "(\(limits.joined(separator: ", "))): the store holds none of them",
-        advice: "give a --disk larger than a few segments, a shorter --segment, or free space on the disk")
+        advice: "give " + advice.joined(separator: ", or "))
 }
 
 /// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before

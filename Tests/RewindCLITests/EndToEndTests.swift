@@ -449,6 +449,24 @@ func info(_ store: String) throws -> [String: Any] {
         }
     }
 
+    /// Retention that kept nothing names the limit to change: a floor above the disk's free space, or an age no
+    /// longer than a segment (written to the nanosecond when under a millisecond).
+    @Test(arguments: [
+        (["--min-free", "1000TiB"], "(--min-free 1000.0 TiB)", "give a --min-free below the disk's free space ("),
+        (["--max-age", "1ns"], "(--max-age 1ns)", "give a --max-age longer than a segment (1.000s)"),
+    ])
+    func retentionThatKeptNothingNamesTheLimitToChange(limit: [String], shown: String, advice: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s"]
+                + limit)
+        #expect(record.status == 1, "\(record.output) \(record.stderr)")
+        #expect(record.stderr.contains("retention deleted all 60 durable frames of this recording \(shown)"))
+        #expect(record.stderr.contains(advice), "\(record.stderr)")
+    }
+
     /// The same when a hold keeps older frames of the stream: the store still holds frames, but none of this
     /// recording's, and the run fails.
     @Test func retentionThatKeepsNothingOfARecordingIsAFailureBesideHeldFrames() throws {
