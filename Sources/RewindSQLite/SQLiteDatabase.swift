@@ -2,6 +2,10 @@ import CSQLite
 import RewindSystem
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One SQLite connection, shared safely between threads.
 ///
 /// The connection lives behind a `Mutex`: every use runs inside ``withConnection(_:)``, one caller at a time, and
@@ -36,22 +40,21 @@ package final class SQLiteDatabase: Sendable {
     package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws(SQLiteError) {
         self.path = path
         self.isReadOnly = readOnly
-        var handle: OpaquePointer?
-        let flags =
-            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let status = sqlite3_open_v2(path, &handle, flags, nil)
-        guard status == SQLITE_OK, let handle else {
-            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
-            let extended = handle.map { sqlite3_extended_errcode($0) } ?? status
-            sqlite3_close_v2(handle)
-            throw SQLiteError(code: status, extendedCode: extended, message: message, path: path)
-        }
-        sqlite3_extended_result_codes(handle, 1)
-        let connection = SQLiteConnection(handle: handle, path: path)
+        var connection = try Self.connect(
+            path, flags: (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
         // The first statement reads the file header: garbage fails here with SQLITE_NOTADB, not later.
         try connection.execute("PRAGMA busy_timeout = \(busyTimeoutMilliseconds)")
         if readOnly {
-            _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+            do {
+                _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+            } catch  where Self.sharedMemoryFailures.contains(error.extendedCode) && Self.hasNoWALFrames(path) {
+                // No room for the -shm file (a full disk), and nothing in a WAL that only it could tell about: the
+                // database file alone is the whole index, read as it is, without locks or shared memory.
+                connection = try Self.connect(
+                    "file:" + Self.uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                    shownAs: path)
+                _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+            }
         } else {
             let mode = try connection.scalarText("PRAGMA journal_mode = WAL")
             guard mode?.lowercased() == "wal" else {
@@ -63,6 +66,47 @@ package final class SQLiteDatabase: Sendable {
         }
         try connection.execute("PRAGMA foreign_keys = ON")
         self.connection = Mutex(connection)
+    }
+
+    /// `SQLITE_IOERR_SHMOPEN`, `_SHMSIZE`, `_SHMMAP`: the WAL's shared-memory file could not be made.
+    private static let sharedMemoryFailures: Set<Int32> = [
+        SQLITE_IOERR | (18 << 8), SQLITE_IOERR | (19 << 8), SQLITE_IOERR | (21 << 8),
+    ]
+
+    /// Whether the database's `-wal` file is missing or empty (every commit is in the database file).
+    private static func hasNoWALFrames(_ path: String) -> Bool {
+        var status = stat()
+        return stat(path + "-wal", &status) != 0 || status.st_size == 0
+    }
+
+    /// `path` with the characters a URI gives meaning to (`%`, `?`, `#`) escaped.
+    private static func uriPath(_ path: String) -> String {
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    /// Opens a connection with `flags` (and `SQLITE_OPEN_NOMUTEX`), extended result codes on.
+    private static func connect(_ name: String, flags: Int32, shownAs path: String? = nil) throws(SQLiteError)
+        -> SQLiteConnection
+    {
+        var handle: OpaquePointer?
+        let status = sqlite3_open_v2(name, &handle, flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard status == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
+            let extended = handle.map { sqlite3_extended_errcode($0) } ?? status
+            sqlite3_close_v2(handle)
+            throw SQLiteError(code: status, extendedCode: extended, message: message, path: path ?? name)
+        }
+        sqlite3_extended_result_codes(handle, 1)
+        return SQLiteConnection(handle: handle, path: path ?? name)
     }
 
     /// Runs `body` with exclusive use of the connection.

@@ -134,13 +134,20 @@ struct CommandFailure {
                 return "stop it (verify checks a store at rest), or read with 'rewind info'/'rewind clip' (read-only)"
             case .unknownStream: return "'rewind info' lists the streams"
             case .damagedIndex: return "\(repair), which moves it aside and rebuilds it from the segment files"
-            case .index(_, let problem, _):
+            case .index(let path, let problem, _):
                 switch problem {
                 case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"
                 case .full: return "free space or lower --disk"
                 case .failed(let codeName, _, _):
                     switch codeName {
-                    case "SQLITE_IOERR": return "check the disk"
+                    case "SQLITE_IOERR":
+                        // A disk that is full, not failing: even reading needs room for the index's -shm file.
+                        let directory = (path as NSString).deletingLastPathComponent
+                        if let free = try? POSIXFileSystem().availableBytes(directory), free < 1 << 20 {
+                            return "the disk holding \(directory) is full (\(formatBytes(free)) free), and even "
+                                + "reading the index needs room for its -shm file (32 KiB): free some space and retry"
+                        }
+                        return "check the disk"
                     case "SQLITE_READONLY":
                         return "check the file and directory permissions (reading needs write access to the store "
                             + "directory for the index's -shm file, unless it exists)"

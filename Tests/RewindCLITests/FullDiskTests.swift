@@ -108,4 +108,28 @@ struct FullDiskTests {
             #expect(verify.status == 0 && verify.output.contains("clean"), "\(verify.output) \(verify.stderr)")
         }
     }
+
+    /// A store on a disk that something else filled to the last byte is still read: SQLite cannot make the
+    /// index's shared-memory file there, and with nothing in the WAL the index file alone is read as it is.
+    @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {
+        try withSmallDisk { disk, source in
+            let store = disk + "/store"
+            let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source)", "--duration", "1s"])
+            #expect(record.status == 0, "\(record.stderr)")
+            // Every commit into the index file, its -wal and -shm gone, as after a clean stop.
+            _ = try runChecked("sqlite3", ["\(store)/index.sqlite", "PRAGMA wal_checkpoint(TRUNCATE);"])
+            for suffix in ["-wal", "-shm"] {
+                try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+            }
+            _ = try ExternalTools.execute(
+                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
+            let info = try Tool.rewind(["info", "--store", store])
+            #expect(info.status == 0, "\(info.stderr)")
+            #expect(info.output.contains("frames: 30 in 1 segment"), "\(info.output)")
+            let clip = disk + "/../full.y4m"
+            let export = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", clip])
+            #expect(export.status == 0, "\(export.stderr)")
+            #expect(try ExternalTools.frameMD5s(clip) == Array(try ExternalTools.frameMD5s(source).prefix(30)))
+        }
+    }
 }
