@@ -61,13 +61,15 @@ import Testing
         }
     }
 
+    /// A missing segment file is named; a repair counts its frames lost; when the file comes back, the next repair
+    /// indexes its frames again and the `damaged` gap over them goes.
     @Test func aMissingSegmentIsNamedAndARepairCountsItsFramesAsLost() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
-        try FileManager.default.removeItem(atPath: dir.segments + "/000001.seg")
+        try FileManager.default.moveItem(atPath: dir.segments + "/000001.seg", toPath: dir.path + "/moved.seg")
         let store = try SegmentStore.open(directory: dir.path)
         #expect {
             _ = try readAll(store)
@@ -79,6 +81,13 @@ import Testing
         #expect(repaired.repaired.contains { $0.contains("its 100 frames are lost") })
         #expect(try Self.damagedGaps(store) == [[frames.pts(0), frames.pts(100)]])
         #expect(try readAll(store).map(\.0) == (100..<130).map { frames.pts($0) })
+
+        try FileManager.default.moveItem(atPath: dir.path + "/moved.seg", toPath: dir.segments + "/000001.seg")
+        let back = try store.verify(repair: true)
+        #expect(back.repaired.contains { $0.contains("added 100 index rows for segment 000001.seg") }, "\(back)")
+        #expect(try Self.damagedGaps(store).isEmpty)
+        #expect(try readAll(store).map(\.0) == (0..<130).map { frames.pts($0) })
+        #expect(try store.verify(repair: false).clean)
     }
 
     /// Rows deleted from the index, or a row's pts or offset changed, by another program.

@@ -508,6 +508,11 @@ extension SegmentStore {
             }
             do {
                 try index.addFrames(missing, streamID: streamID)
+                // Frames back in the index are no longer missing: a file moved away and put back, say.
+                if let first = missing.first?.ptsNanoseconds, let last = missing.last?.ptsNanoseconds {
+                    try trimDamagedGaps(
+                        streamID: streamID, around: first...last, frameDuration: header.stream.frameDuration)
+                }
                 report.repaired.append(
                     rebuilt.map {
                         "rebuilt the index rows of segment \(fileName) from its file: \(Self.frames(missing.count)) ("

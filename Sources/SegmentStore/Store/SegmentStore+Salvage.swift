@@ -142,23 +142,8 @@ extension SegmentStore {
             // frames past the damage) covers the frames just salvaged too: it keeps only its part before them, and
             // after them where more than a frame is missing; the lost stretches get their own gaps below.
             if let first = usable.first?.entry.ptsNanoseconds, let last = usable.last?.entry.ptsNanoseconds {
-                let duration = max(1, header.stream.frameDuration.nanoseconds ?? 1)
-                for gap in try index.gaps(streamID: writer.stream.id, overlapping: first..<(last + 1))
-                where gap.reason == .damaged {
-                    try index.removeGap(gap)
-                    if gap.startNanoseconds < first {
-                        try index.recordGap(
-                            GapRow(
-                                streamID: gap.streamID, startNanoseconds: gap.startNanoseconds, endNanoseconds: first,
-                                reason: .damaged))
-                    }
-                    if gap.endNanoseconds > last + duration {
-                        try index.recordGap(
-                            GapRow(
-                                streamID: gap.streamID, startNanoseconds: last, endNanoseconds: gap.endNanoseconds,
-                                reason: .damaged))
-                    }
-                }
+                try trimDamagedGaps(
+                    streamID: writer.stream.id, around: first...last, frameDuration: header.stream.frameDuration)
             }
             try recordLostFrames(streamID: writer.stream.id, lost: lostPTS)
             // Stretches whose pts nothing tells any more: from the frame before to the frame after.
@@ -170,6 +155,29 @@ extension SegmentStore {
             }
         }
         return salvage
+    }
+
+    /// Cuts the stream's `damaged` gaps out of `frames` (pts of frames the index holds again: salvaged, or indexed
+    /// again from a file that came back): each keeps only its part before them, and after them where more than a
+    /// frame is missing.
+    func trimDamagedGaps(streamID: Int64, around frames: ClosedRange<Int64>, frameDuration: FrameTime) throws {
+        let (first, last) = (frames.lowerBound, frames.upperBound)
+        let duration = max(1, frameDuration.nanoseconds ?? 1)
+        for gap in try index.gaps(streamID: streamID, overlapping: first..<(last + 1)) where gap.reason == .damaged {
+            try index.removeGap(gap)
+            if gap.startNanoseconds < first {
+                try index.recordGap(
+                    GapRow(
+                        streamID: gap.streamID, startNanoseconds: gap.startNanoseconds, endNanoseconds: first,
+                        reason: .damaged))
+            }
+            if gap.endNanoseconds > last + duration {
+                try index.recordGap(
+                    GapRow(
+                        streamID: gap.streamID, startNanoseconds: last, endNanoseconds: gap.endNanoseconds,
+                        reason: .damaged))
+            }
+        }
     }
 
     /// The newest frame of the stream's segments numbered before `sequence`, and the oldest of those numbered after
