@@ -75,8 +75,8 @@ extension RecorderControl {
         throw APIError(
             .conflict,
             "nothing of the hold [\(formatSeconds(hold.lowerBound)), \(formatSeconds(hold.upperBound))) of '\(stream.name)' "
-                + "is kept any more: its oldest frame is at \(formatSeconds(kept)) (retention deleted the rest); hold a "
-                + "later range")
+                + "is stored: its oldest frame is at \(formatSeconds(kept)) (the stream starts there, or retention "
+                + "deleted what came before); hold a later range")
     }
 
     /// Refuses new holds (`added`: pts ranges by stream) when they, with every hold already kept, would need more than

@@ -354,7 +354,8 @@ public final class RecorderControl: Sendable {
         return .refused(
             APIError(
                 .unauthorized,
-                "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in DIR/token)"))
+                "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in the "
+                    + "recorder's DIR/token, or the file its --token-file names)"))
     }
 
     /// Whether `a` equals `b`, taking the same time whatever their bytes (it depends only on their lengths).

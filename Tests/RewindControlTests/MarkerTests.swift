@@ -132,7 +132,7 @@ import Testing
             body: #"{"label":"late","at":"200ms","hold":{"before":"100ms","after":"100ms"}}"#)
         #expect(gone.status == 409, "\(gone.body)")
         let error = try decode(APIError.Body.self, gone.body).error
-        #expect(error.message.contains("is kept any more: its oldest frame is at"), "\(error.message)")
+        #expect(error.message.contains("is stored: its oldest frame is at"), "\(error.message)")
         #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
         // Around the newest frame: retention (still deleting behind the spill) cannot have reached it.
         let newest = try #require(try store.summary().lastPTS)
