@@ -60,12 +60,25 @@ struct CommandFailure {
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log (and dmesg for a kill)"
             case .badListenAddress(_, let reason):
-                status = ExitStatus.usage
-                if reason == .notLoopback { advice = "give --listen-any to listen there on purpose" }
-            case .tokenFile:
+                switch reason {
+                case .system(let errno):
+                    // The address was fine; the system refused it (a port in use): not a usage error.
+                    status = ExitStatus.unavailable
+                    if errno == Errno(rawValue: EADDRINUSE) {
+                        advice = "stop what listens there (ss -ltnp shows it) or choose another port"
+                    }
+                case .notLoopback:
+                    status = ExitStatus.usage
+                    advice = "give --listen-any to listen there on purpose"
+                default:
+                    status = ExitStatus.usage
+                }
+            case .tokenFile(_, let reason):
                 status = ExitStatus.usage
                 advice =
-                    "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
+                    reason.contains("empty")
+                    ? "write the token into it, or name a file that does not exist yet (a token is made for you)"
+                    : "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
             default:
                 break
             }

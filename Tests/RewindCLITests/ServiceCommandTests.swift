@@ -134,6 +134,27 @@ import Testing
             #expect(bad.status == 64 && bad.stderr.contains(words), "\(address): \(bad.stderr)")
         }
         #expect(!FileManager.default.fileExists(atPath: store))
+        // A port something else listens on is no usage error: the system refused it (69), and the advice says so.
+        let taken = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(taken) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(taken, pointer, length) == 0 && listen(taken, 1) == 0
+                    && getsockname(taken, pointer, &length) == 0
+            }
+        }
+        try #require(bound)
+        let takenPort = UInt16(bigEndian: address.sin_port)
+        let inUse = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s", "--listen",
+            "127.0.0.1:\(takenPort)",
+        ])
+        #expect(inUse.status == 69, "\(inUse.stderr)")
+        #expect(inUse.stderr.contains("Address already in use") && inUse.stderr.contains("choose another port"))
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--listen", "127.0.0.1:0",
         ])
