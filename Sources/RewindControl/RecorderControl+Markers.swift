@@ -81,7 +81,10 @@ extension RecorderControl {
 
     /// Refuses new holds (`added`: pts ranges by stream) when they, with every hold already kept, would need more than
     /// the disk budget: `--disk` covers every stream's segments together, so the holds of all streams count.
-    private func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore) throws {
+    ///
+    /// - Parameter save: whether the new holds are a save's range, held while it waits for its post-roll (the
+    ///   message then says what to change for a save).
+    func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore, save: Bool = false) throws {
         guard let budget = store.options.diskBudget else { return }
         var needed: Int64 = 0
         for row in try store.streams() {
@@ -92,6 +95,13 @@ extension RecorderControl {
             needed += try bytesToCome(in: holds, store: store, stream: row.name)
         }
         guard needed <= Int64(budget) else {
+            if save {
+                throw APIError(
+                    .conflict,
+                    "the save cannot be held on disk while it waits for its post-roll: with the holds already kept "
+                        + "(of every stream) its range needs \(needed) bytes, more than the disk budget of \(budget) "
+                        + "bytes; save a shorter range (less after), or delete a marker")
+            }
             throw APIError(
                 .conflict,
                 "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "

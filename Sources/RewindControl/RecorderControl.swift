@@ -638,6 +638,15 @@ public final class RecorderControl: Sendable {
             }
             range = max(range.lowerBound, end)..<range.upperBound
         }
+        // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
+        // the disk budget, or retention would take every other stream's history to keep it.
+        if after > 0, let store = recorder.store {
+            var held: [String: Range<Int64>] = [:]
+            for stream in target.streams {
+                if let clock = stream.clock { held[stream.name] = clock.ptsRange(range) }
+            }
+            try checkHoldsFit(held, store: store, save: true)
+        }
         return try book.add(target: target, range: range, format: format, quality: quality, path: path)
     }
 

@@ -276,6 +276,14 @@ import Testing
             let streams = info?["streams"] as? [[String: Any]] ?? []
             return streams.count == 2 && streams.allSatisfy { ($0["frames"] as? Int ?? 0) >= 15 }
         }
+        // A save waiting 10 s for its post-roll would hold more than the budget meanwhile: refused like a hold.
+        let long = try Tool.rewind([
+            "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "10s", "-o",
+            directory.appendingPathComponent("long.mkv").path,
+        ])
+        #expect(long.status == 1, "\(long.output) \(long.stderr)")
+        #expect(
+            long.stderr.contains("the save cannot be held on disk while it waits for its post-roll"), "\(long.stderr)")
         // Without --stream, a recorder of several streams asks which (as save and clip do).
         let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
         #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
