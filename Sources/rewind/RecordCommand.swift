@@ -571,10 +571,15 @@ func checkDiskFits(_ streams: [StreamDescription], _ options: StoreOptions, give
     let what =
         streams.count == 1 ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
     let bare = text.map { !$0.isEmpty && $0.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } } ?? false
+    // Byte counts where the rounded sizes would read the same.
+    let exact = formatBytes(Int64(budget)) == formatBytes(Int64(smallest))
+    let (given, needed) =
+        exact
+        ? ("\(budget) B", "\(smallest) B") : (formatBytes(Int64(budget)), formatBytes(Int64(smallest)))
     throw UsageError(
-        "--disk: \(formatBytes(Int64(budget)))"
+        "--disk: \(given)"
             + (bare ? " ('\(text!)' has no unit: a size without one is in bytes)" : "")
-            + " cannot hold \(what) (\(formatBytes(Int64(smallest))) stored raw), and retention would delete "
+            + " cannot hold \(what) (\(needed) stored raw), and retention would delete "
             + "everything the store holds to stay under it; give a budget such as --disk 20GiB",
         showsHelp: false)
 }

@@ -289,7 +289,14 @@ private func salvageJSON(_ salvage: SegmentSalvage) -> [String: Any] {
 /// Renames `DIR/index.sqlite` (and its WAL files) to `index.sqlite.damaged-<unix seconds>`; returns the new path.
 private func moveIndexAside(in directory: String) throws -> String {
     let manager = FileManager.default
-    let target = "\(directory)/index.sqlite.damaged-\(Int(Date().timeIntervalSince1970))"
+    // One per second by name; a second one within that second gets a number after it.
+    var target = "\(directory)/index.sqlite.damaged-\(Int(Date().timeIntervalSince1970))"
+    let base = target
+    var number = 1
+    while ["", "-wal", "-shm"].contains(where: { manager.fileExists(atPath: target + $0) }) {
+        number += 1
+        target = "\(base)-\(number)"
+    }
     try manager.moveItem(atPath: "\(directory)/index.sqlite", toPath: target)
     for suffix in ["-wal", "-shm"] where manager.fileExists(atPath: "\(directory)/index.sqlite\(suffix)") {
         try manager.moveItem(atPath: "\(directory)/index.sqlite\(suffix)", toPath: target + suffix)

@@ -59,15 +59,18 @@ import Testing
     /// An index whose damage shows only once it is read past the open (a page of the frames table overwritten):
     /// `verify --repair` keeps it aside and rebuilds it from the segment files, as for one that does not open,
     /// instead of advising the same repair again.
-    @Test func repairRebuildsAnIndexWhoseDamageShowsAfterItOpens() throws {
+    @Test(arguments: ["frames", "streams", "segments_by_time"])
+    func repairRebuildsAnIndexWhoseDamageShowsAfterItOpens(table: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let source = try Source(size: "160x120", rate: "30", frames: 330, in: directory)
         let store = directory.appendingPathComponent("store").path
         let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "4s"])
         #expect(record.status == 0, "\(record.stderr)")
+        // Every page in the database file itself (none in the WAL, where the damage would be hidden).
+        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", "PRAGMA wal_checkpoint(TRUNCATE);"])
         let root = try runChecked(
-            "sqlite3", ["\(store)/index.sqlite", "SELECT rootpage FROM sqlite_master WHERE name = 'frames'"])
+            "sqlite3", ["\(store)/index.sqlite", "SELECT rootpage FROM sqlite_master WHERE name = '\(table)'"])
         let page = try #require(Int(root.output.trimmingCharacters(in: .whitespacesAndNewlines)))
         let pageSize = try runChecked("sqlite3", ["\(store)/index.sqlite", "PRAGMA page_size"])
         let size = try #require(Int(pageSize.output.trimmingCharacters(in: .whitespacesAndNewlines)))
@@ -76,13 +79,47 @@ import Testing
         try handle.write(contentsOf: Data(repeating: 0xDE, count: 64))
         try handle.close()
 
+        let check = try Tool.rewind(["verify", "--store", store])
+        #expect(check.status == 1, "\(check.output)\(check.stderr)")
+        #expect(check.stderr.contains("rewind verify --repair"), "\(check.stderr)")
+        // An index moved aside earlier in the same second (here in each of the next few seconds) is kept too.
+        let now = Int(Date().timeIntervalSince1970)
+        for second in now..<(now + 5) {
+            try Data("earlier".utf8).write(to: URL(fileURLWithPath: "\(store)/index.sqlite.damaged-\(second)"))
+        }
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the damaged index to \(store)/index.sqlite.damaged-"), "\(repair.output)")
+        #expect(repair.output.contains(".sqlite.damaged-\(now)-2") || repair.output.contains("-2 and rebuilt"))
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 0, "\(info.stderr)")
         #expect(repair.output.contains("verified 3 segments, 330 frames"), "\(repair.output)")
         let output = directory.appendingPathComponent("all.mkv").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "20s", "-o", output])
         #expect(clip.status == 0, "\(clip.stderr)")
         #expect(try frameMD5s(output) == frameMD5s(source.path))
+    }
+
+    /// A segment file moved away (its frames counted lost by a repair) and put back: the next repair indexes it
+    /// again and no `damaged` gap is left, not even a frame-long sliver at either side of it.
+    @Test func aSegmentPutBackLeavesNoDamagedGap() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s", "--segment", "1s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let away = directory.appendingPathComponent("away.seg").path
+        try FileManager.default.moveItem(atPath: store + "/segments/000002.seg", toPath: away)
+        let lost = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(lost.output.contains("its 30 frames are lost"), "\(lost.output)")
+        #expect(try (info(store)["gaps"] as? [[String: Any]] ?? []).contains { $0["reason"] as? String == "damaged" })
+        try FileManager.default.moveItem(atPath: away, toPath: store + "/segments/000002.seg")
+        let back = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(back.status == 0, "\(back.output)")
+        let gaps = try info(store)["gaps"] as? [[String: Any]] ?? []
+        #expect(gaps.isEmpty, "\(gaps)")
+        #expect(try info(store)["frames"] as? Int == 120)
     }
 }

@@ -38,6 +38,24 @@ package final class StoreIndex: Sendable {
     /// The database file.
     package var path: String { database.path }
 
+    /// Checks every page of the index (SQLite's `quick_check`: b-tree structure, records, index entries against
+    /// their tables); damage in a table that reading has not touched yet shows here.
+    ///
+    /// - Throws: ``SQLiteError`` with `SQLITE_CORRUPT` naming what the check found (at most its first three lines).
+    package func checkIntegrity() throws {
+        let found = try database.withConnection { connection in
+            let check = try connection.statement("PRAGMA quick_check(3)")
+            defer { check.reset() }
+            var lines: [String] = []
+            while try check.step() { lines.append(check.text(0)) }
+            return lines
+        }
+        guard found != ["ok"] else { return }
+        throw SQLiteError(
+            code: SQLITE_CORRUPT, message: "SQLite's quick_check: " + found.joined(separator: "; "),
+            sql: "PRAGMA quick_check(3)", path: path)
+    }
+
     // MARK: Streams
 
     /// Returns the stream called `name`, creating it with `description` if it does not exist.

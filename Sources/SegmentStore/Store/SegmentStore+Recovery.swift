@@ -41,6 +41,9 @@ extension SegmentStore {
 
     private func verifyUntranslated(repair: Bool, streamName: String?) throws -> VerifyReport {
         if repair && isReadOnly { throw SegmentStoreError.readOnly("repair") }
+        // Damage in a part of the index the check would not read (markers, gaps, another table's pages) is found
+        // first: it is a damaged index, which a repair's caller moves aside and rebuilds.
+        try index.checkIntegrity()
         return try reconcile(mode: repair ? .repair : .verify, streamName: streamName)
     }
 

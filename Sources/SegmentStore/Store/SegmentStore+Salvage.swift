@@ -158,20 +158,22 @@ extension SegmentStore {
     }
 
     /// Cuts the stream's `damaged` gaps out of `frames` (pts of frames the index holds again: salvaged, or indexed
-    /// again from a file that came back): each keeps only its part before them, and after them where more than a
-    /// frame is missing.
+    /// again from a file that came back): each keeps its part before them and its part after them only where a
+    /// frame is missing there (more than a frame and a half from its bound to theirs; pts on a grid of 1/30 s are
+    /// not exactly a frame apart).
     func trimDamagedGaps(streamID: Int64, around frames: ClosedRange<Int64>, frameDuration: FrameTime) throws {
         let (first, last) = (frames.lowerBound, frames.upperBound)
         let duration = max(1, frameDuration.nanoseconds ?? 1)
         for gap in try index.gaps(streamID: streamID, overlapping: first..<(last + 1)) where gap.reason == .damaged {
             try index.removeGap(gap)
-            if gap.startNanoseconds < first {
+            let oneAndAHalf = duration + duration / 2
+            if first - gap.startNanoseconds > oneAndAHalf {
                 try index.recordGap(
                     GapRow(
                         streamID: gap.streamID, startNanoseconds: gap.startNanoseconds, endNanoseconds: first,
                         reason: .damaged))
             }
-            if gap.endNanoseconds > last + duration {
+            if gap.endNanoseconds - last > oneAndAHalf {
                 try index.recordGap(
                     GapRow(
                         streamID: gap.streamID, startNanoseconds: last, endNanoseconds: gap.endNanoseconds,
