@@ -95,6 +95,8 @@ struct CommandFailure {
             }
         default:
             advice = Self.advice(forStoreError: error)
+            // Only `record` has a --disk to lower.
+            if command != "record", advice == "free space or lower --disk" { advice = "free some space on the disk" }
         }
     }
 
