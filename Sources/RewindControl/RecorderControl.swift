@@ -554,7 +554,11 @@ public final class RecorderControl: Sendable {
 
     /// The format and path of an export: the path's extension names the format unless `format` does; a path must
     /// be absolute; none means `DIR/exports/KIND-<time>-<n>.<ext>`.
-    private func destination(format: String?, path: String?, kind: String) throws -> (ExportFormat, String) {
+    ///
+    /// - Parameter streams: the names of the streams exported (several: a file each for `.y4m` and `.mp4`).
+    private func destination(format: String?, path: String?, kind: String, streams: [String]) throws -> (
+        ExportFormat, String
+    ) {
         var chosen: ExportFormat?
         if let format {
             guard let named = ExportFormat(path: "x." + format) else {
@@ -570,27 +574,11 @@ public final class RecorderControl: Sendable {
             if let chosen, chosen != named {
                 throw APIError(.badRequest, "path '\(path)' does not end in .\(chosen.fileExtension) (format)")
             }
-            if let own = StagedExport.storeFile(writtenBy: path, store: directory) {
-                throw APIError(
-                    .badRequest,
-                    "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
-                        + "elsewhere, e.g. \(exportsDirectory)/")
-            }
-            // A FIFO or a device would hold the export, a cancel and the recorder's stop until something reads it.
-            var status = stat()
-            if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
-                let kind =
-                    switch status.st_mode & S_IFMT {
-                    case S_IFDIR: "a directory"
-                    case S_IFIFO: "a FIFO"
-                    case S_IFCHR, S_IFBLK: "a device"
-                    default: "not a regular file"
-                    }
-                throw APIError(
-                    .badRequest,
-                    "path '\(path)' is \(kind): the recorder writes regular files only ('rewind save -o' and "
-                        + "'rewind clip -o' copy to a FIFO or device themselves)")
-            }
+            // Every file the export writes: the path, or for `.y4m`/`.mp4` of several streams one per stream.
+            let files =
+                named == .matroska || streams.count <= 1
+                ? [path] : streams.map { StreamSet.fileName(for: path, stream: $0) }
+            for file in files { try checkWritable(file) }
             var isDirectory: ObjCBool = false
             let parent = (path as NSString).deletingLastPathComponent
             guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
@@ -607,6 +595,32 @@ public final class RecorderControl: Sendable {
             format,
             "\(exportsDirectory)/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
         )
+    }
+
+    /// Refuses a file the recorder must not write: one of the store's own (through symbolic links too), or one that
+    /// exists and is not a regular file (a FIFO or a device would hold the export, a cancel and the recorder's stop
+    /// until something reads it).
+    private func checkWritable(_ path: String) throws {
+        if let own = StagedExport.storeFile(writtenBy: path, store: directory) {
+            throw APIError(
+                .badRequest,
+                "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
+                    + "elsewhere, e.g. \(exportsDirectory)/")
+        }
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            let kind =
+                switch status.st_mode & S_IFMT {
+                case S_IFDIR: "a directory"
+                case S_IFIFO: "a FIFO"
+                case S_IFCHR, S_IFBLK: "a device"
+                default: "not a regular file"
+                }
+            throw APIError(
+                .badRequest,
+                "path '\(path)' is \(kind): the recorder writes regular files only (the command line copies to a "
+                    + "FIFO or device itself)")
+        }
     }
 
     private let exportCounter = Atomic<Int>(0)
@@ -628,7 +642,8 @@ public final class RecorderControl: Sendable {
             ?? request.before.map { try duration($0, field: "before") } ?? windowNanoseconds
         let after = try request.after.map { try duration($0, field: "after") } ?? 0
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
-        let (format, path) = try destination(format: request.format, path: request.path, kind: "save")
+        let (format, path) = try destination(
+            format: request.format, path: request.path, kind: "save", streams: target.streams.map(\.name))
         let quality = try quality(request.quality)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
@@ -658,7 +673,9 @@ public final class RecorderControl: Sendable {
         guard from < to else {
             throw APIError(.badRequest, "to must be after from (from \(formatSeconds(from)), to \(formatSeconds(to)))")
         }
-        let (format, path) = try destination(format: request.format, path: request.path, kind: "clip")
+        let (format, path) = try destination(
+            format: request.format, path: request.path, kind: "clip",
+            streams: target.isStored ? [target.name] : target.streams.map(\.name))
         let quality = try quality(request.quality)
         let sources: [ClipSource]
         let end: Int64

@@ -533,7 +533,7 @@ final class SaveBook: Sendable {
         let frameNanoseconds = max(1, stream.frameDuration.nanoseconds ?? 1)
         let expected = max(1, Double(ptsRange.upperBound - ptsRange.lowerBound) / Double(frameNanoseconds))
         try source.requireFrames(in: ptsRange)
-        let staging = StagedExport(.path(path), fileSystem: POSIXFileSystem())
+        let staging = try StagedExport(.path(path), fileSystem: POSIXFileSystem())
         do {
             // Markers in the range become chapters (Matroska).
             var exporter = try makeExporter(

@@ -54,7 +54,7 @@ extension ClipSource {
             throw ClipError.badRange(from: range.lowerBound, to: range.upperBound)
         }
         try requireFrames(in: range)
-        let staging = StagedExport(destination, fileSystem: fileSystem)
+        let staging = try StagedExport(destination, fileSystem: fileSystem)
         let fromDisk = if case .store = self { true } else { false }
         do {
             var exporter = try makeExporter(
@@ -118,11 +118,25 @@ package struct StagedExport {
     private let fileSystem: any FileSystem
 
     private static let counter = Atomic<Int>(0)
+    private static let writesInPlace = Atomic<Bool>(true)
 
-    package init(_ destination: ExportDestination, fileSystem: any FileSystem) {
+    /// From now on, this process refuses to write an export in place into a destination that is not a regular
+    /// file: a recorder, whose export threads a FIFO without a reader (or a reader that never reads) would block
+    /// for ever, and with them cancels and the recorder's stop.
+    package static func refuseSpecialFiles() { writesInPlace.store(false, ordering: .relaxed) }
+
+    /// - Throws: ``ExportError`` for a destination that is not a regular file, after ``refuseSpecialFiles()``.
+    package init(_ destination: ExportDestination, fileSystem: any FileSystem) throws {
         requested = destination
         self.fileSystem = fileSystem
         guard case .path(let path) = destination, let target = StagedExport.replaceableTarget(path) else {
+            if case .path(let path) = destination, !StagedExport.writesInPlace.load(ordering: .relaxed) {
+                throw ExportError(
+                    destination: path,
+                    reason: .system(
+                        action: "write a file that is not a regular file (a FIFO or device) from the recorder",
+                        Errno(rawValue: EINVAL)))
+            }
             finalPath = nil
             writtenDestination = destination
             return

@@ -158,7 +158,7 @@ public struct StreamSet: Sendable {
         guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
         switch format {
         case .matroska:
-            let staging = StagedExport(destination, fileSystem: fileSystem)
+            let staging = try StagedExport(destination, fileSystem: fileSystem)
             do {
                 let summary = try exportMatroska(
                     holding, range: range, to: staging.writtenDestination, fileSystem: fileSystem,

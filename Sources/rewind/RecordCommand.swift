@@ -202,6 +202,9 @@ private func record(
     // window into DIR/exports/.
     var control: RecorderControl?
     do {
+        // The recorder's exports never write a FIFO or device in place: one nobody reads would block its export
+        // threads, and with them cancels and the stop (clients copy to such files themselves).
+        StagedExport.refuseSpecialFiles()
         control = try RecorderControl(recorder: recorder, directory: directory, listen: listen) { result in
             switch result {
             case .success(let summary):

@@ -116,10 +116,20 @@ func checkStoreDirectory(_ path: String) throws {
 ///
 /// - Throws: ``UsageError`` naming the file it resolves to.
 func checkOutputOutsideStore(_ output: String, store: String) throws {
-    guard output != "-", let resolved = StagedExport.storeFile(writtenBy: output, store: store) else { return }
-    throw UsageError(
-        "-o: '\(output)' would write \(resolved), inside the store where only rewind writes; write the export "
-            + "elsewhere, e.g. \(store)/exports/", showsHelp: false)
+    guard output != "-" else { return }
+    // `--stream all` to .y4m or .mp4 writes a file per stream, named after the stream: each is checked.
+    var files = [output]
+    if let format = ExportFormat(path: output), format != .matroska,
+        let names = try? SegmentStore.openReadOnly(directory: store).streams().map(\.name)
+    {
+        files += names.map { StreamSet.fileName(for: output, stream: $0) }
+    }
+    for file in files {
+        guard let resolved = StagedExport.storeFile(writtenBy: file, store: store) else { continue }
+        throw UsageError(
+            "-o: '\(file)' would write \(resolved), inside the store where only rewind writes; write the export "
+                + "elsewhere, e.g. \(store)/exports/", showsHelp: false)
+    }
 }
 
 /// Refuses a directory that holds no store (neither `index.sqlite` nor `segments/`), so a command that only reads

@@ -132,6 +132,30 @@ import Testing
         #expect(verify.status == 0, "\(verify.output)")
     }
 
+    /// `--stream all` to `.y4m` writes a file per stream (`k.a.y4m`, `k.b.y4m`): each is checked, so a link among
+    /// them to the store's index is refused like `-o` itself.
+    @Test func aPerStreamFileInsideTheStoreIsRefused() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:160x120@30",
+            "--duration", "2s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        let index = store + "/index.sqlite"
+        let before = FileManager.default.contents(atPath: index)
+        let output = directory.appendingPathComponent("k.y4m").path
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("k.a.y4m").path, withDestinationPath: index)
+        let result = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", output,
+        ])
+        #expect(result.status == 64, "\(result.output) \(result.stderr)")
+        #expect(result.stderr.contains("k.a.y4m' would write \(index)"), "\(result.stderr)")
+        #expect(FileManager.default.contents(atPath: index) == before)
+    }
+
     /// A full-range gray recording (ffmpeg's `-pix_fmt gray` Y4M says `Cmono XCOLORRANGE=FULL`) keeps its levels in
     /// a lossless `.mp4`: the decoded Y plane is the recorded luma, frame for frame, tagged full range.
     @Test func aFullRangeGrayRecordingKeepsItsLumaInALosslessMP4() throws {

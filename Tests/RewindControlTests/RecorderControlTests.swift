@@ -166,6 +166,40 @@ import Testing
         #expect(both.toNanoseconds > front.toNanoseconds)
     }
 
+    /// A save of `all` to `.y4m` writes a file per stream: each is checked like `path` itself, so a FIFO or a link
+    /// into the store among them is refused (400) before anything is written, and no export waits on a FIFO.
+    @Test func everyFileOfASaveOfAllIsChecked() throws {
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory)
+        var feeds = [try CameraFeed(), try CameraFeed()]
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
+                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
+            ], store: store, configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
+        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
+        defer {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+        for _ in 0..<60 {
+            for index in feeds.indices { _ = try feeds[index].appendNext(to: recorder.streams[index]) }
+        }
+        let client = ControlClient(directory: directory)
+        try #require(mkfifo(directory + "/fifo.rear.y4m", 0o600) == 0)
+        try FileManager.default.createSymbolicLink(
+            atPath: directory + "/link.front.y4m", withDestinationPath: directory + "/index.sqlite")
+        for (name, words) in [("fifo", "fifo.rear.y4m' is a FIFO"), ("link", "link.front.y4m' would write")] {
+            #expect {
+                _ = try client.save(
+                    SaveRequest(stream: "all", last: "1s", format: "y4m", path: "\(directory)/\(name).y4m", wait: true))
+            } throws: { error in
+                guard case ControlError.refused(let refusal) = error else { return false }
+                return refusal.code == .badRequest && refusal.message.contains(words)
+            }
+        }
+    }
+
     /// A `gap` event gives its times on the recorder clock, like every `*_ns` of the API: for a stream whose first
     /// frame came later than another's, its pts plus the stream's clock offset.
     @Test func gapEventsSpeakRecorderTime() throws {
