@@ -424,6 +424,19 @@ public final class RecorderControl: Sendable {
                 ExtendRequest.self, from: request.body, fields: ExtendRequest.CodingKeys.allCases.map(\.rawValue))
             let more = try duration(body.after, field: "after")
             guard more > 0 else { throw APIError(.badRequest, "after must be longer than 0s") }
+            // The longer range is held on disk while the save waits: it must fit the budget, as a new save's must.
+            if let current = book.object(id), current.state == .waiting, let store = recorder.store,
+                case (let end, false) = current.toNanoseconds.addingReportingOverflow(more),
+                let target = try? target(current.stream)
+            {
+                var held: [String: Range<Int64>] = [:]
+                for stream in target.streams {
+                    if let clock = stream.clock {
+                        held[stream.name] = clock.ptsRange(current.fromNanoseconds..<max(end, current.fromNanoseconds))
+                    }
+                }
+                try checkHoldsFit(held, store: store, save: true)
+            }
             return json(try book.extend(id, by: more))
         case ["events"]:
             try allow("GET")

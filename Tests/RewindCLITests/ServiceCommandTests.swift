@@ -284,6 +284,23 @@ import Testing
         #expect(long.status == 1, "\(long.output) \(long.stderr)")
         #expect(
             long.stderr.contains("the save cannot be held on disk while it waits for its post-roll"), "\(long.stderr)")
+        // Nor can a waiting save grow past it by `extend`.
+        let socket = store + "/rewind.sock"
+        let short = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "30", "--unix-socket", socket, "-X", "POST", "http://rewind/v1/saves", "-d",
+                "{\"stream\":\"b\",\"before\":\"100ms\",\"after\":\"500ms\"}",
+            ])
+        let id = try #require(
+            (try JSONSerialization.jsonObject(with: short.stdout) as? [String: Any])?["id"] as? Int, "\(short.output)")
+        let grown = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "30", "--unix-socket", socket, "-X", "POST", "http://rewind/v1/saves/\(id)/extend",
+                "-d", "{\"after\":\"30s\"}",
+            ])
+        #expect(grown.output.contains("the save cannot be held on disk while it waits"), "\(grown.output)")
         // Without --stream, a recorder of several streams asks which (as save and clip do).
         let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
         #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
