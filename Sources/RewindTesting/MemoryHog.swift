@@ -42,8 +42,10 @@ public final class MemoryHog: @unchecked Sendable {
             ? "/sys/fs/cgroup" : nil
     }
 
-    /// Makes the cgroup, writes the file from inside it (so its page cache is charged to the cgroup), and starts
-    /// `readers` processes re-reading it.
+    /// Makes the cgroup, writes the file from inside it with direct I/O, and starts `readers` processes re-reading
+    /// it (its pages come into the cache by those reads, charged to the cgroup). Written through the page cache, the
+    /// file's dirty pages filled the small limit faster than a busy disk wrote them back, and the OOM killer took
+    /// the writer.
     ///
     /// - Parameters:
     ///   - directory: where the file goes (a disk-backed file system; on tmpfs the file would be unevictable).
@@ -66,8 +68,8 @@ public final class MemoryHog: @unchecked Sendable {
             try "\(limit)".write(toFile: cgroup + "/" + limitFile, atomically: false, encoding: .utf8)
             let script = """
                 echo $$ > \(cgroup)/cgroup.procs || exit 3
-                dd if=/dev/zero of=\(file) bs=1M count=\(fileBytes >> 20) status=none || exit 4
                 echo -1000 > /proc/self/oom_score_adj
+                dd if=/dev/zero of=\(file) bs=1M count=\(fileBytes >> 20) oflag=direct status=none || exit 4
                 for i in $(seq \(readers)); do
                     (while :; do sh -c 'echo 0 > /proc/self/oom_score_adj; exec cat "$0" > /dev/null' \(file); done) &
                 done
