@@ -174,27 +174,33 @@ public struct StreamSet: Sendable {
                     reason: .system(
                         action: "write several streams to one descriptor (use .mkv)", Errno(rawValue: EINVAL)))
             }
-            // All the files or none: a failure (or a cancel) removes the files of the streams already written.
+            // All the files or none: each stream's file is written under a temporary name, and they are renamed
+            // into place together once every one is complete, so a failure (or a cancel) leaves every earlier file
+            // of those names as it was.
             var written = 0
+            let stagings = try holding.map { member in
+                try StagedExport(.path(Self.fileName(for: path, stream: member.name)), fileSystem: fileSystem)
+            }
             var summaries: [(member: Member?, summary: ExportSummary)] = []
             do {
-                for member in holding {
+                for (member, staging) in zip(holding, stagings) {
                     let before = written
                     let summary = try member.source.export(
-                        range: member.clock.ptsRange(range), format: format,
-                        to: .path(Self.fileName(for: path, stream: member.name)), quality: quality,
-                        fileSystem: fileSystem
+                        range: member.clock.ptsRange(range), format: format, to: staging.writtenDestination,
+                        quality: quality, fileSystem: fileSystem
                     ) { count, _ in
                         written = before + count
                         try progress?(written)
                     }
                     summaries.append((member, summary))
                 }
+                return try zip(summaries, stagings).map { written, staging in
+                    (written.member, try staging.complete(written.summary))
+                }
             } catch {
-                for file in summaries.compactMap(\.summary.path) { try? fileSystem.unlink(file) }
+                for staging in stagings { _ = staging.abandon(after: error) }
                 throw error
             }
-            return summaries
         }
     }
 
