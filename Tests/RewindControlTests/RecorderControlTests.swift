@@ -14,6 +14,19 @@ import Testing
 
 /// Saves and clips through the Swift client, against a live recorder.
 @Suite(.timeLimit(.minutes(15))) struct RecorderControlTests {
+    /// A recorder of two streams of ``CameraFeed`` frames, `front` and `rear`, into a new store, with its control:
+    /// the caller appends frames to each stream, and stops the control and finishes the recorder.
+    static func frontAndRear() throws -> (directory: String, recorder: Recorder, control: RecorderControl) {
+        let directory = try TemporaryDirectory.store()
+        let stream = try CameraFeed().stream
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: stream), RecorderStreamSpec(name: "rear", stream: stream),
+            ], store: try SegmentStore.open(directory: directory),
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
+        return (directory, recorder, try RecorderControl(recorder: recorder, directory: directory) { _ in })
+    }
+
     @Test func overlappingSavesEachGetTheirOwnBitExactFileWhileRecordingGoesOn() throws {
         let live = try LiveRecorder()
         live.startProducer()
@@ -128,15 +141,8 @@ import Testing
     /// one stream after one of `all` starts where that ended, and a save of `all` starts where the stream saved least
     /// recently ended, so no frame of any stream is missed.
     @Test func sinceLastSaveFollowsEachStreamThroughSavesOfAll() throws {
-        let directory = try TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: directory)
+        let (directory, recorder, control) = try Self.frontAndRear()
         var feeds = [try CameraFeed(), try CameraFeed()]
-        let recorder = try Recorder(
-            streams: [
-                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
-                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
-            ], store: store, configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
-        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
         defer {
             control.stop()
             _ = try? recorder.finish()
@@ -169,15 +175,8 @@ import Testing
     /// A save of `all` to `.y4m` writes a file per stream: each is checked like `path` itself, so a FIFO or a link
     /// into the store among them is refused (400) before anything is written, and no export waits on a FIFO.
     @Test func everyFileOfASaveOfAllIsChecked() throws {
-        let directory = try TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: directory)
+        let (directory, recorder, control) = try Self.frontAndRear()
         var feeds = [try CameraFeed(), try CameraFeed()]
-        let recorder = try Recorder(
-            streams: [
-                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
-                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
-            ], store: store, configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
-        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
         defer {
             control.stop()
             _ = try? recorder.finish()
@@ -203,16 +202,9 @@ import Testing
     /// A `gap` event gives its times on the recorder clock, like every `*_ns` of the API: for a stream whose first
     /// frame came later than another's, its pts plus the stream's clock offset.
     @Test func gapEventsSpeakRecorderTime() throws {
-        let directory = try TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: directory)
+        let (directory, recorder, control) = try Self.frontAndRear()
         var front = try CameraFeed()
         var rear = try CameraFeed()
-        let recorder = try Recorder(
-            streams: [
-                RecorderStreamSpec(name: "front", stream: front.stream),
-                RecorderStreamSpec(name: "rear", stream: rear.stream),
-            ], store: store, configuration: RecorderConfiguration(window: .seconds(2), memoryBudget: 32 << 20))
-        let control = try RecorderControl(recorder: recorder, directory: directory) { _ in }
         defer {
             control.stop()
             _ = try? recorder.finish()
