@@ -425,17 +425,11 @@ public final class RecorderControl: Sendable {
             let more = try duration(body.after, field: "after")
             guard more > 0 else { throw APIError(.badRequest, "after must be longer than 0s") }
             // The longer range is held on disk while the save waits: it must fit the budget, as a new save's must.
-            if let current = book.object(id), current.state == .waiting, let store = recorder.store,
+            if let current = book.object(id), current.state == .waiting,
                 case (let end, false) = current.toNanoseconds.addingReportingOverflow(more),
                 let target = try? target(current.stream)
             {
-                var held: [String: Range<Int64>] = [:]
-                for stream in target.streams {
-                    if let clock = stream.clock {
-                        held[stream.name] = clock.ptsRange(current.fromNanoseconds..<max(end, current.fromNanoseconds))
-                    }
-                }
-                try checkHoldsFit(held, store: store, save: true)
+                try checkSaveHoldFits(target, current.fromNanoseconds..<max(end, current.fromNanoseconds))
             }
             return json(try book.extend(id, by: more))
         case ["events"]:
@@ -620,15 +614,7 @@ public final class RecorderControl: Sendable {
                 "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
                     + "elsewhere, e.g. \(exportsDirectory)/")
         }
-        var status = stat()
-        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
-            let kind =
-                switch status.st_mode & S_IFMT {
-                case S_IFDIR: "a directory"
-                case S_IFIFO: "a FIFO"
-                case S_IFCHR, S_IFBLK: "a device"
-                default: "not a regular file"
-                }
+        if let kind = StagedExport.specialFileKind(path) {
             throw APIError(
                 .badRequest,
                 "path '\(path)' is \(kind): the recorder writes regular files only (the command line copies to a "
@@ -668,14 +654,19 @@ public final class RecorderControl: Sendable {
         }
         // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
         // the disk budget, or retention would take every other stream's history to keep it.
-        if after > 0, let store = recorder.store {
-            var held: [String: Range<Int64>] = [:]
-            for stream in target.streams {
-                if let clock = stream.clock { held[stream.name] = clock.ptsRange(range) }
-            }
-            try checkHoldsFit(held, store: store, save: true)
-        }
+        if after > 0 { try checkSaveHoldFits(target, range) }
         return try book.add(target: target, range: range, format: format, quality: quality, path: path)
+    }
+
+    /// Refuses a waiting save whose `range` (recorder time), held on disk against retention until it is written,
+    /// would not fit the disk budget with the holds already kept (see ``checkHoldsFit(_:store:save:)``).
+    private func checkSaveHoldFits(_ target: SaveBook.Target, _ range: Range<Int64>) throws {
+        guard let store = recorder.store else { return }
+        var held: [String: Range<Int64>] = [:]
+        for stream in target.streams {
+            if let clock = stream.clock { held[stream.name] = clock.ptsRange(range) }
+        }
+        try checkHoldsFit(held, store: store, save: true)
     }
 
     /// `POST /v1/clips`: any past range (cut at the recorder clock).

@@ -134,7 +134,8 @@ package struct StagedExport {
                 throw ExportError(
                     destination: path,
                     reason: .system(
-                        action: "write a file that is not a regular file (a FIFO or device) from the recorder",
+                        action:
+                            "write \(StagedExport.specialFileKind(path) ?? "a file that is not a regular file") from the recorder",
                         Errno(rawValue: EINVAL)))
             }
             finalPath = nil
@@ -166,6 +167,19 @@ package struct StagedExport {
                 Int(rest[rest.index(after: dash)...]) != nil, System.hasEnded(pid: pid)
             else { continue }
             try? fileSystem.unlink(directory + entry)
+        }
+    }
+
+    /// What `path` is when it exists and is not a regular file (symbolic links followed): "a FIFO", "a device",
+    /// "a directory", or "not a regular file"; nil for a regular file or nothing there.
+    package static func specialFileKind(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) != S_IFREG else { return nil }
+        return switch info.st_mode & S_IFMT {
+        case S_IFDIR: "a directory"
+        case S_IFIFO: "a FIFO"
+        case S_IFCHR, S_IFBLK: "a device"
+        default: "not a regular file"
         }
     }
 

@@ -409,10 +409,7 @@ private func liveExport(
 
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
 private func isSpecialFile(_ path: String) -> Bool {
-    var status = stat()
-    guard stat(path, &status) == 0 else { return false }
-    let type = status.st_mode & S_IFMT
-    return type != S_IFREG && type != S_IFDIR
+    StagedExport.specialFileKind(path).map { $0 != "a directory" } ?? false
 }
 
 /// The `--quality` of a save or clip (`fast` unless given).

@@ -94,9 +94,7 @@ struct CommandFailure {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
             }
         default:
-            advice = Self.advice(forStoreError: error)
-            // Only `record` has a --disk to lower.
-            if command != "record", advice == "free space or lower --disk" { advice = "free some space on the disk" }
+            advice = Self.advice(forStoreError: error, command: command)
         }
     }
 
@@ -136,14 +134,16 @@ struct CommandFailure {
         }
     }
 
-    private static func advice(forStoreError error: any Error) -> String? {
+    private static func advice(forStoreError error: any Error, command: String) -> String? {
+        // Only `record` has a --disk to lower.
+        let freeSpace = command == "record" ? "free space or lower --disk" : "free some space on the disk"
         switch error {
         case let error as SegmentStoreError:
             switch error {
             case .damaged: return repair
             case .notASegment: return "\(repair) or move it out of the store"
             case .missingSegment: return "put it back, or \(repair) to record its frames as lost"
-            case .diskFull: return "free space or lower --disk"
+            case .diskFull: return freeSpace
             case .writeFailed: return "check the disk"
             case .storeLocked:
                 return "stop it (verify checks a store at rest), or read with 'rewind info'/'rewind clip' (read-only)"
@@ -152,7 +152,7 @@ struct CommandFailure {
             case .index(let path, let problem, _):
                 switch problem {
                 case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"
-                case .full: return "free space or lower --disk"
+                case .full: return freeSpace
                 case .failed(let codeName, _, _):
                     switch codeName {
                     case "SQLITE_IOERR":
