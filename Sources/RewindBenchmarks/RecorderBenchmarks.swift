@@ -63,8 +63,8 @@ public enum RecorderBenchmarks {
         defer { exportedBytes?.deallocate() }
         var exportFromMemory = Double.infinity
         for _ in 0..<5 {
-            // The decode alone with two threads (pairs throughout; the export switches by who waits), nothing
-            // written.
+            // The decode alone with two threads (each frame shared out throughout; the export switches by who
+            // waits), nothing written.
             let decodeStart = ContinuousClock.now
             var cpuStart = processCPUSeconds()
             try store.frames(in: 0..<Int64.max, into: decodeBuffers, decodeThreads: 2) { _ in true }

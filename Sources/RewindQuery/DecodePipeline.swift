@@ -10,10 +10,10 @@ import Synchronization
 /// Overlaps reading and decoding frames from the segment store (on its own thread) with writing them (on the
 /// caller's). Frames are decoded straight into `depth + 2` buffers allocated once per export and handed over
 /// without a copy: the decoder writes frames k + depth + 1 and k + depth + 2 into the buffers of frames k and k + 1
-/// only after the writer is done with them. Where there are two cores, frames are decoded two at a time on two
-/// threads while the writer waits for them, and one at a time while the decoder waits for the writer (a
-/// ``DecodePairing`` flipped by whichever side waits): an export of hard-to-decode footage gets both cores for
-/// decoding, one of easy footage leaves the writer a core of its own.
+/// only after the writer is done with them. Where there are two cores, each frame's chunks are shared out between
+/// two decoding threads while the writer waits for frames, and decoded on one while the decoder waits for the
+/// writer (a ``DecodeSplitting`` flipped by whichever side waits): an export of hard-to-decode footage gets both
+/// cores for decoding, one of easy footage leaves the writer a core of its own.
 ///
 ///     reader thread (+ a decode helper): frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
 final class DecodePipeline: @unchecked Sendable {
@@ -30,8 +30,8 @@ final class DecodePipeline: @unchecked Sendable {
     // Written by the reader before it signals `filled` (or `finished`); read by the writer after waiting.
     private var readerError: (any Error)?
     private let isCancelled = Atomic<Bool>(false)
-    /// Two frames decoded at once while the writer waits for frames, one at a time while the reader waits for it.
-    private let pairing = DecodePairing(false)
+    /// Two decoding threads while the writer waits for frames, one while the reader waits for it.
+    private let splitting = DecodeSplitting(false)
 
     init(layout: FrameLayout) {
         buffers = DecodeBuffers(byteCount: layout.byteCount, count: Self.depth + 2)
@@ -54,11 +54,11 @@ final class DecodePipeline: @unchecked Sendable {
             do {
                 let threads = min(2, System.onlineProcessorCount)
                 try store.frames(
-                    streamName: stream, in: range, into: buffers, decodeThreads: threads, pairing: pairing
+                    streamName: stream, in: range, into: buffers, decodeThreads: threads, splitting: splitting
                 ) { view in
                     if free.wait(timeout: .now()) == .timedOut {
                         // The writer is the slower side: one decoding thread leaves it a core.
-                        pairing.want(false)
+                        splitting.want(false)
                         free.wait()
                     }
                     if isCancelled.load(ordering: .acquiring) { return false }
@@ -83,8 +83,8 @@ final class DecodePipeline: @unchecked Sendable {
         var slot = 0
         while true {
             if filled.wait(timeout: .now()) == .timedOut {
-                // The decoding is the slower side: two frames at once.
-                pairing.want(true)
+                // The decoding is the slower side: two threads on each frame.
+                splitting.want(true)
                 filled.wait()
             }
             guard let view = views[slot] else {

@@ -239,10 +239,10 @@ import Testing
             try writeFile(dir.segments + "/000001.seg", damaged)
             let store = try SegmentStore.open(directory: dir.path)
             // Whatever is returned is bit-exact; frames at and after the damage are not returned, whether frames are
-            // decoded one at a time or two at once.
+            // decoded on one thread or two.
             let read = try readAll(store)
-            let readInPairs = try readAll(store, paired: true)
-            #expect(readInPairs.map(\.0) == read.map(\.0) && readInPairs.map(\.1) == read.map(\.1))
+            let readOnTwo = try readAll(store, twoThreads: true)
+            #expect(readOnTwo.map(\.0) == read.map(\.0) && readOnTwo.map(\.1) == read.map(\.1))
             for (i, (pts, digest)) in read.enumerated() {
                 #expect(pts == frames.pts(i))
                 #expect(digest == frames.expectedDigest(i), "flip at \(position): frame \(i) corrupt")
@@ -267,9 +267,9 @@ import Testing
         }
     }
 
-    /// Frame 5 is the second of a pair when frames are decoded two at once, frame 6 the first.
+    /// Read on one thread, and with each frame's chunks shared out between two.
     @Test(arguments: [(5, false), (5, true), (6, true)])
-    func damagedFrameFromIndexIsAnErrorNamingFileFrameAndOffset(damagedFrame: Int, paired: Bool) throws {
+    func damagedFrameFromIndexIsAnErrorNamingFileFrameAndOffset(damagedFrame: Int, twoThreads: Bool) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
@@ -289,9 +289,9 @@ import Testing
         let store = try SegmentStore.open(directory: dir.path)
         var delivered: [Int64] = []
         var digests: [UInt32] = []
-        let buffers = paired ? DecodeBuffers(byteCount: frames.layout.byteCount, count: 5) : nil
+        let buffers = twoThreads ? DecodeBuffers(byteCount: frames.layout.byteCount, count: 5) : nil
         #expect {
-            try store.frames(in: 0..<Int64.max, into: buffers, decodeThreads: paired ? 2 : 1) { frame in
+            try store.frames(in: 0..<Int64.max, into: buffers, decodeThreads: twoThreads ? 2 : 1) { frame in
                 delivered.append(frame.info.ptsNanoseconds)
                 digests.append(CRC32C.checksum(frame.bytes))
                 return true
@@ -308,8 +308,55 @@ import Testing
         #expect(report.damaged.map(\.frame) == [damagedFrame])
         let repaired = try store.verify(repair: true)
         #expect(!repaired.repaired.isEmpty)
-        #expect(try readAll(store, paired: paired).count == damagedFrame)
+        #expect(try readAll(store, twoThreads: twoThreads).count == damagedFrame)
         #expect(try store.verify(repair: false).clean)
+    }
+
+    /// A frame of many chunks damaged in two of them: its chunks shared out between two threads, the error names
+    /// the first damaged chunk, as on one thread, and every frame before it is delivered intact.
+    @Test(arguments: [CodecPolicy.forced(.lz4Delta), .forced(.raw)])
+    func twoDamagedChunksNameTheFirstOnOneThreadOrTwo(policy: CodecPolicy) throws {
+        let frames = try TestFrames(format: .i420, width: 640, height: 360)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(workerCount: 1, chunkSize: 16384, codecPolicy: policy))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<8 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        let path = dir.segments + "/000001.seg"
+        var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
+        let offsets = try Self.recordOffsets(bytes)
+        // Frame 5's payload: a u32 chunk count, 12 bytes per chunk (codec, stored length, CRC), then the chunks.
+        let payload = Int(offsets[5]) + 56
+        let count = Int(bytes[payload]) | Int(bytes[payload + 1]) << 8
+        #expect(count > 16, "many chunks")
+        var start = payload + 4 + 12 * count
+        var chunkStarts: [Int] = []
+        for chunk in 0..<count {
+            chunkStarts.append(start)
+            let entry = payload + 4 + 12 * chunk + 4
+            start += Int(bytes[entry]) | Int(bytes[entry + 1]) << 8 | Int(bytes[entry + 2]) << 16
+        }
+        bytes[chunkStarts[4] + 1] ^= 0x10
+        bytes[chunkStarts[count - 2] + 1] ^= 0x10
+        try writeFile(path, bytes)
+        let store = try SegmentStore.open(directory: dir.path)
+        for threads in [1, 2] {
+            var delivered: [UInt32] = []
+            #expect {
+                try store.frames(in: 0..<Int64.max, decodeThreads: threads) { frame in
+                    delivered.append(CRC32C.checksum(frame.bytes))
+                    return true
+                }
+            } throws: { error in
+                "\(error)".contains("damaged at byte \(offsets[5]) (frame 5)") && "\(error)".contains("(chunk 4)")
+            }
+            #expect(delivered == (0..<5).map { frames.expectedDigest($0) }, "\(threads) threads")
+        }
     }
 
     @Test(arguments: ["missing", "empty"])

@@ -45,10 +45,11 @@ import Testing
 
     static func expectEveryFrameOnceExcept(_ lost: [Int], store: SegmentStore, frames: TestFrames) throws {
         let expected = (0..<130).filter { !lost.contains($0) }
-        for paired in [false, true] {
-            let read = try readAll(store, paired: paired)
-            #expect(read.map(\.0) == expected.map { frames.pts($0) }, "paired: \(paired)")
-            #expect(read.map(\.1) == expected.map { frames.expectedDigest($0) }, "paired: \(paired): bit-exact")
+        for twoThreads in [false, true] {
+            let read = try readAll(store, twoThreads: twoThreads)
+            #expect(read.map(\.0) == expected.map { frames.pts($0) }, "two threads: \(twoThreads)")
+            #expect(
+                read.map(\.1) == expected.map { frames.expectedDigest($0) }, "two threads: \(twoThreads): bit-exact")
         }
     }
 
@@ -145,7 +146,7 @@ import Testing
             #expect(!report.clean)
             faults.setDiskFull(false)
             // Frames 0…42 and 100…129 read; a gap covers 43…99.
-            let read = try readAll(store, paired: false).map(\.0)
+            let read = try readAll(store).map(\.0)
             #expect(read == (Array(0..<43) + Array(100..<130)).map { frames.pts($0) })
             let gaps = try store.gaps().filter { $0.reason == .damaged }
             #expect(gaps.map(\.startNanoseconds) == [frames.pts(42)])

@@ -34,8 +34,8 @@ import Testing
     }
 
     /// A store written with the earlier default chunk size (256 KiB) is recorded into again with today's (128 KiB):
-    /// the stream continues after its last frame, each segment is read with its own header's chunk size, one at a
-    /// time and in pairs, and verify finds nothing wrong.
+    /// the stream continues after its last frame, each segment is read with its own header's chunk size, on one
+    /// thread and on two, and verify finds nothing wrong.
     @Test func aStoreOfTheEarlierChunkSizeIsContinuedAndReadAcrossBoth() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -56,20 +56,20 @@ import Testing
             return reader.header.chunkSize
         }
         #expect(sizes == [earlier, StoreOptions.defaultChunkSize], "\(dir.segmentFiles())")
-        for paired in [false, true] {
-            let read = try readAll(store, paired: paired)
-            #expect(read.map(\.0) == (0..<80).map { frames.pts($0) }, "paired \(paired)")
-            #expect(read.map(\.1) == (0..<80).map { frames.expectedDigest($0) }, "bit-exact, paired \(paired)")
+        for twoThreads in [false, true] {
+            let read = try readAll(store, twoThreads: twoThreads)
+            #expect(read.map(\.0) == (0..<80).map { frames.pts($0) }, "two threads \(twoThreads)")
+            #expect(read.map(\.1) == (0..<80).map { frames.expectedDigest($0) }, "bit-exact, two threads \(twoThreads)")
         }
         #expect(try SegmentStore.open(directory: dir.path).verify(repair: false).clean)
     }
 
-    /// Two frames decoded at once on two threads (delta chunks of the second waiting for the first) give the same
-    /// frames as one at a time: across segments, GOPs, odd counts and ranges starting between key frames, and
-    /// switching between the two while reading. A view stays intact while the next `buffers − 2` frames are
+    /// Each frame's chunks shared out between two threads give the same frames as one thread: across segments,
+    /// GOPs, odd counts and ranges starting between key frames, switching between the two while reading, and
+    /// decoding in place into a single buffer. A view stays intact while the next `buffers − 1` frames are
     /// delivered.
     @Test(arguments: [CodecPolicy.automatic, .forced(.lz4Delta), .forced(.lz4)])
-    func pairedDecodingMatchesAndViewsStayValid(policy: CodecPolicy) throws {
+    func twoThreadDecodingMatchesAndViewsStayValid(policy: CodecPolicy) throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let frames = try TestFrames(format: .i420, width: 640, height: 360)
@@ -84,32 +84,39 @@ import Testing
         for (from, to) in [(0, 75), (3, 50), (29, 31), (30, 31), (44, 75), (10, 11)] {
             let range = frames.pts(from)..<frames.pts(to)
             let buffers = DecodeBuffers(byteCount: frames.layout.byteCount, count: 5)
-            /// Reads the range in pairs (switching by `pairs(index)` after each frame when given); checks that
-            /// every frame is exact and stays so while the next three arrive; returns the indices delivered.
-            func read(switching pairs: ((Int) -> Bool)?) throws -> [Int] {
-                let pairing = pairs.map { _ in DecodePairing(false) }
+            /// Reads the range on two threads (switching by `split(index)` after each frame when given); checks
+            /// that every frame is exact and stays so while the next four arrive; returns the indices delivered.
+            func read(switching split: ((Int) -> Bool)?) throws -> [Int] {
+                let splitting = split.map { _ in DecodeSplitting(false) }
                 var held: [(index: Int, bytes: UnsafeRawBufferPointer)] = []
                 var seen: [Int] = []
-                try store.frames(in: range, into: buffers, decodeThreads: 2, pairing: pairing) { frame in
+                try store.frames(in: range, into: buffers, decodeThreads: 2, splitting: splitting) { frame in
                     let index = Int(frame.info.ptsNanoseconds / frames.stream.frameDuration.nanoseconds!)
                     seen.append(index)
                     held.append((index, frame.bytes))
-                    if held.count > 3 { held.removeFirst() }
+                    if held.count > 4 { held.removeFirst() }
                     for (heldIndex, bytes) in held {
                         #expect(
                             CRC32C.checksum(bytes) == expected[heldIndex], "frame \(heldIndex) held while \(index)")
                     }
-                    if let pairs { pairing?.want(pairs(index)) }
+                    if let split { splitting?.want(split(index)) }
                     return true
                 }
                 return seen
             }
             #expect(try read(switching: nil) == Array(from..<to), "range \(from)..<\(to)")
-            #expect(try readAll(store, range: range, paired: true).map(\.1) == Array(expected[from..<to]))
-            // Switching between pairs and single frames while reading (as an export does, by who waits).
+            #expect(try readAll(store, range: range, twoThreads: true).map(\.1) == Array(expected[from..<to]))
+            // Switching between two threads and one while reading (as an export does, by who waits).
             #expect(
                 try read(switching: { ($0 * 7 + from) % 5 < 3 }) == Array(from..<to), "range \(from)..<\(to), switching"
             )
+            // Into the reader's one buffer: delta chunks decoded in place, on two threads.
+            var inPlace: [UInt32] = []
+            try store.frames(in: range, decodeThreads: 2) { frame in
+                inPlace.append(CRC32C.checksum(frame.bytes))
+                return true
+            }
+            #expect(inPlace == Array(expected[from..<to]), "in place, range \(from)..<\(to)")
         }
     }
 

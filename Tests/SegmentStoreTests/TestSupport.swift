@@ -66,15 +66,15 @@ struct TestFrames {
 
 /// Reads every frame of the store and returns (pts, CRC of bytes) pairs.
 ///
-/// - Parameter paired: decode two frames at once on two threads, into 5 caller-owned buffers.
-func readAll(_ store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max, paired: Bool = false) throws
+/// - Parameter twoThreads: share each frame's chunks out between two threads, into 5 caller-owned buffers.
+func readAll(_ store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max, twoThreads: Bool = false) throws
     -> [(Int64, UInt32)]
 {
     var out: [(Int64, UInt32)] = []
     // A store whose only segment lost its header has no stream: then there is nothing to read.
     guard let stream = try store.streams().first else { return [] }
-    let buffers = paired ? DecodeBuffers(byteCount: stream.description.layout.byteCount, count: 5) : nil
-    try store.frames(in: range, into: buffers, decodeThreads: paired ? 2 : 1) { frame in
+    let buffers = twoThreads ? DecodeBuffers(byteCount: stream.description.layout.byteCount, count: 5) : nil
+    try store.frames(in: range, into: buffers, decodeThreads: twoThreads ? 2 : 1) { frame in
         out.append((frame.info.ptsNanoseconds, CRC32C.checksum(frame.bytes)))
         return true
     }

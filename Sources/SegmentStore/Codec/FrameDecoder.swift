@@ -61,6 +61,8 @@ package final class FrameDecoder {
     package let plan: ChunkPlan
     package let buffers: DecodeBuffers
     let scratch: ByteBuffer
+    /// The table of the payload being decoded.
+    private(set) var table = ChunkTable()
 
     /// - Parameters:
     ///   - buffers: where frames are decoded; a single buffer of its own when nil.
@@ -81,39 +83,9 @@ package final class FrameDecoder {
     package static func verify(_ payload: UnsafeRawBufferPointer, plan: ChunkPlan, expectedCRC: UInt32)
         throws(FrameDecodeError)
     {
-        _ = try walk(payload, plan: plan, expectedCRC: expectedCRC) { _, _, _ throws(FrameDecodeError) in }
-    }
-
-    /// Calls `body(chunk, codec, storedBytes)` for each verified chunk.
-    @discardableResult
-    private static func walk(
-        _ payload: UnsafeRawBufferPointer, plan: ChunkPlan, expectedCRC: UInt32,
-        _ body: (Int, UInt8, UnsafeRawBufferPointer) throws(FrameDecodeError) -> Void
-    ) throws(FrameDecodeError) -> Bool {
-        guard payload.count >= plan.tableLength else {
-            throw .payloadTooShort(needed: plan.tableLength, actual: payload.count)
-        }
-        let base = payload.baseAddress!
-        let table = UnsafeRawBufferPointer(start: base, count: plan.tableLength)
-        guard CRC32C.checksum(table) == expectedCRC else { throw .tableChecksumMismatch }
-        let count = Int(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
-        guard count == plan.count else { throw .chunkCountMismatch(expected: plan.count, actual: count) }
-        var cursor = plan.tableLength
-        for chunk in 0..<count {
-            let entry = base + 4 + 12 * chunk
-            let codec = UInt8(truncatingIfNeeded: UInt32(littleEndian: entry.loadUnaligned(as: UInt32.self)))
-            let length = Int(UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
-            let crc = UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 8, as: UInt32.self))
-            guard codec <= 2 else { throw .unknownChunkCodec(chunk: chunk, codec: codec) }
-            guard length <= payload.count - cursor else { throw .chunkLengthInvalid(chunk: chunk) }
-            if codec == 0 && length != plan.lengths[chunk] { throw .chunkLengthInvalid(chunk: chunk) }
-            let stored = UnsafeRawBufferPointer(start: base + cursor, count: length)
-            guard CRC32C.checksum(stored) == crc else { throw .chunkChecksumMismatch(chunk: chunk) }
-            try body(chunk, codec, stored)
-            cursor += length
-        }
-        guard cursor == payload.count else { throw .payloadTooShort(needed: cursor, actual: payload.count) }
-        return true
+        var table = ChunkTable()
+        try table.read(payload, plan: plan, expectedCRC: expectedCRC)
+        for chunk in 0..<table.count { try table.check(chunk, in: payload) }
     }
 
     /// Verifies and decodes one payload into the next of ``buffers``, which then holds ``frame``.
@@ -133,31 +105,141 @@ package final class FrameDecoder {
         buffers.advance()
     }
 
-    /// Verifies and decodes one payload into `target`, chunk by chunk.
-    ///
-    /// For two frames decoded at once on two threads (a wavefront): a delta chunk of this frame first waits until
-    /// `previousProgress` (the thread decoding `previous`) has finished that chunk, and each finished chunk is
-    /// published to `progress`. A failure abandons `progress`, so a waiter goes on (and its frame is discarded).
+    /// Verifies and decodes one payload into `out`, chunk by chunk.
     ///
     /// - Parameters:
     ///   - previous: the previous frame of the same segment, needed by delta chunks; nil when there is none.
-    ///     May be `target` itself (decoding in place).
+    ///     May be `out` itself (decoding in place).
     /// - Throws: ``FrameDecodeError``.
     func decode(
         _ payload: UnsafeRawBufferPointer, expectedCRC: UInt32, into out: UnsafeMutableRawPointer,
-        previous: UnsafeRawPointer?, progress: ChunkProgress? = nil, previousProgress: ChunkProgress? = nil
+        previous: UnsafeRawPointer?
     ) throws(FrameDecodeError) {
-        do {
-            try Self.walk(payload, plan: plan, expectedCRC: expectedCRC) {
-                chunk, codec, stored throws(FrameDecodeError) in
-                try decodeChunk(
-                    chunk, codec: codec, stored: stored, into: out, previous: previous,
-                    previousProgress: previousProgress)
-                progress?.publish(chunks: chunk + 1)
+        try table.read(payload, plan: plan, expectedCRC: expectedCRC)
+        try decodeInOrder(payload, into: out, previous: previous)
+    }
+
+    /// Checks and decodes every chunk of the payload whose ``table`` has been read, in order, on this thread.
+    private func decodeInOrder(
+        _ payload: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, previous: UnsafeRawPointer?
+    ) throws(FrameDecodeError) {
+        for chunk in 0..<table.count {
+            try table.check(chunk, in: payload)
+            try decodeChunk(
+                chunk, codec: table.codecs[chunk], stored: table.stored(chunk, in: payload), into: out,
+                previous: previous)
+        }
+    }
+
+    /// Reads and checks `payload`'s chunk table (see ``ChunkTable``), for ``decodeChunks(of:into:previous:pool:helpers:)``.
+    ///
+    /// - Throws: ``FrameDecodeError`` naming the first problem.
+    func readTable(_ payload: UnsafeRawBufferPointer, expectedCRC: UInt32) throws(FrameDecodeError) {
+        try table.read(payload, plan: plan, expectedCRC: expectedCRC)
+    }
+
+    /// Decodes the chunks of a payload whose ``table`` has been read, on the workers of `pool`: each worker takes
+    /// the next chunk not taken, checks it and decodes it (with its own decoder of `helpers`, for its scratch).
+    ///
+    /// Chunks are independent but for an LZ4 chunk's prefix dictionary (the decoded bytes just before it): a
+    /// payload with such a chunk is decoded in order on the calling thread.
+    ///
+    /// - Parameter helpers: a decoder of the same plan for each worker after the first (this one).
+    /// - Throws: the problem of the lowest-numbered chunk that failed (every chunk is tried).
+    func decodeChunks(
+        of payload: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer, previous: UnsafeRawPointer?,
+        pool: WorkerPool, helpers: [FrameDecoder]
+    ) throws(FrameDecodeError) {
+        if table.needsOrder { return try decodeInOrder(payload, into: out, previous: previous) }
+        let table = self.table
+        // Each worker's lowest failing chunk and its error, written by that worker only (on the stack: nothing is
+        // allocated per frame).
+        let first = withUnsafeTemporaryAllocation(of: (Int, FrameDecodeError)?.self, capacity: pool.workerCount) {
+            failures in
+            failures.initialize(repeating: nil)
+            pool.run(items: table.count) { chunk, worker in
+                let decoder = worker == 0 ? self : helpers[worker - 1]
+                do throws(FrameDecodeError) {
+                    try table.check(chunk, in: payload)
+                    try decoder.decodeChunk(
+                        chunk, codec: table.codecs[chunk], stored: table.stored(chunk, in: payload), into: out,
+                        previous: previous)
+                } catch {
+                    if failures[worker] == nil || failures[worker]!.0 > chunk { failures[worker] = (chunk, error) }
+                }
             }
-        } catch {
-            progress?.abandon()
-            throw error
+            var lowest: (Int, FrameDecodeError)?
+            for case let failure? in failures where lowest == nil || failure.0 < lowest!.0 { lowest = failure }
+            return lowest
+        }
+        if let first { throw first.1 }
+    }
+}
+
+/// A payload's chunk table, read and checked: each chunk's codec, place in the payload and CRC.
+///
+///     payload: | u32 count | count × { u32 codec, u32 stored length, u32 CRC-32C } | chunk 0 | chunk 1 | …
+///
+/// Reused from frame to frame (its arrays keep their capacity), so reading a table allocates nothing.
+struct ChunkTable: Sendable {
+    private(set) var codecs: [UInt8] = []
+    private(set) var starts: [Int] = []
+    private(set) var lengths: [Int] = []
+    private(set) var crcs: [UInt32] = []
+    /// Whether an LZ4 chunk uses the bytes decoded before it as its dictionary, so chunks must go in order.
+    private(set) var needsOrder = false
+
+    var count: Int { codecs.count }
+
+    /// Reads `payload`'s table: checks its CRC, the chunk count, each codec and stored length.
+    ///
+    /// - Throws: ``FrameDecodeError`` naming the first problem.
+    mutating func read(_ payload: UnsafeRawBufferPointer, plan: ChunkPlan, expectedCRC: UInt32)
+        throws(FrameDecodeError)
+    {
+        codecs.removeAll(keepingCapacity: true)
+        starts.removeAll(keepingCapacity: true)
+        lengths.removeAll(keepingCapacity: true)
+        crcs.removeAll(keepingCapacity: true)
+        needsOrder = false
+        guard payload.count >= plan.tableLength else {
+            throw .payloadTooShort(needed: plan.tableLength, actual: payload.count)
+        }
+        let base = payload.baseAddress!
+        guard CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: plan.tableLength)) == expectedCRC else {
+            throw .tableChecksumMismatch
+        }
+        let count = Int(UInt32(littleEndian: base.loadUnaligned(as: UInt32.self)))
+        guard count == plan.count else { throw .chunkCountMismatch(expected: plan.count, actual: count) }
+        var cursor = plan.tableLength
+        for chunk in 0..<count {
+            let entry = base + 4 + 12 * chunk
+            let codec = UInt8(truncatingIfNeeded: UInt32(littleEndian: entry.loadUnaligned(as: UInt32.self)))
+            let length = Int(UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
+            guard codec <= 2 else { throw .unknownChunkCodec(chunk: chunk, codec: codec) }
+            guard length <= payload.count - cursor else { throw .chunkLengthInvalid(chunk: chunk) }
+            if codec == 0 && length != plan.lengths[chunk] { throw .chunkLengthInvalid(chunk: chunk) }
+            if codec == 1 && prefixDictionaryLength(offset: plan.offsets[chunk]) > 0 { needsOrder = true }
+            codecs.append(codec)
+            starts.append(cursor)
+            lengths.append(length)
+            crcs.append(UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+            cursor += length
+        }
+        guard cursor == payload.count else { throw .payloadTooShort(needed: cursor, actual: payload.count) }
+    }
+
+    /// Chunk `chunk`'s stored bytes in `payload`.
+    func stored(_ chunk: Int, in payload: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: payload.baseAddress! + starts[chunk], count: lengths[chunk])
+    }
+
+    /// Checks chunk `chunk`'s stored bytes against its CRC.
+    ///
+    /// - Throws: ``FrameDecodeError/chunkChecksumMismatch(chunk:)``.
+    func check(_ chunk: Int, in payload: UnsafeRawBufferPointer) throws(FrameDecodeError) {
+        guard CRC32C.checksum(stored(chunk, in: payload)) == crcs[chunk] else {
+            throw .chunkChecksumMismatch(chunk: chunk)
         }
     }
 }
@@ -168,11 +250,10 @@ extension FrameDecoder {
     /// - Parameters:
     ///   - codec: the chunk's codec byte (0 raw, 1 LZ4, 2 LZ4 delta).
     ///   - previous: the previous frame (for a delta chunk); may be `out` itself.
-    ///   - previousProgress: for a delta chunk, waited on until the thread decoding `previous` has this chunk.
     /// - Throws: ``FrameDecodeError``.
     func decodeChunk(
         _ chunk: Int, codec: UInt8, stored: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer,
-        previous: UnsafeRawPointer?, previousProgress: ChunkProgress? = nil
+        previous: UnsafeRawPointer?
     ) throws(FrameDecodeError) {
         let target = out + plan.offsets[chunk]
         let length = plan.lengths[chunk]
@@ -190,7 +271,6 @@ extension FrameDecoder {
             guard let previous else { throw .deltaWithoutPredecessor }
             if LZ4Block.decodesToZeros(stored, count: length) {
                 // An unchanged chunk (a residual of zeros) is the previous frame's, copied without expanding zeros.
-                previousProgress?.wait(forChunks: chunk + 1)
                 let source = previous + plan.offsets[chunk]
                 if source != UnsafeRawPointer(target) { target.copyMemory(from: source, byteCount: length) }
                 return
@@ -200,34 +280,7 @@ extension FrameDecoder {
                 stored.baseAddress!.assumingMemoryBound(to: CChar.self),
                 scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
             guard n == length else { throw .lz4Failed(chunk: chunk) }
-            previousProgress?.wait(forChunks: chunk + 1)
             addBytes(scratch, previous + plan.offsets[chunk], into: target, count: length)
-        }
-    }
-}
-
-/// How many chunks of a frame one thread has decoded, for a thread decoding the next frame at the same time.
-///
-/// The decoder of frame k + 1 needs chunk c of frame k only for a delta chunk c, and only after it has decompressed
-/// its own residual, so the two threads run in a wavefront: the second a little behind the first.
-final class ChunkProgress: @unchecked Sendable {
-    private let done = Atomic<Int>(0)
-
-    /// Starts a new frame: nothing decoded. Call before the frame's decode starts on either thread.
-    func reset() { done.store(0, ordering: .releasing) }
-
-    /// Chunks `0..<chunks` are decoded and visible.
-    func publish(chunks: Int) { done.store(chunks, ordering: .releasing) }
-
-    /// The decode failed: waiters stop waiting.
-    func abandon() { done.store(Int.max, ordering: .releasing) }
-
-    /// Waits until chunks `0..<chunks` are decoded (or the decode was abandoned): spins briefly, then yields.
-    func wait(forChunks chunks: Int) {
-        var spins = 0
-        while done.load(ordering: .acquiring) < chunks {
-            spins += 1
-            if spins > 64 { sched_yield() }
         }
     }
 }

@@ -25,31 +25,30 @@ extension SegmentStore {
     ///     `body` receives the next n − 1 frames (and after the read, until the buffers are released), so another
     ///     thread can consume frames without copying them. Nil: one buffer of the reader's own, and each view is
     ///     valid only during its call. Must match the stream's frame size (one stream, or streams of one size).
-    ///   - decodeThreads: 2 decodes consecutive frames in pairs, on the calling thread and a helper (needs at
-    ///     least 3 `buffers`; a view then stays valid while `body` receives the next n − 2 frames); 1 decodes on
+    ///   - decodeThreads: 2 shares out each frame's chunks between the calling thread and a helper; 1 decodes on
     ///     the calling thread only.
-    ///   - pairing: with 2 `decodeThreads`, whether the next frames go in pairs, asked before each pair (nil:
-    ///     always). A consumer on another thread flips it by what it waits for (see ``DecodePairing``).
+    ///   - splitting: with 2 `decodeThreads`, whether the next frame is shared out, asked before each frame (nil:
+    ///     always). A consumer on another thread flips it by what it waits for (see ``DecodeSplitting``).
     ///   - body: receives each frame; returns false to stop.
     /// - Throws: damage, I/O and index errors, and what `body` throws.
     /// - Complexity: O(log n) to the first frame, then O(bytes of the frames visited).
     public func frames(
         streamName: String? = nil, in range: Range<Int64>, into buffers: DecodeBuffers? = nil,
-        decodeThreads: Int = 1, pairing: DecodePairing? = nil, _ body: (FrameView) throws -> Bool
+        decodeThreads: Int = 1, splitting: DecodeSplitting? = nil, _ body: (FrameView) throws -> Bool
     ) throws {
         try SegmentStoreError.translatingIndexErrors {
             let streams = try index.streams().filter { streamName == nil || $0.name == streamName }
             if let streamName, streams.isEmpty { throw SegmentStoreError.unknownStream(streamName) }
-            let pairing = decodeThreads >= 2 ? pairing ?? DecodePairing(true) : nil
+            let splitting = decodeThreads >= 2 ? splitting ?? DecodeSplitting(true) : nil
             for stream in streams {
-                guard try frames(of: stream, in: range, into: buffers, pairing: pairing, body) else { return }
+                guard try frames(of: stream, in: range, into: buffers, splitting: splitting, body) else { return }
             }
         }
     }
 
     /// One stream's frames; returns false when `body` asked to stop.
     private func frames(
-        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, pairing: DecodePairing?,
+        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, splitting: DecodeSplitting?,
         _ body: (FrameView) throws -> Bool
     ) throws -> Bool {
         guard !range.isEmpty else { return true }
@@ -63,7 +62,6 @@ extension SegmentStore {
         let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
         let cursor = ReadCursor(store: self, stream: stream, buffers: buffers)
         defer { cursor.close() }
-        let pairing = cursor.canDecodePairs ? pairing : nil
         var keepGoing = true
         func deliver(_ row: FrameRow, _ decoded: UnsafeRawBufferPointer) throws -> Bool {
             guard row.ptsNanoseconds >= range.lowerBound else { return true }
@@ -73,20 +71,10 @@ extension SegmentStore {
             keepGoing = try body(FrameView(layout: stream.description.layout, info: info, bytes: decoded))
             return keepGoing
         }
-        // In pairs: a frame waits (located) for the next one, then both are read and decoded at once.
-        var waiting: ReadCursor.Located?
         try index.frames(streamID: stream.id, in: (start ?? range.lowerBound)..<range.upperBound) { row in
-            if let first = waiting {
-                waiting = nil
-                let second = try cursor.locate(row)
-                let (a, b) = try cursor.decodePair(first, second)
-                return try deliver(first.row, a) && deliver(second.row, b.get())
-            }
-            guard let pairing, pairing.isWanted else { return try deliver(row, try cursor.decode(row)) }
-            waiting = try cursor.locate(row)
-            return true
+            guard let splitting, splitting.isWanted else { return try deliver(row, try cursor.decode(row)) }
+            return try deliver(row, try cursor.decodeOnTwoThreads(try cursor.locate(row)))
         }
-        if keepGoing, let last = waiting { _ = try deliver(last.row, try cursor.decode(last)) }
         return keepGoing
     }
 
@@ -113,30 +101,29 @@ extension SegmentStore {
     }
 }
 
-/// Whether a reader decoding with two threads takes the next frames in pairs (two at once, about twice the
-/// frames per second for a little more work in all) or one at a time (leaving a core to whoever consumes them).
+/// Whether a reader decoding with two threads shares out the next frame's chunks between them (about twice the
+/// frames per second for a little more work in all) or decodes it on one (leaving a core to whoever consumes them).
 ///
-/// A consumer on another thread flips it by what it waits for: waiting for frames asks for pairs, a reader
-/// waiting for the consumer to free a buffer asks for single frames. Safe to flip from any thread at any time;
-/// the reader asks before each frame it starts.
-public final class DecodePairing: Sendable {
+/// A consumer on another thread flips it by what it waits for: waiting for frames asks for two threads, a reader
+/// waiting for the consumer to free a buffer asks for one. Safe to flip from any thread at any time; the reader
+/// asks before each frame it starts.
+public final class DecodeSplitting: Sendable {
     private let wanted: Atomic<Bool>
 
-    /// - Parameter wanted: whether frames start out in pairs.
+    /// - Parameter wanted: whether frames start out shared between two threads.
     public init(_ wanted: Bool) { self.wanted = Atomic(wanted) }
 
-    /// Whether the next frames go in pairs.
+    /// Whether the next frame is shared between two threads.
     public var isWanted: Bool { wanted.load(ordering: .relaxed) }
 
-    /// Asks for pairs (true) or single frames (false) from the next frame on.
-    public func want(_ pairs: Bool) { wanted.store(pairs, ordering: .relaxed) }
+    /// Asks for two threads (true) or one (false) from the next frame on.
+    public func want(_ twoThreads: Bool) { wanted.store(twoThreads, ordering: .relaxed) }
 }
 
 /// Reads the records behind index rows, delta chains checked.
 ///
-/// One frame at a time (``decode(_:)``), or two consecutive frames at once on two threads (``decodePair(_:_:)``,
-/// with caller-owned decode buffers): each thread reads its own frame's record and decodes it, the second a little
-/// behind the first (see ``ChunkProgress``).
+/// Each frame on the calling thread (``decode(_:)``), or shared out chunk by chunk between it and a helper
+/// (``decodeOnTwoThreads(_:)``).
 final class ReadCursor {
     /// A frame located in its segment (no I/O yet), ready to read and decode.
     struct Located {
@@ -150,7 +137,7 @@ final class ReadCursor {
             .damaged(file: reader.fileName, frame: frameNumber, offset: row.fileOffset, detail: detail)
         }
 
-        /// Reads and checks the record into `storage`. Safe on two threads at once with different storage.
+        /// Reads and checks the record into `storage`.
         func read(into storage: RecordStorage) throws -> (RecordHeader, UnsafeRawBufferPointer) {
             let (record, payload) = try reader.readRecord(
                 at: row.fileOffset, frame: nil, verifyPayload: false, into: storage)
@@ -173,26 +160,24 @@ final class ReadCursor {
     /// The reader of the segment last located in; earlier ones close when the last frame using them is done.
     private var reader: SegmentFileReader?
     private var readerSegment: Int64 = -1
-    /// One decoder per decoding thread (each has its own scratch), sharing the decode buffers.
-    private var decoders: [FrameDecoder] = []
+    /// The decoder of the segment last located in (remade when a segment's layout or chunk size differs).
+    private var decoder: FrameDecoder?
     private let buffers: DecodeBuffers
-    /// Where the records of the frames being decoded are read: one per frame of a pair.
-    private let storage = [RecordStorage(), RecordStorage()]
+    /// Where the record of the frame being decoded is read.
+    private let storage = RecordStorage()
     /// The segment and record end of the last located frame (a delta needs it to be the previous one).
     private var locatedSegment: Int64 = -1
     private var locatedEnd: Int64 = -1
+    /// The helper thread and the helper's decoder of ``decodeOnTwoThreads(_:)``, made when first needed.
     private var pool: WorkerPool?
-    private let progress = ChunkProgress()
+    private var helpers: [FrameDecoder] = []
 
-    /// - Parameter buffers: the caller's decode buffers (at least 3 for ``decodePair(_:_:)``); nil: one of its own.
+    /// - Parameter buffers: the caller's decode buffers; nil: one of its own.
     init(store: SegmentStore, stream: StreamRow, buffers: DecodeBuffers? = nil) {
         self.store = store
         self.stream = stream
         self.buffers = buffers ?? DecodeBuffers(byteCount: stream.description.layout.byteCount)
     }
-
-    /// Whether ``decodePair(_:_:)`` may be used.
-    var canDecodePairs: Bool { buffers.count >= 3 }
 
     func close() {
         reader?.close()
@@ -218,7 +203,7 @@ final class ReadCursor {
                 _ = try frame.reader.decodeRecord(
                     at: frame.row.fileOffset, expectedPTS: frame.row.ptsNanoseconds,
                     expectedStoredLength: frame.row.storedLength, decoder: frame.decoder, into: buffers.next,
-                    previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, storage: storage[0])
+                    previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, storage: storage)
             } catch {
                 locatedSegment = -1
                 throw error
@@ -228,7 +213,7 @@ final class ReadCursor {
             return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
         }
         do {
-            let (record, payload) = try frame.read(into: storage[0])
+            let (record, payload) = try frame.read(into: storage)
             do {
                 try frame.decoder.decode(payload, expectedCRC: record.storedCRC, hasPrevious: frame.followsPrevious)
             } catch {
@@ -242,73 +227,32 @@ final class ReadCursor {
         return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
     }
 
-    /// Reads and decodes two consecutive located frames at once, `first` on this thread and `second` on a helper,
-    /// into the next two buffers.
-    ///
-    /// - Returns: the two frames; the second as a failure when only it could not be read or decoded (the first is
-    ///   still good).
-    /// - Throws: when the first frame could not be read or decoded.
-    func decodePair(_ first: Located, _ second: Located) throws
-        -> (UnsafeRawBufferPointer, Result<UnsafeRawBufferPointer, any Error>)
-    {
-        precondition(canDecodePairs, "decoding pairs needs at least 3 decode buffers")
+    /// Reads a located frame and decodes it into the next buffer on two threads, this one and a helper: each
+    /// takes the next chunk not yet taken (see ``FrameDecoder/decodeChunks(of:into:previous:pool:helpers:)``).
+    func decodeOnTwoThreads(_ frame: Located) throws -> UnsafeRawBufferPointer {
         if pool == nil { pool = WorkerPool(workerCount: 2) }
-        // Each thread needs a decoder of its own (for its scratch); frames of one segment share decoders[0].
-        var secondDecoder = second.decoder
-        if secondDecoder === first.decoder {
-            if decoders.count < 2 {
-                decoders.append(
-                    FrameDecoder(layout: decoders[0].layout, chunkSize: decoders[0].plan.chunkSize, buffers: buffers))
-            }
-            secondDecoder = decoders[1]
+        let decoder = frame.decoder
+        if helpers.isEmpty || helpers[0].plan != decoder.plan || helpers[0].layout != decoder.layout {
+            helpers = [FrameDecoder(layout: decoder.layout, chunkSize: decoder.plan.chunkSize, buffers: buffers)]
         }
-        let frames = [(first, first.decoder), (second, secondDecoder)]
-        let targets = [buffers.next, buffers.next(after: 2)]
-        let previous = [
-            first.followsPrevious ? UnsafeRawPointer(buffers.last) : nil,
-            second.followsPrevious ? UnsafeRawPointer(targets[0]) : nil,
-        ]
-        // Each written by its own item's thread only; read after `run` returns.
-        var firstError: (any Error)?
-        var secondError: (any Error)?
-        progress.reset()
-        let progress = self.progress
-        let storage = self.storage
-        pool!.run(items: 2) { item, _ in
-            let (frame, decoder) = frames[item]
-            do {
-                let (record, payload) = try frame.read(into: storage[item])
-                do throws(FrameDecodeError) {
-                    try decoder.decode(
-                        payload, expectedCRC: record.storedCRC, into: targets[item], previous: previous[item],
-                        progress: item == 0 ? progress : nil, previousProgress: item == 1 ? progress : nil)
-                } catch {
-                    throw frame.damaged(error.description, frameNumber: Int(record.frameNumber))
-                }
+        do {
+            let (record, payload) = try frame.read(into: storage)
+            do throws(FrameDecodeError) {
+                try decoder.readTable(payload, expectedCRC: record.storedCRC)
+                try decoder.decodeChunks(
+                    of: payload, into: buffers.next,
+                    previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, pool: pool!,
+                    helpers: helpers)
             } catch {
-                // The second frame's thread must not wait for chunks that will never come.
-                if item == 0 {
-                    progress.abandon()
-                    firstError = error
-                } else {
-                    secondError = error
-                }
+                throw frame.damaged(error.description, frameNumber: Int(record.frameNumber))
             }
-        }
-        if let firstError {
+        } catch {
             locatedSegment = -1
-            throw firstError
+            throw error
         }
         buffers.advance()
         store.countDecodedFrame()
-        let firstFrame = UnsafeRawBufferPointer(start: targets[0], count: buffers.byteCount)
-        if let secondError {
-            locatedSegment = -1
-            return (firstFrame, .failure(secondError))
-        }
-        buffers.advance()
-        store.countDecodedFrame()
-        return (firstFrame, .success(UnsafeRawBufferPointer(start: targets[1], count: buffers.byteCount)))
+        return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
     }
 
     /// Finds the segment of `row` (opening its file if needed) and whether it follows the frame located before.
@@ -323,19 +267,19 @@ final class ReadCursor {
             reader = opened
             readerSegment = row.segmentID
             let layout = opened.header.stream.layout
-            if decoders.isEmpty || decoders[0].plan != opened.plan || decoders[0].layout != layout {
+            if decoder == nil || decoder!.plan != opened.plan || decoder!.layout != layout {
                 guard buffers.byteCount == layout.byteCount else {
                     throw SegmentStoreError.damaged(
                         file: opened.fileName, frame: 0, offset: 0,
                         detail: "frames of \(layout.byteCount) bytes, but the stream's frames have \(buffers.byteCount)"
                     )
                 }
-                decoders = [FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)]
+                decoder = FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)
             }
         }
         let followsPrevious = locatedSegment == row.segmentID && locatedEnd == row.fileOffset
         locatedSegment = row.segmentID
         locatedEnd = row.fileOffset + Int64(SegmentFormat.recordHeaderLength + row.storedLength)
-        return Located(row: row, reader: reader!, followsPrevious: followsPrevious, decoder: decoders[0])
+        return Located(row: row, reader: reader!, followsPrevious: followsPrevious, decoder: decoder!)
     }
 }
