@@ -28,6 +28,8 @@ package final class SQLiteDatabase: Sendable {
     /// Whether the connection was opened with `SQLITE_OPEN_READONLY`.
     package let isReadOnly: Bool
     private let connection: Mutex<SQLiteConnection>
+    /// What frees space for a write that found the disk full (``onDiskFull(_:)``).
+    private let freeSpace = Mutex<(@Sendable () -> Bool)?>(nil)
 
     /// Opens (or, unless `readOnly`, creates) the database at `path` and applies the pragmas above.
     ///
@@ -129,29 +131,52 @@ package final class SQLiteDatabase: Sendable {
         }
     }
 
-    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (rolled back if `body` throws).
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (rolled back if `body` throws); a transaction that finds the
+    /// disk full runs once more after ``onDiskFull(_:)``'s handler freed space, so `body` must only touch the
+    /// database.
     ///
     /// - Parameter body: The transaction's work.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws, or ``SQLiteError`` when the transaction cannot begin or commit.
     package func write<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
-        try withConnection { connection in try connection.transaction { try body(connection) } }
+        try retryingWhenFull {
+            try withConnection { connection in try connection.transaction { try body(connection) } }
+        }
+    }
+
+    /// Sets what frees space when a write finds the disk full (`SQLITE_FULL`): the write, rolled back, is tried
+    /// once more when `free` returns true (it freed something).
+    ///
+    /// - Parameter free: called outside the connection's lock; returns whether it freed space.
+    package func onDiskFull(_ free: @escaping @Sendable () -> Bool) { freeSpace.withLock { $0 = free } }
+
+    /// Runs `attempt`; when it fails with `SQLITE_FULL` and ``onDiskFull(_:)``'s handler frees space, once more.
+    private func retryingWhenFull<Result>(_ attempt: () throws -> Result) throws -> Result {
+        do {
+            return try attempt()
+        } catch let error as SQLiteError where error.isFull {
+            guard let free = freeSpace.withLock({ $0 }), free() else { throw error }
+            return try attempt()
+        }
     }
 
     /// Runs `body` inside a transaction whose commit is durable on return: the commit is made with
     /// `synchronous = FULL`, which fsyncs the WAL, then `NORMAL` is restored.
     ///
-    /// Used when a segment is sealed: the sealed state must survive a power cut, while ordinary frame batches
+    /// Like ``write(_:)``, it runs once more when it found the disk full and space was freed. Used when a segment is
+    /// sealed: the sealed state must survive a power cut, while ordinary frame batches
     /// only need to survive a crash of the process (which `NORMAL` gives).
     ///
     /// - Parameter body: The transaction's work.
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws, or ``SQLiteError``.
     package func durableWrite<Result: Sendable>(_ body: (SQLiteConnection) throws -> Result) throws -> Result {
-        try withConnection { connection in
-            try connection.execute("PRAGMA synchronous = FULL")
-            defer { try? connection.execute("PRAGMA synchronous = NORMAL") }
-            return try connection.transaction { try body(connection) }
+        try retryingWhenFull {
+            try withConnection { connection in
+                try connection.execute("PRAGMA synchronous = FULL")
+                defer { try? connection.execute("PRAGMA synchronous = NORMAL") }
+                return try connection.transaction { try body(connection) }
+            }
         }
     }
 

@@ -293,7 +293,10 @@ private func record(
     monitor?.stop()
     removeSaveSignal()
     control?.stop()
-    _ = try recorder.finish()
+    // A recorder that could not finish writing (an index that cannot grow on a full disk) still reports what each
+    // stream recorded, durable and dropped, before its error.
+    var finishError: (any Error)?
+    do { _ = try recorder.finish() } catch { finishError = error }
     let outcomes = results.withLock { $0 }
     var status = ExitStatus.success
     var failures: [(name: String, failure: CommandFailure)] = []
@@ -305,9 +308,8 @@ private func record(
             line += "; \(statistics.framesDurable) durable"
             if isSingle { line += " in \(directory)" }
             line += " (\(formatBytes(statistics.rawBytesSpilled)) raw"
-            if isSingle, let store {
+            if isSingle, let store, let summary = finishError == nil ? try store.summary() : try? store.summary() {
                 // The whole store, every stream and every earlier run included.
-                let summary = try store.summary()
                 line +=
                     "; the store now holds \(count(summary.frames, "frame")) in \(formatBytes(summary.storedBytes)) on "
                     + "disk for \(formatBytes(summary.rawBytes)) raw"
@@ -334,11 +336,12 @@ private func record(
         if let lastError = statistics.lastError {
             printError((isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
         }
-        if let loss = lossFailure(statistics, loop: input.loop, retention: options.hasRetention) {
+        // Without a finished store, the loss's gaps may not be written: the finish error says what is wrong.
+        if finishError == nil, let loss = lossFailure(statistics, loop: input.loop, retention: options.hasRetention) {
             printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = loss.status }
         }
-        if let store,
+        if finishError == nil, let store,
             let retained = try retentionKeptNothing(
                 statistics, stream: stream.name, after: storedBefore[stream.name], store, options)
         {
@@ -349,6 +352,7 @@ private func record(
             failures.append((stream.name, CommandFailure(error, command: "record")))
         }
     }
+    if let finishError { throw finishError }
     if !isSingle, let store {
         let summary = try store.summary()
         var line =

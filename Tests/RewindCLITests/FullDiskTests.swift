@@ -109,6 +109,58 @@ struct FullDiskTests {
         }
     }
 
+    /// Another program fills the disk to the last byte while a camera records, and keeps it full to the end: the
+    /// segment writers already stopped short of the index's 4 MiB, but the other program took that too. The index
+    /// takes the room its reserve file held, so the lost frames are counted, gapped and stored as drops like those
+    /// of a disk the recording filled; the next recording, with room again, makes the reserve anew.
+    @Test func aDiskFilledByAnotherProgramStillCountsAndGapsTheLoss() throws {
+        try withSmallDisk { disk, _ in
+            let store = disk + "/store"
+            let recording = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "6s",
+            ])
+            let sqlite3 = try Tool.path(of: "sqlite3")
+            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
+                let count = try? Tool.run(
+                    sqlite3, ["-readonly", store + "/index.sqlite", "SELECT count(*) FROM frames"])
+                return count?.status == 0
+                    && Int(count!.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 30
+            }
+            #expect(FileManager.default.fileExists(atPath: store + "/index.reserve"), "the reserve is made at open")
+            _ = try ExternalTools.execute(
+                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
+            let record = try recording.finish(timeout: .seconds(60))
+            #expect(record.status == 1, "a recording that lost frames must fail: \(record.stderr)")
+            #expect(record.stderr.contains("to disk errors (disk full)"), "\(record.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: store + "/index.reserve"), "the index took the reserve")
+
+            // 180 frames in 6 s: every one not indexed is counted, in the output and in the store, and in a gap.
+            let stored = try indexedPTS(store)
+            let lost = (0..<180).map(Self.pts).filter { !stored.contains($0) }
+            #expect(lost.count >= 30, "the disk was full for the rest of the recording")
+            #expect(record.stderr.contains("lost \(lost.count) accepted frames"), "\(record.stderr)")
+            let json = try info(store)
+            #expect(json["drops"] as? Int == lost.count, "\(json)")
+            let gaps = try #require(json["gaps"] as? [[String: Any]])
+            let ranges = gaps.compactMap { gap -> Range<Int64>? in
+                guard let start = gap["start_ns"] as? Int64, let end = gap["end_ns"] as? Int64,
+                    gap["reason"] as? String == "disk error"
+                else { return nil }
+                return start..<(end + 1)
+            }
+            let uncovered = lost.filter { pts in !ranges.contains { $0.contains(pts) } }
+            #expect(uncovered.isEmpty, "lost frames outside every gap: \(uncovered.prefix(5)) (gaps: \(gaps))")
+
+            // With room again, the next recording goes on after the gap and makes the reserve anew.
+            try FileManager.default.removeItem(atPath: disk + "/ballast")
+            let next = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+            ])
+            #expect(next.status == 0, "\(next.stderr)")
+            #expect(FileManager.default.fileExists(atPath: store + "/index.reserve"))
+        }
+    }
+
     /// A store on a disk that something else filled to the last byte is still read: SQLite cannot make the
     /// index's shared-memory file there, and with nothing in the WAL the index file alone is read as it is.
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {

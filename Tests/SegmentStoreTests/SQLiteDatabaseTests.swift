@@ -1,5 +1,6 @@
 import Foundation
 import RewindTesting
+import Synchronization
 import Testing
 
 @testable import RewindSQLite
@@ -31,6 +32,55 @@ import Testing
         }
         #expect(inside == 2)  // FULL
         #expect(try database.withConnection { try $0.scalarInt64("PRAGMA synchronous") } == 1)
+    }
+
+    /// A write that finds the database full (`SQLITE_FULL`, here from `max_page_count`) is rolled back and tried
+    /// once more when the handler freed space; when it frees nothing, or the second try is full too, it fails.
+    @Test func aWriteThatFindsTheDiskFullIsTriedOnceMoreWhenSpaceWasFreed() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let pages = try database.write { connection in
+            try connection.execute("CREATE TABLE t (x BLOB) STRICT")
+            return try connection.scalarInt64("PRAGMA page_count") ?? 0
+        }
+        try database.withConnection { try $0.execute("PRAGMA max_page_count = \(pages)") }
+        func insert() throws {
+            try database.write { connection in
+                try connection.execute("INSERT INTO t VALUES (zeroblob(65536))")
+            }
+        }
+        func count() throws -> Int64 {
+            try database.withConnection { try $0.scalarInt64("SELECT count(*) FROM t") } ?? -1
+        }
+        // No handler: the error, nothing written.
+        let full = try #require(throws: SQLiteError.self) { try insert() }
+        #expect(full.isFull)
+        #expect(try count() == 0)
+        // A handler that frees nothing: the same.
+        let calls = Mutex(0)
+        database.onDiskFull {
+            calls.withLock { $0 += 1 }
+            return false
+        }
+        #expect(throws: SQLiteError.self) { try insert() }
+        #expect(try calls.withLock { $0 } == 1 && count() == 0)
+        // One that frees room: written, with one call.
+        database.onDiskFull {
+            calls.withLock { $0 += 1 }
+            try? database.withConnection { try $0.execute("PRAGMA max_page_count = \(pages + 100)") }
+            return true
+        }
+        try insert()
+        #expect(try calls.withLock { $0 } == 2 && count() == 1)
+        // Full again after the handler: tried once more only, then the error.
+        try database.withConnection { try $0.execute("PRAGMA max_page_count = \(pages + 17)") }
+        database.onDiskFull {
+            calls.withLock { $0 += 1 }
+            return true
+        }
+        #expect(throws: SQLiteError.self) { try insert() }
+        #expect(try calls.withLock { $0 } == 3 && count() == 1)
     }
 
     @Test func garbageFileIsRefusedWithAClearError() throws {

@@ -40,6 +40,8 @@ public final class SegmentStore: Sendable {
     private let decodedFrames = Atomic<Int>(0)
     /// Ranges live processes keep from retention (``addHold(streamName:range:)``).
     let liveHolds = Mutex(HoldTable())
+    /// Held while the index's reserve file is made or deleted (``ensureIndexReserve(available:)``).
+    let indexReserveLock = Mutex(())
 
     /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
     /// from its key frame: the measure of random-access work.
@@ -111,6 +113,9 @@ public final class SegmentStore: Sendable {
             let store = SegmentStore(
                 directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
             storeOwnsLock = true
+            // The index may use the reserve's room when the disk is full; the store makes the file again later.
+            index.database.onDiskFull { [weak store] in store?.releaseIndexReserve() ?? false }
+            store.ensureIndexReserve()
             let report = try store.reconcile(mode: .recover)
             store.recoveryReport.withLock { $0 = report }
             let highest = try store.highestSequence()

@@ -31,7 +31,8 @@ public struct StoreOptions: Sendable {
     /// deletes nothing). A floor near the disk's size deletes every sealed segment; keep it well below.
     public var minimumFreeBytes: Int?
     /// Bytes of free space no segment write may use, so the index can still record gaps, drop counters and seals
-    /// on a disk that segments filled: 4 MiB.
+    /// on a disk that segments filled: 4 MiB. A store open for recording also holds this much in
+    /// `DIR/index.reserve`, which the index takes when something else filled the disk.
     public static let indexReserveBytes: Int64 = 4 << 20
     /// Whether retention runs at all: a disk budget, a free-space floor or a maximum age is set.
     package var hasRetention: Bool { diskBudget != nil || minimumFreeBytes != nil || maxAgeNanoseconds != nil }

@@ -365,6 +365,8 @@ public final class StreamWriter {
         estimatedAvailable = nil
         guard var available = store.availableSegmentBytes() else { return }
         defer { estimatedAvailable = available - frameNeed }
+        // The index's reserve file, taken when something else filled the disk, is made again once there is room.
+        store.ensureIndexReserve(available: available - need - floor)
         if let floor = store.options.minimumFreeBytes, available < need + Int64(floor) {
             do {
                 _ = try store.enforceRetention(reserving: frameNeed)
