@@ -104,11 +104,7 @@ package struct StagedExport {
             let target = resolved(path)
                 ?? resolved(url.deletingLastPathComponent().path).map({ $0 + "/" + url.lastPathComponent })
         else { return nil }
-        let own = [
-            "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.reserve", "rewind.sock", "token",
-        ].map {
-            root + "/" + $0
-        }
+        let own = (SegmentStore.indexFileNames + ["rewind.sock", "token"]).map { root + "/" + $0 }
         return target.hasPrefix(root + "/segments/") || own.contains(target) ? target : nil
     }
 

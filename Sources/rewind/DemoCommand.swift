@@ -115,9 +115,7 @@ private func prepareFreshStore(_ directory: String) throws {
     guard manager.fileExists(atPath: directory) else { return }
     let entries = try manager.contentsOfDirectory(atPath: directory)
     guard !entries.isEmpty else { return }
-    let storeEntries: Set<String> = [
-        "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "segments", "exports", "rewind.sock", "store.lock",
-    ]
+    let storeEntries = Set(SegmentStore.indexFileNames + ["segments", "exports", "rewind.sock", "store.lock"])
     let foreign = entries.filter { !storeEntries.contains($0) }
     guard foreign.isEmpty else {
         throw CommandError(

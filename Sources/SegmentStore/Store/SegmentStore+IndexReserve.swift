@@ -19,6 +19,9 @@ extension SegmentStore {
     /// The reserve's file name in the store's directory.
     static let indexReserveName = "index.reserve"
 
+    /// The names of the index's files in the store's directory: the database, its WAL files and the reserve.
+    public static let indexFileNames = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", indexReserveName]
+
     /// `DIR/index.reserve`.
     var indexReservePath: String { directory + "/" + Self.indexReserveName }
 
