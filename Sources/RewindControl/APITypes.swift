@@ -137,7 +137,8 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var toNanoseconds: Int64
     /// The export format's file extension.
     public var format: String
-    /// The files written (one per stream); listed from the start, complete once `done`.
+    /// The files written (one per stream); listed from the start, complete once `done`, empty once `failed` or
+    /// `cancelled` (nothing is left of them).
     public var files: [String]
     /// Frames written so far.
     public var frames: Int

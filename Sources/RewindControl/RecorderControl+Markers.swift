@@ -87,8 +87,11 @@ extension RecorderControl {
     func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore, save: Bool = false) throws {
         guard let budget = store.options.diskBudget else { return }
         var needed: Int64 = 0
+        // Everything retention must keep already: markers' holds, and the ranges of saves waiting for their
+        // post-roll or exporting.
+        let saves = book.pendingRanges()
         for row in try store.streams() {
-            let existing = try store.markers(streamName: row.name).compactMap(\.hold)
+            let existing = try store.markers(streamName: row.name).compactMap(\.hold) + (saves[row.name] ?? [])
             let holds = existing + (added[row.name].map { [$0] } ?? [])
             guard !holds.isEmpty else { continue }
             needed += try store.heldBytes(streamName: row.name, ranges: holds)
@@ -100,12 +103,13 @@ extension RecorderControl {
                     .conflict,
                     "the save cannot be held on disk while it waits for its post-roll: with the holds already kept "
                         + "(of every stream) its range needs \(needed) bytes, more than the disk budget of \(budget) "
-                        + "bytes; save a shorter range (less after), or delete a marker")
+                        + "bytes; save a shorter range (less after), delete a marker, or cancel a waiting save")
             }
             throw APIError(
                 .conflict,
                 "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "
-                    + "more than the disk budget of \(budget) bytes; hold less, or delete a marker")
+                    + "more than the disk budget of \(budget) bytes; hold less, delete a marker, or cancel a waiting save"
+            )
         }
     }
 

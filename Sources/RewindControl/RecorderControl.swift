@@ -550,11 +550,17 @@ public final class RecorderControl: Sendable {
         return nanoseconds
     }
 
-    /// The x264 quality of an export (`fast` when not given).
-    private func quality(_ text: String?) throws -> ExportQuality {
+    /// The x264 quality of an export (`fast` when not given); refused for a format that is not encoded.
+    private func quality(_ text: String?, format: ExportFormat) throws -> ExportQuality {
         guard let text else { return .fast }
         guard let quality = ExportQuality(rawValue: text) else {
             throw APIError(.badRequest, "unknown quality '\(text)': fast, balanced or lossless")
+        }
+        guard format == .mp4 else {
+            throw APIError(
+                .badRequest,
+                "quality '\(text)' sets how mp4 is encoded; \(format.fileExtension) is always uncompressed and exact: "
+                    + "leave quality out, or ask for format mp4")
         }
         return quality
     }
@@ -643,7 +649,7 @@ public final class RecorderControl: Sendable {
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
         let (format, path) = try destination(
             format: request.format, path: request.path, kind: "save", streams: target.streams.map(\.name))
-        let quality = try quality(request.quality)
+        let quality = try quality(request.quality, format: format)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
         if request.sinceLastSave == true, let end = book.lastSavedEnd(streams: target.streams.map(\.name)) {
@@ -680,7 +686,7 @@ public final class RecorderControl: Sendable {
         let (format, path) = try destination(
             format: request.format, path: request.path, kind: "clip",
             streams: target.isStored ? [target.name] : target.streams.map(\.name))
-        let quality = try quality(request.quality)
+        let quality = try quality(request.quality, format: format)
         let sources: [ClipSource]
         let end: Int64
         if case .stored(let row, let store) = target {

@@ -247,6 +247,21 @@ final class SaveBook: Sendable {
         return object
     }
 
+    /// The pts ranges of the saves not finished yet (waiting or exporting), by stream name: what they keep from
+    /// retention (from their start on) as far as they need it, for a new hold's check against `--disk`.
+    func pendingRanges() -> [String: [Range<Int64>]] {
+        state.withLock { state in
+            var ranges: [String: [Range<Int64>]] = [:]
+            for entry in state.entries.values where !entry.object.state.isFinal {
+                let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
+                for stream in entry.target.streams {
+                    if let clock = stream.clock { ranges[stream.name, default: []].append(clock.ptsRange(range)) }
+                }
+            }
+            return ranges
+        }
+    }
+
     /// Cancels a save: a waiting one ends at once, an exporting one at its next frame (its partial file removed).
     ///
     /// - Throws: ``APIError`` 404 for an unknown id.
@@ -261,6 +276,8 @@ final class SaveBook: Sendable {
             switch entry.object.state {
             case .waiting:
                 entry.object.state = .cancelled
+                // It wrote nothing: `files` lists what a save wrote once it is final.
+                entry.object.files = []
                 let holds = entry.holds
                 let pins = entry.allPins
                 entry.holds = []

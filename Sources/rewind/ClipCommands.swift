@@ -7,6 +7,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
+    try checkQuality(arguments, format: format, output: output)
     try checkOutputOutsideStore(output, store: directory)
     // Two times of the same kind are compared before anything is opened or asked of a live recorder.
     switch (try arguments.time("from")!, try arguments.time("to")!) {
@@ -41,7 +42,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                 // A time without a zone is this shell's local time, wherever the recorder runs.
                 from: TimeSpec.withLocalZone(arguments.string("from")!),
                 to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                quality: quality(arguments).rawValue))
+                quality: arguments.isGiven("quality") ? arguments.string("quality") : nil))
     }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
@@ -200,6 +201,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         format = named
         try checkOutputOutsideStore(output, store: directory)
     }
+    try checkQuality(arguments, format: format ?? .matroska, output: output)
     let selection = try liveSelection(
         directory: directory, stream: arguments.string("stream"), output: output ?? "save.mkv")
     // A live recorder saves from its memory (and disk for what is older) without stopping; with --after it
@@ -208,7 +210,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         stream: selection?.requestName ?? arguments.string("stream"),
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
-        sinceLastSave: arguments.flag("since-last-save") ? true : nil, quality: quality(arguments).rawValue)
+        sinceLastSave: arguments.flag("since-last-save") ? true : nil,
+        quality: arguments.isGiven("quality") ? arguments.string("quality") : nil)
     // A post-roll needs a recorder; `--after 0s` is none (`--last` is `--before` with it).
     let postRoll = after.map { $0 > .zero } ?? false
     let needsRecorder = postRoll || arguments.flag("since-last-save")
@@ -383,10 +386,7 @@ private func liveExport(
         // SIGPIPE, which leaves nothing behind.
         unlink(file)
         guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
-        let target = toStandardOutput ? STDOUT_FILENO : open(output!, O_WRONLY | O_CLOEXEC)
-        guard target >= 0 else {
-            throw CommandError("cannot open \(output!) for writing: \(String(cString: strerror(errno)))")
-        }
+        let target = toStandardOutput ? STDOUT_FILENO : try openForWriting(output!, command: what, id: object.id)
         defer { if !toStandardOutput { close(target) } }
         while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
             if stopRequested.load(ordering: .relaxed) {
@@ -407,9 +407,60 @@ private func liveExport(
     return true
 }
 
+/// Opens the FIFO or device `path` for writing. A FIFO's open waits for a reader: it is tried without blocking every
+/// 50 ms (saying once that it waits), so Ctrl-C still ends the command while nobody reads.
+///
+/// - Throws: ``CommandError`` when it cannot be opened, or (130) when interrupted while waiting.
+private func openForWriting(_ path: String, command: String, id: Int) throws -> Int32 {
+    var info = stat()
+    let isFIFO = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO
+    var said = false
+    while true {
+        let fd = open(path, O_WRONLY | O_CLOEXEC | (isFIFO ? O_NONBLOCK : 0))
+        if fd >= 0 {
+            // Writes block again: the copy waits for the reader rather than failing when the pipe is full.
+            if isFIFO { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
+            return fd
+        }
+        let code = errno
+        guard isFIFO && (code == ENXIO || code == EINTR) else {
+            throw CommandError("cannot open \(path) for writing: \(String(cString: strerror(code)))")
+        }
+        if stopRequested.load(ordering: .relaxed) {
+            throw CommandError(
+                "interrupted while waiting for a reader of \(path): \(command) \(id) was not written to it", status: 130
+            )
+        }
+        if !said {
+            printError("rewind \(command): waiting for a reader of the FIFO \(path) (Ctrl-C gives up)")
+            said = true
+        }
+        System.sleep(for: .milliseconds(50))
+    }
+}
+
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
 private func isSpecialFile(_ path: String) -> Bool {
     StagedExport.specialFileKind(path).map { $0 != "a directory" } ?? false
+}
+
+/// Refuses `--quality` where nothing is encoded: `.y4m` and `.mkv` are always uncompressed and exact.
+///
+/// - Parameters:
+///   - format: the export's format (a save without `-o` makes `.mkv`).
+///   - output: `-o` as given; nil when there is none.
+/// - Throws: ``UsageError`` naming the format and what to do.
+private func checkQuality(_ arguments: ParsedArguments, format: ExportFormat, output: String?) throws {
+    guard arguments.isGiven("quality"), let quality = arguments.string("quality"), format != .mp4 else { return }
+    let what =
+        switch output {
+        case "-": "-o - writes YUV4MPEG2"
+        case let output?: "'\(output)' is .\(format.fileExtension)"
+        case nil: "a save without -o is .mkv"
+        }
+    throw UsageError(
+        "--quality \(quality) sets how .mp4 is encoded, but \(what), which is always uncompressed and exact: drop "
+            + "--quality, or give -o NAME.mp4", showsHelp: false)
 }
 
 /// The `--quality` of a save or clip (`fast` unless given).

@@ -124,7 +124,19 @@ private final class SourceBox: @unchecked Sendable {
 func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let inputs = try NamedInput.parse(arguments.strings("input"), defaultName: arguments.string("stream") ?? "camera")
+    if arguments.isGiven("stream"), let stream = arguments.string("stream"),
+        inputs.allSatisfy({ $0.argument.hasPrefix($0.name + "=") })
+    {
+        throw UsageError(
+            "--stream \(stream) names an input given without NAME=, but every --input has its own name: drop --stream "
+                + "or the input's NAME=", showsHelp: false)
+    }
     let spill = SpillPolicy(rawValue: arguments.string("spill")!)!
+    if spill == .off, let option = ["disk", "min-free", "max-age"].first(where: { arguments.isGiven($0) }) {
+        throw UsageError(
+            "--\(option) limits the store on disk, but --spill off writes nothing there: drop --\(option), or "
+                + "record to disk (--spill eager)", showsHelp: false)
+    }
     var configuration = RecorderConfiguration(
         window: try arguments.duration("window")!, memoryBudget: try arguments.size("memory")!, spill: spill)
     configuration.streamName = inputs[0].name

@@ -43,6 +43,35 @@ import Testing
         #expect(result.stdout.isEmpty)
     }
 
+    /// An option that would be silently ignored is a usage error naming it and what to do, before anything is read
+    /// or written: `--quality` where nothing is encoded, the disk limits with `--spill off`, `--stream` when every
+    /// input has its own name.
+    @Test(arguments: [
+        (["clip", "--from", "0s", "--to", "1s", "-o", "OUT/a.y4m", "--quality", "lossless"], "'OUT/a.y4m' is .y4m"),
+        (["clip", "--from", "0s", "--to", "1s", "-o", "-", "--quality", "fast"], "-o - writes YUV4MPEG2"),
+        (["save", "--last", "1s", "-o", "OUT/a.mkv", "--quality", "balanced"], "'OUT/a.mkv' is .mkv"),
+        (["save", "--last", "1s", "--quality", "lossless"], "a save without -o is .mkv"),
+        (["record", "--spill", "off", "--disk", "1GiB", "--duration", "1s"], "--disk limits the store on disk"),
+        (["record", "--spill", "off", "--max-age", "1h", "--duration", "1s"], "--max-age limits the store on disk"),
+        (
+            ["record", "--stream", "front", "--input", "a=synthetic", "--duration", "1s"],
+            "--stream front names an input"
+        ),
+    ])
+    func optionsThatWouldBeIgnoredAreRefused(arguments: [String], message: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let output = directory.path
+        let given = arguments.map { $0.replacingOccurrences(of: "OUT/", with: output + "/") }
+        let result = try Tool.rewind([given[0], "--store", store] + given.dropFirst())
+        #expect(result.status == 64, "\(arguments): \(result.stderr)")
+        let expected = message.replacingOccurrences(of: "OUT/", with: output + "/")
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing was created")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: output).isEmpty)
+    }
+
     @Test func everyCommandHasHelp() throws {
         for command in ["demo", "record", "save", "clip", "info", "verify", "soak", "bench"] {
             let result = try Tool.rewind([command, "--help"])

@@ -305,7 +305,24 @@ import Testing
         let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
         #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
         #expect(unnamed.stderr.contains("the recorder records several streams (a, b): choose one"), "\(unnamed.stderr)")
-        // A stream's next 3 s take about 60 % of 768 KiB (470 KB; the first hold fits; two do not).
+        // A stream's next 3 s take about 60 % of 768 KiB (470 KB; the first hold fits; two do not). A save waiting
+        // for 3 s of b holds as much: a marker's hold beside it is refused, whichever came first, until the save
+        // is cancelled.
+        let waiting = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "30", "--unix-socket", socket, "-X", "POST", "http://rewind/v1/saves", "-d",
+                "{\"stream\":\"b\",\"before\":\"100ms\",\"after\":\"3s\"}",
+            ])
+        let waitingID = try #require(
+            (try JSONSerialization.jsonObject(with: waiting.stdout) as? [String: Any])?["id"] as? Int,
+            "\(waiting.output)")
+        let beside = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "x", "--hold-after", "3s"])
+        #expect(beside.status == 1, "\(beside.output) \(beside.stderr)")
+        #expect(beside.stderr.contains("or cancel a waiting save"), "\(beside.stderr)")
+        _ = try Tool.run(
+            try Tool.path(of: "curl"),
+            ["-s", "--max-time", "30", "--unix-socket", socket, "-X", "DELETE", "http://rewind/v1/saves/\(waitingID)"])
         let first = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "a", "--hold-after", "3s"])
         #expect(first.status == 0, "\(first.stderr)")
         let second = try Tool.rewind(["mark", "--store", store, "--stream", "b", "--label", "b", "--hold-after", "3s"])

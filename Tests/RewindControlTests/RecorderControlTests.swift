@@ -411,8 +411,11 @@ import Testing
 
         let doomedPath = "\(live.directory)/cancelled.mkv"
         let doomed = try #require(try live.client.save(SaveRequest(before: "1s", after: "10s", path: doomedPath)))
+        #expect(doomed.files == [doomedPath], "a waiting save lists the file it will write")
         let cancelled = try #require(try live.client.cancelSave(id: doomed.id))
         #expect(cancelled.state == .cancelled)
+        #expect(cancelled.files.isEmpty, "a cancelled save wrote no file: \(cancelled.files)")
+        #expect(try live.client.save(id: doomed.id)?.files.isEmpty == true)
         #expect(!FileManager.default.fileExists(atPath: doomedPath))
         // Extending what is no longer waiting is a conflict; an unknown id is not found.
         #expect(
@@ -535,6 +538,19 @@ import Testing
             } catch ControlError.refused(let error) {
                 #expect(error.code == .badRequest)
                 #expect(error.message.contains("quality"), "\(error.message)")
+            }
+        }
+        // A quality for a format that is not encoded would be silently ignored: refused, naming the format.
+        for request in [
+            { try live.client.clip(ClipRequest(from: "1s", to: "2s", format: "y4m", quality: "lossless")) },
+            { try live.client.save(SaveRequest(last: "1s", format: "mkv", quality: "fast")) },
+        ] as [() throws -> SaveObject?] {
+            do {
+                _ = try request()
+                Issue.record("a quality for an uncompressed format was accepted")
+            } catch ControlError.refused(let error) {
+                #expect(error.code == .badRequest)
+                #expect(error.message.contains("is always uncompressed and exact"), "\(error.message)")
             }
         }
         #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"))

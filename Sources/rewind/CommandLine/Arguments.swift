@@ -195,6 +195,7 @@ public struct CommandSpec: Sendable {
                 }
                 if parsed.values[option.name] == nil { parsed.values[option.name] = value }
                 parsed.repeatedValues[option.name, default: []].append(value)
+                parsed.given.insert(option.name)
             }
         }
         if parsed.wantsHelp { return parsed }
@@ -225,6 +226,8 @@ public struct ParsedArguments: Sendable {
     /// Every value of each option, in the order given (one for an option given once or by its default).
     public var repeatedValues: [String: [String]] = [:]
     public var flags: Set<String> = []
+    /// The value options given on the command line (not by their defaults).
+    public var given: Set<String> = []
     public var wantsHelp = false
 
     public init(command: String) { self.command = command }
@@ -232,6 +235,9 @@ public struct ParsedArguments: Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
 
     public func string(_ name: String) -> String? { values[name] }
+
+    /// Whether a value option was given on the command line, rather than taking its default.
+    public func isGiven(_ name: String) -> Bool { given.contains(name) }
 
     /// Every value of a repeatable option, in the order given.
     public func strings(_ name: String) -> [String] { repeatedValues[name] ?? [] }
