@@ -145,7 +145,9 @@ extension RecorderControl {
         guard let row = try store.removeMarker(id: id) else {
             throw APIError(.notFound, "no marker \(id)")
         }
-        return try MarkerBody(row, in: store)
+        let marker = try MarkerBody(row, in: store)
+        events.publish("marker_removed", marker)
+        return marker
     }
 }
 

@@ -739,7 +739,9 @@ function listen() {
     noteSave(save);
     renderSaves();
   });
-  for (const type of ["marker", "gap", "segment"]) events.addEventListener(type, () => scheduleRefresh());
+  for (const type of ["marker", "marker_removed", "gap", "segment"]) {
+    events.addEventListener(type, () => scheduleRefresh());
+  }
   events.addEventListener("pressure", () => loadStatus().catch(noteConnectionFailure));
   events.addEventListener("disk_error", (event) => say("disk error: " + JSON.parse(event.data).message));
   events.addEventListener("input_failed", (event) => {
