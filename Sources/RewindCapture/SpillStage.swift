@@ -155,6 +155,9 @@ final class SpillLane {
     /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
     /// recording is a gap up to the last one when no frame is written after them.
     private var failedPTS: (first: Int64, last: Int64)?
+    /// The end of the gap row recorded so far for the failed writes since the last frame written (every second while
+    /// they last, so a recorder killed meanwhile leaves their gap): the final gap moves this row's end.
+    private var provisionalGapEnd: Int64?
     /// The end of the `input interval` gap recorded before the last frame written, when there was one: the next
     /// interval starting there extends it.
     private var inputIntervalGapEnd: Int64?
@@ -227,6 +230,7 @@ final class SpillLane {
             dropsStoredAt = now
             // A failure (the index cannot grow) is left to the close, which tries again and reports it.
             try? storeDrops()
+            noteProvisionalGap()
         }
         if wrote {
             lastBusy = now
@@ -422,6 +426,7 @@ final class SpillLane {
             shared.writtenPTS.store(pts, ordering: .releasing)
             pendingLoss = nil
             failedPTS = nil
+            provisionalGapEnd = nil
         } else {
             noteLoss(.diskError)
             failedPTS = (failedPTS?.first ?? pts, pts)
@@ -451,7 +456,7 @@ final class SpillLane {
     private func noteGap(before pts: Int64, arrivalDrops: LossReason?) {
         guard let lastWrittenPTS else {
             // Nothing written yet: only failed writes before this frame leave a gap, from the first of them.
-            if let failedPTS, let pendingLoss { recordGap(start: failedPTS.first, end: pts, reason: pendingLoss) }
+            if let failedPTS, let pendingLoss { recordLossGap(start: failedPTS.first, end: pts, reason: pendingLoss) }
             return
         }
         let nominal = stream.frameDuration.nanoseconds ?? 0
@@ -467,7 +472,11 @@ final class SpillLane {
         // A source at a lower frame rate (a thermal-throttled camera) leaves an interval after every frame: the
         // intervals that follow each other are one gap, extended frame by frame.
         let extendsStretch = reason == .inputInterval && inputIntervalGapEnd == lastWrittenPTS
-        recordGap(start: lastWrittenPTS, end: pts, reason: reason, extendingPrevious: extendsStretch)
+        if reason == pendingLoss {
+            recordLossGap(start: lastWrittenPTS, end: pts, reason: reason)
+        } else {
+            recordGap(start: lastWrittenPTS, end: pts, reason: reason, extendingPrevious: extendsStretch)
+        }
         inputIntervalGapEnd = reason == .inputInterval ? pts : nil
     }
 
@@ -496,7 +505,36 @@ final class SpillLane {
     private func noteTailGap() -> (any Error)? {
         guard let failedPTS, let pendingLoss else { return nil }
         let end = failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1)
-        return recordGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+        return recordLossGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+    }
+
+    /// While writes keep failing, records their gap so far (as ``noteTailGap()`` would) once a second, so that a
+    /// recorder killed during a full disk leaves the stretch in the index; a failure is left for the final gap.
+    private func noteProvisionalGap() {
+        guard let failedPTS, let pendingLoss else { return }
+        let end = failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1)
+        guard end != provisionalGapEnd else { return }
+        _ = recordLossGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+    }
+
+    /// Records the gap of the losses since the last frame written, or moves the end of the row recorded for them so
+    /// far (``provisionalGapEnd``): one row per stretch.
+    @discardableResult
+    private func recordLossGap(start: Int64, end: Int64, reason: LossReason) -> (any Error)? {
+        if let recorded = provisionalGapEnd {
+            do {
+                if try writer.extendGap(endingAt: recorded, to: end, reason: reason) {
+                    provisionalGapEnd = end
+                    return nil
+                }
+            } catch {
+                shared.state.withLock { $0.statistics.lastError = "\(error)" }
+                return error
+            }
+        }
+        let error = recordGap(start: start, end: end, reason: reason)
+        if error == nil { provisionalGapEnd = end }
+        return error
     }
 
     /// The error number under a store error from a failed write, if it has one.

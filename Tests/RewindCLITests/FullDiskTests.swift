@@ -161,6 +161,47 @@ struct FullDiskTests {
         }
     }
 
+    /// The same disk full, but the recorder is killed (`kill -9`) while it stays full: the gap of what it lost so
+    /// far is in the index already (recorded within a second of the first failed write and moved on every second),
+    /// as are its drop counts.
+    @Test func aRecorderKilledWhileTheDiskIsFullLeavesTheGapSoFar() throws {
+        try withSmallDisk { disk, _ in
+            let store = disk + "/store"
+            let recording = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "60s",
+            ])
+            defer { if recording.process.isRunning { kill(recording.process.processIdentifier, SIGKILL) } }
+            let sqlite3 = try Tool.path(of: "sqlite3")
+            func query(_ sql: String) -> String? {
+                guard let result = try? Tool.run(sqlite3, ["-readonly", store + "/index.sqlite", sql]),
+                    result.status == 0
+                else { return nil }
+                return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
+                Int(query("SELECT count(*) FROM frames") ?? "") ?? 0 >= 30
+            }
+            _ = try ExternalTools.execute(
+                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
+            // About three seconds of lost frames, then the kill.
+            // While the recorder still runs (its tail gap would come at the stop).
+            try waitUntil("the gap covers two seconds of lost frames", timeout: .seconds(20)) {
+                let span = query("SELECT max(end_ns - start_ns) FROM gaps WHERE reason = 'disk error'") ?? ""
+                return Int64(span) ?? 0 >= 2_000_000_000
+            }
+            #expect(recording.process.isRunning, "the recorder was still recording")
+            kill(recording.process.processIdentifier, SIGKILL)
+            _ = try? recording.finish(timeout: .seconds(30))
+            let rows = try #require(query("SELECT count(*) FROM gaps WHERE reason = 'disk error'"))
+            #expect(rows == "1", "one row for the stretch, moved on: \(rows)")
+            let newest = try #require(Int64(query("SELECT max(pts_ns) FROM frames") ?? ""))
+            let start = try #require(Int64(query("SELECT start_ns FROM gaps WHERE reason = 'disk error'") ?? ""))
+            #expect(start == newest, "the gap starts at the last frame stored")
+            let drops = Int(query("SELECT coalesce(sum(count), 0) FROM drops WHERE reason = 'disk error'") ?? "") ?? 0
+            #expect(drops >= 30, "the drop counts are stored every second too: \(drops)")
+        }
+    }
+
     /// A store on a disk that something else filled to the last byte is still read: SQLite cannot make the
     /// index's shared-memory file there, and with nothing in the WAL the index file alone is read as it is.
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {

@@ -275,6 +275,17 @@ public final class StreamWriter {
         }
     }
 
+    /// Moves the end of the stream's gap of `reason` that ends at `end` to `newEnd` (a stretch of losses that went
+    /// on after its gap was first recorded).
+    ///
+    /// - Returns: whether there was such a gap.
+    /// - Throws: ``SegmentStoreError/index(path:problem:detail:)``.
+    public func extendGap(endingAt end: Int64, to newEnd: Int64, reason: LossReason) throws -> Bool {
+        try SegmentStoreError.translatingIndexErrors {
+            try store.index.extendGap(streamID: stream.id, endingAt: end, to: newEnd, reason: reason)
+        }
+    }
+
     /// Records a gap like ``recordGap(start:end:reason:)``, or, when the stream's gap of `reason` recorded last ends
     /// at `start`, moves that gap's end to `end`: a stretch of gaps that follow each other is one row.
     ///
