@@ -201,6 +201,8 @@ private func record(
         if !store.recovery.repaired.isEmpty {
             printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
         }
+        // What recovery left as it was (a file that is not this store's, say): recording goes on beside it.
+        for problem in store.recovery.problems { printError("rewind record: store problem: \(problem)") }
         try checkStreamsMatch(specs, store: store, directory: directory)
     }
     // Each stream's newest stored pts before this recording: its frames all come after it.

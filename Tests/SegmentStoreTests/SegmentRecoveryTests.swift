@@ -359,6 +359,40 @@ import Testing
         }
     }
 
+    /// A segment file of another store copied into `segments/`, its stream of the same name but another format:
+    /// opening for recording goes on without it, naming the file and what to do; checks and repairs say the same
+    /// and leave it where it is, and the store's own frames are all still read.
+    @Test func aSegmentOfAnotherStoresFormatIsLeftOutAndNamed() throws {
+        let own = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { own.deallocate() }
+        let other = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { other.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            let writer = try store.makeWriter(streamName: "camera", stream: own.stream)
+            for i in 0..<6 { try writer.append(own.frame(i)) }
+            try writer.close()
+        }
+        let (_, foreign) = try Self.makeSegment(count: 5, frames: other)
+        try writeFile(dir.segments + "/000007.seg", foreign)
+        let store = try SegmentStore.open(directory: dir.path)
+        let expected = "segment 000007.seg holds stream 'camera' as nv12 64x48"
+        #expect(store.recovery.problems.contains { $0.hasPrefix(expected) && $0.contains("is not this store's") })
+        for repair in [false, true] {
+            let report = try store.verify(repair: repair)
+            #expect(report.problems.contains { $0.hasPrefix(expected) }, "repair \(repair): \(report.problems)")
+        }
+        #expect(FileManager.default.fileExists(atPath: dir.segments + "/000007.seg"), "left where it is")
+        #expect(try readAll(store).map(\.1) == (0..<6).map { own.expectedDigest($0) })
+        // Recording goes on beside it, into a segment of its own.
+        let writer = try store.makeWriter(streamName: "camera", stream: own.stream)
+        try writer.append(own.frame(6))
+        try writer.close()
+        #expect(try readAll(store).count == 7)
+    }
+
     @Test(arguments: ["missing", "empty"])
     func missingOrEmptyIndexNeverDeletesAndIsRebuilt(kind: String) throws {
         let frames = try TestFrames(format: .gray8, width: 80, height: 60)

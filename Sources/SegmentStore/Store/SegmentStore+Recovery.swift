@@ -355,7 +355,7 @@ extension SegmentStore {
 
         guard mode.changes else {
             if isPartial { report.problems.append("segment \(name) is not sealed") }
-            try compareRows(name: name, row: row, scan: scan, report: &report)
+            try compareRows(name: name, header: reader.header, row: row, scan: scan, report: &report)
             return
         }
         // A damaged sealed file is cut only by an explicit repair; until then the index holds its valid frames.
@@ -403,10 +403,16 @@ extension SegmentStore {
 
     /// Dry run: says how the index differs from the file.
     private func compareRows(
-        name: String, row: SegmentRow?, scan: SegmentFileReader.ScanResult, report: inout VerifyReport
+        name: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
+        report: inout VerifyReport
     ) throws {
         guard let row else {
-            report.problems.append("segment \(name) (\(scan.entries.count) frames) has no index row")
+            if let stream = try index.stream(named: header.streamName), stream.description != header.stream {
+                report.problems.append(
+                    foreignFileProblem(name, stream: stream.name, stored: stream.description, found: header.stream))
+            } else {
+                report.problems.append("segment \(name) (\(scan.entries.count) frames) has no index row")
+            }
             return
         }
         if row.frameCount != scan.entries.count {
@@ -434,6 +440,16 @@ extension SegmentStore {
                 + "pts \(entry.ptsNanoseconds) ns at byte \(entry.offset)"
         }
         return nil
+    }
+
+    /// What is wrong with a segment file whose stream has the name of one of the store's but another format: it is
+    /// another store's, and stays out of the index.
+    private func foreignFileProblem(
+        _ fileName: String, stream: String, stored: StreamDescription, found: StreamDescription
+    ) -> String {
+        "segment \(fileName) holds stream '\(stream)' as \(found.layout) at \(found.frameDuration) s/frame \(found.color), "
+            + "but this store's '\(stream)' is \(stored.layout) at \(stored.frameDuration) s/frame \(stored.color): the "
+            + "file is not this store's and is left out of the index; move it out of \(segmentsDirectory)"
     }
 
     /// `1 frame`, `12 frames`.
@@ -495,7 +511,14 @@ extension SegmentStore {
             firstMissing = row.frameCount
             if firstMissing == scan.entries.count && row.state == .sealed && row.fileName == fileName { return }
         } else {
-            let stream = try index.stream(named: header.streamName, description: header.stream)
+            let stream: StreamRow
+            do {
+                stream = try index.stream(named: header.streamName, description: header.stream)
+            } catch StoreIndexError.streamDescriptionMismatch(let name, let stored, let found) {
+                // A file of another store (copied in, say): left where it is, out of the index, and said.
+                report.problems.append(foreignFileProblem(fileName, stream: name, stored: stored, found: found))
+                return
+            }
             segmentID = try index.insertSegment(
                 streamID: stream.id, fileName: fileName, formatVersion: Int(header.formatVersion),
                 createdWallNanoseconds: header.createdWallNanoseconds)
