@@ -132,7 +132,9 @@ struct FullDiskTests {
             let record = try recording.finish(timeout: .seconds(60))
             #expect(record.status == 1, "a recording that lost frames must fail: \(record.stderr)")
             #expect(record.stderr.contains("to disk errors (disk full)"), "\(record.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: store + "/index.reserve"), "the index took the reserve")
+            // The index took a slice of the reserve; the rest stays held against other programs.
+            let held = (try? FileManager.default.attributesOfItem(atPath: store + "/index.reserve")[.size] as? Int) ?? 0
+            #expect(held > 0 && held < 4 << 20, "the index took a slice of the reserve: \(held) bytes left")
 
             // 180 frames in 6 s: every one not indexed is counted, in the output and in the store, and in a gap.
             let stored = try indexedPTS(store)

@@ -8,13 +8,15 @@ import RewindSystem
     import Musl
 #endif
 
-/// Room for the index on a disk that something else fills: `DIR/index.reserve`, a file of
-/// ``StoreOptions/indexReserveBytes`` made when a store opens for recording (and again once the disk has room).
+/// Room for the index on a disk that something else fills: `DIR/index.reserve`, a file of up to
+/// ``StoreOptions/indexReserveBytes`` made when a store opens for recording and topped up whenever the disk has room.
 ///
-/// The segment writers already leave that much free (``StreamWriter`` refuses a frame that would take it), but
-/// another program can take it too; then the index could not grow (`SQLITE_FULL`), and the rows, gaps and drop
-/// counts that say what the full disk cost would be lost with the frames. A write that finds the disk full deletes
-/// the file and is tried once more (``SQLiteDatabase/onDiskFull(_:)``), so that bookkeeping is still written.
+/// The index needs that much room on a full disk to record the rows, gaps and drop counts that say what the full
+/// disk cost. The segment writers leave it free (``StreamWriter`` refuses a frame that would take it), counting
+/// what the file holds as part of it, so the file costs no extra space; but free space, unlike the file, another
+/// program can take. A write that finds the disk full (`SQLITE_FULL`) shrinks the file by ``indexReserveSlice`` and
+/// is tried once more (``SQLiteDatabase/onDiskFull(_:)``): the index gets room a slice at a time, and the rest stays
+/// in the file, out of other programs' reach, for the next time.
 extension SegmentStore {
     /// The reserve's file name in the store's directory.
     static let indexReserveName = "index.reserve"
@@ -22,49 +24,97 @@ extension SegmentStore {
     /// The names of the index's files in the store's directory: the database, its WAL files and the reserve.
     public static let indexFileNames = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", indexReserveName]
 
+    /// What one index write that finds the disk full gets back from the reserve file: 512 KiB, room for many
+    /// commits of gaps and counters.
+    static let indexReserveSlice: Int64 = 512 << 10
+
+    /// Free space to leave beyond the reserve when making it: 1 MiB.
+    private static let indexReserveMargin: Int64 = 1 << 20
+
     /// `DIR/index.reserve`.
     var indexReservePath: String { directory + "/" + Self.indexReserveName }
 
-    /// Makes the reserve file when it is missing and the disk has room for it twice over. Best effort: a disk
-    /// without that room, or a file system that fails, leaves the store without one until the next try.
+    /// Free space the segment writers leave for the index: ``StoreOptions/indexReserveBytes`` less what the reserve
+    /// file holds.
+    var indexRoomToKeep: Int64 { max(0, StoreOptions.indexReserveBytes - indexReserveHeld.load(ordering: .relaxed)) }
+
+    /// Makes the reserve file, or tops it up, when the disk has room for what is missing (and 1 MiB more): room the
+    /// writers would otherwise leave free. Best effort: a disk without that room, or a file system that fails,
+    /// leaves it as it is until the next try.
     ///
     /// - Parameter available: bytes free on the disk, when the caller has just read them.
     func ensureIndexReserve(available: Int64? = nil) {
-        guard !isReadOnly else { return }
+        // Full already (as this process made or found it): nothing to look at.
+        guard !isReadOnly, indexReserveHeld.load(ordering: .relaxed) < StoreOptions.indexReserveBytes else { return }
         indexReserveLock.withLock { _ in
             let path = indexReservePath
-            guard !fileSystem.fileExists(path) else { return }
-            let size = StoreOptions.indexReserveBytes
-            guard let free = available ?? (try? fileSystem.availableBytes(directory)), free >= 2 * size else { return }
-            let temporary = path + ".new"
-            do throws(FileSystemError) {
-                let fd = try fileSystem.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o644)
-                defer { fileSystem.close(fd) }
-                // Blocks reserved where the file system can (no bytes to write), else written as zeros.
-                if try !fileSystem.reserve(fd, offset: 0, length: size, path: temporary) {
-                    let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-                    defer { zeros.deallocate() }
-                    zeros.initializeMemory(as: UInt8.self, repeating: 0)
-                    for offset in stride(from: Int64(0), to: size, by: 1 << 20) {
-                        try fileSystem.writeAll(fd, UnsafeRawBufferPointer(zeros), offset: offset, path: temporary)
-                    }
+            let full = StoreOptions.indexReserveBytes
+            var held: Int64 = 0
+            if fileSystem.fileExists(path) {
+                do throws(FileSystemError) {
+                    let fd = try fileSystem.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
+                    defer { fileSystem.close(fd) }
+                    held = try fileSystem.size(fd, path: path)
+                } catch {
+                    return
                 }
-                try fileSystem.ftruncate(fd, length: size, path: temporary)
-                try fileSystem.rename(temporary, to: path)
+            }
+            indexReserveHeld.store(min(held, full), ordering: .relaxed)
+            guard held < full,
+                let free = available ?? (try? fileSystem.availableBytes(directory)),
+                free >= full - held + Self.indexReserveMargin
+            else { return }
+            do throws(FileSystemError) {
+                let fd = try fileSystem.open(path, flags: O_WRONLY | O_CREAT | O_CLOEXEC, mode: 0o644)
+                defer { fileSystem.close(fd) }
+                do throws(FileSystemError) {
+                    // Blocks reserved where the file system can (no bytes to write), else written as zeros.
+                    if try !fileSystem.reserve(fd, offset: held, length: full - held, path: path) {
+                        let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+                        defer { zeros.deallocate() }
+                        zeros.initializeMemory(as: UInt8.self, repeating: 0)
+                        var offset = held
+                        while offset < full {
+                            let piece = UnsafeRawBufferPointer(rebasing: zeros[..<Int(min(1 << 20, full - offset))])
+                            try fileSystem.writeAll(fd, piece, offset: offset, path: path)
+                            offset += Int64(piece.count)
+                        }
+                    }
+                    try fileSystem.ftruncate(fd, length: full, path: path)
+                    indexReserveHeld.store(full, ordering: .relaxed)
+                } catch {
+                    // Whatever was reserved past what the file held goes back.
+                    try? fileSystem.ftruncate(fd, length: held, path: path)
+                }
             } catch {
-                try? fileSystem.unlink(temporary)
+                return
             }
         }
     }
 
-    /// Deletes the reserve file, giving its space to the index.
+    /// Gives the index ``indexReserveSlice`` of the reserve file's room (the whole file when that is all it holds).
     ///
-    /// - Returns: whether there was one.
+    /// - Returns: whether there was any to give.
     @discardableResult
     func releaseIndexReserve() -> Bool {
         indexReserveLock.withLock { _ in
-            guard fileSystem.fileExists(indexReservePath) else { return false }
-            return (try? fileSystem.unlink(indexReservePath)) != nil
+            let path = indexReservePath
+            let held = indexReserveHeld.load(ordering: .relaxed)
+            guard held > 0, fileSystem.fileExists(path) else { return false }
+            let kept = held > Self.indexReserveSlice ? held - Self.indexReserveSlice : 0
+            do throws(FileSystemError) {
+                if kept == 0 {
+                    try fileSystem.unlink(path)
+                } else {
+                    let fd = try fileSystem.open(path, flags: O_WRONLY | O_CLOEXEC, mode: 0)
+                    defer { fileSystem.close(fd) }
+                    try fileSystem.ftruncate(fd, length: kept, path: path)
+                }
+            } catch {
+                return false
+            }
+            indexReserveHeld.store(kept, ordering: .relaxed)
+            return true
         }
     }
 }

@@ -49,7 +49,7 @@ extension SegmentStore {
             total += size
         }
         let now = options.now()
-        let wantedFree = options.minimumFreeBytes.map { Int64($0) + StoreOptions.indexReserveBytes + bytes }
+        let wantedFree = options.minimumFreeBytes.map { Int64($0) + indexRoomToKeep + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()
         let held = try heldRanges()
         /// Per stream, the newest frame deleted.

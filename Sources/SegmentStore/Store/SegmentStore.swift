@@ -40,8 +40,10 @@ public final class SegmentStore: Sendable {
     private let decodedFrames = Atomic<Int>(0)
     /// Ranges live processes keep from retention (``addHold(streamName:range:)``).
     let liveHolds = Mutex(HoldTable())
-    /// Held while the index's reserve file is made or deleted (``ensureIndexReserve(available:)``).
+    /// Held while the index's reserve file is made, topped up or shrunk (``ensureIndexReserve(available:)``).
     let indexReserveLock = Mutex(())
+    /// Bytes the index's reserve file holds (``indexRoomToKeep``).
+    let indexReserveHeld = Atomic<Int64>(0)
 
     /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
     /// from its key frame: the measure of random-access work.

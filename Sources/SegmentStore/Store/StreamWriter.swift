@@ -359,11 +359,12 @@ public final class StreamWriter {
     }
 
     /// Makes room for a frame of `raw` bytes, or throws ``SegmentStoreError/diskFull(file:durableFrames:durablePTS:cause:)``
-    /// without writing anything when the file system cannot hold it and keep ``StoreOptions/indexReserveBytes``.
+    /// without writing anything when the file system cannot hold it and keep ``StoreOptions/indexReserveBytes`` for
+    /// the index (less what its reserve file holds: ``SegmentStore/indexRoomToKeep``).
     private func ensureRoom(forRawBytes raw: Int) throws {
         // A record is never larger than the raw frame plus its header and chunk table.
         let frameNeed = Int64(raw) + Int64(SegmentFormat.recordHeaderLength) + (64 << 10)
-        let need = frameNeed + StoreOptions.indexReserveBytes
+        let need = frameNeed + store.indexRoomToKeep
         let floor = Int64(store.options.minimumFreeBytes ?? 0)
         if let estimate = estimatedAvailable, framesSinceFreeSpaceCheck < Self.freeSpaceCheckInterval,
             estimate >= need + floor + Self.freeSpaceSlack
@@ -377,7 +378,7 @@ public final class StreamWriter {
         guard var available = store.availableSegmentBytes() else { return }
         defer { estimatedAvailable = available - frameNeed }
         // The index's reserve file, taken when something else filled the disk, is made again once there is room.
-        store.ensureIndexReserve(available: available - need - floor)
+        store.ensureIndexReserve(available: available - frameNeed - floor)
         if let floor = store.options.minimumFreeBytes, available < need + Int64(floor) {
             do {
                 _ = try store.enforceRetention(reserving: frameNeed)
