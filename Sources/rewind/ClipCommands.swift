@@ -8,6 +8,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
     try checkQuality(arguments, format: format, output: output)
+    try checkNotADirectory(output)
     try checkOutputOutsideStore(output, store: directory)
     // Two times of the same kind are compared before anything is opened or asked of a live recorder.
     switch (try arguments.time("from")!, try arguments.time("to")!) {
@@ -52,7 +53,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let from = try source.resolve(try arguments.time("from")!)
         let to = try source.resolve(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try export(from: source, range: from..<to, output: output, quality: quality(arguments))
+        return try export(
+            from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip")
     case .all:
         let set = try StreamSet(store: store)
         let from = try set.recorderTime(try arguments.time("from")!)
@@ -199,6 +201,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
         }
         format = named
+        try checkNotADirectory(output)
         try checkOutputOutsideStore(output, store: directory)
     }
     try checkQuality(arguments, format: format ?? .matroska, output: output)
@@ -240,7 +243,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try source.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try export(from: source, range: range, output: output, quality: quality(arguments))
+        return try export(
+            from: source, range: range, output: output, quality: quality(arguments), command: "save")
     case .all:
         if output == "-" {
             throw UsageError(
@@ -309,6 +313,18 @@ private func liveExport(
     // writes first: the recorder writes regular files only, so that nothing reading slowly, or never, holds it up.
     let toSpecialFile =
         !toStandardOutput && output.map(isSpecialFile) == true && (format == .matroska || (streams ?? 1) <= 1)
+    // A file per stream is written by the recorder itself, which writes regular files only: a FIFO or device among
+    // those names is refused here, saying what works.
+    if let output, !toStandardOutput, format != .matroska, (streams ?? 1) > 1 {
+        for name in recorded {
+            let file = StreamSet.fileName(for: output, stream: name)
+            guard let kind = StagedExport.specialFileKind(file) else { continue }
+            throw UsageError(
+                "-o: '\(file)' is \(kind): with a recorder running, the file of each stream is written by the "
+                    + "recorder, which writes regular files only; give -o NAME.mkv (a track per stream, which can go "
+                    + "to a FIFO), or regular files", showsHelp: false)
+        }
+    }
     var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
     if toStandardOutput || toSpecialFile {
         let exports = directory + "/exports"
@@ -386,16 +402,10 @@ private func liveExport(
         // SIGPIPE, which leaves nothing behind.
         unlink(file)
         guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
-        let target = toStandardOutput ? STDOUT_FILENO : try openForWriting(output!, command: what, id: object.id)
+        let target =
+            toStandardOutput ? STDOUT_FILENO : try openForWriting(output!, command: what, what: "\(what) \(object.id)")
         defer { if !toStandardOutput { close(target) } }
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-            if stopRequested.load(ordering: .relaxed) {
-                throw CommandError(
-                    "interrupted while copying \(what) \(object.id) to \(toStandardOutput ? "stdout" : output!)",
-                    status: 130)
-            }
-            try writeAll(chunk, to: target)
-        }
+        try copy(handle, to: target, what: "\(what) \(object.id)", name: toStandardOutput ? "stdout" : output!)
         message += " (through \(file), removed)"
         if toStandardOutput { printError(message) } else { print(message) }
     } else {
@@ -407,13 +417,31 @@ private func liveExport(
     return true
 }
 
+/// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
+private func copy(_ handle: FileHandle, to target: Int32, what: String, name: String) throws {
+    while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+        if stopRequested.load(ordering: .relaxed) {
+            throw CommandError("interrupted while copying \(what) to \(name)", status: 130)
+        }
+        try writeAll(chunk, to: target)
+    }
+}
+
+/// Whether `path` is a FIFO (following links).
+private func isFIFO(_ path: String) -> Bool {
+    var info = stat()
+    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO
+}
+
 /// Opens the FIFO or device `path` for writing. A FIFO's open waits for a reader: it is tried without blocking every
 /// 50 ms (saying once that it waits), so Ctrl-C still ends the command while nobody reads.
 ///
+/// - Parameters:
+///   - command: `clip` or `save`, for the message that it waits.
+///   - what: what is not written when interrupted (`clip 3`, `the export`).
 /// - Throws: ``CommandError`` when it cannot be opened, or (130) when interrupted while waiting.
-private func openForWriting(_ path: String, command: String, id: Int) throws -> Int32 {
-    var info = stat()
-    let isFIFO = stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO
+private func openForWriting(_ path: String, command: String, what: String) throws -> Int32 {
+    let isFIFO = isFIFO(path)
     var said = false
     while true {
         let fd = open(path, O_WRONLY | O_CLOEXEC | (isFIFO ? O_NONBLOCK : 0))
@@ -428,8 +456,7 @@ private func openForWriting(_ path: String, command: String, id: Int) throws -> 
         }
         if stopRequested.load(ordering: .relaxed) {
             throw CommandError(
-                "interrupted while waiting for a reader of \(path): \(command) \(id) was not written to it", status: 130
-            )
+                "interrupted while waiting for a reader of \(path): \(what) was not written to it", status: 130)
         }
         if !said {
             printError("rewind \(command): waiting for a reader of the FIFO \(path) (Ctrl-C gives up)")
@@ -437,6 +464,19 @@ private func openForWriting(_ path: String, command: String, id: Int) throws -> 
         }
         System.sleep(for: .milliseconds(50))
     }
+}
+
+/// Refuses an `-o` that is a directory (following links): an export is a file.
+///
+/// - Throws: ``UsageError`` saying to name a file in it.
+private func checkNotADirectory(_ output: String) throws {
+    var isDirectory: ObjCBool = false
+    guard output != "-", FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory),
+        isDirectory.boolValue
+    else { return }
+    throw UsageError(
+        "-o: '\(output)' is a directory: give a file name in it, e.g. \(output)/clip.mkv (the extension picks the "
+            + "format)", showsHelp: false)
 }
 
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
@@ -469,10 +509,10 @@ private func quality(_ arguments: ParsedArguments) -> ExportQuality {
 }
 
 /// Exports `range` to the `-o` argument and prints what was written.
-func export(from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast) throws
-    -> Int32
-{
-    let destination = ExportDestination(argument: output)
+func export(
+    from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast, command: String
+) throws -> Int32 {
+    var destination = ExportDestination(argument: output)
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
@@ -481,6 +521,23 @@ func export(from source: ClipSource, range: Range<Int64>, output: String, qualit
     // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second
     // signal ends this process at once.
     installStopHandlers()
+    // A FIFO is opened here, polling, so that Ctrl-C ends the command while nobody reads it; an .mp4, whose index
+    // ffmpeg writes last (seeking back), goes to a temporary file first and is copied into it.
+    var fifo: Int32?
+    var staged: String?
+    defer {
+        if let fifo { close(fifo) }
+        if let staged { unlink(staged) }
+    }
+    if output != "-" && isFIFO(output) {
+        if format == .mp4 {
+            staged = NSTemporaryDirectory() + "/.rewind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mp4"
+            destination = .path(staged!)
+        } else {
+            fifo = try openForWriting(output, command: command, what: "the \(command)")
+            destination = .fileDescriptor(FileDescriptor(rawValue: fifo!), name: output)
+        }
+    }
     do {
         summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in
             if stopRequested.load(ordering: .relaxed) {
@@ -494,7 +551,22 @@ func export(from source: ClipSource, range: Range<Int64>, output: String, qualit
         throw error
     }
     progress.clear()
+    if let staged {
+        let handle = FileHandle(forReadingAtPath: staged)
+        unlink(staged)
+        guard let handle else { throw CommandError("cannot read \(staged), the .mp4 made for \(output)") }
+        let target = try openForWriting(output, command: command, what: "the \(command)")
+        defer { close(target) }
+        try copy(handle, to: target, what: "the \(command)", name: output)
+    }
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
     if output == "-" { printError(message) } else { print(message) }
+    // Retention may have deleted the range between the check and the read (an export waiting for a FIFO's reader,
+    // before it held anything): nothing written is a failure, not a clip.
+    guard summary.frames > 0 else {
+        throw CommandError(
+            "no frame of the range was left to export: retention deleted them after the range was checked; clip a "
+                + "later range")
+    }
     return ExitStatus.success
 }

@@ -132,10 +132,11 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
                 + "or the input's NAME=", showsHelp: false)
     }
     let spill = SpillPolicy(rawValue: arguments.string("spill")!)!
-    if spill == .off, let option = ["disk", "min-free", "max-age"].first(where: { arguments.isGiven($0) }) {
+    let storeOptions = ["disk", "min-free", "max-age", "segment", "backpressure"]
+    if spill == .off, let option = storeOptions.first(where: { arguments.isGiven($0) }) {
         throw UsageError(
-            "--\(option) limits the store on disk, but --spill off writes nothing there: drop --\(option), or "
-                + "record to disk (--spill eager)", showsHelp: false)
+            "--\(option) is about writing to the store on disk, but --spill off writes nothing there: drop "
+                + "--\(option), or record to disk (--spill eager)", showsHelp: false)
     }
     var configuration = RecorderConfiguration(
         window: try arguments.duration("window")!, memoryBudget: try arguments.size("memory")!, spill: spill)
@@ -158,6 +159,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     options.segmentMaxDuration = segment
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
+    if let duration, duration <= .zero { throw UsageError("--duration must be longer than 0s") }
     let followsPressure = arguments.string("memory-pressure")! == "auto"
     let listen = try listenOptions(arguments, directory: directory)
 

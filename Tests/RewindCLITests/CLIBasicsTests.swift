@@ -51,8 +51,14 @@ import Testing
         (["clip", "--from", "0s", "--to", "1s", "-o", "-", "--quality", "fast"], "-o - writes YUV4MPEG2"),
         (["save", "--last", "1s", "-o", "OUT/a.mkv", "--quality", "balanced"], "'OUT/a.mkv' is .mkv"),
         (["save", "--last", "1s", "--quality", "lossless"], "a save without -o is .mkv"),
-        (["record", "--spill", "off", "--disk", "1GiB", "--duration", "1s"], "--disk limits the store on disk"),
-        (["record", "--spill", "off", "--max-age", "1h", "--duration", "1s"], "--max-age limits the store on disk"),
+        (["record", "--spill", "off", "--disk", "1GiB", "--duration", "1s"], "--disk is about writing to the store"),
+        (["record", "--spill", "off", "--max-age", "1h", "--duration", "1s"], "--max-age is about writing to the"),
+        (["record", "--spill", "off", "--segment", "5s", "--duration", "1s"], "--segment is about writing to the"),
+        (
+            ["record", "--spill", "off", "--backpressure", "drop-oldest-unspilled", "--duration", "1s"],
+            "--backpressure is about writing to the"
+        ),
+        (["record", "--duration", "0s"], "--duration must be longer than 0s"),
         (
             ["record", "--stream", "front", "--input", "a=synthetic", "--duration", "1s"],
             "--stream front names an input"
@@ -70,6 +76,22 @@ import Testing
         #expect(result.stderr.contains(expected), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store), "nothing was created")
         #expect(try FileManager.default.contentsOfDirectory(atPath: output).isEmpty)
+    }
+
+    /// An `-o` that is a directory (whatever its name ends in) is a usage error saying to name a file in it, for
+    /// `clip` and `save`, before anything is read.
+    @Test func anOutputThatIsADirectoryIsRefused() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let output = directory.appendingPathComponent("clips.mp4").path
+        try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+        let store = directory.appendingPathComponent("store").path
+        for arguments in [["clip", "--from", "0s", "--to", "1s"], ["save", "--last", "1s"]] {
+            let result = try Tool.rewind([arguments[0], "--store", store] + arguments.dropFirst() + ["-o", output])
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(
+                result.stderr.contains("-o: '\(output)' is a directory: give a file name in it"), "\(result.stderr)")
+        }
     }
 
     @Test func everyCommandHasHelp() throws {

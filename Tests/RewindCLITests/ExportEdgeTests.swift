@@ -48,6 +48,45 @@ import Testing
         #expect(mp4.stderr.contains("No such file or directory"), "\(mp4.stderr)")
     }
 
+    /// An export from the disk into a FIFO nobody reads says it waits for a reader, and Ctrl-C ends it (130); an
+    /// `.mp4` into a FIFO (which ffmpeg cannot write: its index comes last) is made in a temporary file and copied
+    /// there, whole.
+    @Test func anExportIntoAFIFOWaitsInterruptiblyAndAnMP4GoesThroughAFile() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let fifo = directory.appendingPathComponent("unread.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let unread = try Tool.startRewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", fifo])
+        defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the clip waits for a reader", timeout: .seconds(60)) {
+            unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
+        }
+        unread.process.interrupt()
+        let interrupted = try unread.finish(timeout: .seconds(10))
+        #expect(interrupted.status == 130, "\(interrupted.stderr)")
+        #expect(
+            interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
+
+        let mp4 = directory.appendingPathComponent("pipe.mp4").path
+        try #require(mkfifo(mp4, 0o600) == 0)
+        let copy = directory.appendingPathComponent("copy.mp4").path
+        let reader = try ExternalTools.Child("/bin/sh", ["-c", "cat '\(mp4)' > '\(copy)'"])
+        let clip = try Tool.rewind(
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", mp4, "--quality", "lossless"],
+            timeout: .seconds(60))
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try reader.finish(timeout: .seconds(30)).status == 0)
+        let direct = directory.appendingPathComponent("direct.mp4").path
+        let reference = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o", direct, "--quality", "lossless",
+        ])
+        #expect(reference.status == 0, "\(reference.stderr)")
+        let copied = try ExternalTools.frameMD5s(copy, pixelFormat: "yuv420p")
+        let expected = try ExternalTools.frameMD5s(direct, pixelFormat: "yuv420p")
+        #expect(copied.count == 30 && copied == expected, "the .mp4 copied through the FIFO is the same")
+    }
+
     /// A FIFO whose reader stops early: the export ends (the writes fail) instead of waiting for ever.
     @Test func aFIFOWhoseReaderLeavesEndsTheExport() throws {
         let directory = try Tool.temporaryDirectory()

@@ -301,6 +301,13 @@ import Testing
                 "-d", "{\"after\":\"30s\"}",
             ])
         #expect(grown.output.contains("the save cannot be held on disk while it waits"), "\(grown.output)")
+        // A file per stream is the recorder's to write, and it writes regular files only: a FIFO among them is
+        // refused up front, saying what works.
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        try #require(mkfifo(directory.appendingPathComponent("pipe.b.y4m").path, 0o600) == 0)
+        let toFIFO = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", fifo])
+        #expect(toFIFO.status == 64, "\(toFIFO.output) \(toFIFO.stderr)")
+        #expect(toFIFO.stderr.contains("pipe.b.y4m' is a FIFO: with a recorder running"), "\(toFIFO.stderr)")
         // Without --stream, a recorder of several streams asks which (as save and clip do).
         let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
         #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
