@@ -135,8 +135,11 @@ struct CommandFailure {
     }
 
     private static func advice(forStoreError error: any Error, command: String) -> String? {
-        // Only `record` has a --disk to lower.
-        let freeSpace = command == "record" ? "free space or lower --disk" : "free some space on the disk"
+        // Only `record` has retention to make room.
+        let freeSpace =
+            command == "record"
+            ? "free space, or set --disk or --min-free so old segments are deleted to make room"
+            : "free some space on the disk"
         switch error {
         case let error as SegmentStoreError:
             switch error {
@@ -146,7 +149,9 @@ struct CommandFailure {
             case .diskFull: return freeSpace
             case .writeFailed: return "check the disk"
             case .storeLocked:
-                return "stop it (verify checks a store at rest), or read with 'rewind info'/'rewind clip' (read-only)"
+                return command == "verify"
+                    ? "stop it (verify checks a store at rest), or read with 'rewind info'/'rewind clip' (read-only)"
+                    : "stop it (one recorder per store), or give another --store"
             case .unknownStream: return "'rewind info' lists the streams"
             case .damagedIndex: return "\(repair), which moves it aside and rebuilds it from the segment files"
             case .index(let path, let problem, _):
