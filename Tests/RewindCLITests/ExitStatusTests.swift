@@ -112,11 +112,13 @@ import Testing
             (
                 SegmentStoreError.diskFull(
                     file: "f", durableFrames: 1, durablePTS: 1,
-                    cause: FileSystemError(operation: "pwrite", path: "f", code: ENOSPC)), "record", 1, "lower --disk"
+                    cause: FileSystemError(operation: "pwrite", path: "f", code: ENOSPC)), "record", 1,
+                "set --disk or --min-free"
             ),
             (
                 RecorderError.finishFailed(
-                    cause: SegmentStoreError.index(path: "i", problem: .full, detail: "d")), "record", 1, "lower --disk"
+                    cause: SegmentStoreError.index(path: "i", problem: .full, detail: "d")), "record", 1,
+                "set --disk or --min-free"
             ),
             (
                 SegmentStoreError.index(
@@ -125,6 +127,8 @@ import Testing
                 "upgrade rewind"
             ),
             (CommandError("x", status: 69), "bench", 69, nil),
+            (SegmentStoreError.storeLocked(directory: "d"), "record", 1, "one recorder per store"),
+            (SegmentStoreError.storeLocked(directory: "d"), "verify", 1, "verify checks a store at rest"),
         ]
         for (error, command, status, advice) in cases {
             let failure = CommandFailure(error, command: command)

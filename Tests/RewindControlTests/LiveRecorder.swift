@@ -33,6 +33,35 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
     return indexes
 }
 
+/// Follows a recorder's events (`GET /v1/events`) on a thread of its own, keeping each as it comes; `ended` is
+/// signalled when the stream ends.
+final class EventFollower: Sendable {
+    /// Every event so far: its name and its data (JSON text), in order.
+    let received = Mutex<[(name: String, data: String)]>([])
+    let ended = DispatchSemaphore(value: 0)
+
+    /// Starts following `client`'s events.
+    init(_ client: ControlClient) {
+        Thread { [self] in
+            _ = try? client.events { name, data in
+                received.withLock { $0.append((name, data)) }
+                return true
+            }
+            ended.signal()
+        }.start()
+    }
+
+    /// The names of the events so far.
+    var names: [String] { received.withLock { $0.map(\.name) } }
+
+    /// Waits until an event called `name` has come; returns the first one's data, decoded.
+    func first(_ name: String) throws -> [String: Any] {
+        try waitUntil("the \(name) event comes") { received.withLock { $0.contains { $0.name == name } } }
+        let event = try #require(received.withLock { $0.first { $0.name == name } })
+        return try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+    }
+}
+
 /// A recorder with 3 s (180 frames at 60 fps) recorded, its HTTP API serving, and a producer that can keep
 /// appending, as fast as it can or at the camera's pace.
 final class LiveRecorder: @unchecked Sendable {

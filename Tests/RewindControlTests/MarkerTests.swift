@@ -35,21 +35,10 @@ import Testing
         #expect(chapters == ["1.000000,goal", "2.000000,later"], "\(chapters)")
 
         // Deleting: gone from the list, told to the clients following events, and a second delete is 404.
-        let received = Mutex<[(String, String)]>([])
-        let client = live.client
-        Thread {
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
-            }
-        }.start()
+        let events = EventFollower(live.client)
         try waitUntil("the events client is connected") { live.control.eventClients == 1 }
         #expect(try live.client.unmark(id: goal.markers[0].id)?.label == "goal")
-        try waitUntil("the marker_removed event comes") {
-            received.withLock { $0.contains { $0.0 == "marker_removed" } }
-        }
-        let removed = try #require(received.withLock { $0.first { $0.0 == "marker_removed" } })
-        let data = try #require(try JSONSerialization.jsonObject(with: Data(removed.1.utf8)) as? [String: Any])
+        let data = try events.first("marker_removed")
         #expect(data["label"] as? String == "goal" && (data["id"] as? NSNumber)?.int64Value == goal.markers[0].id)
         do {
             _ = try live.client.unmark(id: goal.markers[0].id)

@@ -209,14 +209,7 @@ import Testing
             control.stop()
             _ = try? recorder.finish()
         }
-        let received = Mutex<[(String, String)]>([])
-        let client = ControlClient(directory: directory)
-        Thread {
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
-            }
-        }.start()
+        let events = EventFollower(ControlClient(directory: directory))
         try waitUntil("the events client is connected") { control.eventClients == 1 }
         for _ in 0..<10 { _ = try front.appendNext(to: recorder.streams[0]) }
         Thread.sleep(forTimeInterval: 0.3)
@@ -225,9 +218,7 @@ import Testing
         _ = try rear.appendNext(to: recorder.streams[1], skip: 20)
         let clock = try #require(recorder.streams[1].clock)
         try #require(clock.offsetNanoseconds > 100_000_000, "the rear stream's clock is offset: \(clock)")
-        try waitUntil("the gap event comes") { received.withLock { $0.contains { $0.0 == "gap" } } }
-        let event = try #require(received.withLock { $0.first { $0.0 == "gap" } })
-        let data = try #require(try JSONSerialization.jsonObject(with: Data(event.1.utf8)) as? [String: Any])
+        let data = try events.first("gap")
         #expect(data["stream"] as? String == "rear")
         #expect(data["reason"] as? String == "input interval")
         #expect((data["start_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(9)), "\(data)")
@@ -240,22 +231,13 @@ import Testing
     @Test func aFailedInputShowsInTheTimelineAndTheEventsWhileRecording() throws {
         let live = try LiveRecorder()
         defer { try? live.finish() }
-        let received = Mutex<[(String, String)]>([])
-        let client = live.client
-        Thread {
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
-            }
-        }.start()
+        let events = EventFollower(live.client)
         try waitUntil("the events client is connected") { live.control.eventClients == 1 }
         struct Broken: Error, CustomStringConvertible {
             var description: String { "frame 180 is cut short" }
         }
         live.recorder.streams[0].noteInputFailed(Broken())
-        try waitUntil("the input_failed event comes") { received.withLock { $0.contains { $0.0 == "input_failed" } } }
-        let event = try #require(received.withLock { $0.first { $0.0 == "input_failed" } })
-        let data = try #require(try JSONSerialization.jsonObject(with: Data(event.1.utf8)) as? [String: Any])
+        let data = try events.first("input_failed")
         #expect(data["stream"] as? String == "camera")
         #expect(data["message"] as? String == "frame 180 is cut short")
         #expect((data["last_pts_ns"] as? NSNumber)?.int64Value == live.feed.pts(179), "\(data)")
@@ -607,24 +589,15 @@ import Testing
     /// every state of every save, then `stopping`.
     @Test func eventsReportEachSaveAndStopping() throws {
         let live = try LiveRecorder()
-        let received = Mutex<[(String, String)]>([])
-        let reader = DispatchSemaphore(value: 0)
-        let client = live.client
-        Thread {
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
-            }
-            reader.signal()
-        }.start()
+        let follower = EventFollower(live.client)
         try waitUntil("the events client is connected") {
             (try? live.client.status()) != nil && live.control.eventClients == 1
         }
         let save = try #require(try live.client.save(SaveRequest(last: "500ms", wait: true)))
         let waiting = try #require(try live.client.save(SaveRequest(before: "500ms", after: "1h")))
         try live.finish()
-        try wait(for: reader, until: "the event stream ends when the recorder stops")
-        let events = received.withLock { $0 }
+        try wait(for: follower.ended, until: "the event stream ends when the recorder stops")
+        let events = follower.received.withLock { $0 }
         let saves = try events.filter { $0.0 == "save" }.map { try decode(SaveObject.self, $0.1) }
         #expect(saves.filter { $0.id == save.id }.map(\.state) == [.waiting, .exporting, .done])
         #expect(saves.filter { $0.id == waiting.id }.map(\.state) == [.waiting, .exporting, .done])
@@ -639,30 +612,20 @@ import Testing
         var options = StoreOptions()
         options.segmentMaxDuration = .milliseconds(500)
         let live = try LiveRecorder(options: options)
-        let received = Mutex<[(String, String)]>([])
-        let reader = DispatchSemaphore(value: 0)
-        let client = live.client
-        Thread {
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
-            }
-            reader.signal()
-        }.start()
+        let follower = EventFollower(live.client)
         try waitUntil("the events client is connected") { live.control.eventClients == 1 }
         // Segments sealed before the client came (the 3 s of prefill) are not replayed to it as if new.
         Thread.sleep(forTimeInterval: 1.5)
-        #expect(!received.withLock { $0.contains { $0.0 == "segment" } }, "old seals replayed")
+        #expect(!follower.names.contains("segment"), "old seals replayed")
         live.recorder.setPressure(.warning)
         live.startProducer()
         try waitUntil("a pressure event and a segment event arrive", interval: .milliseconds(20)) {
-            let names = received.withLock { $0.map(\.0) }
-            return names.contains("pressure") && names.contains("segment")
+            follower.names.contains("pressure") && follower.names.contains("segment")
         }
         live.recorder.setPressure(.normal)
         try live.finish()
-        try wait(for: reader, until: "the event stream ends")
-        let events = received.withLock { $0 }
+        try wait(for: follower.ended, until: "the event stream ends")
+        let events = follower.received.withLock { $0 }
         let pressure = try #require(events.first { $0.0 == "pressure" })
         #expect(pressure.1.contains(#""level":"warning""#) && pressure.1.contains(#""stream":"camera""#))
         let segment = try #require(events.first { $0.0 == "segment" })
