@@ -572,6 +572,7 @@ import Testing
 
         // Nobody reads the FIFO: the client says it waits for a reader, and Ctrl-C ends it (130), leaving nothing.
         let unread = try Tool.startRewind(["save", "--store", store, "--last", "1s", "-o", fifo])
+        defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
         try waitUntil("the client waits for a reader", timeout: .seconds(60)) {
             unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
         }
