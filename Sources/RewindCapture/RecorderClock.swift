@@ -28,14 +28,20 @@ final class RecorderClock: Sendable {
         return startWall &+ elapsed.nanosecondsClamped
     }
 
-    /// Recorder time 0 for placing arrivals and as stored; set from the first frame (`pts`, arriving at wall time
-    /// `arrival`, captured at `capture`) when the store has none yet.
-    func epochs(orSetAt pts: Int64, arrival: Int64, capture: Int64) -> (arrival: Int64, stored: Int64) {
+    /// The wall-clock time a stream's first frame (`pts`, captured at `capture`, 0 when unknown) arrives, and
+    /// recorder time 0 for placing arrivals and as stored, set from this frame when the store has none yet.
+    ///
+    /// The time is read under the lock that sets time 0: a stream whose first frame comes while another's sets it
+    /// never arrives before that one did (read outside, it could, by a few nanoseconds: a first frame at recorder
+    /// time −108 ns, which no Matroska export can hold).
+    func arrival(ofFirstFrameAt pts: Int64, capture: Int64) -> (arrival: Int64, epochs: (arrival: Int64, stored: Int64))
+    {
         epochs.withLock { epochs in
-            if let epochs { return epochs }
-            let set = (arrival: arrival - pts, stored: capture - pts)
+            let arrival = nowWall()
+            if let epochs { return (arrival, epochs) }
+            let set = (arrival: arrival - pts, stored: (capture > 0 ? capture : arrival) - pts)
             epochs = set
-            return set
+            return (arrival, set)
         }
     }
 
@@ -93,9 +99,7 @@ final class StreamClockMapping: Sendable {
     private func decide(firstPTS: Int64, wall frameWall: Int64) {
         decision.withLock { decision in
             guard decision == nil else { return }
-            let arrival = recorderClock.nowWall()
-            let epochs = recorderClock.epochs(
-                orSetAt: firstPTS, arrival: arrival, capture: frameWall > 0 ? frameWall : arrival)
+            let (arrival, epochs) = recorderClock.arrival(ofFirstFrameAt: firstPTS, capture: frameWall)
             if let storedClock {
                 // The stored mapping counts from its own recorder time 0 (the same as the store's, unless an older
                 // build's streams were derived from different first frames).
