@@ -43,7 +43,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                 // A time without a zone is this shell's local time, wherever the recorder runs.
                 from: TimeSpec.withLocalZone(arguments.string("from")!),
                 to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                quality: arguments.isGiven("quality") ? arguments.string("quality") : nil))
+                quality: givenQuality(arguments)))
     }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
@@ -214,7 +214,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil,
-        quality: arguments.isGiven("quality") ? arguments.string("quality") : nil)
+        quality: givenQuality(arguments))
     // A post-roll needs a recorder; `--after 0s` is none (`--last` is `--before` with it).
     let postRoll = after.map { $0 > .zero } ?? false
     let needsRecorder = postRoll || arguments.flag("since-last-save")
@@ -428,10 +428,7 @@ private func copy(_ handle: FileHandle, to target: Int32, what: String, name: St
 }
 
 /// Whether `path` is a FIFO (following links).
-private func isFIFO(_ path: String) -> Bool {
-    var info = stat()
-    return stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO
-}
+private func isFIFO(_ path: String) -> Bool { StagedExport.specialFileKind(path) == "a FIFO" }
 
 /// Opens the FIFO or device `path` for writing. A FIFO's open waits for a reader: it is tried without blocking every
 /// 50 ms (saying once that it waits), so Ctrl-C still ends the command while nobody reads.
@@ -501,6 +498,12 @@ private func checkQuality(_ arguments: ParsedArguments, format: ExportFormat, ou
     throw UsageError(
         "--quality \(quality) sets how .mp4 is encoded, but \(what), which is always uncompressed and exact: drop "
             + "--quality, or give -o NAME.mp4", showsHelp: false)
+}
+
+/// `--quality` as given, for a recorder's request (nil when not given: the recorder's default, and no quality for a
+/// format that is not encoded).
+private func givenQuality(_ arguments: ParsedArguments) -> String? {
+    arguments.isGiven("quality") ? arguments.string("quality") : nil
 }
 
 /// The `--quality` of a save or clip (`fast` unless given).

@@ -57,16 +57,8 @@ import Testing
         let store = try Self.makeStore(in: directory)
         let fifo = directory.appendingPathComponent("unread.y4m").path
         try #require(mkfifo(fifo, 0o600) == 0)
-        let unread = try Tool.startRewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", fifo])
-        defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
-        try waitUntil("the clip waits for a reader", timeout: .seconds(60)) {
-            unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
-        }
-        unread.process.interrupt()
-        let interrupted = try unread.finish(timeout: .seconds(10))
-        #expect(interrupted.status == 130, "\(interrupted.stderr)")
-        #expect(
-            interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
+        try Tool.expectWaitForAReaderEndsOnInterrupt(
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", fifo], fifo: fifo)
 
         let mp4 = directory.appendingPathComponent("pipe.mp4").path
         try #require(mkfifo(mp4, 0o600) == 0)

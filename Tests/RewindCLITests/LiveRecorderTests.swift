@@ -571,16 +571,8 @@ import Testing
         #expect(left.isEmpty, "the recorder's file is removed: \(left)")
 
         // Nobody reads the FIFO: the client says it waits for a reader, and Ctrl-C ends it (130), leaving nothing.
-        let unread = try Tool.startRewind(["save", "--store", store, "--last", "1s", "-o", fifo])
-        defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
-        try waitUntil("the client waits for a reader", timeout: .seconds(60)) {
-            unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
-        }
-        unread.process.interrupt()
-        let interrupted = try unread.finish(timeout: .seconds(10))
-        #expect(interrupted.status == 130, "\(interrupted.stderr)")
-        #expect(
-            interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
+        try Tool.expectWaitForAReaderEndsOnInterrupt(
+            ["save", "--store", store, "--last", "1s", "-o", fifo], fifo: fifo)
         let leftAfter = (try? FileManager.default.contentsOfDirectory(atPath: store + "/exports")) ?? []
         #expect(leftAfter.isEmpty, "nothing is left in exports: \(leftAfter)")
 

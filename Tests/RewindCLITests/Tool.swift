@@ -1,5 +1,6 @@
 import Foundation
 import RewindTesting
+import Testing
 
 /// Runs programs for end-to-end tests: the `rewind` binary built next to the test bundle, and real tools from PATH.
 ///
@@ -44,6 +45,21 @@ enum Tool {
     /// ``ExternalTools/Child/finish(timeout:)``.
     static func startRewind(_ arguments: [String]) throws -> ExternalTools.Child {
         try ExternalTools.Child(rewindPath, arguments)
+    }
+
+    /// Starts `rewind` with `arguments`, which write to `fifo` that nobody reads: checks that it says it waits for
+    /// a reader, and that Ctrl-C then ends it (130), saying so.
+    static func expectWaitForAReaderEndsOnInterrupt(_ arguments: [String], fifo: String) throws {
+        let unread = try startRewind(arguments)
+        defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
+        try waitUntil("it waits for a reader", timeout: .seconds(60)) {
+            unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
+        }
+        unread.process.interrupt()
+        let interrupted = try unread.finish(timeout: .seconds(10))
+        #expect(interrupted.status == 130, "\(interrupted.stderr)")
+        #expect(
+            interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
     }
 
     /// Waits until the recorder started on `store` serves its control socket.
