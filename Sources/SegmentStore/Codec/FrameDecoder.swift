@@ -43,10 +43,7 @@ public final class DecodeBuffers: @unchecked Sendable {
     var last: UnsafeMutableRawPointer { buffers[current].base }
 
     /// The buffer the next frame goes to (the same as ``last`` when there is one buffer).
-    var next: UnsafeMutableRawPointer { next(after: 1) }
-
-    /// The buffer the frame `steps` after the last one goes to.
-    func next(after steps: Int) -> UnsafeMutableRawPointer { buffers[(current + steps) % buffers.count].base }
+    var next: UnsafeMutableRawPointer { buffers[(current + 1) % buffers.count].base }
 
     /// Makes ``next`` the last decoded frame.
     func advance() { current = (current + 1) % buffers.count }
