@@ -140,6 +140,12 @@ func info(_ store: String) throws -> [String: Any] {
         #expect((json["gaps"] as? [Any])?.count == Int(lines[2][0]))
         #expect(json["drops"] as? Int == 0)
         #expect(lines[1][0] >= 4, "1 s segments over 4 s")
+        // After the stop, the index file alone (its WAL left behind, as a copy of the one file would) holds every
+        // frame: the WAL was copied in when the last writer closed.
+        let copy = directory.appendingPathComponent("copy.sqlite").path
+        try FileManager.default.copyItem(atPath: "\(store)/index.sqlite", toPath: copy)
+        let alone = try runChecked("sqlite3", ["-readonly", copy, "SELECT count(*) FROM frames"])
+        #expect(alone.output.trimmingCharacters(in: .whitespacesAndNewlines) == "120")
     }
 
     @Test func wallClockRangesMapToTheFramesCapturedThen() throws {

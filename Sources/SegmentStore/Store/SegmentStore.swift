@@ -245,8 +245,16 @@ public final class SegmentStore: Sendable {
         return StreamWriter(store: self, stream: row)
     }
 
+    /// Forgets the writer of `streamName`. When it was the last one, the WAL's pages are copied into the index
+    /// file (best effort, without waiting for readers): a process ends without closing its connections, which
+    /// would leave the last stretch of a recording in `index.sqlite-wal` alone, so that a copy of `index.sqlite`
+    /// (the one file a user might take) would miss it.
     func writerClosed(streamName: String) {
-        _ = activeStreams.withLock { $0.remove(streamName) }
+        let idle = activeStreams.withLock { active in
+            active.remove(streamName)
+            return active.isEmpty
+        }
+        if idle { try? index.checkpoint() }
     }
 
     /// The streams in the store, by id (the order they were created in).
