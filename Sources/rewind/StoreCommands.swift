@@ -283,6 +283,7 @@ private func salvageJSON(_ salvage: SegmentSalvage) -> [String: Any] {
         },
         "usable_frames": salvage.usableFrames, "salvaged_frames": salvage.salvagedFrames,
         "already_stored_frames": salvage.alreadyStoredFrames, "salvaged_into": salvage.salvagedInto,
+        "failure": salvage.failure.map { $0 as Any } ?? NSNull(),
     ]
 }
 

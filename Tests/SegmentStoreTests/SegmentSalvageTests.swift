@@ -159,6 +159,59 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// A salvage that stops part way (the disk full after some of its segments) reports what it stored before
+    /// with the failure, keeps those frames, leaves the damaged file whole, and the next repair stores the rest
+    /// without writing any frame twice.
+    @Test func salvageStoppedPartWayReportsWhatItStoredAndTheNextRepairFinishesIt() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        // Salvages of 10 frames a segment: the same store twice, once to count the repair's writes.
+        let options = { (faults: FaultInjectingFileSystem) in
+            StoreOptions(segmentMaxDuration: .nanoseconds(frames.pts(10) - frames.pts(0)), fileSystem: faults)
+        }
+        var repairWrites = 0
+        do {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let entries = try Self.makeStore(dir, frames: frames)
+            try Self.damage(dir, entries: entries, frames: [43], inHeader: false)
+            let faults = FaultInjectingFileSystem()
+            let store = try SegmentStore.open(directory: dir.path, options: options(faults))
+            let before = faults.writeCount
+            #expect(try store.verify(repair: true).salvage.first?.salvagedFrames == 50)
+            repairWrites = faults.writeCount - before
+        }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let entries = try Self.makeStore(dir, frames: frames)
+        try Self.damage(dir, entries: entries, frames: [43], inHeader: false)
+        let lost = Self.lostFrames([43], entries: entries)
+        let original = FileManager.default.contents(atPath: dir.segments + "/000001.seg")
+        var stored = 0
+        do {
+            let faults = FaultInjectingFileSystem()
+            let store = try SegmentStore.open(directory: dir.path, options: options(faults))
+            faults.failWrite(number: faults.writeCount + repairWrites * 2 / 3, with: .error(ENOSPC))
+            let report = try store.verify(repair: true)
+            let salvage = try #require(report.salvage.first)
+            #expect(salvage.failure?.contains("No space left on device") == true, "\(salvage)")
+            #expect(salvage.salvagedFrames > 0 && salvage.salvagedFrames < 50, "\(salvage)")
+            #expect(!salvage.salvagedInto.isEmpty)
+            stored = salvage.salvagedFrames
+            let problem = try #require(report.problems.first { $0.contains("could not salvage") })
+            #expect(problem.contains("the \(stored) frames salvaged before it stopped stay stored"), "\(problem)")
+            #expect(FileManager.default.contents(atPath: dir.segments + "/000001.seg") == original, "not cut")
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        let report = try store.verify(repair: true)
+        let salvage = try #require(report.salvage.first)
+        #expect(salvage.failure == nil)
+        #expect(salvage.alreadyStoredFrames == stored)
+        #expect(salvage.salvagedFrames == 50 - stored)
+        try Self.expectEveryFrameOnceExcept(lost, store: store, frames: frames)
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// A repair that stops after the salvaged segment is durable but before the damaged file is cut (here its
     /// rename fails) leaves every frame readable once; the next open, and the next repair, keep it that way and
     /// write nothing twice. With the index lost as well, it is rebuilt from the files with no frame twice.

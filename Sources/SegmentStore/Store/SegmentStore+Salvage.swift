@@ -105,9 +105,24 @@ extension SegmentStore {
                 missing =
                     "; the index leaves out its \(Self.frames(count)) from the damage on (a 'damaged' gap) until then"
             }
+            // What it stored before it stopped stays (sealed by the close, or found by the next open): reported
+            // with the failure, as the frames the index holds now.
+            var stopped = salvage
+            stopped.usableFrames = usable.count
+            stopped.salvagedInto = writer?.sealedFileNames ?? []
+            stopped.salvagedFrames =
+                usable.filter { found in
+                    (try? writer.map { try hasFrame(streamID: $0.stream.id, pts: found.entry.ptsNanoseconds) })
+                        == true
+                }.count - salvage.alreadyStoredFrames
+            stopped.failure = "\(error)"
+            report.salvage.append(stopped)
+            let kept =
+                stopped.salvagedFrames > 0
+                ? "; the \(Self.frames(stopped.salvagedFrames)) salvaged before it stopped stay stored" : ""
             report.problems.append(
                 "could not salvage the frames after the damage in segment \(name) (\(error)); the file is left as it "
-                    + "is: free space or fix the error, then run 'rewind verify --repair' again" + missing)
+                    + "is: free space or fix the error, then run 'rewind verify --repair' again" + missing + kept)
             return nil
         }
         salvage.usableFrames = usable.count

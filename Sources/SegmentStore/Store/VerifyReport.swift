@@ -88,6 +88,10 @@ public struct SegmentSalvage: Sendable, Hashable {
     public var alreadyStoredFrames = 0
     /// The new segments holding the salvaged frames.
     public var salvagedInto: [String] = []
+    /// Why a repair's salvage stopped part way (a full disk, say); nil when it did not. The frames it stored before
+    /// (``salvagedFrames``, in ``salvagedInto``) stay, the damaged file is left whole, ``lost`` is not worked out,
+    /// and the next repair salvages the rest.
+    public var failure: String?
 
     /// Frames lost in all the stretches together, except those counted lost before this check
     /// (``LostFrames/countedBefore``).
