@@ -359,6 +359,40 @@ import Testing
         }
     }
 
+    /// A record whose own header is damaged, or a file cut short inside a record, cannot say which frame it held:
+    /// a read names it from the index (its position among the segment's rows), on one thread or two, for records
+    /// read whole and records read a chunk at a time.
+    @Test(arguments: [(false, 96), (true, 96), (false, 1280), (true, 1280)])
+    func damageThatHidesTheFrameNumberIsNamedFromTheIndex(truncate: Bool, width: Int) throws {
+        let frames = try TestFrames(format: .nv12, width: width, height: width * 9 / 16)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(codecPolicy: .forced(.raw)))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<8 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        let path = dir.segments + "/000001.seg"
+        var bytes = [UInt8](FileManager.default.contents(atPath: path)!)
+        let offsets = try Self.recordOffsets(bytes)
+        if truncate {
+            bytes.removeSubrange((Int(offsets[5]) + 20)...)
+        } else {
+            bytes[Int(offsets[5]) + 10] ^= 0x20
+        }
+        try writeFile(path, bytes)
+        let store = try SegmentStore.openReadOnly(directory: dir.path)
+        for threads in [1, 2] {
+            #expect {
+                try store.frames(in: 0..<Int64.max, decodeThreads: threads) { _ in true }
+            } throws: { error in
+                "\(error)".contains("000001.seg is damaged at byte \(offsets[5]) (frame 5): ")
+            }
+        }
+    }
+
     /// A segment file of another store copied into `segments/`, its stream of the same name but another format:
     /// opening for recording goes on without it, naming the file and what to do; checks and repairs say the same
     /// and leave it where it is, and the store's own frames are all still read.

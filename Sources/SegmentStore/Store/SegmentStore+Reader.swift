@@ -137,6 +137,24 @@ final class ReadCursor {
             .damaged(file: reader.fileName, frame: frameNumber, offset: row.fileOffset, detail: detail)
         }
 
+        /// `error` with the frame's number in its segment where the record could not say it (a damaged record
+        /// header, a file cut short): its position among the segment's index rows, when they follow each other
+        /// record after record from the file's first one (so the position is the number).
+        func numbered(_ error: any Error, index: StoreIndex) -> any Error {
+            guard case SegmentStoreError.damaged(let file, -1, let offset, let detail) = error,
+                let rows = try? index.frames(ofSegment: row.segmentID)
+            else { return error }
+            var end = Int64(reader.header.length)
+            for (number, other) in rows.enumerated() {
+                guard other.fileOffset == end else { return error }
+                if other.fileOffset == offset {
+                    return SegmentStoreError.damaged(file: file, frame: number, offset: offset, detail: detail)
+                }
+                end += Int64(SegmentFormat.recordHeaderLength + other.storedLength)
+            }
+            return error
+        }
+
         /// Reads and checks the record into `storage`.
         func read(into storage: RecordStorage) throws -> (RecordHeader, UnsafeRawBufferPointer) {
             let (record, payload) = try reader.readRecord(
@@ -206,7 +224,7 @@ final class ReadCursor {
                     previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, storage: storage)
             } catch {
                 locatedSegment = -1
-                throw error
+                throw frame.numbered(error, index: store.index)
             }
             buffers.advance()
             store.countDecodedFrame()
@@ -221,7 +239,7 @@ final class ReadCursor {
             }
         } catch {
             locatedSegment = -1
-            throw error
+            throw frame.numbered(error, index: store.index)
         }
         store.countDecodedFrame()
         return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
@@ -248,7 +266,7 @@ final class ReadCursor {
             }
         } catch {
             locatedSegment = -1
-            throw error
+            throw frame.numbered(error, index: store.index)
         }
         buffers.advance()
         store.countDecodedFrame()
