@@ -375,7 +375,8 @@ public final class RecorderControl: Sendable {
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard parts.first == "v1" else { return try page(request) }
         try checkOrigin(request)
-        let method = request.method
+        // HEAD is answered as GET, the same status and headers; libmicrohttpd leaves the body out.
+        let method = request.method == "HEAD" ? "GET" : request.method
         if isStopping.load(ordering: .acquiring) && method != "GET" {
             throw APIError(.stopping, "the recorder is stopping")
         }
@@ -434,6 +435,10 @@ public final class RecorderControl: Sendable {
             return json(try book.extend(id, by: more))
         case ["events"]:
             try allow("GET")
+            if request.method == "HEAD" {
+                return HTTPResponse(
+                    status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")])
+            }
             let subscription = events.subscribe()
             if isStopping.load(ordering: .acquiring) {
                 // A client that comes while the recorder stops hears so first, then its stream ends.

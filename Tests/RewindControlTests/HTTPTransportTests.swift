@@ -94,6 +94,17 @@ final class RawConnection {
         #expect(object.state == .done && object.frames == 30 && object.files == [path])
         #expect(try exportedIndexes(path, layout: live.feed.stream.layout) == Array(150..<180))
         #expect(try curl(socket, "GET", "/v1/files/\(object.id)").status == 200)
+        // HEAD: GET's status and headers, no body (curl -I stops after the headers).
+        let fileSize = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int
+        for (route, status) in [
+            ("/v1/files/\(object.id)", 200), ("/v1/status", 200), ("/v1/events", 200), ("/v1/nope", 404),
+        ] {
+            let head = try curl(socket, "HEAD", route, extra: ["-I"])
+            #expect(head.status == status, "HEAD \(route): \(head.body)")
+            if route.hasPrefix("/v1/files") {
+                #expect(head.body.lowercased().contains("content-length: \(fileSize ?? -1)"), "\(head.body)")
+            }
+        }
         // A later save to the same path replaces the file: the first export's download is refused, not served.
         let again = try curl(socket, "POST", "/v1/saves", body: #"{"last":"1s","path":"\#(path)","wait":true}"#)
         let second = try decode(SaveObject.self, again.body)
