@@ -531,6 +531,9 @@ enum APICoding {
             throw APIError(
                 .badRequest, "unknown field '\(unknown)': this request takes \(fields.joined(separator: ", "))")
         }
+        if let repeated = firstRepeatedKey(in: text) {
+            throw APIError(.badRequest, "field '\(repeated)' is given twice: give each field once")
+        }
         for (key, allowed) in nested {
             guard let inner = object[key] as? [String: Any] else { continue }
             if let unknown = inner.keys.sorted().first(where: { !allowed.contains($0) }) {
@@ -549,6 +552,40 @@ enum APICoding {
         } catch {
             throw APIError(.badRequest, "the body is not a valid request: \(error)")
         }
+    }
+
+    /// The first key that appears twice in one object of `json` (valid JSON), in order; nil when none does. Keys
+    /// are compared as decoded, so `"a"` and `"\u0061"` are the same key.
+    ///
+    /// - Complexity: O(n) in the bytes of `json`.
+    static func firstRepeatedKey(in json: [UInt8]) -> String? {
+        // Per open container: whether it is an object, its keys so far, and whether its next string is a key.
+        var open: [(isObject: Bool, keys: Set<String>, expectsKey: Bool)] = []
+        var index = 0
+        while index < json.count {
+            switch json[index] {
+            case UInt8(ascii: "{"): open.append((true, [], true))
+            case UInt8(ascii: "["): open.append((false, [], false))
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): _ = open.popLast()
+            case UInt8(ascii: ","): if open.last?.isObject == true { open[open.count - 1].expectsKey = true }
+            case UInt8(ascii: "\""):
+                let start = index
+                index += 1
+                while index < json.count && json[index] != UInt8(ascii: "\"") {
+                    index += json[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                guard let last = open.last, last.isObject, last.expectsKey else { break }
+                let literal = Data(json[start...min(index, json.count - 1)])
+                let key =
+                    (try? JSONSerialization.jsonObject(with: literal, options: .fragmentsAllowed)) as? String
+                    ?? String(decoding: literal, as: UTF8.self)
+                open[open.count - 1].expectsKey = false
+                guard open[open.count - 1].keys.insert(key).inserted else { return key }
+            default: break
+            }
+            index += 1
+        }
+        return nil
     }
 
     static func excerpt(_ bytes: [UInt8]) -> String {

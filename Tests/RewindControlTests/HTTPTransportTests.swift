@@ -147,6 +147,10 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"before":"1s","bfore":"2s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"before":5}"#, 400, "bad_request"),
             ("POST", "/v1/saves", "not json", 400, "bad_request"),
+            // A field given twice, as written or escaped, at the top or inside "hold".
+            ("POST", "/v1/saves", #"{"last":"1s","wait":true,"last":"1h"}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"last":"1s","l\u0061st":"1h"}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"1s","before":"2s"}}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
