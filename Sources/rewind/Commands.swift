@@ -47,7 +47,8 @@ let recordCommand = Command(
                 type: .choice(["drop-newest", "drop-oldest-unspilled"]), default: "drop-newest"),
             .value("stream", "NAME", "stream name of an input given without NAME=", default: "camera"),
             .value(
-                "segment", "DURATION", "start a new segment file after this much stream time", type: .duration,
+                "segment", "DURATION", "start a new segment file after this much stream time (at least 100ms)",
+                type: .duration,
                 default: "60s"),
             .value(
                 "memory-pressure", "MODE",

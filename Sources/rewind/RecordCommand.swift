@@ -155,7 +155,10 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         options.maxAge = age
     }
     let segment = try arguments.duration("segment")!
-    guard segment > .zero else { throw UsageError("--segment must be longer than 0s") }
+    // Shorter segments would make a file (and its seal, sync and rows) per frame or two.
+    guard segment >= .milliseconds(100) else {
+        throw UsageError("--segment must be at least 100ms (a file every few frames at least; the default is 60s)")
+    }
     options.segmentMaxDuration = segment
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")

@@ -59,6 +59,8 @@ import Testing
             "--backpressure is about writing to the"
         ),
         (["record", "--duration", "0s"], "--duration must be longer than 0s"),
+        (["record", "--segment", "1ns", "--duration", "1s"], "--segment must be at least 100ms"),
+        (["record", "--segment", "99ms", "--duration", "1s"], "--segment must be at least 100ms"),
         (
             ["record", "--stream", "front", "--input", "a=synthetic", "--duration", "1s"],
             "--stream front names an input"
