@@ -60,7 +60,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let from = try set.recorderTime(try arguments.time("from")!)
         let to = try set.recorderTime(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try exportAll(set, range: from..<to, output: output, format: format, quality: quality(arguments))
+        return try exportAll(
+            set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip")
     }
 }
 
@@ -142,11 +143,30 @@ private func reachesPastDisk(directory: String, range: Range<Int64>, streams: [S
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
 /// stream for `.y4m` and `.mp4`; prints each file written.
+///
+/// - Parameter command: `clip` or `save`, for messages.
 private func exportAll(
-    _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality
+    _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality,
+    command: String
 ) throws -> Int32 {
     let holding = try set.members(withFramesIn: range)
     let tracks = holding.count
+    let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
+    // A file per stream, FIFOs among them: one stream after the other (as a reader of each in turn expects), each
+    // through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C still ends it.
+    if format != .matroska, holding.contains(where: { isFIFO(StreamSet.fileName(for: output, stream: $0.name)) }) {
+        for member in holding {
+            _ = try export(
+                from: member.source, range: member.clock.ptsRange(range),
+                output: StreamSet.fileName(for: output, stream: member.name), quality: quality, command: command)
+        }
+        if !empty.isEmpty {
+            print(
+                "\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))"
+            )
+        }
+        return ExitStatus.success
+    }
     var progress = ProgressLine()
     let summaries: [ExportSummary]
     // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
@@ -176,7 +196,6 @@ private func exportAll(
         print(line)
     }
     // A file per stream: say which streams got none.
-    let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
     if format != .matroska && !empty.isEmpty {
         print("\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))")
     }
@@ -256,7 +275,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
         return try exportAll(
-            set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments))
+            set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments),
+            command: "save")
     }
 }
 

@@ -79,6 +79,41 @@ import Testing
         #expect(copied.count == 30 && copied == expected, "the .mp4 copied through the FIFO is the same")
     }
 
+    /// `--stream all` from the disk into a FIFO per stream: while nobody reads the first, it says it waits and
+    /// Ctrl-C ends it (130); a reader of each in turn gets each stream's frames, the same as a file of it.
+    @Test func everyStreamIntoItsOwnFIFOWaitsInterruptiblyAndWritesThemInTurn() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:160x120@30",
+            "--duration", "2s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        let output = directory.appendingPathComponent("out.y4m").path
+        let fifos = ["a", "b"].map { directory.appendingPathComponent("out.\($0).y4m").path }
+        for fifo in fifos { try #require(mkfifo(fifo, 0o600) == 0) }
+        let arguments = ["clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", output]
+        try Tool.expectWaitForAReaderEndsOnInterrupt(arguments, fifo: fifos[0])
+
+        let copies = ["a", "b"].map { directory.appendingPathComponent("copy.\($0).y4m").path }
+        let reader = try ExternalTools.Child(
+            "/bin/sh", ["-c", "cat '\(fifos[0])' > '\(copies[0])' && cat '\(fifos[1])' > '\(copies[1])'"])
+        let clip = try Tool.rewind(arguments, timeout: .seconds(60))
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try reader.finish(timeout: .seconds(30)).status == 0)
+        for (name, copy) in zip(["a", "b"], copies) {
+            let direct = directory.appendingPathComponent("direct.\(name).y4m").path
+            let reference = try Tool.rewind([
+                "clip", "--store", store, "--stream", name, "--from", "0s", "--to", "1s", "-o", direct,
+            ])
+            #expect(reference.status == 0, "\(reference.stderr)")
+            let copied = try ExternalTools.frameMD5s(copy)
+            let expected = try ExternalTools.frameMD5s(direct)
+            #expect(copied.count == 30 && copied == expected, "stream \(name)")
+        }
+    }
+
     /// A FIFO whose reader stops early: the export ends (the writes fail) instead of waiting for ever.
     @Test func aFIFOWhoseReaderLeavesEndsTheExport() throws {
         let directory = try Tool.temporaryDirectory()
