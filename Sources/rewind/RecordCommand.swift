@@ -166,33 +166,105 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let followsPressure = arguments.string("memory-pressure")! == "auto"
     let listen = try listenOptions(arguments, directory: directory)
 
-    var opened: [OpenedInput] = []
-    for input in inputs {
-        switch input.spec {
-        case .synthetic(let width, let height, let frameDuration):
-            let layout = try FrameLayout(format: .nv12, width: width, height: height)
-            // A live camera: it paces itself when --realtime, and never waits for the disk (drops instead).
-            opened.append(
-                OpenedInput(
-                    name: input.name, source: SyntheticCamera(layout: layout, frameDuration: frameDuration),
-                    loop: RecordLoopOptions(
-                        pacing: pacing, duration: duration, spillLag: pacing == .realtime ? .drop : .wait)))
-        case .y4mFile(let path):
-            opened.append(
-                OpenedInput(
-                    name: input.name, source: try Y4MReader(path: path),
-                    loop: RecordLoopOptions(pacing: pacing, duration: duration)))
-        case .standardInput:
-            opened.append(
-                OpenedInput(
-                    name: input.name, source: try Y4MReader(fileDescriptor: .standardInput),
-                    loop: RecordLoopOptions(pacing: pacing, duration: duration)))
-        }
-    }
+    let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
-    return try record(
+    let status = try record(
         opened, directory: directory, configuration: configuration, options: options,
         followsPressure: followsPressure, listen: listen)
+    // The inputs left out: each is a loss of this run, as a stalled input is.
+    for name in withoutHeader {
+        printError(
+            "rewind record: stream '\(name)' was not recorded: its input sent no Y4M header within "
+                + "\(inputHeaderTimeout.components.seconds) s of the other inputs' (start its producer first, or "
+                + "record it in a run of its own)")
+    }
+    return withoutHeader.isEmpty || status != ExitStatus.success ? status : ExitStatus.failure
+}
+
+/// How long inputs that have sent their Y4M header wait for the others' before recording starts without them.
+let inputHeaderTimeout = Duration.seconds(5)
+
+/// Opens every input, each file or pipe on a thread of its own (its open and header read block until its producer
+/// writes), so that one whose producer has not started holds up no other stream for long: once an input is ready,
+/// the others have ``inputHeaderTimeout`` to send their headers, and recording starts without those that did not.
+///
+/// - Returns: the opened inputs, in the order given, and the names of those left out.
+/// - Throws: the first error of an input that failed to open (an empty input, a bad header) before recording
+///   starts: nothing is recorded then.
+private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing, duration: Duration?) throws
+    -> (opened: [OpenedInput], withoutHeader: [String])
+{
+    let results = Mutex<[Int: Result<SourceBox, any Error>]>([:])
+    let done = DispatchSemaphore(value: 0)
+    for (index, input) in inputs.enumerated() {
+        let open: @Sendable () throws -> any FrameSource = {
+            switch input.spec {
+            case .synthetic(let width, let height, let frameDuration):
+                let layout = try FrameLayout(format: .nv12, width: width, height: height)
+                return SyntheticCamera(layout: layout, frameDuration: frameDuration)
+            case .y4mFile(let path): return try Y4MReader(path: path)
+            case .standardInput: return try Y4MReader(fileDescriptor: .standardInput)
+            }
+        }
+        if case .synthetic = input.spec {
+            results.withLock { $0[index] = Result { SourceBox(try open()) } }
+            done.signal()
+            continue
+        }
+        let thread = Thread {
+            let result = Result { SourceBox(try open()) }
+            results.withLock { $0[index] = result }
+            done.signal()
+        }
+        thread.name = "rewind-open-\(input.name)"
+        thread.start()
+    }
+    var firstReady: ContinuousClock.Instant?
+    var saidWaiting = false
+    let start = ContinuousClock.now
+    while true {
+        _ = done.wait(timeout: .now() + .milliseconds(100))
+        let finished = results.withLock { $0 }
+        // The first failure in input order, as the inputs were opened one after the other before.
+        for index in inputs.indices {
+            if case .failure(let error)? = finished[index] { throw error }
+        }
+        let ready = finished.count
+        if ready == inputs.count { break }
+        let now = ContinuousClock.now
+        if ready > 0 {
+            firstReady = firstReady ?? now
+            if now - firstReady! >= inputHeaderTimeout { break }
+        }
+        if !saidWaiting && now - start >= .seconds(2) {
+            let pending = inputs.indices.filter { finished[$0] == nil }.map { "'\(inputs[$0].name)'" }
+            printError(
+                "rewind record: waiting for the Y4M header of input \(pending.joined(separator: ", "))"
+                    + (ready > 0
+                        ? "; recording starts without it after \(inputHeaderTimeout.components.seconds) s" : ""))
+            saidWaiting = true
+        }
+    }
+    let finished = results.withLock { $0 }
+    var opened: [OpenedInput] = []
+    var withoutHeader: [String] = []
+    for (index, input) in inputs.enumerated() {
+        guard case .success(let box)? = finished[index] else {
+            withoutHeader.append(input.name)
+            continue
+        }
+        // Paced by --realtime, an input is a live camera: it never waits for the disk (drops instead).
+        opened.append(
+            OpenedInput(
+                name: input.name, source: box.source, loop: RecordLoopOptions(pacing: pacing, duration: duration)))
+    }
+    if !withoutHeader.isEmpty {
+        printError(
+            "rewind record: no Y4M header from input \(withoutHeader.map { "'\($0)'" }.joined(separator: ", ")) "
+                + "within \(inputHeaderTimeout.components.seconds) s of the others': recording the other streams "
+                + "without it")
+    }
+    return (opened, withoutHeader)
 }
 
 private func record(

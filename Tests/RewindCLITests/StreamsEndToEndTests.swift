@@ -336,6 +336,28 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
     }
 
+    /// An input whose producer never starts (a FIFO nobody writes, so even its open blocks) holds up the others
+    /// only 5 s: they record without it, and the run says so and exits 1. Its header arriving late changes nothing.
+    @Test func anInputThatNeverSendsItsHeaderHoldsUpTheOthersFiveSecondsAtMost() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("silent.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(
+            [
+                "record", "--store", store, "--input", "silent=y4m:\(fifo)", "--input", "cam=synthetic:320x180@30",
+                "--duration", "2s", "--realtime",
+            ], timeout: .seconds(60))
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("waiting for the Y4M header of input 'silent'"), "\(record.stderr)")
+        #expect(
+            record.stderr.contains("stream 'silent' was not recorded: its input sent no Y4M header within 5 s"),
+            "\(record.stderr)")
+        #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
+        #expect(try streamInfo(store)["silent"] == nil, "nothing of the silent input is in the store")
+    }
+
     @Test func theDiskBudgetIsTheTotalAndEveryStreamKeepsAboutTheSameHistory() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
