@@ -534,6 +534,10 @@ enum APICoding {
         if let repeated = firstRepeatedKey(in: text) {
             throw APIError(.badRequest, "field '\(repeated)' is given twice: give each field once")
         }
+        // A NUL would cut a path or a label where C and SQLite read it, after it was checked whole.
+        if let field = firstFieldWithNUL(object) {
+            throw APIError(.badRequest, "field '\(field)' holds a NUL character (\\u0000), which no path or label may")
+        }
         for (key, allowed) in nested {
             guard let inner = object[key] as? [String: Any] else { continue }
             if let unknown = inner.keys.sorted().first(where: { !allowed.contains($0) }) {
@@ -586,6 +590,28 @@ enum APICoding {
             index += 1
         }
         return nil
+    }
+
+    /// The first field (dotted, in key order) of `object` or of an object or array in it whose string holds a NUL.
+    static func firstFieldWithNUL(_ value: Any, path: String = "") -> String? {
+        switch value {
+        case let text as String:
+            return text.unicodeScalars.contains("\0") ? path : nil
+        case let object as [String: Any]:
+            for key in object.keys.sorted() {
+                if let found = firstFieldWithNUL(object[key]!, path: path.isEmpty ? key : "\(path).\(key)") {
+                    return found
+                }
+            }
+            return nil
+        case let array as [Any]:
+            for (index, element) in array.enumerated() {
+                if let found = firstFieldWithNUL(element, path: "\(path)[\(index)]") { return found }
+            }
+            return nil
+        default:
+            return nil
+        }
     }
 
     static func excerpt(_ bytes: [UInt8]) -> String {

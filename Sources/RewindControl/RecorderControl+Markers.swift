@@ -23,6 +23,11 @@ extension RecorderControl {
         guard !label.isEmpty, label.count <= 256 else {
             throw APIError(.badRequest, "label must be 1 to 256 characters")
         }
+        // A line of its own wherever it is listed: a newline or another control character would break the line
+        // (and SQLite would keep a label only up to a NUL).
+        guard !label.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw APIError(.badRequest, "label must not hold control characters (newlines, tabs, NUL): give one line")
+        }
         let at: Int64
         if let text = request.at {
             at = try recorderTime(text, field: "at")

@@ -139,6 +139,8 @@ final class RawConnection {
         #expect(try decode(SaveObject.self, clip.body).frames == 60)
 
         // Errors: a JSON object naming the code, with its status.
+        let notes = "\(live.directory)/notes.txt"
+        try Data("notes".utf8).write(to: URL(fileURLWithPath: notes))
         let cases: [(String, String, String?, Int, String)] = [
             ("GET", "/v1/saves/77", nil, 404, "not_found"),
             ("GET", "/v1/nothing", nil, 404, "not_found"),
@@ -151,6 +153,10 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"last":"1s","wait":true,"last":"1h"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","l\u0061st":"1h"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"1s","before":"2s"}}"#, 400, "bad_request"),
+            // A NUL would cut the path where the file is opened, after the checks saw it whole; a label stays one line.
+            ("POST", "/v1/saves", #"{"last":"1s","path":"\#(notes)\u0000.mkv","wait":true}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"a\u0000b"}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"a\nb"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
@@ -171,6 +177,7 @@ final class RawConnection {
             ("GET", "/v1/streams/camera/timeline?from=0s&to=1s&bucket=5", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=1", nil, 404, "not_found"),
         ]
+        defer { #expect(FileManager.default.contents(atPath: notes) == Data("notes".utf8), "notes.txt untouched") }
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)
             #expect(answer.status == expected, "\(method) \(path) \(body ?? ""): \(answer)")
