@@ -100,8 +100,11 @@ extension SegmentStore {
                 }
                 rows[sequence] = nil
             } else if files[sequence] == nil {
-                report.problems.append(
-                    "index row for segment \(row.fileName) (\(row.frameCount) frames) has no file in segments/")
+                // A repair settles it (what it did is its report); anything else reports it.
+                if mode != .repair {
+                    report.problems.append(
+                        "index row for segment \(row.fileName) (\(row.frameCount) frames) has no file in segments/")
+                }
                 if mode == .repair {
                     let lost = try index.frames(ofSegment: row.id).map(\.ptsNanoseconds)
                     try index.removeSegment(id: row.id)
