@@ -661,7 +661,10 @@ public final class RecorderControl: Sendable {
             guard end < range.upperBound else {
                 throw APIError(.conflict, "nothing new since the last save, which ended at \(formatSeconds(end))")
             }
-            range = max(range.lowerBound, end)..<range.upperBound
+            // Without last/before, right where the last save ended, however long ago (the disk has what the window
+            // no longer holds): consecutive saves miss nothing. last/before cap it.
+            let capped = request.last != nil || request.before != nil
+            range = (capped ? max(range.lowerBound, end) : end)..<range.upperBound
         }
         // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
         // the disk budget, or retention would take every other stream's history to keep it.

@@ -110,7 +110,20 @@ final class SaveBook: Sendable {
         self.concurrentExports = concurrentExports
         self.events = events
         self.onFinish = onFinish
+        // Where the last saves of a previous run ended: `since_last_save` goes on from there after a restart.
+        if let index = recorder.store?.index {
+            var ends: [String: Int64] = [:]
+            for stream in recorder.streams {
+                if let text = try? index.info(Self.lastSavedEndKey(stream.name)), let end = Int64(text) {
+                    ends[stream.name] = end
+                }
+            }
+            state.withLock { $0.lastSavedEnd = ends }
+        }
     }
+
+    /// The `store_info` key under which the end of the last finished save of stream `name` is kept (recorder time).
+    static func lastSavedEndKey(_ name: String) -> String { "last_saved_end_ns:\(name)" }
 
     /// The recorder clock: the newest pts recorded (memory, else disk), or nil before the first frame.
     /// The recorder clock as the frames show it: the recorder time of the newest frame of any stream (in memory,
@@ -435,10 +448,15 @@ final class SaveBook: Sendable {
 
     /// Waiting saves export what there is now; new saves are refused.
     func forceAll() {
+        // A waiting save ends with the newest frame now: its `to_ns` says so (and where `since_last_save` goes on).
+        let now = clock
         state.withLock { state in
             state.stopping = true
             for id in state.entries.keys where state.entries[id]!.object.state == .waiting {
                 state.entries[id]!.isForced = true
+                if let now, now < Int64.max, state.entries[id]!.object.toNanoseconds > now + 1 {
+                    state.entries[id]!.object.toNanoseconds = max(state.entries[id]!.object.fromNanoseconds, now + 1)
+                }
             }
         }
     }
@@ -503,6 +521,7 @@ final class SaveBook: Sendable {
             result = .failure(error)
         }
         var finished: SaveObject?
+        var savedEnds: [(name: String, end: Int64)] = []
         let holds: [RetentionHold] = state.withLock { state in
             guard var entry = state.entries[id] else { return [] }
             switch result {
@@ -518,7 +537,9 @@ final class SaveBook: Sendable {
                 // Each stream's own end, whether it was saved alone or in a save of `all`.
                 let names = entry.target.streams.isEmpty ? [entry.object.stream] : entry.target.streams.map(\.name)
                 for name in names {
-                    state.lastSavedEnd[name] = max(state.lastSavedEnd[name] ?? .min, entry.object.toNanoseconds)
+                    let end = max(state.lastSavedEnd[name] ?? .min, entry.object.toNanoseconds)
+                    state.lastSavedEnd[name] = end
+                    savedEnds.append((name, end))
                 }
             case .failure(let error):
                 entry.object.state = error is Cancelled ? .cancelled : .failed
@@ -534,6 +555,10 @@ final class SaveBook: Sendable {
         }
         for hold in holds { recorder.store?.removeHold(hold) }
         for pin in entry.allPins { pin.release() }
+        // Kept in the store for the next run (best effort: on a full disk the next run starts at the window).
+        for (name, end) in savedEnds {
+            try? recorder.store?.index.setInfo(Self.lastSavedEndKey(name), to: String(end))
+        }
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }

@@ -172,6 +172,69 @@ import Testing
         #expect(both.toNanoseconds > front.toNanoseconds)
     }
 
+    /// `since_last_save` without `last`/`before` starts right where the last save ended, even when the window has
+    /// let those frames go (they come from the disk), so consecutive saves miss nothing; `last` still caps it. The
+    /// end is kept in the store: the next run goes on from it.
+    @Test func sinceLastSaveMissesNothingBeyondTheWindowAndAcrossARestart() throws {
+        let directory: String
+        let lastEnd: Int64
+        do {
+            let live = try LiveRecorder()
+            defer { try? live.finish() }
+            directory = live.directory
+            let first = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+            #expect(try exportedIndexes(first.files[0], layout: live.feed.stream.layout) == Array(165..<180))
+            // 5 s more, past the 2 s window.
+            var feed = live.feed
+            for _ in 0..<300 {
+                live.recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: live.recorder)
+            }
+            let since = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
+            #expect(since.fromNanoseconds == first.toNanoseconds)
+            #expect(try exportedIndexes(since.files[0], layout: live.feed.stream.layout) == Array(180..<480))
+            for _ in 0..<120 {
+                live.recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: live.recorder)
+            }
+            let capped = try #require(try live.client.save(SaveRequest(last: "500ms", wait: true, sinceLastSave: true)))
+            #expect(try exportedIndexes(capped.files[0], layout: live.feed.stream.layout) == Array(570..<600))
+            lastEnd = capped.toNanoseconds
+        }
+        let stored = try SegmentStore.openReadOnly(directory: directory)
+        #expect(try stored.index.info("last_saved_end_ns:camera") == String(lastEnd))
+        // The next run on the store: nothing new since that save, which it knows.
+        let again = try LiveRecorder(directory: directory, prefill: 0)
+        defer { try? again.finish() }
+        #expect {
+            _ = try again.client.save(SaveRequest(wait: true, sinceLastSave: true))
+        } throws: { error in
+            guard case ControlError.refused(let refusal) = error else { return false }
+            return refusal.code == .conflict && refusal.message.contains("nothing new since the last save")
+        }
+    }
+
+    /// A save still waiting for its post-roll when the recorder stops is written with what there is, and its
+    /// `to_ns` says where it ended (the newest frame), not the end it asked for.
+    @Test func aSaveCutShortByTheStopSaysWhereItEnded() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let events = EventFollower(live.client)
+        let waiting = try #require(try live.client.save(SaveRequest(before: "250ms", after: "10s")))
+        #expect(waiting.state == .waiting)
+        live.control.stop()
+        try waitUntil("the save's last event comes") {
+            events.received.withLock { $0.contains { $0.name == "save" && $0.data.contains(#""state":"done""#) } }
+        }
+        let done = try #require(
+            events.received.withLock { $0.last { $0.name == "save" && $0.data.contains(#""state":"done""#) } })
+        let object = try JSONDecoder().decode(SaveObject.self, from: Data(done.data.utf8))
+        let last = try #require(object.lastPTSNanoseconds)
+        #expect(last == live.feed.pts(179), "the newest frame")
+        #expect(object.toNanoseconds == last + 1 && object.toNanoseconds < waiting.toNanoseconds, "\(object)")
+        #expect(try exportedIndexes(object.files[0], layout: live.feed.stream.layout) == Array(165..<180))
+    }
+
     /// A save of `all` to `.y4m` writes a file per stream: each is checked like `path` itself, so a FIFO or a link
     /// into the store among them is refused (400) before anything is written, and no export waits on a FIFO.
     @Test func everyFileOfASaveOfAllIsChecked() throws {
