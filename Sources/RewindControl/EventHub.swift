@@ -16,10 +16,20 @@ package final class EventHub: Sendable {
     /// A hub with no clients.
     package init() {}
 
-    /// Sends `value` as event `name` to every client.
-    package func publish(_ name: String, _ value: some Encodable) {
+    /// Sends `value` as event `name` to every client, or to those `include` accepts.
+    package func publish(
+        _ name: String, _ value: some Encodable, to include: ((EventSubscription) -> Bool)? = nil
+    ) {
         let message = Self.message(name, value)
-        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.enqueue(message) }
+        for subscriber in subscribers.withLock({ Array($0.values) }) where include?(subscriber) ?? true {
+            subscriber.enqueue(message)
+        }
+    }
+
+    /// The lowest of the clients' ``EventSubscription/sealedBefore`` ids of `stream`: the seals some client has not
+    /// had an event of start after it; nil without clients.
+    package func lowestSealedBefore(stream: String) -> Int64? {
+        subscribers.withLock { $0.values.map { $0.sealedBefore[stream] ?? 0 }.min() }
     }
 
     /// Event `name` with `value` as its data, as Server-Sent Events lines.
@@ -28,8 +38,11 @@ package final class EventHub: Sendable {
     }
 
     /// A new client's stream.
-    package func subscribe() -> EventSubscription {
-        let subscription = EventSubscription(hub: self)
+    ///
+    /// - Parameter sealedBefore: each stream's highest sealed segment id when the client came: it gets `segment`
+    ///   events of later seals only.
+    package func subscribe(sealedBefore: [String: Int64] = [:]) -> EventSubscription {
+        let subscription = EventSubscription(hub: self, sealedBefore: sealedBefore)
         subscribers.withLock { $0[ObjectIdentifier(subscription)] = subscription }
         return subscription
     }
@@ -60,9 +73,12 @@ package final class EventSubscription: HTTPStreamBody {
     private let queue = Locked(Queue())
     private let ready = DispatchSemaphore(value: 0)
     private weak let hub: EventHub?
+    /// Each stream's highest sealed segment id when the client came (none: 0).
+    package let sealedBefore: [String: Int64]
 
-    init(hub: EventHub) {
+    init(hub: EventHub, sealedBefore: [String: Int64]) {
         self.hub = hub
+        self.sealedBefore = sealedBefore
         // A first comment, so the client sees the stream open at once.
         queue.withLock { $0.pending = Array(": rewind events\n\n".utf8) }
     }

@@ -330,13 +330,16 @@ struct CounterWatcher {
         }
         guard let rows = try? store.segments(streamName: stream) else { return }
         let sealed = rows.filter { $0.state == .sealed }.sorted { $0.id < $1.id }
-        if let known = seen.highestSealedID {
+        // From the last look, or, the first time clients listen, from where the earliest of them came in: each
+        // client gets the seals after it came (its own mark), none missed between its coming and this look.
+        if let known = seen.highestSealedID ?? events.lowestSealedBefore(stream: stream) {
             for row in sealed where row.id > known {
                 events.publish(
                     "segment",
                     SegmentEvent(
                         stream: stream, file: row.fileName, frames: row.frameCount, firstPTSNanoseconds: row.firstPTS,
-                        lastPTSNanoseconds: row.lastPTS))
+                        lastPTSNanoseconds: row.lastPTS)
+                ) { row.id > ($0.sealedBefore[stream] ?? 0) }
             }
         }
         seen.highestSealedID = max(seen.highestSealedID ?? 0, sealed.last?.id ?? 0)

@@ -439,7 +439,15 @@ public final class RecorderControl: Sendable {
                 return HTTPResponse(
                     status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-store")])
             }
-            let subscription = events.subscribe()
+            // Where each stream's seals stand now: the client gets an event for each later one, however soon.
+            var sealed: [String: Int64] = [:]
+            if let store = recorder.store {
+                for stream in recorder.streams {
+                    let rows = (try? store.segments(streamName: stream.name)) ?? []
+                    sealed[stream.name] = rows.filter { $0.state == .sealed }.map(\.id).max() ?? 0
+                }
+            }
+            let subscription = events.subscribe(sealedBefore: sealed)
             if isStopping.load(ordering: .acquiring) {
                 // A client that comes while the recorder stops hears so first, then its stream ends.
                 subscription.enqueue(EventHub.message("stopping", HealthResponse(status: "stopping")))

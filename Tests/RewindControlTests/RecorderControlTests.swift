@@ -675,6 +675,7 @@ import Testing
         var options = StoreOptions()
         options.segmentMaxDuration = .milliseconds(500)
         let live = try LiveRecorder(options: options)
+        try waitUntil("the prefill is written") { live.recorder.streams[0].unspilledFrames == 0 }
         let follower = EventFollower(live.client)
         try waitUntil("the events client is connected") { live.control.eventClients == 1 }
         // Segments sealed before the client came (the 3 s of prefill) are not replayed to it as if new.
@@ -695,5 +696,36 @@ import Testing
         #expect(segment.1.contains(#""file":"#) && segment.1.contains(#""frames":"#), "\(segment.1)")
         let files = events.filter { $0.0 == "segment" }.map(\.1)
         #expect(Set(files).count == files.count, "one event per seal")
+    }
+
+    /// A seal right after a client comes (before the recorder's first look at the seals for it) is an event too:
+    /// every segment sealed after the client came is, once, and none sealed before.
+    @Test func aSealRightAfterAClientComesIsAnEvent() throws {
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let sealedIDs = {
+            Set(try live.recorder.store!.segments(streamName: "camera").filter { $0.state == .sealed }.map(\.id))
+        }
+        let before = try sealedIDs()
+        let follower = EventFollower(live.client)
+        try waitUntil("the events client is connected", interval: .milliseconds(2)) { live.control.eventClients == 1 }
+        var feed = live.feed
+        for _ in 0..<60 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        try waitUntil("every frame is written") { live.recorder.streams[0].unspilledFrames == 0 }
+        let after = try sealedIDs().subtracting(before)
+        #expect(!after.isEmpty, "a second of frames sealed a segment")
+        let expected = try live.recorder.store!.segments(streamName: "camera").filter { after.contains($0.id) }
+            .map { #""file":"\#($0.fileName)""# }
+        try waitUntil("an event for each new seal") {
+            let data = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+            return expected.allSatisfy { file in data.contains { $0.contains(file) } }
+        }
+        let segments = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+        #expect(segments.count == expected.count, "\(segments) against \(expected)")
     }
 }
