@@ -81,6 +81,9 @@ public final class MP4Exporter: Exporter {
         var arguments = [
             "-hide_banner", "-loglevel", "error", "-nostats", "-f", "matroska", "-i", "pipe:0", "-map", "0:v:0",
             "-fps_mode", "passthrough", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+            // Each frame at its own time: the encoder's default time base is one frame, which moves the frames
+            // after a gap that is not a whole number of frames onto the first frames' grid.
+            "-enc_time_base", "1:90000",
         ]
         arguments += quality.x264Arguments
         arguments += MP4Exporter.colourArguments(stream)
