@@ -90,14 +90,20 @@ public enum Values {
     /// Parses a frame rate: `60`, `29.97`, or a ratio `30000/1001`, into the duration of one frame.
     public static func frameRate(_ text: String) throws(ValueError) -> FrameTime {
         let error = ValueError(input: text, expected: "a frame rate like 60, 29.97 or 30000/1001")
+        // Timestamps are whole nanoseconds: a frame must last at least one (value / timescale ≥ 1 ns).
+        let tooFast = ValueError(input: text, expected: "a frame rate of at most one frame per nanosecond")
         if let slash = text.firstIndex(of: "/") {
             guard let numerator = Int32(text[..<slash]), let denominator = Int64(text[text.index(after: slash)...]),
                 numerator > 0, denominator > 0
             else { throw error }
+            // (The numerator is below 2^31, so a denominator above 2 is always slow enough.)
+            guard denominator > 2 || denominator * 1_000_000_000 >= Int64(numerator) else { throw tooFast }
             return FrameTime(value: denominator, timescale: numerator)
         }
         // A decimal rate r = digits / 10^k frames per second; one frame lasts 10^k / digits seconds.
         guard let (digits, scale) = decimal(text), digits > 0, digits <= Int64(Int32.max) else { throw error }
+        let (nanoseconds, overflow) = scale.multipliedReportingOverflow(by: 1_000_000_000)
+        guard overflow || digits <= nanoseconds else { throw tooFast }
         return FrameTime(value: scale, timescale: Int32(digits))
     }
 

@@ -50,6 +50,12 @@ import Testing
         #expect(try Values.frameRate("29.97") == FrameTime(value: 100, timescale: 2997))
         #expect(throws: ValueError.self) { try Values.frameRate("0") }
         #expect(throws: ValueError.self) { try Values.frameRate("30/0") }
+        // Timestamps are whole nanoseconds: at most one frame per nanosecond.
+        #expect(try Values.frameRate("1000000000") == FrameTime(value: 1, timescale: 1_000_000_000))
+        #expect(throws: ValueError.self) { try Values.frameRate("1000000001") }
+        #expect(throws: ValueError.self) { try Values.frameRate("1000000000.5") }
+        #expect(throws: ValueError.self) { try Values.frameRate("2000000001/2") }
+        #expect(try Values.frameRate("2000000000/2") == FrameTime(value: 2, timescale: 2_000_000_000))
     }
 
     @Test func times() throws {
