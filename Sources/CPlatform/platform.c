@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -45,25 +46,58 @@ int rewind_reserve_blocks(int fd, int64_t offset, int64_t length) {
 #endif
 }
 
-static int fill_address(struct sockaddr_un *address, const char *path) {
+// Fills `address` with `path`. A path longer than `sun_path` holds (a store deep in the file system) is reached
+// through a descriptor of its directory, as `/proc/self/fd/N/NAME`, which Linux resolves to the same place; the
+// descriptor goes to `*directory` (-1 when none), for the caller to close once bound or connected.
+static int fill_address(struct sockaddr_un *address, const char *path, int *directory) {
+    *directory = -1;
     memset(address, 0, sizeof *address);
     address->sun_family = AF_UNIX;
     size_t length = strlen(path);
-    if (length == 0 || length >= sizeof address->sun_path) return -ENAMETOOLONG;
-    memcpy(address->sun_path, path, length + 1);
+    if (length == 0) return -ENAMETOOLONG;
+    if (length < sizeof address->sun_path) {
+        memcpy(address->sun_path, path, length + 1);
+        return 0;
+    }
+#ifdef __linux__
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) return -ENAMETOOLONG;
+    size_t parent_length = slash == path ? 1 : (size_t)(slash - path);
+    char *parent = strndup(path, parent_length);
+    if (parent == NULL) return -ENOMEM;
+    int fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int error = errno;
+    free(parent);
+    if (fd < 0) return -error;
+    int written = snprintf(address->sun_path, sizeof address->sun_path, "/proc/self/fd/%d/%s", fd, slash + 1);
+    if (written < 0 || (size_t)written >= sizeof address->sun_path) {
+        close(fd);
+        return -ENAMETOOLONG;
+    }
+    *directory = fd;
     return 0;
+#else
+    return -ENAMETOOLONG;
+#endif
 }
 
 int rewind_unix_listen(const char *path, int backlog) {
     struct sockaddr_un address;
-    int bad = fill_address(&address, path);
+    int directory;
+    int bad = fill_address(&address, path, &directory);
     if (bad) return bad;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    // Only the owner may connect: chmod before listen, so no connection is accepted before the mode is set.
-    if (bind(fd, (struct sockaddr *)&address, sizeof address) != 0 || chmod(path, 0600) != 0 ||
-        listen(fd, backlog) != 0) {
+    if (fd < 0) {
         int error = errno;
+        if (directory >= 0) close(directory);
+        return -error;
+    }
+    // Only the owner may connect: chmod before listen, so no connection is accepted before the mode is set.
+    int failed = bind(fd, (struct sockaddr *)&address, sizeof address) != 0 || chmod(path, 0600) != 0 ||
+                 listen(fd, backlog) != 0;
+    int error = errno;
+    if (directory >= 0) close(directory);
+    if (failed) {
         close(fd);
         return -error;
     }
@@ -72,17 +106,19 @@ int rewind_unix_listen(const char *path, int backlog) {
 
 int rewind_unix_connect(const char *path) {
     struct sockaddr_un address;
-    int bad = fill_address(&address, path);
+    int directory;
+    int bad = fill_address(&address, path, &directory);
     if (bad) return bad;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -errno;
-    while (connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+    int error = errno;
+    while (fd >= 0 && connect(fd, (struct sockaddr *)&address, sizeof address) != 0) {
         if (errno == EINTR) continue;
-        int error = errno;
+        error = errno;
         close(fd);
-        return -error;
+        fd = -1;
     }
-    return fd;
+    if (directory >= 0) close(directory);
+    return fd < 0 ? -error : fd;
 }
 
 int rewind_accept(int socket) {

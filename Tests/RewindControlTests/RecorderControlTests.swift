@@ -634,6 +634,20 @@ import Testing
         #expect(status.streams[0].memoryFrames == 121)
     }
 
+    /// A store deeper in the file system than a Unix socket's path can name (108 bytes) still gets its API: the
+    /// socket is bound, and reached, through its directory's descriptor.
+    @Test func aStoreWithAPathTooLongForASocketStillServesTheAPI() throws {
+        let deep = try TemporaryDirectory.store("deep") + "/" + String(repeating: "d", count: 120)
+        try FileManager.default.createDirectory(atPath: deep, withIntermediateDirectories: true)
+        let live = try LiveRecorder(directory: deep)
+        defer { try? live.finish() }
+        #expect(live.control.socketPath.utf8.count > 108)
+        let status = try #require(try live.client.status())
+        #expect(status.streams.first?.framesAccepted == 180)
+        let saved = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+        #expect(try exportedIndexes(saved.files[0], layout: live.feed.stream.layout) == Array(165..<180))
+    }
+
     @Test func stoppedOrStaleSocketMeansNoLiveRecorder() throws {
         let live = try LiveRecorder()
         // A second control for the same folder is refused while the first answers.

@@ -16,7 +16,8 @@ int rewind_reserve_blocks(int fd, int64_t offset, int64_t length);
 int rewind_start_writeback(int fd, int64_t offset, int64_t length);
 
 /// Creates a Unix stream socket listening at `path` (which must not exist), mode 0600 (only the owner connects). Returns the descriptor, or −errno
-/// (−ENAMETOOLONG when the path does not fit in sockaddr_un).
+/// (−ENAMETOOLONG when the path does not fit in sockaddr_un, even through its directory's /proc/self/fd entry:
+/// a longer path is bound that way on Linux).
 int rewind_unix_listen(const char *path, int backlog);
 
 /// Accepts a connection on a listening socket, close-on-exec. Returns the descriptor, or −errno.
@@ -25,7 +26,8 @@ int rewind_accept(int socket);
 /// Makes a pipe whose ends are close-on-exec and non-blocking. Returns 0, or −errno.
 int rewind_wake_pipe(int fds[2]);
 
-/// Connects to the Unix stream socket at `path`. Returns the descriptor, or −errno.
+/// Connects to the Unix stream socket at `path` (a long one as rewind_unix_listen binds it). Returns the
+/// descriptor, or −errno.
 int rewind_unix_connect(const char *path);
 
 /// Creates a TCP socket listening on the numeric IPv4 or IPv6 address `host` and `port` (0: any free port).
