@@ -155,6 +155,24 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(verify.status == 0, "\(verify.output)")
     }
 
+    /// A stream that never stored a frame (its input sent a header and nothing) takes the next recording's
+    /// format; once it holds frames, another format is refused up front, suggesting another name.
+    @Test func aStreamKeepsItsFormatOnlyOnceItHoldsFrames() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let header = directory.appendingPathComponent("header.y4m").path
+        try Data("YUV4MPEG2 W64 H48 F25:1 Ip A1:1 C420jpeg\n".utf8).write(to: URL(fileURLWithPath: header))
+        let empty = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(header)"])
+        #expect(empty.status == 0 && empty.output.contains("recorded 0 frames"), "\(empty.output)\(empty.stderr)")
+        let real = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(real.status == 0, "\(real.stderr)")
+        #expect(try streamInfo(store)["camera"]?["width"] as? Int == 160)
+        let other = try Tool.rewind(["record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s"])
+        #expect(other.status == 64, "\(other.stderr)")
+        #expect(other.stderr.contains("size 160x120 → 320x240") && other.stderr.contains("--stream camera-2"))
+    }
+
     @Test func recordingAgainIntoAStoreContinuesItsTimeline() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -147,6 +147,29 @@ import Testing
         }
     }
 
+    /// A stream keeps one format once it stored a frame; one that never did (an input that sent its header and
+    /// nothing more) takes the format it is recorded with next.
+    @Test func aStreamThatNeverStoredAFrameTakesTheNextFormat() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let first = try TestFrames(format: .gray8, width: 64, height: 64)
+        defer { first.deallocate() }
+        let second = try TestFrames()
+        defer { second.deallocate() }
+        let store = try SegmentStore.open(directory: dir.path)
+        try store.makeWriter(streamName: "camera", stream: first.stream).close()
+        let writer = try store.makeWriter(streamName: "camera", stream: second.stream)
+        for i in 0..<3 { try writer.append(second.frame(i)) }
+        try writer.close()
+        #expect(try store.streams().map(\.description) == [second.stream])
+        #expect(try readAll(store).count == 3)
+        #expect {
+            _ = try store.makeWriter(streamName: "camera", stream: first.stream)
+        } throws: { error in
+            "\(error)".contains("camera")
+        }
+    }
+
     @Test func refusesNonMonotonicDuplicateAndWrongLayoutFrames() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

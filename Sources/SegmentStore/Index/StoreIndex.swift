@@ -67,11 +67,33 @@ package final class StoreIndex: Sendable {
     /// - Throws: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)`` when the stream exists with
     ///   another description; ``SQLiteError``.
     package func stream(named name: String, description: StreamDescription) throws -> StreamRow {
-        if let stored = try stream(named: name) { return try Self.checked(stored, against: description) }
+        if let stored = try stream(named: name), stored.description == description { return stored }
         return try database.write { connection in
             // Another process may have created it since the read above.
             if let stored = try Self.findStream(named: name, connection) {
-                return try Self.checked(stored, against: description)
+                guard stored.description != description, try Self.isUnused(stored.id, connection) else {
+                    return try Self.checked(stored, against: description)
+                }
+                // A stream that never stored a frame (an input that sent its header and nothing more) takes the
+                // format it is recorded with now.
+                let update = try connection.statement(
+                    """
+                    UPDATE streams SET pixel_format = ?, width = ?, height = ?, frame_duration_value = ?,
+                        frame_duration_timescale = ?, color_matrix = ?, color_range = ?, clock_offset_ns = NULL,
+                        clock_wall_ns = NULL
+                    WHERE id = ?
+                    """)
+                defer { update.reset() }
+                try update.bind(description.layout.format.name, at: 1)
+                try update.bind(Int64(description.layout.width), at: 2)
+                try update.bind(Int64(description.layout.height), at: 3)
+                try update.bind(description.frameDuration.value, at: 4)
+                try update.bind(Int64(description.frameDuration.timescale), at: 5)
+                try update.bind(description.color.matrix.name, at: 6)
+                try update.bind(description.color.range.name, at: 7)
+                try update.bind(stored.id, at: 8)
+                try update.run()
+                return StreamRow(id: stored.id, name: name, description: description)
             }
             let insert = try connection.statement(
                 """
@@ -105,6 +127,30 @@ package final class StoreIndex: Sendable {
         defer { select.reset() }
         try select.bind(name, at: 1)
         return try select.step() ? try streamRow(select) : nil
+    }
+
+    /// Whether stream `id` has never stored a frame: no segment, no newest pts ever recorded, no marker.
+    static func isUnused(_ id: Int64, _ connection: SQLiteConnection) throws -> Bool {
+        let select = try connection.statement(
+            """
+            SELECT newest_pts_ns IS NULL AND NOT EXISTS (SELECT 1 FROM segments WHERE stream_id = streams.id)
+                AND NOT EXISTS (SELECT 1 FROM markers WHERE stream_id = streams.id)
+            FROM streams WHERE id = ?
+            """)
+        defer { select.reset() }
+        try select.bind(id, at: 1)
+        return try select.step() && select.int64(0) == 1
+    }
+
+    /// Whether the stream called `name` exists and has never stored a frame (``isUnused(_:_:)``): recording it
+    /// with another format replaces its description.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func streamIsUnused(named name: String) throws -> Bool {
+        try database.withConnection { connection in
+            guard let stored = try Self.findStream(named: name, connection) else { return false }
+            return try Self.isUnused(stored.id, connection)
+        }
     }
 
     static func checked(_ stored: StreamRow, against description: StreamDescription) throws -> StreamRow {
