@@ -51,6 +51,33 @@ import Testing
         #expect(stream == [["rawvideo", "\(width)", "\(height)", pixelFormat]])
     }
 
+    /// The Duration of several tracks runs to where the track that ends last ends, each by its own frame duration:
+    /// a 60 fps track whose last frame is at 50 ms and a 10 fps one whose only frame is at 0 end at 100 ms.
+    @Test func theDurationOfSeveralTracksEndsWithTheLastToEnd() throws {
+        let fast = SyntheticCamera(
+            layout: try FrameLayout(format: .i420, width: 96, height: 54),
+            frameDuration: FrameTime(value: 1, timescale: 60))
+        let slow = SyntheticCamera(
+            layout: try FrameLayout(format: .i420, width: 64, height: 48),
+            frameDuration: FrameTime(value: 1, timescale: 10))
+        let output = TemporaryDirectory.shared.file("two-rates.mkv")
+        var writer = try MatroskaWriter(
+            tracks: [(name: "fast", stream: fast.stream), (name: "slow", stream: slow.stream)],
+            destination: .path(output))
+        for (camera, track, pts) in [(slow, 1, Int64(0)), (fast, 0, 0), (fast, 0, 16_666_667), (fast, 0, 50_000_000)] {
+            let bytes = try camera.frameBytes(at: 0)
+            try bytes.withUnsafeBytes { raw in
+                try writer.write(
+                    FrameView(layout: camera.stream.layout, info: try info(ns: pts), bytes: raw), track: track,
+                    timestampNanoseconds: pts)
+            }
+        }
+        _ = try writer.finish()
+        let duration = try ExternalTools.probe(output, ["-show_entries", "format=duration"])
+        let seconds = try #require(Double(duration.first?.first ?? ""))
+        #expect(abs(seconds - 0.1) < 0.000_001, "duration \(seconds)")
+    }
+
     @Test func irregularTimestampsAreStoredExactly() throws {
         let pts: [Int64] = [
             0, 16_666_667, 33_333_333, 50_000_001, 150_000_000, 150_000_001, 1_234_567_891, 3_600_000_000_123,

@@ -35,6 +35,8 @@ public final class MatroskaWriter: Exporter {
     private var trackTallies: [ExportTally]
     /// The first and last cluster timestamps written.
     private var timestamps: (first: Int64, last: Int64)?
+    /// Where each track's last frame ends: its timestamp plus the track's frame duration (nil before its first).
+    private var trackEnds: [Int64?]
     /// Where the Duration value (8-byte float) sits, when the output is a file that can be patched.
     private var durationOffset: Int64?
     /// The per-frame cluster and block headers, rebuilt in place for each frame.
@@ -81,6 +83,7 @@ public final class MatroskaWriter: Exporter {
         self.destination = destination
         self.tally = ExportTally(stream: stream)
         self.trackTallies = tracks.map { ExportTally(stream: $0.stream) }
+        self.trackEnds = Array(repeating: nil, count: tracks.count)
         self.output = try OutputFile(destination, fileSystem: fileSystem)
         self.frameHeader = []
         frameHeader.reserveCapacity(64)
@@ -185,6 +188,8 @@ public final class MatroskaWriter: Exporter {
             throw FrameError.nonMonotonicPTS(previousNanoseconds: last, nanoseconds: timestampNanoseconds)
         }
         timestamps = (timestamps?.first ?? timestampNanoseconds, timestampNanoseconds)
+        trackEnds[track] =
+            timestampNanoseconds + Int64(clamping: MatroskaWriter.defaultDuration(tracks[track].frameDuration))
         let payload = UInt64(frame.bytes.count)
         let blockSize = 4 + payload  // track number, relative timestamp (2 bytes), flags
         let clusterSize = (1 + 1 + 8) + (1 + 8 + blockSize)
@@ -201,14 +206,15 @@ public final class MatroskaWriter: Exporter {
         try output.write(frame.bytes)
     }
 
-    /// Patches the segment's Duration (on a regular file: last pts − first pts + one frame duration), then
-    /// flushes and closes the output; a descriptor the caller gave stays open.
+    /// Patches the segment's Duration (on a regular file: from the first timestamp to where the track that ends
+    /// last ends, its last frame's timestamp plus its frame duration), then flushes and closes the output; a
+    /// descriptor the caller gave stays open.
     ///
     /// - Returns: what was written.
     /// - Throws: ``ExportError`` when patching, writing or closing fails.
     public func finish() throws -> ExportSummary {
-        if let durationOffset, let (first, last) = timestamps {
-            let duration = Double(last - first) + Double(MatroskaWriter.defaultDuration(stream.frameDuration))
+        if let durationOffset, let (first, _) = timestamps, let end = trackEnds.compactMap({ $0 }).max() {
+            let duration = Double(end - first)
             var bytes: [UInt8] = []
             MatroskaWriter.append(&bytes, bigEndian: duration.bitPattern, count: 8)
             try output.patch(at: durationOffset, bytes)
