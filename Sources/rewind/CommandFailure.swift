@@ -129,6 +129,8 @@ struct CommandFailure {
             "export to .y4m (10-bit) or .mp4 instead"
         case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
             "free some space or write elsewhere"
+        case .gapTooLarge:
+            "export .mkv, which keeps each frame's time with no repeats, or clip the parts before and after the gap"
         default:
             nil
         }

@@ -102,6 +102,10 @@ import Testing
             (InputError(input: "f", byteOffset: nil, problem: .cannotOpen(Errno(rawValue: ENOENT))), "record", 66, nil),
             (ExportError(destination: "x.mp4", reason: .missingTool("ffmpeg")), "clip", 69, "install ffmpeg"),
             (
+                ExportError(destination: "x.y4m", reason: .gapTooLarge(frames: 9, bytes: 9, available: 1)), "clip", 1,
+                "export .mkv"
+            ),
+            (
                 SegmentStoreError.damaged(file: "1.seg", frame: 2, offset: 3, detail: "crc"), "clip", 1,
                 "rewind verify --repair"
             ),

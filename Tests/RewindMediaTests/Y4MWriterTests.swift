@@ -108,6 +108,36 @@ import Testing
 
     /// Frames closer than a frame time are never dropped or reordered: one whose slot is taken goes to the next free
     /// slot, and the frames after it return to their own as soon as those are free.
+    /// A gap whose repeated frames would not fit on the disk (keeping 256 MiB free for recordings) is refused
+    /// before any is written, naming the repeats, the room and what to do; one that fits is filled.
+    @Test func aGapTooLargeForTheDiskIsRefusedBeforeItIsFilled() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let faults = FaultInjectingFileSystem()
+        faults.setCapacity((256 << 20) + (1 << 20), of: directory.path)
+        let second: Int64 = 1_000_000_000
+        // 96x54 i420 at 25 fps: 7,782 bytes a frame with its line; a 10 s gap is 249 repeats (1.9 MB), a 1 s gap 24.
+        for (gap, fits) in [(Int64(1), true), (10, false)] {
+            let (stream, frames) = try syntheticFrames(.i420, pts: [0, 40_000_000, gap * second + 40_000_000])
+            let output = directory.path + "/gap-\(gap).y4m"
+            var writer = try Y4MWriter(stream: stream, destination: .path(output), fileSystem: faults)
+            if fits {
+                try writeFrames(frames, layout: stream.layout, to: &writer)
+                #expect(try writer.finish().filledFrames == 24)
+                continue
+            }
+            #expect {
+                try writeFrames(frames, layout: stream.layout, to: &writer)
+            } throws: { error in
+                guard let error = error as? ExportError, case .gapTooLarge(let count, _, _) = error.reason else {
+                    return false
+                }
+                return count == 249 && "\(error)".contains("249 repeated frames")
+            }
+        }
+    }
+
     @Test func aFrameOnATakenSlotGoesToTheNextOne() throws {
         let step: Int64 = 40_000_000  // 25 fps
         // Slots 0, 1, 1 (taken: written at 2), 2 (taken: at 3), 5 (one repeat at 4), 5.5 → 5 (taken: at 6), 7.

@@ -108,6 +108,9 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case unsupportedPixelFormat(PixelFormat, format: ExportFormat)
         /// A frame's pts is negative and the format's timestamps start at 0.
         case negativePTS(Int64)
+        /// Filling a gap at a constant frame rate (`.y4m`) would repeat `frames` frames, `bytes` bytes, where the
+        /// file system has `available` bytes free, less what is kept free for recordings.
+        case gapTooLarge(frames: Int, bytes: Int64, available: Int64)
     }
 
     /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
@@ -148,6 +151,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             }
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
+        case .gapTooLarge(let frames, let bytes, let available):
+            return "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a "
+                + "constant frame rate, more than the disk has free (\(available >> 20) MiB, keeping "
+                + "\(OutputFile.keptFree >> 20) MiB free for recordings)"
         }
     }
 

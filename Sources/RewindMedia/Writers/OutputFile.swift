@@ -74,6 +74,20 @@ final class OutputFile {
         if ownsDescriptor && !isClosed { fileSystem.close(descriptor) }
     }
 
+    /// What an export leaves free on its file system when it can tell in advance (a gap's repeated frames): the
+    /// default free space a recorder with `--disk` keeps, so an export never takes the room a recording needs.
+    static let keptFree: Int64 = 256 << 20
+
+    /// The bytes free on the file system of a regular file written by path, less ``keptFree``; nil when that cannot
+    /// be told (a descriptor, a device, a failed query).
+    func roomLeft() -> Int64? {
+        guard ownsDescriptor, isRegularFile else { return nil }
+        let slash = name.lastIndex(of: "/")
+        let directory = slash.map { String(name[..<$0]) } ?? "."
+        guard let free = try? fileSystem.availableBytes(directory.isEmpty ? "/" : directory) else { return nil }
+        return free - OutputFile.keptFree
+    }
+
     /// Appends `bytes`.
     ///
     /// - Throws: ``ExportError`` when the system write fails.

@@ -171,6 +171,17 @@ public final class Y4MWriter: Exporter {
     }
 
     private func repeatPrevious(_ count: Int) throws(ExportError) {
+        // A long gap (hours between two recordings) would fill the disk with copies, and take the room a recording
+        // on it needs: refused up front when it does not fit.
+        let bytes = Int64(count).multipliedReportingOverflow(
+            by: Int64(Y4MWriter.frameLine.count + stream.layout.byteCount))
+        if let room = output.roomLeft(), bytes.overflow || bytes.partialValue > room {
+            throw ExportError(
+                destination: destination.description,
+                reason: .gapTooLarge(
+                    frames: count, bytes: bytes.overflow ? .max : bytes.partialValue,
+                    available: room + OutputFile.keptFree))
+        }
         let payload: UnsafeMutableRawBufferPointer
         if keepsCopy {
             payload = scratch
