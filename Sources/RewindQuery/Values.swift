@@ -59,11 +59,17 @@ public enum Values {
         if decimal(text) != nil {
             throw ValueError(input: text, expected: "a duration", suggestion: text + "s")
         }
-        guard
-            let value = try? scaled(text, units: durationUnits.map { ($0.suffix, $0.nanoseconds) }, bare: 1_000_000_000)
-        else { throw ValueError(input: text, expected: expected) }
-        return value
+        do {
+            return try scaled(text, units: durationUnits.map { ($0.suffix, $0.nanoseconds) }, bare: 1_000_000_000)
+        } catch .tooLarge {
+            throw ValueError(input: text, expected: longestDuration)
+        } catch {
+            throw ValueError(input: text, expected: expected)
+        }
     }
+
+    /// What a duration or time too large for 64-bit nanoseconds is told it must be.
+    static let longestDuration = "a duration of at most 106751d (about 292 years, the most whole nanoseconds count)"
 
     /// Parses a byte size such as `512MiB`, `2GiB`, `1.5GB`, `64K` or `4096` (bytes).
     ///
@@ -138,8 +144,14 @@ public enum Values {
     static func decimal(_ text: String) -> (digits: Int64, scale: Int64)? { decimal(text[...]) }
 
     /// `number` × `unit` for the longest matching suffix, exactly; nil if not exact or out of range.
-    private static func scaled(_ text: String, units: [(String, Int64)], bare: Int64) throws -> Int64 {
-        struct Invalid: Error {}
+    private enum ScaleError: Error {
+        /// Not a number with one of the units.
+        case invalid
+        /// A number with a unit, but beyond what 64 bits hold.
+        case tooLarge
+    }
+
+    private static func scaled(_ text: String, units: [(String, Int64)], bare: Int64) throws(ScaleError) -> Int64 {
         var number = text[...]
         var multiplier = bare
         var bestLength = 0
@@ -148,17 +160,23 @@ public enum Values {
             multiplier = factor
         }
         number = text.dropLast(bestLength)
-        guard let (digits, scale) = decimal(number) else { throw Invalid() }
+        guard let (digits, scale) = decimal(number) else {
+            // Digits (and one point) that do not fit in 64 bits.
+            let isNumber =
+                number.contains { $0 != "." } && number.filter { $0 == "." }.count <= 1
+                && number.allSatisfy { $0 == "." || ($0.isASCII && $0.isWholeNumber) }
+            throw isNumber ? .tooLarge : .invalid
+        }
         // Whole and fraction apart, the fraction over the scale and multiplier reduced by their common factor, so
         // `10.000000001s` (10 000 000 001 × 10⁹ would overflow) is exact and in range.
         let (whole, fraction) = (digits / scale, digits % scale)
         var (a, b) = (multiplier, scale)
         while b != 0 { (a, b) = (b, a % b) }
         let (unit, denominator) = (multiplier / a, scale / a)
-        guard fraction % denominator == 0 else { throw Invalid() }
+        guard fraction % denominator == 0 else { throw .invalid }
         let (wholePart, overflow) = whole.multipliedReportingOverflow(by: multiplier)
         let (sum, overflowSum) = wholePart.addingReportingOverflow(fraction / denominator * unit)
-        guard !overflow, !overflowSum else { throw Invalid() }
+        guard !overflow, !overflowSum else { throw .tooLarge }
         return sum
     }
 }
@@ -193,6 +211,9 @@ public enum TimeSpec: Sendable, Equatable {
                 let magnitude = try Values.durationNanoseconds(negative ? String(text.dropFirst()) : text)
                 self = .stream(negative ? -magnitude : magnitude)
             } catch {
+                if error.expected == Values.longestDuration {
+                    throw ValueError(input: text, expected: "a time within 106751d (about 292 years) of 0")
+                }
                 guard let suggestion = error.suggestion else { throw ValueError(input: text, expected: expected) }
                 throw ValueError(input: text, expected: "a time", suggestion: (negative ? "-" : "") + suggestion)
             }

@@ -65,6 +65,22 @@ import Testing
         // Recorder time before 0: a save's range may begin there (`from_ns` < 0), and can be given back.
         #expect(try TimeSpec(parsing: "-833333333ns") == .stream(-833_333_333))
         #expect(try TimeSpec(parsing: "-0.5s") == .stream(-500_000_000))
+        // Beyond 64-bit nanoseconds: said so, not "is not a time".
+        for text in ["107000d", "-9223372036854775809ns", "99999999999999999999s"] {
+            #expect {
+                _ = try TimeSpec(parsing: text)
+            } throws: { error in
+                "\(error)".contains("is not a time within 106751d")
+            }
+        }
+        #expect {
+            _ = try Values.duration("300000d")
+        } throws: { error in
+            "\(error)".contains("is not a duration of at most 106751d")
+        }
+        #expect(throws: ValueError(input: "5x", expected: "a duration like 5s, 1500ms, 10m, 1h or 12.5s")) {
+            _ = try Values.duration("5x")
+        }
         #expect(try TimeSpec(parsing: "1970-01-01T00:00:01.5Z") == .wall(1_500_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T15:03:05.200+01:00") == .wall(1_796_047_385_200_000_000))
