@@ -152,6 +152,10 @@ private func exportAll(
     let holding = try set.members(withFramesIn: range)
     let tracks = holding.count
     let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
+    // Each stream's file is a file, as -o itself must be: refused up front, before any stream is written.
+    if format != .matroska {
+        for member in holding { try checkNotADirectory(StreamSet.fileName(for: output, stream: member.name)) }
+    }
     // A file per stream, FIFOs among them: one stream after the other (as a reader of each in turn expects), each
     // through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C still ends it.
     if format != .matroska, holding.contains(where: { isFIFO(StreamSet.fileName(for: output, stream: $0.name)) }) {

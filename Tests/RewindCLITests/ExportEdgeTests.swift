@@ -112,6 +112,16 @@ import Testing
             let expected = try ExternalTools.frameMD5s(direct)
             #expect(copied.count == 30 && copied == expected, "stream \(name)")
         }
+        // A directory where a stream's file would go is refused up front (64), before any stream is written.
+        let named = directory.appendingPathComponent("dir.y4m").path
+        try FileManager.default.createDirectory(
+            atPath: directory.appendingPathComponent("dir.b.y4m").path, withIntermediateDirectories: true)
+        let refused = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", named,
+        ])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("dir.b.y4m' is a directory"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("dir.a.y4m").path))
     }
 
     /// A FIFO whose reader stops early: the export ends (the writes fail) instead of waiting for ever.
