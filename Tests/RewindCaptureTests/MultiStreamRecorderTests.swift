@@ -349,6 +349,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let small = try description(160, 96, fps: 30)
         let other = try description(320, 180, fps: 30)
         _ = try store.makeWriter(streamName: "b", stream: small).close()
+        // "b" holds frames (its newest pts is set), so it keeps its format.
+        try store.index.raiseNewestPTS(streamID: try #require(try store.index.stream(named: "b")).id, to: 0)
         #expect(throws: StoreIndexError.self) {
             _ = try Recorder(
                 streams: [RecorderStreamSpec(name: "a", stream: small), RecorderStreamSpec(name: "b", stream: other)],

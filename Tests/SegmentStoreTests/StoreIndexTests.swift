@@ -65,6 +65,8 @@ enum IndexFixtures {
         #expect(try index.stream(named: "camera", description: same) == first)
         var other = IndexFixtures.description
         other.color = ColorInfo(matrix: .bt601, range: .full)
+        // Once it has stored a frame (its newest pts set), another description is refused.
+        try index.raiseNewestPTS(streamID: first.id, to: 0)
         let error = try #require(throws: StoreIndexError.self) {
             _ = try index.stream(named: "camera", description: other)
         }
