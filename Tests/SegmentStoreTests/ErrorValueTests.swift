@@ -31,9 +31,12 @@ import Testing
             (.missingSegment(file: "000002.seg", frames: 60), ["segments/000002.seg", "missing", "60 frames"]),
             (
                 .diskFull(file: "000001.seg.partial", durableFrames: 20, durablePTS: 5, cause: Self.full),
-                ["000001.seg.partial", "20 frames", "pts 5 ns", "No space left on device"]
+                ["000001.seg.partial", "20 of its frames", "pts 5 ns", "No space left on device"]
             ),
-            (.writeFailed(file: "f.seg", durableFrames: 3, durablePTS: nil, cause: Self.full), ["f.seg", "3 frames"]),
+            (
+                .writeFailed(file: "f.seg", durableFrames: 3, durablePTS: nil, cause: Self.full),
+                ["f.seg", "3 of its frames"]
+            ),
             (.io(Self.full), ["/s/segments/000001.seg.partial"]),
             (.frame(.duplicatePTS(nanoseconds: 7)), ["7"]),
             (.storeLocked(directory: "/s"), ["/s"]),

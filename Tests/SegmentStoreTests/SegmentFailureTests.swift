@@ -29,8 +29,10 @@ import Testing
             try writer.append(frames.frame(20))
         } throws: { error in
             let message = "\(error)"
-            return message.contains("disk full while writing segment 000001.seg.partial: 20 frames up to pts ")
-                && message.contains("\(frames.pts(19)) ns are durable (") && !message.contains("--disk")
+            return message.contains(
+                "disk full while writing segment 000001.seg.partial: 20 of its frames are durable, the stream's up "
+                    + "to pts \(frames.pts(19)) ns (")
+                && !message.contains("--disk")
         }
         // Still full: no new segment can start; nothing is left behind.
         #expect(throws: SegmentStoreError.self) { try writer.append(frames.frame(21)) }
@@ -136,7 +138,8 @@ import Testing
         }
         #expect(durable == i)
         #expect(pts == frames.pts(i - 1))
-        #expect("\(full)".contains("are durable (") && !"\(full)".contains("--disk"))
+        #expect(
+            "\(full)".contains("of its frames are durable, the stream's up to pts ") && !"\(full)".contains("--disk"))
         // The refusal says what it found, not a failed call: how much is free and what a frame needs.
         #expect("\(full)".contains(" KiB free, a frame needs ") && !"\(full)".contains("statvfs"), "\(full)")
         try FileManager.default.removeItem(atPath: filler)

@@ -65,9 +65,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case .missingSegment(let file, let frames):
             return "segments/\(file) is missing: the index has \(frames) frames in it"
         case .diskFull(let file, let frames, let pts, let cause):
-            return "disk full while writing segment \(file): \(frames) frames \(Self.upTo(pts)) are durable (\(cause))"
+            return "disk full while writing segment \(file): \(Self.durable(frames, pts)) (\(cause))"
         case .writeFailed(let file, let frames, let pts, let cause):
-            return "writing segment \(file) failed: \(frames) frames \(Self.upTo(pts)) are durable (\(cause))"
+            return "writing segment \(file) failed: \(Self.durable(frames, pts)) (\(cause))"
         case .io(let error):
             return error.description
         case .frame(let error):
@@ -109,8 +109,11 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    private static func upTo(_ pts: Int64?) -> String {
-        pts.map { "up to pts \($0) ns" } ?? "(none)"
+    /// What stays of a failed segment and its stream: the segment's durable frames, and the stream's up to `pts`
+    /// (its last durable frame, in this segment or an earlier one).
+    private static func durable(_ frames: Int, _ pts: Int64?) -> String {
+        "\(frames) of its frames are durable"
+            + (pts.map { ", the stream's up to pts \($0) ns" } ?? "")
     }
 
     /// The store's own error for an index error (``SQLiteError``, ``MigrationError``); other errors unchanged.

@@ -326,9 +326,10 @@ public final class StreamWriter {
         } catch {
             store.releaseSequence(header.sequence)
             let name = SegmentFormat.fileName(sequence: header.sequence, partial: true)
+            // The segment holds nothing; the stream's earlier frames stay durable.
             throw error.isDiskFull
-                ? SegmentStoreError.diskFull(file: name, durableFrames: 0, durablePTS: nil, cause: error)
-                : SegmentStoreError.writeFailed(file: name, durableFrames: 0, durablePTS: nil, cause: error)
+                ? SegmentStoreError.diskFull(file: name, durableFrames: 0, durablePTS: lastDurablePTS, cause: error)
+                : SegmentStoreError.writeFailed(file: name, durableFrames: 0, durablePTS: lastDurablePTS, cause: error)
         }
         segment = writer
         segmentID = nil
