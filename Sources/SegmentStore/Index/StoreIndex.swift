@@ -84,13 +84,7 @@ package final class StoreIndex: Sendable {
                     WHERE id = ?
                     """)
                 defer { update.reset() }
-                try update.bind(description.layout.format.name, at: 1)
-                try update.bind(Int64(description.layout.width), at: 2)
-                try update.bind(Int64(description.layout.height), at: 3)
-                try update.bind(description.frameDuration.value, at: 4)
-                try update.bind(Int64(description.frameDuration.timescale), at: 5)
-                try update.bind(description.color.matrix.name, at: 6)
-                try update.bind(description.color.range.name, at: 7)
+                try Self.bind(description, to: update, from: 1)
                 try update.bind(stored.id, at: 8)
                 try update.run()
                 return StreamRow(id: stored.id, name: name, description: description)
@@ -102,13 +96,7 @@ package final class StoreIndex: Sendable {
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.bind(name, at: 1)
-            try insert.bind(description.layout.format.name, at: 2)
-            try insert.bind(Int64(description.layout.width), at: 3)
-            try insert.bind(Int64(description.layout.height), at: 4)
-            try insert.bind(description.frameDuration.value, at: 5)
-            try insert.bind(Int64(description.frameDuration.timescale), at: 6)
-            try insert.bind(description.color.matrix.name, at: 7)
-            try insert.bind(description.color.range.name, at: 8)
+            try Self.bind(description, to: insert, from: 2)
             try insert.bind(System.wallClockNanoseconds(), at: 9)
             try insert.run()
             return StreamRow(id: connection.lastInsertRowID, name: name, description: description)
@@ -127,6 +115,20 @@ package final class StoreIndex: Sendable {
         defer { select.reset() }
         try select.bind(name, at: 1)
         return try select.step() ? try streamRow(select) : nil
+    }
+
+    /// Binds a stream's description to the 7 parameters from `first` on: pixel format, width, height, frame duration
+    /// value and timescale, colour matrix and range (the `streams` columns in that order).
+    private static func bind(_ description: StreamDescription, to statement: SQLiteStatement, from first: Int32)
+        throws
+    {
+        try statement.bind(description.layout.format.name, at: first)
+        try statement.bind(Int64(description.layout.width), at: first + 1)
+        try statement.bind(Int64(description.layout.height), at: first + 2)
+        try statement.bind(description.frameDuration.value, at: first + 3)
+        try statement.bind(Int64(description.frameDuration.timescale), at: first + 4)
+        try statement.bind(description.color.matrix.name, at: first + 5)
+        try statement.bind(description.color.range.name, at: first + 6)
     }
 
     /// Whether stream `id` has never stored a frame: no segment, no newest pts ever recorded, no marker.
