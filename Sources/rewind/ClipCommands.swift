@@ -414,9 +414,12 @@ private func liveExport(
     message +=
         " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts \(formatSeconds(covered.0)) … "
         + "\(formatSeconds(covered.1))"
-    // A file per stream: the streams that had no frame in the range got none.
+    // A file per stream: the streams that had no frame in the range got none. One .mkv: a track per stream, as
+    // from the disk.
     if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
+    } else if let streams, streams > 1, ExportFormat(path: "x." + object.format) == .matroska {
+        message += " (\(count(streams, "stream")), a track each)"
     }
     message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
     if recorderExportsAll { message += " (the streams it records: \(recorded.joined(separator: ", ")))" }

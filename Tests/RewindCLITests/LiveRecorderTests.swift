@@ -196,6 +196,7 @@ import Testing
         let both = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "2s", "-o", all])
         #expect(both.status == 0, "\(both.stderr)")
         #expect(both.output.contains("saved by the live recorder"), "\(both.output)")
+        #expect(both.output.contains("(2 streams, a track each)"), "as from the disk: \(both.output)")
         // 2 s of each: 60 frames at 30 fps, 30 at 15 fps (one fewer when that stream's newest frame is not in yet).
         let saved = try probe(all, "stream=width,nb_read_frames").split(separator: "\n").map {
             $0.split(separator: ",").compactMap { Int($0) }
