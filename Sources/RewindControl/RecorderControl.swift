@@ -719,7 +719,8 @@ public final class RecorderControl: Sendable {
         }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
-        return try book.add(target: target, range: from..<end, format: format, quality: quality, path: path)
+        return try book.add(
+            target: target, range: from..<end, format: format, quality: quality, path: path, isClip: true)
     }
 
     // MARK: Status

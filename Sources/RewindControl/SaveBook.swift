@@ -57,6 +57,8 @@ final class SaveBook: Sendable {
         var exportFormat: ExportFormat
         /// How an `mp4` export is encoded.
         var quality: ExportQuality = .fast
+        /// A clip (`POST /v1/clips`), not a save: `since_last_save` does not go on from it.
+        var isClip = false
         var holds: [RetentionHold] = []
         /// Without a store memory is the only copy: each stream's frames of the range recorded so far, pinned when
         /// the save was made and then as they arrive while it waits (oldest first), by stream name.
@@ -154,7 +156,8 @@ final class SaveBook: Sendable {
     /// frames are held at once: on disk against retention, from the start on, and (without a store, one stream)
     /// pinned in memory.
     func add(
-        target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String
+        target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
+        isClip: Bool = false
     ) throws(APIError) -> SaveObject {
         let stream = target.name
         var holds: [RetentionHold] = []
@@ -198,8 +201,8 @@ final class SaveBook: Sendable {
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: files)
             state.entries[id] = Entry(
-                object: object, path: path, target: target, exportFormat: format, quality: quality, holds: holds,
-                memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
+                object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
+                holds: holds, memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
             return .success(object)
         }
         switch result {
@@ -473,13 +476,19 @@ final class SaveBook: Sendable {
         let path = entry.path
         let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
         var result: Result<ExportSummary, any Error>
+        // Each recorded stream's last frame written (recorder time): where `since_last_save` goes on for it.
+        var lastWritten: [String: Int64] = [:]
         do {
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             switch entry.target {
             case .one(let stream):
-                result = .success(
-                    try exportOne(entry, source: entry.source(stream), stream: stream.stream, range: range, path: path))
+                let summary = try exportOne(
+                    entry, source: entry.source(stream), stream: stream.stream, range: range, path: path)
+                if let last = summary.lastPTSNanoseconds, let clock = stream.clock {
+                    lastWritten[stream.name] = clock.recorderTime(ofPTS: last)
+                }
+                result = .success(summary)
             case .stored(let row, let store):
                 result = .success(
                     try exportOne(
@@ -504,6 +513,12 @@ final class SaveBook: Sendable {
                     if cancelled { throw Cancelled() }
                 }
                 let summaries = files.map(\.summary)
+                for (member, summary) in files {
+                    if let member, let last = summary.lastPTSNanoseconds {
+                        lastWritten[member.name] = member.clock.recorderTime(ofPTS: last)
+                    }
+                }
+                lastWritten.merge(summaries[0].lastTimestampByTrack) { $1 }
                 var combined = summaries[0]
                 combined.path = summaries.compactMap(\.path).joined(separator: ", ")
                 combined.frames = summaries.reduce(0) { $0 + $1.frames }
@@ -520,6 +535,20 @@ final class SaveBook: Sendable {
         } catch {
             result = .failure(error)
         }
+        // Each stream's own end, whether it was saved alone or in a save of `all`: after its last frame written, so
+        // that its frames that come in late (a stream behind the others), with times before the save's end, go into
+        // the next save rather than none; a stream with none in the range, after its newest frame. A clip moves no
+        // end.
+        var streamEnds: [(name: String, end: Int64)] = []
+        if case .success = result, !entry.isClip {
+            for stream in entry.target.streams {
+                let newest = stream.clock.flatMap { clock in
+                    ((try? stream.newestPTS()) ?? nil).map { clock.recorderTime(ofPTS: $0) }
+                }
+                let after = (lastWritten[stream.name] ?? newest).map { $0 + 1 } ?? entry.object.toNanoseconds
+                streamEnds.append((stream.name, min(entry.object.toNanoseconds, after)))
+            }
+        }
         var finished: SaveObject?
         var savedEnds: [(name: String, end: Int64)] = []
         let holds: [RetentionHold] = state.withLock { state in
@@ -534,10 +563,8 @@ final class SaveBook: Sendable {
                 entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
                 entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
                 entry.object.progress = 1
-                // Each stream's own end, whether it was saved alone or in a save of `all`.
-                let names = entry.target.streams.isEmpty ? [entry.object.stream] : entry.target.streams.map(\.name)
-                for name in names {
-                    let end = max(state.lastSavedEnd[name] ?? .min, entry.object.toNanoseconds)
+                for (name, written) in streamEnds {
+                    let end = max(state.lastSavedEnd[name] ?? .min, written)
                     state.lastSavedEnd[name] = end
                     savedEnds.append((name, end))
                 }

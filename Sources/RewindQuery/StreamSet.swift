@@ -244,6 +244,8 @@ public struct StreamSet: Sendable {
         }
         var failure: (any Error)?
         var written = 0
+        // Each stream's last timestamp written, for the summary.
+        var lastWritten = [Int64?](repeating: nil, count: members.count)
         while failure == nil {
             var earliest: (index: Int, time: Int64)?
             for (index, lane) in lanes.enumerated() {
@@ -255,6 +257,7 @@ public struct StreamSet: Sendable {
                 try lanes[earliest.index].withOffer { view in
                     try writer.write(view, track: earliest.index, timestampNanoseconds: earliest.time)
                 }
+                lastWritten[earliest.index] = earliest.time
                 written += 1
                 try progress?(written)
             } catch {
@@ -268,7 +271,11 @@ public struct StreamSet: Sendable {
             if case .path(let path) = destination { try? fileSystem.unlink(path) }
             throw failure
         }
-        return try writer.finish()
+        var summary = try writer.finish()
+        for (member, last) in zip(members, lastWritten) {
+            if let last { summary.lastTimestampByTrack[member.name] = last }
+        }
+        return summary
     }
 }
 

@@ -234,7 +234,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     // waits for the post-roll.
     let request = SaveRequest(
         stream: selection?.requestName ?? arguments.string("stream"),
-        last: before == nil && after == nil ? arguments.string("last") ?? "5s" : nil,
+        // --since-last-save without --last goes back to the last save's end, however far: no default cap.
+        last: before == nil && after == nil
+            ? arguments.string("last") ?? (arguments.flag("since-last-save") ? nil : "5s") : nil,
         before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil,
         quality: givenQuality(arguments))

@@ -123,6 +123,41 @@ import Testing
 
     /// A recorder killed (`kill -9`) while it writes a save leaves nothing under the requested name: the save was
     /// written under a temporary name beside it, renamed only once complete.
+    /// `save --since-last-save` without `--last` goes back to where the last save ended, further than the 5 s a
+    /// save takes by default and than the window: the two saves hold every frame between them once.
+    @Test func saveSinceTheLastSaveGoesBackFurtherThanFiveSeconds() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--window", "2s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1)
+        let first = directory.appendingPathComponent("first.mkv").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", first])
+        #expect(save.status == 0, "\(save.stderr)")
+        Thread.sleep(forTimeInterval: 6.5)
+        let second = directory.appendingPathComponent("second.mkv").path
+        let since = try Tool.rewind(["save", "--store", store, "--since-last-save", "-o", second])
+        #expect(since.status == 0, "\(since.stderr)")
+        // "pts A … B": the second starts one frame (1/30 s) after the first ends.
+        func span(_ line: String) -> (Double, Double)? {
+            guard let range = line.range(of: #"pts ([0-9.]+)s … ([0-9.]+)s"#, options: .regularExpression) else {
+                return nil
+            }
+            let numbers = line[range].dropFirst(4).split(separator: "…").compactMap {
+                Double($0.trimmingCharacters(in: .whitespaces).dropLast())
+            }
+            return numbers.count == 2 ? (numbers[0], numbers[1]) : nil
+        }
+        let (_, firstEnd) = try #require(span(save.output), "\(save.output)")
+        let (secondStart, secondEnd) = try #require(span(since.output), "\(since.output)")
+        #expect(abs(secondStart - firstEnd - 1.0 / 30) < 0.002, "\(save.output)\(since.output)")
+        #expect(secondEnd - secondStart > 6, "more than 5 s and the 2 s window: \(since.output)")
+    }
+
     @Test func aRecorderKilledMidSaveLeavesNoFileUnderTheRequestedName() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

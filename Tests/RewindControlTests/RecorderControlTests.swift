@@ -165,10 +165,12 @@ import Testing
         let all = try save("all", since: false)
         try record(30)
         let front = try save("front", since: true)
-        #expect(front.fromNanoseconds == all.toNanoseconds, "front starts where the save of all ended")
+        // Right after front's last frame in the save of all (its newest then, so within a frame of that save's end).
+        #expect(front.fromNanoseconds <= all.toNanoseconds && front.fromNanoseconds > all.toNanoseconds - 16_666_667)
         try record(30)
         let both = try save("all", since: true)
-        #expect(both.fromNanoseconds == all.toNanoseconds, "rear was saved last by the save of all")
+        // Rear was saved last by the save of all: right after its last frame in it.
+        #expect(both.fromNanoseconds <= all.toNanoseconds && both.fromNanoseconds > all.toNanoseconds - 16_666_667)
         #expect(both.toNanoseconds > front.toNanoseconds)
     }
 
@@ -220,6 +222,7 @@ import Testing
         let live = try LiveRecorder()
         defer { try? live.finish() }
         let events = EventFollower(live.client)
+        try waitUntil("the events client is connected", interval: .milliseconds(2)) { live.control.eventClients == 1 }
         let waiting = try #require(try live.client.save(SaveRequest(before: "250ms", after: "10s")))
         #expect(waiting.state == .waiting)
         live.control.stop()
@@ -233,6 +236,48 @@ import Testing
         #expect(last == live.feed.pts(179), "the newest frame")
         #expect(object.toNanoseconds == last + 1 && object.toNanoseconds < waiting.toNanoseconds, "\(object)")
         #expect(try exportedIndexes(object.files[0], layout: live.feed.stream.layout) == Array(165..<180))
+    }
+
+    /// A stream behind the others (its frames come in late) gets its late frames in the next `since_last_save`
+    /// save, which goes on after its last frame written, not after the save's end; a clip moves no save's end.
+    @Test func sinceLastSaveGoesOnAfterEachStreamsLastFrameAndNotAfterAClip() throws {
+        let (directory, recorder, control) = try Self.frontAndRear()
+        var feeds = [try CameraFeed(), try CameraFeed()]
+        defer {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+        let client = ControlClient(directory: directory)
+        try FileManager.default.createDirectory(atPath: directory + "/exports", withIntermediateDirectories: true)
+        func append(_ frames: Int, to index: Int) throws {
+            for _ in 0..<frames {
+                recorder.waitForSpillRoom()
+                _ = try feeds[index].appendNext(to: recorder.streams[index])
+            }
+        }
+        func saveRear(since: Bool) throws -> SaveObject {
+            let request = SaveRequest(
+                stream: "rear", last: "1s", path: "\(directory)/exports/\(UUID().uuidString).mkv", wait: true,
+                sinceLastSave: since ? true : nil)
+            return try #require(try client.save(request))
+        }
+        for _ in 0..<60 {
+            try append(1, to: 0)
+            try append(1, to: 1)
+        }
+        // The front stream half a second ahead: the save's end is the front's newest frame.
+        try append(30, to: 0)
+        let first = try saveRear(since: false)
+        let firstIndexes = try exportedIndexes(first.files[0], layout: feeds[1].stream.layout)
+        #expect(firstIndexes.last == 59, "\(firstIndexes)")
+        // The rear's frames 60…89 come in now, with times before that save's end.
+        try append(30, to: 1)
+        let clip = try #require(
+            try client.clip(
+                ClipRequest(stream: "rear", from: "0s", to: "10s", path: "\(directory)/exports/clip.mkv", wait: true)))
+        #expect(clip.state == .done)
+        let next = try saveRear(since: true)
+        #expect(try exportedIndexes(next.files[0], layout: feeds[1].stream.layout) == Array(60..<90))
     }
 
     /// A save of `all` to `.y4m` writes a file per stream: each is checked like `path` itself, so a FIFO or a link

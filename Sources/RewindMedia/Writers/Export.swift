@@ -72,6 +72,9 @@ public struct ExportSummary: Sendable, Hashable {
     public var firstPTSNanoseconds: Int64?
     /// The pts of the last frame the caller wrote, nanoseconds on the stream clock; nil when there were none.
     public var lastPTSNanoseconds: Int64?
+    /// For a file of several named tracks (Matroska): each track's last frame's timestamp, by track name (tracks
+    /// without frames absent); empty otherwise.
+    public var lastTimestampByTrack: [String: Int64] = [:]
 
     /// Frames in the file: the caller's plus the filled ones.
     public var writtenFrames: Int { frames + filledFrames }
