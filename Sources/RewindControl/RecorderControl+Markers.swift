@@ -25,7 +25,8 @@ extension RecorderControl {
         }
         // A line of its own wherever it is listed: a newline or another control character would break the line
         // (and SQLite would keep a label only up to a NUL).
-        guard !label.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
+        guard !label.unicodeScalars.contains(where: { breaksLines.contains($0.properties.generalCategory) }) else {
             throw APIError(.badRequest, "label must not hold control characters (newlines, tabs, NUL): give one line")
         }
         let at: Int64

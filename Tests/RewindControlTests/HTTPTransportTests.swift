@@ -157,6 +157,7 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"last":"1s","path":"\#(notes)\u0000.mkv","wait":true}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\u0000b"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\nb"}"#, 400, "bad_request"),
+            ("POST", "/v1/markers", #"{"label":"a\u2028b"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),

@@ -155,9 +155,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
         case .gapTooLarge(let frames, let bytes, let available):
+            let usable = max(0, available - OutputFile.keptFree)
             return "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a "
-                + "constant frame rate, more than the disk has free (\(available >> 20) MiB, keeping "
-                + "\(OutputFile.keptFree >> 20) MiB free for recordings)"
+                + "constant frame rate, more than the \(usable >> 20) MiB this export may still use on its disk "
+                + "(\(available >> 20) MiB free, of which \(OutputFile.keptFree >> 20) MiB stay free for recordings)"
         }
     }
 
