@@ -443,6 +443,15 @@ private func liveExport(
     if recorderExportsAll {
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
+    // A post-roll the recorder could not wait for (it stopped; or, without a store, its memory could not hold the
+    // rest): the file is kept, with what was recorded, and the command says it fell short.
+    if object.toNanoseconds < started.toNanoseconds {
+        throw CommandError(
+            "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
+                + "\(formatSeconds(started.toNanoseconds)): the recorder stopped (or, without a store, its memory could "
+                + "not hold the rest of the post-roll); the file holds what was recorded",
+            status: ExitStatus.unavailable)
+    }
     return true
 }
 

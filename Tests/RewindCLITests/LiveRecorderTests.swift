@@ -398,8 +398,10 @@ import Testing
         process.terminate()
         let saved = try waiting.finish(timeout: .seconds(60))
         _ = try recorder.finish(timeout: .seconds(60))
-        #expect(saved.status == 0, "\(saved.stderr)")
+        // Written with what was recorded, and said to fall short of the 30 s post-roll (69: the recorder stopped).
+        #expect(saved.status == 69, "\(saved.stderr)")
         #expect(saved.output.contains("saved by the live recorder"), "\(saved.output)")
+        #expect(saved.stderr.contains("was cut short at"), "\(saved.stderr)")
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
