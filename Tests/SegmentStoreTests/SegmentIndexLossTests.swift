@@ -95,6 +95,36 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Two segment files swapped (each under the other's name): a repair indexes each file's frames at their own
+    /// pts, every frame once, with no gap; nothing is taken for a recording that started its clock again.
+    @Test func swappedSegmentFilesAreIndexedAtTheirOwnTimes() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path, options: StoreOptions(segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000)))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<120 { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg", "000004.seg"])
+        let manager = FileManager.default
+        try manager.moveItem(atPath: dir.segments + "/000002.seg", toPath: dir.path + "/swap")
+        try manager.moveItem(atPath: dir.segments + "/000003.seg", toPath: dir.segments + "/000002.seg")
+        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/000003.seg")
+        let store = try SegmentStore.open(directory: dir.path)
+        let repaired = try store.verify(repair: true)
+        #expect(!repaired.repaired.contains { $0.contains("moved the") }, "\(repaired.repaired)")
+        let gaps = try store.gaps()
+        #expect(gaps.isEmpty, "\(gaps)")
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<120).map { frames.pts($0) })
+        #expect(read.map(\.1) == (0..<120).map { frames.expectedDigest($0) })
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// Rows deleted from the index, or a row's pts or offset changed, by another program.
     @Test(arguments: [
         "DELETE FROM frames WHERE pts_ns BETWEEN %40 AND %60",

@@ -118,8 +118,41 @@ extension SegmentStore {
         }
 
         for (sequence, name) in files.sorted(by: { $0.key < $1.key }) {
-            try reconcileFile(name: name, row: rows[sequence], mode: mode, onlyStream: streamName, report: &report)
+            try reconcileFile(
+                name: name, row: rows[sequence], mode: mode, onlyStream: streamName, continuesAfterStream: false,
+                report: &report)
         }
+        // Files whose frames' pts the rows of later files still held (files swapped or renamed: those rows were
+        // rebuilt since): indexed now, and only what still repeats pts the stream holds goes after its frames.
+        let revisit = report.revisit
+        report.revisit = []
+        let counted = (report.segments, report.frames)
+        for name in revisit {
+            try reconcileFile(
+                name: name, row: try index.segment(fileName: name), mode: mode, onlyStream: streamName,
+                report: &report)
+        }
+        (report.segments, report.frames) = counted
+        for (fileName, streamID, pts) in report.displaced {
+            // A row whose pts was off by less than half a frame (edited, say) is the frame the file holds beside it.
+            let stream = try index.streams().first { $0.id == streamID }
+            let half = max(1, (stream?.description.frameDuration.nanoseconds ?? 2) / 2)
+            var missing: [Int64] = []
+            for time in pts {
+                var near = false
+                try index.frames(streamID: streamID, in: (time - half)..<(time + half)) { _ in
+                    near = true
+                    return false
+                }
+                if !near { missing.append(time) }
+            }
+            let count = try recordLostFrames(streamID: streamID, lost: missing)
+            guard count > 0 else { continue }
+            report.repaired.append(
+                "\(Self.frames(count)) the index had in segment \(fileName) are in no file now (another file is in its "
+                    + "place): lost (a 'damaged' gap)")
+        }
+        report.displaced = []
         return report
     }
 
@@ -274,8 +307,12 @@ extension SegmentStore {
         }
     }
 
+    /// - Parameter continuesAfterStream: whether a file whose frames repeat pts the stream's rows hold is moved
+    ///   after the stream's frames now (false: it is put in ``VerifyReport/revisit``, to come back to once every
+    ///   file's rows are rebuilt).
     private func reconcileFile(
-        name: String, row: SegmentRow?, mode: ReconcileMode, onlyStream: String? = nil, report: inout VerifyReport
+        name: String, row: SegmentRow?, mode: ReconcileMode, onlyStream: String? = nil,
+        continuesAfterStream: Bool = true, report: inout VerifyReport
     ) throws {
         let path = segmentsDirectory + "/" + name
         let isPartial = name.hasSuffix(SegmentFormat.partialSuffix)
@@ -401,7 +438,9 @@ extension SegmentStore {
                         + frames
                     : "sealed segment \(name) as \(finalName) with \(frames) (cut at byte \(scan.validEnd))")
         }
-        try reconcileRows(fileName: finalName, header: header, row: row, scan: scan, mode: mode, report: &report)
+        try reconcileRows(
+            fileName: finalName, header: header, row: row, scan: scan, mode: mode,
+            continuesAfterStream: continuesAfterStream, report: &report)
     }
 
     /// Dry run: says how the index differs from the file.
@@ -464,7 +503,8 @@ extension SegmentStore {
     ///   the rows let go of past the damage are then not all lost, and the report says so.
     private func reconcileRows(
         fileName: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
-        mode: ReconcileMode = .recover, framesAfterDamage: Bool = false, report: inout VerifyReport
+        mode: ReconcileMode = .recover, framesAfterDamage: Bool = false, continuesAfterStream: Bool = true,
+        report: inout VerifyReport
     ) throws {
         var row = row
         var lost: (streamID: Int64, pts: [Int64])?
@@ -480,7 +520,13 @@ extension SegmentStore {
                 // Rows the file does not back (or a sealed row that disagrees): rebuild from the file. Frames the
                 // index had beyond the file's are lost, and get a gap once the rows are rebuilt.
                 let pts = try index.frames(ofSegment: existing.id).map(\.ptsNanoseconds)
-                if pts.count > scan.entries.count { lost = (existing.streamID, pts) }
+                if pts.count > scan.entries.count {
+                    lost = (existing.streamID, pts)
+                } else if disagreement != nil {
+                    // Another file in its place (files swapped, or copied in): the frames the rows had may be in
+                    // another file, indexed later in this pass; those that are in none are lost, counted at its end.
+                    report.displaced.append((fileName, existing.streamID, pts))
+                }
                 try index.removeSegment(id: existing.id)
                 rebuilt = disagreement.map { "they disagreed: \($0)" } ?? "the index had \(existing.frameCount)"
                 row = nil
@@ -548,6 +594,11 @@ extension SegmentStore {
                             + $0 + ")"
                     } ?? "added \(missing.count) index rows for segment \(fileName) from its file")
             } catch StoreIndexError.duplicatePTS where mode == .repair && firstMissing == 0 {
+                // Rows of a file not yet rebuilt may hold these pts (files swapped): come back to it after them.
+                guard continuesAfterStream else {
+                    report.revisit.append(fileName)
+                    return
+                }
                 // A later recording that started the stream's clock again: its frames go after the stream's.
                 if try continueAfterStream(
                     fileName: fileName, header: header, scan: scan, segmentID: segmentID, report: &report)

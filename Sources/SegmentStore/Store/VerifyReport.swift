@@ -41,6 +41,12 @@ public struct VerifyReport: Sendable {
     /// Damaged segment files with frames after the damage: what a repair lost and salvaged (or, in a dry run,
     /// would lose and salvage).
     public var salvage: [SegmentSalvage] = []
+    /// Files a repair came back to after the others (their frames' pts were held by rows of files not yet
+    /// rebuilt): see ``SegmentStore`` reconciliation.
+    var revisit: [String] = []
+    /// Rows a repair removed from files that another file had replaced: the frames' pts, counted lost at the end of
+    /// the pass when no file holds them.
+    var displaced: [(fileName: String, streamID: Int64, pts: [Int64])] = []
 }
 
 /// The frames after the damage in one segment file: which are lost, and which were salvaged into new segments.
