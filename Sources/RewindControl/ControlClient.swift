@@ -37,13 +37,18 @@ public struct ControlClient: Sendable {
     /// - Throws: ``ControlError/refused(_:)`` with the recorder's error; ``ControlError/recorderStopped(request:)``
     ///   when the recorder went away before answering.
     public func save(_ request: SaveRequest) throws -> SaveObject? {
-        try call("POST", "/v1/saves", body: request, what: "the save")
+        try call("POST", "/v1/saves", body: request, what: "the save", waits: request.wait == true)
     }
 
     /// `POST /v1/clips`.
     public func clip(_ request: ClipRequest) throws -> SaveObject? {
-        try call("POST", "/v1/clips", body: request, what: "the clip")
+        try call("POST", "/v1/clips", body: request, what: "the clip", waits: request.wait == true)
     }
+
+    /// How long a request waits for the recorder's next bytes before it gives up (``ControlError/noAnswer(request:seconds:)``):
+    /// every answer comes at once but those asked to wait for an export, and the event stream has a comment line
+    /// every second.
+    public static let answerTimeoutSeconds = 30
 
     /// `GET /v1/saves/{id}`.
     public func save(id: Int) throws -> SaveObject? { try call("GET", "/v1/saves/\(id)", what: "save \(id)") }
@@ -89,6 +94,7 @@ public struct ControlClient: Sendable {
     /// recorder ends the stream. Returns false when no recorder serves the endpoint.
     public func events(_ body: (String, String) throws -> Bool) throws -> Bool {
         guard let connection = try connect() else { return false }
+        connection.limitWaits(what: "the event stream")
         try connection.send(request(method: "GET", path: "/v1/events", body: nil))
         let head = try connection.readHead(what: "the event stream")
         guard head.status == 200 else {
@@ -131,9 +137,12 @@ public struct ControlClient: Sendable {
 
     /// One request and its decoded answer; nil when no recorder serves the endpoint.
     private func call<Answer: Decodable>(
-        _ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, what: String
+        _ method: String, _ path: String, body: (some Encodable)? = Optional<String>.none, what: String,
+        waits: Bool = false
     ) throws -> Answer? {
-        guard let (status, bytes) = try exchange(method, path, body: body.map { APICoding.encode($0) }, what: what)
+        guard
+            let (status, bytes) = try exchange(
+                method, path, body: body.map { APICoding.encode($0) }, what: what, waits: waits)
         else { return nil }
         guard (200..<300).contains(status) else { throw Self.failure(status: status, body: bytes) }
         do {
@@ -146,8 +155,12 @@ public struct ControlClient: Sendable {
     /// Sends a request and reads the whole answer: its status and body; nil when no recorder serves the endpoint.
     ///
     /// - Throws: ``ControlError/recorderStopped(request:)`` when the connection ends before the answer does.
-    public func exchange(_ method: String, _ path: String, body: [UInt8]?, what: String) throws -> (Int, [UInt8])? {
+    /// - Parameter waits: whether the answer may take long (an export it waits for): no time limit then.
+    public func exchange(_ method: String, _ path: String, body: [UInt8]?, what: String, waits: Bool = false)
+        throws -> (Int, [UInt8])?
+    {
         guard let connection = try connect() else { return nil }
+        if !waits { connection.limitWaits(what: what) }
         try connection.send(request(method: method, path: path, body: body))
         let head = try connection.readHead(what: what)
         return (head.status, try connection.readBody(head, what: what))
@@ -202,9 +215,19 @@ public struct ControlClient: Sendable {
         private let fd: Int32
         private var buffered: [UInt8] = []
         private var atEnd = false
+        /// The request named in a ``ControlError/noAnswer(request:seconds:)``, once reads are limited.
+        private var limited: String?
 
         init(fd: Int32) { self.fd = fd }
         deinit { close(fd) }
+
+        /// From now on a read that gets nothing for ``ControlClient/answerTimeoutSeconds`` fails, naming `what`.
+        func limitWaits(what: String) {
+            var limit = timeval(tv_sec: ControlClient.answerTimeoutSeconds, tv_usec: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            limited = what
+        }
 
         func send(_ bytes: [UInt8]) throws {
             var offset = 0
@@ -230,6 +253,9 @@ public struct ControlClient: Sendable {
                 if errno == ECONNRESET {
                     atEnd = true
                     return false
+                }
+                if let limited, errno == EAGAIN || errno == EWOULDBLOCK {
+                    throw ControlError.noAnswer(request: limited, seconds: ControlClient.answerTimeoutSeconds)
                 }
                 throw ControlError.socket(action: "read from", path: nil, Errno(rawValue: errno))
             }

@@ -136,6 +136,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     case recorderStopped(request: String)
     /// The recorder's event stream broke off without its `stopping` event: the recorder was killed or crashed.
     case eventStreamBroken
+    /// The recorder sent nothing for `seconds` while `request` waited for its answer: it is stopped (Ctrl-Z,
+    /// `kill -STOP`) or stuck.
+    case noAnswer(request: String, seconds: Int)
     /// The recorder's reply is not one this build understands; `excerpt` is its start.
     case badReply(excerpt: String)
     /// The recorder answered with an error.
@@ -183,6 +186,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "the recorder stopped before it finished \(request); no file was written by it"
         case .eventStreamBroken:
             return "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
+        case .noAnswer(let request, let seconds):
+            return "the recorder sent nothing for \(seconds) s while \(request) waited for it: it is stopped (Ctrl-Z, "
+                + "kill -STOP) or stuck"
         case .badReply(let excerpt):
             return "the recorder's reply is not one this build understands: '\(excerpt)'"
         case .refused(let error):

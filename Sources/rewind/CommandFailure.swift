@@ -59,6 +59,9 @@ struct CommandFailure {
             case .eventStreamBroken:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log (and dmesg for a kill)"
+            case .noAnswer:
+                status = ExitStatus.unavailable
+                advice = "resume it ('fg', or kill -CONT PID) or stop it; 'ps' shows its state (T: stopped)"
             case .badListenAddress(_, let reason):
                 switch reason {
                 case .system(let errno):

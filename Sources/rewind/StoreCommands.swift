@@ -17,7 +17,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let totalDrops = drops.values.reduce(0, +)
     // A recorder serving the store: what it holds in memory right now (nil when none runs, or, with --stream, when
     // it does not record that stream).
-    var status = (try? ControlClient(directory: directory).status()) ?? nil
+    var status: StatusResponse?
+    do {
+        status = try ControlClient(directory: directory).status()
+    } catch let error as ControlError {
+        // A recorder that does not answer (stopped with Ctrl-Z, say): what the disk holds, and why only that.
+        if case .noAnswer = error { printError("rewind info: \(error); showing what the store on disk holds") }
+    } catch {}
     if let only, var narrowed = status {
         narrowed.streams = narrowed.streams.filter { $0.stream == only }
         status = narrowed.streams.isEmpty ? nil : narrowed

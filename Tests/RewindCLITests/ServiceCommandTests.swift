@@ -115,6 +115,33 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: clip))
     }
 
+    /// A recorder that is stopped (Ctrl-Z) answers nothing: a client gives up after 30 s saying so (69), and `info`
+    /// shows what the disk holds, saying why; nothing hangs.
+    @Test func aStoppedRecorderMakesClientsGiveUpInsteadOfHanging() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "5m",
+        ])
+        let process = recorder.process
+        defer {
+            kill(process.processIdentifier, SIGCONT)
+            if process.isRunning { process.terminate() }
+        }
+        try Tool.waitForSocket(of: store)
+        kill(process.processIdentifier, SIGSTOP)
+        let status = try Tool.rewind(["status", "--store", store], timeout: .seconds(90))
+        #expect(status.status == 69, "\(status.stderr)")
+        #expect(status.stderr.contains("the recorder sent nothing for 30 s"), "\(status.stderr)")
+        let info = try Tool.rewind(["info", "--store", store], timeout: .seconds(90))
+        #expect(info.status == 0, "\(info.stderr)")
+        #expect(info.stderr.contains("showing what the store on disk holds") && info.output.contains("stream camera"))
+        kill(process.processIdentifier, SIGCONT)
+        process.interrupt()
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+    }
+
     /// `record --listen`: the API on TCP with the token from DIR/token (made with mode 0600); 401 without it, and an
     /// address that is not loopback is a usage error unless `--listen-any`.
     @Test func recordListensOnTCPWithAToken() throws {
