@@ -273,6 +273,11 @@ private func record(
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
+    // A stream of another format is refused before the store is opened for writing, whose recovery would already
+    // change it (the check is made again after it, on what recovery left).
+    if configuration.spill != .off, let existing = try? SegmentStore.openReadOnly(directory: directory) {
+        try checkStreamsMatch(specs, store: existing, directory: directory)
+    }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     if let store {
         if !store.recovery.repaired.isEmpty {

@@ -171,6 +171,24 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let other = try Tool.rewind(["record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s"])
         #expect(other.status == 64, "\(other.stderr)")
         #expect(other.stderr.contains("size 160x120 → 320x240") && other.stderr.contains("--stream camera-2"))
+        // Refused before the store is opened for writing: an index of another store (its stream of another size)
+        // in place of this one's is not "recovered" against these files by a run that is then refused.
+        let foreign = directory.appendingPathComponent("foreign").path
+        let made = try Tool.rewind([
+            "record", "--store", foreign, "--input", "synthetic:320x240@30", "--duration", "3s",
+        ])
+        #expect(made.status == 0, "\(made.stderr)")
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
+            try? FileManager.default.copyItem(
+                atPath: "\(foreign)/index.sqlite\(suffix)", toPath: "\(store)/index.sqlite\(suffix)")
+        }
+        let refused = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(!refused.stderr.contains("recovered the store"), "\(refused.stderr)")
+        #expect((try info(store)["gaps"] as? [Any])?.isEmpty == true, "the refused run changed nothing")
     }
 
     @Test func recordingAgainIntoAStoreContinuesItsTimeline() throws {
