@@ -276,12 +276,14 @@ struct CounterWatcher {
         }
     }
 
-    mutating func publishChanges(to events: EventHub) {
+    /// Publishes what changed since the last call; `final` (the recorder stops) looks at the seals now too, which
+    /// are otherwise looked at every fourth call.
+    mutating func publishChanges(to events: EventHub, final: Bool = false) {
         ticks += 1
-        for index in seen.indices { publishChanges(of: &seen[index], to: events) }
+        for index in seen.indices { publishChanges(of: &seen[index], to: events, final: final) }
     }
 
-    private func publishChanges(of seen: inout Seen, to events: EventHub) {
+    private func publishChanges(of seen: inout Seen, to events: EventHub, final: Bool) {
         let stream = seen.stream.name
         let statistics = seen.stream.statistics
         let currentDrops = statistics.drops.keyedByRawValue
@@ -324,7 +326,7 @@ struct CounterWatcher {
         }
         // Seals, by segment id (a count would miss seals while retention deletes segments): one event each, when it
         // happens. Nobody listening, nothing is read; a client that arrives then gets only seals after it came.
-        guard ticks % 4 == 0 else { return }
+        guard ticks % 4 == 0 || final else { return }
         guard events.count > 0 else {
             seen.highestSealedID = nil
             return

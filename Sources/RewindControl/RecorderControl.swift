@@ -108,6 +108,8 @@ public final class RecorderControl: Sendable {
     private let finished = DispatchSemaphore(value: 0)
     private let isStopped = Atomic<Bool>(false)
     private let isStopping = Atomic<Bool>(false)
+    /// Signalled by the control's thread once it published the changes of the last moments, at the stop.
+    private let finalChanges = DispatchSemaphore(value: 0)
 
     /// Binds `DIR/rewind.sock` (mode 0600; replacing a stale one nobody answers on), and the TCP listener when
     /// `listen` is given, and starts serving.
@@ -241,6 +243,10 @@ public final class RecorderControl: Sendable {
         }
         // Clients polling the saves just finished (`rewind save` asks every 50 ms) get to see them done.
         if hadSaves { System.sleep(for: .milliseconds(400)) }
+        // The seals of the last second get their events before the streams end.
+        byte = UInt8(ascii: "f")
+        _ = write(wake.write, &byte, 1)
+        _ = finalChanges.wait(timeout: .now() + .seconds(2))
         // Event streams end after their queued events (`stopping` last); then the servers stop, which closes what
         // is still open.
         events.closeAll()
@@ -273,6 +279,10 @@ public final class RecorderControl: Sendable {
                 let count = read(wake.read, &bytes, bytes.count)
                 if count > 0 {
                     if bytes[0..<count].contains(UInt8(ascii: "q")) { return }
+                    if bytes[0..<count].contains(UInt8(ascii: "f")) {
+                        watcher.publishChanges(to: events, final: true)
+                        finalChanges.signal()
+                    }
                     if bytes[0..<count].contains(UInt8(ascii: "s")) {
                         do {
                             try saveWindow()

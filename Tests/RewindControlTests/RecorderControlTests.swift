@@ -757,6 +757,34 @@ import Testing
         #expect(Set(files).count == files.count, "one event per seal")
     }
 
+    /// Seals in the last moments before the stop (within the second the recorder looks at seals) are events before
+    /// the stream ends.
+    @Test func sealsRightBeforeTheStopAreEvents() throws {
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        try waitUntil("the prefill is written") { live.recorder.streams[0].unspilledFrames == 0 }
+        let sealed = {
+            Set(try live.recorder.store!.segments(streamName: "camera").filter { $0.state == .sealed }.map(\.fileName))
+        }
+        let before = try sealed()
+        let follower = EventFollower(live.client)
+        try waitUntil("the events client is connected", interval: .milliseconds(2)) { live.control.eventClients == 1 }
+        var feed = live.feed
+        for _ in 0..<60 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        try waitUntil("every frame is written") { live.recorder.streams[0].unspilledFrames == 0 }
+        let new = try sealed().subtracting(before)
+        #expect(!new.isEmpty, "a second of frames sealed a segment")
+        live.control.stop()
+        try wait(for: follower.ended, until: "the event stream ends")
+        let events = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+        for file in new { #expect(events.contains { $0.contains(#""file":"\#(file)""#) }, "\(file): \(events)") }
+    }
+
     /// A seal right after a client comes (before the recorder's first look at the seals for it) is an event too:
     /// every segment sealed after the client came is, once, and none sealed before.
     @Test func aSealRightAfterAClientComesIsAnEvent() throws {
