@@ -275,7 +275,10 @@ private func record(
     try checkMemoryFits(specs.map(\.stream), configuration)
     // A stream of another format is refused before the store is opened for writing, whose recovery would already
     // change it (the check is made again after it, on what recovery left).
-    if configuration.spill != .off, let existing = try? SegmentStore.openReadOnly(directory: directory) {
+    // (A store another recorder holds is left to the open, which says so.)
+    if configuration.spill != .off, !SegmentStore.isOpenForRecording(directory: directory),
+        let existing = try? SegmentStore.openReadOnly(directory: directory)
+    {
         try checkStreamsMatch(specs, store: existing, directory: directory)
     }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
