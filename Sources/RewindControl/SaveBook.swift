@@ -59,6 +59,9 @@ final class SaveBook: Sendable {
         var quality: ExportQuality = .fast
         /// A clip (`POST /v1/clips`), not a save: `since_last_save` does not go on from it.
         var isClip = false
+        /// Where `since_last_save` stood for each stream before this save, done, moved it (nil: nowhere), and
+        /// where it moved it: a DELETE of the done save (its client could not deliver it) puts it back.
+        var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
         var holds: [RetentionHold] = []
         /// Without a store memory is the only copy: each stream's frames of the range recorded so far, pinned when
         /// the save was made and then as they arrive while it waits (oldest first), by stream name.
@@ -285,7 +288,7 @@ final class SaveBook: Sendable {
         enum Action {
             case ended(SaveObject, [RetentionHold], [RingSnapshot])
             case asked
-            case final(SaveObject)
+            case final(SaveObject, restored: [(name: String, end: Int64?)])
         }
         let action: Action = try state.withLock { state throws(APIError) in
             guard var entry = state.entries[id] else { throw APIError(.notFound, "no save \(id)") }
@@ -304,8 +307,19 @@ final class SaveBook: Sendable {
                 entry.cancelRequested = true
                 state.entries[id] = entry
                 return .asked
-            case .done, .failed, .cancelled:
-                return .final(entry.object)
+            case .done:
+                // Its client could not deliver it: it no longer counts for `since_last_save`, where no later save
+                // moved the end since.
+                var restored: [(name: String, end: Int64?)] = []
+                for moved in entry.movedEnds where state.lastSavedEnd[moved.name] == moved.after {
+                    state.lastSavedEnd[moved.name] = moved.before
+                    restored.append((moved.name, moved.before))
+                }
+                entry.movedEnds = []
+                state.entries[id] = entry
+                return .final(entry.object, restored: restored)
+            case .failed, .cancelled:
+                return .final(entry.object, restored: [])
             }
         }
         switch action {
@@ -315,7 +329,10 @@ final class SaveBook: Sendable {
             events.publish("save", object)
             signalChange()
             return object
-        case .final(let object):
+        case .final(let object, let restored):
+            for (name, end) in restored {
+                try? recorder.store?.index.setInfo(Self.lastSavedEndKey(name), to: end.map(String.init) ?? "")
+            }
             return object
         case .asked:
             let object = try waitUntilFinal(id)
@@ -564,9 +581,11 @@ final class SaveBook: Sendable {
                 entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
                 entry.object.progress = 1
                 for (name, written) in streamEnds {
-                    let end = max(state.lastSavedEnd[name] ?? .min, written)
+                    let before = state.lastSavedEnd[name]
+                    let end = max(before ?? .min, written)
                     state.lastSavedEnd[name] = end
                     savedEnds.append((name, end))
+                    entry.movedEnds.append((name, before, end))
                 }
             case .failure(let error):
                 entry.object.state = error is Cancelled ? .cancelled : .failed

@@ -431,10 +431,18 @@ private func liveExport(
         // SIGPIPE, which leaves nothing behind.
         unlink(file)
         guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
-        let target =
-            toStandardOutput ? STDOUT_FILENO : try openForWriting(output!, command: what, what: "\(what) \(object.id)")
-        defer { if !toStandardOutput { close(target) } }
-        try copy(handle, to: target, what: "\(what) \(object.id)", name: toStandardOutput ? "stdout" : output!)
+        do {
+            let target =
+                toStandardOutput
+                ? STDOUT_FILENO : try openForWriting(output!, command: what, what: "\(what) \(object.id)")
+            defer { if !toStandardOutput { close(target) } }
+            try copy(handle, to: target, what: "\(what) \(object.id)", name: toStandardOutput ? "stdout" : output!)
+        } catch {
+            // Not delivered (interrupted while waiting for the FIFO's reader, a write that failed): the recorder is
+            // told, so that the save does not count for --since-last-save.
+            _ = try? client.cancelSave(id: object.id)
+            throw error
+        }
         message += " (through \(file), removed)"
         if toStandardOutput { printError(message) } else { print(message) }
     } else {

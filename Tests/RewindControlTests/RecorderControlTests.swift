@@ -216,6 +216,31 @@ import Testing
         }
     }
 
+    /// A done save that is deleted (its client could not deliver it) no longer counts for `since_last_save`: the
+    /// next such save goes on from the save before it, in memory and in the store.
+    @Test func aDeletedDoneSaveDoesNotCountForSinceLastSave() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let layout = live.feed.stream.layout
+        let first = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+        var feed = live.feed
+        for _ in 0..<30 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        let undelivered = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
+        #expect(try exportedIndexes(undelivered.files[0], layout: layout) == Array(180..<210))
+        #expect(try live.client.cancelSave(id: undelivered.id)?.state == .done)
+        #expect(try live.recorder.store!.index.info("last_saved_end_ns:camera") == String(first.toNanoseconds))
+        for _ in 0..<30 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        let next = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
+        #expect(next.fromNanoseconds == first.toNanoseconds)
+        #expect(try exportedIndexes(next.files[0], layout: layout) == Array(180..<240))
+    }
+
     /// A save still waiting for its post-roll when the recorder stops is written with what there is, and its
     /// `to_ns` says where it ended (the newest frame), not the end it asked for.
     @Test func aSaveCutShortByTheStopSaysWhereItEnded() throws {
