@@ -331,8 +331,7 @@ struct CounterWatcher {
             seen.highestSealedID = nil
             return
         }
-        guard let rows = try? store.segments(streamName: stream) else { return }
-        let sealed = rows.filter { $0.state == .sealed }.sorted { $0.id < $1.id }
+        guard let sealed = try? Self.sealedSegments(of: stream, in: store) else { return }
         // From the last look, or, the first time clients listen, from where the earliest of them came in: each
         // client gets the seals after it came (its own mark), none missed between its coming and this look.
         if let known = seen.highestSealedID ?? events.lowestSealedBefore(stream: stream) {
@@ -346,5 +345,10 @@ struct CounterWatcher {
             }
         }
         seen.highestSealedID = max(seen.highestSealedID ?? 0, sealed.last?.id ?? 0)
+    }
+
+    /// The sealed segments of `stream` in `store`, by id (the order they were sealed in).
+    static func sealedSegments(of stream: String, in store: SegmentStore) throws -> [SegmentRow] {
+        try store.segments(streamName: stream).filter { $0.state == .sealed }.sorted { $0.id < $1.id }
     }
 }

@@ -453,8 +453,8 @@ public final class RecorderControl: Sendable {
             var sealed: [String: Int64] = [:]
             if let store = recorder.store {
                 for stream in recorder.streams {
-                    let rows = (try? store.segments(streamName: stream.name)) ?? []
-                    sealed[stream.name] = rows.filter { $0.state == .sealed }.map(\.id).max() ?? 0
+                    sealed[stream.name] =
+                        (try? CounterWatcher.sealedSegments(of: stream.name, in: store))?.last?.id ?? 0
                 }
             }
             let subscription = events.subscribe(sealedBefore: sealed)

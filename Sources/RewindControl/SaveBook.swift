@@ -130,6 +130,14 @@ final class SaveBook: Sendable {
     /// The `store_info` key under which the end of the last finished save of stream `name` is kept (recorder time).
     static func lastSavedEndKey(_ name: String) -> String { "last_saved_end_ns:\(name)" }
 
+    /// Keeps each stream's `since_last_save` end in the store for the next run (an empty value: none). Best effort:
+    /// on a full disk the next run starts at the window.
+    private func storeLastSavedEnds(_ ends: [(name: String, end: Int64?)]) {
+        for (name, end) in ends {
+            try? recorder.store?.index.setInfo(Self.lastSavedEndKey(name), to: end.map(String.init) ?? "")
+        }
+    }
+
     /// The recorder clock: the newest pts recorded (memory, else disk), or nil before the first frame.
     /// The recorder clock as the frames show it: the recorder time of the newest frame of any stream (in memory,
     /// or on disk); nil before the first frame.
@@ -330,9 +338,7 @@ final class SaveBook: Sendable {
             signalChange()
             return object
         case .final(let object, let restored):
-            for (name, end) in restored {
-                try? recorder.store?.index.setInfo(Self.lastSavedEndKey(name), to: end.map(String.init) ?? "")
-            }
+            storeLastSavedEnds(restored)
             return object
         case .asked:
             let object = try waitUntilFinal(id)
@@ -567,7 +573,7 @@ final class SaveBook: Sendable {
             }
         }
         var finished: SaveObject?
-        var savedEnds: [(name: String, end: Int64)] = []
+        var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
         let holds: [RetentionHold] = state.withLock { state in
             guard var entry = state.entries[id] else { return [] }
             switch result {
@@ -584,9 +590,9 @@ final class SaveBook: Sendable {
                     let before = state.lastSavedEnd[name]
                     let end = max(before ?? .min, written)
                     state.lastSavedEnd[name] = end
-                    savedEnds.append((name, end))
-                    entry.movedEnds.append((name, before, end))
+                    movedEnds.append((name, before, end))
                 }
+                entry.movedEnds = movedEnds
             case .failure(let error):
                 entry.object.state = error is Cancelled ? .cancelled : .failed
                 entry.object.files = []
@@ -601,10 +607,7 @@ final class SaveBook: Sendable {
         }
         for hold in holds { recorder.store?.removeHold(hold) }
         for pin in entry.allPins { pin.release() }
-        // Kept in the store for the next run (best effort: on a full disk the next run starts at the window).
-        for (name, end) in savedEnds {
-            try? recorder.store?.index.setInfo(Self.lastSavedEndKey(name), to: String(end))
-        }
+        storeLastSavedEnds(movedEnds.map { ($0.name, $0.after) })
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }

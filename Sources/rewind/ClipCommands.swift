@@ -151,7 +151,12 @@ private func exportAll(
 ) throws -> Int32 {
     let holding = try set.members(withFramesIn: range)
     let tracks = holding.count
+    // A file per stream: the streams that got none are said.
     let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
+    let sayEmpty = {
+        guard format != .matroska && !empty.isEmpty else { return }
+        print("\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))")
+    }
     // Each stream's file is a file, as -o itself must be: refused up front, before any stream is written.
     if format != .matroska {
         for member in holding { try checkNotADirectory(StreamSet.fileName(for: output, stream: member.name)) }
@@ -164,11 +169,7 @@ private func exportAll(
                 from: member.source, range: member.clock.ptsRange(range),
                 output: StreamSet.fileName(for: output, stream: member.name), quality: quality, command: command)
         }
-        if !empty.isEmpty {
-            print(
-                "\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))"
-            )
-        }
+        sayEmpty()
         return ExitStatus.success
     }
     var progress = ProgressLine()
@@ -199,10 +200,7 @@ private func exportAll(
         }
         print(line)
     }
-    // A file per stream: say which streams got none.
-    if format != .matroska && !empty.isEmpty {
-        print("\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))")
-    }
+    sayEmpty()
     return ExitStatus.success
 }
 

@@ -110,11 +110,12 @@ extension SegmentStore {
             var stopped = salvage
             stopped.usableFrames = usable.count
             stopped.salvagedInto = writer?.sealedFileNames ?? []
-            stopped.salvagedFrames =
-                usable.filter { found in
-                    (try? writer.map { try hasFrame(streamID: $0.stream.id, pts: found.entry.ptsNanoseconds) })
-                        == true
-                }.count - salvage.alreadyStoredFrames
+            let indexed =
+                writer.map { writer in
+                    usable.filter { (try? hasFrame(streamID: writer.stream.id, pts: $0.entry.ptsNanoseconds)) == true }
+                        .count
+                } ?? 0
+            stopped.salvagedFrames = indexed - salvage.alreadyStoredFrames
             stopped.failure = "\(error)"
             report.salvage.append(stopped)
             let kept =
