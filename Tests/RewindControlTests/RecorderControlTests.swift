@@ -782,13 +782,9 @@ import Testing
         #expect(Set(files).count == files.count, "one event per seal")
     }
 
-    /// Seals in the last moments before the stop (within the second the recorder looks at seals) are events before
-    /// the stream ends.
-    @Test func sealsRightBeforeTheStopAreEvents() throws {
-        var options = StoreOptions()
-        options.segmentMaxDuration = .milliseconds(500)
-        let live = try LiveRecorder(options: options)
-        defer { try? live.finish() }
+    /// A recorder of 500 ms segments with its prefill written, a client following its events, and a second more
+    /// recorded after the client came: the client, and the `"file":"NAME"` of each segment sealed since it came.
+    static func sealsAfterAClientComes(_ live: LiveRecorder) throws -> (EventFollower, [String]) {
         try waitUntil("the prefill is written") { live.recorder.streams[0].unspilledFrames == 0 }
         let sealed = {
             Set(try live.recorder.store!.segments(streamName: "camera").filter { $0.state == .sealed }.map(\.fileName))
@@ -804,35 +800,34 @@ import Testing
         try waitUntil("every frame is written") { live.recorder.streams[0].unspilledFrames == 0 }
         let new = try sealed().subtracting(before)
         #expect(!new.isEmpty, "a second of frames sealed a segment")
+        return (follower, new.sorted().map { #""file":"\#($0)""# })
+    }
+
+    /// The options of ``sealsAfterAClientComes(_:)``'s recorder: a segment every 500 ms.
+    static var halfSecondSegments: StoreOptions {
+        var options = StoreOptions()
+        options.segmentMaxDuration = .milliseconds(500)
+        return options
+    }
+
+    /// Seals in the last moments before the stop (within the second the recorder looks at seals) are events before
+    /// the stream ends.
+    @Test func sealsRightBeforeTheStopAreEvents() throws {
+        let live = try LiveRecorder(options: Self.halfSecondSegments)
+        defer { try? live.finish() }
+        let (follower, expected) = try Self.sealsAfterAClientComes(live)
         live.control.stop()
         try wait(for: follower.ended, until: "the event stream ends")
         let events = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
-        for file in new { #expect(events.contains { $0.contains(#""file":"\#(file)""#) }, "\(file): \(events)") }
+        for file in expected { #expect(events.contains { $0.contains(file) }, "\(file): \(events)") }
     }
 
     /// A seal right after a client comes (before the recorder's first look at the seals for it) is an event too:
     /// every segment sealed after the client came is, once, and none sealed before.
     @Test func aSealRightAfterAClientComesIsAnEvent() throws {
-        var options = StoreOptions()
-        options.segmentMaxDuration = .milliseconds(500)
-        let live = try LiveRecorder(options: options)
+        let live = try LiveRecorder(options: Self.halfSecondSegments)
         defer { try? live.finish() }
-        let sealedIDs = {
-            Set(try live.recorder.store!.segments(streamName: "camera").filter { $0.state == .sealed }.map(\.id))
-        }
-        let before = try sealedIDs()
-        let follower = EventFollower(live.client)
-        try waitUntil("the events client is connected", interval: .milliseconds(2)) { live.control.eventClients == 1 }
-        var feed = live.feed
-        for _ in 0..<60 {
-            live.recorder.waitForSpillRoom()
-            _ = try feed.appendNext(to: live.recorder)
-        }
-        try waitUntil("every frame is written") { live.recorder.streams[0].unspilledFrames == 0 }
-        let after = try sealedIDs().subtracting(before)
-        #expect(!after.isEmpty, "a second of frames sealed a segment")
-        let expected = try live.recorder.store!.segments(streamName: "camera").filter { after.contains($0.id) }
-            .map { #""file":"\#($0.fileName)""# }
+        let (follower, expected) = try Self.sealsAfterAClientComes(live)
         try waitUntil("an event for each new seal") {
             let data = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
             return expected.allSatisfy { file in data.contains { $0.contains(file) } }
