@@ -57,6 +57,16 @@ extension ClipSource {
         let staging = try StagedExport(destination, fileSystem: fileSystem)
         let fromDisk = if case .store = self { true } else { false }
         do {
+            if case .store(let store, let row) = self, format == .y4m, staging.finalPath != nil,
+                SegmentStore.decodesInPlace(stream.layout.format)
+            {
+                // A new .y4m file from disk: each frame decoded in place on a thread of its own, and its chunks
+                // written to their places in the file right behind.
+                return try staging.complete(
+                    DecodePipeline.exportInPlace(
+                        store: store, stream: row.name, range: range, description: stream,
+                        destination: staging.writtenDestination, fileSystem: fileSystem, progress: progress))
+            }
             var exporter = try makeExporter(
                 format: format, stream: stream, destination: staging.writtenDestination, quality: quality,
                 fileSystem: fileSystem, chapters: chapters(in: range), framesFromDecoder: fromDisk)

@@ -16,6 +16,10 @@ import Synchronization
 /// cores for decoding, one of easy footage leaves the writer a core of its own.
 ///
 ///     reader thread (+ a decode helper): frames(in:into: buffers) ──filled──▶ caller: write(frame k) ──free──▶ reader
+///
+/// A new `.y4m` file of `nv12`, `i420` or `gray8` frames goes another way (``exportInPlace(store:stream:range:description:destination:fileSystem:progress:)``):
+/// one buffer, each frame decoded in place over the one before (unchanged chunks cost nothing), its chunks written
+/// straight to their places in the file right behind the decoding.
 final class DecodePipeline: @unchecked Sendable {
     private static let depth = 3
     private let buffers: DecodeBuffers
@@ -98,5 +102,38 @@ final class DecodePipeline: @unchecked Sendable {
             if !keepGoing { return }
             slot = (slot + 1) % Self.depth
         }
+    }
+
+    /// Exports `range` of `stream` to `writer` through `wavefront`: a thread of its own decodes each frame in place
+    /// while this one writes it right behind (see ``FrameWavefront``); `progress` is called after each frame.
+
+    /// Exports `range` of `stream` to a new `.y4m` file at `destination`: a reader thread decodes each frame in
+    /// place while this one writes each decoded chunk straight to its place in the file (see
+    /// ``SegmentStore/decodeInPlace(streamName:in:planarChroma:frames:piece:done:)``); `progress` is called after
+    /// each frame.
+    static func exportInPlace(
+        store: SegmentStore, stream: String, range: Range<Int64>, description: StreamDescription,
+        destination: ExportDestination, fileSystem: any FileSystem, progress: ((Int, Int64) throws -> Void)?
+    ) throws -> ExportSummary {
+        var writer: Y4MWriter?
+        var infos: [FrameInfo] = []
+        var reported = 0
+        try store.decodeInPlace(
+            streamName: stream, in: range, planarChroma: true,
+            frames: { frames in
+                var delivered = description
+                delivered.layout = frames.layout
+                writer = try Y4MWriter(stream: delivered, destination: destination, fileSystem: fileSystem)
+                try writer!.place(frames.infos)
+                infos = frames.infos
+            },
+            piece: { frame, offset, bytes in try writer!.write(frame: frame, offset: offset, bytes) },
+            done: { complete in
+                while reported < complete {
+                    reported += 1
+                    try progress?(reported, infos[reported - 1].ptsNanoseconds)
+                }
+            })
+        return try writer!.finish()
     }
 }

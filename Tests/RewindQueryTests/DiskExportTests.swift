@@ -42,6 +42,97 @@ import Testing
         }
     }
 
+    /// A new `.y4m` from disk is decoded in place and written chunk by chunk to its place in the file: the file is
+    /// byte for byte the one the same frames make when decoded one by one (into rotating buffers) and written in
+    /// turn — with gaps repeated, a range from the middle of a key-frame interval, chunk edges that cut CbCr pairs,
+    /// and a second segment of another chunk size.
+    @Test(arguments: [PixelFormat.nv12, .i420, .gray8])
+    func anInPlaceExportIsTheFileTheFramesMakeOneByOne(format: PixelFormat) throws {
+        // 66×242 NV12: 7986 bytes of chroma, in chunks of 3993 bytes (the size 4096 split evenly): each chunk edge
+        // falls between the Cb and the Cr of a pair.
+        let layout = try FrameLayout(format: format, width: 66, height: 242)
+        let duration = FrameTime(value: 1, timescale: 30)
+        var camera = SyntheticCamera(layout: layout, frameDuration: duration, noise: 3, frameCount: 60)
+        let directory = try TemporaryDirectory.store()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        // Frames 0–29 in chunks of 4096 bytes, 30–59 in a second segment of chunks of 8192; frames 12–14 and 41
+        // never stored (gaps).
+        for (part, chunkSize) in [(0..<30, 4096), (30..<60, 8192)] {
+            let store = try SegmentStore.open(
+                directory: directory, options: StoreOptions(keyInterval: 7, chunkSize: chunkSize))
+            let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+            for index in part {
+                let info = try #require(try camera.readFrame(into: buffer))
+                if (12...14).contains(index) || index == 41 { continue }
+                try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+            }
+            try writer.close()
+        }
+        let store = try SegmentStore.open(directory: directory)
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let pts = { (frame: Int64) in frame * 1_000_000_000 / 30 }
+        for range in [0..<Int64.max, pts(10) + 1..<pts(52)] {
+            let output = directory + "/clip.y4m"
+            let reference = directory + "/reference.y4m"
+            let summary = try source.export(range: range, format: .y4m, to: .path(output))
+            let oneByOne = try Y4MWriter(stream: camera.stream, destination: .path(reference))
+            try store.frames(streamName: "camera", in: range) { frame in
+                try oneByOne.write(frame)
+                return true
+            }
+            let expected = try oneByOne.finish()
+            #expect(summary.frames == expected.frames && summary.filledFrames == expected.filledFrames)
+            #expect(summary.filledFrames == 4 && summary.bytes == expected.bytes)
+            #expect(FileManager.default.contentsEqual(atPath: output, andPath: reference), "\(format) \(range)")
+        }
+    }
+
+    /// A damaged frame in the middle of an in-place export, and a progress callback that throws, each end the
+    /// export with their error and leave no file.
+    @Test func anInPlaceExportThatFailsLeavesNoFile() throws {
+        let layout = try FrameLayout(format: .nv12, width: 256, height: 128)
+        var camera = SyntheticCamera(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), noise: 4, frameCount: 40)
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory, options: StoreOptions(keyInterval: 10))
+        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        while let info = try camera.readFrame(into: buffer) {
+            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+        }
+        try writer.close()
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let exports = directory + "/exports"
+        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        let output = exports + "/clip.y4m"
+
+        struct Stop: Error {}
+        #expect(throws: Stop.self) {
+            _ = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(output)) { count, _ in
+                if count == 5 { throw Stop() }
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
+
+        // A byte of a frame's stored chunks, two thirds into the only segment file (noisy frames: almost all of it
+        // is chunk bytes).
+        let segments = directory + "/segments"
+        let file = segments + "/" + (try FileManager.default.contentsOfDirectory(atPath: segments)).first!
+        let handle = try #require(FileHandle(forUpdatingAtPath: file))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: size * 2 / 3)
+        let byte = try #require(try handle.read(upToCount: 1))
+        try handle.seek(toOffset: size * 2 / 3)
+        try handle.write(contentsOf: Data([byte[0] ^ 0x5A]))
+        try handle.close()
+        #expect(throws: SegmentStoreError.self) {
+            _ = try source.export(range: 0..<Int64.max, format: .y4m, to: .path(output))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
+    }
+
     /// NV12 → I420: the luma as it is, then every U, then every V.
     static func i420(of bytes: UnsafeRawBufferPointer, layout: FrameLayout) -> [UInt8] {
         let luma = layout.plane(0).byteCount

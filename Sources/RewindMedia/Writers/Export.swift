@@ -264,7 +264,13 @@ struct ExportTally {
         guard frame.layout == stream.layout else {
             throw .layoutMismatch(expected: stream.layout, actual: frame.layout)
         }
-        let pts = frame.info.ptsNanoseconds
+        return try accept(ptsNanoseconds: frame.info.ptsNanoseconds)
+    }
+
+    /// Checks a frame at `pts` against the previous frame, and counts it.
+    ///
+    /// - Returns: the previous frame's pts, nil for the first frame.
+    mutating func accept(ptsNanoseconds pts: Int64) throws(FrameError) -> Int64? {
         let previous = lastPTSNanoseconds
         if let previous {
             if pts == previous { throw .duplicatePTS(nanoseconds: pts) }

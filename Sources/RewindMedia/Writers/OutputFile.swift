@@ -115,6 +115,45 @@ final class OutputFile {
         bytesWritten += Int64(total)
     }
 
+    /// Makes the file `length` bytes long, its blocks reserved where the file system can (files this writer
+    /// created), for ``write(_:at:)`` to fill: the pending bytes are written first, and ``bytesWritten`` becomes
+    /// `length`.
+    ///
+    /// - Throws: ``ExportError`` when the pending bytes cannot be written, or there is no room for `length` bytes.
+    func extend(to length: Int64) throws(ExportError) {
+        precondition(isRegularFile && isReadable, "output \(name) is not a file to fill in place")
+        try flush()
+        if canReserve {
+            do {
+                if try fileSystem.reserve(descriptor, offset: 0, length: length, path: name) { reservedEnd = length }
+            } catch {
+                throw failure("reserving \(length) bytes", error.code)
+            }
+        }
+        bytesWritten = length
+    }
+
+    /// Writes `bytes` at `offset` of a file made long enough by ``extend(to:)``. Safe to call from several threads
+    /// at once (the descriptor's position is not used).
+    ///
+    /// - Throws: ``ExportError`` when the system write fails.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(ExportError) {
+        do {
+            try fileSystem.writeAll(descriptor, bytes, offset: offset, path: name)
+        } catch {
+            throw failure("writing", error.code)
+        }
+    }
+
+    /// ``write(_:at:)`` of an array's bytes.
+    func write(_ bytes: [UInt8], at offset: Int64) throws(ExportError) {
+        do {
+            try fileSystem.writeAll(descriptor, bytes, offset: offset, path: name)
+        } catch {
+            throw failure("writing", error.code)
+        }
+    }
+
     private func append(_ part: UnsafeRawBufferPointer) {
         guard part.count > 0 else { return }
         (buffer.baseAddress! + count).copyMemory(from: part.baseAddress!, byteCount: part.count)

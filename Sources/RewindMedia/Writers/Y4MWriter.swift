@@ -42,6 +42,10 @@ public final class Y4MWriter: Exporter {
     /// The previous payload read back from a regular file to fill a gap; allocated at the first gap.
     private var readBack: UnsafeMutableRawBufferPointer?
     private static let frameLine = Array("FRAME\n".utf8)
+    /// Where each placed frame's payload starts (see ``place(_:)``), and the gaps between them: the frame before
+    /// each and the slots it fills.
+    private var placedOffsets: [Int64] = []
+    private var placedGaps: [(after: Int, slots: Range<Int64>)] = []
     /// De-interleaves NV12 chroma on a second thread while the luma is written (frames of 256 KiB of chroma or
     /// more, where a system call is long enough to hide the conversion).
     private let helper: ConversionThread?
@@ -106,14 +110,7 @@ public final class Y4MWriter: Exporter {
     ///   fails.
     /// - Complexity: O(frame bytes × (1 + filled frames)).
     public func write(_ frame: FrameView) throws {
-        let previous = try tally.accept(frame)
-        if previous != nil, let first = tally.firstPTSNanoseconds {
-            let slot = Y4MWriter.slot(of: frame.info.ptsNanoseconds, from: first, stream.frameDuration)
-            if slot > nextSlot { try repeatPrevious(Int(clamping: slot - nextSlot)) }
-        }
-        nextSlot += 1
-        try output.write(Y4MWriter.frameLine)
-        previousPayloadOffset = output.bytesWritten
+        try begin(frame)
         switch stream.layout.format {
         case .nv12:
             let chroma = UnsafeRawBufferPointer(rebasing: scratch[stream.layout.plane(0).byteCount...])
@@ -146,11 +143,98 @@ public final class Y4MWriter: Exporter {
         }
     }
 
+    /// Places `frames` (in pts order, none written before) on the file's grid, so that their bytes can then be
+    /// written in pieces, in any order and from several threads at once (``write(frame:offset:_:)``): the file
+    /// is made as long as it will be, each frame line written; the slots of gaps are filled by ``finish()``.
+    ///
+    /// - Precondition: a file this writer created, of a pixel format written as it is (`i420`, `gray8`).
+    /// - Throws: ``FrameError`` for frames out of pts order; ``ExportError`` when the file cannot be made that
+    ///   long (``ExportError/Reason/gapTooLarge(frames:bytes:available:)`` when gaps' repeats would not fit).
+    public func place(_ frames: [FrameInfo]) throws {
+        precondition(output.isReadable && !convertsPayload && nextSlot == 0, "frames cannot be placed here")
+        try output.flush()
+        let start = output.bytesWritten
+        let slotBytes = Int64(Y4MWriter.frameLine.count + stream.layout.byteCount)
+        var repeats = 0
+        placedOffsets.reserveCapacity(frames.count)
+        for info in frames {
+            let previous = try tally.accept(ptsNanoseconds: info.ptsNanoseconds)
+            if previous != nil, let first = tally.firstPTSNanoseconds {
+                let slot = Y4MWriter.slot(of: info.ptsNanoseconds, from: first, stream.frameDuration)
+                if slot > nextSlot {
+                    placedGaps.append((after: placedOffsets.count - 1, slots: nextSlot..<slot))
+                    repeats += Int(clamping: slot - nextSlot)
+                    nextSlot = slot
+                }
+            }
+            let place = nextSlot.multipliedReportingOverflow(by: slotBytes)
+            guard !place.overflow, place.partialValue <= Int64.max / 2 else {
+                throw gapTooLarge(repeats, bytes: .max)
+            }
+            placedOffsets.append(start + place.partialValue + Int64(Y4MWriter.frameLine.count))
+            nextSlot += 1
+        }
+        let length = nextSlot * slotBytes
+        if repeats > 0, let room = output.roomLeft(), length > room {
+            throw gapTooLarge(repeats, bytes: Int64(repeats) * slotBytes)
+        }
+        try output.extend(to: start + length)
+        for offset in placedOffsets {
+            try output.write(Y4MWriter.frameLine, at: offset - Int64(Y4MWriter.frameLine.count))
+        }
+    }
+
+    private func gapTooLarge(_ frames: Int, bytes: Int64) -> ExportError {
+        ExportError(
+            destination: destination.description,
+            reason: .gapTooLarge(
+                frames: frames, bytes: bytes, available: (output.roomLeft() ?? 0) + OutputFile.keptFree))
+    }
+
+    /// Writes bytes `offset..<offset + bytes.count` of placed frame `frame` (see ``place(_:)``). Safe to call from
+    /// several threads at once.
+    ///
+    /// - Throws: ``ExportError`` when the system write fails.
+    public func write(frame: Int, offset: Int, _ bytes: UnsafeRawBufferPointer) throws {
+        try output.write(bytes, at: placedOffsets[frame] + Int64(offset))
+    }
+
+    /// Fills the slots of the gaps between placed frames with the frame before each gap, read back from the file.
+    private func fillPlacedGaps() throws(ExportError) {
+        guard !placedGaps.isEmpty else { return }
+        let payload = readBack ?? .allocate(byteCount: stream.layout.byteCount, alignment: 16)
+        readBack = payload
+        let slotBytes = Int64(Y4MWriter.frameLine.count + stream.layout.byteCount)
+        let start = placedOffsets[0] - Int64(Y4MWriter.frameLine.count)
+        for gap in placedGaps {
+            try output.read(at: placedOffsets[gap.after], into: payload)
+            for slot in gap.slots {
+                let line = start + slot * slotBytes
+                try output.write(Y4MWriter.frameLine, at: line)
+                try output.write(UnsafeRawBufferPointer(payload), at: line + Int64(Y4MWriter.frameLine.count))
+                filledFrames += 1
+            }
+        }
+    }
+
+    /// Counts and checks `frame`, repeats the previous frame over any gap before it, and writes the frame line.
+    private func begin(_ frame: FrameView) throws {
+        let previous = try tally.accept(frame)
+        if previous != nil, let first = tally.firstPTSNanoseconds {
+            let slot = Y4MWriter.slot(of: frame.info.ptsNanoseconds, from: first, stream.frameDuration)
+            if slot > nextSlot { try repeatPrevious(Int(clamping: slot - nextSlot)) }
+        }
+        nextSlot += 1
+        try output.write(Y4MWriter.frameLine)
+        previousPayloadOffset = output.bytesWritten
+    }
+
     /// Flushes and closes the output; a descriptor the caller gave stays open.
     ///
     /// - Returns: what was written, with the frames repeated to fill gaps in ``ExportSummary/filledFrames``.
     /// - Throws: ``ExportError`` when writing or closing fails.
     public func finish() throws -> ExportSummary {
+        try fillPlacedGaps()
         try output.close()
         return tally.summary(
             format: .y4m, destination: destination, filledFrames: filledFrames, bytes: output.bytesWritten)

@@ -58,6 +58,9 @@ package final class FrameDecoder {
     package let plan: ChunkPlan
     package let buffers: DecodeBuffers
     let scratch: ByteBuffer
+    /// The interleaved bytes before a plain LZ4 chunk of NV12 chroma decoded into planar chroma (its dictionary),
+    /// made when first needed.
+    private(set) lazy var dictionary = ByteBuffer(count: 64 * 1024)
     /// The table of the payload being decoded.
     private(set) var table = ChunkTable()
 
@@ -278,6 +281,59 @@ extension FrameDecoder {
                 scratch.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
             guard n == length else { throw .lz4Failed(chunk: chunk) }
             addBytes(scratch, previous + plan.offsets[chunk], into: target, count: length)
+        }
+    }
+}
+
+extension FrameDecoder {
+    /// Decodes one verified chunk in place into `frame`, which holds the frame before it (when `hasPrevious`): the
+    /// chunks of a frame go in order, so a plain LZ4 chunk's dictionary (the bytes before it) is this frame's.
+    ///
+    /// With `planarChroma` (NV12 only), `frame` keeps the chroma as the planar Cb and Cr planes of I420 at the
+    /// place of NV12's interleaved plane (the same bytes in all): each chroma chunk is de-interleaved as it is
+    /// decoded, a delta added to the planar bytes it belongs to.
+    ///
+    /// - Throws: ``FrameDecodeError``.
+    func decodeChunkInPlace(
+        _ chunk: Int, codec: UInt8, stored: UnsafeRawBufferPointer, frame: UnsafeMutableRawPointer,
+        hasPrevious: Bool, planarChroma: Bool
+    ) throws(FrameDecodeError) {
+        let offset = plan.offsets[chunk]
+        guard planarChroma, layout.format == .nv12, offset >= layout.plane(1).offset else {
+            return try decodeChunk(
+                chunk, codec: codec, stored: stored, into: frame, previous: hasPrevious ? UnsafeRawPointer(frame) : nil)
+        }
+        let chroma = layout.plane(1)
+        let u = frame + chroma.offset
+        let v = u + chroma.byteCount / 2
+        let start = offset - chroma.offset
+        let length = plan.lengths[chunk]
+        switch codec {
+        case 0:
+            scatterChroma(stored.baseAddress!, start: start, count: length, u: u, v: v, adding: false)
+        case 1:
+            // The dictionary is the NV12 frame's bytes before the chunk: luma as it is, chroma interleaved again.
+            let count = prefixDictionaryLength(offset: offset)
+            let dictionary = self.dictionary.base
+            let lumaPart = max(0, min(count, chroma.offset - (offset - count)))
+            dictionary.copyMemory(from: frame + offset - count, byteCount: lumaPart)
+            gatherChroma(
+                start: max(0, start - count), count: count - lumaPart, u: u, v: v, into: dictionary + lumaPart)
+            let n = LZ4_decompress_safe_usingDict(
+                stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                scratch.base.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length),
+                dictionary.assumingMemoryBound(to: CChar.self), Int32(count))
+            guard n == length else { throw .lz4Failed(chunk: chunk) }
+            scatterChroma(scratch.base, start: start, count: length, u: u, v: v, adding: false)
+        default:
+            guard hasPrevious else { throw .deltaWithoutPredecessor }
+            // An unchanged chunk (a residual of zeros) is already in place.
+            if LZ4Block.decodesToZeros(stored, count: length) { return }
+            let n = LZ4_decompress_safe(
+                stored.baseAddress!.assumingMemoryBound(to: CChar.self),
+                scratch.base.assumingMemoryBound(to: CChar.self), Int32(stored.count), Int32(length))
+            guard n == length else { throw .lz4Failed(chunk: chunk) }
+            scatterChroma(scratch.base, start: start, count: length, u: u, v: v, adding: true)
         }
     }
 }
