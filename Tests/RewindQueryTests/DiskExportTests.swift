@@ -133,6 +133,47 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
     }
 
+    /// A disk that fills up while an in-place export writes ends it with the write's error, the reader thread
+    /// stopped, and no file left.
+    @Test func anInPlaceExportOntoAFullDiskLeavesNoFile() throws {
+        let layout = try FrameLayout(format: .nv12, width: 256, height: 128)
+        var camera = SyntheticCamera(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), noise: 2, frameCount: 40)
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory, options: StoreOptions(keyInterval: 10))
+        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        while let info = try camera.readFrame(into: buffer) {
+            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+        }
+        try writer.close()
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let exports = directory + "/exports"
+        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        let disk = FaultInjectingFileSystem()
+        var frames = 0
+        let error = #expect(throws: ExportError.self) {
+            _ = try source.export(
+                range: 0..<Int64.max, format: .y4m, to: .path(exports + "/clip.y4m"), fileSystem: disk
+            ) { count, _ in
+                frames = count
+                if count == 10 { disk.setDiskFull(true) }
+            }
+        }
+        #expect(frames == 10 && error?.description.contains("No space left") == true, "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
+        // Full before the export: it fails before any frame.
+        frames = 0
+        #expect(throws: ExportError.self) {
+            _ = try source.export(
+                range: 0..<Int64.max, format: .y4m, to: .path(exports + "/clip.y4m"), fileSystem: disk
+            ) { count, _ in frames = count }
+        }
+        #expect(frames == 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
+    }
+
     /// NV12 → I420: the luma as it is, then every U, then every V.
     static func i420(of bytes: UnsafeRawBufferPointer, layout: FrameLayout) -> [UInt8] {
         let luma = layout.plane(0).byteCount
