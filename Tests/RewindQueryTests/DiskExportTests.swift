@@ -91,21 +91,7 @@ import Testing
     /// A damaged frame in the middle of an in-place export, and a progress callback that throws, each end the
     /// export with their error and leave no file.
     @Test func anInPlaceExportThatFailsLeavesNoFile() throws {
-        let layout = try FrameLayout(format: .nv12, width: 256, height: 128)
-        var camera = SyntheticCamera(
-            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), noise: 4, frameCount: 40)
-        let directory = try TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: directory, options: StoreOptions(keyInterval: 10))
-        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
-        defer { buffer.deallocate() }
-        while let info = try camera.readFrame(into: buffer) {
-            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-        }
-        try writer.close()
-        let source = ClipSource.store(store, stream: try store.streams()[0])
-        let exports = directory + "/exports"
-        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        let (directory, source, exports) = try Self.noisyStore(noise: 4)
         let output = exports + "/clip.y4m"
 
         struct Stop: Error {}
@@ -136,21 +122,7 @@ import Testing
     /// A disk that fills up while an in-place export writes ends it with the write's error, the reader thread
     /// stopped, and no file left.
     @Test func anInPlaceExportOntoAFullDiskLeavesNoFile() throws {
-        let layout = try FrameLayout(format: .nv12, width: 256, height: 128)
-        var camera = SyntheticCamera(
-            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), noise: 2, frameCount: 40)
-        let directory = try TemporaryDirectory.store()
-        let store = try SegmentStore.open(directory: directory, options: StoreOptions(keyInterval: 10))
-        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
-        defer { buffer.deallocate() }
-        while let info = try camera.readFrame(into: buffer) {
-            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-        }
-        try writer.close()
-        let source = ClipSource.store(store, stream: try store.streams()[0])
-        let exports = directory + "/exports"
-        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        let (_, source, exports) = try Self.noisyStore(noise: 2)
         let disk = FaultInjectingFileSystem()
         var frames = 0
         let error = #expect(throws: ExportError.self) {
@@ -172,6 +144,26 @@ import Testing
         }
         #expect(frames == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: exports).isEmpty)
+    }
+
+    /// A store of 40 noisy 256×128 NV12 frames (a key frame every 10), the clip source of its stream, and an empty
+    /// `exports` folder in it.
+    static func noisyStore(noise: Double) throws -> (directory: String, source: ClipSource, exports: String) {
+        let layout = try FrameLayout(format: .nv12, width: 256, height: 128)
+        var camera = SyntheticCamera(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), noise: noise, frameCount: 40)
+        let directory = try TemporaryDirectory.store()
+        let store = try SegmentStore.open(directory: directory, options: StoreOptions(keyInterval: 10))
+        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        while let info = try camera.readFrame(into: buffer) {
+            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+        }
+        try writer.close()
+        let exports = directory + "/exports"
+        try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        return (directory, ClipSource.store(store, stream: try store.streams()[0]), exports)
     }
 
     /// NV12 → I420: the luma as it is, then every U, then every V.
