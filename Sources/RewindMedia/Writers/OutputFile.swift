@@ -145,15 +145,6 @@ final class OutputFile {
         }
     }
 
-    /// ``write(_:at:)`` of an array's bytes.
-    func write(_ bytes: [UInt8], at offset: Int64) throws(ExportError) {
-        do {
-            try fileSystem.writeAll(descriptor, bytes, offset: offset, path: name)
-        } catch {
-            throw failure("writing", error.code)
-        }
-    }
-
     private func append(_ part: UnsafeRawBufferPointer) {
         guard part.count > 0 else { return }
         (buffer.baseAddress! + count).copyMemory(from: part.baseAddress!, byteCount: part.count)
@@ -188,7 +179,8 @@ final class OutputFile {
         guard done == destination.count else { throw failure("reading back", EIO) }
     }
 
-    /// Overwrites bytes already written, without moving the write position (regular files only).
+    /// Overwrites bytes already written (or made room for by ``extend(to:)``), without moving the write position
+    /// (regular files only).
     func patch(at offset: Int64, _ bytes: [UInt8]) throws(ExportError) {
         precondition(isRegularFile, "output \(name) cannot be patched")
         try flush()

@@ -180,7 +180,7 @@ public final class Y4MWriter: Exporter {
         }
         try output.extend(to: start + length)
         for offset in placedOffsets {
-            try output.write(Y4MWriter.frameLine, at: offset - Int64(Y4MWriter.frameLine.count))
+            try output.patch(at: offset - Int64(Y4MWriter.frameLine.count), Y4MWriter.frameLine)
         }
     }
 
@@ -210,7 +210,7 @@ public final class Y4MWriter: Exporter {
             try output.read(at: placedOffsets[gap.after], into: payload)
             for slot in gap.slots {
                 let line = start + slot * slotBytes
-                try output.write(Y4MWriter.frameLine, at: line)
+                try output.patch(at: line, Y4MWriter.frameLine)
                 try output.write(UnsafeRawBufferPointer(payload), at: line + Int64(Y4MWriter.frameLine.count))
                 filledFrames += 1
             }
@@ -260,11 +260,7 @@ public final class Y4MWriter: Exporter {
         let bytes = Int64(count).multipliedReportingOverflow(
             by: Int64(Y4MWriter.frameLine.count + stream.layout.byteCount))
         if let room = output.roomLeft(), bytes.overflow || bytes.partialValue > room {
-            throw ExportError(
-                destination: destination.description,
-                reason: .gapTooLarge(
-                    frames: count, bytes: bytes.overflow ? .max : bytes.partialValue,
-                    available: room + OutputFile.keptFree))
+            throw gapTooLarge(count, bytes: bytes.overflow ? .max : bytes.partialValue)
         }
         let payload: UnsafeMutableRawBufferPointer
         if keepsCopy {

@@ -132,22 +132,7 @@ final class WorkerPool: @unchecked Sendable {
 
     /// Calls `condition` until it holds or ``spinNanoseconds`` have passed.
     private func spin(until condition: () -> Bool) {
-        if condition() || spinNanoseconds == 0 { return }
-        func now() -> UInt64 {
-            var time = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &time)
-            return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-        }
-        let start = now()
-        var checks = 0
-        while !condition() {
-            checks &+= 1
-            // Yielding lets any other runnable thread have the core: the watch only uses time nobody wants.
-            if checks & 63 == 0 {
-                if now() - start > spinNanoseconds { return }
-                sched_yield()
-            }
-        }
+        _ = watch(for: spinNanoseconds, until: condition)
     }
 
     private func helperLoop(worker: Int) {
@@ -172,4 +157,26 @@ final class WorkerPool: @unchecked Sendable {
         }
         pthread_mutex_unlock(lock)
     }
+}
+
+/// Calls `condition` until it holds (true) or `nanoseconds` have passed (false; 0: at once), yielding the core every
+/// 64 calls: the watch only uses time no other runnable thread wants.
+func watch(for nanoseconds: UInt64, until condition: () -> Bool) -> Bool {
+    if condition() { return true }
+    if nanoseconds == 0 { return false }
+    func now() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+    }
+    let start = now()
+    var checks = 0
+    while !condition() {
+        checks &+= 1
+        if checks & 63 == 0 {
+            if now() - start > nanoseconds { return false }
+            sched_yield()
+        }
+    }
+    return true
 }

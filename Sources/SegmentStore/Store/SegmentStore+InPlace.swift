@@ -130,7 +130,7 @@ private final class InPlaceRun: @unchecked Sendable {
     /// How far ahead (chunks) the other side must be before a sleeping side is woken.
     static let batch = 4
     /// How long a side watches for the other before it sleeps.
-    static let spinNanoseconds = 500_000
+    static let spinNanoseconds: UInt64 = 500_000
 
     init(store: SegmentStore, stream: StreamRow, rows: [FrameRow], firstDelivered: Int, planarChroma: Bool) {
         self.store = store
@@ -194,9 +194,7 @@ private final class InPlaceRun: @unchecked Sendable {
     private func handOut(piece: (Int, Int, UnsafeRawBufferPointer) throws -> Void, done: (Int) throws -> Void) throws {
         let base = UnsafeRawPointer(buffer.last)
         for frame in 0..<(rows.count - firstDelivered) {
-            try waitForReader(
-                until: { self.postedFrames.load(ordering: .acquiring) > frame },
-                orSleepUntil: { self.postedFrames.load(ordering: .acquiring) > frame })
+            try waitForReader { self.postedFrames.load(ordering: .acquiring) > frame }
             let record = posts[frame % posts.count]!
             let plan = record.located!.decoder.plan
             var chunk = 0
@@ -205,9 +203,7 @@ private final class InPlaceRun: @unchecked Sendable {
                     // Decode a chunk nobody took rather than wait (hard-to-decode footage gets both cores).
                     if try decodeNextChunk(of: frame, record, by: nil) { continue }
                     let waited = chunk
-                    try waitForReader(
-                        until: { self.isDecoded(waited, of: frame) },
-                        orSleepUntil: { self.isDecoded(waited, of: frame) })
+                    try waitForReader { self.isDecoded(waited, of: frame) }
                 }
                 // Every chunk decoded from here on, up to a run's worth, goes out in as few pieces as they make.
                 var last = chunk + 1
@@ -254,7 +250,7 @@ private final class InPlaceRun: @unchecked Sendable {
         }
         let chunk = next & (1 << 24 - 1)
         try before(chunk)
-        let decoder = try decoder ?? helperDecoder(like: located.decoder)
+        let decoder = decoder ?? helperDecoder(like: located.decoder)
         try decode(chunk, record, with: decoder)
         decodedFrame[chunk].store(frame + 1, ordering: .sequentiallyConsistent)
         wake()
@@ -262,7 +258,7 @@ private final class InPlaceRun: @unchecked Sendable {
     }
 
     /// This thread's decoder for the plan and layout of `shared`.
-    private func helperDecoder(like shared: FrameDecoder) throws -> FrameDecoder {
+    private func helperDecoder(like shared: FrameDecoder) -> FrameDecoder {
         if let helper, helper.plan == shared.plan, helper.layout == shared.layout { return helper }
         let made = FrameDecoder(layout: shared.layout, chunkSize: shared.plan.chunkSize, buffers: buffer)
         helper = made
@@ -340,9 +336,9 @@ private final class InPlaceRun: @unchecked Sendable {
     }
 
     /// Waits until `condition` holds, or the reader is done (throwing its error when it failed).
-    private func waitForReader(until condition: () -> Bool, orSleepUntil enough: () -> Bool) throws {
+    private func waitForReader(until condition: () -> Bool) throws {
         let stop = { self.readerDone.load(ordering: .acquiring) }
-        wait(until: { condition() || stop() }, orSleepUntil: { (enough() && condition()) || stop() })
+        wait(until: { condition() || stop() }, orSleepUntil: { condition() || stop() })
         if condition() { return }
         throw failure ?? SegmentStoreError.damaged(file: "", frame: -1, offset: 0, detail: "the reader stopped early")
     }
@@ -464,22 +460,7 @@ private final class InPlaceRun: @unchecked Sendable {
     /// Watches `condition` for ``spinNanoseconds``, then sleeps until `enough` holds (checked after every change
     /// either side posts).
     private func wait(until condition: () -> Bool, orSleepUntil enough: () -> Bool) {
-        if condition() { return }
-        func now() -> Int {
-            var time = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &time)
-            return time.tv_sec * 1_000_000_000 + time.tv_nsec
-        }
-        let start = now()
-        var checks = 0
-        while !condition() {
-            checks &+= 1
-            if checks & 63 == 0 {
-                if now() - start > Self.spinNanoseconds { break }
-                sched_yield()
-            }
-        }
-        if condition() { return }
+        if watch(for: Self.spinNanoseconds, until: condition) { return }
         pthread_mutex_lock(lock)
         sleepers.wrappingAdd(1, ordering: .sequentiallyConsistent)
         while !enough() { pthread_cond_wait(changed, lock) }
