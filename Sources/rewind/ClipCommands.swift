@@ -425,10 +425,12 @@ private func liveExport(
     if recorderExportsAll { message += " (the streams it records: \(recorded.joined(separator: ", ")))" }
     if toStandardOutput || toSpecialFile {
         let handle = FileHandle(forReadingAtPath: file)
-        // Removed before the copy (the open handle keeps the bytes): a reader that stops early ends this process by
-        // SIGPIPE, which leaves nothing behind.
+        // Removed before the copy (the open handle keeps the bytes), so that nothing is left behind however the copy
+        // ends.
         unlink(file)
         guard let handle else { throw CommandError("cannot read \(file), which the recorder wrote") }
+        // A reader that goes away fails the write (EPIPE) instead of ending the process before the save is taken back.
+        signal(SIGPIPE, SIG_IGN)
         do {
             let target =
                 toStandardOutput
@@ -436,9 +438,14 @@ private func liveExport(
             defer { if !toStandardOutput { close(target) } }
             try copy(handle, to: target, what: "\(what) \(object.id)", name: toStandardOutput ? "stdout" : output!)
         } catch {
-            // Not delivered (interrupted while waiting for the FIFO's reader, a write that failed): the recorder is
-            // told, so that the save does not count for --since-last-save.
+            // Not delivered (interrupted while waiting for the FIFO's reader, a write that failed, a reader that went
+            // away): the recorder is told, so that the save does not count for --since-last-save. A reader that went
+            // away then ends this process by SIGPIPE, as it would any other writer of the pipe.
             _ = try? client.cancelSave(id: object.id)
+            if let failure = error as? CommandError, failure.status == ExitStatus.brokenPipe {
+                signal(SIGPIPE, SIG_DFL)
+                raise(SIGPIPE)
+            }
             throw error
         }
         message += " (through \(file), removed)"

@@ -16,6 +16,8 @@ enum ExitStatus {
     static let noInput: Int32 = 66
     /// `EX_UNAVAILABLE`: a needed tool or service is missing.
     static let unavailable: Int32 = 69
+    /// A write to a pipe whose reader went away (the status of a death by SIGPIPE, 128 + 13).
+    static let brokenPipe: Int32 = 141
 }
 
 /// A subcommand: its option table and what it runs.
@@ -128,6 +130,9 @@ func writeAll(_ data: Data, to descriptor: Int32) throws {
             if written < 0 {
                 if errno == EINTR { continue }
                 let name = descriptor == STDOUT_FILENO ? "stdout" : descriptor == STDERR_FILENO ? "stderr" : "output"
+                if errno == EPIPE {
+                    throw CommandError("\(name): the reader closed the pipe", status: ExitStatus.brokenPipe)
+                }
                 throw CommandError("\(name): writing failed: \(String(cString: strerror(errno)))")
             }
             offset += written
