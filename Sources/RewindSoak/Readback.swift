@@ -59,6 +59,9 @@ struct Readback: Sendable {
     var diskCursor: Int64 = 0
     /// The pts of the first frame ever read from the store.
     var firstDiskPTS: Int64?
+    /// Every gap row seen on a pass, by start and reason, with the furthest end seen: retention deletes a gap with
+    /// the segments around it once their frames are read back, but the frames it stands for were still lost.
+    private var gapsSeen: [GapStart: GapRow] = [:]
     let frameDuration: FrameTime
     let sabotage: SoakConfiguration.Sabotage?
     /// The frame the `lose-frame` sabotage pretends never to have seen.
@@ -143,10 +146,38 @@ struct Readback: Sendable {
         if problems.count < Self.maximumProblems { problems.append(problem) }
     }
 
-    /// Reads every frame the store holds from ``diskCursor`` on, checking each.
+    private struct GapStart: Hashable {
+        let startNanoseconds: Int64
+        let reason: LossReason
+    }
+
+    /// Notes `rows`, the store's gaps now; a gap seen before with the same start and reason keeps the furthest end.
+    mutating func noteGaps(_ rows: [GapRow]) {
+        for row in rows {
+            let key = GapStart(startNanoseconds: row.startNanoseconds, reason: row.reason)
+            if let seen = gapsSeen[key], seen.endNanoseconds >= row.endNanoseconds { continue }
+            gapsSeen[key] = row
+        }
+    }
+
+    /// The store's gaps now (`stored`) and every gap seen on a pass that overlaps none of them (deleted since by
+    /// retention), in order of start.
+    func gaps(with stored: [GapRow]) -> [GapRow] {
+        let deleted = gapsSeen.values.filter { seen in
+            !stored.contains {
+                $0.startNanoseconds < seen.endNanoseconds && seen.startNanoseconds < $0.endNanoseconds
+                    || $0.startNanoseconds == seen.startNanoseconds
+            }
+        }
+        return (stored + deleted).sorted { $0.startNanoseconds < $1.startNanoseconds }
+    }
+
+    /// Reads every frame the store holds from ``diskCursor`` on, checking each, then notes the store's gaps.
     ///
     /// A frame the store cannot read (damaged) is counted as corrupt and skipped: the next pass starts after it.
     mutating func readStore(_ store: SegmentStore, stream: StreamRow) {
+        // After the frames: the gaps up to the cursor are still held against retention until this pass ends.
+        defer { if let rows = try? store.gaps(streamName: stream.name) { noteGaps(rows) } }
         // The cursor is one past the last frame read: the next frame is a frame time later, so only a first stored
         // frame later than that (by more than half a frame time) means unread frames were deleted.
         let frameTime = stream.description.frameDuration.nanoseconds ?? 0

@@ -28,7 +28,8 @@ extension SoakRun {
         report.framesDurable = statistics.framesDurable
         report.drops = statistics.drops
         if report.lastError == nil { report.lastError = statistics.lastError }
-        let gaps = try store.gaps(streamName: streamRow.name)
+        // With the gaps retention deleted after the read-back passed them: their losses were counted all the same.
+        let gaps = readback.gaps(with: try store.gaps(streamName: streamRow.name))
         for gap in gaps { report.gaps[gap.reason, default: 0] += 1 }
         let summary = try store.summary(streamName: streamRow.name)
         report.segments = summary.segments
@@ -52,7 +53,8 @@ extension SoakRun {
 
     /// Accounts for every accepted frame that was not read back: a copy was damaged (counted as corrupt), or it
     /// was lost after acceptance — a failed write or an eviction before its write, counted by the recorder and
-    /// covered by a gap with that reason (or before the first frame the store ever held). Anything else is lost.
+    /// covered by a gap with that reason (in the store, or seen by a read-back pass before retention deleted it; or
+    /// before the first frame the store ever held). Anything else is lost.
     private mutating func account(_ readback: Readback, gaps: [GapRow]) {
         let lossReasons = LossReason.allCases.filter(\.isLossOfAcceptedFrames)
         let lossGaps = gaps.filter(\.reason.isLossOfAcceptedFrames).sorted {

@@ -88,6 +88,32 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(svg.contains("resident memory (MiB)") && svg.contains("time since the start (s)"))
     }
 
+    /// Frames lost to a full disk stay counted losses after retention deletes their gap with the segments around
+    /// it: the read-back saw the gap before the deletion.
+    @Test func lossesWhoseGapRetentionDeletedAreStillCovered() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let report = directory.appendingPathComponent("report.json").path
+        // 3.4 MB/s of noisy frames against a disk budget of 29 MiB: the first seconds are deleted by the end.
+        let result = try Tool.rewind([
+            "soak", "--speed", "realtime", "--size", "320x240", "--fps", "30", "--noise", "8", "--memory", "32MiB",
+            "--window", "1s", "--disk", "29MiB", "--duration", "14s", "--events", "1s:disk=full,2s:disk=ok",
+            "--store", store, "--report", report,
+        ])
+        #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
+        let summary = try #require(object as? [String: Any])
+        let lost = try #require((summary["drops_by_reason"] as? [String: Int])?["disk error"])
+        #expect(lost >= 15, "a second of the disk being full loses frames")
+        #expect(summary["frames_lost"] as? Int == 0)
+        #expect(summary["frames_lost_to_counted_drops"] as? Int == lost)
+        #expect((summary["gaps_by_reason"] as? [String: Int])?["disk error"] == 1)
+        let stored = try info(store)
+        #expect((stored["gaps"] as? [[String: Any]])?.isEmpty == true, "retention deleted the gap: \(stored)")
+        #expect((stored["first_pts_ns"] as? Int ?? 0) >= 2_000_000_000, "\(stored)")
+    }
+
     /// A soak without `--store` records into a store under the temporary directory and removes it; writing the
     /// report and chart leaves nothing else there or beside them.
     @Test func aSoakLeavesNothingBehindButItsReportAndChart() throws {
