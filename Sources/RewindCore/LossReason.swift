@@ -15,6 +15,7 @@
 /// | ``inputInterval`` | `input interval` | none: not a loss | the source left a longer interval between frames |
 /// | ``recorderStopped`` | `recorder stopped` | none: not a loss | no recorder ran between two recordings of a stream |
 /// | ``inputFailed`` | `input failed` | none offered | the stream's input failed (malformed, truncated) and ended |
+/// | ``retention`` | `retention` | written, then deleted by design | retention deleted them while a hold kept older ones |
 /// | ``droppedOnArrival`` | `frames dropped on arrival` | offered, dropped on arrival | older builds' gaps only |
 /// | ``unrecognized`` | `unrecognized` | unknown | a stored reason this build does not know |
 ///
@@ -49,6 +50,10 @@ public enum LossReason: String, Sendable, Hashable, CaseIterable, Codable {
     case inputFailed = "input failed"
     /// Written frames that salvage found unreadable and cut out of a segment. Gaps only; a loss.
     case damaged = "damaged"
+    /// Written frames that retention deleted (the disk budget, the maximum age, the free-space floor) while a hold
+    /// kept older frames of the stream: the hole between kept segments. Gaps only; not a loss (the store's own
+    /// limits deleted them, as it deletes the oldest history without a gap).
+    case retention = "retention"
     /// The reason of gaps left by frames dropped on arrival in stores written by older builds, which did not say
     /// why. Kept only so those rows still read: new gaps name the actual reason (``spillBehind``,
     /// ``pinnedFrames`` or ``memoryBudget``). A loss.
@@ -73,10 +78,11 @@ public enum LossReason: String, Sendable, Hashable, CaseIterable, Codable {
     }
 
     /// Whether frames that were offered or accepted are missing: true for every reason but ``inputInterval``,
-    /// ``recorderStopped`` and ``inputFailed`` (no frame was offered there).
+    /// ``recorderStopped`` and ``inputFailed`` (no frame was offered there), and ``retention`` (deleted by the
+    /// store's limits).
     public var isLoss: Bool {
         switch self {
-        case .inputInterval, .recorderStopped, .inputFailed: false
+        case .inputInterval, .recorderStopped, .inputFailed, .retention: false
         default: true
         }
     }

@@ -303,8 +303,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
     }
 
     /// A recording whose newest segments retention deleted (a held marker keeps the oldest) is continued after its
-    /// newest frame ever stored, not after the newest one kept: no pts is used twice, and the `recorder stopped`
-    /// gap starts where the recording ended.
+    /// newest frame ever stored, not after the newest one kept: no pts is used twice, a `retention` gap covers the
+    /// deleted tail, and the `recorder stopped` gap starts where the recording ended.
     @Test func aSecondRecorderContinuesAfterATailRetentionDeleted() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -332,9 +332,11 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(
             step >= duration.nanoseconds! && step <= duration.nanoseconds! + 1,
             "the new frames follow the deleted tail's last: \(step)")
+        // The deleted tail is a `retention` gap up to just past its last frame.
         let gaps = try store.gaps(streamName: "a")
-        #expect(gaps.map(\.reason) == [.recorderStopped])
-        #expect(gaps.first?.startNanoseconds == ended, "\(gaps)")
+        #expect(gaps.map(\.reason) == [.retention, .recorderStopped])
+        #expect(gaps.first?.endNanoseconds == ended + 1, "\(gaps)")
+        #expect(gaps.last?.startNanoseconds == ended, "\(gaps)")
         // The new segment gets a number no file of the store had: a tool that tracks files by name (or an events
         // client that saw the deleted ones) never sees a number twice.
         let numbers = { (names: [String]) in names.compactMap { SegmentFormat.sequence(ofFileName: $0) } }

@@ -8,6 +8,7 @@ import Testing
             .memoryBudget: "memory budget", .pinnedFrames: "pinned frames", .spillBehind: "spill behind",
             .evictedBeforeSpill: "evicted before spill", .diskError: "disk error", .inputInterval: "input interval",
             .damaged: "damaged", .recorderStopped: "recorder stopped", .inputFailed: "input failed",
+            .retention: "retention",
             .droppedOnArrival: "frames dropped on arrival", .unrecognized: "unrecognized",
         ]
         #expect(Set(LossReason.allCases) == Set(expected.keys))
@@ -18,7 +19,8 @@ import Testing
     }
 
     @Test func onlyIntervalsWithoutOfferedFramesAreNoLoss() {
-        #expect(LossReason.allCases.filter { !$0.isLoss } == [.inputInterval, .recorderStopped, .inputFailed])
+        #expect(
+            LossReason.allCases.filter { !$0.isLoss } == [.inputInterval, .recorderStopped, .inputFailed, .retention])
         #expect(Set(LossReason.allCases.filter(\.isLossOfAcceptedFrames)) == [.evictedBeforeSpill, .diskError])
     }
 

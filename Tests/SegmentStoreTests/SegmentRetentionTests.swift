@@ -106,7 +106,7 @@ import Testing
 
     /// Gaps in the history retention deleted go with it: `info` lists only gaps in the time the store still holds.
     /// With the second recording held, one pass deletes the first and the third: the gap before the held one goes,
-    /// those after it stay.
+    /// those after it stay, and a `retention` gap covers the third.
     @Test(arguments: [false, true])
     func gapsOfDeletedHistoryGoWithIt(holdingTheSecond: Bool) throws {
         let dir = TemporaryDirectory()
@@ -139,7 +139,14 @@ import Testing
             let deleted = try store.enforceRetention().deleted
             #expect(deleted == ["000001.seg", "000003.seg"])
             let left = try store.gaps().map(\.startNanoseconds)
-            #expect(left == [frames.pts(12), frames.pts(18)], "only the gap before the oldest frame left goes")
+            #expect(
+                left == [frames.pts(12), frames.pts(16), frames.pts(18)],
+                "only the gap before the oldest frame left goes; the deleted third is a `retention` gap")
+            #expect(
+                try store.gaps()[1]
+                    == GapRow(
+                        streamID: 1, startNanoseconds: frames.pts(16), endNanoseconds: frames.pts(20) + 1,
+                        reason: .retention))
             return
         }
         // The first recording is 450 ms old: it goes, and the gap after it (up to the second one's first frame).
@@ -153,6 +160,40 @@ import Testing
         #expect(rest == ["000002.seg", "000003.seg"])
         let none = try store.gaps()
         #expect(none.isEmpty)
+    }
+
+    /// Segments deleted behind a held one leave one `retention` gap over the hole, however many passes made it; it
+    /// goes with the held segment once the hold is released and retention deletes that too.
+    @Test func segmentsDeletedBehindAHoldLeaveOneRetentionGap() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let clock = ManualClock()
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .milliseconds(400), now: clock.now))
+        // Four segments of 5 frames each, sealed 150 ms apart (each seal runs retention); the first is held.
+        let hold = store.addHold(streamName: "camera", range: frames.pts(0)..<frames.pts(5))
+        for range in [0..<5, 5..<10, 10..<15, 15..<20] {
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in range { try writer.append(frames.frame(i)) }
+            try writer.close()
+            clock.advance(by: .milliseconds(150))
+        }
+        let retention = { (start: Int, end: Int) in
+            GapRow(
+                streamID: 1, startNanoseconds: frames.pts(start), endNanoseconds: frames.pts(end), reason: .retention)
+        }
+        #expect(try store.enforceRetention().deleted == ["000002.seg"])
+        #expect(try store.gaps() == [retention(5, 10)], "from the first frame deleted to the next one kept")
+        clock.advance(by: .milliseconds(200))
+        #expect(try store.enforceRetention().deleted == ["000003.seg"])
+        #expect(try store.gaps() == [retention(5, 15)], "one row for the whole hole")
+        #expect(try readAll(store).map(\.0) == (Array(0..<5) + Array(15..<20)).map(frames.pts))
+        store.removeHold(hold)
+        #expect(try store.enforceRetention().deleted == ["000001.seg"])
+        #expect(try store.gaps().isEmpty, "the hole is older than the oldest frame left")
+        #expect(try store.verify(repair: false).clean)
     }
 
     @Test func halfDoneDeleteIsFinishedByRecovery() throws {

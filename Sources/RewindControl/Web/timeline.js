@@ -11,7 +11,7 @@ const GAP_COLOURS = {
   "memory budget": "#f97316", "pinned frames": "#fb923c", "spill behind": "#ef4444",
   "evicted before spill": "#dc2626", "disk error": "#a855f7", "input interval": "#eab308",
   "damaged": "#ec4899", "frames dropped on arrival": "#f43f5e", "recorder stopped": "#6b7280",
-  "input failed": "#14b8a6", "unrecognized": "#a3e635",
+  "input failed": "#14b8a6", "retention": "#94a3b8", "unrecognized": "#a3e635",
 };
 // Nothing is recorded before recorder time 0.
 const NOTHING_BEFORE_ZERO = "nothing is recorded before recorder time 0";

@@ -15,7 +15,8 @@ extension SegmentStore {
     ///
     /// Each delete is restartable: the row is marked `deleting` (its frames vanish from queries), the file is
     /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
-    /// held (``addHold(streamName:range:)``, a marker's hold) is kept and newer ones are deleted instead. A segment
+    /// held (``addHold(streamName:range:)``, a marker's hold) is kept and newer ones are deleted instead, leaving a
+    /// ``LossReason/retention`` gap where they were. A segment
     /// being read (a reader holds its shared lock) stops the pass, which continues on the next call (so the budget may
     /// be exceeded while a reader holds the oldest segment). Open segments are never deleted.
     ///
@@ -54,6 +55,8 @@ extension SegmentStore {
         let held = try heldRanges()
         /// Per stream, the newest frame deleted.
         var newestDeleted: [Int64: Int64] = [:]
+        /// Per stream, the first and last frames of each segment deleted.
+        var deletedSpans: [Int64: [ClosedRange<Int64>]] = [:]
         for row in rows where row.state == .sealed {
             // A `.partial` kept whole for a repair: its row holds only the frames before the damage, so neither its
             // holds nor its size are known until the repair salvages the rest; it stays until then.
@@ -98,6 +101,9 @@ extension SegmentStore {
             }
             try index.removeSegment(id: row.id)
             if let last = row.lastPTS { newestDeleted[row.streamID] = max(newestDeleted[row.streamID] ?? last, last) }
+            if let first = row.firstPTS, let last = row.lastPTS {
+                deletedSpans[row.streamID, default: []].append(first...last)
+            }
             let size = sizes[row.id] ?? 0
             total -= size
             report.freedBytes += size
@@ -105,13 +111,46 @@ extension SegmentStore {
             if wantedFree != nil { available = availableSegmentBytes() }
         }
         report.remainingBytes = total
+        try recordHolesBehindHolds(deletedSpans)
         try forgetGapsOfDeletedHistory(newestDeleted)
         return report
     }
 
+    /// Records a ``LossReason/retention`` gap over each stretch of deleted segments that older frames kept by a hold
+    /// precede: from the first frame deleted to the first frame kept after it (or just past the newest deleted, when
+    /// none is). A gap of that reason it touches or overlaps is merged into it: one row per hole, however many
+    /// passes made it. The gaps recorded inside the hole stay (they say why frames were missing before).
+    private func recordHolesBehindHolds(_ deletedSpans: [Int64: [ClosedRange<Int64>]]) throws {
+        for (streamID, spans) in deletedSpans {
+            let kept = try index.segments(streamID: streamID).filter { $0.state != .deleting }.compactMap(\.firstPTS)
+                .sorted()
+            guard let oldestLeft = kept.first else { continue }
+            var holes: [Int64: Range<Int64>] = [:]  // by the first frame kept after the hole (or .max)
+            for span in spans where span.lowerBound > oldestLeft {
+                let resume = kept.first { $0 > span.upperBound }
+                let key = resume ?? .max
+                let end = resume ?? span.upperBound + 1
+                let hole = holes[key].map { min($0.lowerBound, span.lowerBound)..<max($0.upperBound, end) }
+                holes[key] = hole ?? span.lowerBound..<end
+            }
+            for hole in holes.values {
+                var start = hole.lowerBound
+                var end = hole.upperBound
+                let touching = try index.gaps(streamID: streamID, overlapping: (start - 1)..<(end + 1))
+                for gap in touching where gap.reason == .retention {
+                    start = min(start, gap.startNanoseconds)
+                    end = max(end, gap.endNanoseconds)
+                    try index.removeGap(gap)
+                }
+                try index.recordGap(
+                    GapRow(streamID: streamID, startNanoseconds: start, endNanoseconds: end, reason: .retention))
+            }
+        }
+    }
+
     /// Removes the gaps of each stream that start before its oldest frame left (or, when none is left, at or before
     /// the newest frame deleted): the time they describe is no longer in the store. Gaps after the oldest frame left
-    /// stay, also where segments newer than a held one were deleted.
+    /// stay, also where segments newer than a held one were deleted (with the `retention` gap over them).
     private func forgetGapsOfDeletedHistory(_ newestDeleted: [Int64: Int64]) throws {
         for (streamID, newest) in newestDeleted {
             let oldestLeft = try index.segments(streamID: streamID).lazy.filter { $0.state != .deleting }
