@@ -232,6 +232,8 @@ public final class RecorderControl: Sendable {
     public func stop() {
         guard !isStopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         isStopping.store(true, ordering: .releasing)
+        // The seals of the last second (those of `Recorder.finish()` when it came first) before `stopping`.
+        publishFinalChanges()
         events.publish("stopping", HealthResponse(status: "stopping"))
         let hadSaves = !book.isIdle
         book.forceAll()
@@ -243,10 +245,8 @@ public final class RecorderControl: Sendable {
         }
         // Clients polling the saves just finished (`rewind save` asks every 50 ms) get to see them done.
         if hadSaves { System.sleep(for: .milliseconds(400)) }
-        // The seals of the last second get their events before the streams end.
-        byte = UInt8(ascii: "f")
-        _ = write(wake.write, &byte, 1)
-        _ = finalChanges.wait(timeout: .now() + .seconds(2))
+        // And those since, before the streams end.
+        publishFinalChanges()
         // Event streams end after their queued events (`stopping` last); then the servers stop, which closes what
         // is still open.
         events.closeAll()
@@ -259,6 +259,14 @@ public final class RecorderControl: Sendable {
         byte = UInt8(ascii: "q")
         _ = write(wake.write, &byte, 1)
         finished.wait()
+    }
+
+    /// Has the control's thread publish what changed since its last look (seals, drops, pressure) now, and waits
+    /// for it (at most 2 s).
+    private func publishFinalChanges() {
+        var byte = UInt8(ascii: "f")
+        _ = write(wake.write, &byte, 1)
+        _ = finalChanges.wait(timeout: .now() + .seconds(2))
     }
 
     // MARK: The control's thread

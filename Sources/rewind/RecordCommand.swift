@@ -391,11 +391,13 @@ private func record(
     progressLine.withLock { $0.clear() }
     monitor?.stop()
     removeSaveSignal()
-    control?.stop()
-    // A recorder that could not finish writing (an index that cannot grow on a full disk) still reports what each
-    // stream recorded, durable and dropped, before its error.
+    // Everything written and the open segments sealed before the control stops: its events clients see those
+    // seals, and it still answers while the spill stage drains. A recorder that could not finish writing (an index
+    // that cannot grow on a full disk) still reports what each stream recorded, durable and dropped, before its
+    // error.
     var finishError: (any Error)?
     do { _ = try recorder.finish() } catch { finishError = error }
+    control?.stop()
     let outcomes = results.withLock { $0 }
     var status = ExitStatus.success
     var failures: [(name: String, failure: CommandFailure)] = []

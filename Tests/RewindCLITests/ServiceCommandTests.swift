@@ -77,6 +77,14 @@ import Testing
         let lines = ended.output.split(separator: "\n")
         #expect(lines.allSatisfy { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) != nil })
         #expect(lines.contains { $0.contains("\"event\":\"stopping\"") })
+        // The open segment sealed at the stop is an event too, before `stopping`.
+        let last = try runChecked(
+            "sqlite3",
+            ["-readonly", "\(store)/index.sqlite", "SELECT file_name FROM segments ORDER BY id DESC LIMIT 1"]
+        ).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let sealedAt = lines.firstIndex { $0.contains("\"event\":\"segment\"") && $0.contains("\"file\":\"\(last)\"") }
+        let stoppingAt = lines.firstIndex { $0.contains("\"event\":\"stopping\"") }
+        #expect(sealedAt != nil && sealedAt! < stoppingAt!, "no event for \(last) before stopping: \(ended.output)")
         // Without a recorder: status says so (69); save --after needs one.
         #expect(try Tool.rewind(["status", "--store", store]).status == 69)
         let offline = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "1s", "-o", clip])

@@ -142,7 +142,8 @@ final class LiveRecorder: @unchecked Sendable {
             stopProducer.store(true, ordering: .releasing)
             try wait(for: producerDone, until: "the producer thread stops")
         }
-        control.stop()
+        // As `rewind record` stops: the recorder's last seals, then the control.
+        defer { control.stop() }
         _ = try recorder.finish()
     }
 
