@@ -191,11 +191,12 @@ package struct StagedExport {
         }
     }
 
-    /// `path` with symbolic links resolved when it can be replaced by a rename (a regular file, or nothing yet);
-    /// nil when it names something else.
+    /// `path` with symbolic links resolved when it can be replaced by a rename (a regular file, or nothing yet: a
+    /// dangling link's target is created, the link kept); nil when it names something else.
     private static func replaceableTarget(_ path: String) -> String? {
         var info = stat()
-        guard stat(path, &info) == 0 else { return path }  // nothing there yet (or unreachable: the open says why)
+        // Nothing there yet (or unreachable: the open says why).
+        guard stat(path, &info) == 0 else { return System.followingLinks(path) }
         guard (info.st_mode & S_IFMT) == S_IFREG else { return nil }
         guard let resolved = realpath(path, nil) else { return path }
         defer { free(resolved) }

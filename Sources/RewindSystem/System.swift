@@ -45,6 +45,29 @@ public enum System {
         pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
     }
 
+    /// `path` with the symbolic links of its last component followed to the name they finally lead to, which may
+    /// not exist yet (a dangling link leads to the file it would create); `path` itself when it is no link, or when
+    /// the links loop (opening it then says so).
+    public static func followingLinks(_ path: String) -> String {
+        var current = path
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        for _ in 0..<40 {
+            let count = buffer.withUnsafeMutableBufferPointer { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { readlink(current, $0.baseAddress!, Int(PATH_MAX)) }
+            }
+            guard count > 0 else { return current }
+            let target = String(decoding: buffer[0..<count], as: UTF8.self)
+            if target.hasPrefix("/") {
+                current = target
+            } else if let slash = current.lastIndex(of: "/") {
+                current = String(current[...slash]) + target
+            } else {
+                current = target
+            }
+        }
+        return path
+    }
+
     /// The processors online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
     public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 

@@ -479,16 +479,16 @@ private func copy(_ handle: FileHandle, to target: Int32, what: String, name: St
 }
 
 /// Whether `path` is a FIFO (following links).
-private func isFIFO(_ path: String) -> Bool { StagedExport.specialFileKind(path) == "a FIFO" }
+func isFIFO(_ path: String) -> Bool { StagedExport.specialFileKind(path) == "a FIFO" }
 
 /// Opens the FIFO or device `path` for writing. A FIFO's open waits for a reader: it is tried without blocking every
 /// 50 ms (saying once that it waits), so Ctrl-C still ends the command while nobody reads.
 ///
 /// - Parameters:
-///   - command: `clip` or `save`, for the message that it waits.
-///   - what: what is not written when interrupted (`clip 3`, `the export`).
+///   - command: `clip`, `save` or `soak`, for the message that it waits.
+///   - what: what is not written when interrupted (`clip 3`, `the export`, `the report`).
 /// - Throws: ``CommandError`` when it cannot be opened, or (130) when interrupted while waiting.
-private func openForWriting(_ path: String, command: String, what: String) throws -> Int32 {
+func openForWriting(_ path: String, command: String, what: String) throws -> Int32 {
     let isFIFO = isFIFO(path)
     var said = false
     while true {
@@ -528,7 +528,7 @@ private func checkNotADirectory(_ output: String) throws {
 }
 
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
-private func isSpecialFile(_ path: String) -> Bool {
+func isSpecialFile(_ path: String) -> Bool {
     StagedExport.specialFileKind(path).map { $0 != "a directory" } ?? false
 }
 

@@ -43,11 +43,17 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("\(error)")
     }
 
-    // Where the report and chart go must exist before the soak runs, not only when it ends.
+    // Where the report and chart go must be writable before the soak runs, not only when it ends.
     for option in ["report", "chart"] {
-        guard let path = arguments.string(option) else { continue }
-        let parent = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        guard let path = arguments.string(option), !isSpecialFile(path) else { continue }
+        let target = System.followingLinks(path)
         var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw UsageError(
+                "--\(option): '\(path)' is a directory: give a file name in it, e.g. \(path)/soak.\(option == "report" ? "json" : "svg")",
+                showsHelp: false)
+        }
+        let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
         guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue,
             access(parent, W_OK) == 0
         else {
@@ -68,22 +74,15 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         })
     progress.clear()
 
-    if let path = arguments.string("report") {
-        do {
-            try report.jsonData().write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw CommandError("cannot write the report to \(path): \(error.localizedDescription)")
-        }
-    }
-    if let path = arguments.string("chart") {
-        do {
-            try Data(SoakChart.svg(report).utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            throw CommandError("cannot write the chart to \(path): \(error.localizedDescription)")
-        }
-    }
+    // The summary first: a report that cannot be written does not take the run's result with it.
     printSummary(
         report, store: requestedStore, reportPath: arguments.string("report"), chart: arguments.string("chart"))
+    if let path = arguments.string("report") {
+        try writeWhole(try report.jsonData(), to: path, command: "soak", what: "the report")
+    }
+    if let path = arguments.string("chart") {
+        try writeWhole(Data(SoakChart.svg(report).utf8), to: path, command: "soak", what: "the chart")
+    }
     guard report.passed else {
         printError("rewind soak: failed: " + report.failedInvariants.joined(separator: ", "))
         return ExitStatus.failure

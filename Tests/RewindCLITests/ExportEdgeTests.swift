@@ -191,6 +191,20 @@ import Testing
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "/dev/full")
     }
 
+    /// A dangling link: the export creates the file it names, and the link stays a link.
+    @Test func anExportThroughADanglingLinkCreatesItsTarget() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let link = directory.appendingPathComponent("out.y4m").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "made.y4m")
+        let result = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", link])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "made.y4m")
+        let made = directory.appendingPathComponent("made.y4m").path
+        #expect(try probeStreams(made).map(\.frames) == [30], "\(result.output)")
+    }
+
     /// `-o` into the store's own files, directly or through a link, is refused before anything is written.
     @Test func anOutputInsideTheStoreIsRefused() throws {
         let directory = try Tool.temporaryDirectory()

@@ -114,6 +114,48 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect((stored["first_pts_ns"] as? Int ?? 0) >= 2_000_000_000, "\(stored)")
     }
 
+    /// The report and chart follow links and never replace what is not a regular file: through a link to a private
+    /// file (the link stays, the file keeps its mode), through a dangling link (its target is created), into a FIFO
+    /// (written in place for its reader); a directory is refused before the run.
+    @Test func aSoakWritesItsReportThroughLinksAndIntoAFIFO() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = { (name: String) in directory.appendingPathComponent(name).path }
+        try FileManager.default.createDirectory(atPath: path("other"), withIntermediateDirectories: false)
+        try Data("old".utf8).write(to: URL(fileURLWithPath: path("other/report.json")))
+        #expect(chmod(path("other/report.json"), 0o600) == 0)
+        try FileManager.default.createSymbolicLink(
+            atPath: path("report.json"), withDestinationPath: "other/report.json")
+        try FileManager.default.createSymbolicLink(atPath: path("chart.svg"), withDestinationPath: "other/chart.svg")
+        #expect(mkfifo(path("fifo.svg"), 0o644) == 0)
+        let arguments = ["soak", "--speed", "max", "--size", "320x240", "--memory", "32MiB", "--duration", "1s"]
+
+        let linked = try Tool.rewind(arguments + ["--report", path("report.json"), "--chart", path("chart.svg")])
+        #expect(linked.status == 0, "\(linked.output)\n\(linked.stderr)")
+        let report = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: path("other/report.json"))))
+        #expect((report as? [String: Any])?["passed"] as? Bool == true)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: path("report.json")) == "other/report.json")
+        var mode = stat()
+        #expect(stat(path("other/report.json"), &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: path("chart.svg")) == "other/chart.svg")
+        #expect(try String(contentsOfFile: path("other/chart.svg"), encoding: .utf8).contains("<svg"))
+
+        let reader = try ExternalTools.Child(try Tool.path(of: "cat"), [path("fifo.svg")])
+        defer { if reader.process.isRunning { reader.process.terminate() } }
+        let fifo = try Tool.rewind(arguments + ["--chart", path("fifo.svg")])
+        #expect(fifo.status == 0, "\(fifo.output)\n\(fifo.stderr)")
+        let read = try reader.finish()
+        #expect(read.output.contains("<svg") && read.output.hasSuffix("</svg>\n"), "\(read.output.suffix(80))")
+        var info = stat()
+        #expect(lstat(path("fifo.svg"), &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "the FIFO is still there")
+
+        let refused = try Tool.rewind(arguments + ["--report", path("other")])
+        #expect(refused.status == 64, "\(refused.output)\n\(refused.stderr)")
+        #expect(refused.stderr.contains("is a directory: give a file name in it"), "\(refused.stderr)")
+        #expect(!refused.output.contains("soak passed"), "refused before the run")
+    }
+
     /// A soak without `--store` records into a store under the temporary directory and removes it; writing the
     /// report and chart leaves nothing else there or beside them.
     @Test func aSoakLeavesNothingBehindButItsReportAndChart() throws {
