@@ -150,14 +150,33 @@ final class SaveBook: Sendable {
         return newest
     }
 
-    /// Where the last finished saves of `names` ended (each stream's, saved alone or in a save of `all`): the
-    /// earliest of their ends, so a save of several streams starts where the one saved least recently ended and
-    /// misses no frame of any; nil when one of them has no finished save.
-    func lastSavedEnd(streams names: [String]) -> Int64? {
-        state.withLock { state in
-            let ends = names.compactMap { state.lastSavedEnd[$0] }
-            return ends.count == names.count ? ends.min() : nil
+    /// Where `since_last_save` starts a save of several streams.
+    enum SinceLastSave: Equatable {
+        /// At this recorder time: the earliest end among the streams with frames after theirs.
+        case from(Int64)
+        /// Every stream saved before has no frame after its end (the newest of the ends).
+        case nothingNew(Int64)
+    }
+
+    /// Where the last finished saves of `streams` ended (each stream's, saved alone or in a save of `all`), for
+    /// `since_last_save`: the earliest end among the streams that have frames after theirs, so a save of several
+    /// streams starts where the one saved least recently ended and misses no frame of any. A stream never saved,
+    /// and one with nothing after its end (its input ended after its last frame was saved), hold no other stream
+    /// back; nil when none of them was saved.
+    func sinceLastSave(streams: [RecorderStream]) -> SinceLastSave? {
+        let ends = state.withLock { state in streams.map { state.lastSavedEnd[$0.name] } }
+        var earliest: Int64?
+        var newestEnd: Int64?
+        for (stream, end) in zip(streams, ends) {
+            guard let end else { continue }
+            newestEnd = max(newestEnd ?? end, end)
+            guard let clock = stream.clock, let last = try? stream.newestPTS(),
+                clock.recorderTime(ofPTS: last) >= end
+            else { continue }
+            earliest = min(earliest ?? end, end)
         }
+        if let earliest { return .from(earliest) }
+        return newestEnd.map { .nothingNew($0) }
     }
 
     /// Adds a save of `range` to be written to `path`; it starts waiting at once.

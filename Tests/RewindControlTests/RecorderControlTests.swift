@@ -305,6 +305,65 @@ import Testing
         #expect(try exportedIndexes(next.files[0], layout: feeds[1].stream.layout) == Array(60..<90))
     }
 
+    /// `since_last_save` of `all` goes on from the streams that were saved: one never saved does not send it back
+    /// to the window, and one whose input ended after its last frame was saved does not hold the others at its end
+    /// (a save of it alone then has nothing new: 409).
+    @Test func sinceLastSaveOfAllIsNotHeldByAStreamNeverSavedOrOneThatEnded() throws {
+        let (directory, recorder, control) = try Self.frontAndRear()
+        var feeds = [try CameraFeed(), try CameraFeed()]
+        defer {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+        let client = ControlClient(directory: directory)
+        func append(_ frames: Int, to streams: [Int]) throws {
+            for _ in 0..<frames {
+                for index in streams {
+                    recorder.waitForSpillRoom()
+                    _ = try feeds[index].appendNext(to: recorder.streams[index])
+                }
+            }
+        }
+        /// The frame indexes of each stream's file in a save of `all` since the last save (nil: no file).
+        func saveAllSince() throws -> [String: [Int64]] {
+            let path = "\(directory)/\(UUID().uuidString).y4m"
+            let save = try #require(
+                try client.save(SaveRequest(stream: "all", format: "y4m", path: path, wait: true, sinceLastSave: true)))
+            var indexes: [String: [Int64]] = [:]
+            for file in save.files {
+                let stream = file.hasSuffix(".front.y4m") ? "front" : "rear"
+                indexes[stream] = try exportedIndexes(file, layout: feeds[0].stream.layout)
+            }
+            return indexes
+        }
+        try append(60, to: [0, 1])
+        let front = try #require(
+            try client.save(SaveRequest(stream: "front", last: "1s", path: "\(directory)/front.mkv", wait: true)))
+        #expect(try exportedIndexes(front.files[0], layout: feeds[0].stream.layout).last == 59)
+        try append(30, to: [0, 1])
+        // The rear's first frame came a little after the front's (its clock is offset by that): its frame 59 is
+        // after the front's end too.
+        let first = try saveAllSince()
+        #expect(first["front"] == Array(60..<90), "from the front's end, not the window: \(first)")
+        #expect(first["rear"]?.suffix(30) == Array(60..<90) && first["rear"]!.first! >= 59, "\(first)")
+        // The rear's input ends; the front goes on. (A stream saved more recently than the one saved least recently
+        // may see its newest frames again: here the rear's frame 89, after the front's end.)
+        try append(30, to: [0])
+        let second = try saveAllSince()
+        #expect(second["front"] == Array(90..<120), "\(second)")
+        #expect(second["rear"] == nil || second["rear"] == [89], "\(second)")
+        try append(30, to: [0])
+        let third = try saveAllSince()
+        #expect(third["front"] == Array(120..<150), "not from the rear's end again: \(third)")
+        #expect {
+            _ = try client.save(
+                SaveRequest(stream: "rear", path: "\(directory)/rear.mkv", wait: true, sinceLastSave: true))
+        } throws: { error in
+            guard case ControlError.refused(let refusal) = error else { return false }
+            return refusal.code == .conflict && refusal.message.contains("nothing new since the last save")
+        }
+    }
+
     /// A save of `all` to `.y4m` writes a file per stream: each is checked like `path` itself, so a FIFO or a link
     /// into the store among them is refused (400) before anything is written, and no export waits on a FIFO.
     @Test func everyFileOfASaveOfAllIsChecked() throws {
