@@ -605,6 +605,7 @@ final class SpillLane {
         }
         let durable = writer.durableFrameCount
         shared.state.withLock { $0.statistics.framesDurable = durable }
+        writer.checkpointAfterClose()
         return failure
     }
 

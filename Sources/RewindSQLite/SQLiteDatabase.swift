@@ -183,12 +183,18 @@ package final class SQLiteDatabase: Sendable {
     /// Copies committed pages from the WAL into the database file without waiting for readers or writers
     /// (`PRAGMA wal_checkpoint(PASSIVE)`), so the WAL does not grow without bound while readers are active.
     ///
-    /// SQLite also checkpoints automatically every 1000 pages; call this at quiet moments (e.g. after a seal).
+    /// SQLite also checkpoints automatically every 1000 pages; call this at quiet moments (e.g. after a seal). Like a
+    /// write, it runs once more when it found the disk full and ``onDiskFull(_:)``'s handler freed space (the
+    /// database file may have to grow).
     ///
     /// - Returns: The WAL size in pages and how many of them are now in the database file.
     /// - Throws: ``SQLiteError``.
     @discardableResult
     package func checkpoint() throws -> (walPages: Int, checkpointedPages: Int) {
+        try retryingWhenFull { try checkpointOnce() }
+    }
+
+    private func checkpointOnce() throws -> (walPages: Int, checkpointedPages: Int) {
         try withConnection { connection in
             let handle = connection.handle
             var logPages: Int32 = 0

@@ -148,6 +148,33 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(alone.output.trimmingCharacters(in: .whitespacesAndNewlines) == "120")
     }
 
+    /// The rows a recording writes after its segments are sealed (an input that failed: its gap; the drop
+    /// counters) are in `index.sqlite` alone after the stop too, not only in its WAL.
+    @Test func theIndexFileAloneHoldsTheRowsWrittenAfterTheLastSeal() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let whole = directory.appendingPathComponent("a.y4m").path
+        let cut = directory.appendingPathComponent("b.y4m").path
+        try ExternalTools.makeY4M(whole, width: 160, height: 120, rate: "30", frames: 60)
+        try ExternalTools.makeY4M(cut, width: 160, height: 120, rate: "30", frames: 30)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: cut))
+        try handle.truncate(atOffset: try handle.seekToEnd() - 1000)  // the last frame cut short
+        try handle.close()
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=y4m:" + whole, "--input", "b=y4m:" + cut,
+        ])
+        #expect(record.status == 65, "\(record.output) \(record.stderr)")
+        let copy = directory.appendingPathComponent("copy.sqlite").path
+        try FileManager.default.copyItem(atPath: "\(store)/index.sqlite", toPath: copy)
+        let rows =
+            "SELECT stream_id, start_ns, end_ns, reason FROM gaps ORDER BY id; SELECT * FROM drops ORDER BY 1, 2;"
+        let stored = try runChecked("sqlite3", ["-readonly", "\(store)/index.sqlite", rows]).output
+        let alone = try runChecked("sqlite3", ["-readonly", copy, rows]).output
+        #expect(stored.contains("input failed"), "\(stored)")
+        #expect(alone == stored)
+    }
+
     @Test func wallClockRangesMapToTheFramesCapturedThen() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

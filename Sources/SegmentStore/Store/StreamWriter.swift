@@ -250,6 +250,14 @@ public final class StreamWriter {
         try SegmentStoreError.translatingIndexErrors { try closeUntranslated() }
     }
 
+    /// After ``close()``: copies the rows written since (the gaps of the recording's end, its drop counters) from
+    /// the index's WAL into `index.sqlite`, unless another writer of the store is still open (best effort), so the
+    /// index file alone holds every row once recording stops.
+    public func checkpointAfterClose() {
+        guard closed else { return }
+        store.writerClosed(streamName: stream.name)
+    }
+
     private func closeUntranslated() throws {
         guard !closed else { return }
         closed = true
