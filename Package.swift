@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(name: "RewindMediaTests", dependencies: ["RewindMedia", "RewindTesting"]),
         .testTarget(name: "RewindQueryTests", dependencies: ["RewindQuery", "RewindTesting"]),
         .testTarget(name: "RewindControlTests", dependencies: ["RewindControl", "RewindTesting"]),
-        .testTarget(name: "RewindSoakTests", dependencies: ["RewindSoak"]),
+        .testTarget(name: "RewindSoakTests", dependencies: ["RewindSoak", "RewindTesting"]),
         .testTarget(name: "RewindBenchmarksTests", dependencies: ["RewindBenchmarks", "SegmentStore"]),
         .testTarget(name: "RewindKitTests", dependencies: ["RewindKit", "RewindTesting"]),
         .testTarget(name: "RewindCLITests", dependencies: ["rewind", "RewindTesting"]),

@@ -160,8 +160,10 @@ extension SoakRun {
 
     private func rssWithinLimit(_ findings: MemoryMonitor.Findings) -> SoakReport.Invariant {
         let name = SoakInvariant.rssWithinLimit.rawValue
+        let bookkeeping = configuration.bookkeepingBytes
         let limit =
-            "limit \(formatBytes(Int64(report.limitBytes))) (budget \(formatBytes(Int64(report.budgetBytes))) + 48 MiB)"
+            "limit \(formatBytes(Int64(report.limitBytes))) (budget \(formatBytes(Int64(report.budgetBytes))) + 48 MiB"
+            + (bookkeeping >= 1 << 20 ? " + \(formatBytes(Int64(bookkeeping))) of frame bookkeeping" : "") + ")"
         guard findings.sampleCount > 0 else {
             return .init(name: name, passed: false, detail: "no sample: /proc/self/statm could not be read")
         }
@@ -207,6 +209,13 @@ extension SoakRun {
 
     private func framesBitExact(_ readback: Readback) -> SoakReport.Invariant {
         let copies = readback.copiesFromDisk + readback.copiesFromMemory
+        // A run that read nothing back checked nothing: it does not pass.
+        guard copies + readback.corruptCopies > 0 else {
+            return .init(
+                name: SoakInvariant.framesBitExact.rawValue, passed: false,
+                detail: "no frame was read back (\(report.framesAccepted) accepted, \(report.framesDurable) durable): "
+                    + "nothing was checked")
+        }
         let detail =
             readback.corruptCopies == 0
             ? "\(copies) copies read back (\(readback.copiesFromDisk) from disk, \(readback.copiesFromMemory) from "
@@ -225,7 +234,17 @@ extension SoakRun {
             + "\(report.framesLostToCountedDrops) missing where counted losses were recorded"
         if !losses.isEmpty { detail += " (\(losses.joined(separator: ", ")))" }
         if report.framesLost > 0 { detail += "; \(report.framesLost) lost" }
-        return .init(name: SoakInvariant.noFramesLost.rawValue, passed: report.framesLost == 0, detail: detail)
+        // Disk errors are an expected loss only where a `disk=full` event made them: else the disk itself failed.
+        let injected = configuration.events.contains { $0.action == .disk(.full) }
+        let realDiskErrors = injected ? 0 : report.drops[.diskError] ?? 0
+        if realDiskErrors > 0 {
+            detail +=
+                "; \(realDiskErrors) lost to disk errors no disk=full event made"
+                + (report.lastError.map { " (\($0))" } ?? "")
+        }
+        return .init(
+            name: SoakInvariant.noFramesLost.rawValue, passed: report.framesLost == 0 && realDiskErrors == 0,
+            detail: detail)
     }
 
     private func rssFlat() -> SoakReport.Invariant {

@@ -123,6 +123,9 @@ struct SoakRun {
         monitor.recordingEnded()
         progress?(progressNow(.finishing))
         retained = []
+        // Injected disk faults end with the run: the last segment is sealed and the store left clean.
+        disk.setDiskFull(false)
+        disk.setWriteDelay(.zero)
         do {
             try recorder.finish()
         } catch {
@@ -229,7 +232,9 @@ struct SoakRun {
         switch event.action {
         case .pressure(let level):
             if level != .normal {
-                reducedLimit = recorder.memoryBudget(under: level) + SoakConfiguration.processAllowance
+                reducedLimit =
+                    recorder.memoryBudget(under: level) + SoakConfiguration.processAllowance
+                    + configuration.bookkeepingBytes
             }
             monitor.pressureWillChange(event: index, limit: reducedLimit)
             recorder.setPressure(level)

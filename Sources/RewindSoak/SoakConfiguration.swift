@@ -80,8 +80,13 @@ public struct SoakConfiguration: Sendable {
         self.sabotage = sabotage
     }
 
-    /// The resident size no sample may exceed: the budget plus ``processAllowance``.
-    public var memoryLimit: Int { memoryBudget + Self.processAllowance }
+    /// The resident size no sample may exceed: the budget plus ``processAllowance`` plus the harness's own
+    /// ``bookkeepingBytes``.
+    public var memoryLimit: Int { memoryBudget + Self.processAllowance + bookkeepingBytes }
+
+    /// What the harness allocates up front to account for every camera frame: three bits per frame (accepted, read
+    /// back, damaged). Not the recorder's memory, so the limit makes room for it.
+    public var bookkeepingBytes: Int { 3 * 8 * ((frameCount + 63) / 64) }
 
     /// The recorder's settings: eager spill, `drop-newest` backpressure, the budget and window given.
     public var recorderConfiguration: RecorderConfiguration {
@@ -96,8 +101,9 @@ public struct SoakConfiguration: Sendable {
         return Int(clamping: (numerator + denominator - 1) / denominator)
     }
 
-    /// The most camera frames a run may span (its bookkeeping takes two bits per frame, allocated up front).
-    public static let maximumFrameCount = 1 << 32
+    /// The most camera frames a run may span (its bookkeeping takes three bits per frame, allocated up front: at
+    /// most 256 MiB; 1 << 29 frames is 103 days at 60 fps).
+    public static let maximumFrameCount = 1 << 29
 
     /// Checks what the types cannot.
     ///
@@ -106,7 +112,9 @@ public struct SoakConfiguration: Sendable {
         guard durationNanoseconds > 0 else { throw .init("the duration must be longer than 0s") }
         guard frameDuration.value > 0 else { throw .init("the frame rate must be positive") }
         guard frameCount <= Self.maximumFrameCount else {
-            throw .init("\(frameCount) frames is more than a soak can track (\(Self.maximumFrameCount))")
+            throw .init(
+                "\(frameCount) frames is more than a soak can track (\(Self.maximumFrameCount), three bits each): give a "
+                    + "shorter --duration or a lower --fps")
         }
         guard layout.width >= SyntheticCamera.minimumWidth && layout.height >= SyntheticCamera.minimumHeight else {
             throw .init(
@@ -122,18 +130,21 @@ public struct SoakConfiguration: Sendable {
                 "a window of \(window) is shorter than one frame (\(frame)), so it holds no frame before the newest; "
                     + "give at least \((frameNanoseconds + 999_999) / 1_000_000)ms")
         }
-        let minimum = 8 * layout.byteCount
+        // Each frame takes whole pages in the ring.
+        let slab = Recorder.smallestMemoryBudget(for: [layout])
+        let minimum = 8 * slab
         guard memoryBudget >= minimum else {
             throw .init(
                 "a memory budget of \(formatBytes(Int64(memoryBudget))) holds fewer than 8 frames of \(layout) "
-                    + "(\(formatBytes(Int64(layout.byteCount))) each); give at least \(formatBytes(Int64(minimum)))")
+                    + "(\(formatBytes(Int64(slab))) each in whole pages); give at least --memory \(kibibytesUp(minimum))"
+            )
         }
         if let diskBudget, diskBudget < 256 * layout.byteCount {
             // Retention deletes the oldest of at least eight segments: each must hold enough frames that the
             // read-back, a pass about every second, reads them first.
             throw .init(
                 "a disk budget of \(formatBytes(Int64(diskBudget))) holds fewer than 256 frames of \(layout); give at "
-                    + "least \(formatBytes(Int64(256 * layout.byteCount))), or 0 for no limit")
+                    + "least --disk \(kibibytesUp(256 * layout.byteCount)), or 0 for no limit")
         }
         // An event happens at the first frame at or after its time: after the last frame it never would.
         let lastFrame = FrameTime.frame(Int64(frameCount - 1), duration: frameDuration)?.nanoseconds ?? .max
@@ -144,6 +155,9 @@ public struct SoakConfiguration: Sendable {
         }
     }
 }
+
+/// `bytes` as a size the command line reads, rounded up to whole KiB (`28801KiB`).
+private func kibibytesUp(_ bytes: Int) -> String { "\((bytes + 1023) / 1024)KiB" }
 
 /// A soak configuration that cannot run.
 public struct SoakConfigurationError: Error, Sendable, CustomStringConvertible {

@@ -206,6 +206,22 @@ struct FullDiskTests {
 
     /// A store on a disk that something else filled to the last byte is still read: SQLite cannot make the
     /// index's shared-memory file there, and with nothing in the WAL the index file alone is read as it is.
+    /// A soak whose disk fills up by itself (no `disk=full` event) fails `no_frames_lost`, naming the disk errors,
+    /// although it counted every loss: the disk itself failed.
+    @Test func aSoakOnADiskThatFillsUpByItselfFails() throws {
+        try withSmallDisk { disk, _ in
+            _ = try ExternalTools.execute(
+                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=1M", "count=23"], timeout: .seconds(60))
+            let soak = try Tool.rewind([
+                "soak", "--size", "320x240", "--fps", "30", "--memory", "8MiB", "--duration", "3s", "--speed",
+                "realtime", "--disk", "0", "--store", disk + "/soak",
+            ])
+            #expect(soak.status == 1, "\(soak.output)\n\(soak.stderr)")
+            #expect(soak.stderr.contains("failed: no_frames_lost"), "\(soak.stderr)")
+            #expect(soak.output.contains("lost to disk errors no disk=full event made"), "\(soak.output)")
+        }
+    }
+
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {
         try withSmallDisk { disk, source in
             let store = disk + "/store"

@@ -1,0 +1,44 @@
+import Foundation
+import RewindCore
+import RewindSoak
+import RewindTesting
+import Testing
+
+/// Runs of the soak harness in process, at their edges.
+@Suite(.timeLimit(.minutes(5))) struct SoakRunTests {
+    /// A run stopped before its first frame checked nothing, and says so instead of passing.
+    @Test func aRunThatReadNothingBackDoesNotPass() throws {
+        let store = try TemporaryDirectory.store()
+        defer {
+            try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: store).deletingLastPathComponent().path)
+        }
+        let configuration = SoakConfiguration(
+            layout: try FrameLayout(format: .nv12, width: 320, height: 240),
+            frameDuration: FrameTime(value: 1, timescale: 30), duration: .seconds(2), memoryBudget: 8 << 20,
+            window: .seconds(1), storeDirectory: store)
+        let report = try Soak.run(configuration, shouldStop: { true })
+        #expect(report.framesProduced == 0)
+        #expect(!report.passed)
+        #expect(report.failedInvariants == ["frames_bit_exact"], "\(report.failedInvariants)")
+        let detail = report.invariants.first { $0.name == "frames_bit_exact" }?.detail ?? ""
+        #expect(detail.contains("nothing was checked"), "\(detail)")
+    }
+
+    /// The budget must hold 8 frames in whole pages (a 64x2 frame of 192 bytes takes a page): the advice is a size
+    /// the command line reads.
+    @Test func aBudgetOfFewerThanEightPageRoundedFramesIsRefused() throws {
+        let layout = try FrameLayout(format: .nv12, width: 64, height: 2)
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let small = SoakConfiguration(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), duration: .seconds(2),
+            memoryBudget: 4095, diskBudget: nil, storeDirectory: "/nonexistent")
+        #expect {
+            try small.validate()
+        } throws: { error in
+            "\(error)".contains("give at least --memory \(8 * page / 1024)KiB")
+        }
+        var enough = small
+        enough.memoryBudget = 8 * page
+        try enough.validate()
+    }
+}
