@@ -135,7 +135,8 @@ final class SpillStage: @unchecked Sendable {
 /// The stream's encoder keeps no copy of the previous frame: the lane pins the last frame it wrote again with the
 /// next batch, as the delta reference. Its output buffer follows the stream's memory pressure
 /// (``RecorderShared/encoderCapacityWanted``) and is given back after a second without frames; when a live source
-/// gets ahead by more than an eighth of the ring, a growing share of each frame's chunks is stored raw, as long as
+/// gets ahead by more than an eighth of the ring (with on-evict, beyond the frames kept unwritten until due), a
+/// growing share of each frame's chunks is stored raw, as long as
 /// the disk takes raw frames fast enough (when it is the slower side, raw chunks would only slow it down more).
 final class SpillLane {
     private let ring: RingStore
@@ -274,14 +275,21 @@ final class SpillLane {
         // A waiting producer needs room now: frames not due yet are written too, until few enough are left. With
         // on-evict, so are frames beyond what the producer takes without dropping new ones as spill behind.
         var wanted = shared.unwrittenFramesWanted.load(ordering: .acquiring)
+        let room = framesInBudget()
+        // With on-evict, the frames within the lead stay unwritten by design: only those past it are behind, out of
+        // the room the ring has beyond them (else every frame would look late, and be stored raw).
+        var deliberate = 0
         if configuration.spill == .onEvict {
             let kept = RecorderStream.unwrittenFramesKept(
                 room: shared.ringRoom.load(ordering: .relaxed),
                 queries: shared.queryPinnedFrames.load(ordering: .relaxed))
             wanted = wanted < 0 ? kept : min(wanted, kept)
+            if let frameNanoseconds = stream.frameDuration.nanoseconds, frameNanoseconds > 0 {
+                let lead = configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3
+                deliberate = min(Int(lead / frameNanoseconds), kept, room - 1)
+            }
         }
         let newest = shared.newestSequence.load(ordering: .acquiring)
-        let room = framesInBudget()
         var written = 0
         // Valid while the snapshot pins it.
         var reference: FrameView?
@@ -299,7 +307,8 @@ final class SpillLane {
                 let behind = newest >= sequence ? Int(newest - sequence) : 0
                 write(
                     view, sequence: sequence, reference: reference,
-                    compressedChunks: compressedChunks(behind: behind, room: room))
+                    compressedChunks: compressedChunks(
+                        behind: max(0, behind - deliberate), room: max(1, room - deliberate)))
                 reference = lastWrittenSequence == sequence ? view : nil
                 written += 1
                 return true

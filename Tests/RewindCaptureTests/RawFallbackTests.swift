@@ -75,6 +75,29 @@ private final class CompressionGate: Sendable {
         #expect(summary.storedBytes < summary.rawBytes)
     }
 
+    /// With on-evict spill the frames within the lead are unwritten by design: a live source whose spill stage keeps
+    /// up with what falls due has every chunk compressed (its frames are not behind, only not due yet).
+    @Test func onEvictFramesThatAreNotLateAreCompressed() throws {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        // A budget of 60 frames for a window of 30: up to three quarters of the window (22 frames, fewer when the
+        // producer's margin needs the room) stay unwritten until due.
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 60 * slab, spill: .onEvict))
+        let kept = RecorderStream.unwrittenFramesKept(room: recorder.streams[0].framesInRing, queries: 0)
+        for index in 0..<90 {
+            #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind), "frame \(index)")
+            try waitUntil("the spill stage writes what is due") { recorder.unspilledFrames <= UInt64(kept) }
+        }
+        let statistics = try recorder.finish()
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 90)
+        #expect(
+            statistics.rawChunkBytesSpilled == 0, "\(statistics.rawChunkBytesSpilled) of \(statistics.rawBytesSpilled)")
+    }
+
     /// A producer that waits for the spill stage (a file input) never gets its frames stored raw, also before it
     /// first had to wait: the spill stage is far behind at once (its compression held back while the first frames
     /// come), and every chunk is still compressed.
