@@ -136,7 +136,8 @@ extension RecorderControl {
         return Int64(min(rate * Double(covered), Double(Int64.max / 2)))
     }
 
-    /// The markers of every stream whose time lies in [`from`, `to`) (recorder time), by time.
+    /// The markers of every stream whose time lies in [`from`, `to`) (recorder time) or whose hold overlaps it, by
+    /// time.
     func markers(query: [String: String]) throws -> MarkerList {
         let store = try markerStore()
         let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
@@ -174,17 +175,18 @@ extension MarkerBody {
         self.init(row, stream: stream?.name ?? "", clock: try stream.flatMap { try store.clock(of: $0) } ?? .identity)
     }
 
-    /// The markers of every stream of `store` whose time lies in `range` (recorder time), as the API shows them, in
-    /// time order: what `GET /v1/markers`, `rewind markers` and `rewind info` list.
+    /// The markers of every stream of `store` whose time lies in `range` (recorder time) or whose hold overlaps it,
+    /// as the API shows them, in time order: what `GET /v1/markers`, `rewind markers` and `rewind info` list.
     ///
     /// - Throws: store errors.
+    /// - Complexity: O(streams × (log n + markers in the range + markers that hold a range)).
     public static func list(in store: SegmentStore, range: Range<Int64> = Int64.min..<Int64.max) throws
         -> [MarkerBody]
     {
         var markers: [MarkerBody] = []
         for row in try store.streams() {
             let clock = try store.clock(of: row) ?? .identity
-            for marker in try store.markers(streamName: row.name, in: clock.ptsRange(range)) {
+            for marker in try store.markers(streamName: row.name, touching: clock.ptsRange(range)) {
                 markers.append(MarkerBody(marker, stream: row.name, clock: clock))
             }
         }

@@ -52,6 +52,28 @@ import Testing
         #expect(try store.markers().map(\.label) == ["later", "now, with \"quotes\""])
     }
 
+    /// `GET /v1/markers?from=&to=` lists a marker whose hold overlaps the range though its time lies outside it: a
+    /// view zoomed into held frames draws the hold.
+    @Test func aMarkerWhoseHoldOverlapsTheRangeIsListed() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let hold = MarkerRequest.Hold(before: "200ms", after: "2s")
+        _ = try #require(try live.client.mark(MarkerRequest(label: "held", at: "1s", hold: hold)))
+        _ = try #require(try live.client.mark(MarkerRequest(label: "plain", at: "300ms")))
+        func labels(_ query: String) throws -> [String] {
+            let listed = try curl(live.control.socketPath, "GET", "/v1/markers?\(query)")
+            #expect(listed.status == 200, "\(query): \(listed.body)")
+            return try decode(MarkerList.self, listed.body).markers.map(\.label)
+        }
+        // The hold is [800 ms, 3 s + 1 ns).
+        #expect(try labels("from=2s&to=2500ms") == ["held"], "inside the hold, after the marker")
+        #expect(try labels("from=3s&to=4s") == ["held"], "the hold's last nanosecond")
+        #expect(try labels("from=3000000001ns&to=4s") == [], "after the hold")
+        #expect(try labels("from=0s&to=500ms") == ["plain"], "before the hold")
+        #expect(try labels("from=0s&to=900ms") == ["plain", "held"], "by time")
+        #expect(try labels("from=700ms&to=1500ms") == ["held"], "listed once")
+    }
+
     /// Frames inside a marker's hold stay on disk whatever the disk budget says, also after a restart, until the
     /// marker is deleted.
     @Test func holdsBeatRetentionAndSurviveARestart() throws {

@@ -96,6 +96,26 @@ extension SegmentStore {
         }
     }
 
+    /// The markers of one stream (or all) whose time lies in `range` or whose hold overlaps it, by time then id: what
+    /// a view of `range` shows (a marker before the view may hold frames inside it).
+    ///
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Complexity: O(log n + markers in the range + markers that hold a range).
+    public func markers(streamName: String? = nil, touching range: Range<Int64>) throws -> [MarkerRow] {
+        try SegmentStoreError.translatingIndexErrors {
+            let id = try streamName.map { try streamID(named: $0) }
+            var rows = try index.markers(streamID: id, in: range)
+            let listed = Set(rows.map(\.id))
+            rows += try index.markerHolds().filter { row in
+                guard id == nil || row.streamID == id, !listed.contains(row.id), let hold = row.hold else {
+                    return false
+                }
+                return hold.overlaps(range)
+            }
+            return rows.sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) }
+        }
+    }
+
     /// The bytes of sealed and open segment files of `streamName` overlapping any of `ranges`: what holds keep.
     ///
     /// - Throws: index errors.
