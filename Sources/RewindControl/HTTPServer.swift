@@ -10,8 +10,10 @@ public struct HTTPRequest: Sendable {
     public var method: String
     /// The path without the query (`/v1/saves/3`).
     public var path: String
-    /// The query's arguments, decoded (`?from=2s&to=4s`).
+    /// The query's arguments, decoded (`?from=2s&to=4s`); of one given more than once, its last value.
     public var query: [String: String]
+    /// The names of the query's arguments given more than once (`?at=1s&at=2s`), sorted: the API refuses them.
+    public var repeatedQueryNames: [String]
     /// Header fields, names in lower case.
     public var headers: [String: String]
     /// The body (at most the server's body limit).
@@ -21,12 +23,13 @@ public struct HTTPRequest: Sendable {
 
     /// Makes a request; tests call the handler with these, without a socket.
     public init(
-        method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-        body: [UInt8] = [], isTCP: Bool = false
+        method: String, path: String, query: [String: String] = [:], repeatedQueryNames: [String] = [],
+        headers: [String: String] = [:], body: [UInt8] = [], isTCP: Bool = false
     ) {
         self.method = method
         self.path = path
         self.query = query
+        self.repeatedQueryNames = repeatedQueryNames
         self.headers = headers
         self.body = body
         self.isTCP = isTCP
@@ -215,13 +218,12 @@ final class HTTPServer: @unchecked Sendable {
         if let refusal = exchange.refusal {
             response = refusal
         } else {
-            var headers: [String: String] = [:]
-            var query: [String: String] = [:]
-            collect(connection, .HEADER_KIND, into: &headers, lowercased: true)
-            collect(connection, .GET_ARGUMENT_KIND, into: &query, lowercased: false)
+            let headers = collect(connection, .HEADER_KIND, lowercased: true)
+            let query = collect(connection, .GET_ARGUMENT_KIND, lowercased: false)
             response = handler(
                 HTTPRequest(
-                    method: method, path: url, query: query, headers: headers, body: exchange.body, isTCP: isTCP))
+                    method: method, path: url, query: query.values, repeatedQueryNames: query.repeated.sorted(),
+                    headers: headers.values, body: exchange.body, isTCP: isTCP))
         }
         return queue(response, on: connection)
     }
@@ -230,11 +232,13 @@ final class HTTPServer: @unchecked Sendable {
         library.api.lookup_connection_value(connection, .HEADER_KIND, name).map { String(cString: $0) }
     }
 
-    private func collect(
-        _ connection: OpaquePointer, _ kind: MHD_ValueKind, into values: inout [String: String], lowercased: Bool
+    /// The values of `kind` (headers or query arguments), the last of each name, and the names given more than once.
+    private func collect(_ connection: OpaquePointer, _ kind: MHD_ValueKind, lowercased: Bool) -> (
+        values: [String: String], repeated: Set<String>
     ) {
         final class Box {
             var values: [String: String] = [:]
+            var repeated: Set<String> = []
             let lowercased: Bool
             init(lowercased: Bool) { self.lowercased = lowercased }
         }
@@ -245,13 +249,15 @@ final class HTTPServer: @unchecked Sendable {
                 { context, _, key, value in
                     let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
                     if let key {
-                        let name = String(cString: key)
-                        box.values[box.lowercased ? name.lowercased() : name] = value.map { String(cString: $0) } ?? ""
+                        let given = String(cString: key)
+                        let name = box.lowercased ? given.lowercased() : given
+                        let old = box.values.updateValue(value.map { String(cString: $0) } ?? "", forKey: name)
+                        if old != nil { box.repeated.insert(name) }
                     }
                     return .YES
                 }, Unmanaged.passUnretained(box).toOpaque())
         }
-        values = box.values
+        return (box.values, box.repeated)
     }
 
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {

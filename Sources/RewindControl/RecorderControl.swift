@@ -390,6 +390,10 @@ public final class RecorderControl: Sendable {
     }
 
     private func route(_ request: HTTPRequest) throws -> HTTPResponse {
+        // A parameter given twice has no one meaning (`?at=1s&at=2s`): refused, as a JSON field given twice is.
+        if let repeated = request.repeatedQueryNames.first {
+            throw APIError(.badRequest, "parameter '\(repeated)' is given more than once: give it once")
+        }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard parts.first == "v1" else { return try page(request) }
         try checkOrigin(request)

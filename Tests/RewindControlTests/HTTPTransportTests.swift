@@ -177,6 +177,11 @@ final class RawConnection {
             ("GET", "/v1/events?x=1", nil, 400, "bad_request"),
             ("GET", "/v1/streams/camera/timeline?from=0s&to=1s&bucket=5", nil, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=1", nil, 404, "not_found"),
+            // A query parameter given twice has no one meaning: refused, not the last one taken.
+            ("GET", "/v1/streams/camera/timeline?from=0s&to=1s&from=500ms", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/frame?at=1s&at=2s", nil, 400, "bad_request"),
+            ("GET", "/v1/markers?to=1s&to=1s", nil, 400, "bad_request"),
+            ("GET", "/v1/files/\(object.id)?file=0&file=0", nil, 400, "bad_request"),
         ]
         defer { #expect(FileManager.default.contents(atPath: notes) == Data("notes".utf8), "notes.txt untouched") }
         for (method, path, body, expected, code) in cases {
@@ -188,6 +193,9 @@ final class RawConnection {
             // A bad value is named by the field the client sent.
             if body == #"{"last":"-5s"}"# {
                 #expect(error?.error.message.hasPrefix("last: ") == true, "\(answer.body)")
+            }
+            if path.hasSuffix("at=1s&at=2s") {
+                #expect(error?.error.message.contains("'at' is given more than once") == true, "\(answer.body)")
             }
         }
     }
