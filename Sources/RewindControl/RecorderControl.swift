@@ -348,8 +348,12 @@ public final class RecorderControl: Sendable {
         case refused(APIError)
     }
 
-    /// A TCP request needs the token: `Authorization: Bearer …`, the `rewind_token` cookie, or `?token=` (which
-    /// sets the cookie). Compared in constant time.
+    /// The name of the token cookie: `rewind_token_PORT`, of this recorder's TCP port. A browser sends a host's
+    /// cookies to every port of it, so recorders on other ports of the same host keep cookies of their own.
+    package var tokenCookieName: String { "rewind_token_\(tcpPort ?? 0)" }
+
+    /// A TCP request needs the token: `Authorization: Bearer …`, the ``tokenCookieName`` cookie, or `?token=`
+    /// (which sets the cookie). Compared in constant time.
     private func authorize(_ request: HTTPRequest) -> Authorization {
         guard let token else { return .refused(APIError(.unauthorized, "no token is configured")) }
         // The scheme's name is case-insensitive (RFC 9110).
@@ -358,16 +362,17 @@ public final class RecorderControl: Sendable {
         {
             return .allowed(setCookie: nil)
         }
+        let cookie = tokenCookieName + "="
         if let cookies = request.headers["cookie"] {
             for part in cookies.split(separator: ";") {
                 let pair = part.trimmingCharacters(in: .whitespaces)
-                if pair.hasPrefix("rewind_token="), Self.constantTimeEqual(String(pair.dropFirst(13)), token) {
+                if pair.hasPrefix(cookie), Self.constantTimeEqual(String(pair.dropFirst(cookie.count)), token) {
                     return .allowed(setCookie: nil)
                 }
             }
         }
         if let given = request.query["token"], Self.constantTimeEqual(given, token) {
-            return .allowed(setCookie: "rewind_token=\(token); HttpOnly; SameSite=Strict; Path=/")
+            return .allowed(setCookie: "\(cookie)\(token); HttpOnly; SameSite=Strict; Path=/")
         }
         return .refused(
             APIError(

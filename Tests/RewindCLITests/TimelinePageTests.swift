@@ -356,7 +356,9 @@ import Testing
             #expect(
                 try code(
                     method, path,
-                    data + ["-H", "Cookie: rewind_token=\(live.token)", "-H", "Origin: http://evil.example"]) == "403",
+                    data + [
+                        "-H", "Cookie: rewind_token_\(live.port)=\(live.token)", "-H", "Origin: http://evil.example",
+                    ]) == "403",
                 "\(method) \(path) from another site")
         }
         for path in ["/", "/timeline.js", "/v1/status", "/v1/streams/front/frame?at=0s", "/v1/files/1"] {
@@ -377,7 +379,7 @@ import Testing
             try code(
                 "POST", "/v1/markers",
                 [
-                    "--data", #"{"label": "ok"}"#, "-H", "Cookie: rewind_token=\(live.token)", "-H",
+                    "--data", #"{"label": "ok"}"#, "-H", "Cookie: rewind_token_\(live.port)=\(live.token)", "-H",
                     "Origin: \(live.base)",
                 ]
             ) != "403")

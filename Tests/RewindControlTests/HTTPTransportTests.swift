@@ -310,11 +310,13 @@ final class RawConnection {
         #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
         #expect(try get(["-H", "Authorization: bearer \(token)", url]).0 == 200, "the scheme is case-insensitive")
-        #expect(try get(["-H", "Cookie: rewind_token=\(token)", url]).0 == 200)
+        #expect(try get(["-H", "Cookie: rewind_token_\(port)=\(token)", url]).0 == 200)
+        #expect(try get(["-H", "Cookie: rewind_token_1=\(token)", url]).0 == 401, "another port's cookie")
         let headers = String(
             decoding: try ExternalTools.run("curl", ["-s", "-D", "-", "-o", "/dev/null", url + "?token=\(token)"]),
             as: UTF8.self)
-        #expect(headers.contains("Set-Cookie: rewind_token=\(token); HttpOnly; SameSite=Strict"), "\(headers)")
+        #expect(
+            headers.contains("Set-Cookie: rewind_token_\(port)=\(token); HttpOnly; SameSite=Strict"), "\(headers)")
         #expect(try ControlClient(port: port, token: token).status()?.streams.count == 1)
         #expect(throws: ControlError.self) { try ControlClient(port: port, token: "nope").status() }
         // The Unix socket needs no token.
@@ -326,6 +328,35 @@ final class RawConnection {
                 listen: RecorderControl.Listen(host: "0.0.0.0", port: 0, token: token))
         }
         #expect(!FileManager.default.fileExists(atPath: directory + "/other/rewind.sock"))
+    }
+
+    /// Two recorders on two ports of one host: a browser sends a host's cookies to every port of it, so each
+    /// recorder names its token cookie by its port, and opening one's page leaves the other's page signed in.
+    @Test func recordersOnTwoPortsOfOneHostKeepTheirOwnCookies() throws {
+        func listen(_ token: String) -> RecorderControl.Listen {
+            RecorderControl.Listen(host: "127.0.0.1", port: 0, token: token)
+        }
+        let first = try LiveRecorder(listen: listen("first-token"))
+        defer { try? first.finish() }
+        let second = try LiveRecorder(listen: listen("second-token"))
+        defer { try? second.finish() }
+        // One cookie jar for both, as a browser keeps: cookies are matched by host, not by port.
+        let jar = try TemporaryDirectory.store("cookies") + "/jar"
+        func status(_ live: LiveRecorder, _ path: String) throws -> String {
+            let port = try #require(live.control.tcpPort)
+            return String(
+                decoding: try ExternalTools.run(
+                    "curl",
+                    [
+                        "-s", "--max-time", "30", "-o", "/dev/null", "-w", "%{http_code}", "-b", jar, "-c", jar,
+                        "http://127.0.0.1:\(port)\(path)",
+                    ]), as: UTF8.self)
+        }
+        #expect(try status(first, "/?token=first-token") == "303")
+        #expect(try status(first, "/v1/status") == "200")
+        #expect(try status(second, "/?token=second-token") == "303")
+        #expect(try status(second, "/v1/status") == "200")
+        #expect(try status(first, "/v1/status") == "200", "the second recorder's cookie left the first's alone")
     }
 
     @Test func constantTimeComparison() {
