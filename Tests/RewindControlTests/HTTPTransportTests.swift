@@ -359,6 +359,28 @@ final class RawConnection {
         #expect(try status(first, "/v1/status") == "200", "the second recorder's cookie left the first's alone")
     }
 
+    /// A token of one's own (`openssl rand -base64`: `+`, `/`, `=`) opens the page when URL-encoded in the query,
+    /// as the README and the page a browser gets without the token say; given raw, its `+` is read as a space.
+    @Test func aTokenInTheQueryIsURLEncoded() throws {
+        let token = "a+b/c%d=="
+        let live = try LiveRecorder(listen: RecorderControl.Listen(host: "127.0.0.1", port: 0, token: token))
+        defer { try? live.finish() }
+        let port = try #require(live.control.tcpPort)
+        func status(_ query: String, _ extra: [String] = []) throws -> String {
+            String(
+                decoding: try ExternalTools.run(
+                    "curl",
+                    ["-s", "--max-time", "30", "-o", "/dev/null", "-w", "%{http_code}"] + extra + [
+                        "http://127.0.0.1:\(port)/?token=\(query)"
+                    ]), as: UTF8.self)
+        }
+        #expect(try status("a%2Bb%2Fc%25d%3D%3D") == "303")
+        #expect(try status("a+b/c%d==") == "401", "given raw, the token is read otherwise")
+        let page = try ExternalTools.run(
+            "curl", ["-s", "--max-time", "30", "-H", "Accept: text/html", "http://127.0.0.1:\(port)/"])
+        #expect(String(decoding: page, as: UTF8.self).contains("URL-encoded"))
+    }
+
     @Test func constantTimeComparison() {
         #expect(RecorderControl.constantTimeEqual("abc", "abc"))
         #expect(!RecorderControl.constantTimeEqual("abc", "abd"))
