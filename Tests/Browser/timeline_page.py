@@ -8,7 +8,8 @@ usage: timeline_page.py BASE_URL TOKEN OUTPUT_DIR
 It loads the page with ?token= once, reads the lanes, hovers over the "front" lane and saves the thumbnail's
 pixels, opens the frame view and steps with the arrow keys (one at a time, then ten at once), drags a range on the
 "front" lane and exports it as .mkv (downloaded by id), adds a marker whose label is markup and reloads to see it
-shown as text, and saves a screenshot. Then it points before recorder time 0 (hover, click, drag), zooms out past
+shown as text, and saves a screenshot. It checks that a timeline load error goes once a load succeeds.
+Then it points before recorder time 0 (hover, click, drag), zooms out past
 the widest view and reads the axis's wall-clock labels, and clicks a lane once the token cookie is gone.
 
 With `restart`, it stops the recorder PID (SIGTERM) while the page is open, reads what the page says while the
@@ -182,6 +183,32 @@ def page_scenario(driver, wait, result):
         "return [...document.querySelectorAll('#legend span')].map(s => s.textContent);")
     result["zone_note"] = text_of(driver, "zone")
     driver.save_screenshot(OUT + "/timeline.png")
+
+    def load_message():
+        """A timeline that cannot be loaded says why (the recorder busy), and the message goes once a later load
+        succeeds."""
+        driver.execute_script("""
+            state.follow = false;
+            setView(0, state.liveEdge, false);
+            window.__busy = true;
+            if (!window.__realFetch) {
+                window.__realFetch = window.fetch;
+                window.fetch = (path, options) => window.__busy && String(path).includes('/rear/timeline')
+                    ? Promise.resolve(new Response(JSON.stringify({error: {code: 'unavailable',
+                        message: 'too many connections (at most 64); try again shortly'}}),
+                        {status: 503, headers: {'Content-Type': 'application/json'}}))
+                    : window.__realFetch(path, options);
+            }
+            say('');
+        """)
+        load = "const done = arguments[arguments.length - 1]; loadTimelines().then(() => done(), (e) => done(String(e)));"
+        driver.execute_async_script(load)
+        result["load_message_while_busy"] = text_of(driver, "message")
+        driver.execute_script("window.__busy = false;")
+        driver.execute_async_script(load)
+        result["load_message_after"] = text_of(driver, "message")
+        driver.execute_script("window.fetch = window.__realFetch; delete window.__realFetch;")
+    part(driver, result, "load message", load_message)
 
     def before_zero():
         """Before recorder time 0 there is nothing: hovering, clicking and dragging there say so."""

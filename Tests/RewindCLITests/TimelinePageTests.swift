@@ -193,6 +193,13 @@ import Testing
             #expect(legend.contains("gap: \(reason.rawValue)"), "the legend shows \(reason.rawValue): \(legend)")
         }
 
+        // A timeline load that failed (the recorder busy) says why, until a later load succeeds.
+        #expect(
+            result["load_message_while_busy"] as? String
+                == "rear: too many connections (at most 64); try again shortly",
+            "\(result["load_message_while_busy"] ?? "")")
+        #expect(result["load_message_after"] as? String == "", "a load that succeeds takes the message away")
+
         // Before recorder time 0 nothing is recorded: no thumbnail, no frame view, no export of frame 0.
         let hover = result["hover_before_zero"] as? [String: Any] ?? [:]
         #expect(

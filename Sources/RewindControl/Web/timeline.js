@@ -29,6 +29,7 @@ const state = {
   panning: null,        // {x, from, to}
   frame: null,          // {stream, pts}
   frameMessage: null,   // the message about a frame that could not be shown, while it is up
+  loadMessage: null,    // the message about a timeline that could not be loaded, while it is up
   refreshTimer: null,
   wallOffset: null,
   axisLabels: [],       // the wall-clock labels the axis shows, in order
@@ -104,6 +105,11 @@ function sayAboutFrames(text) { say(text); state.frameMessage = text; }
 function forgetFrameMessage() {
   if (state.frameMessage && $("message").textContent === state.frameMessage) say("");
   state.frameMessage = null;
+}
+// A message about a timeline that could not be loaded (the recorder busy, say) goes once a later load succeeds.
+function forgetLoadMessage() {
+  if (state.loadMessage && $("message").textContent === state.loadMessage) say("");
+  state.loadMessage = null;
 }
 
 // ---- Formatting ------------------------------------------------------------------------------------------------
@@ -232,6 +238,7 @@ async function loadTimelines() {
   // Nothing is recorded before recorder time 0; a recorder that does not answer is not asked.
   const from = Math.max(0, Math.floor(state.from)), to = Math.ceil(state.to);
   if (to <= from + buckets || state.connection !== "live") { render(); return; }
+  let failed = null;
   await Promise.all(state.streams.map(async (stream) => {
     try {
       const timeline = await api("GET", streamPath(stream.name) + "/timeline?from=" + ns(from) + "&to=" + ns(to) +
@@ -239,9 +246,14 @@ async function loadTimelines() {
       state.timelines.set(stream.name, timeline);
       if (timeline.wall_offset_ns != null) state.wallOffset = timeline.wall_offset_ns;
     } catch (error) {
-      if (!noteConnectionFailure(error)) say(stream.name + ": " + error.message);
+      if (!noteConnectionFailure(error)) {
+        failed = stream.name + ": " + error.message;
+        say(failed);
+      }
     }
   }));
+  if (failed) state.loadMessage = failed;
+  else if (state.connection === "live") forgetLoadMessage();
   if (state.connection !== "live") { render(); return; }
   try {
     state.markers = (await api("GET", "/v1/markers?from=" + ns(from) + "&to=" + ns(to))).markers || [];
