@@ -8,8 +8,8 @@ usage: timeline_page.py BASE_URL TOKEN OUTPUT_DIR
 It loads the page with ?token= once, reads the lanes, hovers over the "front" lane and saves the thumbnail's
 pixels, opens the frame view and steps with the arrow keys (one at a time, then ten at once), drags a range on the
 "front" lane and exports it as .mkv (downloaded by id), adds a marker whose label is markup and reloads to see it
-shown as text, and saves a screenshot. It checks that a timeline load error goes once a load succeeds.
-Then it points before recorder time 0 (hover, click, drag), zooms out past
+shown as text, and saves a screenshot. It checks that a timeline load error goes once a load succeeds, and that a
+200-letter label without spaces stays inside the lanes and the markers panel. Then it points before recorder time 0 (hover, click, drag), zooms out past
 the widest view and reads the axis's wall-clock labels, and clicks a lane once the token cookie is gone.
 
 With `restart`, it stops the recorder PID (SIGTERM) while the page is open, reads what the page says while the
@@ -209,6 +209,27 @@ def page_scenario(driver, wait, result):
         result["load_message_after"] = text_of(driver, "message")
         driver.execute_script("window.fetch = window.__realFetch; delete window.__realFetch;")
     part(driver, result, "load message", load_message)
+
+    def long_label():
+        """A label of 200 letters without a space stays inside its lane and the markers panel: the page never
+        scrolls sideways."""
+        long = "x" * 200
+        marker = json.loads(api("POST", "/v1/markers", {"label": long, "at": "1s", "stream": "front"}))["markers"][0]
+        driver.execute_script("state.follow = false; setView(0, state.liveEdge, false); loadTimelines();")
+        shown = "return document.querySelector('.marker[data-marker-id=\"' + arguments[0] + '\"] span') !== null" \
+            " && document.querySelector('#marker-list li[data-marker-id=\"' + arguments[0] + '\"]') !== null;"
+        wait.until(lambda d: d.execute_script(shown, marker["id"]))
+        result["long_label"] = driver.execute_script("""
+            const root = document.documentElement, id = arguments[0];
+            const lanes = document.getElementById('lanes').getBoundingClientRect();
+            const item = document.querySelector('#marker-list li[data-marker-id="' + id + '"]');
+            const label = document.querySelector('.marker[data-marker-id="' + id + '"] span').getBoundingClientRect();
+            return {page_width: root.scrollWidth, window_width: root.clientWidth,
+                    item_overflow: item.scrollWidth - item.clientWidth, label_right: label.right,
+                    lanes_right: lanes.right, listed: item.textContent.includes('x'.repeat(200))};
+        """, marker["id"])
+        api("DELETE", "/v1/markers/%d" % marker["id"])
+    part(driver, result, "long label", long_label)
 
     def before_zero():
         """Before recorder time 0 there is nothing: hovering, clicking and dragging there say so."""

@@ -200,6 +200,13 @@ import Testing
             "\(result["load_message_while_busy"] ?? "")")
         #expect(result["load_message_after"] as? String == "", "a load that succeeds takes the message away")
 
+        // A 200-letter label without spaces stays inside its lane and the markers panel: no sideways scrolling.
+        let long = result["long_label"] as? [String: Any] ?? [:]
+        #expect(long["listed"] as? Bool == true, "\(long)")
+        #expect((long["page_width"] as? Int ?? .max) <= (long["window_width"] as? Int ?? 0), "\(long)")
+        #expect((long["item_overflow"] as? Int ?? 1) <= 0, "\(long)")
+        #expect((long["label_right"] as? Double ?? .infinity) <= (long["lanes_right"] as? Double ?? 0), "\(long)")
+
         // Before recorder time 0 nothing is recorded: no thumbnail, no frame view, no export of frame 0.
         let hover = result["hover_before_zero"] as? [String: Any] ?? [:]
         #expect(

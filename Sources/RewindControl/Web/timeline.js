@@ -358,6 +358,7 @@ function renderLane(lane) {
     line.style.left = xAt(marker.at_ns) + "px";
     const label = document.createElement("span");
     label.textContent = marker.label;
+    label.title = marker.label;
     line.append(label);
     lane.append(line);
   }
