@@ -8,8 +8,9 @@ usage: timeline_page.py BASE_URL TOKEN OUTPUT_DIR
 It loads the page with ?token= once, reads the lanes, hovers over the "front" lane and saves the thumbnail's
 pixels, opens the frame view and steps with the arrow keys (one at a time, then ten at once), drags a range on the
 "front" lane and exports it as .mkv (downloaded by id), adds a marker whose label is markup and reloads to see it
-shown as text, and saves a screenshot. It checks that a timeline load error goes once a load succeeds, and that a
-200-letter label without spaces stays inside the lanes and the markers panel. Then it points before recorder time 0 (hover, click, drag), zooms out past
+shown as text, and saves a screenshot. It checks that a timeline load error goes once a load succeeds, that a
+200-letter label without spaces stays inside the lanes and the markers panel, and that an export of several files
+(.y4m of every stream) has a link per file. Then it points before recorder time 0 (hover, click, drag), zooms out past
 the widest view and reads the axis's wall-clock labels, and clicks a lane once the token cookie is gone.
 
 With `restart`, it stops the recorder PID (SIGTERM) while the page is open, reads what the page says while the
@@ -230,6 +231,25 @@ def page_scenario(driver, wait, result):
         """, marker["id"])
         api("DELETE", "/v1/markers/%d" % marker["id"])
     part(driver, result, "long label", long_label)
+
+    def several_files():
+        """An export of several files (.y4m of every stream: a file per stream) offers a link per file, each
+        serving its own file."""
+        save = json.loads(api("POST", "/v1/clips", {"stream": "all", "from": "1s", "to": "2s", "format": "y4m",
+                                                    "wait": True}))
+        links = "const li = document.querySelector('#save-list li[data-save-id=\"' + arguments[0] + '\"]" \
+            "[data-state=done]'); return li ? [...li.querySelectorAll('a.download')]" \
+            ".map(a => [a.textContent, a.getAttribute('href')]) : null;"
+        wait.until(lambda d: d.execute_script(links, save["id"]))
+        shown = driver.execute_script(links, save["id"])
+        served = driver.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            Promise.all(arguments[0].map(([, href]) => fetch(href, {method: 'HEAD'}).then((r) =>
+                [r.status, r.headers.get('Content-Disposition'), Number(r.headers.get('Content-Length'))])))
+                .then(done, (e) => done(String(e)));
+        """, shown)
+        result["several_files"] = {"files": save["files"], "links": shown, "served": served}
+    part(driver, result, "several files", several_files)
 
     def before_zero():
         """Before recorder time 0 there is nothing: hovering, clicking and dragging there say so."""

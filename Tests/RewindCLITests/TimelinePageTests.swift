@@ -207,6 +207,21 @@ import Testing
         #expect((long["item_overflow"] as? Int ?? 1) <= 0, "\(long)")
         #expect((long["label_right"] as? Double ?? .infinity) <= (long["lanes_right"] as? Double ?? 0), "\(long)")
 
+        // An export of several files (.y4m of every stream) has a link per file, each serving its own file.
+        let several = result["several_files"] as? [String: Any] ?? [:]
+        let files = several["files"] as? [String] ?? []
+        let links = several["links"] as? [[String]] ?? []
+        let served = several["served"] as? [[Any]] ?? []
+        #expect(files.count == 2 && links.count == 2 && served.count == 2, "\(several)")
+        for (index, file) in files.enumerated() where index < links.count && index < served.count {
+            let name = (file as NSString).lastPathComponent
+            #expect(links[index].first == name && links[index].last?.hasSuffix("?file=\(index)") == true, "\(links)")
+            let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? -1
+            #expect(served[index].first as? Int == 200, "\(served)")
+            #expect((served[index][1] as? String)?.contains("filename=\"\(name)\"") == true, "\(served)")
+            #expect(served[index].last as? Int == size && size > 0, "\(served) \(file): \(size) bytes")
+        }
+
         // Before recorder time 0 nothing is recorded: no thumbnail, no frame view, no export of frame 0.
         let hover = result["hover_before_zero"] as? [String: Any] ?? [:]
         #expect(

@@ -444,12 +444,17 @@ function renderSaves() {
       bar.value = save.progress || 0;
       item.append(bar);
     } else if (save.state === "done") {
-      const link = document.createElement("a");
-      link.href = "/v1/files/" + encodeURIComponent(save.id);
-      link.className = "download";
-      link.textContent = "download";
-      link.setAttribute("download", "");
-      item.append(link);
+      // One link per file: a .y4m or .mp4 of several streams is a file per stream, file N of the export's `files`.
+      const files = save.files || [];
+      const several = files.length > 1;
+      (several ? files : [null]).forEach((path, index) => {
+        const link = document.createElement("a");
+        link.href = "/v1/files/" + encodeURIComponent(save.id) + (several ? "?file=" + index : "");
+        link.className = "download";
+        link.textContent = several ? path.split("/").pop() : "download";
+        link.setAttribute("download", "");
+        item.append(link, document.createTextNode(" "));
+      });
     } else if (save.error) {
       const error = document.createElement("span");
       error.textContent = save.error.message || save.error.code || "";
