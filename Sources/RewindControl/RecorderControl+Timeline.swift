@@ -118,9 +118,10 @@ extension RecorderControl {
             <html lang="en"><head><meta charset="utf-8"><title>rewind: token needed</title></head><body>
             <h1>This recorder needs its token</h1>
             <p>Open the page as <code>/?token=TOKEN</code>, with the token kept in <code>\(file)</code>
-            on the recorder's machine, URL-encoded (in a query a <code>+</code> is read as a space and a
-            <code>%</code> as an escape), for example
-            <code>http://HOST:PORT/?token=$(jq -rR @uri \(file))</code>.
+            on the recorder's machine: <code>http://HOST:PORT/?token=$(cat \(file))</code> for the token the
+            recorder makes. A token of your own goes in URL-encoded (in a query a <code>+</code> is read as a space
+            and a <code>%</code> as an escape), e.g. with
+            <code>python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(open(sys.argv[1]).read().strip(), safe=""))' \(file)</code>.
             The token is taken once into a cookie and the address bar is cleared; open the page this way again
             when the recorder has a new token or the cookie is gone.</p>
             </body></html>
