@@ -28,6 +28,7 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     let diskBudget = try arguments.size("disk")!
     let requestedStore = arguments.string("store")
     if let requestedStore { try checkEmpty(requestedStore) }
+    if requestedStore == nil { removeStoresOfEndedSoaks() }
     let directory =
         requestedStore ?? NSTemporaryDirectory() + "rewind-soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     defer { if requestedStore == nil { try? FileManager.default.removeItem(atPath: directory) } }
@@ -88,6 +89,18 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         return ExitStatus.failure
     }
     return ExitStatus.success
+}
+
+/// Removes the temporary stores (`rewind-soak-PID-N`) of soaks that ended without removing theirs (killed, or a
+/// second Ctrl-C): their process is gone.
+private func removeStoresOfEndedSoaks() {
+    let temporary = NSTemporaryDirectory()
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? [] {
+        let parts = name.split(separator: "-")
+        guard name.hasPrefix("rewind-soak-"), parts.count == 4, let pid = pid_t(parts[2]), System.hasEnded(pid: pid)
+        else { continue }
+        try? FileManager.default.removeItem(atPath: temporary + name)
+    }
 }
 
 /// Refuses a `--store` that already holds anything: a soak accounts for every frame of a fresh store.

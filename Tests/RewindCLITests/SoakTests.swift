@@ -156,8 +156,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(!refused.output.contains("soak passed"), "refused before the run")
     }
 
-    /// A soak without `--store` records into a store under the temporary directory and removes it; writing the
-    /// report and chart leaves nothing else there or beside them.
+    /// A soak without `--store` records into a store under the temporary directory and removes it (and those
+    /// soaks that were killed left there); writing the report and chart leaves nothing else there or beside them.
     @Test func aSoakLeavesNothingBehindButItsReportAndChart() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -174,11 +174,21 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
             "soak", "--speed", "max", "--size", "320x240", "--memory", "32MiB", "--window", "1s", "--duration", "1s",
             "--report", report, "--chart", chart,
         ]
+        // A store left by a soak that was killed (its process is gone) is removed; one of a live process stays.
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: try Tool.path(of: "true"))
+        try ended.run()
+        ended.waitUntilExit()
+        let leftOver = temporary.appendingPathComponent("rewind-soak-\(ended.processIdentifier)-7").path
+        let live = "rewind-soak-\(getpid())-7"
+        for folder in [leftOver, temporary.appendingPathComponent(live).path] {
+            try FileManager.default.createDirectory(atPath: folder + "/segments", withIntermediateDirectories: true)
+        }
         // Twice: the second run replaces the first run's files.
         for _ in 0..<2 {
             let result = try Tool.rewind(arguments, environment: environment)
             #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
-            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path) == [])
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path) == [live])
             #expect(
                 try FileManager.default.contentsOfDirectory(atPath: output.path).sorted() == [
                     "chart.svg", "report.json",
