@@ -653,10 +653,15 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
         let what =
             streams.count == 1
             ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
+        // Byte counts where the rounded sizes would read the same.
+        let exact = formatBytes(Int64(configuration.memoryBudget)) == formatBytes(Int64(smallestBudget))
+        let (given, needed) =
+            exact
+            ? ("\(configuration.memoryBudget) B", "\(smallestBudget) B")
+            : (formatBytes(Int64(configuration.memoryBudget)), formatBytes(Int64(smallestBudget)))
         throw UsageError(
-            "--memory: \(formatBytes(Int64(configuration.memoryBudget))) cannot hold \(what) "
-                + "(\(formatBytes(Int64(smallestBudget))) in whole pages); give at least --memory \((smallestBudget + 1023) / 1024)KiB"
-        )
+            "--memory: \(given) cannot hold \(what) (\(needed) in whole pages); give at least --memory "
+                + "\((smallestBudget + 1023) / 1024)KiB")
     }
     let frameNanoseconds = streams.map { $0.frameDuration.nanoseconds ?? 0 }.max() ?? 0
     guard configuration.window >= .nanoseconds(frameNanoseconds) else {

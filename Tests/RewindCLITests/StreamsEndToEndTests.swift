@@ -310,6 +310,11 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
             "cannot hold one frame of each of the 2 streams"
         ),
         (["--input", "synthetic:320x180@30", "--max-age", "0s"], "--max-age must be longer than 0s"),
+        (
+            ["--input", "synthetic:320x240@30", "--memory", "118783"],
+            "--memory: 118783 B cannot hold one frame of nv12 320x240 (118784 B in whole pages); give at least "
+                + "--memory 116KiB"
+        ),
     ])
     func badInputNamesAreUsageErrors(arguments: [String], message: String) throws {
         let directory = try Tool.temporaryDirectory("streams")
