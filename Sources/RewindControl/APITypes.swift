@@ -155,6 +155,9 @@ public struct SaveObject: Sendable, Hashable, Codable {
     /// Of ``frames``, how many repeat the frame before them to fill gaps at a constant frame rate (`.y4m`; 0 for
     /// the other formats), once done; nil before.
     public var repeatedFrames: Int?
+    /// For a `.mkv` of several streams, once done: the streams that have a track in it (those with frames in the
+    /// range), in track order; nil otherwise.
+    public var tracks: [String]?
     /// How far the export is, 0…1.
     public var progress: Double
     /// Why it failed, when it did.
@@ -185,6 +188,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case firstPTSNanoseconds = "first_pts_ns"
         case lastPTSNanoseconds = "last_pts_ns"
         case repeatedFrames = "repeated_frames"
+        case tracks
     }
 }
 

@@ -602,6 +602,11 @@ final class SaveBook: Sendable {
                 entry.object.frames = summary.writtenFrames
                 entry.object.bytes = summary.bytes
                 entry.object.repeatedFrames = summary.filledFrames
+                if entry.exportFormat == .matroska && entry.target.streams.count > 1 {
+                    entry.object.tracks = entry.target.streams.map(\.name).filter {
+                        summary.lastTimestampByTrack[$0] != nil
+                    }
+                }
                 entry.object.firstPTSNanoseconds = summary.firstPTSNanoseconds
                 entry.object.lastPTSNanoseconds = summary.lastPTSNanoseconds
                 entry.object.progress = 1

@@ -419,7 +419,10 @@ private func liveExport(
     if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
     } else if let streams, streams > 1, ExportFormat(path: "x." + object.format) == .matroska {
-        message += " (\(count(streams, "stream")), a track each)"
+        let tracks = object.tracks?.count ?? streams
+        message += " (\(count(tracks, "stream")), a track each"
+        if tracks < streams { message += "; \(count(streams - tracks, "stream")) without frames in the range" }
+        message += ")"
     }
     message += "; \(what == "clip" ? "exported" : "saved") by the live recorder"
     if recorderExportsAll { message += " (the streams it records: \(recorded.joined(separator: ", ")))" }

@@ -355,6 +355,11 @@ import Testing
         try append(30, to: [0])
         let third = try saveAllSince()
         #expect(third["front"] == Array(120..<150), "not from the rear's end again: \(third)")
+        // One .mkv of both: the rear, without frames in the range, has no track, and the save says so.
+        let both = try #require(
+            try client.save(SaveRequest(stream: "all", last: "500ms", path: "\(directory)/both.mkv", wait: true)))
+        #expect(both.tracks == ["front"], "\(both)")
+        #expect(try ExternalTools.probe(both.files[0], ["-show_entries", "stream=codec_type"]) == [["video"]])
         #expect {
             _ = try client.save(
                 SaveRequest(stream: "rear", path: "\(directory)/rear.mkv", wait: true, sinceLastSave: true))
