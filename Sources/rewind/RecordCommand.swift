@@ -289,6 +289,12 @@ private func record(
         // What recovery left as it was (a file that is not this store's, say): recording goes on beside it.
         for problem in store.recovery.problems { printError("rewind record: store problem: \(problem)") }
         try checkStreamsMatch(specs, store: store, directory: directory)
+        if let budget = options.diskBudget, let held = markersHeldBytes(store), held >= Int64(budget) {
+            printError(
+                "rewind record: warning: markers' holds keep \(formatBytes(held)) on disk, as much as --disk "
+                    + "\(formatBytes(Int64(budget))) or more: retention will delete each new segment once it is sealed; "
+                    + "delete a marker ('rewind markers', 'rewind unmark ID') or give a larger --disk")
+        }
     }
     // Each stream's newest stored pts before this recording: its frames all come after it.
     var storedBefore: [String: Int64] = [:]
@@ -578,6 +584,14 @@ private func describeRate(_ duration: FrameTime) -> String {
 /// or a disk that cannot keep the free-space floor. Nil otherwise.
 ///
 /// - Parameter after: the stream's newest stored pts before the recording (its frames all come after it).
+/// The stored bytes of the segments markers' holds keep from retention, over every stream; nil when it cannot say.
+private func markersHeldBytes(_ store: SegmentStore) -> Int64? {
+    try? store.streams().reduce(Int64(0)) { total, row in
+        let holds = try store.markers(streamName: row.name).compactMap(\.hold)
+        return total + (holds.isEmpty ? 0 : try store.heldBytes(streamName: row.name, ranges: holds))
+    }
+}
+
 private func retentionKeptNothing(
     _ statistics: RecorderStatistics, stream: String, after: Int64?, _ store: SegmentStore, _ options: StoreOptions
 ) throws -> CommandFailure? {
@@ -594,7 +608,14 @@ private func retentionKeptNothing(
     let segment = options.segmentMaxDuration.nanosecondsClamped
     if let budget = options.diskBudget {
         limits.append("--disk \(formatBytes(Int64(budget)))")
-        advice.append("a --disk larger than a few segments (or a shorter --segment)")
+        if let held = markersHeldBytes(store), held >= Int64(budget) / 2 {
+            // The holds, not the segment length, left no room.
+            advice.append(
+                "a --disk larger than the \(formatBytes(held)) markers' holds keep, or delete a marker ('rewind "
+                    + "markers', 'rewind unmark ID')")
+        } else {
+            advice.append("a --disk larger than a few segments (or a shorter --segment)")
+        }
     }
     if let floor = options.minimumFreeBytes {
         limits.append("--min-free \(formatBytes(Int64(floor)))")

@@ -95,6 +95,35 @@ import Testing
         #expect(none.output.contains("wrote "), "\(none.output)")
     }
 
+    /// Markers' holds that keep as much as `--disk` leave no room for a new recording: it says so when it starts,
+    /// and when retention kept none of its frames, the advice names the holds, not the segment length.
+    @Test func holdsThatFillTheDiskBudgetAreNamed() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--segment", "500ms",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder holds 2 s", interval: .milliseconds(50)) {
+            let status = try? Tool.rewind(["status", "--store", store, "--json"])
+            let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
+            return ((object?["streams"] as? [[String: Any]])?.first?["frames_durable"] as? Int ?? 0) >= 60
+        }
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "keep", "--hold-before", "2s"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        recorder.process.interrupt()
+        #expect(try recorder.finish().status == 0)
+        let again = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "2s", "--segment", "500ms",
+            "--disk", "300KiB",
+        ])
+        #expect(again.stderr.contains("warning: markers' holds keep"), "\(again.stderr)")
+        #expect(again.status == 1, "\(again.output)\n\(again.stderr)")
+        #expect(again.stderr.contains("retention deleted all"), "\(again.stderr)")
+        #expect(again.stderr.contains("delete a marker"), "\(again.stderr)")
+    }
+
     /// A recorder killed while a save waits for its post-roll: the client says the recorder stopped before the
     /// save finished.
     @Test func aRecorderKilledMidSaveIsReportedAsSuch() throws {
