@@ -24,6 +24,13 @@ package func formatSecondsApart(_ first: Int64, _ second: Int64) -> (String, Str
 /// Formats a duration as seconds with millisecond precision: `12.500s`.
 package func formatSeconds(_ duration: Duration) -> String { formatSeconds(duration.nanosecondsClamped) }
 
+/// Formats two byte counts to compare, like ``formatBytes(_:)``, but in bytes (`118783 B`) when rounded they would
+/// read the same (`116.0 KiB` against `116.0 KiB`).
+package func formatBytesApart(_ first: Int64, _ second: Int64) -> (String, String) {
+    let rounded = (formatBytes(first), formatBytes(second))
+    return rounded.0 == rounded.1 && first != second ? ("\(first) B", "\(second) B") : rounded
+}
+
 /// Formats a byte count with a binary unit: `1.5 GiB`.
 package func formatBytes(_ bytes: Int64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"]

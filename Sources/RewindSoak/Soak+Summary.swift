@@ -192,11 +192,11 @@ extension SoakRun {
             if let violation = outcome.violation {
                 passed = false
                 let after = formatSeconds(violation.wall - event.wallNanoseconds)
+                let (rss, over) = formatBytesApart(Int64(violation.rss), Int64(outcome.limit))
                 lines.append(
                     outcome.shedAfter == nil
-                        ? "\(what): RSS \(formatBytes(Int64(violation.rss))) still above \(limit) \(after) after it"
-                        : "\(what): RSS rose to \(formatBytes(Int64(violation.rss))), above \(limit), \(after) after it"
-                )
+                        ? "\(what): RSS \(rss) still above \(over) \(after) after it"
+                        : "\(what): RSS rose to \(rss), above \(over), \(after) after it")
             } else if let shed = outcome.shedAfter {
                 lines.append("\(what): RSS ≤ \(limit) \(formatMilliseconds(shed)) after it, and stayed there")
             } else {

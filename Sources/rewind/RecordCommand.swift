@@ -674,12 +674,7 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
         let what =
             streams.count == 1
             ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
-        // Byte counts where the rounded sizes would read the same.
-        let exact = formatBytes(Int64(configuration.memoryBudget)) == formatBytes(Int64(smallestBudget))
-        let (given, needed) =
-            exact
-            ? ("\(configuration.memoryBudget) B", "\(smallestBudget) B")
-            : (formatBytes(Int64(configuration.memoryBudget)), formatBytes(Int64(smallestBudget)))
+        let (given, needed) = formatBytesApart(Int64(configuration.memoryBudget), Int64(smallestBudget))
         throw UsageError(
             "--memory: \(given) cannot hold \(what) (\(needed) in whole pages); give at least --memory "
                 + "\((smallestBudget + 1023) / 1024)KiB")
@@ -707,11 +702,7 @@ func checkDiskFits(_ streams: [StreamDescription], _ options: StoreOptions, give
     let what =
         streams.count == 1 ? "one frame of \(streams[0].layout)" : "one frame of each of the \(streams.count) streams"
     let bare = text.map { !$0.isEmpty && $0.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } } ?? false
-    // Byte counts where the rounded sizes would read the same.
-    let exact = formatBytes(Int64(budget)) == formatBytes(Int64(smallest))
-    let (given, needed) =
-        exact
-        ? ("\(budget) B", "\(smallest) B") : (formatBytes(Int64(budget)), formatBytes(Int64(smallest)))
+    let (given, needed) = formatBytesApart(Int64(budget), Int64(smallest))
     throw UsageError(
         "--disk: \(given)"
             + (bare ? " ('\(text!)' has no unit: a size without one is in bytes)" : "")
