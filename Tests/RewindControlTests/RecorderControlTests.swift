@@ -27,6 +27,40 @@ import Testing
         return (directory, recorder, try RecorderControl(recorder: recorder, directory: directory) { _ in })
     }
 
+    /// ``frontAndRear()`` with a camera feed per stream and a client of its control.
+    final class FrontAndRear {
+        let directory: String
+        let recorder: Recorder
+        let control: RecorderControl
+        let client: ControlClient
+        /// Both cameras' frame layout.
+        let layout: FrameLayout
+        private var feeds: [CameraFeed]
+
+        init() throws {
+            (directory, recorder, control) = try RecorderControlTests.frontAndRear()
+            feeds = [try CameraFeed(), try CameraFeed()]
+            client = ControlClient(directory: directory)
+            layout = feeds[0].stream.layout
+        }
+
+        /// Appends `frames` frames to each stream of `streams` (0: front, 1: rear), a frame of each in turn, each
+        /// once the spill stage has room.
+        func append(_ frames: Int, to streams: [Int]) throws {
+            for _ in 0..<frames {
+                for index in streams {
+                    recorder.waitForSpillRoom()
+                    _ = try feeds[index].appendNext(to: recorder.streams[index])
+                }
+            }
+        }
+
+        func stop() {
+            control.stop()
+            _ = try? recorder.finish()
+        }
+    }
+
     @Test func overlappingSavesEachGetTheirOwnBitExactFileWhileRecordingGoesOn() throws {
         let live = try LiveRecorder()
         live.startProducer()
@@ -266,64 +300,39 @@ import Testing
     /// A stream behind the others (its frames come in late) gets its late frames in the next `since_last_save`
     /// save, which goes on after its last frame written, not after the save's end; a clip moves no save's end.
     @Test func sinceLastSaveGoesOnAfterEachStreamsLastFrameAndNotAfterAClip() throws {
-        let (directory, recorder, control) = try Self.frontAndRear()
-        var feeds = [try CameraFeed(), try CameraFeed()]
-        defer {
-            control.stop()
-            _ = try? recorder.finish()
-        }
-        let client = ControlClient(directory: directory)
+        let cameras = try FrontAndRear()
+        defer { cameras.stop() }
+        let (directory, client, layout) = (cameras.directory, cameras.client, cameras.layout)
         try FileManager.default.createDirectory(atPath: directory + "/exports", withIntermediateDirectories: true)
-        func append(_ frames: Int, to index: Int) throws {
-            for _ in 0..<frames {
-                recorder.waitForSpillRoom()
-                _ = try feeds[index].appendNext(to: recorder.streams[index])
-            }
-        }
         func saveRear(since: Bool) throws -> SaveObject {
             let request = SaveRequest(
                 stream: "rear", last: "1s", path: "\(directory)/exports/\(UUID().uuidString).mkv", wait: true,
                 sinceLastSave: since ? true : nil)
             return try #require(try client.save(request))
         }
-        for _ in 0..<60 {
-            try append(1, to: 0)
-            try append(1, to: 1)
-        }
+        try cameras.append(60, to: [0, 1])
         // The front stream half a second ahead: the save's end is the front's newest frame.
-        try append(30, to: 0)
+        try cameras.append(30, to: [0])
         let first = try saveRear(since: false)
-        let firstIndexes = try exportedIndexes(first.files[0], layout: feeds[1].stream.layout)
+        let firstIndexes = try exportedIndexes(first.files[0], layout: layout)
         #expect(firstIndexes.last == 59, "\(firstIndexes)")
         // The rear's frames 60…89 come in now, with times before that save's end.
-        try append(30, to: 1)
+        try cameras.append(30, to: [1])
         let clip = try #require(
             try client.clip(
                 ClipRequest(stream: "rear", from: "0s", to: "10s", path: "\(directory)/exports/clip.mkv", wait: true)))
         #expect(clip.state == .done)
         let next = try saveRear(since: true)
-        #expect(try exportedIndexes(next.files[0], layout: feeds[1].stream.layout) == Array(60..<90))
+        #expect(try exportedIndexes(next.files[0], layout: layout) == Array(60..<90))
     }
 
     /// `since_last_save` of `all` goes on from the streams that were saved: one never saved does not send it back
     /// to the window, and one whose input ended after its last frame was saved does not hold the others at its end
     /// (a save of it alone then has nothing new: 409).
     @Test func sinceLastSaveOfAllIsNotHeldByAStreamNeverSavedOrOneThatEnded() throws {
-        let (directory, recorder, control) = try Self.frontAndRear()
-        var feeds = [try CameraFeed(), try CameraFeed()]
-        defer {
-            control.stop()
-            _ = try? recorder.finish()
-        }
-        let client = ControlClient(directory: directory)
-        func append(_ frames: Int, to streams: [Int]) throws {
-            for _ in 0..<frames {
-                for index in streams {
-                    recorder.waitForSpillRoom()
-                    _ = try feeds[index].appendNext(to: recorder.streams[index])
-                }
-            }
-        }
+        let cameras = try FrontAndRear()
+        defer { cameras.stop() }
+        let (directory, client, layout) = (cameras.directory, cameras.client, cameras.layout)
         /// The frame indexes of each stream's file in a save of `all` since the last save (nil: no file).
         func saveAllSince() throws -> [String: [Int64]] {
             let path = "\(directory)/\(UUID().uuidString).y4m"
@@ -332,15 +341,15 @@ import Testing
             var indexes: [String: [Int64]] = [:]
             for file in save.files {
                 let stream = file.hasSuffix(".front.y4m") ? "front" : "rear"
-                indexes[stream] = try exportedIndexes(file, layout: feeds[0].stream.layout)
+                indexes[stream] = try exportedIndexes(file, layout: layout)
             }
             return indexes
         }
-        try append(60, to: [0, 1])
+        try cameras.append(60, to: [0, 1])
         let front = try #require(
             try client.save(SaveRequest(stream: "front", last: "1s", path: "\(directory)/front.mkv", wait: true)))
-        #expect(try exportedIndexes(front.files[0], layout: feeds[0].stream.layout).last == 59)
-        try append(30, to: [0, 1])
+        #expect(try exportedIndexes(front.files[0], layout: layout).last == 59)
+        try cameras.append(30, to: [0, 1])
         // The rear's first frame came a little after the front's (its clock is offset by that): its frame 59 is
         // after the front's end too.
         let first = try saveAllSince()
@@ -348,11 +357,11 @@ import Testing
         #expect(first["rear"]?.suffix(30) == Array(60..<90) && first["rear"]!.first! >= 59, "\(first)")
         // The rear's input ends; the front goes on. (A stream saved more recently than the one saved least recently
         // may see its newest frames again: here the rear's frame 89, after the front's end.)
-        try append(30, to: [0])
+        try cameras.append(30, to: [0])
         let second = try saveAllSince()
         #expect(second["front"] == Array(90..<120), "\(second)")
         #expect(second["rear"] == nil || second["rear"] == [89], "\(second)")
-        try append(30, to: [0])
+        try cameras.append(30, to: [0])
         let third = try saveAllSince()
         #expect(third["front"] == Array(120..<150), "not from the rear's end again: \(third)")
         // One .mkv of both: the rear, without frames in the range, has no track, and the save says so.

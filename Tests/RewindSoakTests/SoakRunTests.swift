@@ -5,7 +5,7 @@ import RewindTesting
 import Testing
 
 /// Runs of the soak harness in process, at their edges.
-@Suite(.timeLimit(.minutes(5))) struct SoakRunTests {
+@Suite(.timeLimit(.minutes(15))) struct SoakRunTests {
     /// A run stopped before its first frame checked nothing, and says so instead of passing.
     @Test func aRunThatReadNothingBackDoesNotPass() throws {
         let store = try TemporaryDirectory.store()
@@ -19,7 +19,8 @@ import Testing
         let report = try Soak.run(configuration, shouldStop: { true })
         #expect(report.framesProduced == 0)
         #expect(!report.passed)
-        #expect(report.failedInvariants == ["frames_bit_exact"], "\(report.failedInvariants)")
+        // (The resident size is the whole test process's, which other tests share: only this check is asserted.)
+        #expect(report.failedInvariants.contains("frames_bit_exact"), "\(report.failedInvariants)")
         let detail = report.invariants.first { $0.name == "frames_bit_exact" }?.detail ?? ""
         #expect(detail.contains("nothing was checked"), "\(detail)")
     }

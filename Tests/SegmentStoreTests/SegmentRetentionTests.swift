@@ -109,62 +109,90 @@ import Testing
     /// those after it stay, and a `retention` gap covers the third.
     @Test(arguments: [false, true])
     func gapsOfDeletedHistoryGoWithIt(holdingTheSecond: Bool) throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
-        defer { frames.deallocate() }
-        let clock = ManualClock()
-        let store = try SegmentStore.open(
-            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .milliseconds(400), now: clock.now))
-        // Three recordings of 5 frames, each with a gap before the next (frames 5…7 and 13…15 missing), and a gap
-        // inside the last one.
-        for (number, range) in [0..<5, 8..<13, 16..<21].enumerated() {
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in range { try writer.append(frames.frame(i)) }
-            if number > 0 {
-                try writer.recordGap(
-                    start: frames.pts(range.lowerBound - 4), end: frames.pts(range.lowerBound), reason: .recorderStopped
-                )
+        try withAgedStore { frames, clock, store in
+            // Three recordings of 5 frames, each with a gap before the next (frames 5…7 and 13…15 missing), and a gap
+            // inside the last one.
+            for (number, range) in [0..<5, 8..<13, 16..<21].enumerated() {
+                let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+                for i in range { try writer.append(frames.frame(i)) }
+                if number > 0 {
+                    try writer.recordGap(
+                        start: frames.pts(range.lowerBound - 4), end: frames.pts(range.lowerBound),
+                        reason: .recorderStopped
+                    )
+                }
+                if number == 2 {
+                    try writer.recordGap(start: frames.pts(18), end: frames.pts(19), reason: .spillBehind)
+                }
+                try writer.close()
+                clock.advance(by: .milliseconds(150))
             }
-            if number == 2 { try writer.recordGap(start: frames.pts(18), end: frames.pts(19), reason: .spillBehind) }
-            try writer.close()
-            clock.advance(by: .milliseconds(150))
-        }
-        let recorded = try store.gaps().map(\.startNanoseconds)
-        #expect(recorded == [frames.pts(4), frames.pts(12), frames.pts(18)])
-        if holdingTheSecond {
-            let hold = store.addHold(streamName: "camera", range: frames.pts(8)..<frames.pts(13))
-            defer { store.removeHold(hold) }
-            clock.advance(by: .seconds(1))
-            let deleted = try store.enforceRetention().deleted
-            #expect(deleted == ["000001.seg", "000003.seg"])
+            let recorded = try store.gaps().map(\.startNanoseconds)
+            #expect(recorded == [frames.pts(4), frames.pts(12), frames.pts(18)])
+            if holdingTheSecond {
+                let hold = store.addHold(streamName: "camera", range: frames.pts(8)..<frames.pts(13))
+                defer { store.removeHold(hold) }
+                clock.advance(by: .seconds(1))
+                let deleted = try store.enforceRetention().deleted
+                #expect(deleted == ["000001.seg", "000003.seg"])
+                let left = try store.gaps().map(\.startNanoseconds)
+                #expect(
+                    left == [frames.pts(12), frames.pts(16), frames.pts(18)],
+                    "only the gap before the oldest frame left goes; the deleted third is a `retention` gap")
+                #expect(
+                    try store.gaps()[1]
+                        == GapRow(
+                            streamID: 1, startNanoseconds: frames.pts(16), endNanoseconds: frames.pts(20) + 1,
+                            reason: .retention))
+                return
+            }
+            // The first recording is 450 ms old: it goes, and the gap after it (up to the second one's first frame).
+            let first = try store.enforceRetention().deleted
+            #expect(first == ["000001.seg"])
             let left = try store.gaps().map(\.startNanoseconds)
-            #expect(
-                left == [frames.pts(12), frames.pts(16), frames.pts(18)],
-                "only the gap before the oldest frame left goes; the deleted third is a `retention` gap")
-            #expect(
-                try store.gaps()[1]
-                    == GapRow(
-                        streamID: 1, startNanoseconds: frames.pts(16), endNanoseconds: frames.pts(20) + 1,
-                        reason: .retention))
-            return
+            #expect(left == [frames.pts(12), frames.pts(18)])
+            // Everything goes: no gap is left.
+            clock.advance(by: .seconds(1))
+            let rest = try store.enforceRetention().deleted
+            #expect(rest == ["000002.seg", "000003.seg"])
+            let none = try store.gaps()
+            #expect(none.isEmpty)
         }
-        // The first recording is 450 ms old: it goes, and the gap after it (up to the second one's first frame).
-        let first = try store.enforceRetention().deleted
-        #expect(first == ["000001.seg"])
-        let left = try store.gaps().map(\.startNanoseconds)
-        #expect(left == [frames.pts(12), frames.pts(18)])
-        // Everything goes: no gap is left.
-        clock.advance(by: .seconds(1))
-        let rest = try store.enforceRetention().deleted
-        #expect(rest == ["000002.seg", "000003.seg"])
-        let none = try store.gaps()
-        #expect(none.isEmpty)
     }
 
     /// Segments deleted behind a held one leave one `retention` gap over the hole, however many passes made it; it
     /// goes with the held segment once the hold is released and retention deletes that too.
     @Test func segmentsDeletedBehindAHoldLeaveOneRetentionGap() throws {
+        try withAgedStore { frames, clock, store in
+            // Four segments of 5 frames each, sealed 150 ms apart (each seal runs retention); the first is held.
+            let hold = store.addHold(streamName: "camera", range: frames.pts(0)..<frames.pts(5))
+            for range in [0..<5, 5..<10, 10..<15, 15..<20] {
+                let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+                for i in range { try writer.append(frames.frame(i)) }
+                try writer.close()
+                clock.advance(by: .milliseconds(150))
+            }
+            let retention = { (start: Int, end: Int) in
+                GapRow(
+                    streamID: 1, startNanoseconds: frames.pts(start), endNanoseconds: frames.pts(end),
+                    reason: .retention)
+            }
+            #expect(try store.enforceRetention().deleted == ["000002.seg"])
+            #expect(try store.gaps() == [retention(5, 10)], "from the first frame deleted to the next one kept")
+            clock.advance(by: .milliseconds(200))
+            #expect(try store.enforceRetention().deleted == ["000003.seg"])
+            #expect(try store.gaps() == [retention(5, 15)], "one row for the whole hole")
+            #expect(try readAll(store).map(\.0) == (Array(0..<5) + Array(15..<20)).map(frames.pts))
+            store.removeHold(hold)
+            #expect(try store.enforceRetention().deleted == ["000001.seg"])
+            #expect(try store.gaps().isEmpty, "the hole is older than the oldest frame left")
+            #expect(try store.verify(repair: false).clean)
+        }
+    }
+
+    /// Runs `body` with a store whose retention deletes segments sealed more than 400 ms ago by a manual clock, and
+    /// gray 64x48 test frames.
+    private func withAgedStore(_ body: (TestFrames, ManualClock, SegmentStore) throws -> Void) throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let frames = try TestFrames(format: .gray8, width: 64, height: 48)
@@ -172,28 +200,7 @@ import Testing
         let clock = ManualClock()
         let store = try SegmentStore.open(
             directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .milliseconds(400), now: clock.now))
-        // Four segments of 5 frames each, sealed 150 ms apart (each seal runs retention); the first is held.
-        let hold = store.addHold(streamName: "camera", range: frames.pts(0)..<frames.pts(5))
-        for range in [0..<5, 5..<10, 10..<15, 15..<20] {
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in range { try writer.append(frames.frame(i)) }
-            try writer.close()
-            clock.advance(by: .milliseconds(150))
-        }
-        let retention = { (start: Int, end: Int) in
-            GapRow(
-                streamID: 1, startNanoseconds: frames.pts(start), endNanoseconds: frames.pts(end), reason: .retention)
-        }
-        #expect(try store.enforceRetention().deleted == ["000002.seg"])
-        #expect(try store.gaps() == [retention(5, 10)], "from the first frame deleted to the next one kept")
-        clock.advance(by: .milliseconds(200))
-        #expect(try store.enforceRetention().deleted == ["000003.seg"])
-        #expect(try store.gaps() == [retention(5, 15)], "one row for the whole hole")
-        #expect(try readAll(store).map(\.0) == (Array(0..<5) + Array(15..<20)).map(frames.pts))
-        store.removeHold(hold)
-        #expect(try store.enforceRetention().deleted == ["000001.seg"])
-        #expect(try store.gaps().isEmpty, "the hole is older than the oldest frame left")
-        #expect(try store.verify(repair: false).clean)
+        try body(frames, clock, store)
     }
 
     @Test func halfDoneDeleteIsFinishedByRecovery() throws {
