@@ -166,7 +166,10 @@ import Testing
             kill(process.processIdentifier, SIGCONT)
             if process.isRunning { process.terminate() }
         }
-        try Tool.waitForSocket(of: store)
+        // Stopped once it answers (the socket's file appears before it listens).
+        try waitUntil("the recorder answers", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
         kill(process.processIdentifier, SIGSTOP)
         let status = try Tool.rewind(["status", "--store", store], timeout: .seconds(90))
         #expect(status.status == 69, "\(status.stderr)")

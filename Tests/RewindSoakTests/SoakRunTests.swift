@@ -8,14 +8,12 @@ import Testing
 @Suite(.timeLimit(.minutes(15))) struct SoakRunTests {
     /// A run stopped before its first frame checked nothing, and says so instead of passing.
     @Test func aRunThatReadNothingBackDoesNotPass() throws {
-        let store = try TemporaryDirectory.store()
-        defer {
-            try? FileManager.default.removeItem(atPath: URL(fileURLWithPath: store).deletingLastPathComponent().path)
-        }
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
         let configuration = SoakConfiguration(
             layout: try FrameLayout(format: .nv12, width: 320, height: 240),
             frameDuration: FrameTime(value: 1, timescale: 30), duration: .seconds(2), memoryBudget: 8 << 20,
-            window: .seconds(1), storeDirectory: store)
+            window: .seconds(1), storeDirectory: directory.path)
         let report = try Soak.run(configuration, shouldStop: { true })
         #expect(report.framesProduced == 0)
         #expect(!report.passed)
