@@ -15,10 +15,14 @@ package func formatSeconds(_ nanoseconds: Int64) -> String {
 }
 
 /// Formats two times to compare, like ``formatSeconds(_:)-(Int64)``, but to the nanosecond (`33000000ns`) when to the
-/// millisecond they would read the same (33 ms against a 33.333… ms frame).
+/// millisecond they would read the same (33 ms against a 33.333… ms frame), or one of them would read as zero
+/// without being zero (`1ns`, not `0.000s`).
 package func formatSecondsApart(_ first: Int64, _ second: Int64) -> (String, String) {
     let rounded = (formatSeconds(first), formatSeconds(second))
-    return rounded.0 == rounded.1 && first != second ? ("\(first)ns", "\(second)ns") : rounded
+    let readsAsZero = { (value: Int64, text: String) in value != 0 && text.hasSuffix("0.000s") }
+    let apart =
+        (rounded.0 == rounded.1 && first != second) || readsAsZero(first, rounded.0) || readsAsZero(second, rounded.1)
+    return apart ? ("\(first)ns", "\(second)ns") : rounded
 }
 
 /// Formats a duration as seconds with millisecond precision: `12.500s`.

@@ -70,7 +70,7 @@ import Testing
     }
 
     /// A window a fraction of a millisecond short of a frame is told to the nanosecond (to the millisecond both read
-    /// 0.033s), without the whole help.
+    /// 0.033s), as is one that would read 0.000s, without the whole help.
     @Test func aWindowJustShortOfAFrameSaysByHowMuch() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -86,6 +86,11 @@ import Testing
         let soak = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--fps", "30", "--window", "33ms"])
         #expect(
             soak.status == 64 && soak.stderr.contains("a window of 33000000ns is shorter than one frame (33333333ns)"))
+        // A window that would read as 0.000s is told in nanoseconds too.
+        let tiny = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--fps", "30", "--window", "1ns"])
+        #expect(
+            tiny.status == 64 && tiny.stderr.contains("a window of 1ns is shorter than one frame (33333333ns)"),
+            "\(tiny.stderr)")
         // Output that cannot be written names the command, whichever way it was printed.
         #expect(
             try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@10", "--duration", "1s"]).status
