@@ -579,11 +579,6 @@ private func describeRate(_ duration: FrameTime) -> String {
     return fps == fps.rounded() ? String(Int(fps)) : String(format: "%.3f", fps)
 }
 
-/// The failure a recording is when retention (`--disk`, `--min-free`, `--max-age`) deleted every frame it made
-/// durable, so the store holds none of them (older frames a hold keeps aside): a budget smaller than one segment,
-/// or a disk that cannot keep the free-space floor. Nil otherwise.
-///
-/// - Parameter after: the stream's newest stored pts before the recording (its frames all come after it).
 /// The stored bytes of the segments markers' holds keep from retention, over every stream; nil when it cannot say.
 private func markersHeldBytes(_ store: SegmentStore) -> Int64? {
     try? store.streams().reduce(Int64(0)) { total, row in
@@ -592,6 +587,11 @@ private func markersHeldBytes(_ store: SegmentStore) -> Int64? {
     }
 }
 
+/// The failure a recording is when retention (`--disk`, `--min-free`, `--max-age`) deleted every frame it made
+/// durable, so the store holds none of them (older frames a hold keeps aside): a budget smaller than one segment,
+/// or a disk that cannot keep the free-space floor. Nil otherwise.
+///
+/// - Parameter after: the stream's newest stored pts before the recording (its frames all come after it).
 private func retentionKeptNothing(
     _ statistics: RecorderStatistics, stream: String, after: Int64?, _ store: SegmentStore, _ options: StoreOptions
 ) throws -> CommandFailure? {
