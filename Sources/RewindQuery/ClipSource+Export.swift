@@ -205,7 +205,18 @@ package struct StagedExport {
 
     /// Renames the finished file to the requested name and reports it under that name.
     package func complete(_ summary: ExportSummary) throws -> ExportSummary {
-        guard let finalPath, case .path(let temporary) = writtenDestination else { return summary }
+        guard let finalPath else { return summary }
+        try moveIntoPlace()
+        var summary = summary
+        summary.path = finalPath
+        return summary
+    }
+
+    /// Renames the finished file to the requested name (nothing to do for a destination written in place).
+    ///
+    /// - Throws: ``ExportError`` when the rename fails (the temporary file is removed).
+    package func moveIntoPlace() throws {
+        guard let finalPath, case .path(let temporary) = writtenDestination else { return }
         // A file replaced keeps its permissions (a private file does not become readable to others).
         var replaced = stat()
         if stat(finalPath, &replaced) == 0 && (replaced.st_mode & S_IFMT) == S_IFREG {
@@ -220,9 +231,6 @@ package struct StagedExport {
                 destination: finalPath,
                 reason: .system(action: "cannot rename the finished file into place", Errno(rawValue: error.code)))
         }
-        var summary = summary
-        summary.path = finalPath
-        return summary
     }
 
     /// Removes the partial file and returns `error`, naming the requested path instead of the temporary one. A

@@ -517,17 +517,21 @@ func openForWriting(_ path: String, command: String, what: String) throws -> Int
     }
 }
 
-/// Refuses an `-o` that is a directory (following links): an export is a file.
+/// Refuses an output that is a directory (following links): an export, a report, a chart is a file.
 ///
+/// - Parameters:
+///   - option: the option that named it (`-o`, `--report`).
+///   - example: a file name to suggest in it, with what it says (`clip.mkv (the extension picks the format)`).
 /// - Throws: ``UsageError`` saying to name a file in it.
-private func checkNotADirectory(_ output: String) throws {
+func checkNotADirectory(
+    _ output: String, option: String = "-o", example: String = "clip.mkv (the extension picks the format)"
+) throws {
     var isDirectory: ObjCBool = false
     guard output != "-", FileManager.default.fileExists(atPath: output, isDirectory: &isDirectory),
         isDirectory.boolValue
     else { return }
     throw UsageError(
-        "-o: '\(output)' is a directory: give a file name in it, e.g. \(output)/clip.mkv (the extension picks the "
-            + "format)", showsHelp: false)
+        "\(option): '\(output)' is a directory: give a file name in it, e.g. \(output)/\(example)", showsHelp: false)
 }
 
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.

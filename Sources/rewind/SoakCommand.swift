@@ -47,14 +47,9 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     // Where the report and chart go must be writable before the soak runs, not only when it ends.
     for option in ["report", "chart"] {
         guard let path = arguments.string(option), !isSpecialFile(path) else { continue }
-        let target = System.followingLinks(path)
+        try checkNotADirectory(path, option: "--\(option)", example: option == "report" ? "soak.json" : "soak.svg")
         var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: target, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw UsageError(
-                "--\(option): '\(path)' is a directory: give a file name in it, e.g. \(path)/soak.\(option == "report" ? "json" : "svg")",
-                showsHelp: false)
-        }
-        let parent = URL(fileURLWithPath: target).deletingLastPathComponent().path
+        let parent = URL(fileURLWithPath: System.followingLinks(path)).deletingLastPathComponent().path
         guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue,
             access(parent, W_OK) == 0
         else {

@@ -229,48 +229,36 @@ func count(_ value: Int, _ noun: String) -> String {
     "\(value) \(noun)\(value == 1 ? "" : "s")"
 }
 
-/// Writes `data` to `path` whole. A FIFO or device (or a link to one) is written in place (a FIFO once a reader
-/// comes, interruptibly); anything else, through its links, is written under a temporary name beside it and renamed
-/// over it once complete, so a failure leaves what was there (a file replaced keeps its permissions).
+/// Writes `data` to `path` whole, staged as exports are (``StagedExport``): a FIFO or device (or a link to one) in
+/// place (a FIFO once a reader comes, interruptibly); anything else, through its links, under a temporary name
+/// beside it renamed over it once complete, so a failure leaves what was there (a file replaced keeps its
+/// permissions).
 ///
 /// - Parameters:
 ///   - command: the command, for the message that it waits for a FIFO's reader.
 ///   - what: what is written (`the report`), for messages.
 /// - Throws: ``CommandError`` naming `path` and why.
 func writeWhole(_ data: Data, to path: String, command: String, what: String) throws {
-    if isSpecialFile(path) {
+    let failure = { (error: any Error) in CommandError("cannot write \(what) to \(path): \(error)") }
+    let staged: StagedExport
+    do {
+        staged = try StagedExport(.path(path), fileSystem: POSIXFileSystem())
+    } catch {
+        throw failure(error)
+    }
+    guard staged.finalPath != nil, case .path(let temporary) = staged.writtenDestination else {
         let fd = try openForWriting(path, command: command, what: what)
         defer { close(fd) }
-        do {
-            try writeAll(data, to: fd)
-        } catch {
-            throw CommandError("cannot write \(what) to \(path): \(error)")
-        }
+        do { try writeAll(data, to: fd) } catch { throw failure(error) }
         return
     }
-    let target = System.followingLinks(path)
-    let name = URL(fileURLWithPath: target).lastPathComponent
-    let temporary =
-        URL(fileURLWithPath: target).deletingLastPathComponent().appendingPathComponent(".\(name).partial-\(getpid())")
-        .path
-    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
-    guard fd >= 0 else {
-        throw CommandError("cannot write \(what) to \(path): \(String(cString: strerror(errno)))")
-    }
     do {
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { throw Errno.current }
         defer { close(fd) }
         try writeAll(data, to: fd)
-        var replaced = stat()
-        if stat(target, &replaced) == 0 && (replaced.st_mode & S_IFMT) == S_IFREG {
-            _ = fchown(fd, replaced.st_uid, replaced.st_gid)  // only when allowed (root, or the same owner)
-            _ = fchmod(fd, replaced.st_mode & 0o777)
-        }
-        guard rename(temporary, target) == 0 else {
-            throw CommandError("cannot write \(what) to \(path): \(String(cString: strerror(errno)))")
-        }
+        try staged.moveIntoPlace()
     } catch {
-        unlink(temporary)
-        if let failure = error as? CommandError, failure.description.hasPrefix("cannot write") { throw failure }
-        throw CommandError("cannot write \(what) to \(path): \(error)")
+        throw failure(staged.abandon(after: error))
     }
 }
