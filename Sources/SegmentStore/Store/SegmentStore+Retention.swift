@@ -53,8 +53,6 @@ extension SegmentStore {
         let wantedFree = options.minimumFreeBytes.map { Int64($0) + indexRoomToKeep + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()
         let held = try heldRanges()
-        /// Per stream, the newest frame deleted.
-        var newestDeleted: [Int64: Int64] = [:]
         /// Per stream, the first and last frames of each segment deleted.
         var deletedSpans: [Int64: [ClosedRange<Int64>]] = [:]
         for row in rows where row.state == .sealed {
@@ -100,7 +98,6 @@ extension SegmentStore {
                 try fileSystem.syncDirectory(segmentsDirectory)
             }
             try index.removeSegment(id: row.id)
-            if let last = row.lastPTS { newestDeleted[row.streamID] = max(newestDeleted[row.streamID] ?? last, last) }
             if let first = row.firstPTS, let last = row.lastPTS {
                 deletedSpans[row.streamID, default: []].append(first...last)
             }
@@ -111,20 +108,25 @@ extension SegmentStore {
             if wantedFree != nil { available = availableSegmentBytes() }
         }
         report.remainingBytes = total
-        try recordHolesBehindHolds(deletedSpans)
-        try forgetGapsOfDeletedHistory(newestDeleted)
+        try noteDeletedHistory(deletedSpans)
         return report
     }
 
-    /// Records a ``LossReason/retention`` gap over each stretch of deleted segments that older frames kept by a hold
-    /// precede: from the first frame deleted to the first frame kept after it (or just past the newest deleted, when
-    /// none is). A gap of that reason it touches or overlaps is merged into it: one row per hole, however many
-    /// passes made it. The gaps recorded inside the hole stay (they say why frames were missing before).
-    private func recordHolesBehindHolds(_ deletedSpans: [Int64: [ClosedRange<Int64>]]) throws {
+    /// Brings each stream's gaps in line with what a pass deleted (`deletedSpans`: the first and last frames of each
+    /// segment): the gaps that start before its oldest frame left go (all of them when nothing is left: the time
+    /// they describe is no longer in the store), and each stretch of deleted segments that older frames kept by a
+    /// hold precede gets a ``LossReason/retention`` gap, from the first frame deleted to the first frame kept after
+    /// it (or just past the newest deleted, when none is). A gap of that reason it touches or overlaps is merged into
+    /// it: one row per hole, however many passes made it. The gaps recorded inside the hole stay (they say why
+    /// frames were missing before).
+    private func noteDeletedHistory(_ deletedSpans: [Int64: [ClosedRange<Int64>]]) throws {
         for (streamID, spans) in deletedSpans {
             let kept = try index.segments(streamID: streamID).filter { $0.state != .deleting }.compactMap(\.firstPTS)
                 .sorted()
-            guard let oldestLeft = kept.first else { continue }
+            guard let oldestLeft = kept.first else {
+                try index.removeGaps(streamID: streamID, startingBefore: spans.map(\.upperBound).max()! + 1)
+                continue
+            }
             var holes: [Int64: Range<Int64>] = [:]  // by the first frame kept after the hole (or .max)
             for span in spans where span.lowerBound > oldestLeft {
                 let resume = kept.first { $0 > span.upperBound }
@@ -145,17 +147,7 @@ extension SegmentStore {
                 try index.recordGap(
                     GapRow(streamID: streamID, startNanoseconds: start, endNanoseconds: end, reason: .retention))
             }
-        }
-    }
-
-    /// Removes the gaps of each stream that start before its oldest frame left (or, when none is left, at or before
-    /// the newest frame deleted): the time they describe is no longer in the store. Gaps after the oldest frame left
-    /// stay, also where segments newer than a held one were deleted (with the `retention` gap over them).
-    private func forgetGapsOfDeletedHistory(_ newestDeleted: [Int64: Int64]) throws {
-        for (streamID, newest) in newestDeleted {
-            let oldestLeft = try index.segments(streamID: streamID).lazy.filter { $0.state != .deleting }
-                .compactMap(\.firstPTS).min()
-            try index.removeGaps(streamID: streamID, startingBefore: oldestLeft ?? newest + 1)
+            try index.removeGaps(streamID: streamID, startingBefore: oldestLeft)
         }
     }
 
