@@ -50,6 +50,8 @@ public struct RecorderConfiguration: Sendable {
     }
     /// ``onEvictLead`` in nanoseconds, converted once when it is set.
     package private(set) var onEvictLeadNanoseconds: Int64?
+    /// The lead on-evict spill keeps frames unwritten for: ``onEvictLead``, or 3/4 of the window.
+    package var onEvictLeadOrDefaultNanoseconds: Int64 { onEvictLeadNanoseconds ?? windowNanoseconds / 4 * 3 }
 
     /// Makes a configuration.
     ///

@@ -270,7 +270,7 @@ final class SpillLane {
         guard hasNewFrame else { return skipEvicted(upTo: storedBeforePin) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
-            horizon = newest - (configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3)
+            horizon = newest - configuration.onEvictLeadOrDefaultNanoseconds
         }
         // A waiting producer needs room now: frames not due yet are written too, until few enough are left. With
         // on-evict, so are frames beyond what the producer takes without dropping new ones as spill behind.
@@ -285,7 +285,7 @@ final class SpillLane {
                 queries: shared.queryPinnedFrames.load(ordering: .relaxed))
             wanted = wanted < 0 ? kept : min(wanted, kept)
             if let frameNanoseconds = stream.frameDuration.nanoseconds, frameNanoseconds > 0 {
-                let lead = configuration.onEvictLeadNanoseconds ?? configuration.windowNanoseconds / 4 * 3
+                let lead = configuration.onEvictLeadOrDefaultNanoseconds
                 deliberate = min(Int(lead / frameNanoseconds), kept, room - 1)
             }
         }
