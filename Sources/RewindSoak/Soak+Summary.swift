@@ -160,10 +160,7 @@ extension SoakRun {
 
     private func rssWithinLimit(_ findings: MemoryMonitor.Findings) -> SoakReport.Invariant {
         let name = SoakInvariant.rssWithinLimit.rawValue
-        let bookkeeping = configuration.bookkeepingBytes
-        let limit =
-            "limit \(formatBytes(Int64(report.limitBytes))) (budget \(formatBytes(Int64(report.budgetBytes))) + 48 MiB"
-            + (bookkeeping >= 1 << 20 ? " + \(formatBytes(Int64(bookkeeping))) of frame bookkeeping" : "") + ")"
+        let limit = "limit \(formatBytes(Int64(report.limitBytes))) (\(configuration.memoryLimitTerms))"
         guard findings.sampleCount > 0 else {
             return .init(name: name, passed: false, detail: "no sample: /proc/self/statm could not be read")
         }

@@ -232,9 +232,7 @@ struct SoakRun {
         switch event.action {
         case .pressure(let level):
             if level != .normal {
-                reducedLimit =
-                    recorder.memoryBudget(under: level) + SoakConfiguration.processAllowance
-                    + configuration.bookkeepingBytes
+                reducedLimit = configuration.limit(forBudget: recorder.memoryBudget(under: level))
             }
             monitor.pressureWillChange(event: index, limit: reducedLimit)
             recorder.setPressure(level)

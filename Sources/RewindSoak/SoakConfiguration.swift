@@ -80,9 +80,19 @@ public struct SoakConfiguration: Sendable {
         self.sabotage = sabotage
     }
 
-    /// The resident size no sample may exceed: the budget plus ``processAllowance`` plus the harness's own
-    /// ``bookkeepingBytes``.
-    public var memoryLimit: Int { memoryBudget + Self.processAllowance + bookkeepingBytes }
+    /// The resident size no sample may exceed: ``limit(forBudget:)`` of the whole budget.
+    public var memoryLimit: Int { limit(forBudget: memoryBudget) }
+
+    /// The resident size allowed while the ring's budget is `budget`: it plus ``processAllowance`` plus the
+    /// harness's own ``bookkeepingBytes``.
+    public func limit(forBudget budget: Int) -> Int { budget + Self.processAllowance + bookkeepingBytes }
+
+    /// What ``memoryLimit`` is made of, for reports: `budget 256.0 MiB + 48 MiB`, and the bookkeeping once it reaches
+    /// 1 MiB.
+    public var memoryLimitTerms: String {
+        "budget \(formatBytes(Int64(memoryBudget))) + 48 MiB"
+            + (bookkeepingBytes >= 1 << 20 ? " + \(formatBytes(Int64(bookkeepingBytes))) of frame bookkeeping" : "")
+    }
 
     /// What the harness allocates up front to account for every camera frame: three bits per frame (accepted, read
     /// back, damaged). Not the recorder's memory, so the limit makes room for it.

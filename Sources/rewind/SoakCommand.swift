@@ -119,9 +119,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
             + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
     var memory =
         "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "
-        + "(budget \(bytes(report.budgetBytes)) + 48 MiB"
-        + (configuration.bookkeepingBytes >= 1 << 20
-            ? " + \(bytes(configuration.bookkeepingBytes)) of frame bookkeeping" : "") + "); slope "
+        + "(\(configuration.memoryLimitTerms)); slope "
     memory += report.rssSlopeBytesPerSecond.map(rate) ?? "not measured"
     memory += " (limit \(rate(report.rssSlopeLimitBytesPerSecond))), \(report.sampleCount) samples"
     print(memory)
