@@ -692,13 +692,8 @@ public final class RecorderControl: Sendable {
         let quality = try quality(request.quality, format: format)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
-        if request.sinceLastSave == true, let since = book.sinceLastSave(streams: target.streams) {
-            let end: Int64
-            switch since {
-            case .from(let start): end = start
-            case .nothingNew(let newest): end = newest
-            }
-            guard case .from = since, end < range.upperBound else {
+        if request.sinceLastSave == true, let (end, anythingNew) = book.sinceLastSave(streams: target.streams) {
+            guard anythingNew, end < range.upperBound else {
                 throw APIError(.conflict, "nothing new since the last save, which ended at \(formatSeconds(end))")
             }
             // Without last/before, right where the last save ended, however long ago (the disk has what the window

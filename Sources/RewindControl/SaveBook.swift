@@ -150,20 +150,13 @@ final class SaveBook: Sendable {
         return newest
     }
 
-    /// Where `since_last_save` starts a save of several streams.
-    enum SinceLastSave: Equatable {
-        /// At this recorder time: the earliest end among the streams with frames after theirs.
-        case from(Int64)
-        /// Every stream saved before has no frame after its end (the newest of the ends).
-        case nothingNew(Int64)
-    }
-
     /// Where the last finished saves of `streams` ended (each stream's, saved alone or in a save of `all`), for
     /// `since_last_save`: the earliest end among the streams that have frames after theirs, so a save of several
     /// streams starts where the one saved least recently ended and misses no frame of any. A stream never saved,
     /// and one with nothing after its end (its input ended after its last frame was saved), hold no other stream
-    /// back; nil when none of them was saved.
-    func sinceLastSave(streams: [RecorderStream]) -> SinceLastSave? {
+    /// back; when every stream saved has nothing after its end, the newest of their ends and `anythingNew` false.
+    /// Nil when none of them was saved.
+    func sinceLastSave(streams: [RecorderStream]) -> (end: Int64, anythingNew: Bool)? {
         let ends = state.withLock { state in streams.map { state.lastSavedEnd[$0.name] } }
         var earliest: Int64?
         var newestEnd: Int64?
@@ -175,16 +168,15 @@ final class SaveBook: Sendable {
             else { continue }
             earliest = min(earliest ?? end, end)
         }
-        if let earliest { return .from(earliest) }
-        return newestEnd.map { .nothingNew($0) }
+        if let earliest { return (earliest, true) }
+        return newestEnd.map { ($0, false) }
     }
 
-    /// Adds a save of `range` to be written to `path`; it starts waiting at once.
+    /// Adds a save of `range` (recorder time) of `target`, to be written to `path`, waiting until the recorder clock
+    /// passes its end. Its frames are held at once: on disk against retention, from the start on, and (without a
+    /// store, one stream) pinned in memory.
     ///
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
-    /// Adds a save of `range` (recorder time) of `target`, waiting until the recorder clock passes its end. Its
-    /// frames are held at once: on disk against retention, from the start on, and (without a store, one stream)
-    /// pinned in memory.
     func add(
         target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
         isClip: Bool = false
