@@ -99,17 +99,14 @@ const REOPEN = "open the page as /?token=TOKEN again (the token is in the record
 function ns(value) { return Math.round(value) + "ns"; }
 function streamPath(name) { return "/v1/streams/" + encodeURIComponent(name); }
 function say(text) { $("message").textContent = text || ""; }
-// A message about a frame that could not be shown goes once a frame is shown or the frame view closes; messages
-// about anything else stay.
+// A message about a frame that could not be shown goes once a frame is shown or the frame view closes, one about a
+// timeline that could not be loaded (the recorder busy, say) once a later load succeeds; messages about anything
+// else stay.
 function sayAboutFrames(text) { say(text); state.frameMessage = text; }
-function forgetFrameMessage() {
-  if (state.frameMessage && $("message").textContent === state.frameMessage) say("");
-  state.frameMessage = null;
-}
-// A message about a timeline that could not be loaded (the recorder busy, say) goes once a later load succeeds.
-function forgetLoadMessage() {
-  if (state.loadMessage && $("message").textContent === state.loadMessage) say("");
-  state.loadMessage = null;
+// Clears the message kept under `key` ("frameMessage", "loadMessage") if it is still the one shown.
+function forgetMessage(key) {
+  if (state[key] && $("message").textContent === state[key]) say("");
+  state[key] = null;
 }
 
 // ---- Formatting ------------------------------------------------------------------------------------------------
@@ -253,7 +250,7 @@ async function loadTimelines() {
     }
   }));
   if (failed) state.loadMessage = failed;
-  else if (state.connection === "live") forgetLoadMessage();
+  else if (state.connection === "live") forgetMessage("loadMessage");
   if (state.connection !== "live") { render(); return; }
   try {
     state.markers = (await api("GET", "/v1/markers?from=" + ns(from) + "&to=" + ns(to))).markers || [];
@@ -652,7 +649,7 @@ async function openFrame(name, t, step) {
     image.src = URL.createObjectURL(blob);
     image.dataset.pts = String(pts);
     state.frame = { stream: name, time };
-    forgetFrameMessage();
+    forgetMessage("frameMessage");
     const caption = $("frame-caption");
     caption.dataset.pts = String(pts);
     caption.dataset.time = String(time);
@@ -672,7 +669,7 @@ $("frame-view").addEventListener("keydown", (event) => {
   if (event.key === "ArrowRight") { event.preventDefault(); stepFrame("after"); }
   if (event.key === "ArrowLeft") { event.preventDefault(); stepFrame("before"); }
 });
-$("frame-view").addEventListener("close", () => { state.frame = null; forgetFrameMessage(); });
+$("frame-view").addEventListener("close", () => { state.frame = null; forgetMessage("frameMessage"); });
 
 // ---- Export, save, mark ----------------------------------------------------------------------------------------
 
