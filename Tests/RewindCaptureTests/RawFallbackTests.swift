@@ -26,17 +26,27 @@ private final class CompressionGate: Sendable {
 }
 
 @Suite(.timeLimit(.minutes(15))) struct RawFallbackTests {
+    /// A recorder of a 320×240 camera at 30 fps into a fresh store opened with `options`, its budget `slabs` frames,
+    /// and the camera's feed.
+    private static func smallRecorder(
+        window: Duration = .seconds(60), slabs: Int = 64, spill: SpillPolicy = .eager,
+        options: StoreOptions = StoreOptions()
+    ) throws -> (store: SegmentStore, recorder: Recorder, feed: CameraFeed, slab: Int) {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
+        let feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: window, memoryBudget: slabs * slab, spill: spill))
+        return (store, recorder, feed, slab)
+    }
+
     /// A recorder of a 320×240 camera with a 60 s window and 64 slabs, whose store's compression waits at a gate.
     private static func gatedRecorder() throws -> (CompressionGate, SegmentStore, Recorder, slab: Int) {
         let gate = CompressionGate()
         var options = StoreOptions()
         options.beforeCompressingChunk = { gate.pass() }
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store(), options: options)
-        let stream = try CameraFeed(width: 320, height: 240, fps: 30).stream
-        let slab = Recorder.smallestMemoryBudget(for: stream.layout)
-        let recorder = try Recorder(
-            stream: stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        let (store, recorder, _, slab) = try smallRecorder(options: options)
         return (gate, store, recorder, slab)
     }
 
@@ -78,14 +88,9 @@ private final class CompressionGate: Sendable {
     /// With on-evict spill the frames within the lead are unwritten by design: a live source whose spill stage keeps
     /// up with what falls due has every chunk compressed (its frames are not behind, only not due yet).
     @Test func onEvictFramesThatAreNotLateAreCompressed() throws {
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
-        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
-        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
         // A budget of 60 frames for a window of 30: up to three quarters of the window (22 frames, fewer when the
         // producer's margin needs the room) stay unwritten until due.
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 60 * slab, spill: .onEvict))
+        var (_, recorder, feed, _) = try Self.smallRecorder(window: .seconds(1), slabs: 60, spill: .onEvict)
         let kept = RecorderStream.unwrittenFramesKept(room: recorder.streams[0].framesInRing, queries: 0)
         for index in 0..<90 {
             #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind), "frame \(index)")
@@ -127,13 +132,7 @@ private final class CompressionGate: Sendable {
     /// has room).
     @Test func aSpillStageHeldBackByASlowDiskKeepsCompressing() throws {
         let disk = FaultInjectingFileSystem()
-        let store = try SegmentStore.open(
-            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
-        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
-        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        var (store, recorder, feed, _) = try Self.smallRecorder(options: StoreOptions(fileSystem: disk))
         // 40 ms per write: a frame's raw bytes (115 KB, 3.5 MB/s at 30 fps) would take 350 ns per byte, more than
         // the stream's real time.
         disk.setWriteDelay(.milliseconds(40))
@@ -176,12 +175,7 @@ private final class CompressionGate: Sendable {
     /// Critical memory pressure takes the encoder's buffer: frames are then stored raw, straight from the ring, and
     /// compressed again once the pressure is gone.
     @Test func criticalPressureStoresFramesRawUntilItPasses() throws {
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
-        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
-        let slab = Recorder.smallestMemoryBudget(for: feed.stream.layout)
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(60), memoryBudget: 64 * slab))
+        var (store, recorder, feed, _) = try Self.smallRecorder()
         func record(_ count: Int) throws {
             for _ in 0..<count {
                 recorder.waitForSpillRoom()
