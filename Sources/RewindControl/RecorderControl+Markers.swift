@@ -196,7 +196,7 @@ extension MarkerBody {
 
 /// Turns a recorder's counters into events, read every 250 ms on the control's thread: `drops` (at most once a
 /// second), `pressure`, `gap`, `segment` (sealed), `disk_error` and `input_failed`.
-struct CounterWatcher {
+struct CounterWatcher: Sendable {
     let recorder: Recorder
     /// What was last published, per stream (in the recorder's order).
     private var seen: [Seen]

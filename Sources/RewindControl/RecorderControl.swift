@@ -183,6 +183,9 @@ public final class RecorderControl: Sendable {
             throw ControlError.socket(action: "create a wake pipe for", path: socketPath, Errno(rawValue: -piped))
         }
         wake = (pipeFDs[0], pipeFDs[1])
+        // What the events report as changes is measured from here, before any client can connect: taken on the
+        // control's thread, once it runs, a change a client saw happen could already be in the baseline.
+        let watcher = CounterWatcher(recorder: recorder)
         do {
             let handler: HTTPServer.Handler = { [unowned self] request in handle(request) }
             var started = [try HTTPServer(listener: fd, isTCP: false, limits: limits, handler: handler)]
@@ -199,7 +202,7 @@ public final class RecorderControl: Sendable {
             isStopped.store(true, ordering: .releasing)
             throw error
         }
-        let thread = Thread { [self] in run() }
+        let thread = Thread { [self] in run(watcher) }
         thread.name = "rewind-control"
         thread.start()
     }
@@ -271,9 +274,9 @@ public final class RecorderControl: Sendable {
 
     // MARK: The control's thread
 
-    private func run() {
+    private func run(_ baseline: CounterWatcher) {
         defer { finished.signal() }
-        var watcher = CounterWatcher(recorder: recorder)
+        var watcher = baseline
         var descriptor = pollfd(fd: wake.read, events: Int16(POLLIN), revents: 0)
         var lastWatch = ContinuousClock.now
         var lastStatus = ContinuousClock.now - .seconds(1)

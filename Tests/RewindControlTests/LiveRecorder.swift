@@ -34,19 +34,28 @@ func exportedIndexes(_ path: String, layout: FrameLayout) throws -> [Int64] {
 }
 
 /// Follows a recorder's events (`GET /v1/events`) on a thread of its own, keeping each as it comes; `ended` is
-/// signalled when the stream ends.
+/// signalled when the stream ends, and `ending` says how.
 final class EventFollower: Sendable {
     /// Every event so far: its name and its data (JSON text), in order.
     let received = Mutex<[(name: String, data: String)]>([])
     let ended = DispatchSemaphore(value: 0)
+    /// How the stream ended (the client's error, or that it ended cleanly); nil while it goes on.
+    let ending = Mutex<String?>(nil)
 
     /// Starts following `client`'s events.
     init(_ client: ControlClient) {
         Thread { [self] in
-            _ = try? client.events { name, data in
-                received.withLock { $0.append((name, data)) }
-                return true
+            let how: String
+            do {
+                let served = try client.events { name, data in
+                    received.withLock { $0.append((name, data)) }
+                    return true
+                }
+                how = served ? "the recorder ended the stream" : "no recorder served the events"
+            } catch {
+                how = "\(error)"
             }
+            ending.withLock { $0 = how }
             ended.signal()
         }.start()
     }
@@ -54,11 +63,26 @@ final class EventFollower: Sendable {
     /// The names of the events so far.
     var names: [String] { received.withLock { $0.map(\.name) } }
 
-    /// Waits until an event called `name` has come; returns the first one's data, decoded.
+    /// Waits until an event called `name` has come; returns the first one's data, decoded. A stream that ended
+    /// without it fails at once, saying how it ended.
     func first(_ name: String) throws -> [String: Any] {
-        try waitUntil("the \(name) event comes") { received.withLock { $0.contains { $0.name == name } } }
+        try waitUntil("the \(name) event comes") {
+            if received.withLock({ $0.contains { $0.name == name } }) { return true }
+            if let how = ending.withLock({ $0 }) {
+                throw StreamEnded(event: name, how: how, names: names)
+            }
+            return false
+        }
         let event = try #require(received.withLock { $0.first { $0.name == name } })
         return try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
+    }
+
+    /// The event stream ended before the awaited event came.
+    struct StreamEnded: Error, CustomStringConvertible {
+        var event: String
+        var how: String
+        var names: [String]
+        var description: String { "the event stream ended before a \(event) event (\(how)); it had: \(names)" }
     }
 }
 
