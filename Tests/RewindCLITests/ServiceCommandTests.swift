@@ -144,6 +144,9 @@ import Testing
             let status = try json(try Tool.rewind(["status", "--store", store, "--json"]))
             return status["saves_waiting"] as? Int == 1
         }
+        // The recorder counts the save before its answer reaches the client, which then asks for the save by its
+        // id every 50 ms: killed before that answer arrives, the client could not name the save.
+        Thread.sleep(forTimeInterval: 1)
         kill(process.processIdentifier, SIGKILL)
         _ = try recorder.finish()
         let result = try save.finish()
