@@ -164,7 +164,8 @@ public final class Recorder: Sendable {
         let store = configuration.spill == .off ? nil : store
         self.store = store
         let rows = try store?.streams() ?? []
-        clock = RecorderClock(epochWallNanoseconds: try store?.recorderClockWall())
+        clock = RecorderClock(
+            epochWallNanoseconds: try store?.recorderClockWall(), storedEnd: try store?.recorderTimeEnd())
         // Each stream's spill encoder keeps an output buffer of about one frame; it counts in the budget, taken
         // from the rings' total before that is shared between the streams (see `Recorder+Memory.swift`).
         let encoderShares = Self.encoderShares(of: configuration, store: store, streams: specs.map(\.stream))
@@ -183,11 +184,8 @@ public final class Recorder: Sendable {
             let row = rows.first { $0.name == spec.name }
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
-            // A continuation starts a frame after the last stored one, rounded up: with 1/30 s frames, never a
-            // nanosecond before the frame grid (19.966666666 s + 33333334 ns = 20 s), so `--from 20s` finds it.
-            let floorDuration = spec.stream.frameDuration.nanoseconds ?? 1
-            let step =
-                FrameTime(nanoseconds: floorDuration) == spec.stream.frameDuration ? floorDuration : floorDuration + 1
+            // A continuation starts a frame after the last stored one, on the frame grid.
+            let step = spec.stream.frameStepNanoseconds
             if let store, let row {
                 storedClock = try store.clock(of: row)
                 lastStoredPTS = try store.continuesAfter(row, frameStep: step)
@@ -231,6 +229,10 @@ public final class Recorder: Sendable {
     /// Recorder time now: nanoseconds on the clock every stream is mapped to (``StreamClock``); nil before the first
     /// frame of a store that has no recorder clock yet.
     public var now: Int64? { clock.now }
+
+    /// How far ahead of the wall clock this recording runs, nanoseconds: 0, unless the store's recordings end after
+    /// now on the wall clock (a file recorded faster than real time), when every stream is placed after them.
+    public var clockLeadNanoseconds: Int64 { clock.lead }
 
     // MARK: The first stream
 

@@ -10,45 +10,82 @@ import Synchronization
 /// it at the first frame of its first stream, which is placed at its own pts (so a store of one stream has recorder
 /// time = pts): recorder time 0 is then that frame's capture time minus its pts for wall-clock queries (as they
 /// always mapped), and its arrival minus its pts for placing the other streams' first frames by when they arrive.
+///
+/// The clock never runs before what the store holds: after a file recorded faster than real time (60 s of frames
+/// in one), recorder time by the wall clock would fall inside that file. The recording's first frame then arrives
+/// at the store's end, and the clock runs ``lead`` ahead of the wall clock from there — every stream it records,
+/// continued or new, placed together after what is stored.
 final class RecorderClock: Sendable {
     private let startInstant = ContinuousClock.now
     private let startWall = System.wallClockNanoseconds()
-    /// Recorder time 0 as the wall-clock time frames arrive by, and as the stored one (capture times).
-    private let epochs: Mutex<(arrival: Int64, stored: Int64)?>
+    /// The recorder time just after everything the store holds, if it holds frames.
+    private let storedEnd: Int64?
+    private let state: Mutex<State>
 
-    /// - Parameter epochWallNanoseconds: the store's recorder time 0 as a wall-clock time, nil for a store
-    ///   without one (the first frame decides).
-    init(epochWallNanoseconds: Int64?) {
-        epochs = Mutex(epochWallNanoseconds.map { ($0, $0) })
+    private struct State {
+        /// Recorder time 0 as the wall-clock time frames arrive by, and as the stored one (capture times).
+        var epochs: (arrival: Int64, stored: Int64)?
+        /// How far ahead of the wall clock the recording runs, decided at its first frame.
+        var lead: Int64?
     }
 
-    /// The wall-clock time now as this clock runs: the start's wall time plus the monotonic time since.
-    func nowWall() -> Int64 {
+    /// The largest lead taken: a century, so that wall time plus lead stays far from overflowing.
+    static let maximumLead: Int64 = 100 * 366 * 86_400 * 1_000_000_000
+
+    /// - Parameters:
+    ///   - epochWallNanoseconds: the store's recorder time 0 as a wall-clock time, nil for a store without one
+    ///     (the first frame decides).
+    ///   - storedEnd: the recorder time just after everything the store holds (``SegmentStore/recorderTimeEnd()``),
+    ///     nil for a store without frames.
+    init(epochWallNanoseconds: Int64?, storedEnd: Int64? = nil) {
+        state = Mutex(State(epochs: epochWallNanoseconds.map { ($0, $0) }))
+        self.storedEnd = storedEnd
+    }
+
+    /// The wall-clock time now: the start's wall time plus the monotonic time since.
+    private func wallNow() -> Int64 {
         let elapsed = ContinuousClock.now - startInstant
         return startWall &+ elapsed.nanosecondsClamped
     }
 
-    /// The wall-clock time a stream's first frame (`pts`, captured at `capture`, 0 when unknown) arrives, and
-    /// recorder time 0 for placing arrivals and as stored, set from this frame when the store has none yet.
+    /// How far recorder time on the wall clock at `wall` is behind the store's end (0 when it is not).
+    private func lead(at wall: Int64, _ state: State) -> Int64 {
+        if let lead = state.lead { return lead }
+        guard let storedEnd, let epoch = state.epochs?.arrival else { return 0 }
+        return min(max(0, storedEnd.addingSaturating(-(wall &- epoch))), Self.maximumLead)
+    }
+
+    /// How far ahead of the wall clock this recording runs, nanoseconds: 0 unless the store ends after recorder
+    /// time by the wall clock; until the first frame decides it, what it would be now.
+    var lead: Int64 { state.withLock { lead(at: wallNow(), $0) } }
+
+    /// The time a stream's first frame (`pts`, captured at `capture`, 0 when unknown) arrives, on the wall clock
+    /// plus the lead (which the recording's first frame decides), and recorder time 0 for placing arrivals and as
+    /// stored, set from this frame when the store has none yet.
     ///
     /// The time is read under the lock that sets time 0: a stream whose first frame comes while another's sets it
     /// never arrives before that one did (read outside, it could, by a few nanoseconds: a first frame at recorder
     /// time −108 ns, which no Matroska export can hold).
     func arrival(ofFirstFrameAt pts: Int64, capture: Int64) -> (arrival: Int64, epochs: (arrival: Int64, stored: Int64))
     {
-        epochs.withLock { epochs in
-            let arrival = nowWall()
-            if let epochs { return (arrival, epochs) }
+        state.withLock { state in
+            let wall = wallNow()
+            let lead = lead(at: wall, state)
+            state.lead = lead
+            let arrival = wall &+ lead
+            if let epochs = state.epochs { return (arrival, epochs) }
             let set = (arrival: arrival - pts, stored: (capture > 0 ? capture : arrival) - pts)
-            epochs = set
+            state.epochs = set
             return (arrival, set)
         }
     }
 
     /// Recorder time now, nanoseconds; nil before the first frame of a store that had no recorder clock.
     var now: Int64? {
-        let wall = nowWall()
-        return epochs.withLock { $0.map { wall - $0.arrival } }
+        state.withLock { state in
+            let wall = wallNow()
+            return state.epochs.map { wall &+ lead(at: wall, state) - $0.arrival }
+        }
     }
 }
 
@@ -56,8 +93,8 @@ final class RecorderClock: Sendable {
 ///
 /// A stream new to the store keeps its source's pts, and is placed on the recorder clock where its first frame
 /// arrived. A stream the store already holds keeps its stored mapping: its first frame goes where the recorder
-/// clock is now (after a `recorder stopped` gap), or right after its last stored frame if the clock is not past
-/// it (a file recorded faster than real time), so the stream's pts keep rising across recordings.
+/// clock is now (after a `recorder stopped` gap; the clock never runs before the store's end), and never before a
+/// frame after its last stored one, so the stream's pts keep rising across recordings.
 final class StreamClockMapping: Sendable {
     let recorderClock: RecorderClock
     /// The mapping the store holds for the stream (or derives for an older build's stream), if any.

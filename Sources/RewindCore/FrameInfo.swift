@@ -51,4 +51,12 @@ public struct StreamDescription: Sendable, Hashable {
         self.frameDuration = frameDuration
         self.color = color
     }
+
+    /// The whole nanoseconds from one frame to the next, rounded up: with 1/30 s frames, never a nanosecond before
+    /// the frame grid (19.966666666 s + 33333334 ns = 20 s), so a recording that continues a frame after another's
+    /// last is found by `--from 20s`. At least 1.
+    public var frameStepNanoseconds: Int64 {
+        let floor = frameDuration.nanoseconds ?? 1
+        return max(1, FrameTime(nanoseconds: floor) == frameDuration ? floor : floor + 1)
+    }
 }

@@ -103,7 +103,7 @@ public enum ClipSource: Sendable {
         case .pinned(let stream, let pins):
             for pin in pins {
                 for index in 0..<pin.count
-                where try pin.withFrame(at: index, { view, _ in range.contains(view.info.ptsNanoseconds) }) {
+                where pin.withFrame(at: index, { view, _ in range.contains(view.info.ptsNanoseconds) }) {
                     return true
                 }
             }

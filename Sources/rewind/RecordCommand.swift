@@ -302,6 +302,13 @@ private func record(
         if let last = try? store?.summary(streamName: spec.name).lastPTS { storedBefore[spec.name] = last }
     }
     let recorder = try Recorder(streams: specs, store: store, configuration: configuration)
+    if recorder.clockLeadNanoseconds > 0 {
+        let lead = formatSeconds(recorder.clockLeadNanoseconds)
+        printError(
+            "rewind record: warning: the store's recordings end \(lead) after now on the wall clock (recorded faster "
+                + "than real time): this recording comes after them, \(lead) ahead of the wall clock, so a wall-clock "
+                + "time (--from 12:00:00) finds what it records \(lead) later")
+    }
     installStopHandlers()
     // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole
     // window into DIR/exports/.

@@ -203,6 +203,9 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
             "record", "--store", store, "--input", "synthetic:640x360@30", "--duration", "2s",
         ])
         #expect(second.status == 0, "\(second.stderr)")
+        // The first recording's 10 s took less: the second comes after them, ahead of the wall clock, and says so.
+        #expect(second.stderr.contains("warning: the store's recordings end"), "\(second.stderr)")
+        #expect(second.stderr.contains("ahead of the wall clock"), "\(second.stderr)")
         #expect(second.output.contains("recorded 60 frames"), "\(second.output)")
         #expect(second.output.contains("the store now holds 360 frames"), "\(second.output)")
         let summary = try info(store)

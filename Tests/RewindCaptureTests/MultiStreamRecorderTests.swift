@@ -187,6 +187,42 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// A file recorded faster than real time (10 s of frames in a fraction of one) ends after the wall clock's
+    /// recorder time: the next recording runs ahead of the wall clock from the store's end, and a new stream is
+    /// placed beside the stored one it records with, not 10 s before it.
+    @Test func aRecordingAfterOneFasterThanRealTimeStartsAfterItWithEveryStream() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
+        let duration = FrameTime(value: 1, timescale: 30)
+        let store = try SegmentStore.open(directory: directory.path)
+        try Self.recordStreamA(frames: 300, into: store, layout: layout, duration: duration)
+        let storedEnd = try #require(try store.recorderTimeEnd())
+        let stored = try #require(try store.streams().first)
+        let lastPTS = try #require(try store.summary(streamName: "a").lastPTS)
+        #expect(storedEnd == (stored.clock?.recorderTime(ofPTS: lastPTS) ?? 0) + 33_333_334)
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        var other = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "a", stream: again.stream),
+                RecorderStreamSpec(name: "b", stream: other.stream),
+            ], store: store, configuration: RecorderConfiguration())
+        #expect(recorder.clockLeadNanoseconds > 5_000_000_000, "\(recorder.clockLeadNanoseconds)")
+        try recorder.streams[0].record(from: &again)
+        try recorder.streams[1].record(from: &other)
+        try recorder.finish()
+        let starts = try recorder.streams.map { stream in
+            let clock = try #require(stream.clock)
+            return clock.recorderTime(ofPTS: try #require(stream.sessionOffsetNanoseconds))
+        }
+        #expect(starts.allSatisfy { $0 >= storedEnd }, "both after the stored frames: \(starts), \(storedEnd)")
+        #expect(abs(starts[0] - starts[1]) < 1_000_000_000, "recorded together, placed together: \(starts)")
+        #expect(try #require(recorder.now) >= storedEnd)
+        #expect(try store.gaps(streamName: "a").map(\.reason) == [.recorderStopped])
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// Records `frames` frames of a synthetic camera as stream `a` into `store`, to the end; returns the recorder.
     @discardableResult
     static func recordStreamA(frames: Int, into store: SegmentStore, layout: FrameLayout, duration: FrameTime) throws

@@ -50,6 +50,25 @@ extension SegmentStore {
         return nil
     }
 
+    /// The recorder time just after the newest instant any stream of the store covers: a frame step after what
+    /// ``continuesAfter(_:frameStep:)`` gives, on the stream's mapping; nil for a store without frames.
+    ///
+    /// A file recorded faster than real time ends after the wall clock's recorder time: the next recording's
+    /// clock starts here, so its streams are placed together after everything stored.
+    ///
+    /// - Throws: index errors.
+    /// - Complexity: O(streams × (log n + gaps)).
+    public func recorderTimeEnd() throws -> Int64? {
+        var end: Int64?
+        for row in try streams() {
+            let step = row.description.frameStepNanoseconds
+            guard let clock = try clock(of: row), let last = try continuesAfter(row, frameStep: step) else { continue }
+            let streamEnd = clock.recorderTime(ofPTS: last.addingSaturating(step))
+            end = max(end ?? streamEnd, streamEnd)
+        }
+        return end
+    }
+
     /// Stores where a stream's pts lie on the recorder clock.
     ///
     /// - Parameters:
