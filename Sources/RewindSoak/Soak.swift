@@ -89,7 +89,7 @@ struct SoakRun {
             segmentMaxDuration: .seconds(10), diskBudget: configuration.diskBudget, fileSystem: disk)
         // At least eight segments fit in the disk budget, so retention only ever deletes segments read back long
         // before.
-        if let budget = configuration.diskBudget { options.segmentMaxBytes = max(1 << 20, min(512 << 20, budget / 8)) }
+        options.sealSegmentsWithinBudget(streams: 1)
         store = try SegmentStore.open(directory: configuration.storeDirectory, options: options)
         guard try store.summary().frames == 0 else {
             throw SoakConfigurationError(

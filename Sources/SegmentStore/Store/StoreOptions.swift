@@ -111,4 +111,17 @@ public struct StoreOptions: Sendable {
         self.fileSystem = fileSystem
         self.now = now
     }
+
+    /// Seals segments once they reach an eighth of each of `streams` streams' share of ``diskBudget`` (at least
+    /// 1 MiB, never above ``segmentMaxBytes`` as it is): retention, which deletes whole sealed segments oldest first,
+    /// then deletes in steps that leave every stream its newest history, instead of one stream's whole recording
+    /// (a segment of a minute can outgrow the budget; at a stop every stream's last segment is sealed at once). No
+    /// change without a budget.
+    ///
+    /// - Parameter streams: the streams recorded into the store together; at least 1.
+    public mutating func sealSegmentsWithinBudget(streams: Int) {
+        guard let diskBudget else { return }
+        let share = diskBudget / max(1, streams) / 8
+        segmentMaxBytes = min(segmentMaxBytes, max(1 << 20, share))
+    }
 }
