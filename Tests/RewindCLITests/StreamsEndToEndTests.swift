@@ -411,10 +411,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
             "--segment", "1s", "--duration", "8s", "--disk", "10MiB", "--min-free", "1MiB", "--memory-pressure", "off",
         ])
         #expect(record.status == 0, "\(record.stderr)")
-        let files = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
-        let bytes = try files.reduce(0) { total, name in
-            total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
-        }
+        let bytes = try segmentFileBytes(store)
         // The 8 s take about 14 MB: a budget well below keeps the test about retention, however well they compress.
         #expect(bytes <= 10 << 20, "segments take \(bytes) bytes")
         let streams = try streamInfo(store)
@@ -425,6 +422,13 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         // they go on threads of their own, seal theirs at different moments.
         #expect(abs(firsts[0] - firsts[1]) <= 2_000_000_000, "both keep about the same history: \(firsts)")
         #expect(lasts == [7_966_666_666, 7_966_666_666])
+    }
+
+    /// The bytes of every file in `store`'s `segments` folder.
+    func segmentFileBytes(_ store: String) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: store + "/segments").reduce(0) { total, name in
+            total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
+        }
     }
 
     /// A budget smaller than the two streams' minute-long segments together: segments are sealed in steps of the
@@ -445,10 +449,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let lasts = ["a", "b"].map { (streams[$0]?["last_pts_ns"] as? NSNumber)?.int64Value ?? -1 }
         #expect(lasts == [7_966_666_666, 7_966_666_666], "both keep their newest frames: \(lasts)")
         #expect(firsts.allSatisfy { $0 > 0 && $0 < 7_000_000_000 }, "both keep more than a second: \(firsts)")
-        let files = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
-        let bytes = try files.reduce(0) { total, name in
-            total + (try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size] as? Int ?? 0)
-        }
+        let bytes = try segmentFileBytes(store)
         #expect(bytes <= 10 << 20, "segments take \(bytes) bytes")
     }
 }

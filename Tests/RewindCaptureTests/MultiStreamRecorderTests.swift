@@ -163,16 +163,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         }
         let store = try SegmentStore.open(directory: directory.path)
         let lastBefore = try #require(try store.summary(streamName: "a").lastPTS)
-        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        var other = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        let recorder = try Recorder(
-            streams: [
-                RecorderStreamSpec(name: "a", stream: again.stream),
-                RecorderStreamSpec(name: "b", stream: other.stream),
-            ], store: store, configuration: RecorderConfiguration())
-        try recorder.streams[0].record(from: &again)
-        try recorder.streams[1].record(from: &other)
-        try recorder.finish()
+        let recorder = try Self.recordTenFramesOfAAndB(into: store, layout: layout, duration: duration)
         let offset = try #require(recorder.streams[0].sessionOffsetNanoseconds)
         #expect(offset >= lastBefore + duration.nanoseconds!, "the new frames come after the stored ones")
         #expect(try store.summary(streamName: "a").frames == 40)
@@ -201,17 +192,8 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let stored = try #require(try store.streams().first)
         let lastPTS = try #require(try store.summary(streamName: "a").lastPTS)
         #expect(storedEnd == (stored.clock?.recorderTime(ofPTS: lastPTS) ?? 0) + 33_333_334)
-        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        var other = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
-        let recorder = try Recorder(
-            streams: [
-                RecorderStreamSpec(name: "a", stream: again.stream),
-                RecorderStreamSpec(name: "b", stream: other.stream),
-            ], store: store, configuration: RecorderConfiguration())
+        let recorder = try Self.recordTenFramesOfAAndB(into: store, layout: layout, duration: duration)
         #expect(recorder.clockLeadNanoseconds > 5_000_000_000, "\(recorder.clockLeadNanoseconds)")
-        try recorder.streams[0].record(from: &again)
-        try recorder.streams[1].record(from: &other)
-        try recorder.finish()
         let starts = try recorder.streams.map { stream in
             let clock = try #require(stream.clock)
             return clock.recorderTime(ofPTS: try #require(stream.sessionOffsetNanoseconds))
@@ -221,6 +203,23 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         #expect(try #require(recorder.now) >= storedEnd)
         #expect(try store.gaps(streamName: "a").map(\.reason) == [.recorderStopped])
         #expect(try store.verify(repair: false).clean)
+    }
+
+    /// Records ten frames each of streams `a` and `b` into `store` with one recorder, to the end; returns it.
+    static func recordTenFramesOfAAndB(into store: SegmentStore, layout: FrameLayout, duration: FrameTime) throws
+        -> Recorder
+    {
+        var again = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        var other = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 10)
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "a", stream: again.stream),
+                RecorderStreamSpec(name: "b", stream: other.stream),
+            ], store: store, configuration: RecorderConfiguration())
+        try recorder.streams[0].record(from: &again)
+        try recorder.streams[1].record(from: &other)
+        try recorder.finish()
+        return recorder
     }
 
     /// Records `frames` frames of a synthetic camera as stream `a` into `store`, to the end; returns the recorder.
