@@ -174,6 +174,9 @@ public final class Recorder: Sendable {
         let shares = Self.budgetShares(total: ringTotal, streams: specs.map(\.stream), window: configuration.window)
         let spill = store.map { _ in SpillStage(configuration: configuration) }
         self.spill = spill
+        // Each stream's segments are sealed at its share of a disk budget, by raw bytes per second: they span about
+        // as long, so retention leaves every stream about the same history.
+        let rates = specs.map { Double($0.stream.layout.byteCount) / $0.stream.frameDuration.seconds }
         var made: [RecorderStream] = []
         var firstWriter: StreamWriter?
         var writers: [StreamWriter] = []
@@ -200,7 +203,9 @@ public final class Recorder: Sendable {
             if let store, let spill {
                 // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
                 let writer = try store.makeWriter(
-                    streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter)
+                    streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter,
+                    segmentMaxBytes: store.options.segmentMaxBytes(
+                        forShareOfBudget: rates[index] / rates.reduce(0, +)))
                 firstWriter = firstWriter ?? writer
                 writers.append(writer)
                 spill.addLane(

@@ -87,9 +87,6 @@ struct SoakRun {
         self.configuration = configuration
         var options = StoreOptions(
             segmentMaxDuration: .seconds(10), diskBudget: configuration.diskBudget, fileSystem: disk)
-        // At least eight segments fit in the disk budget, so retention only ever deletes segments read back long
-        // before.
-        options.sealSegmentsWithinBudget(streams: 1)
         store = try SegmentStore.open(directory: configuration.storeDirectory, options: options)
         guard try store.summary().frames == 0 else {
             throw SoakConfigurationError(

@@ -160,7 +160,6 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("--segment must be at least 100ms (a file every few frames at least; the default is 60s)")
     }
     options.segmentMaxDuration = segment
-    options.sealSegmentsWithinBudget(streams: inputs.count)
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible
     let duration = try arguments.duration("duration")
     if let duration, duration <= .zero { throw UsageError("--duration must be longer than 0s") }

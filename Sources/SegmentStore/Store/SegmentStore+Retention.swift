@@ -41,7 +41,17 @@ extension SegmentStore {
     private func enforceRetentionUntranslated(reserving bytes: Int64) throws -> RetentionReport {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("delete old segments") }
         var report = RetentionReport()
-        let rows = try index.segments().filter { $0.state != .deleting }.sorted { $0.id < $1.id }
+        // Oldest first by when their frames start on the recorder clock (streams read at different speeds make
+        // their segments in another order than their times), in the order made where that ties or is unknown.
+        var offsets: [Int64: Int64] = [:]
+        for stream in try index.streams() { offsets[stream.id] = stream.clock?.offsetNanoseconds ?? 0 }
+        func start(_ row: SegmentRow) -> Int64 {
+            guard let first = row.firstPTS else { return .min }
+            return first.addingSaturating(offsets[row.streamID] ?? 0)
+        }
+        let rows = try index.segments().filter { $0.state != .deleting }.sorted {
+            (start($0), $0.id) < (start($1), $1.id)
+        }
         var sizes: [Int64: Int64] = [:]
         var total: Int64 = 0
         for row in rows {

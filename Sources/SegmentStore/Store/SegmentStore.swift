@@ -216,24 +216,23 @@ public final class SegmentStore: Sendable {
     ///   - stream: what its frames are; must match the stored description of an existing stream.
     ///   - other: a writer whose encoder worker threads this one uses too (one thread then writes both, one frame
     ///     at a time: a recorder's spill thread writing several streams); nil for workers of its own.
+    ///   - segmentMaxBytes: the size its segments are sealed at (``StoreOptions/segmentMaxBytes(forShareOfBudget:)``);
+    ///     nil for ``StoreOptions/segmentMaxBytes``.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``;
     ///   ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
     public func makeWriter(
-        streamName: String, stream: StreamDescription, sharingWorkersWith other: StreamWriter? = nil
+        streamName: String, stream: StreamDescription, sharingWorkersWith other: StreamWriter? = nil,
+        segmentMaxBytes: Int? = nil
     ) throws -> StreamWriter {
         return try SegmentStoreError.translatingIndexErrors {
-            try makeWriterUntranslated(streamName: streamName, stream: stream, sharingWorkersWith: other)
+            guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
+            let row = try index.stream(named: streamName, description: stream)
+            let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
+            precondition(inserted, "stream '\(streamName)' already has a writer")
+            return StreamWriter(
+                store: self, stream: row, sharingWorkersWith: other,
+                segmentMaxBytes: segmentMaxBytes ?? options.segmentMaxBytes)
         }
-    }
-
-    private func makeWriterUntranslated(
-        streamName: String, stream: StreamDescription, sharingWorkersWith other: StreamWriter?
-    ) throws -> StreamWriter {
-        guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
-        let row = try index.stream(named: streamName, description: stream)
-        let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
-        precondition(inserted, "stream '\(streamName)' already has a writer")
-        return StreamWriter(store: self, stream: row, sharingWorkersWith: other)
     }
 
     /// Makes the writer of one stream like ``makeWriter(streamName:stream:)``, or returns nil when the stream
@@ -242,7 +241,7 @@ public final class SegmentStore: Sendable {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
         let row = try index.stream(named: streamName, description: stream)
         guard activeStreams.withLock({ $0.insert(streamName).inserted }) else { return nil }
-        return StreamWriter(store: self, stream: row)
+        return StreamWriter(store: self, stream: row, segmentMaxBytes: options.segmentMaxBytes)
     }
 
     /// Forgets the writer of `streamName`. When it was the last one, the WAL's pages are copied into the index

@@ -112,16 +112,16 @@ public struct StoreOptions: Sendable {
         self.now = now
     }
 
-    /// Seals segments once they reach an eighth of each of `streams` streams' share of ``diskBudget`` (at least
-    /// 1 MiB, never above ``segmentMaxBytes`` as it is): retention, which deletes whole sealed segments oldest first,
-    /// then deletes in steps that leave every stream its newest history, instead of one stream's whole recording
-    /// (a segment of a minute can outgrow the budget; at a stop every stream's last segment is sealed at once). No
-    /// change without a budget.
+    /// The size a stream's segments are sealed at: with a ``diskBudget``, an eighth of the stream's share of it (at
+    /// least 256 KiB, never above ``segmentMaxBytes``), so retention, which deletes whole sealed segments oldest
+    /// first, deletes in steps that leave every stream its newest history (a minute's segment can outgrow a small
+    /// budget, and at a stop every stream's last segment is sealed at once); ``segmentMaxBytes`` without one.
     ///
-    /// - Parameter streams: the streams recorded into the store together; at least 1.
-    public mutating func sealSegmentsWithinBudget(streams: Int) {
-        guard let diskBudget else { return }
-        let share = diskBudget / max(1, streams) / 8
-        segmentMaxBytes = min(segmentMaxBytes, max(1 << 20, share))
+    /// - Parameter share: the stream's part of the bytes the streams recorded together write (0...1; 1 alone),
+    ///   e.g. its part of their raw bytes per second, so that each stream's segments span about as long.
+    public func segmentMaxBytes(forShareOfBudget share: Double) -> Int {
+        guard let diskBudget else { return segmentMaxBytes }
+        let bytes = Double(diskBudget) * min(1, max(0, share)) / 8
+        return min(segmentMaxBytes, max(256 << 10, Int(bytes)))
     }
 }

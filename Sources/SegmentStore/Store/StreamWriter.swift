@@ -76,9 +76,13 @@ public final class StreamWriter {
     /// The last error of a retention pass run after a seal (retention never fails an append).
     public private(set) var lastRetentionError: (any Error)?
 
-    init(store: SegmentStore, stream: StreamRow, sharingWorkersWith other: StreamWriter? = nil) {
+    /// The size a segment file reaches before it is sealed (or its frames span ``StoreOptions/segmentMaxDuration``).
+    public let segmentMaxBytes: Int
+
+    init(store: SegmentStore, stream: StreamRow, sharingWorkersWith other: StreamWriter? = nil, segmentMaxBytes: Int) {
         self.store = store
         self.stream = stream
+        self.segmentMaxBytes = max(1, segmentMaxBytes)
         encoder = FrameEncoder(
             layout: stream.description.layout, workerCount: store.options.workerCount,
             chunkSize: store.options.chunkSize, headerSpace: SegmentFormat.recordHeaderLength,
@@ -174,7 +178,7 @@ public final class StreamWriter {
         }
         try collectSync(waiting: false)
         if let open = segment, let first = open.firstPTS,
-            pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(store.options.segmentMaxBytes)
+            pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(segmentMaxBytes)
         {
             try sealCurrent()
         }
