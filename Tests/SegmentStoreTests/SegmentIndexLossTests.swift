@@ -125,6 +125,66 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// The files of two cameras of one format swapped, their frames stored raw (so every record has the same size at
+    /// the same pts in both): a read of either stream refuses the other's file instead of returning its frames, a
+    /// check names the swap, and a repair indexes each file under its own stream, every frame bit-exact.
+    @Test func swappedFilesOfTwoStreamsOfOneSizeAreNeverReadAsEachOthers() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        func frame(_ index: Int, of stream: String) -> FrameView {
+            let view = frames.frame(index + (stream == "b" ? 1000 : 0))
+            var info = view.info
+            info.pts = FrameTime(nanoseconds: frames.pts(index))
+            info.ptsNanoseconds = frames.pts(index)
+            return FrameView(layout: view.layout, info: info, bytes: view.bytes)
+        }
+        do {
+            let store = try SegmentStore.open(
+                directory: dir.path,
+                options: StoreOptions(
+                    segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000), codecPolicy: .forced(.raw)))
+            let writers = try ["a", "b"].map { try store.makeWriter(streamName: $0, stream: frames.stream) }
+            for i in 0..<60 {
+                for (name, writer) in zip(["a", "b"], writers) { try writer.append(frame(i, of: name)) }
+            }
+            for writer in writers { try writer.close() }
+        }
+        let (first, second) = try {
+            let store = try SegmentStore.open(directory: dir.path)
+            return (
+                try #require(try store.segments(streamName: "a").first?.fileName),
+                try #require(try store.segments(streamName: "b").first?.fileName)
+            )
+        }()
+        let manager = FileManager.default
+        try manager.moveItem(atPath: dir.segments + "/" + first, toPath: dir.path + "/swap")
+        try manager.moveItem(atPath: dir.segments + "/" + second, toPath: dir.segments + "/" + first)
+        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/" + second)
+        let store = try SegmentStore.open(directory: dir.path)
+        for name in ["a", "b"] {
+            #expect {
+                try store.frames(streamName: name, in: Int64.min..<Int64.max) { _ in true }
+            } throws: { error in
+                "\(error)".contains(
+                    "it holds stream '\(name == "a" ? "b" : "a")', but the index lists it under stream '\(name)'")
+            }
+        }
+        let dry = try store.verify(repair: false)
+        #expect(dry.problems.contains { $0.contains("the index lists it under stream 'a', the file holds stream 'b'") })
+        _ = try store.verify(repair: true)
+        #expect(try store.verify(repair: false).clean)
+        for name in ["a", "b"] {
+            var digests: [UInt32] = []
+            try store.frames(streamName: name, in: Int64.min..<Int64.max) { view in
+                digests.append(CRC32C.checksum(view.bytes))
+                return true
+            }
+            #expect(digests == (0..<60).map { frames.expectedDigest($0 + (name == "b" ? 1000 : 0)) }, "stream \(name)")
+        }
+    }
+
     /// Rows deleted from the index, or a row's pts or offset changed, by another program.
     @Test(arguments: [
         "DELETE FROM frames WHERE pts_ns BETWEEN %40 AND %60",

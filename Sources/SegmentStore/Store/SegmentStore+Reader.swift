@@ -282,6 +282,15 @@ final class ReadCursor {
                 throw StoreIndexError.unknownSegment(id: row.segmentID)
             }
             let opened = try store.openSegmentReader(segment)
+            // Another stream's file under this one's name (files swapped or copied in): its frames are not this
+            // stream's, whatever their sizes.
+            guard opened.header.streamName == stream.name else {
+                throw SegmentStoreError.notASegment(
+                    file: opened.fileName,
+                    detail: "it holds stream '\(opened.header.streamName)', but the index lists it under stream "
+                        + "'\(stream.name)': segment files were swapped or copied in; 'rewind verify --repair' indexes "
+                        + "each under its own stream")
+            }
             reader = opened
             readerSegment = row.segmentID
             let layout = opened.header.stream.layout

@@ -460,26 +460,36 @@ extension SegmentStore {
         if row.frameCount != scan.entries.count {
             report.problems.append(
                 "index has \(row.frameCount) frames for segment \(name), the file \(scan.entries.count)")
-        } else if let difference = try firstDisagreement(segmentID: row.id, scan: scan) {
+        } else if let difference = try firstDisagreement(segment: row, header: header, scan: scan) {
             report.problems.append(
                 "the index rows of segment \(name) disagree with its file (\(difference)); 'rewind verify --repair' "
                     + "rebuilds them from the file")
         }
     }
 
-    /// Where the index's frame rows of a segment first differ from the file's records (count, pts, byte offset,
-    /// stored length), or nil when they agree.
-    private func firstDisagreement(segmentID: Int64, scan: SegmentFileReader.ScanResult) throws -> String? {
-        let rows = try index.frames(ofSegment: segmentID)
+    /// Where the index's rows of a segment first differ from its file (the stream, then each frame's pts, byte
+    /// offset and stored length), or nil when they agree.
+    private func firstDisagreement(segment: SegmentRow, header: SegmentHeader, scan: SegmentFileReader.ScanResult)
+        throws -> String?
+    {
+        if let indexed = try index.streams().first(where: { $0.id == segment.streamID }),
+            indexed.name != header.streamName
+        {
+            return "the index lists it under stream '\(indexed.name)', the file holds stream '\(header.streamName)'"
+        }
+        let rows = try index.frames(ofSegment: segment.id)
         guard rows.count == scan.entries.count else {
             return "\(rows.count) frame rows for \(scan.entries.count) frames"
         }
-        for (number, (row, entry)) in zip(rows, scan.entries).enumerated()
-        where row.ptsNanoseconds != entry.ptsNanoseconds || row.fileOffset != entry.offset
-            || row.storedLength != entry.storedLength
-        {
-            return "frame \(number): the index has pts \(row.ptsNanoseconds) ns at byte \(row.fileOffset), the file "
-                + "pts \(entry.ptsNanoseconds) ns at byte \(entry.offset)"
+        for (number, (row, entry)) in zip(rows, scan.entries).enumerated() {
+            if row.ptsNanoseconds != entry.ptsNanoseconds || row.fileOffset != entry.offset {
+                return "frame \(number): the index has pts \(row.ptsNanoseconds) ns at byte \(row.fileOffset), the "
+                    + "file pts \(entry.ptsNanoseconds) ns at byte \(entry.offset)"
+            }
+            if row.storedLength != entry.storedLength {
+                return "frame \(number) at byte \(entry.offset): the index has \(row.storedLength) stored bytes, the "
+                    + "file \(entry.storedLength)"
+            }
         }
         return nil
     }
@@ -513,7 +523,7 @@ extension SegmentStore {
         if let existing = row {
             let disagreement =
                 mode.scansEverything && existing.state == .sealed && existing.frameCount == scan.entries.count
-                ? try firstDisagreement(segmentID: existing.id, scan: scan) : nil
+                ? try firstDisagreement(segment: existing, header: header, scan: scan) : nil
             if existing.frameCount > scan.entries.count
                 || existing.state != .open && existing.frameCount != scan.entries.count || disagreement != nil
             {
