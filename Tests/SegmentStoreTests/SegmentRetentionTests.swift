@@ -190,6 +190,29 @@ import Testing
         }
     }
 
+    /// Newest segments deleted behind a hold one pass after another, each with no frame kept after it then (the
+    /// next frames were not written yet): each pass's hole ends just past its newest frame, a frame before where the
+    /// next pass's starts, and the two are still one row.
+    @Test func newestSegmentsDeletedPassByPassLeaveOneRetentionGap() throws {
+        try withAgedStore { frames, clock, store in
+            let hold = store.addHold(streamName: "camera", range: frames.pts(0)..<frames.pts(5))
+            defer { store.removeHold(hold) }
+            for (range, deleted) in [(0..<5, nil), (5..<10, "000002.seg"), (10..<15, "000003.seg")] {
+                let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+                for i in range { try writer.append(frames.frame(i)) }
+                try writer.close()
+                clock.advance(by: .milliseconds(500))
+                guard let deleted else { continue }
+                #expect(try store.enforceRetention().deleted == [deleted])
+                let expected = GapRow(
+                    streamID: 1, startNanoseconds: frames.pts(5), endNanoseconds: frames.pts(range.upperBound - 1) + 1,
+                    reason: .retention)
+                #expect(try store.gaps() == [expected], "one row for the hole after \(deleted)")
+            }
+            #expect(try readAll(store).map(\.0) == (0..<5).map(frames.pts))
+        }
+    }
+
     /// Runs `body` with a store whose retention deletes segments sealed more than 400 ms ago by a manual clock, and
     /// gray 64x48 test frames.
     private func withAgedStore(_ body: (TestFrames, ManualClock, SegmentStore) throws -> Void) throws {

@@ -126,11 +126,14 @@ extension SegmentStore {
     /// segment): the gaps that start before its oldest frame left go (all of them when nothing is left: the time
     /// they describe is no longer in the store), and each stretch of deleted segments that older frames kept by a
     /// hold precede gets a ``LossReason/retention`` gap, from the first frame deleted to the first frame kept after
-    /// it (or just past the newest deleted, when none is). A gap of that reason it touches or overlaps is merged into
-    /// it: one row per hole, however many passes made it. The gaps recorded inside the hole stay (they say why
-    /// frames were missing before).
+    /// it (or just past the newest deleted, when none is). A gap of that reason it touches, overlaps or follows
+    /// within a frame (one that ended just past the newest frame deleted then) is merged into it: one row per hole,
+    /// however many passes made it. The gaps recorded inside the hole stay (they say why frames were missing before).
     private func noteDeletedHistory(_ deletedSpans: [Int64: [ClosedRange<Int64>]]) throws {
+        guard !deletedSpans.isEmpty else { return }
+        let streams = try index.streams()
         for (streamID, spans) in deletedSpans {
+            let frameStep = streams.first { $0.id == streamID }?.description.frameStepNanoseconds ?? 1
             let kept = try index.segments(streamID: streamID).filter { $0.state != .deleting }.compactMap(\.firstPTS)
                 .sorted()
             guard let oldestLeft = kept.first else {
@@ -148,7 +151,7 @@ extension SegmentStore {
             for hole in holes.values {
                 var start = hole.lowerBound
                 var end = hole.upperBound
-                let touching = try index.gaps(streamID: streamID, overlapping: (start - 1)..<(end + 1))
+                let touching = try index.gaps(streamID: streamID, overlapping: (start - frameStep)..<(end + 1))
                 for gap in touching where gap.reason == .retention {
                     start = min(start, gap.startNanoseconds)
                     end = max(end, gap.endNanoseconds)
