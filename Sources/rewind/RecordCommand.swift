@@ -306,7 +306,7 @@ private func record(
         let lead = formatSeconds(recorder.clockLeadNanoseconds)
         printError(
             "rewind record: warning: the store's recordings end \(lead) after now on the wall clock (recorded faster "
-                + "than real time): this recording comes after them, \(lead) ahead of the wall clock, so a wall-clock "
+                + "than real time, or the wall clock was set back since): this recording comes after them, \(lead) ahead of the wall clock, so a wall-clock "
                 + "time (--from 12:00:00) finds what it records \(lead) later")
     }
     installStopHandlers()
