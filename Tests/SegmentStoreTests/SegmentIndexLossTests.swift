@@ -185,6 +185,28 @@ import Testing
         }
     }
 
+    /// A copy of a segment file the store holds (another name, every frame at the same pts, capture time and size)
+    /// is not a recording that started its clock again: a repair moves it aside as `.duplicate`, out of the index,
+    /// and the stream keeps its frames once each.
+    @Test func aCopyOfASegmentFileIsSetAsideNotMovedAfterTheStream() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        try FileManager.default.copyItem(atPath: dir.segments + "/000001.seg", toPath: dir.segments + "/000009.seg")
+        let store = try SegmentStore.open(directory: dir.path)
+        let before = try readAll(store)
+        let repaired = try store.verify(repair: true)
+        #expect(
+            repaired.repaired.contains { $0.contains("moved segments/000009.seg aside as 000009.seg.duplicate") },
+            "\(repaired.repaired)")
+        #expect(dir.segmentFiles().contains("000009.seg.duplicate"))
+        #expect(try readAll(store).map(\.0) == before.map(\.0))
+        #expect(try store.gaps().isEmpty)
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// Rows deleted from the index, or a row's pts or offset changed, by another program.
     @Test(arguments: [
         "DELETE FROM frames WHERE pts_ns BETWEEN %40 AND %60",

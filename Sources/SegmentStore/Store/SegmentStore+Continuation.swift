@@ -7,7 +7,9 @@ extension SegmentStore {
     /// pts: a later recording that started the stream's clock again (older builds did, and failed on the first
     /// duplicate). Its frames are decoded and written after the stream's newest frame — where a recording now
     /// continues a stream — with a ``LossReason/recorderStopped`` gap before them, made durable, and only then is
-    /// the file (and its row, which holds no frame) removed.
+    /// the file (and its row, which holds no frame) removed. A file whose every frame the stream already holds at
+    /// the same pts, capture time and size is a copy of one of its segments, not a recording: it is moved aside as
+    /// `NAME.duplicate` (which the store ignores and nothing deletes), out of the index.
     ///
     /// - Parameters:
     ///   - fileName: the sealed file, in `segments/`.
@@ -21,7 +23,28 @@ extension SegmentStore {
         fileName: String, header: SegmentHeader, scan: SegmentFileReader.ScanResult, segmentID: Int64?,
         report: inout VerifyReport
     ) throws -> Bool {
-        guard let first = scan.entries.first else { return false }
+        guard let first = scan.entries.first, let last = scan.entries.last else { return false }
+        if try isCopyOfIndexedFrames(
+            scan, streamName: header.streamName, pts: first.ptsNanoseconds...last.ptsNanoseconds)
+        {
+            var aside = fileName + ".duplicate"
+            var attempt = 1
+            while fileSystem.fileExists(segmentsDirectory + "/" + aside) {
+                attempt += 1
+                aside = fileName + ".duplicate-\(attempt)"
+            }
+            try Self.wrapIO { () throws(FileSystemError) in
+                try fileSystem.rename(segmentsDirectory + "/" + fileName, to: segmentsDirectory + "/" + aside)
+                try fileSystem.syncDirectory(segmentsDirectory)
+            }
+            if let segmentID { try index.removeSegment(id: segmentID) }
+            report.repaired.append(
+                "moved segments/\(fileName) aside as \(aside): its \(Self.frames(scan.entries.count)) repeat frames "
+                    + "stream '\(header.streamName)' holds at the same pts, capture times and sizes (a copy of one of "
+                    + "its segments); nothing is lost")
+            report.segments -= 1
+            return true
+        }
         guard let writer = try makeWriterIfIdle(streamName: header.streamName, stream: header.stream) else {
             report.problems.append(
                 "segment \(fileName) was not repaired: stream '\(header.streamName)' has an open writer; "
@@ -84,5 +107,21 @@ extension SegmentStore {
                 + "stream's newest frame into \(writer.sealedFileNames.joined(separator: ", ")) (pts shifted by "
                 + "\(offset) ns, a 'recorder stopped' gap before them), and removed the file")
         return true
+    }
+
+    /// Whether the stream already holds every frame of `scan` at the same pts, capture time and stored size.
+    private func isCopyOfIndexedFrames(
+        _ scan: SegmentFileReader.ScanResult, streamName: String, pts: ClosedRange<Int64>
+    ) throws -> Bool {
+        guard let stream = try index.stream(named: streamName) else { return false }
+        var indexed: [Int64: FrameRow] = [:]
+        try index.frames(streamID: stream.id, in: pts.lowerBound..<pts.upperBound.addingSaturating(1)) { row in
+            indexed[row.ptsNanoseconds] = row
+            return true
+        }
+        return scan.entries.allSatisfy { entry in
+            guard let row = indexed[entry.ptsNanoseconds] else { return false }
+            return row.wallNanoseconds == entry.wallNanoseconds && row.storedLength == entry.storedLength
+        }
     }
 }
