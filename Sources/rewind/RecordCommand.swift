@@ -288,6 +288,11 @@ private func record(
         }
         // What recovery left as it was (a file that is not this store's, say): recording goes on beside it.
         for problem in store.recovery.problems { printError("rewind record: store problem: \(problem)") }
+        // Files left for a repair that no problem above names (a `.partial` whose header is damaged, say).
+        for damage in store.recovery.damaged
+        where !store.recovery.problems.contains(where: { $0.contains(damage.segment) }) {
+            printError("rewind record: store problem: \(damage.message)")
+        }
         try checkStreamsMatch(specs, store: store, directory: directory)
         if let budget = options.diskBudget, let held = markersHeldBytes(store), held >= Int64(budget) {
             printError(

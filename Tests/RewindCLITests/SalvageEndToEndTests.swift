@@ -1,5 +1,6 @@
 import Foundation
 import RewindKit
+import RewindTesting
 import Testing
 
 @Suite(.timeLimit(.minutes(15))) struct SalvageEndToEndTests {
@@ -54,6 +55,38 @@ import Testing
         #expect(clip.status == 0, "\(clip.stderr)")
         let sourceMD5s = try frameMD5s(source.path)
         #expect(try frameMD5s(output) == Array(sourceMD5s[0..<40] + sourceMD5s[60..<120]))
+    }
+
+    /// A recorder killed mid-segment whose `.partial` then had its header damaged: the next recording leaves the
+    /// file for a repair (which rebuilds the header from the index) and says so, as it does for any file it leaves.
+    @Test func aRecordingBesideAPartialWithADamagedHeaderSaysItNeedsARepair() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--segment", "1h",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder made 30 frames durable", interval: .milliseconds(50)) {
+            let status = try? Tool.rewind(["status", "--store", store, "--json"])
+            let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
+            return ((object?["streams"] as? [[String: Any]])?.first?["frames_durable"] as? Int ?? 0) >= 30
+        }
+        kill(process.processIdentifier, SIGKILL)
+        _ = try recorder.finish()
+        let path = "\(store)/segments/000001.seg.partial"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[17] ^= 0xff
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            again.stderr.contains("store problem: segment 000001.seg.partial has a damaged header"), "\(again.stderr)")
+        #expect(again.stderr.contains("'rewind verify --repair' rebuilds it"), "\(again.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
     }
 
     /// An index whose damage shows only once it is read past the open (a page of the frames table overwritten):
