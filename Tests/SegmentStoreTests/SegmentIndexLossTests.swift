@@ -226,6 +226,16 @@ import Testing
         #expect(output.status == 0, "sqlite3 failed: \(output.stderr)")
 
         let store = try SegmentStore.open(directory: dir.path)
+        if statement.hasPrefix("DELETE") {
+            // Frame 61 is a delta frame whose previous rows are gone: the index is to blame, not the file.
+            #expect {
+                _ = try readAll(store)
+            } throws: { error in
+                "\(error)".contains(
+                    "the index rows of segment 000001.seg disagree with its file: no row for the frame before the delta "
+                        + "frame")
+            }
+        }
         let dry = try store.verify(repair: false)
         #expect(!dry.clean)
         #expect(dry.problems.contains { $0.contains("index rows of segment 000001.seg disagree with its file") })

@@ -305,6 +305,14 @@ final class ReadCursor {
             }
         }
         let followsPrevious = locatedSegment == row.segmentID && locatedEnd == row.fileOffset
+        // A delta frame whose previous record has no row before it: the index lost rows, not the file its frames.
+        if row.flags & FrameRow.keyFrameFlag == 0, !followsPrevious, locatedSegment == row.segmentID {
+            locatedSegment = -1
+            throw SegmentStoreError.indexDisagrees(
+                file: reader?.fileName ?? "\(row.segmentID)",
+                detail: "no row for the frame before the delta frame at byte \(row.fileOffset) (rows deleted or "
+                    + "changed by another program)")
+        }
         locatedSegment = row.segmentID
         locatedEnd = row.fileOffset + Int64(SegmentFormat.recordHeaderLength + row.storedLength)
         return Located(row: row, reader: reader!, followsPrevious: followsPrevious, decoder: decoder!)

@@ -14,6 +14,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     case notASegment(file: String, detail: String)
     /// The index has frames in a segment file that is not in `segments/` (under either of its names).
     case missingSegment(file: String, frames: Int)
+    /// The index's rows of a segment file do not match it (rows deleted or changed by another program): the file
+    /// is intact, and a repair rebuilds the rows from it.
+    case indexDisagrees(file: String, detail: String)
     /// The disk filled while writing; what was durable before stays.
     case diskFull(file: String, durableFrames: Int, durablePTS: Int64?, cause: FileSystemError)
     /// A write or sync failed for another reason; what was durable before stays.
@@ -64,6 +67,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             return "segments/\(file) is not a readable segment file (\(detail))"
         case .missingSegment(let file, let frames):
             return "segments/\(file) is missing: the index has \(frames) frames in it"
+        case .indexDisagrees(let file, let detail):
+            return "the index rows of segment \(file) disagree with its file: \(detail)"
         case .diskFull(let file, let frames, let pts, let cause):
             return "disk full while writing segment \(file): \(Self.durable(frames, pts)) (\(cause))"
         case .writeFailed(let file, let frames, let pts, let cause):
