@@ -222,6 +222,39 @@ struct FullDiskTests {
         }
     }
 
+    /// An `.mp4` whose index (`moov`, written last) no longer fits on the disk: ffmpeg says so but exits 0; the export
+    /// fails (exit 1) and the file of that name it would have replaced is kept.
+    @Test func anMP4ThatCannotBeFinishedFailsAndKeepsTheFileItWouldReplace() throws {
+        let directory = try Tool.temporaryDirectory("full-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let disk = directory.appendingPathComponent("disk").path
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let mount = try ExternalTools.execute(
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], timeout: .seconds(30))
+        try #require(mount.status == 0, "mount -t tmpfs failed as root: \(mount.stderr)")
+        defer { _ = try? ExternalTools.execute("/bin/umount", [disk], timeout: .seconds(30)) }
+        let output = disk + "/keep.mp4"
+        let first = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
+        #expect(first.status == 0, "\(first.stderr)")
+        let kept = try ExternalTools.frameMD5s(output)
+        #expect(kept.count == 90)
+        // All but 40 KiB filled: the frames fit, the index after them does not.
+        var space = statvfs()
+        try #require(statvfs(disk, &space) == 0)
+        let free = Int(space.f_bavail) * Int(space.f_frsize)
+        try Data(count: free - 40 * 1024).write(to: URL(fileURLWithPath: disk + "/ballast"))
+        let again = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
+        #expect(again.status == 1, "\(again.output)\(again.stderr)")
+        #expect(again.stderr.contains("No space left on device"), "\(again.stderr)")
+        #expect(try ExternalTools.frameMD5s(output) == kept, "the file it would have replaced is whole")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: disk).sorted() == ["ballast", "keep.mp4"])
+    }
+
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {
         try withSmallDisk { disk, source in
             let store = disk + "/store"

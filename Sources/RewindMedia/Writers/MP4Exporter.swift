@@ -187,6 +187,8 @@ public final class MP4Exporter: Exporter {
         guard process.terminationStatus == 0 else { throw failure(after: nil) }
         var bytes: Int64 = 0
         if case .path(let file) = destination {
+            // ffmpeg exits 0 when the MP4's trailer (its index, `moov`) could not be written, on a full disk say.
+            if let problem = Self.incompleteMP4(file) { throw failure(after: IncompleteOutput(problem: problem)) }
             let attributes = try? FileManager.default.attributesOfItem(atPath: file)
             bytes = (attributes?[.size] as? NSNumber)?.int64Value ?? 0
         }
@@ -203,6 +205,43 @@ public final class MP4Exporter: Exporter {
             destination: destination.description,
             reason: .toolFailed(
                 tool: "ffmpeg", status: process.terminationStatus, log: tail, cause: error.map { "\($0)" }))
+    }
+
+    /// What ffmpeg left unfinished in the MP4 at `path`: its top-level boxes must fill the file exactly and include
+    /// `ftyp`, `mdat` and `moov` (the index a player needs); nil when they do.
+    static func incompleteMP4(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return "it cannot be read back" }
+        defer { try? handle.close() }
+        guard let size = try? handle.seekToEnd() else { return "it cannot be read back" }
+        var offset: UInt64 = 0
+        var found: Set<String> = []
+        while offset < size {
+            guard (try? handle.seek(toOffset: offset)) != nil, let head = try? handle.read(upToCount: 16),
+                head.count >= 8
+            else { return "it ends inside a box header at byte \(offset)" }
+            let bytes = [UInt8](head)
+            var length = bytes[0..<4].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let type = String(decoding: bytes[4..<8], as: UTF8.self)
+            if length == 1 {
+                guard bytes.count == 16 else { return "it ends inside the '\(type)' box's header" }
+                length = bytes[8..<16].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            } else if length == 0 {
+                length = size - offset
+            }
+            guard length >= 8, length <= size - offset else {
+                return "its '\(type)' box at byte \(offset) runs past the file's end (\(size) bytes)"
+            }
+            found.insert(type)
+            offset += length
+        }
+        let missing = ["ftyp", "mdat", "moov"].filter { !found.contains($0) }
+        return missing.isEmpty ? nil : "it has no '\(missing.joined(separator: "', '"))' box (ffmpeg did not finish it)"
+    }
+
+    /// Why a finished MP4 is not whole.
+    struct IncompleteOutput: Error, CustomStringConvertible {
+        var problem: String
+        var description: String { "the MP4 ffmpeg wrote is incomplete: \(problem)" }
     }
 
     /// The absolute path of an executable `name` in the `:`-separated `path`, or nil.
