@@ -55,6 +55,9 @@ enum Rewind {
         // A recorder must stay within its memory budget: freed query and export buffers go back to the system.
         ResidentMemory.limitHeapRetention()
         keepStandardDescriptorsTaken()
+        // A write past the file size limit (`ulimit -f`, systemd's LimitFSIZE) then fails with EFBIG, reported like
+        // a full disk, instead of killing the process in the middle of a segment or an export.
+        signal(SIGXFSZ, SIG_IGN)
         var status = run(Array(CommandLine.arguments.dropFirst()))
         // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
         if let failure = System.flushStandardOutput() {

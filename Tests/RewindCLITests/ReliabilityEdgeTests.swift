@@ -229,4 +229,21 @@ import Testing
             #expect(invariants.first { $0["name"] as? String == name }?["passed"] as? Bool == true, "\(name)")
         }
     }
+
+    /// A recording that reaches the file size limit (`ulimit -f`, systemd's LimitFSIZE) is not killed by SIGXFSZ:
+    /// the write fails like one on a full disk, the frame is counted as lost to a disk error, the segment is sealed,
+    /// and the run exits 1 with the store clean.
+    @Test func aRecordingPastTheFileSizeLimitCountsItsLossAndExitsOne() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        // 8 MB: above the index's 4 MiB reserve, below the 20 s recorded into one segment.
+        let record = try Tool.rewindWithFileSizeLimit(
+            8_192_000, ["record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "20s"])
+        #expect(record.status == 1, "\(record.output)\(record.stderr)")
+        #expect(record.stderr.contains("File too large"), "\(record.stderr)")
+        #expect(record.output.contains("disk error"), "\(record.output)")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+    }
 }

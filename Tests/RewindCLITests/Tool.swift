@@ -41,6 +41,16 @@ enum Tool {
         try ExternalTools.execute(executable, arguments, stdin: stdin, environment: environment, timeout: timeout)
     }
 
+    /// Runs `rewind` with `arguments` under a file size limit of `bytes`, its SIGXFSZ at the default action and
+    /// unblocked (which kills a process that does not ignore it; the test runner hands its children signals blocked).
+    static func rewindWithFileSizeLimit(_ bytes: Int, _ arguments: [String]) throws -> ToolResult {
+        let limited =
+            "import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+            + "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGXFSZ]); "
+            + "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); os.execv(sys.argv[2], sys.argv[2:])"
+        return try run("/usr/bin/python3", ["-c", limited, "\(bytes)", rewindPath] + arguments)
+    }
+
     /// Starts `rewind` with `arguments` in the background; the caller stops it and awaits it with
     /// ``ExternalTools/Child/finish(timeout:)``.
     static func startRewind(_ arguments: [String]) throws -> ExternalTools.Child {
