@@ -27,10 +27,8 @@ enum InputSpec {
                 } catch {
                     throw UsageError("--input: \(error) (synthetic[:WxH@FPS], e.g. synthetic:1280x720@30)")
                 }
-                guard width >= SyntheticCamera.minimumWidth && height >= SyntheticCamera.minimumHeight else {
-                    throw UsageError(
-                        "--input: synthetic frames must be at least "
-                            + "\(SyntheticCamera.minimumWidth)x\(SyntheticCamera.minimumHeight)")
+                if let problem = SyntheticCamera.sizeProblem(width: width, height: height) {
+                    throw UsageError("--input: \(problem)", showsHelp: false)
                 }
             }
             self = .synthetic(width: width, height: height, frameDuration: duration)

@@ -19,6 +19,9 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     } catch {
         throw UsageError("--size: \(error)")
     }
+    if let problem = SyntheticCamera.sizeProblem(width: width, height: height) {
+        throw UsageError("--size: \(problem)", showsHelp: false)
+    }
     let events: [SoakEvent]
     do {
         events = try SoakEvent.parseList(arguments.string("events") ?? "", duration: duration)

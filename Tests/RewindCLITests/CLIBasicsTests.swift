@@ -61,6 +61,9 @@ import Testing
         (["record", "--duration", "0s"], "--duration must be longer than 0s"),
         (["record", "--segment", "1ns", "--duration", "1s"], "--segment must be at least 100ms"),
         (["record", "--segment", "99ms", "--duration", "1s"], "--segment must be at least 100ms"),
+        (["record", "--input", "synthetic:32641x64@30", "--duration", "1s"], "must be at most 32640x32640"),
+        (["record", "--input", "synthetic:64x32768@30", "--duration", "1s"], "must be at most 32640x32640"),
+        (["soak", "--size", "32700x64", "--duration", "1s"], "--size: synthetic frames must be at most 32640x32640"),
         (
             ["record", "--stream", "front", "--input", "a=synthetic", "--duration", "1s"],
             "--stream front names an input"

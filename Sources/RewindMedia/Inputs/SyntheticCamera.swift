@@ -28,6 +28,21 @@ public struct SyntheticCamera: FrameSource, Sendable {
     public static let minimumWidth = 64
     /// The shortest frame that can carry the mark, in rows: the mark takes the first two rows of plane 0.
     public static let minimumHeight = 2
+    /// The longest side of a synthetic frame: the scene it pans across is ``margin`` larger, and a frame's side is
+    /// at most ``FrameLayout/maximumDimension``.
+    public static let maximumSide = FrameLayout.maximumDimension - margin
+
+    /// Why a synthetic camera cannot make `width`×`height` frames, or nil when it can.
+    public static func sizeProblem(width: Int, height: Int) -> String? {
+        if width < minimumWidth || height < minimumHeight {
+            return "synthetic frames must be at least \(minimumWidth)x\(minimumHeight)"
+        }
+        if width > maximumSide || height > maximumSide {
+            return "synthetic frames must be at most \(maximumSide)x\(maximumSide) (the scene they pan across is "
+                + "\(margin) pixels larger each way, and a side is at most \(FrameLayout.maximumDimension))"
+        }
+        return nil
+    }
 
     /// The layout, nominal frame duration and colour of every frame; frame `n` has pts `n × frameDuration`.
     public let stream: StreamDescription
@@ -63,8 +78,8 @@ public struct SyntheticCamera: FrameSource, Sendable {
         seed: UInt64 = 1, startWallNanoseconds: Int64? = nil, frameCount: Int? = nil
     ) {
         precondition(
-            layout.width >= Self.minimumWidth && layout.height >= Self.minimumHeight,
-            "synthetic frames must be at least \(Self.minimumWidth)x\(Self.minimumHeight) to carry the mark")
+            Self.sizeProblem(width: layout.width, height: layout.height) == nil,
+            "\(Self.sizeProblem(width: layout.width, height: layout.height)!)")
         precondition(noise >= 0 && noise <= 8, "noise must be 0…8 code values")
         precondition((frameCount ?? 0) >= 0, "frame count must not be negative")
         self.stream = StreamDescription(layout: layout, frameDuration: frameDuration, color: color)
