@@ -166,6 +166,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
 
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
+    try checkFloorFits(options, directory: directory)
     let status = try record(
         opened, directory: directory, configuration: configuration, options: options,
         followsPressure: followsPressure, listen: listen)
@@ -719,6 +720,28 @@ func checkDiskFits(_ streams: [StreamDescription], _ options: StoreOptions, give
             + " cannot hold \(what) (\(needed) stored raw), and retention would delete "
             + "everything the store holds to stay under it; give a budget such as --disk 20GiB",
         showsHelp: false)
+}
+
+/// Refuses a `--min-free` floor at least as large as the whole file system the store is on, before the store is
+/// opened: no deletion could ever reach it, so retention would delete everything the store holds, earlier
+/// recordings included.
+func checkFloorFits(_ options: StoreOptions, directory: String) throws(UsageError) {
+    guard let floor = options.minimumFreeBytes else { return }
+    // The store's directory, or the nearest folder above it that exists.
+    var path = directory.isEmpty ? "." : directory
+    var info = statvfs()
+    while statvfs(path, &info) != 0 {
+        let parent = (path as NSString).deletingLastPathComponent
+        guard !parent.isEmpty, parent != path else { return }
+        path = parent
+    }
+    let total = Int64(info.f_blocks) * Int64(info.f_frsize)
+    guard total > 0, Int64(floor) >= total else { return }
+    let (given, size) = formatBytesApart(Int64(floor), total)
+    throw UsageError(
+        "--min-free \(given) is as much as the whole file system holding \(path) (\(size)) or more: retention would "
+            + "delete everything the store holds and still not free it; give a floor well below the disk's size, "
+            + "such as the default 256MiB", showsHelp: false)
 }
 
 /// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change

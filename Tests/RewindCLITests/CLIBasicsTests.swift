@@ -64,6 +64,7 @@ import Testing
         (["record", "--input", "synthetic:32641x64@30", "--duration", "1s"], "must be at most 32640x32640"),
         (["record", "--input", "synthetic:64x32768@30", "--duration", "1s"], "must be at most 32640x32640"),
         (["soak", "--size", "32700x64", "--duration", "1s"], "--size: synthetic frames must be at most 32640x32640"),
+        (["record", "--min-free", "100000TiB", "--duration", "1s"], "is as much as the whole file system holding"),
         (
             ["record", "--stream", "front", "--input", "a=synthetic", "--duration", "1s"],
             "--stream front names an input"
