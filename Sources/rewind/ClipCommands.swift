@@ -10,10 +10,13 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     try checkQuality(arguments, format: format, output: output)
     try checkNotADirectory(output)
     try checkOutputOutsideStore(output, store: directory)
-    // Two times of the same kind are compared before anything is opened or asked of a live recorder.
+    // Two times of the same kind are compared before anything is opened or asked of a live recorder (times of day
+    // only in one zone: `13:37:02+01:00` is before `12:37:03Z`; those of two zones are compared once resolved).
     switch (try arguments.time("from")!, try arguments.time("to")!) {
     case (.stream(let from), .stream(let to)):
         if from >= to { throw ClipError.badRange(from: from, to: to) }
+    case (.timeOfDay(_, let fromZone), .timeOfDay(_, let toZone)) where fromZone != toZone:
+        break
     case (.wall(let from), .wall(let to)), (.timeOfDay(let from, _), .timeOfDay(let to, _)):
         // Said in the times as given: their nanoseconds since 1970 or midnight mean nothing to the reader.
         if from >= to {

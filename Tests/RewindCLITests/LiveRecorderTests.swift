@@ -477,9 +477,10 @@ import Testing
             (status()?["frames_accepted"] as? Int ?? 0) >= 61
         }
         let wallZero = try #require(status()?["clock_wall_ns"] as? Int64)
-        // A recorder time as a time of day in Kolkata (UTC+05:30 all year), to the millisecond.
-        func kolkata(_ recorderTime: Int64) -> String {
-            let local = wallZero + recorderTime + 19_800 * 1_000_000_000
+        // A recorder time as a time of day `offset` seconds from UTC, to the millisecond; by default in Kolkata
+        // (UTC+05:30 all year).
+        func kolkata(_ recorderTime: Int64, offset: Int64 = 19_800) -> String {
+            let local = wallZero + recorderTime + offset * 1_000_000_000
             let seconds = (local / 1_000_000_000) % 86_400
             func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
             return "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60))."
@@ -495,6 +496,14 @@ import Testing
         // Frames 30…44 at 30 fps (the times are cut to the millisecond, so the range starts just before 1 s).
         #expect(
             clip.output.contains("wrote 15 frames") && clip.output.contains("pts 1.000s … 1.466s"), "\(clip.output)")
+        // The ends in two zones, each with its offset: compared as the instants they are, not as times of day
+        // (18:30 in Kolkata is before 13:00:01Z).
+        let mixed = try Tool.rewind([
+            "clip", "--store", store, "--from", kolkata(1_000_000_000) + "+05:30", "--to",
+            kolkata(1_500_000_000, offset: 0) + "Z", "-o", output,
+        ])
+        #expect(mixed.status == 0, "\(mixed.stderr)")
+        #expect(mixed.output.contains("wrote 15 frames"), "\(mixed.output)")
         // A marker's time of day too (cut to the millisecond: just before 1 s).
         let mark = try Tool.rewind(
             ["mark", "--store", store, "--label", "here", "--at", kolkata(1_000_000_000)], environment: india)
