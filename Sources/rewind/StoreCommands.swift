@@ -204,9 +204,8 @@ func apiObject(_ value: some Encodable) -> [String: Any] {
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
-    guard FileManager.default.fileExists(atPath: directory) else {
-        throw CommandError("no store at '\(directory)'")
-    }
+    // Neither an index nor segment files: nothing to check or to rebuild an index from.
+    try requireStore(directory)
     let repair = arguments.flag("repair")
     if !repair && SegmentStore.isOpenForRecording(directory: directory) {
         // While a recorder writes, the open segment grows, retention deletes files and the index moves on between

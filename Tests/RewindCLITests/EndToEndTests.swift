@@ -339,6 +339,11 @@ func info(_ store: String) throws -> [String: Any] {
         let unmarkNowhere = try Tool.rewind(["unmark", "--store", nowhere, "3"])
         #expect(unmarkNowhere.status == 1 && unmarkNowhere.stderr.contains("no store at"), "\(unmarkNowhere.stderr)")
         #expect(!FileManager.default.fileExists(atPath: nowhere))
+        // A folder with neither an index nor segment files is no store to check either.
+        try FileManager.default.createDirectory(atPath: nowhere, withIntermediateDirectories: true)
+        let verifyEmpty = try Tool.rewind(["verify", "--store", nowhere])
+        #expect(
+            verifyEmpty.status == 1 && verifyEmpty.stderr.contains("no store at '\(nowhere)'"), "\(verifyEmpty.stderr)")
         let unknownMarker = try Tool.rewind(["unmark", "--store", store, "3"])
         #expect(unknownMarker.status == 1 && unknownMarker.stderr.contains("no marker 3"), "\(unknownMarker.stderr)")
         let badExtension = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", "x.avi"])
@@ -484,19 +489,25 @@ func info(_ store: String) throws -> [String: Any] {
         }
     }
 
-    /// Retention that kept nothing names the limit to change: a floor above the disk's free space, or an age no
-    /// longer than a segment (written to the nanosecond when under a millisecond).
+    /// Retention that kept nothing names the limit to change: a floor above the disk's free space (FLOOR: halfway
+    /// from the free space to the file system's size, which a floor may not reach), or an age no longer than a
+    /// segment (written to the nanosecond when under a millisecond).
     @Test(arguments: [
-        (["--min-free", "1000TiB"], "(--min-free 1000.0 TiB)", "give a --min-free below the disk's free space ("),
+        (["--min-free", "FLOOR"], "(--min-free ", "give a --min-free below the disk's free space ("),
         (["--max-age", "1ns"], "(--max-age 1ns)", "give a --max-age longer than a segment (1.000s)"),
     ])
     func retentionThatKeptNothingNamesTheLimitToChange(limit: [String], shown: String, advice: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
+        var space = statvfs()
+        try #require(statvfs(directory.path, &space) == 0)
+        let free = Int64(space.f_bavail) * Int64(space.f_frsize)
+        let total = Int64(space.f_blocks) * Int64(space.f_frsize)
+        let floor = "\(free + (total - free) / 2)"
         let record = try Tool.rewind(
             ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s"]
-                + limit)
+                + limit.map { $0 == "FLOOR" ? floor : $0 })
         #expect(record.status == 1, "\(record.output) \(record.stderr)")
         #expect(record.stderr.contains("retention deleted all 60 durable frames of this recording \(shown)"))
         #expect(record.stderr.contains(advice), "\(record.stderr)")
