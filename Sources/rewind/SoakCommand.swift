@@ -20,7 +20,7 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("--size: \(error)")
     }
     if let problem = SyntheticCamera.sizeProblem(width: width, height: height) {
-        throw UsageError("--size: \(problem)", showsHelp: false)
+        throw UsageError("--size: \(problem)")
     }
     let events: [SoakEvent]
     do {
