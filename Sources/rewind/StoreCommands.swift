@@ -35,9 +35,12 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
             "segments": summary.segments, "drops": totalDrops, "drops_by_reason": drops,
+            // In each gap's stream's own pts, named (the streams' objects have their gaps too).
             "gaps": gaps.map {
-                ["start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason.rawValue]
-                    as [String: Any]
+                [
+                    "start_ns": $0.startNanoseconds, "end_ns": $0.endNanoseconds, "reason": $0.reason.rawValue,
+                    "stream": streamNames[$0.streamID] ?? "",
+                ] as [String: Any]
             },
             "open_segments": segments.filter { $0.state == .open }.count,
             "streams": try streams.map { try streamJSON($0, store: store, live: status) },
