@@ -26,13 +26,17 @@ struct FullDiskTests {
         try ExternalTools.makeY4M(
             source, width: 640, height: 360, rate: "30", frames: Self.frameCount,
             extra: ["-vf", "noise=alls=100:allf=t+u"])
-        let disk = directory.appendingPathComponent("disk").path
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "24m") { try body($0, source) }
+    }
+
+    /// Mounts a tmpfs of `size` (`mount -o size=`) at `disk` (made if missing), runs `body` with it, unmounts it.
+    private func withTmpfs(at disk: String, size: String, _ body: (_ disk: String) throws -> Void) throws {
         try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
         let mount = try ExternalTools.execute(
-            "/bin/mount", ["-t", "tmpfs", "-o", "size=24m", "tmpfs", disk], timeout: .seconds(30))
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", disk], timeout: .seconds(30))
         try #require(mount.status == 0, "mount -t tmpfs failed as root (is mounting allowed here?): \(mount.stderr)")
         defer { _ = try? ExternalTools.execute("/bin/umount", [disk], timeout: .seconds(30)) }
-        try body(disk, source)
+        try body(disk)
     }
 
     /// The pts of the frames the index holds, from the `sqlite3` shell.
@@ -232,27 +236,23 @@ struct FullDiskTests {
             "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s",
         ])
         #expect(record.status == 0, "\(record.stderr)")
-        let disk = directory.appendingPathComponent("disk").path
-        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
-        let mount = try ExternalTools.execute(
-            "/bin/mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk], timeout: .seconds(30))
-        try #require(mount.status == 0, "mount -t tmpfs failed as root: \(mount.stderr)")
-        defer { _ = try? ExternalTools.execute("/bin/umount", [disk], timeout: .seconds(30)) }
-        let output = disk + "/keep.mp4"
-        let first = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
-        #expect(first.status == 0, "\(first.stderr)")
-        let kept = try ExternalTools.frameMD5s(output)
-        #expect(kept.count == 90)
-        // All but 40 KiB filled: the frames fit, the index after them does not.
-        var space = statvfs()
-        try #require(statvfs(disk, &space) == 0)
-        let free = Int(space.f_bavail) * Int(space.f_frsize)
-        try Data(count: free - 40 * 1024).write(to: URL(fileURLWithPath: disk + "/ballast"))
-        let again = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
-        #expect(again.status == 1, "\(again.output)\(again.stderr)")
-        #expect(again.stderr.contains("No space left on device"), "\(again.stderr)")
-        #expect(try ExternalTools.frameMD5s(output) == kept, "the file it would have replaced is whole")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: disk).sorted() == ["ballast", "keep.mp4"])
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "2m") { disk in
+            let output = disk + "/keep.mp4"
+            let first = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
+            #expect(first.status == 0, "\(first.stderr)")
+            let kept = try ExternalTools.frameMD5s(output)
+            #expect(kept.count == 90)
+            // All but 40 KiB filled: the frames fit, the index after them does not.
+            var space = statvfs()
+            try #require(statvfs(disk, &space) == 0)
+            let free = Int(space.f_bavail) * Int(space.f_frsize)
+            try Data(count: free - 40 * 1024).write(to: URL(fileURLWithPath: disk + "/ballast"))
+            let again = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
+            #expect(again.status == 1, "\(again.output)\(again.stderr)")
+            #expect(again.stderr.contains("No space left on device"), "\(again.stderr)")
+            #expect(try ExternalTools.frameMD5s(output) == kept, "the file it would have replaced is whole")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: disk).sorted() == ["ballast", "keep.mp4"])
+        }
     }
 
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {

@@ -27,16 +27,7 @@ extension SegmentStore {
         if try isCopyOfIndexedFrames(
             scan, streamName: header.streamName, pts: first.ptsNanoseconds...last.ptsNanoseconds)
         {
-            var aside = fileName + ".duplicate"
-            var attempt = 1
-            while fileSystem.fileExists(segmentsDirectory + "/" + aside) {
-                attempt += 1
-                aside = fileName + ".duplicate-\(attempt)"
-            }
-            try Self.wrapIO { () throws(FileSystemError) in
-                try fileSystem.rename(segmentsDirectory + "/" + fileName, to: segmentsDirectory + "/" + aside)
-                try fileSystem.syncDirectory(segmentsDirectory)
-            }
+            let aside = try moveAside(fileName, as: "duplicate")
             if let segmentID { try index.removeSegment(id: segmentID) }
             report.repaired.append(
                 "moved segments/\(fileName) aside as \(aside): its \(Self.frames(scan.entries.count)) repeat frames "

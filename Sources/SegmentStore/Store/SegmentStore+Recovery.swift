@@ -232,16 +232,7 @@ extension SegmentStore {
             return
         }
         let lost = try row.map { try index.frames(ofSegment: $0.id).map(\.ptsNanoseconds) } ?? []
-        var aside = name + ".unreadable"
-        var attempt = 1
-        while fileSystem.fileExists(segmentsDirectory + "/" + aside) {
-            attempt += 1
-            aside = name + ".unreadable-\(attempt)"
-        }
-        try Self.wrapIO { () throws(FileSystemError) in
-            try fileSystem.rename(path, to: segmentsDirectory + "/" + aside)
-            try fileSystem.syncDirectory(segmentsDirectory)
-        }
+        let aside = try moveAside(name, as: "unreadable")
         if let row {
             try index.removeSegment(id: row.id)
             try recordLostFrames(streamID: row.streamID, lost: lost)
@@ -250,6 +241,22 @@ extension SegmentStore {
             "moved segments/\(name) aside as \(aside): it cannot be read (\(detail))"
                 + (lost.isEmpty ? "" : "; its \(lost.count) indexed frames are lost"))
         report.segments -= 1
+    }
+
+    /// Renames `segments/NAME` to `NAME.SUFFIX` (`NAME.SUFFIX-2`, … when taken), which the store ignores and
+    /// nothing deletes, durably; returns the new name.
+    func moveAside(_ name: String, as suffix: String) throws -> String {
+        var aside = name + "." + suffix
+        var attempt = 1
+        while fileSystem.fileExists(segmentsDirectory + "/" + aside) {
+            attempt += 1
+            aside = name + ".\(suffix)-\(attempt)"
+        }
+        try Self.wrapIO { () throws(FileSystemError) in
+            try fileSystem.rename(segmentsDirectory + "/" + name, to: segmentsDirectory + "/" + aside)
+            try fileSystem.syncDirectory(segmentsDirectory)
+        }
+        return aside
     }
 
     /// The header a file of `stream` whose own header is damaged must have had, and how many valid frames follow
