@@ -19,7 +19,7 @@ package func formatSeconds(_ nanoseconds: Int64) -> String {
 /// without being zero (`1ns`, not `0.000s`).
 package func formatSecondsApart(_ first: Int64, _ second: Int64) -> (String, String) {
     let rounded = (formatSeconds(first), formatSeconds(second))
-    let readsAsZero = { (value: Int64, text: String) in value != 0 && text.hasSuffix("0.000s") }
+    let readsAsZero = { (value: Int64, text: String) in value != 0 && (text == "0.000s" || text == "-0.000s") }
     let apart =
         (rounded.0 == rounded.1 && first != second) || readsAsZero(first, rounded.0) || readsAsZero(second, rounded.1)
     return apart ? ("\(first)ns", "\(second)ns") : rounded

@@ -91,6 +91,14 @@ import Testing
         #expect(
             tiny.status == 64 && tiny.stderr.contains("a window of 1ns is shorter than one frame (33333333ns)"),
             "\(tiny.stderr)")
+        // Whole seconds that only end in "0.000s" are told in seconds (10.000s against a 1000 s frame at 0.001 fps).
+        let slow = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@0.001", "--duration", "1s",
+        ])
+        #expect(
+            slow.status == 64
+                && slow.stderr.contains("--window: 10.000s is shorter than one frame of this input (1000.000s)"),
+            "\(slow.stderr)")
         // Output that cannot be written names the command, whichever way it was printed.
         #expect(
             try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@10", "--duration", "1s"]).status
