@@ -285,13 +285,9 @@ private func record(
         if !store.recovery.repaired.isEmpty {
             printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
         }
-        // What recovery left as it was (a file that is not this store's, say): recording goes on beside it.
+        // What recovery left as it was (a file that is not this store's, one damaged for a repair): recording goes
+        // on beside it.
         for problem in store.recovery.problems { printError("rewind record: store problem: \(problem)") }
-        // Files left for a repair that no problem above names (a `.partial` whose header is damaged, say).
-        for damage in store.recovery.damaged
-        where !store.recovery.problems.contains(where: { $0.contains(damage.segment) }) {
-            printError("rewind record: store problem: \(damage.message)")
-        }
         try checkStreamsMatch(specs, store: store, directory: directory)
         if let budget = options.diskBudget, let held = markersHeldBytes(store), held >= Int64(budget) {
             printError(
@@ -310,8 +306,8 @@ private func record(
         let lead = formatSeconds(recorder.clockLeadNanoseconds)
         printError(
             "rewind record: warning: the store's recordings end \(lead) after now on the wall clock (recorded faster "
-                + "than real time, or the wall clock was set back since): this recording comes after them, \(lead) ahead of the wall clock, so a wall-clock "
-                + "time (--from 12:00:00) finds what it records \(lead) later")
+                + "than real time, or the wall clock was set back since): this recording comes after them, \(lead) "
+                + "ahead of the wall clock, so a wall-clock time (--from 12:00:00) finds what it records \(lead) later")
     }
     installStopHandlers()
     // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole

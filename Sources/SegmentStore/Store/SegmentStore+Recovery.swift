@@ -198,11 +198,12 @@ extension SegmentStore {
         }
         if let stream, let rebuilt = try rebuiltHeader(path: path, name: name, stream: stream) {
             guard mode == .repair else {
-                report.damaged.append(
+                noteLeftForRepair(
                     SegmentDamage(
                         segment: name, frame: -1, offset: 0,
                         message: "segment \(name) has a damaged header (\(detail)); 'rewind verify --repair' rebuilds "
-                            + "it from the index (\(rebuilt.frames) valid frames follow it)"))
+                            + "it from the index (\(rebuilt.frames) valid frames follow it)"), atOpen: mode == .recover,
+                    report: &report)
                 // Its frames past the index's last (written after the last sync) are where a new recording of the
                 // stream must not go before the repair.
                 if mode.changes, let newest = rebuilt.newestPTS {
@@ -224,11 +225,11 @@ extension SegmentStore {
         }
         let lostNote = indexedFrames > 0 ? " and records its \(indexedFrames) indexed frames as lost" : ""
         guard mode == .repair else {
-            report.damaged.append(
+            noteLeftForRepair(
                 SegmentDamage(
                     segment: name, frame: -1, offset: 0,
                     message: "segments/\(name) cannot be read (\(detail)); 'rewind verify --repair' moves it aside"
-                        + lostNote))
+                        + lostNote), atOpen: mode == .recover, report: &report)
             return
         }
         let lost = try row.map { try index.frames(ofSegment: $0.id).map(\.ptsNanoseconds) } ?? []
@@ -241,6 +242,15 @@ extension SegmentStore {
             "moved segments/\(name) aside as \(aside): it cannot be read (\(detail))"
                 + (lost.isEmpty ? "" : "; its \(lost.count) indexed frames are lost"))
         report.segments -= 1
+    }
+
+    /// Notes a file left damaged for a repair: among the damage found, and, at open (`atOpen`), among the problems
+    /// too (what a recording that goes on beside it says), followed by `advice` when its message has none.
+    private func noteLeftForRepair(
+        _ damage: SegmentDamage, atOpen: Bool, advice: String? = nil, report: inout VerifyReport
+    ) {
+        report.damaged.append(damage)
+        if atOpen { report.problems.append(damage.message + (advice.map { "; \($0)" } ?? "")) }
     }
 
     /// Renames `segments/NAME` to `NAME.SUFFIX` (`NAME.SUFFIX-2`, … when taken), which the store ignores and
@@ -366,15 +376,22 @@ extension SegmentStore {
                 report.repaired.append(
                     "segment \(file) was torn at byte \(offset) (frame \(frame)); kept \(scan.entries.count) frames")
             } else {
-                report.damaged.append(
-                    SegmentDamage(segment: file, frame: frame, offset: offset, message: "\(scan.damage!)"))
+                // A `.partial` damaged before its end gets a problem of its own below.
+                noteLeftForRepair(
+                    SegmentDamage(segment: file, frame: frame, offset: offset, message: "\(scan.damage!)"),
+                    atOpen: mode == .recover && !damagedBeforeItsEnd,
+                    advice: "run 'rewind verify --repair', which keeps the frames before the damage and salvages "
+                        + "those after it", report: &report)
             }
         } else if !isPartial && !scan.hasFooter {
             needsCut = true
-            report.damaged.append(
+            noteLeftForRepair(
                 SegmentDamage(
                     segment: name, frame: scan.entries.count, offset: scan.validEnd,
-                    message: "segment \(name) has no valid footer after byte \(scan.validEnd)"))
+                    message: "segment \(name) has no valid footer after byte \(scan.validEnd)"),
+                atOpen: mode == .recover,
+                advice: "run 'rewind verify --repair', which seals it again after its last valid frame",
+                report: &report)
         }
         let header = reader.header
         var row = row
