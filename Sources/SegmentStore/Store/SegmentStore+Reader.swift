@@ -285,11 +285,10 @@ final class ReadCursor {
             // Another stream's file under this one's name (files swapped or copied in): its frames are not this
             // stream's, whatever their sizes.
             guard opened.header.streamName == stream.name else {
-                throw SegmentStoreError.notASegment(
+                throw SegmentStoreError.indexDisagrees(
                     file: opened.fileName,
                     detail: "it holds stream '\(opened.header.streamName)', but the index lists it under stream "
-                        + "'\(stream.name)': segment files were swapped or copied in; 'rewind verify --repair' indexes "
-                        + "each under its own stream")
+                        + "'\(stream.name)' (segment files swapped or copied in)")
             }
             reader = opened
             readerSegment = row.segmentID
