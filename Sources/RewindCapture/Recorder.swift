@@ -177,6 +177,7 @@ public final class Recorder: Sendable {
         // Each stream's segments are sealed at its share of a disk budget, by raw bytes per second: they span about
         // as long, so retention leaves every stream about the same history.
         let rates = specs.map { Double($0.stream.layout.byteCount) / $0.stream.frameDuration.seconds }
+        let totalRate = rates.reduce(0, +)
         var made: [RecorderStream] = []
         var firstWriter: StreamWriter?
         var writers: [StreamWriter] = []
@@ -204,8 +205,7 @@ public final class Recorder: Sendable {
                 // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
                 let writer = try store.makeWriter(
                     streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter,
-                    segmentMaxBytes: store.options.segmentMaxBytes(
-                        forShareOfBudget: rates[index] / rates.reduce(0, +)))
+                    segmentMaxBytes: store.options.segmentMaxBytes(forShareOfBudget: rates[index] / totalRate))
                 firstWriter = firstWriter ?? writer
                 writers.append(writer)
                 spill.addLane(

@@ -429,11 +429,7 @@ import Testing
         let process = recorder.process
         defer { if process.isRunning { process.terminate() } }
         // No store on disk: the recorder's status says what memory holds.
-        func live() -> [String: Any]? {
-            let status = try? Tool.rewind(["status", "--store", store, "--json"])
-            let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
-            return (object?["streams"] as? [[String: Any]])?.first
-        }
+        func live() -> [String: Any]? { Tool.firstStreamStatus(store: store) }
         try waitUntil("the ring is full", interval: .milliseconds(50)) { (live()?["memory_frames"] as? Int ?? 0) >= 16 }
         for round in 0..<3 {
             let path = directory.appendingPathComponent("save\(round).mkv").path
@@ -468,11 +464,7 @@ import Testing
             environment: utc)
         let process = recorder.process
         defer { if process.isRunning { process.terminate() } }
-        func status() -> [String: Any]? {
-            let result = try? Tool.rewind(["status", "--store", store, "--json"])
-            let object = result.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
-            return (object?["streams"] as? [[String: Any]])?.first
-        }
+        func status() -> [String: Any]? { Tool.firstStreamStatus(store: store) }
         try waitUntil("two seconds are recorded", interval: .milliseconds(50)) {
             (status()?["frames_accepted"] as? Int ?? 0) >= 61
         }

@@ -69,9 +69,7 @@ import Testing
         let process = recorder.process
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
         try waitUntil("the recorder made 30 frames durable", interval: .milliseconds(50)) {
-            let status = try? Tool.rewind(["status", "--store", store, "--json"])
-            let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
-            return ((object?["streams"] as? [[String: Any]])?.first?["frames_durable"] as? Int ?? 0) >= 30
+            (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 30
         }
         kill(process.processIdentifier, SIGKILL)
         _ = try recorder.finish()

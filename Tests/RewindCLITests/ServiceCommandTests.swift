@@ -106,9 +106,7 @@ import Testing
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
         try waitUntil("the recorder holds 2 s", interval: .milliseconds(50)) {
-            let status = try? Tool.rewind(["status", "--store", store, "--json"])
-            let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
-            return ((object?["streams"] as? [[String: Any]])?.first?["frames_durable"] as? Int ?? 0) >= 60
+            (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 60
         }
         let mark = try Tool.rewind(["mark", "--store", store, "--label", "keep", "--hold-before", "2s"])
         #expect(mark.status == 0, "\(mark.stderr)")

@@ -41,6 +41,13 @@ enum Tool {
         try ExternalTools.execute(executable, arguments, stdin: stdin, environment: environment, timeout: timeout)
     }
 
+    /// The first stream of `rewind status --store STORE --json` (a running recorder's), or nil when none answers.
+    static func firstStreamStatus(store: String) -> [String: Any]? {
+        let status = try? rewind(["status", "--store", store, "--json"])
+        let object = status.flatMap { try? JSONSerialization.jsonObject(with: $0.stdout) as? [String: Any] }
+        return (object?["streams"] as? [[String: Any]])?.first
+    }
+
     /// Runs `rewind` with `arguments` under a file size limit of `bytes`, its SIGXFSZ at the default action and
     /// unblocked (which kills a process that does not ignore it; the test runner hands its children signals blocked).
     static func rewindWithFileSizeLimit(_ bytes: Int, _ arguments: [String]) throws -> ToolResult {

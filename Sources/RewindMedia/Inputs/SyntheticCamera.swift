@@ -77,9 +77,7 @@ public struct SyntheticCamera: FrameSource, Sendable {
         layout: FrameLayout, frameDuration: FrameTime, color: ColorInfo = .bt709Video, noise: Double = 0,
         seed: UInt64 = 1, startWallNanoseconds: Int64? = nil, frameCount: Int? = nil
     ) {
-        precondition(
-            Self.sizeProblem(width: layout.width, height: layout.height) == nil,
-            "\(Self.sizeProblem(width: layout.width, height: layout.height)!)")
+        if let problem = Self.sizeProblem(width: layout.width, height: layout.height) { preconditionFailure(problem) }
         precondition(noise >= 0 && noise <= 8, "noise must be 0…8 code values")
         precondition((frameCount ?? 0) >= 0, "frame count must not be negative")
         self.stream = StreamDescription(layout: layout, frameDuration: frameDuration, color: color)
