@@ -11,6 +11,9 @@
 #include <sys/un.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -197,4 +200,52 @@ int rewind_tcp_connect(int port) {
         return -error;
     }
     return fd;
+}
+
+void rewind_name_this_thread(const char *name) {
+#if defined(__linux__) && defined(__GLIBC__)
+    char shortened[16];
+    strncpy(shortened, name, sizeof shortened - 1);
+    shortened[sizeof shortened - 1] = 0;
+    (void)pthread_setname_np(pthread_self(), shortened);
+#else
+    (void)name;
+#endif
+}
+
+int rewind_spawn(const char *path, char *const argv[], int in_fd, int out_fd, int err_fd) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int rc = posix_spawn_file_actions_init(&actions);
+    if (rc != 0) return -rc;
+    rc = posix_spawnattr_init(&attributes);
+    if (rc != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return -rc;
+    }
+    const int sources[3] = {in_fd, out_fd, err_fd};
+    for (int target = 0; target < 3 && rc == 0; target++) {
+        if (sources[target] < 0) {
+            rc = posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0);
+        } else {
+            rc = posix_spawn_file_actions_adddup2(&actions, sources[target], target);
+        }
+    }
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    if (rc == 0) rc = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigemptyset(&all);
+    for (int signal = 1; signal < 32; signal++) {
+        if (signal != SIGKILL && signal != SIGSTOP) sigaddset(&all, signal);
+    }
+    if (rc == 0) rc = posix_spawnattr_setsigmask(&attributes, &none);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(&attributes, &all);
+    if (rc == 0) rc = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    if (rc == 0) rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    return rc == 0 ? (int)pid : -rc;
 }

@@ -84,7 +84,7 @@ public final class MemoryPressureMonitor: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     private struct State {
-        var thread: Thread?
+        var isStarted = false
         var wake: (read: Int32, write: Int32) = (-1, -1)
         var triggerWindow: Duration?
         var level = MemoryPressure.normal
@@ -153,34 +153,51 @@ public final class MemoryPressureMonitor: Sendable {
     public var triggerWindow: Duration? { state.withLock { $0.triggerWindow } }
 
     /// Starts the monitor's thread (once; later calls do nothing).
-    public func start() {
+    ///
+    /// - Throws: ``Errno`` when no pipe for its wake-up could be made; ``ThreadStartFailed`` when the system refuses
+    ///   the thread. The monitor then does nothing and ``stop()`` returns at once.
+    public func start() throws {
         var pipeEnds: [Int32] = [-1, -1]
-        guard pipe(&pipeEnds) == 0 else { return }
+        guard pipe(&pipeEnds) == 0 else { throw Errno.current }
         let fds = pipeEnds
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        let started = state.withLock { state -> Bool in
-            guard state.thread == nil else { return false }
+        let claimed = state.withLock { state -> Bool in
+            guard !state.isStarted else { return false }
+            state.isStarted = true
             state.wake = (fds[0], fds[1])
-            let thread = Thread { [self] in
-                run(wake: fds[0])
-                finished.signal()
-            }
-            thread.name = "rewind-pressure"
-            state.thread = thread
             return true
         }
-        guard started else {
+        guard claimed else {
             close(fds[0])
             close(fds[1])
             return
         }
-        state.withLock { $0.thread }?.start()
+        do {
+            try Threads.start(named: "rewind-pressure") { [self] in
+                run(wake: fds[0])
+                finished.signal()
+            }
+        } catch {
+            let isOurs = state.withLock { state -> Bool in
+                guard state.wake.write == fds[1] else { return false }
+                state.wake = (-1, -1)
+                return true
+            }
+            if isOurs {
+                close(fds[0])
+                close(fds[1])
+            } else {
+                // A stop took the pipe meanwhile and waits for the thread: it closes the pipe.
+                finished.signal()
+            }
+            throw error
+        }
     }
 
     /// Stops the thread and waits for it to end. The level last applied stays in force. Idempotent.
     public func stop() {
         let wake = state.withLock { state -> (read: Int32, write: Int32)? in
-            guard state.thread != nil, state.wake.write >= 0 else { return nil }
+            guard state.wake.write >= 0 else { return nil }
             let wake = state.wake
             state.wake = (-1, -1)
             return wake

@@ -132,7 +132,7 @@ public final class Recorder: Sendable {
     ///   - store: the segment store; required unless `configuration.spill` is `.off`.
     ///   - configuration: window, budget, spill and backpressure policies.
     /// - Throws: when the store cannot make a writer for the stream (e.g. a stream of that name with another
-    ///   layout exists).
+    ///   layout exists), or the system refuses the spill thread (``ThreadStartFailed``).
     public convenience init(stream: StreamDescription, store: SegmentStore?, configuration: RecorderConfiguration)
         throws
     {
@@ -154,7 +154,8 @@ public final class Recorder: Sendable {
     ///   - configuration: window (for every stream), total budget, spill and backpressure policies;
     ///     ``RecorderConfiguration/streamName`` is not used.
     /// - Throws: when the store cannot make a writer for a stream (e.g. a stream of that name with another layout
-    ///   exists: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``), or cannot read its index.
+    ///   exists: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``), or cannot read its index;
+    ///   ``ThreadStartFailed`` when the system refuses the spill thread.
     public init(streams specs: [RecorderStreamSpec], store: SegmentStore?, configuration: RecorderConfiguration) throws
     {
         precondition(!specs.isEmpty, "a recorder needs at least one stream")
@@ -216,8 +217,8 @@ public final class Recorder: Sendable {
             made.append(recorderStream)
         }
         self.streams = made
+        try spill?.start()
         isComplete = true
-        spill?.start()
     }
 
     deinit {

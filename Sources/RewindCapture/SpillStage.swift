@@ -62,15 +62,22 @@ final class SpillStage: @unchecked Sendable {
 
     var isRunning: Bool { running.load(ordering: .acquiring) }
 
-    func start() {
+    /// Starts the spill thread.
+    ///
+    /// - Throws: ``ThreadStartFailed`` when the system refuses it; ``finish(recorderTime:)`` then returns at once.
+    func start() throws(ThreadStartFailed) {
         running.store(true, ordering: .releasing)
-        let thread = Thread { [self] in
-            run()
+        do {
+            try Threads.start(named: "rewind-spill") { [self] in
+                run()
+                running.store(false, ordering: .releasing)
+                stopped.signal()
+            }
+        } catch {
             running.store(false, ordering: .releasing)
-            stopped.signal()
+            finished.withLock { $0 = true }
+            throw error
         }
-        thread.name = "rewind-spill"
-        thread.start()
     }
 
     func wake() { wakeup.signal() }

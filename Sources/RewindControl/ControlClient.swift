@@ -159,11 +159,27 @@ public struct ControlClient: Sendable {
     public func exchange(_ method: String, _ path: String, body: [UInt8]?, what: String, waits: Bool = false)
         throws -> (Int, [UInt8])?
     {
-        guard let connection = try connect() else { return nil }
-        if !waits { connection.limitWaits(what: what) }
-        try connection.send(request(method: method, path: path, body: body))
-        let head = try connection.readHead(what: what)
-        return (head.status, try connection.readBody(head, what: what))
+        // A GET changes nothing, so one whose connection ends before its answer begins is asked again: a recorder
+        // closes connections it has no thread for; one that is gone refuses the next connection.
+        let retryUntil = ContinuousClock.now + .seconds(2)
+        while true {
+            guard let connection = try connect() else { return nil }
+            if !waits { connection.limitWaits(what: what) }
+            let head: Connection.Head
+            do {
+                try connection.send(request(method: method, path: path, body: body))
+                head = try connection.readHead(what: what)
+            } catch let error as ControlError where error.isDroppedConnection {
+                if method == "GET" && ContinuousClock.now < retryUntil {
+                    System.sleep(for: .milliseconds(50))
+                    continue
+                }
+                // Still accepting connections: it did not stop.
+                if try connect() != nil { throw ControlError.connectionDropped(request: what) }
+                throw error
+            }
+            return (head.status, try connection.readBody(head, what: what))
+        }
     }
 
     private static func failure(status: Int, body: [UInt8]) -> ControlError {

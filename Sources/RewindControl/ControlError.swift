@@ -86,13 +86,15 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         APIError(.tooLarge, "the request body is larger than \(limit / 1024) KiB")
     }
 
-    /// The error for anything a handler threw: API errors as they are, bad values as 400, empty ranges as `empty`.
+    /// The error for anything a handler threw: API errors as they are, bad values as 400, empty ranges as `empty`,
+    /// a thread the system refused as `unavailable`.
     init(_ error: any Error) {
         switch error {
         case let error as APIError: self = error
         case let error as ValueError: self.init(.badRequest, "\(error)")
         case ClipError.badRange, ClipError.nonPositiveDuration: self.init(.badRequest, "\(error)")
         case ClipError.empty, ClipError.noFrames: self.init(.empty, "\(error)")
+        case let error as ThreadStartFailed: self.init(.unavailable, "\(error)")
         default: self.init(.failed, "\(error)")
         }
     }
@@ -134,6 +136,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The recorder closed the connection before it answered: it stopped (or was killed) while serving the
     /// request; `request` names it.
     case recorderStopped(request: String)
+    /// The recorder closed connections for `request` without answering while it still runs (at its limit on threads
+    /// or connections).
+    case connectionDropped(request: String)
     /// The recorder's event stream broke off without its `stopping` event: the recorder was killed or crashed.
     case eventStreamBroken
     /// The recorder sent nothing for `seconds` while `request` waited for its answer: it is stopped (Ctrl-Z,
@@ -184,6 +189,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "token file \(path): \(reason)"
         case .recorderStopped(let request):
             return "the recorder stopped before it finished \(request); no file was written by it"
+        case .connectionDropped(let request):
+            return "the recorder closed the connection without answering \(request), yet it still runs (it may be at "
+                + "a limit on threads or connections): 'rewind status' shows what it is doing"
         case .eventStreamBroken:
             return "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
         case .noAnswer(let request, let seconds):
@@ -193,6 +201,16 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "the recorder's reply is not one this build understands: '\(excerpt)'"
         case .refused(let error):
             return error.message
+        }
+    }
+}
+
+extension ControlError {
+    /// Whether the recorder closed the connection before its answer began (rather than refusing or answering).
+    var isDroppedConnection: Bool {
+        switch self {
+        case .recorderStopped, .socket: true
+        default: false
         }
     }
 }

@@ -145,8 +145,11 @@ final class HTTPServer: @unchecked Sendable {
                 limits.headerMemoryBytes, accessCallback, context, completedCallback, notifyCallback)
         }
         guard daemon != nil else {
+            // libmicrohttpd leaves errno as its last failure set it: EAGAIN when its thread was refused.
+            let cause = Errno.current
             close(listener)
-            throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket")
+            if cause.rawValue == EAGAIN { throw ThreadStartFailed(name: "libmicrohttpd", errno: cause) }
+            throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket (\(cause))")
         }
     }
 

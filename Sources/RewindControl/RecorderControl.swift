@@ -193,6 +193,7 @@ public final class RecorderControl: Sendable {
                 started.append(try HTTPServer(listener: tcpListener, isTCP: true, limits: limits, handler: handler))
             }
             servers.withLock { $0 = started }
+            try Threads.start(named: "rewind-control") { [self] in run(watcher) }
         } catch {
             servers.withLock { servers in
                 for server in servers { server.stop() }
@@ -202,9 +203,6 @@ public final class RecorderControl: Sendable {
             isStopped.store(true, ordering: .releasing)
             throw error
         }
-        let thread = Thread { [self] in run(watcher) }
-        thread.name = "rewind-control"
-        thread.start()
     }
 
     deinit {

@@ -402,9 +402,12 @@ final class SaveBook: Sendable {
         }
         for entry in due {
             events.publish("save", entry.object)
-            let thread = Thread { [self] in export(entry) }
-            thread.name = "rewind-save"
-            thread.start()
+            do {
+                try Threads.start(named: "rewind-save") { [self] in export(entry) }
+            } catch {
+                // Without a thread of its own the save fails at once, saying why (its pins and holds go).
+                export(entry, refused: error)
+            }
         }
         return stillWaiting
     }
@@ -504,8 +507,9 @@ final class SaveBook: Sendable {
     private struct Cancelled: Error {}
 
     /// Writes one save: on its own thread, a frame at a time from the recorder (memory and disk), under a temporary
-    /// name renamed into place when complete.
-    private func export(_ entry: Entry) {
+    /// name renamed into place when complete. With `refused` (no thread could be started for it) the save fails
+    /// with that error, on the caller's thread.
+    private func export(_ entry: Entry, refused: (any Error)? = nil) {
         let id = entry.object.id
         let path = entry.path
         let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
@@ -513,6 +517,7 @@ final class SaveBook: Sendable {
         // Each recorded stream's last frame written (recorder time): where `since_last_save` goes on for it.
         var lastWritten: [String: Int64] = [:]
         do {
+            if let refused { throw refused }
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             switch entry.target {

@@ -53,7 +53,7 @@ final class DecodePipeline: @unchecked Sendable {
     func run(
         store: SegmentStore, stream: String, range: Range<Int64>, _ write: (FrameView) throws -> Bool
     ) throws {
-        let reader = Thread { [self] in
+        try Threads.start(named: "rewind-export-read") { [self] in
             var slot = 0
             do {
                 let threads = min(2, System.onlineProcessorCount)
@@ -77,8 +77,6 @@ final class DecodePipeline: @unchecked Sendable {
             filled.signal()
             finished.signal()
         }
-        reader.name = "rewind-export-read"
-        reader.start()
         defer {
             isCancelled.store(true, ordering: .releasing)
             for _ in 0..<Self.depth { free.signal() }

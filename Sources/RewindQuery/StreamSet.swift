@@ -225,24 +225,29 @@ public struct StreamSet: Sendable {
             tracks: members.map { (name: $0.name, stream: $0.source.stream) }, destination: destination,
             fileSystem: fileSystem, chapters: chapters)
         let lanes = members.map { _ in HandoffLane() }
-        for (member, lane) in zip(members, lanes) {
+        var failure: (any Error)?
+        for (index, (member, lane)) in zip(members, lanes).enumerated() {
             let source = member.source
             let clock = member.clock
             let ptsRange = clock.ptsRange(range)
-            let thread = Thread {
-                do {
-                    try source.frames(in: ptsRange) { view in
-                        lane.offer(view, at: clock.recorderTime(ofPTS: view.info.ptsNanoseconds))
+            do {
+                try Threads.start(named: "rewind-export-\(member.name)") {
+                    do {
+                        try source.frames(in: ptsRange) { view in
+                            lane.offer(view, at: clock.recorderTime(ofPTS: view.info.ptsNanoseconds))
+                        }
+                    } catch {
+                        lane.fail(error)
                     }
-                } catch {
-                    lane.fail(error)
+                    lane.end()
                 }
-                lane.end()
+            } catch {
+                // The export cannot read every stream: the readers started stop below, the others never ran.
+                failure = error
+                for unstarted in lanes[index...] { unstarted.end() }
+                break
             }
-            thread.name = "rewind-export-\(member.name)"
-            thread.start()
         }
-        var failure: (any Error)?
         var written = 0
         // Each stream's last timestamp written, for the summary.
         var lastWritten = [Int64?](repeating: nil, count: members.count)

@@ -96,8 +96,8 @@ final class MemoryMonitor: Sendable {
     }
 
     /// Starts the sampling thread.
-    func start() {
-        let thread = Thread { [self] in
+    func start() throws(ThreadStartFailed) {
+        try Threads.start(named: "rewind-soak-memory") { [self] in
             while !isStopping.load(ordering: .acquiring) {
                 sampleNow()
                 _ = wakeup.wait(timeout: .now() + Self.interval)
@@ -105,8 +105,6 @@ final class MemoryMonitor: Sendable {
             sampleNow()
             stopped.signal()
         }
-        thread.name = "rewind-soak-memory"
-        thread.start()
     }
 
     /// Nanoseconds since the run started.

@@ -4,6 +4,7 @@ import RewindCapture
 import RewindCore
 import RewindMedia
 import RewindQuery
+import RewindSystem
 import RewindTesting
 import SegmentStore
 import Synchronization
@@ -235,8 +236,8 @@ final class ReadbackThread: Sendable {
         initial = Mutex(readback)
     }
 
-    func start() {
-        let thread = Thread { [self] in
+    func start() throws(ThreadStartFailed) {
+        try Threads.start(named: "rewind-soak-readback") { [self] in
             var readback = initial.withLock { $0.take()! }
             // What is not read back yet is held against retention: at max speed a second of wall time is many
             // segments, which a small --disk would otherwise delete before they are read.
@@ -254,8 +255,6 @@ final class ReadbackThread: Sendable {
             result.withLock { $0 = readback }
             done.signal()
         }
-        thread.name = "rewind-soak-readback"
-        thread.start()
     }
 
     /// Makes a last pass over everything the store holds (call after the recorder finished) and hands the result

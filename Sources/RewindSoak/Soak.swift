@@ -113,8 +113,13 @@ struct SoakRun {
     }
 
     mutating func run(shouldStop: () -> Bool, progress: ((SoakProgress) -> Void)?) throws -> SoakReport {
-        monitor.start()
-        readback.start()
+        try monitor.start()
+        do {
+            try readback.start()
+        } catch {
+            _ = monitor.stop()
+            throw error
+        }
         record(shouldStop: shouldStop, progress: progress)
         report.recordingWallNanoseconds = monitor.now()
         monitor.recordingEnded()

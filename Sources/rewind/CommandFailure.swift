@@ -56,6 +56,9 @@ struct CommandFailure {
             case .recorderStopped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+            case .connectionDropped:
+                status = ExitStatus.unavailable
+                advice = "check the recorder's log; raise its limit on threads (a pids cgroup, TasksMax, ulimit -u)"
             case .eventStreamBroken:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log (and dmesg for a kill)"
@@ -92,6 +95,8 @@ struct CommandFailure {
         case let error as ExportError:
             if case .missingTool = error.reason { status = ExitStatus.unavailable }
             advice = Self.advice(for: error)
+        case is ThreadStartFailed:
+            status = ExitStatus.systemLimit
         case let error as RecorderError:
             switch error {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice

@@ -210,13 +210,11 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
             done.signal()
             continue
         }
-        let thread = Thread {
+        try Threads.start(named: "rewind-open-\(input.name)") {
             let result = Result { SourceBox(try open()) }
             results.withLock { $0[index] = result }
             done.signal()
         }
-        thread.name = "rewind-open-\(input.name)"
-        thread.start()
     }
     var firstReady: ContinuousClock.Instant?
     var saidWaiting = false
@@ -334,7 +332,7 @@ private func record(
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }
-    let monitor = followsPressure ? startPressureMonitor(recorder) : nil
+    let monitor = followsPressure ? try startPressureMonitor(recorder) : nil
     let isSingle = inputs.count == 1
     // Each input is read by a thread of its own, so a stalled or failed input holds up no other stream.
     let results = Mutex<[String: Result<RecordLoopResult, any Error>]>([:])
@@ -343,10 +341,10 @@ private func record(
     // When each input last gave a frame, and the inputs left behind blocked in a read (they stop at their next frame).
     let lastFrame = Mutex<[String: ContinuousClock.Instant]>([:])
     let abandoned = Mutex<Set<String>>([])
-    for (input, stream) in zip(inputs, recorder.streams) {
+    for (index, (input, stream)) in zip(inputs, recorder.streams).enumerated() {
         let box = SourceBox(input.source)
         let loop = input.loop
-        let thread = Thread {
+        let body: @Sendable () -> Void = {
             let result = Result { () throws -> RecordLoopResult in
                 try stream.record(
                     from: &box.source, options: loop,
@@ -381,8 +379,22 @@ private func record(
             results.withLock { $0[stream.name] = result }
             done.signal()
         }
-        thread.name = "rewind-input-\(input.name)"
-        thread.start()
+        do {
+            try Threads.start(named: "rewind-input-\(input.name)", body)
+        } catch {
+            // The recording cannot have every stream: the streams already reading stop, and this one and those
+            // after it end with the error.
+            let started = inputs[..<index].map(\.name)
+            abandoned.withLock { $0.formUnion(started) }
+            results.withLock { results in
+                results[input.name] = .failure(error)
+                for unstarted in inputs[(index + 1)...] {
+                    results[unstarted.name] = .failure(InputNotStarted(name: unstarted.name, earlier: input.name))
+                }
+            }
+            done.signal()
+            break
+        }
     }
     let stalled = waitForInputs(
         inputs.map(\.name), done: done, finished: { results.withLock { Set($0.keys) } },
@@ -494,6 +506,14 @@ private func record(
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// An input whose thread was not started because an earlier input's could not be.
+struct InputNotStarted: Error, CustomStringConvertible {
+    let name: String
+    let earlier: String
+
+    var description: String { "input '\(name)' was not started: the thread of input '\(earlier)' could not be" }
 }
 
 /// An input that gave no frame for ``inputStallTimeout`` after every other input had ended (with `--duration`).
@@ -742,7 +762,7 @@ func checkFloorFits(_ options: StoreOptions, directory: String) throws(UsageErro
 
 /// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change
 /// with the resident size before and after; says once on stderr when the kernel offers none.
-private func startPressureMonitor(_ recorder: Recorder) -> MemoryPressureMonitor? {
+private func startPressureMonitor(_ recorder: Recorder) throws(ThreadStartFailed) -> MemoryPressureMonitor? {
     let monitor: MemoryPressureMonitor
     do {
         monitor = try MemoryPressureMonitor(recorder: recorder) { change in
@@ -762,7 +782,14 @@ private func startPressureMonitor(_ recorder: Recorder) -> MemoryPressureMonitor
         printError("memory pressure: off (\(error): the kernel offers no pressure stall information)")
         return nil
     }
-    monitor.start()
+    do {
+        try monitor.start()
+    } catch let error as ThreadStartFailed {
+        throw error
+    } catch {
+        printError("memory pressure: off (\(error): no pipe to wake the monitor)")
+        return nil
+    }
     return monitor
 }
 

@@ -16,6 +16,8 @@ enum ExitStatus {
     static let noInput: Int32 = 66
     /// `EX_UNAVAILABLE`: a needed tool or service is missing.
     static let unavailable: Int32 = 69
+    /// `EX_OSERR`: the system refused a thread (a limit on threads or memory was reached).
+    static let systemLimit: Int32 = 71
     /// A write to a pipe whose reader went away (the status of a death by SIGPIPE, 128 + 13).
     static let brokenPipe: Int32 = 141
 }

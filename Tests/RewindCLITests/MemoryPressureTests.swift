@@ -29,7 +29,7 @@ struct MemoryPressureTests {
         options.thresholds.quietPeriod = .seconds(3)
         let monitor = try MemoryPressureMonitor(
             options: options, apply: { level in levels.withLock { $0.append(level) } })
-        monitor.start()
+        try monitor.start()
         defer { monitor.stop() }
         let before = try #require(
             MemoryPressureMonitor.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))

@@ -49,4 +49,14 @@ int rewind_limit_heap_retention(void);
 /// Returns 0, or an errno value (EIO when an earlier write failed and its reason is gone).
 int rewind_flush_standard_output(void);
 
+/// Names the calling thread (as `top -H` and debuggers show it), cut to the 15 bytes Linux keeps; does nothing
+/// where the C library cannot.
+void rewind_name_this_thread(const char *name);
+
+/// Starts the program at `path` with `argv` (NULL-terminated, `argv[0]` first) as a child process: its standard
+/// input, output and error on `in_fd`, `out_fd` and `err_fd` (each -1 for /dev/null), every other descriptor
+/// closed, every signal at its default action and none blocked. Needs no thread. Returns the child's pid, or
+/// −errno when it cannot be started.
+int rewind_spawn(const char *path, char *const argv[], int in_fd, int out_fd, int err_fd);
+
 #endif

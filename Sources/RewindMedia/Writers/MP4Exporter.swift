@@ -25,7 +25,7 @@ public final class MP4Exporter: Exporter {
     /// The stream given at creation; every frame written must have its layout.
     public let stream: StreamDescription
     private let destination: ExportDestination
-    private let process: Process
+    private let process: ChildProcess
     private let input: FileHandle
     private let errorLog: String
     private var matroska: MatroskaWriter?
@@ -87,31 +87,29 @@ public final class MP4Exporter: Exporter {
         ]
         arguments += quality.x264Arguments
         arguments += MP4Exporter.colourArguments(stream)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ffmpeg)
         errorLog = NSTemporaryDirectory() + "rewind-ffmpeg-\(getpid())-\(UUID().uuidString).log"
-        _ = FileManager.default.createFile(atPath: errorLog, contents: nil)
         let pipe = Pipe()
+        let logFD = open(errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         do {
+            guard logFD >= 0 else { throw Errno.current }
+            defer { close(logFD) }
+            var output: Int32?
             switch destination {
             case .path(let file):
                 arguments += ["-movflags", "+faststart", "-f", "mp4", "-y", file]
-                process.standardOutput = FileHandle.nullDevice
             case .fileDescriptor(let fd, _):
                 arguments += ["-movflags", "frag_keyframe+empty_moov", "-f", "mp4", "pipe:1"]
-                process.standardOutput = FileHandle(fileDescriptor: fd.rawValue, closeOnDealloc: false)
+                output = fd.rawValue
             }
-            process.arguments = arguments
-            process.standardInput = pipe
-            process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errorLog))
-            try process.run()
+            process = try ChildProcess(
+                path: ffmpeg, arguments: arguments, standardInput: pipe.fileHandleForReading.fileDescriptor,
+                standardOutput: output, standardError: logFD)
         } catch {
             try? FileManager.default.removeItem(atPath: errorLog)
             throw ExportError(
                 destination: destination.description, reason: .cannotStartTool(path: ffmpeg, detail: "\(error)"))
         }
         try? pipe.fileHandleForReading.close()
-        self.process = process
         self.input = pipe.fileHandleForWriting
         let name = "ffmpeg's stdin"
         do {
@@ -125,7 +123,9 @@ public final class MP4Exporter: Exporter {
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
+        // An export dropped before it finished: ffmpeg, blocked reading its input, is killed (by `ChildProcess`),
+        // and its partial file goes with the staged export.
+        try? input.close()
         try? FileManager.default.removeItem(atPath: errorLog)
         fed?.buffer.deallocate()
     }
@@ -183,8 +183,7 @@ public final class MP4Exporter: Exporter {
             throw failure(after: error)
         }
         try? input.close()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw failure(after: nil) }
+        guard process.waitForExit() == 0 else { throw failure(after: nil) }
         var bytes: Int64 = 0
         if case .path(let file) = destination {
             // ffmpeg exits 0 when the MP4's trailer (its index, `moov`) could not be written, on a full disk say.
@@ -198,13 +197,13 @@ public final class MP4Exporter: Exporter {
     /// Stops feeding ffmpeg, waits for it, and describes the failure with the tail of its stderr.
     private func failure(after error: (any Error)?) -> ExportError {
         try? input.close()
-        process.waitUntilExit()
+        let status = process.waitForExit()
         let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
         let tail = log.split(separator: "\n").suffix(8).joined(separator: "\n")
         return ExportError(
             destination: destination.description,
             reason: .toolFailed(
-                tool: "ffmpeg", status: process.terminationStatus, log: tail, cause: error.map { "\($0)" }))
+                tool: "ffmpeg", status: status, log: tail, cause: error.map { "\($0)" }))
     }
 
     /// What ffmpeg left unfinished in the MP4 at `path`: its top-level boxes must fill the file exactly and include

@@ -337,23 +337,29 @@ final class ConversionThread: @unchecked Sendable {
     // Written by the caller before `go` is signalled; read by the helper after waiting for it.
     private var source: UnsafeRawPointer?
     private var isRunning = false
+    private var hasThread = false
 
-    init(name: String, _ convert: @escaping (UnsafeRawPointer) -> Void) {
+    /// Starts the thread; nil when the system refuses it (the caller converts on its own thread then).
+    init?(name: String, _ convert: @escaping (UnsafeRawPointer) -> Void) {
         self.convert = convert
-        let thread = Thread { [go, done, exited, unowned(unsafe) self] in
-            while true {
-                go.wait()
-                guard let source = self.source else { break }
-                self.convert(source)
-                done.signal()
+        do {
+            try Threads.start(named: name) { [go, done, exited, unowned(unsafe) self] in
+                while true {
+                    go.wait()
+                    guard let source = self.source else { break }
+                    self.convert(source)
+                    done.signal()
+                }
+                exited.signal()
             }
-            exited.signal()
+        } catch {
+            return nil
         }
-        thread.name = name
-        thread.start()
+        hasThread = true
     }
 
     deinit {
+        guard hasThread else { return }
         source = nil
         go.signal()
         exited.wait()

@@ -21,7 +21,7 @@ import Synchronization
 /// cores with other busy threads between jobs (an export's decoding, beside its writer) is better off without.
 final class WorkerPool: @unchecked Sendable {
     /// Participants in a job, including the calling thread (worker 0).
-    let workerCount: Int
+    private(set) var workerCount = 1
     private var threads: [pthread_t] = []
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -49,12 +49,11 @@ final class WorkerPool: @unchecked Sendable {
         }
     }
 
-    /// Starts `workerCount - 1` helper threads.
+    /// Starts `workerCount - 1` helper threads, or as many as the system allows.
     ///
     /// - Parameter spinNanoseconds: how long a thread watches for the next step before it sleeps (0: at once).
     init(workerCount: Int, spinNanoseconds: UInt64 = 0) {
         precondition(workerCount >= 1, "a worker pool needs at least one worker")
-        self.workerCount = workerCount
         self.spinNanoseconds = spinNanoseconds
         pthread_mutex_init(lock, nil)
         pthread_cond_init(wake, nil)
@@ -69,9 +68,14 @@ final class WorkerPool: @unchecked Sendable {
                     start.pool.helperLoop(worker: start.worker)
                     return nil
                 }, start)
-            precondition(rc == 0, "pthread_create failed: \(rc)")
+            guard rc == 0 else {
+                // Refused by the system: the pool works with the threads it has (the caller alone at least).
+                Unmanaged<Start>.fromOpaque(start).release()
+                break
+            }
             threads.append(thread)
         }
+        self.workerCount = threads.count + 1
     }
 
     /// Stops and joins the helper threads. Must be called before the pool is dropped.

@@ -63,15 +63,21 @@ package final class SyncThread: @unchecked Sendable {
     /// Whether the last job started has not finished.
     package var isRunning: Bool { shared.running.load(ordering: .acquiring) }
 
-    /// Runs `body` on the thread. The previous job's result must have been collected (``wait()``).
+    /// Runs `body` on the thread; on the calling thread, before returning, when the system refuses a thread (the
+    /// sync then costs the caller its time, nothing else). The previous job's result must have been collected
+    /// (``wait()``).
     package func start(_ body: @escaping @Sendable () -> FileSystemError?) {
         let shared = self.shared
-        if thread == nil { launch() }
+        let hasThread = thread != nil || launch()
         pthread_mutex_lock(shared.lock)
         precondition(shared.job == nil && shared.result == nil, "a sync job is still running or uncollected")
         shared.job = body
-        shared.running.store(true, ordering: .releasing)
-        pthread_cond_broadcast(shared.changed)
+        if hasThread {
+            shared.running.store(true, ordering: .releasing)
+            pthread_cond_broadcast(shared.changed)
+        } else {
+            shared.result = .some(body())
+        }
         pthread_mutex_unlock(shared.lock)
     }
 
@@ -101,16 +107,21 @@ package final class SyncThread: @unchecked Sendable {
         pthread_mutex_unlock(shared.lock)
     }
 
-    private func launch() {
-        let start = Unmanaged.passRetained(shared).toOpaque()
+    /// Starts the thread; false when the system refuses it.
+    private func launch() -> Bool {
+        let start = Unmanaged.passRetained(shared)
         var created = pthread_t()
         let rc = pthread_create(
             &created, nil,
             { raw in
                 Unmanaged<Shared>.fromOpaque(raw!).takeRetainedValue().loop()
                 return nil
-            }, start)
-        precondition(rc == 0, "pthread_create failed: \(rc)")
+            }, start.toOpaque())
+        guard rc == 0 else {
+            start.release()
+            return false
+        }
         thread = created
+        return true
     }
 }

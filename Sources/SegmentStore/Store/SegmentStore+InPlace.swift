@@ -1,4 +1,5 @@
 import RewindCore
+import RewindSystem
 import Synchronization
 
 #if canImport(Glibc)
@@ -172,15 +173,18 @@ private final class InPlaceRun: @unchecked Sendable {
 
     func run(piece: (Int, Int, UnsafeRawBufferPointer) throws -> Void, done: (Int) throws -> Void) throws {
         var thread = pthread_t()
-        let start = Unmanaged.passRetained(Start(self)).toOpaque()
+        let start = Unmanaged.passRetained(Start(self))
         let rc = pthread_create(
             &thread, nil,
             { raw in
                 let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
                 start.run.read()
                 return nil
-            }, start)
-        precondition(rc == 0, "pthread_create failed: \(rc)")
+            }, start.toOpaque())
+        guard rc == 0 else {
+            start.release()
+            throw ThreadStartFailed(name: "rewind-export-read", errno: Errno(rawValue: rc))
+        }
         defer {
             cancelled.store(true, ordering: .sequentiallyConsistent)
             broadcast()

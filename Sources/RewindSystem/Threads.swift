@@ -1,0 +1,70 @@
+import CPlatform
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The system would not start another thread: a limit on threads or on memory was reached.
+public struct ThreadStartFailed: Error, Sendable, CustomStringConvertible {
+    /// What the thread was for (`rewind-spill`).
+    public let name: String
+    /// `pthread_create`'s error (`EAGAIN` when a limit was reached).
+    public let errno: Errno
+
+    /// The failure to start the thread called `name`, with `pthread_create`'s result.
+    package init(name: String, errno: Errno) {
+        self.name = name
+        self.errno = errno
+    }
+
+    /// Names the thread, the reason and what lifts the limit.
+    public var description: String {
+        "could not start a thread (\(name)): \(errno); the process reached a limit on threads or memory (a pids "
+            + "cgroup or systemd's TasksMax, ulimit -u, ulimit -v): raise the limit or stop other programs, and "
+            + "run again"
+    }
+}
+
+/// Threads started with `pthread_create`, whose refusal is an error the caller handles.
+///
+/// Foundation's `Thread.start()` reports no failure: a thread the system refused simply never runs, and whoever
+/// waits for it waits for ever. Every long-lived thread of the recorder, the control and the exports starts here.
+package enum Threads {
+    private final class Start {
+        let name: String
+        let body: @Sendable () -> Void
+
+        init(name: String, body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
+    }
+
+    /// Starts a detached thread called `name` (shown by `top -H` and debuggers) running `body`.
+    ///
+    /// - Throws: ``ThreadStartFailed`` when the system refuses the thread; `body` then never runs.
+    package static func start(named name: String, _ body: @escaping @Sendable () -> Void) throws(ThreadStartFailed) {
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        let start = Unmanaged.passRetained(Start(name: name, body: body))
+        var thread = pthread_t()
+        let rc = pthread_create(
+            &thread, &attributes,
+            { raw in
+                let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+                rewind_name_this_thread(start.name)
+                start.body()
+                return nil
+            }, start.toOpaque())
+        guard rc == 0 else {
+            start.release()
+            throw ThreadStartFailed(name: name, errno: Errno(rawValue: rc))
+        }
+    }
+}

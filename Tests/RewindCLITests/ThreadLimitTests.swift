@@ -1,0 +1,199 @@
+import Foundation
+import RewindTesting
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Commands run in a real pids cgroup (what systemd's `TasksMax` sets) whose limit leaves them short of threads:
+/// each finishes or refuses at once, saying which thread it could not start (exit 71), never hangs, and leaves the
+/// store sound.
+///
+/// Making a cgroup needs root: other users skip with that reason; a root that cannot make one fails, saying why.
+@Suite(.timeLimit(.minutes(15)), .enabled(if: getuid() == 0, "making a pids cgroup needs root"))
+struct ThreadLimitTests {
+    /// A fresh pids cgroup: at most ``max`` tasks (threads) among the processes put in it.
+    final class PidsCgroup {
+        let path: String
+
+        init() throws {
+            // cgroup v1's pids hierarchy, or the unified hierarchy with the pids controller.
+            let v1 = "/sys/fs/cgroup/pids"
+            let v2 = "/sys/fs/cgroup"
+            let parent: String
+            if FileManager.default.fileExists(atPath: v1 + "/cgroup.procs") {
+                parent = v1
+            } else {
+                let controllers = (try? String(contentsOfFile: v2 + "/cgroup.subtree_control", encoding: .utf8)) ?? ""
+                try #require(
+                    controllers.split(separator: " ").contains(where: { $0.hasPrefix("pids") }),
+                    "no pids cgroup controller at \(v1) or in \(v2)/cgroup.subtree_control ('\(controllers)')")
+                parent = v2
+            }
+            path = parent + "/rewind-test-\(getpid())-\(UUID().uuidString.prefix(8))"
+            try #require(mkdir(path, 0o755) == 0, "cannot make the cgroup \(path): \(String(cString: strerror(errno)))")
+        }
+
+        deinit { rmdir(path) }
+
+        /// Sets the most tasks the cgroup's processes may have together.
+        func setMax(_ tasks: Int) throws {
+            try "\(tasks)".write(toFile: path + "/pids.max", atomically: false, encoding: .utf8)
+        }
+
+        /// The tasks in the cgroup now.
+        var current: Int {
+            Int(((try? String(contentsOfFile: path + "/pids.current", encoding: .utf8)) ?? "").trimmed) ?? -1
+        }
+
+        /// The command line that runs `rewind` with `arguments` inside the cgroup.
+        func rewindCommand(_ arguments: [String]) -> [String] {
+            ["-c", "echo $$ > \"$0\" && exec \"$@\"", path + "/cgroup.procs", Tool.rewindPath] + arguments
+        }
+
+        /// Runs `rewind` with `arguments` inside the cgroup.
+        func rewind(_ arguments: [String], timeout: Duration = .seconds(90)) throws -> ToolResult {
+            try Tool.run("/bin/sh", rewindCommand(arguments), timeout: timeout)
+        }
+    }
+
+    /// Whether `result` is the refusal of a command that could not start a thread.
+    private func isThreadRefusal(_ result: ToolResult) -> Bool {
+        result.status == 71 && result.stderr.contains("could not start a thread (")
+            && result.stderr.contains("raise the limit")
+    }
+
+    @Test func aRecordingShortOfThreadsRefusesAndLeavesTheStoreSound() throws {
+        let directory = try Tool.temporaryDirectory("threads")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let cgroup = try PidsCgroup()
+        var refused = 0
+        var recorded = 0
+        // From no thread beside the main one up to more than a recording needs (its encoder's workers follow the
+        // cores): every step either records every frame or refuses, at once.
+        for tasks in 1...24 {
+            try cgroup.setMax(tasks)
+            let run = try cgroup.rewind([
+                "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s", "--memory", "16MiB",
+            ])
+            if run.status == 0 {
+                #expect(run.output.contains("recorded 30 frames"), "\(tasks) tasks: \(run.output)")
+                #expect(run.output.contains("30 durable"), "\(tasks) tasks: \(run.output)")
+                recorded += 1
+            } else {
+                #expect(isThreadRefusal(run), "\(tasks) tasks: exit \(run.status): \(run.stderr)")
+                refused += 1
+            }
+            let verify = try Tool.rewind(["verify", "--store", store])
+            #expect(verify.status == 0, "after \(tasks) tasks: \(verify.output) \(verify.stderr)")
+        }
+        #expect(refused > 0, "one task is too few for a recording")
+        #expect(recorded > 0, "24 tasks are enough for a recording")
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any])
+        let frames = try #require(((object["streams"] as? [[String: Any]])?.first)?["frames"] as? Int)
+        #expect(frames == 30 * recorded, "\(info.output)")
+    }
+
+    @Test func aRecordingOfTwoInputsShortOfThreadsEndsEveryStreamAndNamesTheOneThatFailed() throws {
+        let directory = try Tool.temporaryDirectory("threads")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let cgroup = try PidsCgroup()
+        var outcomes: Set<Int32> = []
+        for tasks in 1...24 {
+            try cgroup.setMax(tasks)
+            let run = try cgroup.rewind([
+                "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:160x120@30",
+                "--realtime", "--duration", "1s",
+            ])
+            outcomes.insert(run.status)
+            if run.status == 0 {
+                #expect(run.output.contains("stream a: recorded 30 frames"), "\(tasks) tasks: \(run.output)")
+                #expect(run.output.contains("stream b: recorded 30 frames"), "\(tasks) tasks: \(run.output)")
+            } else {
+                #expect(isThreadRefusal(run), "\(tasks) tasks: exit \(run.status): \(run.stderr)")
+                // A stream whose input had no thread is named; one left after it says why it did not start.
+                if run.stderr.contains("could not start a thread (rewind-input-a)") {
+                    #expect(
+                        run.stderr.contains("input 'b' was not started: the thread of input 'a' could not be"),
+                        "\(run.stderr)")
+                }
+            }
+            let verify = try Tool.rewind(["verify", "--store", store])
+            #expect(verify.status == 0, "after \(tasks) tasks: \(verify.output) \(verify.stderr)")
+        }
+        #expect(outcomes == [0, 71])
+    }
+
+    @Test func clipsShortOfThreadsFailAtOnceAndWriteNothing() throws {
+        let directory = try Tool.temporaryDirectory("threads")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        let cgroup = try PidsCgroup()
+        try cgroup.setMax(1)
+        for format in ["y4m", "mkv", "mp4"] {
+            let output = directory.appendingPathComponent("clip.\(format)").path
+            let clip = try cgroup.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+            if format == "mp4" {
+                // ffmpeg cannot be started either: the export says so (before, it waited for ever).
+                #expect(
+                    isThreadRefusal(clip) || clip.stderr.contains("cannot start"), "exit \(clip.status): \(clip.stderr)"
+                )
+                #expect(clip.status != 0)
+            } else {
+                #expect(isThreadRefusal(clip), "\(format): exit \(clip.status): \(clip.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: output), "\(format): a failed clip leaves no file")
+        }
+        try cgroup.setMax(10_000)
+        let output = directory.appendingPathComponent("clip.mp4").path
+        let clip = try cgroup.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        let frames = try ExternalTools.run(
+            "ffprobe",
+            ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", output])
+        #expect(String(decoding: frames, as: UTF8.self).trimmed == "30")
+    }
+
+    @Test func aRecorderOutOfThreadsDropsRequestsSaysSoAndServesAgainOnceItCan() throws {
+        let directory = try Tool.temporaryDirectory("threads")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let cgroup = try PidsCgroup()
+        try cgroup.setMax(10_000)
+        let recorder = try ExternalTools.Child(
+            "/bin/sh",
+            cgroup.rewindCommand(["record", "--store", store, "--input", "synthetic:160x120@30", "--realtime"]))
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder answers", timeout: .seconds(60)) { Tool.firstStreamStatus(store: store) != nil }
+        // No room for the thread of a connection: the request is dropped, and the client says the recorder still
+        // runs rather than that it stopped.
+        try cgroup.setMax(cgroup.current)
+        let dropped = try Tool.rewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("dropped.y4m").path,
+        ])
+        #expect(dropped.status == 69, "\(dropped.stderr)")
+        #expect(dropped.stderr.contains("closed the connection without answering"), "\(dropped.stderr)")
+        #expect(dropped.stderr.contains("raise its limit on threads"), "\(dropped.stderr)")
+        try cgroup.setMax(10_000)
+        let saved = directory.appendingPathComponent("saved.y4m").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", saved])
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(try ExternalTools.frameMD5s(saved).count == 30)
+        recorder.process.terminate()
+        let stopped = try recorder.finish(timeout: .seconds(60))
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(stopped.output.contains("; 0 dropped;"), "\(stopped.output)")
+    }
+}
+
+extension String {
+    fileprivate var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
+}
