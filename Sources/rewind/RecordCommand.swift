@@ -270,6 +270,10 @@ private func record(
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
+    // (A recorder holding the store is left to the open, which says so.)
+    if configuration.spill == .off || !SegmentStore.isOpenForRecording(directory: directory) {
+        try checkNoOtherRecorderServes(directory)
+    }
     // A stream of another format is refused before the store is opened for writing, whose recovery would already
     // change it (the check is made again after it, on what recovery left).
     // (A store another recorder holds is left to the open, which says so.)
@@ -328,7 +332,13 @@ private func record(
         }
     } catch let error as ControlError where listen != nil {
         if case .badListenAddress = error { throw error }
+        if case .alreadyServed = error { throw CommandError("\(error)", status: ExitStatus.unavailable) }
         printError("live saves are not available (recording goes on): \(error)")
+    } catch ControlError.alreadyServed(let path) {
+        // Another recorder started on the directory since the check above.
+        throw CommandError(
+            "another recorder already serves \(path): stop it, or record into another --store",
+            status: ExitStatus.unavailable)
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }
@@ -506,6 +516,21 @@ private func record(
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// Refuses a recording into `directory` while another recorder serves its API (one with `--spill off` takes no lock
+/// on the store): that one would get every save and marker meant for this recording.
+private func checkNoOtherRecorderServes(_ directory: String) throws {
+    guard let other = try? ControlClient(directory: directory).status() else { return }
+    var what = "another recorder already serves \(directory)/\(RecorderControl.socketName)"
+    if other.stopping {
+        what += " (it is stopping: record again once it has)"
+    } else if other.diskBytes == nil {
+        what += " (one with --spill off, keeping its frames in memory only)"
+    }
+    throw CommandError(
+        what + ": the saves and markers of its clients would not reach this recording; stop it, or record into "
+            + "another --store", status: ExitStatus.unavailable)
 }
 
 /// An input whose thread was not started because an earlier input's could not be.

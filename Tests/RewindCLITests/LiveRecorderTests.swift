@@ -124,6 +124,38 @@ import Testing
     /// `save --since-last-save` without `--last` goes back to where the last save ended, further than the 5 s a
     /// save takes by default and than the window: the two saves hold every frame between them once. A save into a
     /// pipe whose reader goes away does not count: the client takes it back before it ends by SIGPIPE.
+    /// A memory-only recorder takes no lock on the store, but serves the directory's API: a recorder of the store
+    /// started beside it (in either order) is refused up front, so no save or marker meant for one reaches the other.
+    @Test func aMemoryOnlyRecorderAndAStoreRecorderNeverShareADirectory() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let source = ["--input", "synthetic:160x120@30", "--realtime"]
+        for first in ["off", "eager"] {
+            let running = try Tool.startRewind(["record", "--store", store, "--spill", first] + source)
+            defer { if running.process.isRunning { kill(running.process.processIdentifier, SIGKILL) } }
+            try waitUntil("the first recorder answers") { Tool.firstStreamStatus(store: store) != nil }
+            let second = try Tool.rewind(
+                ["record", "--store", store, "--spill", first == "off" ? "eager" : "off", "--duration", "1s"] + source)
+            #expect(second.status == 69, "\(second.stderr)")
+            #expect(second.stderr.contains("another recorder already serves \(store)/rewind.sock"), "\(second.stderr)")
+            #expect(
+                second.stderr.contains("(one with --spill off") == (first == "off"), "\(second.stderr)")
+            #expect(second.output.isEmpty, "refused before recording: \(second.output)")
+            // A marker reaches the recorder that serves the directory: kept by the store's, refused by the other.
+            let marked = try Tool.rewind(["mark", "--store", store, "--label", "kept"])
+            #expect((marked.status == 0) == (first == "eager"), "\(marked.stderr)")
+            running.process.interrupt()
+            let stopped = try running.finish(timeout: .seconds(60))
+            #expect(stopped.status == 0, "\(stopped.stderr)")
+        }
+        // Only the store recorder's marker is on disk, and only its frames.
+        let markers = try Tool.rewind(["markers", "--store", store, "--json"])
+        #expect(markers.status == 0, "\(markers.stderr)")
+        let list = try #require(try JSONSerialization.jsonObject(with: markers.stdout) as? [String: Any])
+        #expect((list["markers"] as? [Any])?.count == 1, "\(markers.output)")
+    }
+
     @Test func saveSinceTheLastSaveGoesBackFurtherThanFiveSeconds() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
