@@ -50,8 +50,9 @@ package final class SQLiteDatabase: Sendable {
             do {
                 _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
             } catch  where Self.sharedMemoryFailures.contains(error.extendedCode) && Self.hasNoWALFrames(path) {
-                // No room for the -shm file (a full disk), and nothing in a WAL that only it could tell about: the
-                // database file alone is the whole index, read as it is, without locks or shared memory.
+                // No -shm file can be made (a full disk, a directory this reader may not write), and nothing is in
+                // a WAL that only it could tell about: the database file alone is the whole index, read as it is,
+                // without locks or shared memory.
                 connection = try Self.connect(
                     "file:" + Self.uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
                     shownAs: path)
@@ -70,9 +71,12 @@ package final class SQLiteDatabase: Sendable {
         self.connection = Mutex(connection)
     }
 
-    /// `SQLITE_IOERR_SHMOPEN`, `_SHMSIZE`, `_SHMMAP`: the WAL's shared-memory file could not be made.
+    /// `SQLITE_IOERR_SHMOPEN`, `_SHMSIZE`, `_SHMMAP`: the WAL's shared-memory file could not be made (a full disk);
+    /// `SQLITE_READONLY_CANTINIT`, `_DIRECTORY`: nor may it be, by a reader who may not write the store's directory
+    /// (after a clean stop the recorder leaves no -shm file behind).
     private static let sharedMemoryFailures: Set<Int32> = [
-        SQLITE_IOERR | (18 << 8), SQLITE_IOERR | (19 << 8), SQLITE_IOERR | (21 << 8),
+        SQLITE_IOERR | (18 << 8), SQLITE_IOERR | (19 << 8), SQLITE_IOERR | (21 << 8), SQLITE_READONLY | (5 << 8),
+        SQLITE_READONLY | (6 << 8),
     ]
 
     /// Whether the database's `-wal` file is missing or empty (every commit is in the database file).
