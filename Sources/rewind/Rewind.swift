@@ -60,6 +60,12 @@ enum Rewind {
         // A write past the file size limit (`ulimit -f`, systemd's LimitFSIZE) then fails with EFBIG, reported like
         // a full disk, instead of killing the process in the middle of a segment or an export.
         signal(SIGXFSZ, SIG_IGN)
+        if let (position, shown) = argumentNotUTF8() {
+            printError(
+                "rewind: argument \(position) ('\(shown)') is not valid UTF-8: rewind reads paths, names and labels as "
+                    + "UTF-8, and these bytes would name another file; rename it, or give a UTF-8 path")
+            exit(ExitStatus.usage)
+        }
         var status = run(Array(CommandLine.arguments.dropFirst()))
         // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
         if let failure = System.flushStandardOutput() {
@@ -68,6 +74,21 @@ enum Rewind {
             if status == ExitStatus.success { status = ExitStatus.failure }
         }
         exit(status)
+    }
+
+    /// The first argument whose bytes are not UTF-8 (Swift's `CommandLine.arguments` replaces them, so such a path
+    /// would silently name another file): its position and its bytes, those outside printable ASCII as `\xNN`.
+    private static func argumentNotUTF8() -> (position: Int, shown: String)? {
+        for position in 1..<Int(CommandLine.argc) {
+            guard let raw = CommandLine.unsafeArgv[position] else { continue }
+            let bytes = UnsafeRawBufferPointer(start: raw, count: strlen(raw))
+            guard String(validating: bytes, as: UTF8.self) == nil else { continue }
+            let shown = bytes.map { byte in
+                (0x20..<0x7f).contains(byte) ? String(UnicodeScalar(byte)) : String(format: "\\x%02X", byte)
+            }
+            return (position, shown.joined())
+        }
+        return nil
     }
 
     /// A standard descriptor the process started without (`>&-`) would be taken by the next file opened (the

@@ -102,6 +102,13 @@ func printJSON(_ object: Any) throws {
 /// - Throws: ``UsageError`` naming what the path is.
 func checkStoreDirectory(_ path: String) throws {
     guard !path.isEmpty else { throw UsageError("--store needs a directory, e.g. --store cam", showsHelp: false) }
+    let full = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+    if full.utf8.count > SegmentStore.longestDirectoryPath {
+        throw UsageError(
+            "--store: the store's full path is \(full.utf8.count) bytes long, and SQLite opens its index only within "
+                + "512 bytes of path: a store directory's full path may be at most "
+                + "\(SegmentStore.longestDirectoryPath) bytes; give a shorter one", showsHelp: false)
+    }
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
         return

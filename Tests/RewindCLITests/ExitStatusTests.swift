@@ -45,6 +45,56 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: store), "nothing was started")
     }
 
+    /// Bytes that are not UTF-8 in a path (Latin-1 `café`) are refused before anything is written: read as
+    /// Swift strings they would be replaced, and the clip would land in a file of another name.
+    @Test func anArgumentThatIsNotUTF8IsRefusedNotReplaced() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try recordedStore(in: directory)
+        // The shell makes the byte 0xE9: the test runner's own arguments can only be UTF-8.
+        let clip = try Tool.run(
+            "/bin/sh",
+            [
+                "-c", "exec \"$0\" clip --store \"$1\" --from 0s --to 1s -o \"$2/caf$(printf '\\351').y4m\"",
+                Tool.rewindPath, store, directory.path,
+            ])
+        #expect(clip.status == 64, "\(clip.stderr)")
+        #expect(
+            clip.stderr.contains("argument 9 ('\(directory.path)/caf\\xE9.y4m') is not valid UTF-8"), "\(clip.stderr)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(files == ["store"], "\(files)")
+    }
+
+    /// SQLite cannot open an index under a path much longer than 490 bytes: such a store is refused up front,
+    /// naming the limit, while one at the limit records.
+    @Test func aStorePathTooLongForTheIndexIsAUsageError() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func store(length: Int) throws -> String {
+            var path = URL(fileURLWithPath: directory.path).resolvingSymlinksInPath().path
+            while path.utf8.count < length {
+                path += "/" + String(repeating: "d", count: min(100, length - path.utf8.count - 1))
+            }
+            try #require(path.utf8.count == length)
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            return path
+        }
+        let longest = try store(length: 491)
+        let record = ["--input", "synthetic:160x90@30", "--duration", "1s"]
+        let fits = try Tool.rewind(["record", "--store", longest] + record)
+        #expect(fits.status == 0, "\(fits.stderr)")
+        let tooLong = try store(length: 492)
+        for command in [["record"] + record, ["info"]] {
+            let refused = try Tool.rewind([command[0], "--store", tooLong] + command.dropFirst())
+            #expect(refused.status == 64, "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("the store's full path is 492 bytes long")
+                    && refused.stderr.contains("at most 491 bytes"), "\(refused.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: tooLong), "nothing was made")
+    }
+
     @Test func aMissingInputFileIsNoInputNotMalformedData() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -174,7 +174,12 @@ struct ThreadLimitTests {
         defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
         try waitUntil("the recorder answers", timeout: .seconds(60)) { Tool.firstStreamStatus(store: store) != nil }
         // No room for the thread of a connection: the request is dropped, and the client says the recorder still
-        // runs rather than that it stopped.
+        // runs rather than that it stopped. (The limit is taken once the status requests' threads have ended.)
+        var counts: [Int] = []
+        try waitUntil("the recorder's threads settle", timeout: .seconds(60), interval: .milliseconds(100)) {
+            counts.append(cgroup.current)
+            return counts.count >= 5 && Set(counts.suffix(5)).count == 1
+        }
         try cgroup.setMax(cgroup.current)
         let dropped = try Tool.rewind([
             "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("dropped.y4m").path,

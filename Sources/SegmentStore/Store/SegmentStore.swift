@@ -129,6 +129,10 @@ public final class SegmentStore: Sendable {
         }
     }
 
+    /// The longest full path (in bytes, symbolic links resolved) a store's directory may have: SQLite opens a
+    /// database only when its path and its journal's (`DIR/index.sqlite-journal`) fit in 512 bytes.
+    public static let longestDirectoryPath = 512 - "/index.sqlite-journal".utf8.count
+
     /// Whether a process holds the store open for recording (its lock on the directory), looked at without taking
     /// the lock for more than a moment.
     public static func isOpenForRecording(directory: String) -> Bool {
