@@ -97,9 +97,20 @@ public struct HTTPLimits: Sendable {
     /// Finished saves remembered (`GET /v1/saves`, `/v1/files/{id}`): the newest ones; older ones are forgotten as
     /// new saves come (their files stay on disk).
     public var finishedSavesKept = 1000
+    /// Connections libmicrohttpd accepts past ``maximumConnections`` (to answer them 503); beyond those it closes
+    /// new connections unanswered.
+    public var extraConnections = 16
 
     /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 32 KiB of headers, 1000 finished saves.
     public init() {}
+
+    /// Lowers the connection limits so that `servers` servers all at their limits use at most `descriptors`
+    /// descriptors (one per connection).
+    public mutating func fit(descriptors: Int, servers: Int) {
+        let each = max(2, descriptors / max(1, servers))
+        maximumConnections = max(1, min(maximumConnections, each * 4 / 5))
+        extraConnections = max(1, min(extraConnections, each - maximumConnections))
+    }
 }
 
 /// An HTTP/1.1 server on a socket bound by the caller, served by libmicrohttpd: one polling thread, and one
@@ -141,7 +152,8 @@ final class HTTPServer: @unchecked Sendable {
         // MHD's own limit is above ours, so the one past ours still gets a 503 rather than a closed socket.
         daemon = withUnsafePointer(to: library.api) { api in
             rewind_mhd_start(
-                api, listener, UInt32(limits.maximumConnections + 16), UInt32(limits.idleTimeoutSeconds),
+                api, listener, UInt32(limits.maximumConnections + limits.extraConnections),
+                UInt32(limits.idleTimeoutSeconds),
                 limits.headerMemoryBytes, accessCallback, context, completedCallback, notifyCallback)
         }
         guard daemon != nil else {

@@ -111,6 +111,10 @@ public final class RecorderControl: Sendable {
     /// Signalled by the control's thread once it published the changes of the last moments, at the stop.
     private let finalChanges = DispatchSemaphore(value: 0)
 
+    /// Descriptors the API's connections leave to the recording, besides those open when it starts: the segment
+    /// files being written and sealed, the index's, and the saves exporting at once (a file, ffmpeg's pipe and log).
+    public static let descriptorsKeptForRecording = 48
+
     /// Binds `DIR/rewind.sock` (mode 0600; replacing a stale one nobody answers on), and the TCP listener when
     /// `listen` is given, and starts serving.
     ///
@@ -118,7 +122,8 @@ public final class RecorderControl: Sendable {
     ///   - recorder: the live recorder to serve; finish it only after ``stop()``.
     ///   - directory: `DIR`; created if missing.
     ///   - defaultFormat: the format of saves that name neither a path nor a format.
-    ///   - limits: connections, body size, timeouts.
+    ///   - limits: connections, body size, timeouts; the connections are lowered to fit the process's limit on open
+    ///     descriptors, less ``descriptorsKeptForRecording``.
     ///   - listen: the TCP listener, or nil for the Unix socket only.
     ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not.
     /// - Throws: ``ControlError``: the socket cannot be made, another recorder answers on it, the TCP address is
@@ -131,6 +136,14 @@ public final class RecorderControl: Sendable {
         self.recorder = recorder
         self.directory = directory
         self.defaultFormat = defaultFormat
+        // Connections never take the descriptors the recording needs (a segment file, the index, exports).
+        var limits = limits
+        let (openFiles, _) = System.openFileLimit
+        if openFiles < Int.max / 2 {
+            limits.fit(
+                descriptors: openFiles - System.openDescriptorCount - Self.descriptorsKeptForRecording,
+                servers: listen == nil ? 1 : 2)
+        }
         socketPath = directory + "/" + RecorderControl.socketName
         token = listen?.token
         tokenFilePath = listen?.tokenFile ?? directory + "/token"

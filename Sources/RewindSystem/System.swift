@@ -71,6 +71,39 @@ public enum System {
     /// The processors online (`sysconf(_SC_NPROCESSORS_ONLN)`), at least 1.
     public static var onlineProcessorCount: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
+    /// The process's limit on open descriptors (`ulimit -n`, systemd's `LimitNOFILE=`): the soft limit in force
+    /// and the hard one it may be raised to (`Int.max` for unlimited).
+    public static var openFileLimit: (soft: Int, hard: Int) {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return (Int.max, Int.max) }
+        func value(_ raw: rlim_t) -> Int { raw == rlim_t.max || raw > rlim_t(Int.max) ? Int.max : Int(raw) }
+        return (value(limit.rlim_cur), value(limit.rlim_max))
+    }
+
+    /// Raises the soft limit on open descriptors to `count` (at most the hard limit); whether it now allows that many.
+    @discardableResult
+    public static func raiseOpenFileLimit(to count: Int) -> Bool {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return false }
+        guard limit.rlim_cur != rlim_t.max, limit.rlim_cur < rlim_t(count) else { return true }
+        let hard = limit.rlim_max
+        limit.rlim_cur = hard == rlim_t.max ? rlim_t(count) : min(hard, rlim_t(count))
+        return setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur >= rlim_t(count)
+    }
+
+    /// Descriptors the process has open now (the entries of `/proc/self/fd`; 0 where it cannot be read).
+    public static var openDescriptorCount: Int {
+        guard let directory = opendir("/proc/self/fd") else { return 0 }
+        defer { closedir(directory) }
+        var count = 0
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { $0.first ?? 0 }
+            if name != UInt8(ascii: ".") { count += 1 }
+        }
+        // Less the one opendir holds.
+        return max(0, count - 1)
+    }
+
     /// The wall-clock time now, in Unix epoch nanoseconds (`CLOCK_REALTIME`).
     public static func wallClockNanoseconds() -> Int64 {
         var now = timespec()

@@ -270,6 +270,7 @@ private func record(
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
+    try checkOpenFileLimit()
     // (A recorder holding the store is left to the open, which says so.)
     if configuration.spill == .off || !SegmentStore.isOpenForRecording(directory: directory) {
         try checkNoOtherRecorderServes(directory)
@@ -516,6 +517,23 @@ private func record(
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// The fewest descriptors a recording may open: its segment files and index, the saves exporting at once, and some
+/// connections of its API (which are fitted into what is left).
+let recordingOpenFileMinimum = 128
+
+/// Raises the soft limit on open descriptors to 1024 where the hard limit allows; refuses a recording whose hard
+/// limit is below ``recordingOpenFileMinimum``, before anything is opened (it would lose frames to EMFILE at its
+/// next segment, or when clients connect).
+private func checkOpenFileLimit() throws {
+    System.raiseOpenFileLimit(to: 1024)
+    let (soft, hard) = System.openFileLimit
+    guard soft < recordingOpenFileMinimum else { return }
+    throw CommandError(
+        "the process may open only \(soft) files at once (hard limit \(hard): ulimit -n, systemd's LimitNOFILE=), "
+            + "and a recording needs at least \(recordingOpenFileMinimum) for its segment files, index, exports and "
+            + "API connections; raise the limit (ulimit -n 1024) and run again", status: ExitStatus.systemLimit)
 }
 
 /// Refuses a recording into `directory` while another recorder serves its API (one with `--spill off` takes no lock

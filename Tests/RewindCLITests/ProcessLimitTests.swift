@@ -202,3 +202,99 @@ struct ThreadLimitTests {
 extension String {
     fileprivate var trimmed: String { trimmingCharacters(in: .whitespacesAndNewlines) }
 }
+
+/// A recording under a limit on open files (`ulimit -n`, systemd's `LimitNOFILE=`): refused up front when the limit
+/// cannot hold it, and its API's connections never take the descriptors its segment files need.
+@Suite(.timeLimit(.minutes(15)))
+struct OpenFileLimitTests {
+    /// The command line that runs `rewind` with `arguments` under `ulimit` with `limit` (`-n 128`, `-Sn 64`).
+    private func limited(_ limit: String, _ arguments: [String]) -> [String] {
+        ["-c", "ulimit \(limit) && exec \"$0\" \"$@\"", Tool.rewindPath] + arguments
+    }
+
+    @Test func aHardLimitTooLowIsRefusedAndASoftOneIsRaised() throws {
+        let directory = try Tool.temporaryDirectory("files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"]
+        let refused = try Tool.run("/bin/sh", limited("-n 64", record))
+        #expect(refused.status == 71, "\(refused.stderr)")
+        #expect(refused.stderr.contains("may open only 64 files at once"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("raise the limit (ulimit -n 1024)"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing was made")
+        // Only the soft limit low: raised for the recording, which loses nothing.
+        let raised = try Tool.run("/bin/sh", limited("-Sn 64", record))
+        #expect(raised.status == 0, "\(raised.stderr)")
+        #expect(raised.output.contains("30 durable"), "\(raised.output)")
+    }
+
+    @Test func connectionsPastTheDescriptorsLeftAreAnswered503AndTheRecordingLosesNothing() throws {
+        let directory = try Tool.temporaryDirectory("files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        // A segment a second: many files opened while every connection the API allows is taken.
+        let recorder = try ExternalTools.Child(
+            "/bin/sh",
+            limited(
+                "-n 128",
+                [
+                    "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--segment", "1s",
+                    "--listen", "127.0.0.1:0",
+                ]))
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder answers", timeout: .seconds(60)) { Tool.firstStreamStatus(store: store) != nil }
+        let port = try #require(
+            recorder.stderr.split(separator: "\n").first { $0.hasPrefix("serving the API on 127.0.0.1:") }
+                .flatMap { $0.split(separator: ":").last?.split(separator: " ").first }.flatMap { Int($0) })
+        // 150 event followers on the socket and 150 idle connections on TCP, held open for 5 s: every follower the
+        // recorder accepts is answered, 200 or 503, none is closed unanswered (the rest wait in the full backlog). (Both servers at their full default limits would take
+        // more descriptors than the 128 allowed.)
+        let flood =
+            "import socket, sys, time\n"
+            + "held, answers = [], {}\n"
+            + "for _ in range(150):\n"
+            + "    try: held.append(socket.create_connection(('127.0.0.1', int(sys.argv[2])), timeout=1))\n"
+            + "    except OSError: pass\n"
+            + "tcp = len(held)\n"
+            + "for _ in range(150):\n"
+            + "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(10)\n"
+            + "    try: s.connect(sys.argv[1])\n"
+            + "    except BlockingIOError: answers['backlog full'] = answers.get('backlog full', 0) + 1; continue\n"
+            + "    s.sendall(b'GET /v1/events HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n'); held.append(s)\n"
+            + "for s in held[tcp:]:\n"
+            + "    s.settimeout(10); line = s.recv(64).split(b'\\r\\n')[0].decode() or 'closed'\n"
+            + "    answers[line] = answers.get(line, 0) + 1\n"
+            + "print(answers, flush=True); time.sleep(5)\n"
+        let followers = try ExternalTools.Child("/usr/bin/python3", ["-c", flood, store + "/rewind.sock", "\(port)"])
+        defer { if followers.process.isRunning { kill(followers.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the followers are answered", timeout: .seconds(60)) {
+            followers.output.contains("}") || !followers.process.isRunning
+        }
+        let answers = followers.output + followers.stderr
+        #expect(answers.contains("'HTTP/1.1 200 OK'") && answers.contains("'HTTP/1.1 503"), "\(answers)")
+        #expect(!answers.contains("closed"), "\(answers)")
+        let busy = try Tool.rewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("busy.y4m").path,
+        ])
+        // Served if a refused follower's slot is free again, else refused like them: never left unanswered.
+        #expect(
+            busy.status == 0 || (busy.status == 69 && busy.stderr.contains("too many connections")),
+            "\(busy.status) \(busy.stderr)")
+        _ = try followers.finish(timeout: .seconds(60))
+        // Their connections end as the recorder next writes to them (a status event a second).
+        try waitUntil("the recorder answers again", timeout: .seconds(30), interval: .milliseconds(100)) {
+            Tool.firstStreamStatus(store: store) != nil
+        }
+        let saved = directory.appendingPathComponent("saved.y4m").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", saved])
+        #expect(save.status == 0, "\(save.stderr)")
+        recorder.process.interrupt()
+        let stopped = try recorder.finish(timeout: .seconds(60))
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        let counts = stopped.output.split(separator: " ").compactMap { Int($0) }
+        #expect(counts.count >= 2 && counts[0] == counts[1] && counts[0] > 30, "every frame durable: \(stopped.output)")
+        #expect(stopped.output.contains("; 0 dropped;"), "\(stopped.output)")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0, "\(verify.output)")
+    }
+}
