@@ -351,6 +351,40 @@ public final class MemoryPressureMonitor: Sendable {
         return nil
     }
 
+    /// The memory limit of the process's cgroup, bytes: the smallest `memory.max` (v2) or `memory.limit_in_bytes`
+    /// (v1) on the way from its cgroup up to the root, as `/proc/self/cgroup` names it; nil when none is set or none
+    /// can be read (a cgroup namespace that hides the files).
+    public static func cgroupMemoryLimit() -> Int? {
+        guard let text = readText("/proc/self/cgroup") else { return nil }
+        var limits: [Int] = []
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            let files: [(mount: String, file: String)]
+            if fields[0] == "0" && fields[1].isEmpty {
+                files = [("/sys/fs/cgroup", "memory.max"), ("/sys/fs/cgroup/unified", "memory.max")]
+            } else if fields[1].split(separator: ",").contains("memory") {
+                files = [("/sys/fs/cgroup/memory", "memory.limit_in_bytes")]
+            } else {
+                continue
+            }
+            var path = String(fields[2])
+            while true {
+                for (mount, file) in files {
+                    // "max" (v2) or a value near Int64.max (v1): no limit at this level.
+                    if let value = readText(mount + (path == "/" ? "" : path) + "/" + file)
+                        .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }), value < 1 << 60
+                    {
+                        limits.append(value)
+                    }
+                }
+                guard path != "/", let slash = path.lastIndex(of: "/") else { break }
+                path = slash == path.startIndex ? "/" : String(path[..<slash])
+            }
+        }
+        return limits.min()
+    }
+
     /// A small text file's contents (PSI, meminfo, cgroup), read whole; nil when it cannot be opened or read.
     package static func readText(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)

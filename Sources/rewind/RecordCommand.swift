@@ -270,6 +270,7 @@ private func record(
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
+    try checkMemoryFitsCgroup(configuration)
     try checkOpenFileLimit()
     // (A recorder holding the store is left to the open, which says so.)
     if configuration.spill == .off || !SegmentStore.isOpenForRecording(directory: directory) {
@@ -517,6 +518,27 @@ private func record(
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// What a recorder uses besides its `--memory` budget (code, heaps, the index's cache, an export's buffers), about.
+let recorderMemoryOverhead = 64 << 20
+
+/// Refuses a `--memory` budget the process's memory cgroup cannot hold with ``recorderMemoryOverhead``: the kernel
+/// would kill the recorder without a word (its OOM killer) once the rings fill.
+private func checkMemoryFitsCgroup(_ configuration: RecorderConfiguration) throws(UsageError) {
+    guard let limit = MemoryPressureMonitor.cgroupMemoryLimit(),
+        configuration.memoryBudget + recorderMemoryOverhead > limit
+    else { return }
+    let budget = formatBytes(Int64(configuration.memoryBudget))
+    let allowed = formatBytes(Int64(limit))
+    let advice =
+        limit > recorderMemoryOverhead + (1 << 20)
+        ? "give at most --memory \((limit - recorderMemoryOverhead) >> 20)MiB, or raise the cgroup's limit"
+        : "raise the cgroup's limit"
+    throw UsageError(
+        "--memory: \(budget) does not fit in the \(allowed) this process's memory cgroup allows, with about "
+            + "\(formatBytes(Int64(recorderMemoryOverhead))) for the recorder itself: the kernel would kill the "
+            + "recording once its rings fill; \(advice) (memory.max, systemd's MemoryMax=)", showsHelp: false)
 }
 
 /// The fewest descriptors a recording may open: its segment files and index, the saves exporting at once, and some

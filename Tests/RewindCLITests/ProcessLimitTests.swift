@@ -298,3 +298,38 @@ struct OpenFileLimitTests {
         #expect(verify.status == 0, "\(verify.output)")
     }
 }
+
+/// A recording in a memory cgroup whose limit cannot hold its `--memory` budget is refused up front, naming the
+/// largest budget that fits, instead of being killed by the kernel once its rings fill.
+@Suite(.timeLimit(.minutes(15)), .enabled(if: getuid() == 0, "making a memory cgroup needs root"))
+struct MemoryCgroupTests {
+    @Test func aBudgetTheCgroupCannotHoldIsRefusedAndOneThatFitsRecords() throws {
+        let directory = try Tool.temporaryDirectory("memory")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let v1 = "/sys/fs/cgroup/memory"
+        let isV1 = FileManager.default.fileExists(atPath: v1 + "/cgroup.procs")
+        let cgroup = (isV1 ? v1 : "/sys/fs/cgroup") + "/rewind-test-\(getpid())-\(UUID().uuidString.prefix(8))"
+        try #require(mkdir(cgroup, 0o755) == 0, "cannot make \(cgroup): \(String(cString: strerror(errno)))")
+        defer { rmdir(cgroup) }
+        try "\(128 << 20)".write(
+            toFile: cgroup + (isV1 ? "/memory.limit_in_bytes" : "/memory.max"), atomically: false, encoding: .utf8)
+        func record(_ memory: String) throws -> ToolResult {
+            try Tool.run(
+                "/bin/sh",
+                [
+                    "-c", "echo $$ > \"$0\" && exec \"$@\"", cgroup + "/cgroup.procs", Tool.rewindPath, "record",
+                    "--store", directory.appendingPathComponent(memory).path, "--input", "synthetic:640x360@30",
+                    "--duration", "2s", "--memory", memory,
+                ])
+        }
+        let refused = try record("512MiB")
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("--memory: 512.0 MiB does not fit in the 128.0 MiB this process's memory cgroup")
+                && refused.stderr.contains("give at most --memory 64MiB"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("512MiB").path))
+        let fits = try record("64MiB")
+        #expect(fits.status == 0, "\(fits.stderr)")
+        #expect(fits.output.contains("60 durable"), "\(fits.output)")
+    }
+}
