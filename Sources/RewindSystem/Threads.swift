@@ -8,24 +8,27 @@ import CPlatform
     import Darwin
 #endif
 
-/// The system would not start another thread: a limit on threads or on memory was reached.
-public struct ThreadStartFailed: Error, Sendable, CustomStringConvertible {
-    /// What the thread was for (`rewind-spill`).
+/// The system would not start another thread (or child process): a limit on threads or on memory was reached.
+public struct ThreadStartFailed: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What the thread was for (`rewind-spill`), or the program started (`ffmpeg`).
     public let name: String
-    /// `pthread_create`'s error (`EAGAIN` when a limit was reached).
+    /// `pthread_create`'s (or `posix_spawn`'s) error (`EAGAIN` when a limit was reached).
     public let errno: Errno
+    /// Whether a child process, rather than a thread, was refused.
+    public let isProcess: Bool
 
-    /// The failure to start the thread called `name`, with `pthread_create`'s result.
-    package init(name: String, errno: Errno) {
+    /// The failure to start the thread (or, with `isProcess`, the program) called `name`, with the system's error.
+    package init(name: String, errno: Errno, isProcess: Bool = false) {
         self.name = name
         self.errno = errno
+        self.isProcess = isProcess
     }
 
     /// Names the thread, the reason and what lifts the limit.
     public var description: String {
-        "could not start a thread (\(name)): \(errno); the process reached a limit on threads or memory (a pids "
-            + "cgroup or systemd's TasksMax, ulimit -u, ulimit -v): raise the limit or stop other programs, and "
-            + "run again"
+        "could not start a \(isProcess ? "process" : "thread") (\(name)): \(errno); the process reached a limit on "
+            + "threads or memory (a pids cgroup or systemd's TasksMax, ulimit -u, ulimit -v): raise the limit or stop "
+            + "other programs, and run again"
     }
 }
 

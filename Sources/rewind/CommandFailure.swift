@@ -94,6 +94,7 @@ struct CommandFailure {
             advice = Self.advice(for: error)
         case let error as ExportError:
             if case .missingTool = error.reason { status = ExitStatus.unavailable }
+            if case .toolRefused = error.reason { status = ExitStatus.systemLimit }
             advice = Self.advice(for: error)
         case is ThreadStartFailed:
             status = ExitStatus.systemLimit

@@ -102,6 +102,8 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case missingTool(String)
         /// The external program could not be started.
         case cannotStartTool(path: String, detail: String)
+        /// The system refused the external program's process (a limit on processes or memory was reached).
+        case toolRefused(ThreadStartFailed)
         /// The external program failed: its exit status, the tail of its stderr (may be empty), and the error
         /// that made us stop feeding it, if any.
         case toolFailed(tool: String, status: Int32, log: String, cause: String?)
@@ -138,6 +140,8 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             return "\(tool) not found on PATH"
         case .cannotStartTool(let path, let detail):
             return "cannot start \(path): \(detail)"
+        case .toolRefused(let failure):
+            return "\(failure)"
         case .toolFailed(let tool, let status, let log, let cause):
             var message = "\(tool) failed (exit status \(status))"
             if !log.isEmpty { message += ":\n\(log)" }
