@@ -108,8 +108,10 @@ package final class SQLiteDatabase: Sendable {
         guard status == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(status))
             let extended = handle.map { sqlite3_extended_errcode($0) } ?? status
+            let systemErrno = handle.map { sqlite3_system_errno($0) } ?? 0
             sqlite3_close_v2(handle)
-            throw SQLiteError(code: status, extendedCode: extended, message: message, path: path ?? name)
+            throw SQLiteError(
+                code: status, extendedCode: extended, message: message, path: path ?? name, systemErrno: systemErrno)
         }
         sqlite3_extended_result_codes(handle, 1)
         return SQLiteConnection(handle: handle, path: path ?? name)
@@ -233,7 +235,8 @@ package final class SQLiteConnection {
     func error(_ status: Int32, sql: String?) -> SQLiteError {
         SQLiteError(
             code: status, extendedCode: sqlite3_extended_errcode(handle),
-            message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
+            message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path,
+            systemErrno: sqlite3_system_errno(handle))
     }
 
     /// Runs one or more statements that return no rows (`sqlite3_exec`).

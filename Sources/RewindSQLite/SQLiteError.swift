@@ -1,6 +1,10 @@
 import CSQLite
 import RewindSystem
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A failure reported by SQLite: the database, the result codes, SQLite's message and the statement.
 ///
 /// `description` states what failed and nothing more, e.g.
@@ -16,13 +20,25 @@ package struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
     package var sql: String?
     /// The database file.
     package var path: String
+    /// The operating system's error behind it (`sqlite3_system_errno`), 0 when none was recorded.
+    package var systemErrno: Int32
 
-    package init(code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil, path: String) {
+    package init(
+        code: Int32, extendedCode: Int32? = nil, message: String, sql: String? = nil, path: String,
+        systemErrno: Int32 = 0
+    ) {
         self.code = code & 0xFF
         self.extendedCode = extendedCode ?? code
         self.message = message
         self.sql = sql
         self.path = path
+        self.systemErrno = systemErrno
+    }
+
+    /// Whether a file could not be opened because the process (or the system) has too many open
+    /// (`EMFILE`, `ENFILE`).
+    package var isOutOfDescriptors: Bool {
+        code == SQLITE_CANTOPEN && (systemErrno == EMFILE || systemErrno == ENFILE)
     }
 
     /// `SQLITE_CONSTRAINT_PRIMARYKEY` (a macro Swift does not import).

@@ -102,6 +102,9 @@ struct CommandFailure {
             switch error {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
             }
+        case SegmentStoreError.index(_, .tooManyOpenFiles, _):
+            status = ExitStatus.systemLimit
+            advice = Self.advice(forStoreError: error, command: command)
         default:
             advice = Self.advice(forStoreError: error, command: command)
         }
@@ -170,6 +173,8 @@ struct CommandFailure {
                 switch problem {
                 case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"
                 case .full: return freeSpace
+                case .tooManyOpenFiles:
+                    return "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run again"
                 case .failed(let codeName, _, _):
                     switch codeName {
                     case "SQLITE_IOERR":

@@ -545,11 +545,10 @@ private func checkMemoryFitsCgroup(_ configuration: RecorderConfiguration) throw
 /// connections of its API (which are fitted into what is left).
 let recordingOpenFileMinimum = 128
 
-/// Raises the soft limit on open descriptors to 1024 where the hard limit allows; refuses a recording whose hard
-/// limit is below ``recordingOpenFileMinimum``, before anything is opened (it would lose frames to EMFILE at its
-/// next segment, or when clients connect).
+/// Refuses a recording whose limit on open descriptors (raised to the hard limit up to 1024 at start) is below
+/// ``recordingOpenFileMinimum``, before anything is opened (it would lose frames to EMFILE at its next segment, or
+/// when clients connect).
 private func checkOpenFileLimit() throws {
-    System.raiseOpenFileLimit(to: 1024)
     let (soft, hard) = System.openFileLimit
     guard soft < recordingOpenFileMinimum else { return }
     throw CommandError(

@@ -60,6 +60,8 @@ enum Rewind {
         // A write past the file size limit (`ulimit -f`, systemd's LimitFSIZE) then fails with EFBIG, reported like
         // a full disk, instead of killing the process in the middle of a segment or an export.
         signal(SIGXFSZ, SIG_IGN)
+        // A low soft limit on open files (the hard one allowing more) costs nothing to lift.
+        System.raiseOpenFileLimit(to: 1024)
         if let (position, shown) = argumentNotUTF8() {
             printError(
                 "rewind: argument \(position) ('\(shown)') is not valid UTF-8: rewind reads paths, names and labels as "

@@ -226,6 +226,12 @@ struct OpenFileLimitTests {
         let raised = try Tool.run("/bin/sh", limited("-Sn 64", record))
         #expect(raised.status == 0, "\(raised.stderr)")
         #expect(raised.output.contains("30 durable"), "\(raised.output)")
+        // A reader with no descriptor left for the index says so, not that the index may be missing.
+        let info = try Tool.run("/bin/sh", limited("-n 4", ["info", "--store", store]))
+        #expect(info.status == 71, "\(info.stderr)")
+        #expect(info.stderr.contains("cannot be opened: too many open files"), "\(info.stderr)")
+        #expect(info.stderr.contains("raise the limit on open files (ulimit -n 1024"), "\(info.stderr)")
+        #expect(try Tool.run("/bin/sh", limited("-Sn 4", ["info", "--store", store])).status == 0)
     }
 
     @Test func connectionsPastTheDescriptorsLeftAreAnswered503AndTheRecordingLosesNothing() throws {

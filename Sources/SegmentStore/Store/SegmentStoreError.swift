@@ -43,6 +43,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case locked(codeName: String)
         /// The index could not grow: the disk is full (`SQLITE_FULL`).
         case full
+        /// The index's file (or its WAL) could not be opened: too many files are open (`EMFILE`, `ENFILE`).
+        case tooManyOpenFiles
         /// Another SQLite failure: its code name (`SQLITE_IOERR`, `SQLITE_CANTOPEN`, `SQLITE_READONLY`…), extended
         /// code and the statement, if any.
         case failed(codeName: String, extendedCode: Int32, sql: String?)
@@ -93,6 +95,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     + "timeout; sqlite says: \(detail)"
             case .full:
                 return "database \(path) cannot grow (SQLITE_FULL): the disk is full; sqlite says: \(detail)"
+            case .tooManyOpenFiles:
+                return "database \(path) cannot be opened: too many open files (the process's limit on open files "
+                    + "was reached); sqlite says: \(detail)"
             case .failed(let codeName, let extendedCode, let sql):
                 var text =
                     "database \(path) failed (\(codeName), extended code \(extendedCode)); sqlite says: \(detail)"
@@ -133,7 +138,10 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                 error.isLocked
                 ? .locked(codeName: error.codeName)
                 : error.isFull
-                    ? .full : .failed(codeName: error.codeName, extendedCode: error.extendedCode, sql: error.sql)
+                    ? .full
+                    : error.isOutOfDescriptors
+                        ? .tooManyOpenFiles
+                        : .failed(codeName: error.codeName, extendedCode: error.extendedCode, sql: error.sql)
             return SegmentStoreError.index(path: error.path, problem: problem, detail: error.message)
         case let error as MigrationError:
             switch error {
