@@ -27,7 +27,9 @@ public enum StoreBenchmarks {
     public static func run(quick: Bool) throws -> [String: Double] {
         var results: [String: Double] = [:]
         let count = quick ? 30 : 90
-        if let clean = try? Footage.make(noisy: false, frames: count) {
+        // Footage that cannot be made (no ffmpeg, no process) fails the part: its figures are the goals.
+        do {
+            let clean = try Footage.make(noisy: false, frames: count)
             let spill = try measureSpill(clean, passes: quick ? 1 : 2, rounds: quick ? 1 : 3)
             results["spill_over_lz4"] = spill.overLZ4
             if let cli = spill.overCLI { results["spill_over_lz4_cli"] = cli }
@@ -35,11 +37,13 @@ public enum StoreBenchmarks {
             results["lz4_mb_per_s"] = spill.lz4MegabytesPerSecond
             results["stored_over_lz4_clean"] = try storedOverLZ4(clean)
         }
-        if let noisy = try? Footage.make(noisy: true, frames: count) {
+        do {
+            let noisy = try Footage.make(noisy: true, frames: count)
             results["stored_over_lz4_noisy"] = try storedOverLZ4(noisy)
             results["spill_over_lz4_noisy"] = try measureSpill(noisy, passes: 1, rounds: quick ? 1 : 3).overLZ4
         }
-        if let card = try? Footage.make(noisy: false, frames: count, testCardOnly: true) {
+        do {
+            let card = try Footage.make(noisy: false, frames: count, testCardOnly: true)
             results["stored_over_lz4_testsrc2"] = try storedOverLZ4(card)
             results["spill_over_lz4_testsrc2"] = try measureSpill(card, passes: 2, rounds: quick ? 1 : 3).overLZ4
         }
@@ -59,9 +63,7 @@ public enum StoreBenchmarks {
         /// (temporal sensor-like noise on every pixel). `testsrc2` alone is ffmpeg's animated test card.
         static func make(noisy: Bool, frames: Int, testCardOnly: Bool = false) throws -> Footage {
             let layout = try FrameLayout(format: .nv12, width: 1280, height: 720)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            var arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error"]
+            var arguments = ["-hide_banner", "-loglevel", "error"]
             if testCardOnly {
                 arguments += ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"]
                 if noisy { arguments += ["-vf", "noise=alls=20:allf=t"] }
@@ -74,15 +76,16 @@ public enum StoreBenchmarks {
                 ]
             }
             arguments += ["-frames:v", "\(frames)", "-pix_fmt", "nv12", "-f", "rawvideo", "-"]
-            process.arguments = arguments
             let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let child = try StoreBenchmarks.startTool(
+                "ffmpeg", arguments, standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+            try pipe.fileHandleForWriting.close()
             let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0, data.count == frames * layout.byteCount else {
-                throw CocoaError(.fileReadUnknown)
+            let status = child.waitForExit()
+            guard status == 0, data.count == frames * layout.byteCount else {
+                throw BenchmarkError(
+                    "ffmpeg made \(data.count) bytes of footage, \(frames * layout.byteCount) expected (exit status "
+                        + "\(status))")
             }
             return Footage(layout: layout, bytes: [UInt8](data))
         }
@@ -176,17 +179,23 @@ public enum StoreBenchmarks {
         return try lz4CommandRate(file: path, bytes: footage.bytes.count)
     }
 
+    /// Starts the tool `name` from PATH (a process the system refuses is a ``ThreadStartFailed``).
+    static func startTool(_ name: String, _ arguments: [String], standardOutput: Int32? = nil) throws -> ChildProcess {
+        let path = try ExternalTools.locate(name)
+        do {
+            return try ChildProcess(path: path, arguments: arguments, standardOutput: standardOutput)
+        } catch let error where error.rawValue == EAGAIN {
+            throw ThreadStartFailed(name: name, errno: error, isProcess: true)
+        }
+    }
+
     /// Raw MB/s of the `lz4 -1` command (single-threaded) compressing `file` to /dev/null, best of three.
     static func lz4CommandRate(file: String, bytes: Int) throws -> Double {
         var best = 0.0
         for _ in 0..<3 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["lz4", "-1", "-q", "-f", file, "/dev/null"]
             let start = now()
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw CocoaError(.executableLoad) }
+            let status = try startTool("lz4", ["-1", "-q", "-f", file, "/dev/null"]).waitForExit()
+            guard status == 0 else { throw BenchmarkError("lz4 -1 \(file) failed (exit status \(status))") }
             best = max(best, Double(bytes) / (now() - start) / 1e6)
         }
         return best

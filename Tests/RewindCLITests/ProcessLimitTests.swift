@@ -162,6 +162,19 @@ struct ThreadLimitTests {
         #expect(String(decoding: frames, as: UTF8.self).trimmed == "30")
     }
 
+    /// The bench's spill figures need footage from ffmpeg: without a process for it the part fails, saying why,
+    /// rather than leaving its figures out of a run that exits 0.
+    @Test func aBenchThatCannotStartFFmpegFailsItsPart() throws {
+        let cgroup = try PidsCgroup()
+        try cgroup.setMax(1)
+        let bench = try cgroup.rewind(["bench", "--only", "store", "--quick"])
+        #expect(bench.status == 1, "\(bench.output) \(bench.stderr)")
+        #expect(
+            bench.stderr.contains("could not measure the segment store: could not start a process (ffmpeg)"),
+            "\(bench.stderr)")
+        #expect(!bench.output.contains("spill_over_lz4"), "\(bench.output)")
+    }
+
     @Test func aRecorderOutOfThreadsDropsRequestsSaysSoAndServesAgainOnceItCan() throws {
         let directory = try Tool.temporaryDirectory("threads")
         defer { try? FileManager.default.removeItem(at: directory) }
