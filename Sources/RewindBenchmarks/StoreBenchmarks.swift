@@ -77,8 +77,9 @@ public enum StoreBenchmarks {
             }
             arguments += ["-frames:v", "\(frames)", "-pix_fmt", "nv12", "-f", "rawvideo", "-"]
             let pipe = Pipe()
-            let child = try StoreBenchmarks.startTool(
-                "ffmpeg", arguments, standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+            let child = try ChildProcess(
+                path: try ExternalTools.locate("ffmpeg"), arguments: arguments,
+                standardOutput: pipe.fileHandleForWriting.fileDescriptor)
             try pipe.fileHandleForWriting.close()
             let data = pipe.fileHandleForReading.readDataToEndOfFile()
             let status = child.waitForExit()
@@ -179,22 +180,14 @@ public enum StoreBenchmarks {
         return try lz4CommandRate(file: path, bytes: footage.bytes.count)
     }
 
-    /// Starts the tool `name` from PATH (a process the system refuses is a ``ThreadStartFailed``).
-    static func startTool(_ name: String, _ arguments: [String], standardOutput: Int32? = nil) throws -> ChildProcess {
-        let path = try ExternalTools.locate(name)
-        do {
-            return try ChildProcess(path: path, arguments: arguments, standardOutput: standardOutput)
-        } catch let error where error.rawValue == EAGAIN {
-            throw ThreadStartFailed(name: name, errno: error, isProcess: true)
-        }
-    }
-
     /// Raw MB/s of the `lz4 -1` command (single-threaded) compressing `file` to /dev/null, best of three.
     static func lz4CommandRate(file: String, bytes: Int) throws -> Double {
         var best = 0.0
+        let tool = try ExternalTools.locate("lz4")
         for _ in 0..<3 {
             let start = now()
-            let status = try startTool("lz4", ["-1", "-q", "-f", file, "/dev/null"]).waitForExit()
+            let lz4 = try ChildProcess(path: tool, arguments: ["-1", "-q", "-f", file, "/dev/null"])
+            let status = lz4.waitForExit()
             guard status == 0 else { throw BenchmarkError("lz4 -1 \(file) failed (exit status \(status))") }
             best = max(best, Double(bytes) / (now() - start) / 1e6)
         }

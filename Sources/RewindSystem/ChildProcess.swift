@@ -23,19 +23,25 @@ package final class ChildProcess: @unchecked Sendable {
     /// - Parameters:
     ///   - standardInput, standardOutput, standardError: descriptors the child gets as 0, 1 and 2; nil for
     ///     /dev/null. The caller keeps and closes its own.
-    /// - Throws: ``Errno`` when the program cannot be started (`ENOENT`, `EACCES`, `EAGAIN` at a limit on
-    ///   processes).
+    /// - Throws: ``ThreadStartFailed`` (a process, named by the program's file name) when the system refuses a
+    ///   process (`EAGAIN`: a limit on processes or memory); ``Errno`` when the program cannot be started for
+    ///   another reason (`ENOENT`, `EACCES`).
     package init(
         path: String, arguments: [String], standardInput: Int32? = nil, standardOutput: Int32? = nil,
         standardError: Int32? = nil
-    ) throws(Errno) {
+    ) throws {
         let argv = ([path] + arguments).map { strdup($0) }
         defer { for argument in argv { free(argument) } }
         var pointers = argv + [nil]
         let rc = pointers.withUnsafeMutableBufferPointer { buffer in
             rewind_spawn(path, buffer.baseAddress, standardInput ?? -1, standardOutput ?? -1, standardError ?? -1)
         }
-        guard rc > 0 else { throw Errno(rawValue: -rc) }
+        guard rc > 0 else {
+            let errno = Errno(rawValue: -rc)
+            guard errno.rawValue == EAGAIN else { throw errno }
+            throw ThreadStartFailed(
+                name: path.split(separator: "/").last.map(String.init) ?? path, errno: errno, isProcess: true)
+        }
         pid = rc
     }
 

@@ -332,15 +332,14 @@ private func record(
         if let port = control?.tcpPort, let listen {
             printError("serving the API on \(listen.host):\(port) (bearer token required)")
         }
-    } catch let error as ControlError where listen != nil {
-        if case .badListenAddress = error { throw error }
-        if case .alreadyServed = error { throw CommandError("\(error)", status: ExitStatus.unavailable) }
-        printError("live saves are not available (recording goes on): \(error)")
     } catch ControlError.alreadyServed(let path) {
         // Another recorder started on the directory since the check above.
         throw CommandError(
             "another recorder already serves \(path): stop it, or record into another --store",
             status: ExitStatus.unavailable)
+    } catch let error as ControlError where listen != nil {
+        if case .badListenAddress = error { throw error }
+        printError("live saves are not available (recording goes on): \(error)")
     } catch {
         printError("live saves are not available (recording goes on): \(error)")
     }

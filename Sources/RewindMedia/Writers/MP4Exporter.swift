@@ -106,10 +106,8 @@ public final class MP4Exporter: Exporter {
                 standardOutput: output, standardError: logFD)
         } catch {
             try? FileManager.default.removeItem(atPath: errorLog)
-            if let error = error as? Errno, error.rawValue == EAGAIN {
-                throw ExportError(
-                    destination: destination.description,
-                    reason: .toolRefused(ThreadStartFailed(name: "ffmpeg", errno: error, isProcess: true)))
+            if let refused = error as? ThreadStartFailed {
+                throw ExportError(destination: destination.description, reason: .toolRefused(refused))
             }
             throw ExportError(
                 destination: destination.description, reason: .cannotStartTool(path: ffmpeg, detail: "\(error)"))
