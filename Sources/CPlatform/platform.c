@@ -144,6 +144,15 @@ int rewind_limit_heap_retention(void) {
 #endif
 }
 
+int rewind_limit_malloc_arenas(int count) {
+#ifdef __GLIBC__
+    return mallopt(M_ARENA_MAX, count) == 1;
+#else
+    (void)count;
+    return 0;
+#endif
+}
+
 int rewind_flush_standard_output(void) {
     if (fflush(stdout) != 0) return errno != 0 ? errno : EIO;
     return ferror(stdout) ? EIO : 0;

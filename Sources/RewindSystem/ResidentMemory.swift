@@ -24,6 +24,16 @@ public enum ResidentMemory {
         rewind_limit_heap_retention() == 1
     }
 
+    /// Makes malloc keep at most `count` arenas (glibc makes up to eight per core, each reserving 64 MiB of address
+    /// space): the address space a process needs then follows its memory, so a limit on it (``System/addressSpaceLimit``)
+    /// can be checked against a budget. Call it once, before other threads start.
+    ///
+    /// - Returns: whether the C library took the setting.
+    @discardableResult
+    public static func limitMallocArenas(to count: Int) -> Bool {
+        rewind_limit_malloc_arenas(Int32(clamping: max(1, count))) == 1
+    }
+
     /// The resident size in bytes, from the second field of `/proc/self/statm` (resident pages) times the page
     /// size: the figure `VmRSS` in `/proc/self/status` shows, read without parsing text lines. Allocates nothing.
     ///

@@ -80,6 +80,14 @@ public enum System {
         return (value(limit.rlim_cur), value(limit.rlim_max))
     }
 
+    /// The soft limit on this process's address space (`ulimit -v`, systemd's `LimitAS=`) in bytes; nil when there
+    /// is none.
+    public static var addressSpaceLimit: Int? {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_AS.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return nil }
+        return limit.rlim_cur > rlim_t(Int.max) ? nil : Int(limit.rlim_cur)
+    }
+
     /// Raises the soft limit on open descriptors to `count` (at most the hard limit); whether it now allows that many.
     @discardableResult
     public static func raiseOpenFileLimit(to count: Int) -> Bool {

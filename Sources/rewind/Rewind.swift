@@ -56,6 +56,8 @@ enum Rewind {
     static func main() {
         // A recorder must stay within its memory budget: freed query and export buffers go back to the system.
         ResidentMemory.limitHeapRetention()
+        // Address space that follows the memory used, so that `ulimit -v` can be checked against a budget.
+        ResidentMemory.limitMallocArenas(to: min(max(System.onlineProcessorCount, 2), 4))
         keepStandardDescriptorsTaken()
         // A write past the file size limit (`ulimit -f`, systemd's LimitFSIZE) then fails with EFBIG, reported like
         // a full disk, instead of killing the process in the middle of a segment or an export.

@@ -46,6 +46,7 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     } catch {
         throw UsageError("\(error)")
     }
+    try checkAddressSpaceFits(memoryBudget: configuration.memoryBudget, command: "the soak")
 
     // Where the report and chart go must be writable before the soak runs, not only when it ends.
     for option in ["report", "chart"] {

@@ -352,3 +352,63 @@ struct MemoryCgroupTests {
         #expect(fits.output.contains("60 durable"), "\(fits.output)")
     }
 }
+
+/// A recording or soak under a limit on address space (`ulimit -v`, systemd's `LimitAS=`): refused up front when its
+/// `--memory` budget does not fit with the process's own needs, naming the largest that does, instead of dropping
+/// every frame for want of a mapping or ending in a crash report when the Swift runtime's allocation is refused; one
+/// that fits records every frame.
+@Suite(.timeLimit(.minutes(10)))
+struct AddressSpaceLimitTests {
+    private func limited(_ kibibytes: Int, _ arguments: [String]) throws -> ToolResult {
+        try Tool.run("/bin/sh", ["-c", "ulimit -v \(kibibytes) && exec \"$0\" \"$@\"", Tool.rewindPath] + arguments)
+    }
+
+    @Test func aBudgetTheLimitCannotHoldIsRefusedAndOneThatFitsRecordsEveryFrame() throws {
+        let directory = try Tool.temporaryDirectory("address")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func record(_ memory: String, under kibibytes: Int) throws -> ToolResult {
+            try limited(
+                kibibytes,
+                [
+                    "record", "--store", directory.appendingPathComponent(memory).path, "--input",
+                    "synthetic:640x360@30", "--duration", "2s", "--memory", memory,
+                ])
+        }
+        // 400000 KiB (390.6 MiB): the build before this check crashed here (a refused allocation of the runtime).
+        for kibibytes in [150_000, 400_000] {
+            let refused = try record("256MiB", under: kibibytes)
+            #expect(refused.status == 71, "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("--memory 256.0 MiB does not fit in the")
+                    && refused.stderr.contains("of address space this process may use (ulimit -v"),
+                "\(refused.stderr)")
+            #expect(!refused.stderr.contains("crashed"), "\(refused.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("256MiB").path))
+        let tight = try record("256MiB", under: 700_000)
+        #expect(tight.status == 71, "\(tight.stderr)")
+        #expect(tight.stderr.contains("give at most --memory 171MiB"), "\(tight.stderr)")
+        // Within the limit: malloc's arenas no longer take a gigabyte of address space, and nothing is dropped.
+        let fits = try record("64MiB", under: 700_000)
+        #expect(fits.status == 0, "\(fits.stderr)")
+        #expect(fits.output.contains("60 durable") && fits.output.contains("; 0 dropped"), "\(fits.output)")
+
+        // Three streams (threads for each) at 585.9 MiB: the build before kept a malloc arena per thread (64 MiB of
+        // address space each) and dropped frames for want of a mapping (`memory budget`), exit 0.
+        let three = try limited(
+            600_000,
+            [
+                "record", "--store", directory.appendingPathComponent("three").path, "--input",
+                "a=synthetic:640x360@30", "--input", "b=synthetic:320x240@30", "--input", "c=synthetic:640x360@30",
+                "--duration", "2s", "--memory", "64MiB",
+            ])
+        #expect(three.status == 0, "\(three.stderr)")
+        #expect(
+            three.output.components(separatedBy: "60 durable").count == 4 && !three.output.contains("memory budget"),
+            "\(three.output)")
+
+        let soak = try limited(700_000, ["soak", "--duration", "2s", "--memory", "256MiB"])
+        #expect(soak.status == 71, "\(soak.stderr)")
+        #expect(soak.stderr.contains("for the soak itself"), "\(soak.stderr)")
+    }
+}

@@ -45,6 +45,12 @@ int rewind_tcp_connect(int port);
 /// Returns 1 when applied, 0 where the C library has no such settings.
 int rewind_limit_heap_retention(void);
 
+/// Limits glibc's malloc to `count` arenas. Each arena reserves 64 MiB of address space, and glibc makes up to
+/// eight per core for threads that allocate at once: a recorder's threads took over 1 GiB of address space for a
+/// few MiB of heap, which an address-space limit (`ulimit -v`) refuses. Returns 1 when applied, 0 where the C
+/// library has no such setting.
+int rewind_limit_malloc_arenas(int count);
+
 /// Flushes the C library's `stdout` and says whether everything written to it so far reached the descriptor.
 /// Returns 0, or an errno value (EIO when an earlier write failed and its reason is gone).
 int rewind_flush_standard_output(void);
