@@ -1,5 +1,6 @@
 import Foundation
 import RewindCore
+import RewindMedia
 import RewindQuery
 import RewindSystem
 
@@ -30,6 +31,8 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         case unavailable
         /// 503: the recorder is stopping.
         case stopping
+        /// 503: a limit of the system (threads, processes) left the recorder without what the request needs.
+        case systemLimit = "system_limit"
         /// 500: the export or anything else failed.
         case failed
 
@@ -44,7 +47,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
             case .conflict: 409
             case .tooLarge: 413
             case .tooMany: 429
-            case .unavailable, .stopping: 503
+            case .unavailable, .stopping, .systemLimit: 503
             case .failed: 500
             }
         }
@@ -87,14 +90,20 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The error for anything a handler threw: API errors as they are, bad values as 400, empty ranges as `empty`,
-    /// a thread the system refused as `unavailable`.
+    /// a thread or process the system refused as `system_limit`.
     init(_ error: any Error) {
         switch error {
         case let error as APIError: self = error
         case let error as ValueError: self.init(.badRequest, "\(error)")
         case ClipError.badRange, ClipError.nonPositiveDuration: self.init(.badRequest, "\(error)")
         case ClipError.empty, ClipError.noFrames: self.init(.empty, "\(error)")
-        case let error as ThreadStartFailed: self.init(.unavailable, "\(error)")
+        case let error as ThreadStartFailed: self.init(.systemLimit, "\(error)")
+        case let error as ExportError:
+            if case .toolRefused = error.reason {
+                self.init(.systemLimit, "\(error)")
+            } else {
+                self.init(.failed, "\(error)")
+            }
         default: self.init(.failed, "\(error)")
         }
     }

@@ -50,6 +50,7 @@ struct CommandFailure {
                 switch refusal.code {
                 case .badRequest: status = ExitStatus.usage
                 case .stopping, .unavailable, .tooMany: status = ExitStatus.unavailable
+                case .systemLimit: status = ExitStatus.systemLimit
                 case .notFound: advice = command == "unmark" ? "'rewind markers' lists the markers" : nil
                 default: break
                 }

@@ -200,6 +200,15 @@ struct ThreadLimitTests {
         #expect(dropped.status == 69, "\(dropped.stderr)")
         #expect(dropped.stderr.contains("closed the connection without answering"), "\(dropped.stderr)")
         #expect(dropped.stderr.contains("raise its limit on threads"), "\(dropped.stderr)")
+        // Room for one more task: the request's thread, then the save's, but not ffmpeg's process. The save fails
+        // for the limit, exit 71 as a save from the disk would (it was 1, an export failure like any other).
+        try cgroup.setMax(counts.last! + 1)
+        let refused = try Tool.rewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("refused.mp4").path,
+        ])
+        #expect(refused.status == 71, "\(refused.stderr)")
+        #expect(refused.stderr.contains("could not start a process (ffmpeg)"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("refused.mp4").path))
         try cgroup.setMax(10_000)
         let saved = directory.appendingPathComponent("saved.y4m").path
         let save = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", saved])
