@@ -285,6 +285,8 @@ private func record(
     {
         try checkStreamsMatch(specs, store: existing, directory: directory)
     }
+    // A new store's missing parent directories are made, as the control's socket and the token make them.
+    if configuration.spill != .off { try makeParentDirectories(of: directory) }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     if let store {
         if !store.recovery.repaired.isEmpty {
@@ -875,6 +877,20 @@ private func startPressureMonitor(_ recorder: Recorder) throws(ThreadStartFailed
         return nil
     }
     return monitor
+}
+
+/// Makes the directories above `directory` that are missing (like `mkdir -p` of its parent).
+///
+/// - Throws: ``CommandError`` naming the directory that could not be made and why.
+private func makeParentDirectories(of directory: String) throws {
+    let parent = URL(fileURLWithPath: directory).deletingLastPathComponent().path
+    var path = ""
+    for component in parent.split(separator: "/") {
+        path += "/" + component
+        guard mkdir(path, 0o755) != 0, errno != EEXIST else { continue }
+        throw CommandError(
+            "--store: cannot make \(path), a directory above the store: \(String(cString: strerror(errno)))")
+    }
 }
 
 /// The TCP listener `--listen` asks for, with its token (read from `--token-file` or `DIR/token`, made if missing).

@@ -423,6 +423,37 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(info.status == 0 && info.output.contains("\"frames\" : 30"), "\(info.output) \(info.stderr)")
     }
 
+    /// `rewind record` makes a new store's missing parent directories (as it did with `--listen`, for the token),
+    /// and names the one it cannot make.
+    @Test func aStoreInDirectoriesThatDoNotExistYetIsMadeWithThem() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer {
+            chmod(directory.path + "/locked", 0o755)
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let store = directory.appendingPathComponent("site/cams/front").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "1s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect(info.status == 0 && info.output.contains("\"frames\" : 30"), "\(info.output) \(info.stderr)")
+        try FileManager.default.createDirectory(
+            atPath: directory.path + "/locked", withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o555])
+        let asUser = getuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+        let command = asUser + [Tool.rewindPath]
+        let refused = try Tool.run(
+            try Tool.path(of: command[0]),
+            Array(command.dropFirst()) + [
+                "record", "--store", directory.path + "/locked/a/b", "--input", "synthetic:160x90@30", "--duration",
+                "1s",
+            ])
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains(
+                "--store: cannot make \(directory.path)/locked/a, a directory above the store: "
+                    + "Permission denied"), "\(refused.stderr)")
+    }
+
     /// `rewind demo --store` replaces only a store an earlier demo made: never a recording (while a recorder writes
     /// it or not), nor a demo store holding files the demo did not write.
     @Test func theDemoReplacesOnlyItsOwnStore() throws {
