@@ -120,13 +120,20 @@ final class StreamClockMapping: Sendable {
     }
 
     /// Puts a source frame on the stream clock (the first frame decides the mapping; later ones read one atomic).
+    ///
+    /// - Throws: ``FrameError/ptsOutOfRange(_:)`` for a frame the stream clock would put past
+    ///   ``FrameInfo/longestStreamTimeNanoseconds`` (a source's own time, or a recording continuing a stream).
     @inline(__always)
-    func map(_ info: FrameInfo) -> FrameInfo {
+    func map(_ info: FrameInfo) throws(FrameError) -> FrameInfo {
         if !isDecided.load(ordering: .acquiring) { decide(firstPTS: info.ptsNanoseconds, wall: info.wallNanoseconds) }
         let offset = offset.load(ordering: .relaxed)
+        let pts = info.ptsNanoseconds.addingSaturating(offset)
+        guard pts <= FrameInfo.longestStreamTimeNanoseconds else {
+            throw .ptsOutOfRange(FrameTime(nanoseconds: pts))
+        }
         guard offset != 0 else { return info }
         var mapped = info
-        mapped.ptsNanoseconds = info.ptsNanoseconds &+ offset
+        mapped.ptsNanoseconds = pts
         mapped.pts = FrameTime(nanoseconds: mapped.ptsNanoseconds)
         return mapped
     }
@@ -141,15 +148,17 @@ final class StreamClockMapping: Sendable {
                 // The stored mapping counts from its own recorder time 0 (the same as the store's, unless an older
                 // build's streams were derived from different first frames).
                 var first = storedClock.pts(atRecorderTime: arrival - storedClock.wallNanoseconds)
-                if let lastStoredPTS { first = max(first, lastStoredPTS + frameDuration) }
-                decision = Decision(sessionOffset: first - firstPTS, clock: storedClock, needsStoring: true)
+                if let lastStoredPTS { first = max(first, lastStoredPTS.addingSaturating(frameDuration)) }
+                decision = Decision(
+                    sessionOffset: first.addingSaturating(-firstPTS), clock: storedClock, needsStoring: true)
             } else {
                 var sessionOffset: Int64 = 0
                 if let lastStoredPTS, firstPTS <= lastStoredPTS {
-                    sessionOffset = lastStoredPTS + frameDuration - firstPTS
+                    sessionOffset = lastStoredPTS.addingSaturating(frameDuration).addingSaturating(-firstPTS)
                 }
                 let clock = StreamClock(
-                    offsetNanoseconds: arrival - epochs.arrival - (firstPTS + sessionOffset),
+                    offsetNanoseconds: (arrival - epochs.arrival).addingSaturating(
+                        -firstPTS.addingSaturating(sessionOffset)),
                     wallNanoseconds: epochs.stored)
                 decision = Decision(sessionOffset: sessionOffset, clock: clock, needsStoring: true)
             }

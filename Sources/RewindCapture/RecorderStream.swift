@@ -91,8 +91,8 @@ public final class RecorderStream: Sendable {
 
     /// Puts a source frame's pts on the stream clock (the first frame decides the mapping).
     @inline(__always)
-    private func mapped(_ info: FrameInfo) -> FrameInfo {
-        shared.clock.map(info)
+    private func mapped(_ info: FrameInfo) throws(FrameError) -> FrameInfo {
+        try shared.clock.map(info)
     }
 
     // MARK: Producing
@@ -109,7 +109,7 @@ public final class RecorderStream: Sendable {
             shared.noteDroppedOnArrival(.spillBehind)
             return .dropped(.spillBehind)
         }
-        let info = mapped(info)
+        let info = try mapped(info)
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
     }
 
@@ -171,7 +171,7 @@ public final class RecorderStream: Sendable {
 
     /// Stores a frame filled in place in `slab`.
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        let info = mapped(info)
+        let info = try mapped(info)
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
     }
 

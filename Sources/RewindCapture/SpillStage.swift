@@ -653,7 +653,7 @@ final class SpillLane {
     private func recordGapToEnd(reason: LossReason, recorderTime: Int64?) -> (any Error)? {
         guard let start = lastWrittenPTS else { return nil }
         let frame = max(1, stream.frameDuration.nanoseconds ?? 1)
-        var end = start + frame
+        var end = start.addingSaturating(frame)
         if let recorderTime, let clock = shared.clock.clock {
             end = max(end, clock.pts(atRecorderTime: recorderTime))
         }

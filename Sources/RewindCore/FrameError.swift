@@ -16,7 +16,8 @@ public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
     case planeCountMismatch(expected: Int, actual: Int)
     /// The frame's layout differs from the one its stream was opened with.
     case layoutMismatch(expected: FrameLayout, actual: FrameLayout)
-    /// A pts that does not fit in 64-bit nanoseconds (beyond about ±292 years).
+    /// A pts that does not fit in 64-bit nanoseconds (beyond about ±292 years), or that a recording would put
+    /// beyond ``FrameInfo/longestStreamTimeNanoseconds`` (100 years) on its stream clock.
     case ptsOutOfRange(FrameTime)
 
     /// A one-line message for people: what was wrong, with the values involved.
@@ -38,7 +39,8 @@ public enum FrameError: Error, Sendable, Hashable, CustomStringConvertible {
         case .layoutMismatch(let expected, let actual):
             "frame is \(actual) but the stream is \(expected)"
         case .ptsOutOfRange(let pts):
-            "pts \(pts) does not fit in 64-bit nanoseconds"
+            "a frame at pts \(pts.value / Int64(pts.timescale))s (\(Int(pts.seconds / 31_557_600)) years) is beyond the "
+                + "100 years of stream time a recording keeps"
         }
     }
 }

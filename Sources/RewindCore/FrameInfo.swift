@@ -11,6 +11,11 @@ public struct FrameInfo: Sendable, Hashable {
     /// The frame's colour matrix and range.
     public var color: ColorInfo
 
+    /// The latest pts a recording puts a frame at on its stream clock: 100 years (of 365.25 days), far inside
+    /// 64-bit nanoseconds (about 292 years), so that a gap's end, a recording continuing the stream, and recorder
+    /// time computed from it cannot overflow. A frame past it ends its input (``FrameError/ptsOutOfRange(_:)``).
+    public static let longestStreamTimeNanoseconds: Int64 = 3_155_760_000 * 1_000_000_000
+
     /// Makes a frame's description and computes ``ptsNanoseconds`` from `pts`.
     ///
     /// - Parameters:

@@ -89,6 +89,9 @@ struct CommandFailure {
             default:
                 break
             }
+        case FrameError.ptsOutOfRange:
+            // A source whose frames lie beyond the time a stream keeps (an absurd rate, or a stream continued past it).
+            status = ExitStatus.dataError
         case let error as InputError:
             status = error.isMalformed ? ExitStatus.dataError : ExitStatus.failure
             if case .cannotOpen = error.problem { status = ExitStatus.noInput }

@@ -123,6 +123,33 @@ import Testing
         #expect(record.stderr.contains("everything recorded before it is stored"))
     }
 
+    /// A rate of one frame every 68 years puts the third frame past the 100 years of stream time a recording keeps:
+    /// the input ends there (65) with what came before stored, and recording the file again into the same store
+    /// (which continues the stream after its last frame) ends the same way. Both crashed on an arithmetic overflow
+    /// (the gap's end, the continued stream's first pts) once a pts passed 64-bit nanoseconds.
+    @Test func framesBeyondAHundredYearsOfStreamTimeEndTheInputInsteadOfOverflowing() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("slow.y4m")
+        var bytes = Data("YUV4MPEG2 W4 H4 F1:2147483647 Ip A1:1 C420jpeg\n".utf8)
+        for _ in 0..<6 { bytes += Data("FRAME\n".utf8) + Data(count: 24) }
+        try bytes.write(to: input)
+        let store = directory.appendingPathComponent("store").path
+        for run in 1...3 {
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "y4m:\(input.path)", "--window", "2147483647000ms",
+            ])
+            #expect(record.status == 65, "run \(run): \(record.stderr)")
+            #expect(
+                record.stderr.contains("is beyond the 100 years of stream time a recording keeps")
+                    && !record.stderr.contains("crashed"), "run \(run): \(record.stderr)")
+            #expect(record.output.contains(run == 1 ? "recorded 2 frames" : "recorded 0 frames"), "\(record.output)")
+        }
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect(info.status == 0 && info.output.contains("\"frames\" : 2"), "\(info.output)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
     @Test func mp4WithoutFFmpegIsUnavailable() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

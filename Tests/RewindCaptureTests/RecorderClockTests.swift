@@ -26,7 +26,7 @@ import Testing
                 done.enter()
                 Thread {
                     while !go.load(ordering: .acquiring) {}
-                    _ = mapping.map(info)
+                    _ = try? mapping.map(info)
                     done.leave()
                 }.start()
             }
