@@ -63,10 +63,15 @@ public enum Values {
             return try scaled(text, units: durationUnits.map { ($0.suffix, $0.nanoseconds) }, bare: 1_000_000_000)
         } catch .tooLarge {
             throw ValueError(input: text, expected: longestDuration)
+        } catch .finerThanUnit {
+            throw ValueError(input: text, expected: wholeNanoseconds)
         } catch {
             throw ValueError(input: text, expected: expected)
         }
     }
+
+    /// What a duration or time with a fraction of a nanosecond is told it must be.
+    static let wholeNanoseconds = "a duration in whole nanoseconds (at most nine decimals of a second)"
 
     /// What a duration or time too large for 64-bit nanoseconds is told it must be.
     static let longestDuration = "a duration of at most 106751d (about 292 years, the most whole nanoseconds count)"
@@ -149,6 +154,8 @@ public enum Values {
         case invalid
         /// A number with a unit, but beyond what 64 bits hold.
         case tooLarge
+        /// A number with a unit, but with a fraction of the smallest unit counted (a nanosecond, a byte).
+        case finerThanUnit
     }
 
     private static func scaled(_ text: String, units: [(String, Int64)], bare: Int64) throws(ScaleError) -> Int64 {
@@ -173,7 +180,7 @@ public enum Values {
         var (a, b) = (multiplier, scale)
         while b != 0 { (a, b) = (b, a % b) }
         let (unit, denominator) = (multiplier / a, scale / a)
-        guard fraction % denominator == 0 else { throw .invalid }
+        guard fraction % denominator == 0 else { throw .finerThanUnit }
         let (wholePart, overflow) = whole.multipliedReportingOverflow(by: multiplier)
         let (sum, overflowSum) = wholePart.addingReportingOverflow(fraction / denominator * unit)
         guard !overflow, !overflowSum else { throw .tooLarge }
@@ -197,7 +204,15 @@ public enum TimeSpec: Sendable, Equatable {
     public init(parsing text: String) throws(ValueError) {
         let expected = "a time like 12.5s, 1500ms, 2026-11-30T14:03:05.200Z or 14:03:05.200"
         if text.contains("T") && text.contains("-") {
-            guard let ns = TimeSpec.parseISO8601(text) else { throw ValueError(input: text, expected: expected) }
+            guard let ns = TimeSpec.parseISO8601(text) else {
+                // A well-formed date past what 64-bit nanoseconds since 1970 reach is told so, not the syntax.
+                if let year = Int(text.prefix(4)), text.dropFirst(4).first == "-", !(1678...2261).contains(year) {
+                    throw ValueError(
+                        input: text,
+                        expected: "a date-time from 1678 to 2261 (what 64-bit nanoseconds since 1970 reach)")
+                }
+                throw ValueError(input: text, expected: expected)
+            }
             self = .wall(ns)
         } else if text.contains(":") {
             guard let (clock, offset) = TimeSpec.splitZone(text[...]), let ns = TimeSpec.parseClock(clock) else {
@@ -213,6 +228,10 @@ public enum TimeSpec: Sendable, Equatable {
             } catch {
                 if error.expected == Values.longestDuration {
                     throw ValueError(input: text, expected: "a time within 106751d (about 292 years) of 0")
+                }
+                if error.expected == Values.wholeNanoseconds {
+                    throw ValueError(
+                        input: text, expected: "a time in whole nanoseconds (at most nine decimals of a second)")
                 }
                 guard let suggestion = error.suggestion else { throw ValueError(input: text, expected: expected) }
                 throw ValueError(input: text, expected: "a time", suggestion: (negative ? "-" : "") + suggestion)

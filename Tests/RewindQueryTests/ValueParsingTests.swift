@@ -81,6 +81,30 @@ import Testing
         #expect(throws: ValueError(input: "5x", expected: "a duration like 5s, 1500ms, 10m, 1h or 12.5s")) {
             _ = try Values.duration("5x")
         }
+        // A well-formed value the store cannot hold is told what it may be, not that its syntax is wrong.
+        #expect(
+            throws: ValueError(
+                input: "1.0000000001s", expected: "a duration in whole nanoseconds (at most nine decimals of a second)")
+        ) {
+            _ = try Values.duration("1.0000000001s")
+        }
+        #expect {
+            _ = try TimeSpec(parsing: "1.0000000001s")
+        } throws: { error in
+            "\(error)".contains("is not a time in whole nanoseconds")
+        }
+        for text in ["2262-04-12T00:00:00Z", "1000-01-01T00:00:00Z"] {
+            #expect {
+                _ = try TimeSpec(parsing: text)
+            } throws: { error in
+                "\(error)".contains("is not a date-time from 1678 to 2261")
+            }
+        }
+        #expect {
+            _ = try TimeSpec(parsing: "2026-13-01T00:00:00Z")
+        } throws: { error in
+            "\(error)".contains("is not a time like")
+        }
         #expect(try TimeSpec(parsing: "1970-01-01T00:00:01.5Z") == .wall(1_500_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T15:03:05.200+01:00") == .wall(1_796_047_385_200_000_000))
