@@ -132,6 +132,24 @@ int rewind_accept(int socket) {
     return fd < 0 ? -errno : fd;
 }
 
+int rewind_socket_peer_is_stopped(int fd) {
+    struct ucred credentials;
+    socklen_t length = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0 || credentials.pid <= 0) return -1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)credentials.pid);
+    FILE *file = fopen(path, "re");
+    if (file == NULL) return -1;
+    char line[512];
+    size_t count = fread(line, 1, sizeof line - 1, file);
+    fclose(file);
+    line[count] = 0;
+    // "PID (COMM) STATE …": the command may hold spaces and parentheses, so the state follows the last ')'.
+    char *end = strrchr(line, ')');
+    if (end == NULL || end[1] != ' ') return -1;
+    return end[2] == 'T' || end[2] == 't';
+}
+
 int rewind_wake_pipe(int fds[2]) {
     return pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0 ? 0 : -errno;
 }

@@ -164,7 +164,7 @@ public struct ControlClient: Sendable {
         let retryUntil = ContinuousClock.now + .seconds(2)
         while true {
             guard let connection = try connect() else { return nil }
-            if !waits { connection.limitWaits(what: what) }
+            if waits { connection.limitWaitsWhileStopped(what: what) } else { connection.limitWaits(what: what) }
             let head: Connection.Head
             do {
                 try connection.send(request(method: method, path: path, body: body))
@@ -233,6 +233,10 @@ public struct ControlClient: Sendable {
         private var atEnd = false
         /// The request named in a ``ControlError/noAnswer(request:seconds:)``, once reads are limited.
         private var limited: String?
+        /// Whether reads give up only once the recorder has been stopped for the time limit (a request that waits
+        /// for an export, whose answer may rightly take longer), and since when it has been seen stopped.
+        private var givesUpOnlyWhenStopped = false
+        private var stoppedSince: ContinuousClock.Instant?
 
         init(fd: Int32) { self.fd = fd }
         deinit { close(fd) }
@@ -243,6 +247,29 @@ public struct ControlClient: Sendable {
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             limited = what
+        }
+
+        /// From now on reads wait as long as the recorder runs, but fail (naming `what`) once it has been stopped
+        /// (SIGSTOP, Ctrl-Z) for ``ControlClient/answerTimeoutSeconds``: a recorder reached over TCP, whose state
+        /// cannot be seen, is waited for.
+        func limitWaitsWhileStopped(what: String) {
+            var check = timeval(tv_sec: 1, tv_usec: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &check, socklen_t(MemoryLayout<timeval>.size))
+            limited = what
+            givesUpOnlyWhenStopped = true
+        }
+
+        /// After a read that timed out: whether to read again (the recorder runs, or has not been stopped for the
+        /// whole limit yet).
+        private func waitsOn() -> Bool {
+            guard givesUpOnlyWhenStopped else { return false }
+            guard rewind_socket_peer_is_stopped(fd) == 1 else {
+                stoppedSince = nil
+                return true
+            }
+            let since = stoppedSince ?? ContinuousClock.now
+            stoppedSince = since
+            return ContinuousClock.now - since < .seconds(ControlClient.answerTimeoutSeconds)
         }
 
         func send(_ bytes: [UInt8]) throws {
@@ -262,18 +289,23 @@ public struct ControlClient: Sendable {
         private func fill() throws -> Bool {
             guard !atEnd else { return false }
             var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-            let count = chunk.withUnsafeMutableBytes { raw in
-                System.retryingInterrupts { Glibc.recv(fd, raw.baseAddress, raw.count, 0) }
-            }
+            var count = 0
+            var failure: Int32 = 0
+            repeat {
+                count = chunk.withUnsafeMutableBytes { raw in
+                    System.retryingInterrupts { Glibc.recv(fd, raw.baseAddress, raw.count, 0) }
+                }
+                failure = count < 0 ? errno : 0
+            } while count < 0 && (failure == EAGAIN || failure == EWOULDBLOCK) && waitsOn()
             guard count >= 0 else {
-                if errno == ECONNRESET {
+                if failure == ECONNRESET {
                     atEnd = true
                     return false
                 }
-                if let limited, errno == EAGAIN || errno == EWOULDBLOCK {
+                if let limited, failure == EAGAIN || failure == EWOULDBLOCK {
                     throw ControlError.noAnswer(request: limited, seconds: ControlClient.answerTimeoutSeconds)
                 }
-                throw ControlError.socket(action: "read from", path: nil, Errno(rawValue: errno))
+                throw ControlError.socket(action: "read from", path: nil, Errno(rawValue: failure))
             }
             if count == 0 {
                 atEnd = true

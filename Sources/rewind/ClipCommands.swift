@@ -74,7 +74,8 @@ private func liveSelection(directory: String, stream: String?, output: String) t
     guard FileManager.default.fileExists(atPath: directory + "/index.sqlite") else { return nil }
     // A recorder without a store (`--spill off`) keeps a clock of its own, unrelated to the times of the streams an
     // earlier run stored in the directory: a request that names no stream of them (none, or `all`) is its.
-    if stream == nil || stream == "all", let status = try? ControlClient(directory: directory).status(),
+    if stream == nil || stream == "all",
+        let status = try askRecorder({ try ControlClient(directory: directory).status() }),
         status.segments == nil, status.diskBytes == nil
     {
         return nil
@@ -90,10 +91,12 @@ private func liveSelection(directory: String, stream: String?, output: String) t
 
 /// The selected streams of the store that a running recorder does not record (a camera of an earlier run), and the
 /// selected ones it records: both empty when none runs.
-private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) -> (
+private func streamsOutsideRecorder(directory: String, _ selection: StreamSelection?) throws -> (
     outside: [String], recorded: [String]
 ) {
-    guard let selection, let live = try? ControlClient(directory: directory).streams() else { return ([], []) }
+    guard let selection, let live = try askRecorder({ try ControlClient(directory: directory).streams() }) else {
+        return ([], [])
+    }
     let recording = Set(live.streams.filter(\.recording).map(\.name))
     let names =
         switch selection {
@@ -309,7 +312,7 @@ private func liveExport(
     directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
     range: Range<Int64>? = nil, needsRecorder: Bool = false, start: (String?) throws -> SaveObject?
 ) throws -> Bool {
-    let (outside, recorded) = streamsOutsideRecorder(directory: directory, selection)
+    let (outside, recorded) = try streamsOutsideRecorder(directory: directory, selection)
     // `all` of recorded and stored streams over a range that needs the recorder (a save, which ends at its newest
     // frame; a clip past what its streams have on disk): the recorder exports the streams it records, and stored
     // frames in the range, which it cannot add, make the command fail after it.

@@ -81,7 +81,7 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
         // A stream of the store that the running recorder does not record (a camera of an earlier run): a marker
         // needs one being recorded, as a post-roll save does.
-        if let live = try? ControlClient(directory: directory).streams(),
+        if let live = try askRecorder({ try ControlClient(directory: directory).streams() }),
             live.streams.contains(where: { $0.name == name && !$0.recording })
         {
             throw CommandError(
@@ -90,7 +90,9 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         }
     }
     // No --stream on a recorder of several streams: choose, as save and clip ask (`all` marks each).
-    if arguments.string("stream") == nil, let live = try? ControlClient(directory: directory).streams() {
+    if arguments.string("stream") == nil,
+        let live = try askRecorder({ try ControlClient(directory: directory).streams() })
+    {
         let recorded = live.streams.filter(\.recording).map(\.name)
         if recorded.count > 1 {
             throw UsageError(

@@ -269,3 +269,17 @@ func writeWhole(_ data: Data, to path: String, command: String, what: String) th
         throw failure(staged.abandon(after: error))
     }
 }
+
+/// Asks the store's recorder something a command can do without (nil when none answers, or the request fails: the
+/// command then goes by the store), except that a recorder that stopped answering (SIGSTOP, Ctrl-Z) ends the command
+/// with ``ControlError/noAnswer(request:seconds:)``: asking it again for the command's own request would wait as long.
+func askRecorder<Answer>(_ request: () throws -> Answer?) throws -> Answer? {
+    do {
+        return try request()
+    } catch let error as ControlError {
+        if case .noAnswer = error { throw error }
+        return nil
+    } catch {
+        return nil
+    }
+}

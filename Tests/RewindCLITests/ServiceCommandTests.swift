@@ -154,7 +154,9 @@ import Testing
     }
 
     /// A recorder that is stopped (Ctrl-Z) answers nothing: a client gives up after 30 s saying so (69), and `info`
-    /// shows what the disk holds, saying why; nothing hangs.
+    /// shows what the disk holds, saying why; nothing hangs. `save` and `clip`, which asked a stopped recorder with
+    /// no time limit (their first questions' failures were taken for no recorder, the export waited for without one),
+    /// give up the same way, and so does a save that waits for its post-roll once the recorder has been stopped 30 s.
     @Test func aStoppedRecorderMakesClientsGiveUpInsteadOfHanging() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -171,10 +173,30 @@ import Testing
         try waitUntil("the recorder answers", interval: .milliseconds(50)) {
             try Tool.rewind(["status", "--store", store]).status == 0
         }
+        let waitingOutput = directory.appendingPathComponent("waiting.mkv").path
+        let waiting = try Tool.startRewind([
+            "save", "--store", store, "--before", "1s", "--after", "10m", "-o", waitingOutput,
+        ])
+        try waitUntil("the save waits for its post-roll", interval: .milliseconds(50)) {
+            let status = try json(try Tool.rewind(["status", "--store", store, "--json"]))
+            return status["saves_waiting"] as? Int == 1
+        }
         kill(process.processIdentifier, SIGSTOP)
+        let save = try Tool.startRewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("last.mkv").path,
+        ])
+        let clip = try Tool.startRewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("clip.mkv").path,
+        ])
         let status = try Tool.rewind(["status", "--store", store], timeout: .seconds(90))
         #expect(status.status == 69, "\(status.stderr)")
         #expect(status.stderr.contains("the recorder sent nothing for 30 s"), "\(status.stderr)")
+        for (name, client) in [("save", save), ("clip", clip), ("the waiting save", waiting)] {
+            let result = try client.finish(timeout: .seconds(90))
+            #expect(result.status == 69, "\(name): \(result.stderr)")
+            #expect(result.stderr.contains("the recorder sent nothing for 30 s"), "\(name): \(result.stderr)")
+        }
         let info = try Tool.rewind(["info", "--store", store], timeout: .seconds(90))
         #expect(info.status == 0, "\(info.stderr)")
         #expect(info.stderr.contains("showing what the store on disk holds") && info.output.contains("stream camera"))

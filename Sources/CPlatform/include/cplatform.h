@@ -30,6 +30,10 @@ int rewind_wake_pipe(int fds[2]);
 /// descriptor, or −errno.
 int rewind_unix_connect(const char *path);
 
+/// Whether the process at the other end of the Unix socket `fd` is stopped (SIGSTOP, Ctrl-Z: state `T` or `t` in
+/// `/proc/PID/stat`): 1 when it is, 0 when it runs, -1 when that cannot be told (not a Unix socket, no `/proc`).
+int rewind_socket_peer_is_stopped(int fd);
+
 /// Creates a TCP socket listening on the numeric IPv4 or IPv6 address `host` and `port` (0: any free port).
 /// Stores the port bound in `*bound_port` and whether `host` is a loopback address in `*is_loopback`. Returns the
 /// descriptor, or −errno (−EINVAL when `host` is not a numeric address).
