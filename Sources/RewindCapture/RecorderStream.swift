@@ -104,13 +104,31 @@ public final class RecorderStream: Sendable {
     ///   or the ring's reason.
     /// - Throws: ``FrameError`` for bad input; counted, nothing else changes.
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
-        if isSpillBehind {
-            shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.noteDroppedOnArrival(.spillBehind)
-            return .dropped(.spillBehind)
-        }
+        if isSpillBehind { return droppedSpillBehind() }
         let info = try mapped(info)
+        if wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
+    }
+
+    /// Counts a frame dropped on arrival because the spill stage is behind (`drop-newest`).
+    private func droppedSpillBehind() -> AppendOutcome {
+        shared.droppedSpillBehind.add(1, ordering: .relaxed)
+        shared.noteDroppedOnArrival(.spillBehind)
+        return .dropped(.spillBehind)
+    }
+
+    /// Under `drop-newest` with eager spill: whether a frame at `pts` would push a frame not yet written out of the
+    /// window. Frames dropped on arrival leave a hole in pts, and the next frame accepted after it (or a source that
+    /// jumps ahead, such as a paced file after the recorder was stopped) moves the window on by more than one frame:
+    /// the frame is dropped instead, so that frames already accepted are never lost to it (``isSpillBehind`` counts
+    /// frames, this the window's time).
+    private func wouldExpireUnwritten(at pts: Int64) -> Bool {
+        guard configuration.backpressure == .dropNewest, configuration.spill == .eager, unspilledFrames > 0 else {
+            return false
+        }
+        let threshold = pts.subtractingReportingOverflow(configuration.windowNanoseconds)
+        // Frames before the threshold leave; every unwritten frame lies after the last one written.
+        return !threshold.overflow && threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1
     }
 
     /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
@@ -172,6 +190,8 @@ public final class RecorderStream: Sendable {
     /// Stores a frame filled in place in `slab`.
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         let info = try mapped(info)
+        // The slab goes back to the ring when it is dropped here.
+        if wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
     }
 

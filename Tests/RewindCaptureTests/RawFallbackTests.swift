@@ -85,6 +85,32 @@ private final class CompressionGate: Sendable {
         #expect(summary.storedBytes < summary.rawBytes)
     }
 
+    /// Under `drop-newest`, a frame that would move the window past frames not yet written (a source that jumps
+    /// ahead, such as a paced file after the recorder was stopped, or the first frame accepted after drops on
+    /// arrival) is dropped as `spill behind`, instead of the accepted frames leaving the ring unwritten (`evicted
+    /// before spill`: a loss of accepted frames, which a live source's exit status does not count).
+    @Test func aFrameThatWouldPushUnwrittenFramesOutOfTheWindowIsDroppedInstead() throws {
+        let gate = CompressionGate()
+        var options = StoreOptions()
+        options.beforeCompressingChunk = { gate.pass() }
+        let (_, recorder, _, _) = try Self.smallRecorder(window: .seconds(1), options: options)
+        var feed = try CameraFeed(width: 320, height: 240, fps: 30)
+        for index in 0..<10 {
+            let outcome = try feed.appendNext(to: recorder)
+            #expect(outcome != .dropped(.spillBehind), "frame \(index)")
+        }
+        // Two seconds on: the whole window, with every frame in it unwritten, would leave.
+        #expect(try feed.appendNext(to: recorder, skip: 60) == .dropped(.spillBehind))
+        gate.open()
+        try waitUntil("the spill stage writes the accepted frames") { recorder.unspilledFrames == 0 }
+        // Everything written, the window moves on as far as the source goes.
+        #expect(try feed.appendNext(to: recorder, skip: 60) != .dropped(.spillBehind))
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[.evictedBeforeSpill] == nil, "\(statistics.drops)")
+        #expect(statistics.drops[.spillBehind] == 1, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 11)
+    }
+
     /// With on-evict spill the frames within the lead are unwritten by design: a live source whose spill stage keeps
     /// up with what falls due has every chunk compressed (its frames are not behind, only not due yet).
     @Test func onEvictFramesThatAreNotLateAreCompressed() throws {
