@@ -366,7 +366,7 @@ struct MemoryCgroupTests {
 /// `--memory` budget does not fit with the process's own needs, naming the largest that does, instead of dropping
 /// every frame for want of a mapping or ending in a crash report when the Swift runtime's allocation is refused; one
 /// that fits records every frame.
-@Suite(.timeLimit(.minutes(10)))
+@Suite(.timeLimit(.minutes(15)))
 struct AddressSpaceLimitTests {
     private func limited(_ kibibytes: Int, _ arguments: [String]) throws -> ToolResult {
         try Tool.run("/bin/sh", ["-c", "ulimit -v \(kibibytes) && exec \"$0\" \"$@\"", Tool.rewindPath] + arguments)

@@ -56,7 +56,7 @@ import Testing
         #expect(try JSONDecoder().decode(SaveObject.self, from: Data(encoded.utf8)) == object)
         #expect(SaveState.allCases.filter(\.isFinal) == [.done, .failed, .cancelled])
         let statuses = APIError.Code.allCases.map(\.status)
-        #expect(statuses == [400, 401, 403, 404, 404, 405, 409, 413, 429, 503, 503, 500])
+        #expect(statuses == [400, 401, 403, 404, 404, 405, 409, 413, 429, 503, 503, 503, 500])
     }
 
     @Test func everyControlErrorStatesTheFactWithItsDataAndNoCommandLineWords() {
