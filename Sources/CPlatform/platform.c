@@ -162,6 +162,12 @@ int rewind_limit_heap_retention(void) {
 #endif
 }
 
+int rewind_signal_is_ignored(int number) {
+    struct sigaction current;
+    if (sigaction(number, NULL, &current) != 0) return 0;
+    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
+}
+
 int rewind_limit_malloc_arenas(int count) {
 #ifdef __GLIBC__
     return mallopt(M_ARENA_MAX, count) == 1;

@@ -80,6 +80,11 @@ public enum System {
         return (value(limit.rlim_cur), value(limit.rlim_max))
     }
 
+    /// Whether `signal` is ignored (`SIG_IGN`), as `nohup` leaves SIGHUP for the program it starts.
+    public static func isIgnored(signal: Int32) -> Bool {
+        rewind_signal_is_ignored(signal) == 1
+    }
+
     /// The soft limit on this process's address space (`ulimit -v`, systemd's `LimitAS=`) in bytes; nil when there
     /// is none.
     public static var addressSpaceLimit: Int? {

@@ -41,16 +41,17 @@ private func monotonicNanoseconds() -> Int64 {
     return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
 }
 
-/// Makes SIGINT and SIGTERM request a clean stop (a second signal of either kind, a quarter of a second or more
-/// after the first, ends the process at once).
+/// Makes SIGINT, SIGTERM and SIGHUP request a clean stop (a second signal of any of them, a quarter of a second or
+/// more after the first, ends the process at once). SIGHUP — the terminal went away, or the kernel's notice to a
+/// stopped job left without its shell — is left ignored where it was (`nohup`).
 func installStopHandlers() {
+    let signals = [SIGINT, SIGTERM] + (System.isIgnored(signal: SIGHUP) ? [] : [SIGHUP])
     // A parent may have started us with these signals blocked (the mask is inherited): unblock them.
     var unblock = sigset_t()
     sigemptyset(&unblock)
-    sigaddset(&unblock, SIGINT)
-    sigaddset(&unblock, SIGTERM)
+    for signalNumber in signals { sigaddset(&unblock, signalNumber) }
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-    for signalNumber in [SIGINT, SIGTERM] {
+    for signalNumber in signals {
         signal(signalNumber) { number in
             let now = monotonicNanoseconds()
             if !stopRequested.exchange(true, ordering: .relaxed) {

@@ -140,6 +140,39 @@ import Testing
         #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
     }
 
+    /// SIGHUP (the terminal went away, or the kernel's notice to a stopped job whose shell is gone) stops a recording
+    /// cleanly, as SIGTERM does; it ended the process with 129 and an unsealed segment. Under `nohup` (SIGHUP
+    /// ignored) the recording goes on.
+    @Test func sighupStopsARecordingCleanlyUnlessIgnored() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = ["record", "--store", store, "--input", "synthetic:160x120@30", "--realtime"]
+        let child = try Tool.startRewind(record)
+        defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder answers", timeout: .seconds(60), interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
+        kill(child.process.processIdentifier, SIGHUP)
+        let result = try child.finish(timeout: .seconds(30))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 0 && verify.output.contains("clean"), "\(verify.output) \(verify.stderr)")
+
+        let ignoring = try ExternalTools.Child(
+            "/bin/sh", ["-c", "trap '' HUP && exec \"$0\" \"$@\"", Tool.rewindPath] + record)
+        defer { if ignoring.process.isRunning { kill(ignoring.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the recorder answers again", timeout: .seconds(60), interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
+        kill(ignoring.process.processIdentifier, SIGHUP)
+        #expect(!ignoring.waitForExit(timeout: .seconds(2)), "SIGHUP ignored under nohup")
+        kill(ignoring.process.processIdentifier, SIGTERM)
+        let stopped = try ignoring.finish(timeout: .seconds(30))
+        #expect(stopped.status == 0 && stopped.output.hasSuffix("; stopped\n"), "\(stopped.output) \(stopped.stderr)")
+    }
+
     /// The same signal twice within a moment (as `timeout` sends it: to the recorder, then to its own process group)
     /// is one request to stop: the recording ends cleanly, its segment sealed, instead of at once.
     @Test func aSignalDeliveredTwiceAtOnceStopsTheRecordingCleanly() throws {

@@ -55,6 +55,9 @@ int rewind_limit_heap_retention(void);
 /// library has no such setting.
 int rewind_limit_malloc_arenas(int count);
 
+/// Whether signal `number` is ignored (`SIG_IGN`, as `nohup` leaves SIGHUP): 1 when it is, 0 otherwise.
+int rewind_signal_is_ignored(int number);
+
 /// Flushes the C library's `stdout` and says whether everything written to it so far reached the descriptor.
 /// Returns 0, or an errno value (EIO when an earlier write failed and its reason is gone).
 int rewind_flush_standard_output(void);
