@@ -106,7 +106,7 @@ public final class RecorderStream: Sendable {
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind { return droppedSpillBehind() }
         let info = try mapped(info)
-        if wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
     }
 
@@ -117,15 +117,16 @@ public final class RecorderStream: Sendable {
         return .dropped(.spillBehind)
     }
 
-    /// Under `drop-newest` with eager spill: whether a frame at `pts` would push a frame not yet written out of the
-    /// window. Frames dropped on arrival leave a hole in pts, and the next frame accepted after it (or a source that
-    /// jumps ahead, such as a paced file after the recorder was stopped) moves the window on by more than one frame:
-    /// the frame is dropped instead, so that frames already accepted are never lost to it (``isSpillBehind`` counts
-    /// frames, this the window's time).
+    /// Whether arriving frames are dropped when the spill stage is behind (`drop-newest`, with a spill stage).
+    private var dropsNewest: Bool { spill != nil && configuration.backpressure == .dropNewest }
+
+    /// With eager spill: whether a frame at `pts` would move the ring's time window past a frame not yet written.
+    /// ``isSpillBehind`` counts frames; this is the window's time, which a frame moves on by more than one frame
+    /// after frames dropped on arrival (a hole in pts) or from a source that jumps ahead (a paced file after the
+    /// recorder was stopped). Under `drop-newest` such a frame is dropped, so frames already accepted are never
+    /// lost to it; a waiting producer waits instead (``nextFrameWouldExpireUnwritten``).
     private func wouldExpireUnwritten(at pts: Int64) -> Bool {
-        guard configuration.backpressure == .dropNewest, configuration.spill == .eager, unspilledFrames > 0 else {
-            return false
-        }
+        guard configuration.spill == .eager, unspilledFrames > 0 else { return false }
         let threshold = pts.subtractingReportingOverflow(configuration.windowNanoseconds)
         // Frames before the threshold leave; every unwritten frame lies after the last one written.
         return !threshold.overflow && threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1
@@ -137,8 +138,7 @@ public final class RecorderStream: Sendable {
     ///   frame must be dropped (`dropNewest`); counted as a drop either way.
     public func reserve() -> ReservedSlab? {
         if isSpillBehind {
-            shared.droppedSpillBehind.add(1, ordering: .relaxed)
-            shared.noteDroppedOnArrival(.spillBehind)
+            _ = droppedSpillBehind()
             return nil
         }
         var reason = DropReason.memoryBudget
@@ -153,7 +153,7 @@ public final class RecorderStream: Sendable {
     /// A ring too small for the margin still takes a frame when everything before it is written and unpinned
     /// (write-through, ``canWriteThrough(room:)``).
     private var isSpillBehind: Bool {
-        guard spill != nil && configuration.backpressure == .dropNewest else { return false }
+        guard dropsNewest else { return false }
         let room = framesInRing
         // With no slab in the budget the ring itself drops the frame, on memory budget.
         guard room > 0 else { return false }
@@ -191,7 +191,7 @@ public final class RecorderStream: Sendable {
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         let info = try mapped(info)
         // The slab goes back to the ring when it is dropped here.
-        if wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
     }
 
@@ -279,14 +279,10 @@ public final class RecorderStream: Sendable {
     /// out a frame not yet written: with eager spill, when frames come further apart than the nominal rate the
     /// room in frames assumes (a camera slowed by heat), the window is what fills first.
     private var nextFrameWouldExpireUnwritten: Bool {
-        guard configuration.spill == .eager, unspilledFrames > 0 else { return false }
         let newest = shared.newestPTS.load(ordering: .relaxed)
         guard newest != .min else { return false }
         let next = newest.addingReportingOverflow(max(0, shared.newestStep.load(ordering: .relaxed)))
-        guard !next.overflow else { return false }
-        let threshold = next.partialValue.subtractingReportingOverflow(configuration.windowNanoseconds)
-        // Frames before the threshold leave; every unwritten frame lies after the last one written.
-        return !threshold.overflow && threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1
+        return !next.overflow && wouldExpireUnwritten(at: next.partialValue)
     }
 
     /// The most unwritten frames a waiting producer may leave and go on: the ring's room less the spill stage's

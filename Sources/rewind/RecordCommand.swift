@@ -286,7 +286,7 @@ private func record(
         try checkStreamsMatch(specs, store: existing, directory: directory)
     }
     // A new store's missing parent directories are made, as the control's socket and the token make them.
-    if configuration.spill != .off { try makeParentDirectories(of: directory) }
+    if configuration.spill != .off { try makeParentDirectories(of: directory, options.fileSystem) }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     if let store {
         if !store.recovery.repaired.isEmpty {
@@ -541,26 +541,6 @@ private func checkMemoryFitsCgroup(_ configuration: RecorderConfiguration) throw
         "--memory: \(budget) does not fit in the \(allowed) this process's memory cgroup allows, with about "
             + "\(formatBytes(Int64(recorderMemoryOverhead))) for the recorder itself: the kernel would kill the "
             + "recording once its rings fill; \(advice) (memory.max, systemd's MemoryMax=)", showsHelp: false)
-}
-
-/// Address space a recording or soak needs beyond its `--memory` budget: libraries, thread stacks (8 MiB each),
-/// malloc's arenas (64 MiB each, at most four). Measured: three streams with two saves exporting and six API
-/// clients took 180 MiB beside a 512 MiB budget.
-let addressSpaceOverhead = 512 << 20
-
-/// Refuses a `--memory` budget that does not fit with ``addressSpaceOverhead`` under the process's limit on address
-/// space (`ulimit -v`): mappings the rings need would be refused as the recording goes (every frame then dropped),
-/// or an allocation of the Swift runtime, which ends the process with a crash report.
-func checkAddressSpaceFits(memoryBudget: Int, command: String) throws {
-    guard let limit = System.addressSpaceLimit, memoryBudget > limit - addressSpaceOverhead else { return }
-    let advice =
-        limit > addressSpaceOverhead + (1 << 20)
-        ? "give at most --memory \((limit - addressSpaceOverhead) >> 20)MiB, or raise the limit" : "raise the limit"
-    throw CommandError(
-        "--memory \(formatBytes(Int64(memoryBudget))) does not fit in the \(formatBytes(Int64(limit))) of address "
-            + "space this process may use (ulimit -v, systemd's LimitAS=), with about "
-            + "\(formatBytes(Int64(addressSpaceOverhead))) for \(command) itself (libraries, thread stacks, heaps); "
-            + "\(advice) (ulimit -v unlimited)", status: ExitStatus.systemLimit)
 }
 
 /// The fewest descriptors a recording may open: its segment files and index, the saves exporting at once, and some
@@ -882,14 +862,16 @@ private func startPressureMonitor(_ recorder: Recorder) throws(ThreadStartFailed
 /// Makes the directories above `directory` that are missing (like `mkdir -p` of its parent).
 ///
 /// - Throws: ``CommandError`` naming the directory that could not be made and why.
-private func makeParentDirectories(of directory: String) throws {
-    let parent = URL(fileURLWithPath: directory).deletingLastPathComponent().path
+private func makeParentDirectories(of directory: String, _ fileSystem: any FileSystem) throws {
     var path = ""
-    for component in parent.split(separator: "/") {
+    for component in URL(fileURLWithPath: directory).deletingLastPathComponent().path.split(separator: "/") {
         path += "/" + component
-        guard mkdir(path, 0o755) != 0, errno != EEXIST else { continue }
-        throw CommandError(
-            "--store: cannot make \(path), a directory above the store: \(String(cString: strerror(errno)))")
+        do {
+            try fileSystem.makeDirectory(path)
+        } catch {
+            throw CommandError(
+                "--store: cannot make \(path), a directory above the store: \(String(cString: strerror(error.code)))")
+        }
     }
 }
 
