@@ -31,7 +31,7 @@ extension RecorderControl {
         }
         let at: Int64
         if let text = request.at {
-            at = try recorderTime(text, field: "at")
+            at = try momentTime(text, field: "at")
         } else {
             guard let clock = book.clock else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
             at = clock

@@ -573,7 +573,9 @@ public final class RecorderControl: Sendable {
     }
 
     /// A time as requests write it (`12.5s` recorder time, ISO-8601 wall time, a time of day), on the recorder
-    /// clock every stream shares.
+    /// clock every stream shares, for the end of a range or a frame to find. A time past every frame (a stream's
+    /// frames lie within 100 years of its start) is as good as the farthest one, as it is for a clip from the disk:
+    /// it is brought within ``farthestTime`` (about 146 years) of 0, so the difference of two stays inside 64 bits.
     func recorderTime(_ text: String, field: String) throws -> Int64 {
         let time: Int64
         do {
@@ -581,27 +583,46 @@ public final class RecorderControl: Sendable {
         } catch let error as ValueError {
             throw APIError(.badRequest, "\(field): \(error)")
         }
+        return min(max(time, -Self.farthestTime), Self.farthestTime)
+    }
+
+    /// ``recorderTime(_:field:)`` for a moment durations are added to (a marker's time and its hold): at most 100
+    /// years from the recorder's time 0.
+    func momentTime(_ text: String, field: String) throws -> Int64 {
+        let time = try recorderTime(text, field: field)
         guard time.magnitude <= Self.longestSpan else {
             throw APIError(.badRequest, "\(field): '\(text)' is more than 100 years from the recorder's time 0")
         }
         return time
     }
 
+    /// The farthest recorder time a range may reach: 2⁶² − 1 ns, beyond every frame's time.
+    static let farthestTime: Int64 = .max / 2
+
     /// The longest duration, and the farthest recorder time from 0, a request may give: 100 years. Sums of a few of
     /// them (a trigger, a pre-roll, a post-roll) stay far inside 64-bit nanoseconds.
     static let longestSpan: UInt64 = 100 * 365 * 86_400 * 1_000_000_000
 
     func duration(_ text: String, field: String) throws -> Int64 {
-        let nanoseconds: Int64
-        do {
-            nanoseconds = try Values.duration(text).nanosecondsClamped
-        } catch {
-            throw APIError(.badRequest, "\(field): \(error)")
-        }
+        let nanoseconds = try anyDuration(text, field: field)
         guard nanoseconds.magnitude <= Self.longestSpan else {
             throw APIError(.badRequest, "\(field): '\(text)' is longer than 100 years")
         }
         return nanoseconds
+    }
+
+    /// ``duration(_:field:)`` for how far back a save reaches (`last`, `before`): farther than every frame is as
+    /// good as the farthest, as it is for `rewind save` from the disk, so it is brought within ``farthestTime``.
+    func lookBack(_ text: String, field: String) throws -> Int64 {
+        min(try anyDuration(text, field: field), Self.farthestTime)
+    }
+
+    private func anyDuration(_ text: String, field: String) throws -> Int64 {
+        do {
+            return try Values.duration(text).nanosecondsClamped
+        } catch {
+            throw APIError(.badRequest, "\(field): \(error)")
+        }
     }
 
     /// The x264 quality of an export (`fast` when not given); refused for a format that is not encoded.
@@ -697,8 +718,8 @@ public final class RecorderControl: Sendable {
         }
         let windowNanoseconds = recorder.configuration.windowNanoseconds
         let before =
-            try request.last.map { try duration($0, field: "last") }
-            ?? request.before.map { try duration($0, field: "before") } ?? windowNanoseconds
+            try request.last.map { try lookBack($0, field: "last") }
+            ?? request.before.map { try lookBack($0, field: "before") } ?? windowNanoseconds
         let after = try request.after.map { try duration($0, field: "after") } ?? 0
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
         let (format, path) = try destination(

@@ -40,13 +40,15 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     let live = try liveExport(
         directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
     ) { path in
-        try ControlClient(directory: directory).clip(
-            ClipRequest(
-                stream: selection?.requestName ?? arguments.string("stream"),
-                // A time without a zone is this shell's local time, wherever the recorder runs.
-                from: TimeSpec.withLocalZone(arguments.string("from")!),
-                to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                quality: givenQuality(arguments)))
+        try namingFlags(["from": "--from", "to": "--to"]) {
+            try ControlClient(directory: directory).clip(
+                ClipRequest(
+                    stream: selection?.requestName ?? arguments.string("stream"),
+                    // A time without a zone is this shell's local time, wherever the recorder runs.
+                    from: TimeSpec.withLocalZone(arguments.string("from")!),
+                    to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
+                    quality: givenQuality(arguments)))
+        }
     }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
@@ -253,7 +255,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     ) { path in
         var request = request
         request.path = path
-        return try ControlClient(directory: directory).save(request)
+        return try namingFlags(["last": "--last", "before": "--before", "after": "--after"]) {
+            try ControlClient(directory: directory).save(request)
+        }
     }
     if live { return ExitStatus.success }
     guard !postRoll, !arguments.flag("since-last-save") else {

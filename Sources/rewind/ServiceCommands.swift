@@ -104,7 +104,11 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     let request = MarkerRequest(
         label: arguments.string("label")!, at: arguments.string("at").map(TimeSpec.withLocalZone),
         stream: arguments.string("stream"), hold: held)
-    let list = try requireRecorder(directory) { try $0.mark(request) }
+    let flags = [
+        "at": "--at", "hold.before": hold != nil ? "--hold" : "--hold-before",
+        "hold.after": hold != nil ? "--hold" : "--hold-after",
+    ]
+    let list = try requireRecorder(directory) { client in try namingFlags(flags) { try client.mark(request) } }
     for marker in list.markers { print("marked " + describe(marker)) }
     return ExitStatus.success
 }

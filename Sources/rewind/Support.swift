@@ -285,6 +285,21 @@ func askRecorder<Answer>(_ request: () throws -> Answer?) throws -> Answer? {
     }
 }
 
+/// Runs a request made of the command's flags: a field the recorder refuses is named as the flag it came from
+/// (`--hold-before: …`, not the API's `hold.before: …`).
+///
+/// - Parameter flags: the flag of each field of the request, by the field's name in the API.
+func namingFlags<Answer>(_ flags: [String: String], _ request: () throws -> Answer) throws -> Answer {
+    do {
+        return try request()
+    } catch ControlError.refused(var error) where error.code == .badRequest {
+        if let (field, flag) = flags.first(where: { error.message.hasPrefix($0.key + ": ") }) {
+            error.message = flag + error.message.dropFirst(field.count)
+        }
+        throw ControlError.refused(error)
+    }
+}
+
 /// Address space a recording or soak needs beyond its `--memory` budget: libraries, thread stacks (8 MiB each),
 /// malloc's arenas (64 MiB each, at most four). Measured: three streams with two saves exporting and six API
 /// clients took 180 MiB beside a 512 MiB budget.

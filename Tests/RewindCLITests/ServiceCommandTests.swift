@@ -64,6 +64,22 @@ import Testing
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
         #expect(missing.status == 1 && missing.stderr.contains("no marker 99"), "\(missing.stderr)")
         #expect(try Tool.rewind(["unmark", "--store", store, "1"]).status == 0)
+        // What the recorder refuses beyond 100 years is named by the flag given; how far back a save or a clip
+        // reaches is not bounded, as from the disk: a time past every frame stands for the farthest one.
+        for (arguments, flag) in [
+            (["mark", "--label", "x", "--hold-before", "36600d"], "--hold-before: '36600d' is longer than 100 years"),
+            (["mark", "--label", "x", "--hold", "36600d"], "--hold: '36600d' is longer than 100 years"),
+            (["mark", "--label", "x", "--at", "36600d"], "--at: '36600d' is more than 100 years"),
+            (["save", "--after", "36600d", "-o", clip], "--after: '36600d' is longer than 100 years"),
+        ] {
+            let refused = try Tool.rewind(arguments + ["--store", store])
+            #expect(refused.status == 64 && refused.stderr.contains(flag), "\(arguments): \(refused.stderr)")
+        }
+        let everything = directory.appendingPathComponent("everything.y4m").path
+        for arguments in [["clip", "--from", "-36600d", "--to", "36600d"], ["save", "--last", "36600d"]] {
+            let far = try Tool.rewind(arguments + ["--store", store, "-o", everything])
+            #expect(far.status == 0 && far.output.contains("by the live recorder"), "\(arguments): \(far.stderr)")
+        }
 
         // The events client saw the save through its states and the marker, one JSON object a line.
         try waitUntil("the events client has printed the save and the marker") {
