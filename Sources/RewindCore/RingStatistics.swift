@@ -114,6 +114,11 @@ public struct RingStatistics: Sendable, Hashable {
     public var mappedBytes: Int
     /// The budget in force (lowered by memory pressure).
     public var budget: Int
+    /// The slab bytes the ring keeps to because the system refused to map more (strict overcommit, a lowered
+    /// `ulimit -v`), below ``budget``; nil when it has refused nothing since the budget was last set.
+    public var systemLimit: Int?
+    /// Slabs the system refused to map: each time, the frame took a slab as under a full budget instead.
+    public var refusedMappings: UInt64
     /// The memory pressure last set with ``RingStore/setPressure(_:)``; ``MemoryPressure/normal`` until then.
     public var pressure: MemoryPressure
     /// Frames stored.

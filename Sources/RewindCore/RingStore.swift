@@ -343,12 +343,11 @@ public final class RingStore: Sendable {
                 let address = SlabPool.map(size: size)
                 locked { state in
                     state.pool.finishMapping(id, address: address)
-                    if address == nil { state.dropped.memoryBudget += 1 }
+                    if address == nil { state.refusedMappings += 1 }
                 }
-                guard let address else {
-                    dropReason = .memoryBudget
-                    return nil
-                }
+                // Refused by the system: the pool keeps to what it has mapped, and the frame gets a slab as under a
+                // full budget (a free one, or the oldest frame's).
+                guard let address else { continue }
                 return ReservedSlab(store: self, slab: id, address: address, layout: layout)
             case .unmap(let unmaps):
                 for unmap in unmaps { perform(unmap) }
@@ -411,6 +410,8 @@ struct RingState: ~Copyable {
     var appended: UInt64 = 0
     var evicted: UInt64 = 0
     var dropped = DropCounts()
+    /// Slabs the system refused to map (``SlabPool/systemLimit``).
+    var refusedMappings: UInt64 = 0
     var rejected = RejectionCounts()
 
     init(pool: consuming SlabPool, slots: consuming RingBuffer<Slot>, configuration: RingConfiguration) {
@@ -459,7 +460,8 @@ struct RingState: ~Copyable {
             bytesInRing: pool.ringBytes, bytesOutsideRing: pool.outsideBytes,
             pinnedBytesOutsideRing: pool.pinnedOutsideBytes, reservedBytes: pool.reservedBytes,
             freeBytes: pool.freeBytes, unmappingBytes: pool.unmappingBytes, mappedBytes: pool.mappedBytes,
-            budget: pool.budget, pressure: pressure, appended: appended, evicted: evicted, dropped: dropped,
+            budget: pool.budget, systemLimit: pool.systemLimit, refusedMappings: refusedMappings, pressure: pressure,
+            appended: appended, evicted: evicted, dropped: dropped,
             rejected: rejected, firstPTSNanoseconds: slots.first?.info.ptsNanoseconds,
             lastPTSNanoseconds: slots.last?.info.ptsNanoseconds,
             newestSequence: nextSequence > 1 ? nextSequence - 1 : nil)

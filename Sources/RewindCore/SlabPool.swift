@@ -110,6 +110,12 @@ struct SlabPool: ~Copyable {
 
     /// The current hard budget in bytes.
     private(set) var budget: Int
+    /// The bytes that were mapped when the system last refused a mapping (strict overcommit, a lowered `ulimit -v`);
+    /// nil until then, and again once the budget is set anew. The pool maps no more than this meanwhile: it reuses
+    /// its slabs, as if its budget were what the system let it have.
+    private(set) var systemLimit: Int?
+    /// The bytes new slabs may bring the pool to: the budget, or the system's limit when lower.
+    private var mappingLimit: Int { min(budget, systemLimit ?? .max) }
     private(set) var mappedBytes = 0
     private(set) var freeBytes = 0
     private(set) var reservedBytes = 0
@@ -179,7 +185,7 @@ struct SlabPool: ~Copyable {
             }
             position -= 1
         }
-        if mappedBytes + size <= budget, unusedCount > 0 {
+        if mappedBytes + size <= mappingLimit, unusedCount > 0 {
             unusedCount -= 1
             let index = Int(unusedStack[unusedCount])
             records[index] = Record(address: nil, size: size, place: .unused, pins: 0, isHeld: true)
@@ -187,10 +193,10 @@ struct SlabPool: ~Copyable {
             move(SlabID(index: Int32(index)), to: .reserved)
             return .map(SlabID(index: Int32(index)))
         }
-        if freeCount > 0 && (committedBytes - freeBytes + size <= budget || unusedCount == 0) {
+        if freeCount > 0 && (committedBytes - freeBytes + size <= mappingLimit || unusedCount == 0) {
             // Slabs of another size are in the way: give them back, oldest first, until the new one fits.
             var unmaps: [SlabUnmap] = []
-            while freeCount > 0 && (committedBytes + size > budget || unusedCount == 0 && unmaps.isEmpty) {
+            while freeCount > 0 && (committedBytes + size > mappingLimit || unusedCount == 0 && unmaps.isEmpty) {
                 let index = Int(freeStack[0])
                 freeStack[0] = freeStack[freeCount - 1]
                 freeCount -= 1
@@ -202,7 +208,8 @@ struct SlabPool: ~Copyable {
     }
 
     /// Records the result of mapping a slab that ``take(size:)`` asked for: its address, or nil when `mmap`
-    /// failed (the record is forgotten and its bytes no longer count).
+    /// failed (the record is forgotten and its bytes no longer count, and what stays mapped becomes the
+    /// ``systemLimit``).
     mutating func finishMapping(_ id: SlabID, address: SlabAddress?) {
         let index = Int(id.index)
         precondition(records[index].place == .reserved && records[index].address == nil, "slab \(id) not mapping")
@@ -212,6 +219,7 @@ struct SlabPool: ~Copyable {
             move(id, to: .unused)
             mappedBytes -= records[index].size
             recycleRecord(index)
+            systemLimit = committedBytes
         }
     }
 
@@ -281,6 +289,7 @@ struct SlabPool: ~Copyable {
     mutating func setBudget(_ newBudget: Int) -> [SlabUnmap] {
         precondition(newBudget >= 0, "memory budget must not be negative")
         budget = newBudget
+        systemLimit = nil
         var unmaps: [SlabUnmap] = []
         while committedBytes > budget && freeCount > 0 {
             freeCount -= 1

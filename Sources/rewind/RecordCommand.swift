@@ -464,6 +464,13 @@ private func record(
                 .joined(separator: ", ") + ")"
         }
         if statistics.rejected > 0 { line += "; \(statistics.rejected) rejected as bad input" }
+        let memory = stream.memoryStatistics
+        if memory.refusedMappings > 0 {
+            // Frames then reused the ring's slabs, as under a full budget: the window held less than asked.
+            line +=
+                "; the system refused the ring memory \(count(Int(memory.refusedMappings), "time"))"
+                + (memory.systemLimit.map { " (it kept to \(formatBytes(Int64($0))) of its budget)" } ?? "")
+        }
         if isSingle && (monitor != nil || recorder.pressureChanges > 0) {
             line += "; \(count(recorder.pressureChanges, "memory pressure change"))"
         }

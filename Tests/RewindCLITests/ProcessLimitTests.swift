@@ -420,4 +420,42 @@ struct AddressSpaceLimitTests {
         #expect(soak.status == 71, "\(soak.stderr)")
         #expect(soak.stderr.contains("for the soak itself"), "\(soak.stderr)")
     }
+
+    /// A limit lowered while the ring still grows (`prlimit` on the running recorder; strict overcommit refuses
+    /// mappings the same way): the ring keeps to the slabs it has, as under a full budget, so the window is shorter
+    /// and no frame is lost. The build before dropped every frame after the refusal as `memory budget`, exit 0.
+    @Test func aLimitLoweredWhileRecordingShortensTheWindowAndLosesNothing() throws {
+        let directory = try Tool.temporaryDirectory("address-lowered")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "6s",
+            "--window", "10s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder holds 1 s", interval: .milliseconds(50)) {
+            let status = try Tool.rewind(["status", "--store", store, "--json"])
+            guard status.status == 0,
+                let object = try JSONSerialization.jsonObject(with: status.stdout) as? [String: Any],
+                let streams = object["streams"] as? [[String: Any]]
+            else { return false }
+            return (streams.first?["memory_frames"] as? Int ?? 0) >= 30
+        }
+        // Room for about 70 more frames' slabs (112.5 KiB each) of the 150 still to come.
+        let pid = recorder.process.processIdentifier
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmSize:") })
+        let kibibytes = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+        let limit = (kibibytes + 8192) * 1024
+        let lowered = try Tool.run(try Tool.path(of: "prlimit"), ["--pid", "\(pid)", "--as=\(limit)"])
+        #expect(lowered.status == 0, "\(lowered.stderr)")
+        let finished = try recorder.finish()
+        #expect(finished.status == 0, "\(finished.stderr)")
+        #expect(
+            finished.output.contains("180 durable") && finished.output.contains("; 0 dropped")
+                && finished.output.contains("; the system refused the ring memory"),
+            "\(finished.output)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.output.contains("drops: 0") && info.output.contains("gaps: 0"), "\(info.output)")
+    }
 }
