@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <microhttpd.h>
@@ -46,6 +47,16 @@ static inline const char *rewind_mhd_load(struct rewind_mhd_api *api) {
     return NULL;
 }
 
+/// Called by libmicrohttpd with each request's raw target, before its `%` escapes are decoded: returns the
+/// request's first state, a marker (the address 1) when the target holds `%00`, else NULL. Decoded, a `%00` would
+/// end the C strings the path and the query arguments are handed over as (`/v1/markers/7%00x` would read as
+/// `/v1/markers/7`), so such a request is refused instead.
+static inline void *rewind_mhd_mark_nul(void *context, const char *uri, struct MHD_Connection *connection) {
+    (void)context;
+    (void)connection;
+    return strstr(uri, "%00") != NULL ? (void *)1 : NULL;
+}
+
 /// Starts a daemon on a listening socket the caller bound (`listen_fd`, any family: a Unix socket works), one
 /// thread per connection. MHD_start_daemon is variadic, which Swift cannot call; this fixes the options.
 /// `connection_limit` is MHD's own hard limit (beyond it MHD closes connections without a reply),
@@ -60,6 +71,6 @@ static inline struct MHD_Daemon *rewind_mhd_start(
         handler_context, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd, MHD_OPTION_CONNECTION_LIMIT,
         connection_limit, MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         memory_limit, MHD_OPTION_NOTIFY_COMPLETED, completed, handler_context, MHD_OPTION_NOTIFY_CONNECTION, notify,
-        handler_context, MHD_OPTION_END);
+        handler_context, MHD_OPTION_URI_LOG_CALLBACK, rewind_mhd_mark_nul, NULL, MHD_OPTION_END);
 }
 #endif

@@ -196,11 +196,18 @@ final class HTTPServer: @unchecked Sendable {
         connection: OpaquePointer, url: String, method: String, upload: UnsafePointer<CChar>?,
         uploadSize: UnsafeMutablePointer<Int>, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
-        guard let existing = state.pointee else {
+        guard let existing = state.pointee, !isTargetHoldingNUL(existing) else {
             // The first call: headers only. Refuse early what must not be read.
             let exchange = Exchange()
+            let holdsNUL = state.pointee.map(isTargetHoldingNUL) ?? false
             state.pointee = Unmanaged.passRetained(exchange).toOpaque()
-            if openConnections > limits.maximumConnections {
+            if holdsNUL {
+                exchange.refusal =
+                    APIError(
+                        .badRequest,
+                        "the request's path or query holds %00 (a NUL character), which no name, id or value may hold"
+                    ).response
+            } else if openConnections > limits.maximumConnections {
                 exchange.refusal = APIError(
                     .unavailable, "too many connections (at most \(limits.maximumConnections)); try again shortly"
                 ).response(status: 503)
@@ -353,8 +360,12 @@ private let accessCallback: MHD_AccessHandlerCallback = {
         uploadSize: uploadSize!, state: state!)
 }
 
+/// Whether a request's state is the marker `rewind_mhd_mark_nul` gave it (its raw target holds `%00`), until its
+/// first call.
+private func isTargetHoldingNUL(_ state: UnsafeMutableRawPointer) -> Bool { Int(bitPattern: state) == 1 }
+
 private let completedCallback: MHD_RequestCompletedCallback = { _, _, state, _ in
-    guard let state, let exchange = state.pointee else { return }
+    guard let state, let exchange = state.pointee, !isTargetHoldingNUL(exchange) else { return }
     Unmanaged<HTTPServer.Exchange>.fromOpaque(exchange).release()
     state.pointee = nil
 }

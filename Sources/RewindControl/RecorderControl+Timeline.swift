@@ -263,8 +263,8 @@ extension RecorderControl {
         guard object.state == .done else {
             throw APIError(.conflict, "export \(id) is \(object.state.rawValue), not done")
         }
-        guard let index = Int(query["file"] ?? "0") else {
-            throw APIError(.badRequest, "file must be a number, 0 for the first of the export's files")
+        guard let index = Int(query["file"] ?? "0"), index >= 0 else {
+            throw APIError(.badRequest, "file must be a whole number, 0 for the first of the export's files")
         }
         guard object.files.indices.contains(index) else {
             throw APIError(

@@ -154,6 +154,8 @@ final class RawConnection {
         #expect(farMark.status == 400 && farMark.body.contains("100 years"), "\(farMark.body)")
 
         // Errors: a JSON object naming the code, with its status.
+        let marked = try curl(socket, "POST", "/v1/markers", body: #"{"label":"kept"}"#)
+        let kept = try #require(try decode(MarkerList.self, marked.body).markers.first, "\(marked.body)")
         let notes = "\(live.directory)/notes.txt"
         try Data("notes".utf8).write(to: URL(fileURLWithPath: notes))
         let cases: [(String, String, String?, Int, String)] = [
@@ -185,6 +187,12 @@ final class RawConnection {
             ("POST", "/v1/markers", #"{"label":"x","hold":{"before":"106751d"}}"#, 400, "bad_request"),
             ("POST", "/v1/clips", #"{"from":"9999-12-31T00:00:00Z","to":"9999-12-31T00:00:01Z"}"#, 400, "bad_request"),
             ("GET", "/v1/files/\(object.id)?file=abc", nil, 400, "bad_request"),
+            ("GET", "/v1/files/\(object.id)?file=-1", nil, 400, "bad_request"),
+            // A %00 would end the C strings libmicrohttpd hands the path and the query over as: refused, not cut.
+            ("GET", "/v1/status%00junk", nil, 400, "bad_request"),
+            ("GET", "/v1/markers?from=1s%00junk", nil, 400, "bad_request"),
+            ("DELETE", "/v1/markers/\(kept.id)%00junk", nil, 400, "bad_request"),
+            ("POST", "/v1/saves%00", #"{"last":"1s"}"#, 400, "bad_request"),
             ("GET", "/v1/streams/camera/frame?at=1s&widht=10", nil, 400, "bad_request"),
             ("GET", "/v1/status?verbose=1", nil, 400, "bad_request"),
             ("GET", "/v1/saves?widht=3", nil, 400, "bad_request"),
@@ -198,6 +206,10 @@ final class RawConnection {
             ("GET", "/v1/files/\(object.id)?file=0&file=0", nil, 400, "bad_request"),
         ]
         defer { #expect(FileManager.default.contents(atPath: notes) == Data("notes".utf8), "notes.txt untouched") }
+        defer {
+            let markers = try? decode(MarkerList.self, try curl(socket, "GET", "/v1/markers").body)
+            #expect(markers?.markers.contains { $0.id == kept.id } == true, "the marker a cut request named is kept")
+        }
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)
             #expect(answer.status == expected, "\(method) \(path) \(body ?? ""): \(answer)")
