@@ -739,7 +739,9 @@ public final class RecorderControl: Sendable {
         // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
         // the disk budget, or retention would take every other stream's history to keep it.
         if after > 0 { try checkSaveHoldFits(target, range) }
-        return try book.add(target: target, range: range, format: format, quality: quality, path: path)
+        return try book.add(
+            target: target, range: range, format: format, quality: quality, path: path,
+            makesDirectory: request.path == nil)
     }
 
     /// Refuses a waiting save whose `range` (recorder time), held on disk against retention until it is written,
@@ -782,7 +784,8 @@ public final class RecorderControl: Sendable {
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
         return try book.add(
-            target: target, range: from..<end, format: format, quality: quality, path: path, isClip: true)
+            target: target, range: from..<end, format: format, quality: quality, path: path, isClip: true,
+            makesDirectory: request.path == nil)
     }
 
     // MARK: Status

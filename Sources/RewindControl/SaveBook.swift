@@ -59,6 +59,9 @@ final class SaveBook: Sendable {
         var quality: ExportQuality = .fast
         /// A clip (`POST /v1/clips`), not a save: `since_last_save` does not go on from it.
         var isClip = false
+        /// Whether the export makes its directory (`DIR/exports`, the recorder's own); a path the client gave is
+        /// written only into the directory that was there when it asked.
+        var makesDirectory = false
         /// Where `since_last_save` stood for each stream before this save, done, moved it (nil: nowhere), and
         /// where it moved it: a DELETE of the done save (its client could not deliver it) puts it back.
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
@@ -179,7 +182,7 @@ final class SaveBook: Sendable {
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
     func add(
         target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
-        isClip: Bool = false
+        isClip: Bool = false, makesDirectory: Bool = false
     ) throws(APIError) -> SaveObject {
         let stream = target.name
         var holds: [RetentionHold] = []
@@ -224,7 +227,7 @@ final class SaveBook: Sendable {
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: files)
             state.entries[id] = Entry(
                 object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
-                holds: holds, memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
+                makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
             return .success(object)
         }
         switch result {
@@ -518,8 +521,21 @@ final class SaveBook: Sendable {
         var lastWritten: [String: Int64] = [:]
         do {
             if let refused { throw refused }
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            let parent = (path as NSString).deletingLastPathComponent
+            if entry.makesDirectory {
+                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+            } else {
+                // The directory was there when the save was asked for: one removed since (or a mount point whose
+                // file system went away) is not made again behind the client's back.
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
+                else {
+                    throw APIError(
+                        .notFound,
+                        "the directory '\(parent)' to write '\(path)' in was removed after the save was asked for; "
+                            + "nothing was written")
+                }
+            }
             switch entry.target {
             case .one(let stream):
                 let summary = try exportOne(

@@ -226,6 +226,31 @@ final class RawConnection {
         }
     }
 
+    /// A directory the client gave, removed while its save waits for the post-roll, is not made again behind its
+    /// back (it may be a mount point whose file system went away): the save fails, saying so.
+    @Test func aDirectoryRemovedWhileASaveWaitsIsNotMadeAgain() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        live.startProducer(realtime: true)
+        let socket = live.control.socketPath
+        let gone = "\(live.directory)/gone"
+        try FileManager.default.createDirectory(atPath: gone, withIntermediateDirectories: false)
+        let asked = try curl(
+            socket, "POST", "/v1/saves", body: #"{"before":"500ms","after":"500ms","path":"\#(gone)/x.mkv"}"#)
+        #expect(asked.status == 202, "\(asked.body)")
+        let goneID = try decode(SaveObject.self, asked.body).id
+        try FileManager.default.removeItem(atPath: gone)
+        var ended: SaveObject?
+        try waitUntil("the save whose directory went is final") {
+            ended = try? decode(SaveObject.self, try curl(socket, "GET", "/v1/saves/\(goneID)").body)
+            return ended?.state.isFinal == true
+        }
+        #expect(
+            ended?.state == .failed && ended?.error?.message.contains("was removed") == true,
+            "\(String(describing: ended))")
+        #expect(!FileManager.default.fileExists(atPath: gone), "the removed directory was made again")
+    }
+
     /// Malformed request lines, huge headers, bodies past the limit, slow clients, invalid JSON, unknown fields and
     /// more connections than allowed: each gets its status (or, where HTTP has none to give, the connection
     /// closed), other clients are served meanwhile, and capture drops nothing.
