@@ -778,7 +778,9 @@ public final class RecorderControl: Sendable {
             // A clip is of the past: it ends at the recorder clock at the latest, and must hold a frame now.
             end = book.clock.map { min(to, $0 + 1) } ?? to
             guard from < end else {
-                throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet")
+                // Said as from the disk: the range, what is held, and that nothing was written.
+                try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<to))
+                throw APIError(.empty, "nothing is recorded from \(formatSeconds(from)) on yet; nothing was written")
             }
         }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
