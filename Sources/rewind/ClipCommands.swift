@@ -376,6 +376,13 @@ private func liveExport(
         // that exports them); else the recorder's answer stands.
         try checkStoredStreamsLeftOut(outside, directory: directory, object: nil, asked: range, what: what)
         throw ControlError.refused(error)
+    } catch ControlError.refused(let error)
+        where error.code == .tooMany && what == "clip"
+        && range.map({ !reachesPastDisk(directory: directory, range: $0, streams: recorded) }) == true
+    {
+        // The recorder takes no more exports for now, and the disk holds the whole range: read from it.
+        printError("rewind clip: \(error.message): exported from the store on disk")
+        return false
     }
     guard let started else { return false }
     let client = ControlClient(directory: directory)

@@ -49,7 +49,12 @@ struct CommandFailure {
             case .refused(let refusal):
                 switch refusal.code {
                 case .badRequest: status = ExitStatus.usage
-                case .stopping, .unavailable, .tooMany: status = ExitStatus.unavailable
+                case .stopping, .unavailable: status = ExitStatus.unavailable
+                case .tooMany:
+                    status = ExitStatus.unavailable
+                    advice =
+                        "try again once some are done ('rewind status' counts them), or cancel a waiting one "
+                        + "(DELETE /v1/saves/ID)"
                 case .systemLimit: status = ExitStatus.systemLimit
                 case .notFound: advice = command == "unmark" ? "'rewind markers' lists the markers" : nil
                 default: break

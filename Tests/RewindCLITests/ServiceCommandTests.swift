@@ -111,6 +111,48 @@ import Testing
         #expect(none.output.contains("wrote "), "\(none.output)")
     }
 
+    /// A recorder with 64 saves pending takes no more: `save` says what to do (exit 69), and a `clip` of a range
+    /// the disk holds whole is read from the disk instead.
+    @Test func aRecorderFullOfPendingSavesIsToldAndClipsReadTheDisk() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x90@30", "--realtime", "--segment", "500ms",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder has 2 s on disk", interval: .milliseconds(50)) {
+            (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 60
+        }
+        let socket = "\(store)/rewind.sock"
+        func request(_ method: String, _ route: String, _ body: String? = nil) throws -> ToolResult {
+            try Tool.run(
+                try Tool.path(of: "curl"),
+                ["-s", "--max-time", "10", "--unix-socket", socket, "-X", method, "http://rewind\(route)"]
+                    + (body.map { ["-d", $0] } ?? []))
+        }
+        var waiting: [Int] = []
+        for _ in 0..<64 {
+            let answer = try request("POST", "/v1/saves", #"{"before":"1s","after":"1h"}"#)
+            let object = try JSONSerialization.jsonObject(with: answer.stdout) as? [String: Any]
+            if let id = object?["id"] as? Int { waiting.append(id) }
+        }
+        defer { for id in waiting { _ = try? request("DELETE", "/v1/saves/\(id)") } }
+        #expect(waiting.count == 64)
+        let save = try Tool.rewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("s.mkv").path,
+        ])
+        #expect(save.status == 69, "\(save.stderr)")
+        #expect(
+            save.stderr.contains("64 saves are waiting or exporting")
+                && save.stderr.contains("cancel a waiting one (DELETE /v1/saves/ID)"), "\(save.stderr)")
+        let clipPath = directory.appendingPathComponent("c.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", clipPath])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(clip.stderr.contains("exported from the store on disk"), "\(clip.stderr)")
+        #expect(try probe(clipPath, "stream=nb_read_frames") == "30")
+    }
+
     /// Markers' holds that keep as much as `--disk` leave no room for a new recording: it says so when it starts,
     /// and when retention kept none of its frames, the advice names the holds, not the segment length.
     @Test func holdsThatFillTheDiskBudgetAreNamed() throws {
