@@ -10,8 +10,14 @@ public struct RecordLoopOptions: Sendable {
         /// Read as fast as the pipeline allows (a file recorded at once).
         case asFastAsPossible
         /// Wait until each frame's pts has come on a clock started at the first frame (a file played as if live).
+        /// A frame read more than ``RecordLoopOptions/pauseThreshold`` (or two frame steps) after its time moves
+        /// that clock on: after a pause the pace resumes instead of catching up in a burst.
         case realtime
     }
+
+    /// How late a frame may come in real time before the loop takes it for a pause (the process stopped, the
+    /// machine suspended) and paces the next frames from it.
+    public static let pauseThreshold: Duration = .seconds(1)
 
     /// What the loop does when the spill stage has fallen behind and memory is full of frames not yet written.
     public enum SpillLag: Sendable, Hashable, CaseIterable {
@@ -157,7 +163,13 @@ extension RecorderStream {
                     return false
                 }
                 if options.pacing == .realtime {
-                    let start = startInstant ?? ContinuousClock.now
+                    var start = startInstant ?? ContinuousClock.now
+                    // After a pause (the process stopped, the machine suspended), the pace goes on from now: catching
+                    // up would burst the frames it is behind on, which the spill stage could only drop.
+                    let late = start.advanced(by: .nanoseconds(pts - first)).duration(to: .now)
+                    if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2) {
+                        start = start.advanced(by: late)
+                    }
                     startInstant = start
                     // However far the next pts lies, a stop ends the wait within 50 ms.
                     guard System.sleep(until: start + .nanoseconds(pts - first), unless: shouldStop) else {

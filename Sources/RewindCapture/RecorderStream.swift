@@ -122,8 +122,8 @@ public final class RecorderStream: Sendable {
 
     /// With eager spill: whether a frame at `pts` would move the ring's time window past a frame not yet written.
     /// ``isSpillBehind`` counts frames; this is the window's time, which a frame moves on by more than one frame
-    /// after frames dropped on arrival (a hole in pts) or from a source that jumps ahead (a paced file after the
-    /// recorder was stopped). Under `drop-newest` such a frame is dropped, so frames already accepted are never
+    /// after frames dropped on arrival (a hole in pts) or from a source that jumps ahead (a paced pipe whose writer
+    /// bursts). Under `drop-newest` such a frame is dropped, so frames already accepted are never
     /// lost to it; a waiting producer waits instead (``nextFrameWouldExpireUnwritten``).
     private func wouldExpireUnwritten(at pts: Int64) -> Bool {
         guard configuration.spill == .eager, unspilledFrames > 0 else { return false }

@@ -86,7 +86,7 @@ private final class CompressionGate: Sendable {
     }
 
     /// Under `drop-newest`, a frame that would move the window past frames not yet written (a source that jumps
-    /// ahead, such as a paced file after the recorder was stopped, or the first frame accepted after drops on
+    /// ahead, such as a paced pipe whose writer bursts, or the first frame accepted after drops on
     /// arrival) is dropped as `spill behind`, instead of the accepted frames leaving the ring unwritten (`evicted
     /// before spill`: a loss of accepted frames, which a live source's exit status does not count).
     @Test func aFrameThatWouldPushUnwrittenFramesOutOfTheWindowIsDroppedInstead() throws {
