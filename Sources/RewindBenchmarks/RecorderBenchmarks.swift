@@ -357,10 +357,13 @@ public enum RecorderBenchmarks {
 
     /// Seconds to write `bytes` bytes to `path` with plain 1 MiB `write(2)` calls of one buffer (the reference).
     ///
-    /// - Parameter reserving: reserve the file's disk blocks first, as exports do.
-    static func plainWrite(bytes: Int, to path: String, reserving: Bool = false) throws -> Double {
+    /// - Parameters:
+    ///   - reserving: reserve the file's disk blocks first, as exports do.
+    ///   - syncing: end with `fdatasync(2)`, as a spill that ends with a sync does (the time the disk takes them).
+    static func plainWrite(bytes: Int, to path: String, reserving: Bool = false, syncing: Bool = false) throws -> Double
+    {
         let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
-        return try timedWrite(to: path, reserving: reserving ? bytes : 0) { fd in
+        return try timedWrite(to: path, reserving: reserving ? bytes : 0, syncing: syncing) { fd in
             var left = bytes
             while left > 0 {
                 let count = min(left, chunk.count)
@@ -378,12 +381,15 @@ public enum RecorderBenchmarks {
 
     /// Seconds to create `path`, reserve `reserving` bytes of disk blocks (when not 0), run `body` with the
     /// descriptor and close it; the file is removed afterwards, outside the time.
-    private static func timedWrite(to path: String, reserving: Int, _ body: (Int32) -> Void) throws -> Double {
+    private static func timedWrite(
+        to path: String, reserving: Int, syncing: Bool = false, _ body: (Int32) -> Void
+    ) throws -> Double {
         let start = ContinuousClock.now
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
         if reserving > 0 { _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(reserving), path: path) }
         body(fd)
+        if syncing { _ = fdatasync(fd) }
         close(fd)
         let elapsed = seconds(ContinuousClock.now - start)
         try? FileManager.default.removeItem(atPath: path)

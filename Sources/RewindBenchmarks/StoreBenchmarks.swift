@@ -14,7 +14,10 @@ import SegmentStore
 /// ÷ the `lz4 -1` command on the same bytes, when `lz4` is installed), `stored_over_lz4_clean` and
 /// `stored_over_lz4_noisy` (stored bytes ÷ plain LZ4 bytes of the same frames, camera-like footage made by ffmpeg,
 /// see ``Footage/make(noisy:frames:testCardOnly:)``, clean and with `noise=alls=20:allf=t`; `_testsrc2` keys repeat
-/// the measures on ffmpeg's animated test card), `ttff_ms_1min` and `ttff_ms_1h` (median time to the first
+/// the measures on ffmpeg's animated test card), `disk_over_lz4` (and `_noisy`, `_testsrc2`: the raw MB/s at which
+/// the disk took the bytes the spill stored, written with plain 1 MiB writes and `fdatasync` into the same file
+/// system, ÷ the same LZ4 reference: the most `spill_over_lz4` can reach in that run once the disk is the limit),
+/// `ttff_ms_1min` and `ttff_ms_1h` (median time to the first
 /// frame of a 1 s range in the middle of a store of one minute and of one hour of frames, read-only store opened
 /// as `rewind clip` does). Footage keys are absent when ffmpeg is missing.
 public enum StoreBenchmarks {
@@ -33,6 +36,7 @@ public enum StoreBenchmarks {
             let spill = try measureSpill(clean, passes: quick ? 1 : 2, rounds: quick ? 1 : 3)
             results["spill_over_lz4"] = spill.overLZ4
             if let cli = spill.overCLI { results["spill_over_lz4_cli"] = cli }
+            results["disk_over_lz4"] = spill.diskOverLZ4
             results["spill_mb_per_s"] = spill.megabytesPerSecond
             results["lz4_mb_per_s"] = spill.lz4MegabytesPerSecond
             results["stored_over_lz4_clean"] = try storedOverLZ4(clean)
@@ -40,12 +44,16 @@ public enum StoreBenchmarks {
         do {
             let noisy = try Footage.make(noisy: true, frames: count)
             results["stored_over_lz4_noisy"] = try storedOverLZ4(noisy)
-            results["spill_over_lz4_noisy"] = try measureSpill(noisy, passes: 1, rounds: quick ? 1 : 3).overLZ4
+            let spill = try measureSpill(noisy, passes: 1, rounds: quick ? 1 : 3)
+            results["spill_over_lz4_noisy"] = spill.overLZ4
+            results["disk_over_lz4_noisy"] = spill.diskOverLZ4
         }
         do {
             let card = try Footage.make(noisy: false, frames: count, testCardOnly: true)
             results["stored_over_lz4_testsrc2"] = try storedOverLZ4(card)
-            results["spill_over_lz4_testsrc2"] = try measureSpill(card, passes: 2, rounds: quick ? 1 : 3).overLZ4
+            let spill = try measureSpill(card, passes: 2, rounds: quick ? 1 : 3)
+            results["spill_over_lz4_testsrc2"] = spill.overLZ4
+            results["disk_over_lz4_testsrc2"] = spill.diskOverLZ4
         }
         results["ttff_ms_1min"] = try timeToFirstFrame(seconds: 60, fps: 30, trials: quick ? 5 : 15)
         results["ttff_ms_1h"] = try timeToFirstFrame(seconds: 3600, fps: quick ? 5 : 30, trials: quick ? 5 : 15)
@@ -118,6 +126,8 @@ public enum StoreBenchmarks {
         var overCLI: Double?
         var megabytesPerSecond: Double
         var lz4MegabytesPerSecond: Double
+        /// Raw MB/s at which the disk took the stored bytes (plain writes and `fdatasync`) ÷ the LZ4 reference.
+        var diskOverLZ4: Double
     }
 
     /// Spill and reference LZ4 rates on `passes` × the footage, in `rounds` alternating rounds (each spill into a
@@ -129,6 +139,7 @@ public enum StoreBenchmarks {
         let rawBytes = Double(frames * footage.layout.byteCount)
         var lz4Rate = 0.0
         var spillRate = 0.0
+        var diskRate = 0.0
         var destination = [UInt8](repeating: 0, count: LZ4Block.compressBound(footage.layout.byteCount))
         // What earlier measurements wrote is written back first: the kernel would hold the spill's writes to the
         // disk's pace while it writes those back, and the reference writes nothing.
@@ -165,11 +176,16 @@ public enum StoreBenchmarks {
             try writer.sync()
             spillRate = max(spillRate, rawBytes / (now() - start) / 1e6)
             try writer.close()
+            // The disk's share: the same stored bytes, written plainly into the same file system and synced.
+            let stored = Int(try store.summary().storedBytes)
+            let seconds = try RecorderBenchmarks.plainWrite(bytes: stored, to: directory + "/plain", syncing: true)
+            diskRate = max(diskRate, rawBytes / seconds / 1e6)
         }
         var cli: Double?
         if let cliRate = try? lz4CommandRate(footage) { cli = spillRate / cliRate }
         return Spill(
-            overLZ4: spillRate / lz4Rate, overCLI: cli, megabytesPerSecond: spillRate, lz4MegabytesPerSecond: lz4Rate)
+            overLZ4: spillRate / lz4Rate, overCLI: cli, megabytesPerSecond: spillRate, lz4MegabytesPerSecond: lz4Rate,
+            diskOverLZ4: diskRate / lz4Rate)
     }
 
     /// Raw MB/s of `lz4 -1` on the footage (file in, /dev/null out), best of three.

@@ -288,7 +288,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
             reader.close()
             var file = [UInt8](FileManager.default.contents(atPath: path)!)
             file[Int(offset) + 56 + 40] ^= 0x5A
-            FileManager.default.createFile(atPath: directory.segments + "/000001.seg.partial", contents: Data(file))
+            try Data(file).write(to: URL(fileURLWithPath: directory.segments + "/000001.seg.partial"))
             try writer.close()
         }
         let (store, first) = try Self.recordTenFramesAgain(
