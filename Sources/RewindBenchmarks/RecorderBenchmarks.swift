@@ -380,7 +380,8 @@ public enum RecorderBenchmarks {
     }
 
     /// Seconds to create `path`, reserve `reserving` bytes of disk blocks (when not 0), run `body` with the
-    /// descriptor and close it; the file is removed afterwards, outside the time.
+    /// descriptor, `fdatasync` it when `syncing` (a failed sync throws) and close it; the file is removed afterwards,
+    /// outside the time.
     private static func timedWrite(
         to path: String, reserving: Int, syncing: Bool = false, _ body: (Int32) -> Void
     ) throws -> Double {
@@ -389,7 +390,12 @@ public enum RecorderBenchmarks {
         guard fd >= 0 else { throw BenchmarkError("cannot open \(path)") }
         if reserving > 0 { _ = try? POSIXFileSystem().reserve(fd, offset: 0, length: Int64(reserving), path: path) }
         body(fd)
-        if syncing { _ = fdatasync(fd) }
+        if syncing && fdatasync(fd) != 0 {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            try? FileManager.default.removeItem(atPath: path)
+            throw BenchmarkError("cannot sync \(path): \(reason)")
+        }
         close(fd)
         let elapsed = seconds(ContinuousClock.now - start)
         try? FileManager.default.removeItem(atPath: path)
