@@ -456,6 +456,33 @@ public struct MarkerRequest: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case label, at, stream, hold
     }
+
+    /// The most characters a label may have.
+    public static let maximumLabelLength = 256
+
+    /// `label` as a marker keeps it (without leading and trailing white space), or what is wrong with it: a label
+    /// is 1 to ``maximumLabelLength`` characters on one line. The recorder checks every request with it, and
+    /// `rewind mark` before it sends one (a label too long for a request body is then told what a label may be).
+    public static func checkedLabel(_ label: String) -> Result<String, LabelProblem> {
+        let trimmed = label.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty, trimmed.count <= maximumLabelLength else {
+            return .failure(LabelProblem(message: "label must be 1 to \(maximumLabelLength) characters"))
+        }
+        // A line of its own wherever it is listed: a newline or another control character would break the line
+        // (and SQLite would keep a label only up to a NUL).
+        let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
+        guard !trimmed.unicodeScalars.contains(where: { breaksLines.contains($0.properties.generalCategory) }) else {
+            return .failure(
+                LabelProblem(message: "label must not hold control characters (newlines, tabs, NUL): give one line"))
+        }
+        return .success(trimmed)
+    }
+
+    /// What is wrong with a marker's label.
+    public struct LabelProblem: Error, Sendable, Hashable {
+        /// Says what a label may be.
+        public var message: String
+    }
 }
 
 /// `GET /v1/markers`: markers in a range, oldest first.

@@ -19,15 +19,10 @@ extension RecorderControl {
     func addMarkers(_ request: MarkerRequest) throws -> MarkerList {
         let store = try markerStore()
         let target = try target(request.stream)
-        let label = request.label.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !label.isEmpty, label.count <= 256 else {
-            throw APIError(.badRequest, "label must be 1 to 256 characters")
-        }
-        // A line of its own wherever it is listed: a newline or another control character would break the line
-        // (and SQLite would keep a label only up to a NUL).
-        let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
-        guard !label.unicodeScalars.contains(where: { breaksLines.contains($0.properties.generalCategory) }) else {
-            throw APIError(.badRequest, "label must not hold control characters (newlines, tabs, NUL): give one line")
+        let label: String
+        switch MarkerRequest.checkedLabel(request.label) {
+        case .success(let checked): label = checked
+        case .failure(let problem): throw APIError(.badRequest, problem.message)
         }
         let at: Int64
         if let text = request.at {

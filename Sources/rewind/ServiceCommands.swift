@@ -65,6 +65,9 @@ func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
 
 func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
+    if case .failure(let problem) = MarkerRequest.checkedLabel(arguments.string("label")!) {
+        throw UsageError(problem.message)
+    }
     let hold = arguments.string("hold")
     if hold != nil && (arguments.string("hold-before") != nil || arguments.string("hold-after") != nil) {
         throw UsageError("--hold holds as much before as after: give it, or --hold-before and --hold-after")

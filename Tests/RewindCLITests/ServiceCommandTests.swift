@@ -59,6 +59,11 @@ import Testing
         // Bad input to the recorder is a usage error naming it; an unknown marker is not found.
         let bad = try Tool.rewind(["mark", "--store", store, "--label", " "])
         #expect(bad.status == 64 && bad.stderr.contains("label"), "\(bad.stderr)")
+        // Longer than a label may be, and than a request body: told what a label may be, not what a body may be.
+        for length in [257, 100_000] {
+            let long = try Tool.rewind(["mark", "--store", store, "--label", String(repeating: "x", count: length)])
+            #expect(long.status == 64 && long.stderr.contains("label must be 1 to 256 characters"), "\(long.stderr)")
+        }
         let unknown = try Tool.rewind(["mark", "--store", store, "--label", "x", "--stream", "nope"])
         #expect(unknown.status == 64 && unknown.stderr.contains("nope"), "\(unknown.stderr)")
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
