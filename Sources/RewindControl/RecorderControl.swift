@@ -421,15 +421,17 @@ public final class RecorderControl: Sendable {
         if isStopping.load(ordering: .acquiring) && method != "GET" {
             throw APIError(.stopping, "the recorder is stopping")
         }
+        let route = Array(parts.dropFirst())
+        // Every endpoint allows its methods first: a path that does not exist is a 404 and a method it does not take a
+        // 405 whatever the query holds; then the query must hold only parameters the endpoint knows.
         func allow(_ methods: String...) throws {
             guard methods.contains(method) else {
                 throw APIError(
                     .methodNotAllowed,
                     "\(request.path) takes \(methods.joined(separator: " or ")), not \(method)")
             }
+            try Self.requireKnown(request.query, Self.queryParameters(route, method: method))
         }
-        let route = Array(parts.dropFirst())
-        try Self.requireKnown(request.query, Self.queryParameters(route, method: method))
         switch route {
         case ["health"]:
             try allow("GET")

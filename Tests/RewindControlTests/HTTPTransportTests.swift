@@ -161,6 +161,9 @@ final class RawConnection {
         let cases: [(String, String, String?, Int, String)] = [
             ("GET", "/v1/saves/77", nil, 404, "not_found"),
             ("GET", "/v1/nothing", nil, 404, "not_found"),
+            // A path that does not exist, or a method it does not take, is said so whatever the query holds.
+            ("GET", "/v1/nothing?x=1", nil, 404, "not_found"),
+            ("POST", "/v1/status?x=1", "{}", 405, "method_not_allowed"),
             ("GET", "/elsewhere", nil, 404, "not_found"),
             ("PUT", "/v1/saves", "{}", 405, "method_not_allowed"),
             ("POST", "/v1/saves", #"{"before":"1s","bfore":"2s"}"#, 400, "bad_request"),
