@@ -4,11 +4,8 @@ import RewindKit
 func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let output = arguments.string("output")!
-    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
-        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
-    }
+    let format = try exportFormat(ofOutput: output)
     try checkQuality(arguments, format: format, output: output)
-    try checkNotADirectory(output)
     try checkOutputOutsideStore(output, store: directory)
     // Two times of the same kind are compared before anything is opened or asked of a live recorder (times of day
     // only in one zone: `13:37:02+01:00` is before `12:37:03Z`; those of two zones are compared once resolved).
@@ -226,11 +223,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let output = arguments.string("output")
     var format: ExportFormat?
     if let output {
-        guard let named = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
-            throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
-        }
-        format = named
-        try checkNotADirectory(output)
+        format = try exportFormat(ofOutput: output)
         try checkOutputOutsideStore(output, store: directory)
     }
     try checkQuality(arguments, format: format ?? .matroska, output: output)
@@ -540,6 +533,16 @@ func openForWriting(_ path: String, command: String, what: String) throws -> Int
 ///   - option: the option that named it (`-o`, `--report`).
 ///   - example: a file name to suggest in it, with what it says (`clip.mkv (the extension picks the format)`).
 /// - Throws: ``UsageError`` saying to name a file in it.
+/// The format `-o` names by its extension (`-`: YUV4MPEG2 on stdout); a directory is told to take a file name in it
+/// before its missing extension is.
+func exportFormat(ofOutput output: String) throws -> ExportFormat {
+    try checkNotADirectory(output)
+    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
+        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
+    }
+    return format
+}
+
 func checkNotADirectory(
     _ output: String, option: String = "-o", example: String = "clip.mkv (the extension picks the format)"
 ) throws {
@@ -548,7 +551,8 @@ func checkNotADirectory(
         isDirectory.boolValue
     else { return }
     throw UsageError(
-        "\(option): '\(output)' is a directory: give a file name in it, e.g. \(output)/\(example)", showsHelp: false)
+        "\(option): '\(output)' is a directory: give a file name in it, e.g. "
+            + "\(output.hasSuffix("/") ? output : output + "/")\(example)", showsHelp: false)
 }
 
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
@@ -591,9 +595,7 @@ func export(
     from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast, command: String
 ) throws -> Int32 {
     var destination = ExportDestination(argument: output)
-    guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
-        throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
-    }
+    let format = try exportFormat(ofOutput: output)
     var progress = ProgressLine()
     let summary: ExportSummary
     // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second

@@ -84,8 +84,8 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: output).isEmpty)
     }
 
-    /// An `-o` that is a directory (whatever its name ends in) is a usage error saying to name a file in it, for
-    /// `clip` and `save`, before anything is read.
+    /// An `-o` that is a directory (whatever its name ends in, or without an extension) is a usage error saying to
+    /// name a file in it, for `clip` and `save`, before anything is read.
     @Test func anOutputThatIsADirectoryIsRefused() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -93,10 +93,16 @@ import Testing
         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
         let store = directory.appendingPathComponent("store").path
         for arguments in [["clip", "--from", "0s", "--to", "1s"], ["save", "--last", "1s"]] {
-            let result = try Tool.rewind([arguments[0], "--store", store] + arguments.dropFirst() + ["-o", output])
-            #expect(result.status == 64, "\(arguments): \(result.stderr)")
-            #expect(
-                result.stderr.contains("-o: '\(output)' is a directory: give a file name in it"), "\(result.stderr)")
+            for (given, example) in [
+                (output, output + "/clip.mkv"), (directory.path, directory.path + "/clip.mkv"),
+                (directory.path + "/", directory.path + "/clip.mkv"),
+            ] {
+                let result = try Tool.rewind([arguments[0], "--store", store] + arguments.dropFirst() + ["-o", given])
+                #expect(result.status == 64, "\(arguments): \(result.stderr)")
+                #expect(
+                    result.stderr.contains("-o: '\(given)' is a directory: give a file name in it, e.g. \(example)"),
+                    "\(result.stderr)")
+            }
         }
     }
 
