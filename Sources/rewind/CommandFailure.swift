@@ -198,8 +198,8 @@ struct CommandFailure {
                         return "check the file and directory permissions (reading needs write access to the store "
                             + "directory for the index's -shm file, unless it exists)"
                     case "SQLITE_CANTOPEN":
-                        return "check that the directory exists and is readable; if index.sqlite is missing, \(repair) "
-                            + "rebuilds it from the segment files"
+                        return "check that the directory exists and is readable; if index.sqlite is missing, "
+                            + "\(repair), which rebuilds it from the segment files"
                     case "SQLITE_PERM", "SQLITE_AUTH": return "check the file permissions"
                     default: return nil
                     }

@@ -230,10 +230,17 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try info(store)["frames"] as? Int == 60)
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
 
-        // A deleted index: the next recording rebuilds it and says what could not come back.
+        // A deleted index: reading says how to rebuild it; the next recording rebuilds it and says what could not
+        // come back.
         for suffix in ["", "-wal", "-shm"] {
             try? FileManager.default.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
         }
+        let unread = try Tool.rewind(["info", "--store", store])
+        #expect(unread.status == 1, "\(unread.stderr)")
+        #expect(
+            unread.stderr.contains(
+                "if index.sqlite is missing, run 'rewind verify --repair', which rebuilds it from the segment files"),
+            "\(unread.stderr)")
         let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@30", "--duration", "1s"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stderr.contains("recovered the store: the index knew none of the "), "\(again.stderr)")
