@@ -92,9 +92,14 @@ public enum Values {
     /// Parses a frame size `WIDTHxHEIGHT` (`1920x1080`).
     public static func dimensions(_ text: String) throws(ValueError) -> (width: Int, height: Int) {
         let parts = text.split(separator: "x", omittingEmptySubsequences: false)
-        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]), width > 0, height > 0,
-            width <= FrameLayout.maximumDimension, height <= FrameLayout.maximumDimension
-        else { throw ValueError(input: text, expected: "a frame size like 1920x1080") }
+        guard parts.count == 2, let width = Int(parts[0]), let height = Int(parts[1]) else {
+            throw ValueError(input: text, expected: "a frame size like 1920x1080")
+        }
+        // Well formed but out of range: told the range, not the form.
+        let sides = 1...FrameLayout.maximumDimension
+        guard sides.contains(width), sides.contains(height) else {
+            throw ValueError(input: text, expected: "a frame size of 1 to \(sides.upperBound) pixels a side")
+        }
         return (width, height)
     }
 

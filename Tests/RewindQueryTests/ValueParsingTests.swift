@@ -45,6 +45,15 @@ import Testing
         #expect(throws: ValueError.self) { try Values.dimensions("1920") }
         #expect(throws: ValueError.self) { try Values.dimensions("0x10") }
         #expect(throws: ValueError.self) { try Values.dimensions("99999x10") }
+        // Well formed but out of range: the error gives the range.
+        for text in ["0x10", "99999x10", "10x32769"] {
+            #expect(throws: ValueError(input: text, expected: "a frame size of 1 to 32768 pixels a side")) {
+                try Values.dimensions(text)
+            }
+        }
+        #expect(throws: ValueError(input: "1920x", expected: "a frame size like 1920x1080")) {
+            try Values.dimensions("1920x")
+        }
         #expect(try Values.frameRate("60") == FrameTime(value: 1, timescale: 60))
         #expect(try Values.frameRate("30000/1001") == FrameTime(value: 1001, timescale: 30000))
         #expect(try Values.frameRate("29.97") == FrameTime(value: 100, timescale: 2997))
