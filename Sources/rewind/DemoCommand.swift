@@ -37,7 +37,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     var statistics = recorder.statistics
     let ringStatistics = recorder.memoryStatistics
     print(
-        "1. recorded \(loop.framesStored) frames (\(formatSeconds(seconds)) of stream time) in "
+        "1. recorded \(count(loop.framesStored, "frame")) (\(formatSeconds(seconds)) of stream time) in "
             + "\(formatSeconds(elapsed)), "
             + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
             + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "

@@ -443,7 +443,7 @@ private func record(
     for (input, stream) in zip(inputs, recorder.streams) {
         let statistics = stream.statistics
         var line = isSingle ? "" : "stream \(stream.name): "
-        line += "recorded \(statistics.framesAccepted) frames of \(stream.stream.layout)"
+        line += "recorded \(count(Int(statistics.framesAccepted), "frame")) of \(stream.stream.layout)"
         if configuration.spill != .off {
             line += "; \(statistics.framesDurable) durable"
             if isSingle { line += " in \(directory)" }

@@ -136,7 +136,7 @@ import Testing
         #expect(ContinuousClock.now - signalled < .seconds(3))
         let result = try child.finish(timeout: .seconds(5))
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.output.contains("recorded 1 frames"), "\(result.output)")
+        #expect(result.output.contains("recorded 1 frame of"), "\(result.output)")
         #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
     }
 
