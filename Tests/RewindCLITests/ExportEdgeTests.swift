@@ -277,6 +277,35 @@ import Testing
         #expect(expected.count == 30 && md5s == expected)
     }
 
+    /// A 10-bit recording (`C420p10`, as a `p010` stream's `.y4m` export is written) round-trips bit-exact through
+    /// the store; `.mp4` and `.mkv`, which cannot carry it, are refused up front saying to export `.y4m`.
+    @Test func aTenBitY4MRecordingComesBackBitExact() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let input = directory.appendingPathComponent("ten.y4m").path
+        try ExternalTools.makeY4M(
+            input, width: 322, height: 242, rate: "30", frames: 30, pixelFormat: "yuv420p10le",
+            extra: ["-strict", "-1"])
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:" + input])
+        try #require(record.status == 0, "\(record.stderr)")
+        #expect(record.output.contains("recorded 30 frames of p010 322x242"), "\(record.output)")
+        let output = directory.appendingPathComponent("back.y4m").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "5s", "-o", output])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        let expected = try ExternalTools.frameMD5s(input)
+        let back = try ExternalTools.frameMD5s(output)
+        #expect(expected.count == 30 && back == expected)
+        for name in ["back.mp4", "back.mkv"] {
+            let path = directory.appendingPathComponent(name).path
+            let refused = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "5s", "-o", path])
+            #expect(refused.status == 1, "\(name): \(refused.stderr)")
+            #expect(refused.stderr.contains("p010 frames cannot be"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("export to .y4m instead (10-bit, exact)"), "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
     /// Times the parser cannot represent (outside 1678…2261) or that do not exist are usage errors, not a crash.
     @Test(arguments: ["9999-12-31T23:59:59Z", "1600-01-01T00:00:00Z", "2026-02-30T10:00:00Z"])
     func impossibleTimesAreUsageErrors(time: String) throws {

@@ -49,6 +49,37 @@ import Testing
         }
     }
 
+    /// `C420p10` is read as `p010`: the bytes ffmpeg converts the same file to (`-pix_fmt p010le`); a sample above
+    /// 1023 is refused, named by its byte offset. (An even width: ffmpeg's 10-bit YUV4MPEG2 of an odd width has chroma
+    /// rows half a sample short, which ffmpeg alone reads back.)
+    @Test func readsTenBitAsP010AndRefusesSamplesAbove1023() throws {
+        let path = TemporaryDirectory.shared.file("ten.y4m")
+        try ExternalTools.makeY4M(
+            path, width: 36, height: 21, rate: "25", frames: 3, pixelFormat: "yuv420p10le", extra: ["-strict", "-1"])
+        var reader = try Y4MReader(path: path)
+        #expect(reader.stream.layout == (try FrameLayout(format: .p010, width: 36, height: 21)))
+        let frames = try readAllFrames(&reader)
+        #expect(frames.count == 3)
+        let raw = try ExternalTools.run(
+            "ffmpeg", ["-hide_banner", "-loglevel", "error", "-i", path, "-pix_fmt", "p010le", "-f", "rawvideo", "-"])
+        #expect(Array(raw) == frames.flatMap(\.bytes))
+
+        // One luma sample, then one chroma sample, of the second frame set to 1024.
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        let header = bytes.firstIndex(of: UInt8(ascii: "\n"))! + 1
+        let frameBytes = 6 + reader.stream.layout.byteCount
+        let secondPayload = header + frameBytes + 6
+        for sample in [36 * 4 + 5, 36 * 21 + 7] {
+            var bad = bytes
+            bad[secondPayload + 2 * sample] = 0x00
+            bad[secondPayload + 2 * sample + 1] = 0x04
+            let error = try error(reading: bad, validFrames: 1, keepingBytes: false)
+            #expect(error.byteOffset == Int64(secondPayload + 2 * sample), "\(error)")
+            #expect(error.frame == 1)
+            #expect("\(error)".contains("sample value 1024 is above 1023"), "\(error)")
+        }
+    }
+
     @Test func readsFullRangeAndFromADescriptor() throws {
         let path = TemporaryDirectory.shared.file("full.y4m")
         try ExternalTools.makeY4M(path, width: 64, height: 48, rate: "50", frames: 3, extra: ["-color_range", "pc"])
@@ -61,7 +92,7 @@ import Testing
     }
 
     /// The error reading `bytes` as a stream, after `validFrames` good frames.
-    func error(reading bytes: [UInt8], validFrames: Int = 0) throws -> InputError {
+    func error(reading bytes: [UInt8], validFrames: Int = 0, keepingBytes: Bool = true) throws -> InputError {
         let path = TemporaryDirectory.shared.file("bad.y4m")
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         do {
@@ -70,7 +101,9 @@ import Testing
             for index in 0..<validFrames {
                 let info = try buffer.withUnsafeMutableBytes { try reader.readFrame(into: $0) }
                 #expect(info != nil, "frame \(index) should read")
-                #expect(buffer.allSatisfy { $0 == UInt8(index + 1) }, "frame \(index) keeps its bytes")
+                if keepingBytes {
+                    #expect(buffer.allSatisfy { $0 == UInt8(index + 1) }, "frame \(index) keeps its bytes")
+                }
             }
             _ = try buffer.withUnsafeMutableBytes { try reader.readFrame(into: $0) }
         } catch let error as InputError {

@@ -15,7 +15,10 @@ import RewindSystem
 /// - `W`, `H` (required): the frame size.
 /// - `F` (required): the frame rate `num:den`; a frame lasts `den/num` s and frame `n` has pts `n × den/num`.
 /// - `C`: `420jpeg`, `420paldv`, `420mpeg2` and `420` read as ``PixelFormat/i420`` (chroma siting is not kept);
-///   `mono` as ``PixelFormat/gray8``. No `C` means `420jpeg`. Anything else (4:2:2, 4:4:4, 10-bit…) is refused.
+///   `mono` as ``PixelFormat/gray8``; `420p10` (16-bit little-endian samples, the 10-bit value in the low bits, as
+///   ``Y4MWriter`` writes a `p010` stream) as ``PixelFormat/p010``: each sample moved to the high bits and the
+///   chroma planes interleaved, in place; a sample above 1023 is refused. No `C` means `420jpeg`. Anything else
+///   (4:2:2, 4:4:4, 12-bit…) is refused.
 /// - `I`: `p` (progressive) and `?` (unknown, read as progressive) are accepted; interlaced streams (`t`, `b`, `m`)
 ///   are refused, because frames would be stored and exported as if progressive: deinterlace first.
 /// - `A`: the pixel aspect ratio, validated (`num:den`, non-negative) and otherwise ignored.
@@ -38,6 +41,8 @@ public struct Y4MReader: FrameSource {
     private let reader: BufferedFileReader
     /// Wall-clock time of frame 0: given, or read when the first frame is (nil until then).
     private var startWallNanoseconds: Int64?
+    /// A `420p10` frame's Cb and Cr planes, copied out before they are interleaved in place (empty otherwise).
+    private var chromaPlanes: [UInt16]
 
     /// Opens and parses the header of the stream at `path`.
     ///
@@ -85,6 +90,8 @@ public struct Y4MReader: FrameSource {
             layout: header.layout, frameDuration: header.frameDuration,
             color: ColorInfo(matrix: matrix, range: header.range))
         self.startWallNanoseconds = startWallNanoseconds
+        chromaPlanes =
+            header.layout.format == .p010 ? Array(repeating: 0, count: header.layout.plane(1).byteCount / 2) : []
     }
 
     /// Reads the next frame's payload into `buffer`.
@@ -137,6 +144,14 @@ public struct Y4MReader: FrameSource {
                 input: reader.name, byteOffset: payloadOffset + Int64(got), frame: index,
                 problem: .truncated(expectedBytes: buffer.count, gotBytes: got))
         }
+        if stream.layout.format == .p010 {
+            if let sample = Y4MReader.convertToP010(buffer, layout: stream.layout, chroma: &chromaPlanes) {
+                throw InputError(
+                    input: reader.name, byteOffset: payloadOffset + Int64(sample.offset), frame: index,
+                    problem: .malformed(
+                        "sample value \(sample.value) is above 1023, the largest a 10-bit sample (C420p10) may be"))
+            }
+        }
         guard let pts = FrameTime.frame(index, duration: stream.frameDuration) else {
             throw InputError(
                 input: reader.name, byteOffset: markerOffset, frame: index,
@@ -149,6 +164,48 @@ public struct Y4MReader: FrameSource {
         result.wallNanoseconds = start &+ info.ptsNanoseconds
         framesRead += 1
         return result
+    }
+
+    /// Turns a `420p10` payload (planes Y, Cb, Cr of little-endian samples, values 0…1023) into ``PixelFormat/p010``
+    /// (the value in each sample's high 10 bits; Cb and Cr interleaved) in place; `chroma` holds the two chroma
+    /// planes meanwhile.
+    ///
+    /// - Returns: nil, or the first sample above 1023 and its byte offset in the payload (the payload is then
+    ///   partly converted).
+    static func convertToP010(
+        _ payload: UnsafeMutableRawBufferPointer, layout: FrameLayout, chroma: inout [UInt16]
+    ) -> (value: Int, offset: Int)? {
+        let lumaSamples = layout.plane(0).byteCount / 2
+        let chromaSamples = layout.plane(1).byteCount / 4  // per plane
+        let samples = payload.baseAddress!.assumingMemoryBound(to: UInt16.self)
+        // Luma in place, eight samples at a time (little-endian samples, loaded as they are on every machine this
+        // runs on); a lane holding a sample above 1023 is left to the loop after, which names the sample.
+        let limit = SIMD8<UInt16>(repeating: 1023)
+        var i = 0
+        while i + 8 <= lumaSamples {
+            let lane = UnsafeRawPointer(samples + i).loadUnaligned(as: SIMD8<UInt16>.self)
+            if any(lane .> limit) { break }
+            UnsafeMutableRawPointer(samples + i).storeBytes(of: lane &<< 6, as: SIMD8<UInt16>.self)
+            i += 8
+        }
+        while i < lumaSamples {
+            guard samples[i] <= 1023 else { return (Int(samples[i]), 2 * i) }
+            samples[i] = samples[i] &<< 6
+            i += 1
+        }
+        let cb = samples + lumaSamples
+        return chroma.withUnsafeMutableBufferPointer { planes -> (value: Int, offset: Int)? in
+            let saved = planes.baseAddress!
+            saved.update(from: cb, count: 2 * chromaSamples)
+            for j in 0..<(2 * chromaSamples) where saved[j] > 1023 {
+                return (Int(saved[j]), 2 * (lumaSamples + j))
+            }
+            for j in 0..<chromaSamples {
+                cb[2 * j] = saved[j] &<< 6
+                cb[2 * j + 1] = saved[chromaSamples + j] &<< 6
+            }
+            return nil
+        }
     }
 
     private static let frameMarker = Array("FRAME".utf8)
@@ -168,7 +225,8 @@ struct Y4MHeader {
     var range: ColorInfo.Range
 
     private static let magic = Array("YUV4MPEG2 ".utf8)
-    static let supportedColorSpaces = "420jpeg, 420paldv, 420mpeg2, 420 (read as i420) and mono (read as gray8)"
+    static let supportedColorSpaces =
+        "420jpeg, 420paldv, 420mpeg2, 420 (read as i420), 420p10 (read as p010) and mono (read as gray8)"
 
     /// Reads and validates the header line.
     static func read(from reader: BufferedFileReader) throws(InputError) -> Y4MHeader {
@@ -252,6 +310,7 @@ struct Y4MHeader {
                 formatOffset = tokenStart
                 switch value {
                 case "420jpeg", "420paldv", "420mpeg2", "420": format = .i420
+                case "420p10": format = .p010
                 case "mono": format = .gray8
                 default:
                     throw fail(tokenStart, .unsupportedColorSpace(token))
@@ -275,6 +334,7 @@ struct Y4MHeader {
             let implied: PixelFormat?
             switch subsampling.value {
             case "420JPEG", "420PALDV", "420MPEG2", "420": implied = .i420
+            case "420P10": implied = .p010
             case "MONO": implied = .gray8
             default: implied = nil
             }

@@ -154,7 +154,9 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             case .y4m: return "YUV4MPEG2 has no RGB format, so \(pixelFormat) frames cannot be written to .y4m"
             case .matroska:
                 return "\(pixelFormat) frames cannot be stored in Matroska: no common demuxer reads them"
-            case .mp4: return "\(pixelFormat) frames cannot be written to .mp4"
+            case .mp4:
+                return
+                    "\(pixelFormat) frames cannot be written to .mp4: ffmpeg is fed Matroska, which cannot carry them"
             }
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
