@@ -110,9 +110,10 @@ struct SlabPool: ~Copyable {
 
     /// The current hard budget in bytes.
     private(set) var budget: Int
-    /// The bytes that were mapped when the system last refused a mapping (strict overcommit, a lowered `ulimit -v`);
-    /// nil until then, and again once the budget is set anew. The pool maps no more than this meanwhile: it reuses
-    /// its slabs, as if its budget were what the system let it have.
+    /// What the pool keeps to since the system last refused a mapping (strict overcommit, a lowered `ulimit -v`):
+    /// the bytes then mapped, less ``systemHeadroom(_:)``; nil until then, and again once the budget is set anew. The
+    /// pool maps no more than this meanwhile and unmaps the slabs it gets back above it: it reuses its slabs, as if
+    /// its budget were what the system let it have.
     private(set) var systemLimit: Int?
     /// The bytes new slabs may bring the pool to: the budget, or the system's limit when lower.
     private var mappingLimit: Int { min(budget, systemLimit ?? .max) }
@@ -208,20 +209,28 @@ struct SlabPool: ~Copyable {
     }
 
     /// Records the result of mapping a slab that ``take(size:)`` asked for: its address, or nil when `mmap`
-    /// failed (the record is forgotten and its bytes no longer count, and what stays mapped becomes the
-    /// ``systemLimit``).
+    /// failed (the record is forgotten and its bytes no longer count, and what stays mapped, less
+    /// ``systemHeadroom(_:)``, becomes the ``systemLimit``).
     mutating func finishMapping(_ id: SlabID, address: SlabAddress?) {
         let index = Int(id.index)
         precondition(records[index].place == .reserved && records[index].address == nil, "slab \(id) not mapping")
         if let address {
             records[index].address = address
         } else {
+            let size = records[index].size
             move(id, to: .unused)
-            mappedBytes -= records[index].size
+            mappedBytes -= size
             recycleRecord(index)
-            systemLimit = committedBytes
+            // Room for the process's other allocations (the runtime's, a request's, an export's), which would find
+            // the address space exhausted too; one slab of the refused size stays, when that much was mapped.
+            let committed = committedBytes
+            systemLimit = max(committed - SlabPool.systemHeadroom(committed), min(committed, size))
         }
     }
+
+    /// What the pool gives back when the system refuses a mapping, out of the `committed` bytes it then has mapped:
+    /// an eighth, at most 16 MiB.
+    static func systemHeadroom(_ committed: Int) -> Int { min(16 << 20, committed / 8) }
 
     /// Records that `munmap` of a slab returned: its bytes no longer count.
     mutating func finishUnmapping(_ id: SlabID) {
@@ -319,7 +328,7 @@ struct SlabPool: ~Copyable {
     private mutating func recycleIfUnused(_ id: SlabID) -> SlabUnmap? {
         let index = Int(id.index)
         guard !records[index].isHeld && records[index].pins == 0 else { return nil }
-        if committedBytes > budget { return beginUnmapping(id) }
+        if committedBytes > mappingLimit { return beginUnmapping(id) }
         move(id, to: .free)
         freeStack[freeCount] = id.index
         freeCount += 1
