@@ -204,6 +204,9 @@ struct CommandFailure {
                     default: return nil
                     }
                 case .schemaNewerThanThisBuild: return "upgrade rewind"
+                case .schemaOutdated(0, _):
+                    return "put the -wal file back if there is one, else \(repair), which rebuilds the index from the "
+                        + "segment files"
                 case .schemaOutdated:
                     return "open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
                 case .editedMigration: return "open it with the build of rewind that made it, or move the store aside"

@@ -68,6 +68,10 @@ import Testing
                 ["/s/i", "schema 1", "needs 2"]
             ),
             (
+                .index(path: "/s/i", problem: .schemaOutdated(databaseVersion: 0, codeVersion: 2), detail: ""),
+                ["/s/i", "holds no schema", "index.sqlite-wal", "missing"]
+            ),
+            (
                 .index(
                     path: "/s/i",
                     problem: .editedMigration(version: 1, fileName: "0001_a.sql", recordedFileName: "0001_b.sql"),

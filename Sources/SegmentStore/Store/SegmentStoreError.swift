@@ -106,6 +106,10 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             case .schemaNewerThanThisBuild(let databaseVersion, let codeVersion):
                 return "\(path) was written by a newer build (schema \(databaseVersion), this build knows "
                     + "\(codeVersion))"
+            case .schemaOutdated(0, _):
+                // No build writes a store without its schema: what there was is gone, not old.
+                return "\(path) holds no schema (an empty database): if the store was recorded into, its index was "
+                    + "still in the index.sqlite-wal file beside it, which is missing (a crash, or a copy without it)"
             case .schemaOutdated(let databaseVersion, let codeVersion):
                 return "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "
                     + "read-only"
