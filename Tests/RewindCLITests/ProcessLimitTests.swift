@@ -452,12 +452,13 @@ struct AddressSpaceLimitTests {
         let limit = (kibibytes + 8192) * 1024
         let lowered = try Tool.run(try Tool.path(of: "prlimit"), ["--pid", "\(pid)", "--as=\(limit)"])
         #expect(lowered.status == 0, "\(lowered.stderr)")
-        // Once the ring has met the limit (about 70 frames, 2.3 s, later), the recorder still has room to answer
-        // requests (the ring gave some back).
+        // Once the ring has met the limit (about 70 frames, 2.3 s, later), requests make the recorder allocate: each
+        // is answered, or refused for want of memory or a thread (69 or 71, named), and the recorder goes on (it
+        // gave some of the ring back; the build before could end on the Swift runtime's "failed to allocate").
         Thread.sleep(forTimeInterval: 3)
         for _ in 0..<5 {
             let asked = try Tool.rewind(["status", "--store", store])
-            #expect(asked.status == 0 || !recorder.process.isRunning, "\(asked.stderr)")
+            #expect([0, 69, 71].contains(asked.status), "\(asked.stderr)")
         }
         let finished = try recorder.finish()
         #expect(finished.status == 0, "\(finished.stderr)")
