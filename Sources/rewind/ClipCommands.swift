@@ -527,22 +527,27 @@ func openForWriting(_ path: String, command: String, what: String) throws -> Int
     }
 }
 
-/// Refuses an output that is a directory (following links): an export, a report, a chart is a file.
-///
-/// - Parameters:
-///   - option: the option that named it (`-o`, `--report`).
-///   - example: a file name to suggest in it, with what it says (`clip.mkv (the extension picks the format)`).
-/// - Throws: ``UsageError`` saying to name a file in it.
-/// The format `-o` names by its extension (`-`: YUV4MPEG2 on stdout); a directory is told to take a file name in it
-/// before its missing extension is.
-func exportFormat(ofOutput output: String) throws -> ExportFormat {
-    try checkNotADirectory(output)
+/// The format an `-o` names by its extension (`-`: YUV4MPEG2 on stdout).
+func exportFormat(named output: String) throws -> ExportFormat {
     guard let format = ExportFormat(path: output) ?? (output == "-" ? .y4m : nil) else {
         throw UsageError("-o: '\(output)' must end in .y4m, .mkv or .mp4 (or be - for YUV4MPEG2 on stdout)")
     }
     return format
 }
 
+/// ``exportFormat(named:)`` of an `-o` as the command line gave it: a directory is told to take a file name in it
+/// before its missing extension is.
+func exportFormat(ofOutput output: String) throws -> ExportFormat {
+    try checkNotADirectory(output)
+    return try exportFormat(named: output)
+}
+
+/// Refuses an output that is a directory (following links): an export, a report, a chart is a file.
+///
+/// - Parameters:
+///   - option: the option that named it (`-o`, `--report`).
+///   - example: a file name to suggest in it, with what it says (`clip.mkv (the extension picks the format)`).
+/// - Throws: ``UsageError`` saying to name a file in it.
 func checkNotADirectory(
     _ output: String, option: String = "-o", example: String = "clip.mkv (the extension picks the format)"
 ) throws {
@@ -595,7 +600,7 @@ func export(
     from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast, command: String
 ) throws -> Int32 {
     var destination = ExportDestination(argument: output)
-    let format = try exportFormat(ofOutput: output)
+    let format = try exportFormat(named: output)
     var progress = ProgressLine()
     let summary: ExportSummary
     // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second

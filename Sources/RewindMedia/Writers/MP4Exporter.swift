@@ -45,15 +45,17 @@ public final class MP4Exporter: Exporter {
     ///   - quality: the x264 settings (``ExportQuality``).
     ///   - searchPath: the directories to look for `ffmpeg` in, `:`-separated; defaults to `PATH`.
     ///   - fileSystem: where the writes to ffmpeg's stdin go (a fault-injecting one in tests).
-    /// - Throws: ``ExportError`` for a `p010` stream, or when `ffmpeg` is not found or cannot be started.
+    /// - Throws: ``ExportError`` for a format Matroska cannot carry (`p010`), or when `ffmpeg` is not found or cannot
+    ///   be started.
     public init(
         stream: StreamDescription, destination: ExportDestination, quality: ExportQuality = .fast,
         searchPath: String? = nil, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(ExportError) {
-        // ffmpeg is fed Matroska, which has no 10-bit 4:2:0 (``MatroskaWriter``): refused before ffmpeg starts.
-        guard stream.layout.format != .p010 else {
+        // ffmpeg is fed Matroska: a format it cannot carry (p010) is refused before ffmpeg starts.
+        guard MatroskaWriter.fourcc(stream.layout.format) != nil else {
             throw ExportError(
-                destination: destination.description, reason: .unsupportedPixelFormat(.p010, format: .mp4))
+                destination: destination.description,
+                reason: .unsupportedPixelFormat(stream.layout.format, format: .mp4))
         }
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
