@@ -115,11 +115,27 @@ extension RecorderControl {
     }
 
     /// What is still to be recorded inside `holds` of one stream (their union, each stretch counted once), at the
-    /// stream's stored bytes per nanosecond so far.
+    /// stream's stored bytes per nanosecond so far; before the index has two frames of it (the spill stage commits
+    /// its rows in batches), at the ring's raw bytes per nanosecond, which stored frames never exceed by much.
     private func bytesToCome(in holds: [Range<Int64>], store: SegmentStore, stream: String) throws -> Int64 {
         let summary = try store.summary(streamName: stream)
-        guard let first = summary.firstPTS, let last = summary.lastPTS, last > first else { return 0 }
-        let rate = Double(summary.storedBytes) / Double(last - first)
+        let rate: Double
+        let last: Int64
+        if let first = summary.firstPTS, let newest = summary.lastPTS, newest > first {
+            rate = Double(summary.storedBytes) / Double(newest - first)
+            last = newest
+        } else if let memory = recorder.streams.first(where: { $0.name == stream })?.memoryStatistics,
+            let first = memory.firstPTSNanoseconds, let newest = memory.lastPTSNanoseconds, newest > first,
+            memory.frames > 1
+        {
+            // The ring's slab bytes cover `frames` frames; its pts span, one frame fewer.
+            rate =
+                Double(memory.bytesInRing) * Double(memory.frames - 1) / Double(memory.frames)
+                / Double(newest - first)
+            last = summary.lastPTS ?? first
+        } else {
+            return 0
+        }
         let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
             .sorted { $0.lowerBound < $1.lowerBound }
         var covered: Int64 = 0
