@@ -246,6 +246,37 @@ void rewind_name_this_thread(const char *name) {
 #endif
 }
 
+/// The children started and not yet forgotten (0: a free slot). Slots are taken and freed with atomic operations,
+/// so a signal handler can read them at any moment.
+#define REWIND_CHILD_SLOTS 64
+static int rewind_children[REWIND_CHILD_SLOTS];
+
+static void rewind_remember_child(int pid) {
+    for (int slot = 0; slot < REWIND_CHILD_SLOTS; slot++) {
+        int free_slot = 0;
+        if (__atomic_compare_exchange_n(&rewind_children[slot], &free_slot, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            return;
+        }
+    }
+    // More children at once than slots: this one is not killed with the rest (no rewind command starts so many).
+}
+
+void rewind_forget_child(int pid) {
+    for (int slot = 0; slot < REWIND_CHILD_SLOTS; slot++) {
+        int expected = pid;
+        if (__atomic_compare_exchange_n(&rewind_children[slot], &expected, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            return;
+        }
+    }
+}
+
+void rewind_kill_children(int signal) {
+    for (int slot = 0; slot < REWIND_CHILD_SLOTS; slot++) {
+        int pid = __atomic_load_n(&rewind_children[slot], __ATOMIC_SEQ_CST);
+        if (pid > 0) kill(pid, signal);
+    }
+}
+
 int rewind_spawn(const char *path, char *const argv[], int in_fd, int out_fd, int err_fd) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
@@ -275,10 +306,15 @@ int rewind_spawn(const char *path, char *const argv[], int in_fd, int out_fd, in
     }
     if (rc == 0) rc = posix_spawnattr_setsigmask(&attributes, &none);
     if (rc == 0) rc = posix_spawnattr_setsigdefault(&attributes, &all);
-    if (rc == 0) rc = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (rc == 0) rc = posix_spawnattr_setpgroup(&attributes, 0);
+    if (rc == 0) {
+        rc = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    }
     pid_t pid = -1;
     if (rc == 0) rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
-    return rc == 0 ? (int)pid : -rc;
+    if (rc != 0) return -rc;
+    rewind_remember_child((int)pid);
+    return (int)pid;
 }

@@ -12,7 +12,10 @@ import CPlatform
 ///
 /// Foundation's `Process.run()` starts a thread to watch its children the first time, and waits for ever when
 /// the system refuses it; this needs no thread. The child gets its standard descriptors from the caller, no other
-/// descriptor, and every signal at its default action, unblocked (whatever this process ignores or blocks).
+/// descriptor, and every signal at its default action, unblocked (whatever this process ignores or blocks). It runs
+/// in a process group of its own: Ctrl-C in a terminal, `timeout` or a signal to the caller's process group asks the
+/// caller to stop, and the caller lets a child finish its work (a save's ffmpeg) or drops it (killing it, below).
+/// ``killAll(signal:)`` ends every child still running, for a process ending at once.
 package final class ChildProcess: @unchecked Sendable {
     /// The child's process id.
     package let pid: pid_t
@@ -61,11 +64,13 @@ package final class ChildProcess: @unchecked Sendable {
             // ECHILD: waited for elsewhere (not done here); nothing is known of how it ended.
             guard errno == EINTR else {
                 status = -1
+                rewind_forget_child(pid)
                 return -1
             }
         }
         let ended = Self.describe(raw)
         status = ended
+        rewind_forget_child(pid)
         return ended
     }
 
@@ -76,7 +81,14 @@ package final class ChildProcess: @unchecked Sendable {
         let rc = waitpid(pid, &raw, WNOHANG)
         if rc == 0 { return true }
         status = rc == pid ? Self.describe(raw) : -1
+        rewind_forget_child(pid)
         return false
+    }
+
+    /// Sends `signal` to every child started here and not yet waited for. Async-signal-safe: for a signal handler
+    /// that ends the process at once, so that no child (an ffmpeg writing a save) outlives it.
+    package static func killAll(signal: Int32) {
+        rewind_kill_children(signal)
     }
 
     private static func describe(_ raw: Int32) -> Int32 {

@@ -60,6 +60,8 @@ func installStopHandlers() {
             }
             let first = firstStopSignal.load(ordering: .relaxed)
             guard first == 0 || now - first >= repeatedSignalNanoseconds else { return }
+            // Children run in process groups of their own, so the signal did not reach them: they end with us.
+            ChildProcess.killAll(signal: SIGKILL)
             signal(number, SIG_DFL)
             raise(number)
         }

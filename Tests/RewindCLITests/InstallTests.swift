@@ -48,6 +48,7 @@ import Testing
         let text = try String(contentsOfFile: unit, encoding: .utf8)
         #expect(text.contains("ExecStart=\(binary) record --store /var/lib/rewind/%i"), "\(text)")
         #expect(text.contains("KillSignal=SIGTERM"))
+        #expect(text.contains("KillMode=mixed"), "a running .mp4 save's ffmpeg is not stopped with the recorder")
         let instance = prefix.path + "/rewind@front.service"
         try FileManager.default.copyItem(atPath: unit, toPath: instance)
         let verify = try Tool.run(try Tool.path(of: "systemd-analyze"), ["verify", instance])

@@ -449,6 +449,62 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
+    /// Stopping the recorder's whole process group (Ctrl-C in its terminal, `timeout`, a service manager) while it
+    /// encodes a `.mp4` clip lets the clip finish: ffmpeg runs in a process group of its own, so the signal asks only
+    /// the recorder to stop, and the recorder finishes its running exports before it exits. (ffmpeg shared the
+    /// recorder's group: the signal ended it, the clip failed with ffmpeg's "Immediate exit requested" and no file.)
+    @Test func stoppingTheRecordersProcessGroupLetsARunningMP4ClipFinish() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:1280x720@30", "--realtime", "--window", "30s",
+            "--memory", "1GiB",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        let group = getpgid(process.processIdentifier)
+        try #require(group == process.processIdentifier && group != getpgid(0), "the recorder leads its own group")
+        try Tool.waitForSocket(of: store)
+        try waitUntil("four seconds are recorded", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return ((object?["live"] as? [String: Any])?["memory_frames"] as? Int ?? 0) >= 125
+        }
+        let path = directory.appendingPathComponent("stopped.mp4").path
+        let save = try ExternalTools.Child(
+            Tool.rewindPath,
+            ["clip", "--store", store, "--from", "0s", "--to", "4s", "--quality", "balanced", "-o", path])
+        var encoder: pid_t = 0
+        try waitUntil("the recorder's ffmpeg encodes the clip", interval: .milliseconds(5)) {
+            encoder = childProcesses(of: process.processIdentifier).first { $0.name == "ffmpeg" }?.pid ?? 0
+            return encoder > 0
+        }
+        #expect(getpgid(encoder) != group, "ffmpeg runs in a process group of its own")
+        kill(-group, SIGINT)  // as Ctrl-C in the recorder's terminal
+        let saved = try save.finish(timeout: .seconds(120))
+        let stopped = try recorder.finish(timeout: .seconds(120))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(!stopped.stderr.contains("failed"), "\(stopped.stderr)")
+        #expect(try probe(path, "stream=nb_read_frames") == "120")
+    }
+
+    /// The running processes whose parent is `parent`: pid and command name (from /proc).
+    private func childProcesses(of parent: pid_t) -> [(pid: pid_t, name: String)] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry in
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // pid (comm) state ppid …
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 1, pid_t(fields[1]) == parent else { return nil }
+            return (pid, String(stat[stat.index(after: open)..<close]))
+        }
+    }
+
     /// `--spill off` with a ring of about half a second: saves of the last 2 s, one after another, each finish at
     /// once with what memory holds, the ring keeps recording between them, and the frames their pins cost are
     /// counted as `pinned frames`.

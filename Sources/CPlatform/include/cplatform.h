@@ -68,8 +68,17 @@ void rewind_name_this_thread(const char *name);
 
 /// Starts the program at `path` with `argv` (NULL-terminated, `argv[0]` first) as a child process: its standard
 /// input, output and error on `in_fd`, `out_fd` and `err_fd` (each -1 for /dev/null), every other descriptor
-/// closed, every signal at its default action and none blocked. Needs no thread. Returns the child's pid, or
-/// −errno when it cannot be started.
+/// closed, every signal at its default action and none blocked, in a process group of its own (a signal to the
+/// caller's group — Ctrl-C in a terminal, `timeout`, `kill -- -PGID` — reaches only the caller, which decides what
+/// becomes of its children). Needs no thread. Returns the child's pid, or −errno when it cannot be started. The
+/// child is remembered for ``rewind_kill_children`` until ``rewind_forget_child``.
 int rewind_spawn(const char *path, char *const argv[], int in_fd, int out_fd, int err_fd);
+
+/// Forgets a child started by ``rewind_spawn`` (call it once the child was waited for).
+void rewind_forget_child(int pid);
+
+/// Sends `signal` to every child started by ``rewind_spawn`` and not yet forgotten. Async-signal-safe: a signal
+/// handler ending the process at once calls it, so that no child outlives it.
+void rewind_kill_children(int signal);
 
 #endif
