@@ -169,7 +169,8 @@ struct CommandFailure {
             case .damaged: return repair
             case .notASegment: return "\(repair) or move it out of the store"
             case .missingSegment: return "put it back, or \(repair) to record its frames as lost"
-            case .indexDisagrees: return "\(repair), which rebuilds them from the file"
+            case .indexDisagrees:
+                return "\(repair), which rebuilds them from the file (or, for another recording's file, moves it aside)"
             case .diskFull: return freeSpace
             case .writeFailed: return "check the disk"
             case .storeLocked:

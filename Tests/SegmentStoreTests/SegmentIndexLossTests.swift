@@ -207,11 +207,72 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
-    /// Rows deleted from the index, or a row's pts or offset changed, by another program.
+    /// A segment file of another recording — another store's, of a stream of the same name and format, at the same
+    /// pts, its frames stored raw so that each has the size the index expects — copied over one of the store's: a
+    /// read refuses its frames (captured at other times), a check names it, and a repair moves it aside as
+    /// `.foreign` and counts the index's frames of it as lost (a `damaged` gap), instead of taking the other
+    /// recording's frames for the store's with no gap and nothing counted.
+    @Test func anotherRecordingsFileInASegmentsPlaceIsSetAsideAndItsFramesCountedLost() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let other = TemporaryDirectory()
+        defer { other.remove() }
+        for (directory, content, wall) in [
+            (dir, 0, Int64(1_700_000_000) * 1_000_000_000), (other, 1000, Int64(1_700_000_600) * 1_000_000_000),
+        ] {
+            let store = try SegmentStore.open(
+                directory: directory.path,
+                options: StoreOptions(
+                    segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000), codecPolicy: .forced(.raw)))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<90 {
+                let view = frames.frame(i + content, wall: wall)
+                var info = view.info
+                info.pts = FrameTime(nanoseconds: frames.pts(i))
+                info.ptsNanoseconds = frames.pts(i)
+                info.wallNanoseconds = wall + frames.pts(i)
+                try writer.append(FrameView(layout: view.layout, info: info, bytes: view.bytes))
+            }
+            try writer.close()
+        }
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg"])
+        try FileManager.default.removeItem(atPath: dir.segments + "/000002.seg")
+        try FileManager.default.copyItem(atPath: other.segments + "/000002.seg", toPath: dir.segments + "/000002.seg")
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect {
+            _ = try readAll(store)
+        } throws: { error in
+            "\(error)".contains("segment 000002.seg disagree with its file: the frame at pts \(frames.pts(30)) ns")
+        }
+        let dry = try store.verify(repair: false)
+        #expect(
+            dry.problems.contains { $0.contains("segment 000002.seg is not the file the index knew under that name") },
+            "\(dry.problems)")
+        let repaired = try store.verify(repair: true)
+        #expect(
+            repaired.repaired.contains { $0.contains("moved segments/000002.seg aside as 000002.seg.foreign") },
+            "\(repaired.repaired)")
+        #expect(
+            repaired.repaired.contains { $0.contains("30 frames the index had in segment 000002.seg are in no file") },
+            "\(repaired.repaired)")
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg.foreign", "000003.seg"])
+        #expect(try Self.damagedGaps(store) == [[frames.pts(29), frames.pts(60)]])
+        let kept = Array(0..<30) + Array(60..<90)
+        let read = try readAll(store)
+        #expect(read.map(\.0) == kept.map { frames.pts($0) })
+        #expect(read.map(\.1) == kept.map { frames.expectedDigest($0) }, "bit-exact, the store's own frames")
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    /// Rows deleted from the index, or a row's pts, offset or capture time changed, by another program.
     @Test(arguments: [
         "DELETE FROM frames WHERE pts_ns BETWEEN %40 AND %60",
         "UPDATE frames SET pts_ns = pts_ns + 5 WHERE pts_ns = %50",
         "UPDATE frames SET file_offset = file_offset + 56 WHERE pts_ns = %50",
+        "UPDATE frames SET wall_ns = wall_ns + 1 WHERE pts_ns = %50",
     ])
     func indexRowsThatDisagreeWithTheirFileAreReportedAndRebuilt(statement: String) throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
@@ -234,6 +295,15 @@ import Testing
                 "\(error)".contains(
                     "the index rows of segment 000001.seg disagree with its file: no row for the frame before the delta "
                         + "frame")
+            }
+        }
+        if statement.contains("wall_ns") {
+            // The frame's record says another capture time: it is not the frame the row was made for.
+            #expect {
+                _ = try readAll(store)
+            } throws: { error in
+                "\(error)".contains("disagree with its file: the frame at pts \(frames.pts(50)) ns")
+                    && "\(error)".contains("but the index has it captured")
             }
         }
         let dry = try store.verify(repair: false)

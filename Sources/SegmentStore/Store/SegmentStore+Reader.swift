@@ -169,7 +169,20 @@ final class ReadCursor {
                     "record holds \(record.storedLength) stored bytes, the index says \(row.storedLength)",
                     frameNumber: Int(record.frameNumber))
             }
+            try checkCaptureTime(record)
             return (record, payload)
+        }
+
+        /// Refuses a record captured at another time than its row says: the frame of another recording (a file of
+        /// another store put in this one's place), however well its pts and size fit.
+        func checkCaptureTime(_ record: RecordHeader) throws {
+            guard record.wallNanoseconds != row.wallNanoseconds else { return }
+            throw SegmentStoreError.indexDisagrees(
+                file: reader.fileName,
+                detail: "the frame at pts \(row.ptsNanoseconds) ns (byte \(row.fileOffset)) was captured "
+                    + "\(SegmentStore.utcText(record.wallNanoseconds)), but the index has it captured "
+                    + "\(SegmentStore.utcText(row.wallNanoseconds)) (another recording's file in its place, or rows "
+                    + "changed by another program)")
         }
     }
 
@@ -218,10 +231,11 @@ final class ReadCursor {
     func decode(_ frame: Located) throws -> UnsafeRawBufferPointer {
         if frame.row.storedLength >= Self.chunkwiseThreshold {
             do {
-                _ = try frame.reader.decodeRecord(
+                let record = try frame.reader.decodeRecord(
                     at: frame.row.fileOffset, expectedPTS: frame.row.ptsNanoseconds,
                     expectedStoredLength: frame.row.storedLength, decoder: frame.decoder, into: buffers.next,
                     previous: frame.followsPrevious ? UnsafeRawPointer(buffers.last) : nil, storage: storage)
+                try frame.checkCaptureTime(record)
             } catch {
                 locatedSegment = -1
                 throw frame.numbered(error, index: store.index)

@@ -50,6 +50,9 @@ extension SegmentStore {
     func reconcile(mode: ReconcileMode, streamName: String? = nil) throws -> VerifyReport {
         let onlyStreamID = try streamName.map { try streamID(named: $0) }
         var report = VerifyReport()
+        // Every segment the index knows, by when its file was created: a file under a known name created at
+        // another time, and at none of these, was put there from elsewhere.
+        report.indexedCreations = Set(try index.segments().map(\.createdWallNanoseconds))
         let names = try Self.wrapIO { () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
         }
@@ -196,7 +199,7 @@ extension SegmentStore {
             report.segments -= 1
             return
         }
-        if let stream, let rebuilt = try rebuiltHeader(path: path, name: name, stream: stream) {
+        if let row, let stream, let rebuilt = try rebuiltHeader(path: path, name: name, row: row, stream: stream) {
             guard mode == .repair else {
                 noteLeftForRepair(
                     SegmentDamage(
@@ -270,10 +273,10 @@ extension SegmentStore {
     }
 
     /// The header a file of `stream` whose own header is damaged must have had, and how many valid frames follow
-    /// it; nil unless at least one does. The header's length follows from the stream's name; the key interval and
-    /// creation time are taken from the damaged header where they are plausible, and the chunk size that reads the
-    /// most records wins (the store's, the default, then the damaged header's).
-    private func rebuiltHeader(path: String, name: String, stream: StreamRow) throws -> (
+    /// it; nil unless at least one does. The header's length follows from the stream's name and its creation time
+    /// is the segment row's (`row`); the key interval is taken from the damaged header where it is plausible, and
+    /// the chunk size that reads the most records wins (the store's, the default, then the damaged header's).
+    private func rebuiltHeader(path: String, name: String, row: SegmentRow, stream: StreamRow) throws -> (
         header: SegmentHeader, frames: Int, newestPTS: Int64?
     )? {
         guard let sequence = SegmentFormat.sequence(ofFileName: name) else { return nil }
@@ -282,10 +285,11 @@ extension SegmentStore {
             defer { fileSystem.close(fd) }
             _ = fields.withUnsafeMutableBytes { raw in try? fileSystem.readAll(fd, into: raw, offset: 0, path: path) }
         }
-        let (recordedKeyInterval, recordedChunkSize, created) = fields.withUnsafeBytes { raw in
+        let (recordedKeyInterval, recordedChunkSize) = fields.withUnsafeBytes { raw in
             let p = raw.baseAddress!
-            return (Int(p.get(UInt32.self, at: 36)), Int(p.get(UInt32.self, at: 40)), p.get(Int64.self, at: 56))
+            return (Int(p.get(UInt32.self, at: 36)), Int(p.get(UInt32.self, at: 40)))
         }
+        let created = row.createdWallNanoseconds
         let keyInterval = (1...100_000).contains(recordedKeyInterval) ? recordedKeyInterval : options.keyInterval
         var chunkSizes = [options.chunkSize, StoreOptions.defaultChunkSize] + StoreOptions.earlierDefaultChunkSizes
         // The damaged header's own value last: a flipped bit there can still read small frames.
@@ -347,9 +351,14 @@ extension SegmentStore {
             report.segments -= 1
             return
         }
+        // Created at another time than the segment the index knows by this name, and than any it knows: perhaps
+        // not the store's file (its frames decide, below).
+        let foreignSuspect =
+            row.map { $0.createdWallNanoseconds != reader.header.createdWallNanoseconds } == true
+            && !report.indexedCreations.contains(reader.header.createdWallNanoseconds)
 
         // Fast path at open: a sealed file whose footer agrees with its sealed row.
-        if !mode.scansEverything, !isPartial, let row, row.state == .sealed, row.fileName == name,
+        if !mode.scansEverything, !isPartial, !foreignSuspect, let row, row.state == .sealed, row.fileName == name,
             let footer = try? reader.readFooter(), footer.count == row.frameCount
         {
             report.frames += footer.count
@@ -357,6 +366,14 @@ extension SegmentStore {
         }
 
         let scan = try reader.scan(verifyPayload: true)
+        if foreignSuspect, let row,
+            let difference = try firstDisagreement(segment: row, header: reader.header, scan: scan)
+        {
+            reader.close()
+            try reconcileForeignFile(
+                name: name, row: row, header: reader.header, difference: difference, mode: mode, report: &report)
+            return
+        }
         report.frames += scan.entries.count
         var needsCut = false
         // A `.partial` damaged before its end (valid records follow the damage) was not torn by a crash: at open it
@@ -467,6 +484,53 @@ extension SegmentStore {
             continuesAfterStream: continuesAfterStream, report: &report)
     }
 
+    /// A file under the name of a segment the index knows that is not that segment's file: created at another
+    /// time than its row says, and than any segment the index had (another store's file, or another recording's,
+    /// copied over it), and its frames differ from the rows (`difference`; frames captured at other times, say,
+    /// whatever their pts, stream and sizes). A repair moves it aside as `NAME.foreign` (which the store ignores and
+    /// nothing deletes) and counts the index's frames of it as lost unless another file holds them (a `damaged`
+    /// gap); until then it is reported and left as it is (a read of its rows refuses what it finds there).
+    private func reconcileForeignFile(
+        name: String, row: SegmentRow, header: SegmentHeader, difference: String, mode: ReconcileMode,
+        report: inout VerifyReport
+    ) throws {
+        let created =
+            "the file was created \(Self.utcText(header.createdWallNanoseconds)), the index's segment "
+            + "\(Self.utcText(row.createdWallNanoseconds)); \(difference)"
+        guard mode == .repair else {
+            report.problems.append(
+                "segment \(name) is not the file the index knew under that name (\(created)): another store's or "
+                    + "another recording's file was put in its place; 'rewind verify --repair' moves it aside as "
+                    + "\(name).foreign and counts the index's \(Self.frames(row.frameCount)) of it as lost unless another "
+                    + "file holds them")
+            return
+        }
+        let pts = try index.frames(ofSegment: row.id).map(\.ptsNanoseconds)
+        let aside = try moveAside(name, as: "foreign")
+        try index.removeSegment(id: row.id)
+        report.displaced.append((name, row.streamID, pts))
+        report.repaired.append(
+            "moved segments/\(name) aside as \(aside): it is not the file the index knew under that name (\(created))")
+        report.segments -= 1
+    }
+
+    /// `2026-12-04 06:10:00.123 UTC`, for a wall time in Unix epoch nanoseconds.
+    static func utcText(_ nanoseconds: Int64) -> String {
+        var seconds = time_t(nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000).quotient)
+        var milliseconds = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000).remainder / 1_000_000
+        if milliseconds < 0 {
+            seconds -= 1
+            milliseconds += 1000
+        }
+        var parts = tm()
+        guard gmtime_r(&seconds, &parts) != nil else { return "\(nanoseconds) ns after 1970" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis =
+            milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):"
+            + "\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis) UTC"
+    }
+
     /// Dry run: says how the index differs from the file.
     private func compareRows(
         name: String, header: SegmentHeader, row: SegmentRow?, scan: SegmentFileReader.ScanResult,
@@ -492,7 +556,7 @@ extension SegmentStore {
     }
 
     /// Where the index's rows of a segment first differ from its file (the stream, then each frame's pts, byte
-    /// offset and stored length), or nil when they agree.
+    /// offset, stored length and capture time), or nil when they agree.
     private func firstDisagreement(segment: SegmentRow, header: SegmentHeader, scan: SegmentFileReader.ScanResult)
         throws -> String?
     {
@@ -513,6 +577,10 @@ extension SegmentStore {
             if row.storedLength != entry.storedLength {
                 return "frame \(number) at byte \(entry.offset): the index has \(row.storedLength) stored bytes, the "
                     + "file \(entry.storedLength)"
+            }
+            if row.wallNanoseconds != entry.wallNanoseconds {
+                return "frame \(number) at byte \(entry.offset): the index has it captured "
+                    + "\(Self.utcText(row.wallNanoseconds)), the file \(Self.utcText(entry.wallNanoseconds))"
             }
         }
         return nil
