@@ -52,7 +52,9 @@ extension SegmentStore {
         var report = VerifyReport()
         // Every segment the index knows, by when its file was created: a file under a known name created at
         // another time, and at none of these, was put there from elsewhere.
-        report.indexedCreations = Set(try index.segments().map(\.createdWallNanoseconds))
+        report.indexedCreations = Dictionary(
+            try index.segments().map { ($0.createdWallNanoseconds, $0.fileName) },
+            uniquingKeysWith: { first, _ in first })
         let names = try Self.wrapIO { () throws(FileSystemError) in
             try fileSystem.contentsOfDirectory(segmentsDirectory)
         }
@@ -355,7 +357,7 @@ extension SegmentStore {
         // not the store's file (its frames decide, below).
         let foreignSuspect =
             row.map { $0.createdWallNanoseconds != reader.header.createdWallNanoseconds } == true
-            && !report.indexedCreations.contains(reader.header.createdWallNanoseconds)
+            && report.indexedCreations[reader.header.createdWallNanoseconds] == nil
 
         // Fast path at open: a sealed file whose footer agrees with its sealed row.
         if !mode.scansEverything, !isPartial, !foreignSuspect, let row, row.state == .sealed, row.fileName == name,
@@ -545,7 +547,13 @@ extension SegmentStore {
             }
             return
         }
-        if row.frameCount != scan.entries.count {
+        if row.createdWallNanoseconds != header.createdWallNanoseconds,
+            let other = report.indexedCreations[header.createdWallNanoseconds]
+        {
+            report.problems.append(
+                "segments/\(name) is the file of the index's segment \(other) (files swapped or renamed): 'rewind "
+                    + "verify --repair' indexes each file at its own frames' times")
+        } else if row.frameCount != scan.entries.count {
             report.problems.append(
                 "index has \(row.frameCount) frames for segment \(name), the file \(scan.entries.count)")
         } else if let difference = try firstDisagreement(segment: row, header: header, scan: scan) {
@@ -622,15 +630,22 @@ extension SegmentStore {
                 // Rows the file does not back (or a sealed row that disagrees): rebuild from the file. Frames the
                 // index had beyond the file's are lost, and get a gap once the rows are rebuilt.
                 let pts = try index.frames(ofSegment: existing.id).map(\.ptsNanoseconds)
-                if pts.count > scan.entries.count {
+                // Another of the store's files under this name (files swapped or renamed): the rows' frames are in
+                // that file's place, indexed later in this pass.
+                let anotherFile = existing.createdWallNanoseconds != header.createdWallNanoseconds
+                if pts.count > scan.entries.count && !anotherFile {
                     lost = (existing.streamID, pts)
-                } else if disagreement != nil {
+                } else if disagreement != nil || anotherFile {
                     // Another file in its place (files swapped, or copied in): the frames the rows had may be in
                     // another file, indexed later in this pass; those that are in none are lost, counted at its end.
                     report.displaced.append((fileName, existing.streamID, pts))
                 }
                 try index.removeSegment(id: existing.id)
-                rebuilt = disagreement.map { "they disagreed: \($0)" } ?? "the index had \(existing.frameCount)"
+                if anotherFile, let other = report.indexedCreations[header.createdWallNanoseconds] {
+                    rebuilt = "it is the file of the index's segment \(other): files swapped or renamed"
+                } else {
+                    rebuilt = disagreement.map { "they disagreed: \($0)" } ?? "the index had \(existing.frameCount)"
+                }
                 row = nil
             }
         }
@@ -695,17 +710,24 @@ extension SegmentStore {
                         "rebuilt the index rows of segment \(fileName) from its file: \(Self.frames(missing.count)) ("
                             + $0 + ")"
                     } ?? "added \(missing.count) index rows for segment \(fileName) from its file")
-            } catch StoreIndexError.duplicatePTS where mode == .repair && firstMissing == 0 {
+            } catch StoreIndexError.duplicatePTS(let stream, let pts) where mode.changes && firstMissing == 0 {
                 // Rows of a file not yet rebuilt may hold these pts (files swapped): come back to it after them.
                 guard continuesAfterStream else {
                     report.revisit.append(fileName)
                     return
                 }
-                // A later recording that started the stream's clock again: its frames go after the stream's.
-                if try continueAfterStream(
-                    fileName: fileName, header: header, scan: scan, segmentID: segmentID, report: &report)
-                {
-                    return
+                // A later recording that started the stream's clock again: a repair moves its frames after the
+                // stream's.
+                if mode == .repair {
+                    if try continueAfterStream(
+                        fileName: fileName, header: header, scan: scan, segmentID: segmentID, report: &report)
+                    {
+                        return
+                    }
+                } else {
+                    report.problems.append(
+                        "could not index segment \(fileName): \(StoreIndexError.duplicatePTS(streamID: stream, pts: pts))"
+                    )
                 }
             } catch {
                 report.problems.append("could not index segment \(fileName): \(error)")

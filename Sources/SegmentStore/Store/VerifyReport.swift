@@ -47,9 +47,10 @@ public struct VerifyReport: Sendable {
     /// Rows a repair removed from files that another file had replaced: the frames' pts, counted lost at the end of
     /// the pass when no file holds them.
     var displaced: [(fileName: String, streamID: Int64, pts: [Int64])] = []
-    /// When the files of the segments the index had at the start of the pass were created (Unix epoch
-    /// nanoseconds, from their headers): a file under a known name created at none of them is not the store's.
-    var indexedCreations: Set<Int64> = []
+    /// The segments the index had at the start of the pass, by when their files were created (Unix epoch
+    /// nanoseconds, from their headers): a file under a known name created at none of them is not the store's, and
+    /// one created at another's time is that segment's file (files swapped or renamed).
+    var indexedCreations: [Int64: String] = [:]
 }
 
 /// The frames after the damage in one segment file: which are lost, and which were salvaged into new segments.
