@@ -57,4 +57,23 @@ import Testing
             "\(ExportError(destination: "d", reason: .system(action: "writing failed", Errno(rawValue: ENOSPC))))"
                 .contains("No space left on device"))
     }
+
+    /// A gap too large to fill in a `.y4m` says what the export may use of its disk; on a disk with less free than
+    /// an export leaves free, that it has less, not "63 MiB free, of which 256 MiB stay free".
+    @Test func aGapTooLargeToFillSaysWhatTheDiskLeaves() {
+        func text(available: Int64) -> String {
+            "\(ExportError(destination: "c.y4m", reason: .gapTooLarge(frames: 900, bytes: 300 << 20, available: available)))"
+        }
+        #expect(
+            text(available: 1 << 30).hasSuffix(
+                "more than the 768 MiB this export may still use on its disk (1024 MiB free, of which 256 MiB stay "
+                    + "free for recordings)"), "\(text(available: 1 << 30))")
+        #expect(
+            text(available: 63 << 20).hasSuffix(
+                "and its disk has 63 MiB free, less than the 256 MiB an export leaves free for recordings"),
+            "\(text(available: 63 << 20))")
+        for available: Int64 in [0, 63 << 20, 1 << 30] {
+            for word in Self.adviceWords { #expect(!text(available: available).contains(word)) }
+        }
+    }
 }

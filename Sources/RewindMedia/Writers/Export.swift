@@ -161,10 +161,17 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
         case .gapTooLarge(let frames, let bytes, let available):
-            let usable = max(0, available - OutputFile.keptFree)
-            return "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a "
-                + "constant frame rate, more than the \(usable >> 20) MiB this export may still use on its disk "
-                + "(\(available >> 20) MiB free, of which \(OutputFile.keptFree >> 20) MiB stay free for recordings)"
+            let fill =
+                "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a constant "
+                + "frame rate"
+            guard available > OutputFile.keptFree else {
+                // Nothing may be used: the disk has less free than an export leaves free.
+                return fill + ", and its disk has \(available >> 20) MiB free, less than the "
+                    + "\(OutputFile.keptFree >> 20) MiB an export leaves free for recordings"
+            }
+            return fill + ", more than the \((available - OutputFile.keptFree) >> 20) MiB this export may still use on "
+                + "its disk (\(available >> 20) MiB free, of which \(OutputFile.keptFree >> 20) MiB stay free for "
+                + "recordings)"
         }
     }
 
