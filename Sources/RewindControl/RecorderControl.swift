@@ -50,6 +50,11 @@ public final class RecorderControl: Sendable {
             self.tokenFile = tokenFile
         }
 
+        /// `HOST:PORT` as `--listen` takes it and a URL has it: an IPv6 address in brackets (`[::1]:8080`).
+        public static func address(host: String, port: Int) -> String {
+            host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        }
+
         /// Parses `HOST:PORT` (`127.0.0.1:8080`, `[::1]:8080`).
         ///
         /// - Throws: ``ControlError/badListenAddress(_:reason:)``.
@@ -169,13 +174,13 @@ public final class RecorderControl: Sendable {
             tcpListener = rewind_tcp_listen(listen.host, Int32(listen.port), 64, &boundPort, &isLoopback)
             guard tcpListener >= 0 else {
                 throw ControlError.badListenAddress(
-                    "\(listen.host):\(listen.port)",
+                    Listen.address(host: listen.host, port: listen.port),
                     reason: -tcpListener == EINVAL ? .notNumeric : .system(Errno(rawValue: -tcpListener)))
             }
             guard isLoopback != 0 || listen.allowsAnyAddress else {
                 close(tcpListener)
                 throw ControlError.badListenAddress(
-                    "\(listen.host):\(listen.port)",
+                    Listen.address(host: listen.host, port: listen.port),
                     reason: .notLoopback)
             }
         }

@@ -333,7 +333,9 @@ private func record(
         }
         installSaveSignal(control!)
         if let port = control?.tcpPort, let listen {
-            printError("serving the API on \(listen.host):\(port) (bearer token required)")
+            printError(
+                "serving the API on \(RecorderControl.Listen.address(host: listen.host, port: port)) (bearer token "
+                    + "required)")
         }
     } catch ControlError.alreadyServed(let path) {
         // Another recorder started on the directory since the check above.

@@ -59,6 +59,17 @@ import Testing
         #expect(statuses == [400, 401, 403, 404, 404, 405, 409, 413, 429, 503, 503, 503, 500])
     }
 
+    /// An address is shown as `--listen` takes it: an IPv6 one in brackets (it was printed as `::1:18441`).
+    @Test func listenAddressesAreShownAsTheyAreGiven() throws {
+        for text in ["127.0.0.1:8080", "[::1]:18441", "[fe80::1]:0"] {
+            let (host, port) = try RecorderControl.Listen.parse(text)
+            #expect(RecorderControl.Listen.address(host: host, port: port) == text)
+        }
+        let refused = ControlError.badListenAddress(
+            RecorderControl.Listen.address(host: "::2", port: 80), reason: .notLoopback)
+        #expect("\(refused)".contains("[::2]:80"), "\(refused)")
+    }
+
     @Test func everyControlErrorStatesTheFactWithItsDataAndNoCommandLineWords() {
         let cases: [(ControlError, String)] = [
             (.socket(action: "connect to", path: "/s/rewind.sock", Errno(rawValue: 13)), "/s/rewind.sock"),
