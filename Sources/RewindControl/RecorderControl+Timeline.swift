@@ -223,7 +223,12 @@ extension RecorderControl {
         let frameWidth = source.stream.layout.width
         var width: Int?
         if let text = query["width"] {
-            guard let value = Int(text), value >= 1 else {
+            // Wider than the frame gives the frame's own size, however many digits it has.
+            let digitsOnly =
+                !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            guard let value = Int(text) ?? (digitsOnly && text.contains(where: { $0 != "0" }) ? Int.max : nil),
+                value >= 1
+            else {
                 throw APIError(.badRequest, "width must be a whole number of pixels from 1")
             }
             width = min(value, frameWidth)

@@ -197,6 +197,9 @@ final class RawConnection {
             ("DELETE", "/v1/markers/\(kept.id)%00junk", nil, 400, "bad_request"),
             ("POST", "/v1/saves%00", #"{"last":"1s"}"#, 400, "bad_request"),
             ("GET", "/v1/streams/camera/frame?at=1s&widht=10", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/frame?at=1s&width=0", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/frame?at=1s&width=-99999999999999999999", nil, 400, "bad_request"),
+            ("GET", "/v1/streams/camera/frame?at=1s&width=12px", nil, 400, "bad_request"),
             ("GET", "/v1/status?verbose=1", nil, 400, "bad_request"),
             ("GET", "/v1/saves?widht=3", nil, 400, "bad_request"),
             ("GET", "/v1/events?x=1", nil, 400, "bad_request"),
@@ -213,6 +216,12 @@ final class RawConnection {
             let markers = try? decode(MarkerList.self, try curl(socket, "GET", "/v1/markers").body)
             #expect(markers?.markers.contains { $0.id == kept.id } == true, "the marker a cut request named is kept")
         }
+        // A width wider than the frame gives the frame's own size, even one past 64 bits (it was refused as "not
+        // a whole number from 1").
+        let plain = try curl(socket, "GET", "/v1/streams/camera/frame?at=1s")
+        let wide = try curl(socket, "GET", "/v1/streams/camera/frame?at=1s&width=99999999999999999999")
+        #expect(plain.status == 200 && wide.status == 200, "\(wide.body.prefix(200))")
+        #expect(wide.body == plain.body)
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)
             #expect(answer.status == expected, "\(method) \(path) \(body ?? ""): \(answer)")
