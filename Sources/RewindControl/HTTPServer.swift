@@ -14,8 +14,10 @@ public struct HTTPRequest: Sendable {
     public var query: [String: String]
     /// The names of the query's arguments given more than once (`?at=1s&at=2s`), sorted: the API refuses them.
     public var repeatedQueryNames: [String]
-    /// Header fields, names in lower case.
+    /// Header fields, names in lower case; of one given more than once, its last value.
     public var headers: [String: String]
+    /// The names (lower case) of the header fields given more than once, sorted.
+    public var repeatedHeaderNames: [String]
     /// The body (at most the server's body limit).
     public var body: [UInt8]
     /// Whether the request came over the TCP listener (which needs a token) rather than the Unix socket.
@@ -24,13 +26,14 @@ public struct HTTPRequest: Sendable {
     /// Makes a request; tests call the handler with these, without a socket.
     public init(
         method: String, path: String, query: [String: String] = [:], repeatedQueryNames: [String] = [],
-        headers: [String: String] = [:], body: [UInt8] = [], isTCP: Bool = false
+        headers: [String: String] = [:], repeatedHeaderNames: [String] = [], body: [UInt8] = [], isTCP: Bool = false
     ) {
         self.method = method
         self.path = path
         self.query = query
         self.repeatedQueryNames = repeatedQueryNames
         self.headers = headers
+        self.repeatedHeaderNames = repeatedHeaderNames
         self.body = body
         self.isTCP = isTCP
     }
@@ -245,7 +248,8 @@ final class HTTPServer: @unchecked Sendable {
             response = handler(
                 HTTPRequest(
                     method: method, path: url, query: query.values, repeatedQueryNames: query.repeated.sorted(),
-                    headers: headers.values, body: exchange.body, isTCP: isTCP))
+                    headers: headers.values, repeatedHeaderNames: headers.repeated.sorted(), body: exchange.body,
+                    isTCP: isTCP))
         }
         return queue(response, on: connection)
     }

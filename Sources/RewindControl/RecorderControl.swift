@@ -375,6 +375,12 @@ public final class RecorderControl: Sendable {
     /// (which sets the cookie). Compared in constant time.
     private func authorize(_ request: HTTPRequest) -> Authorization {
         guard let token else { return .refused(APIError(.unauthorized, "no token is configured")) }
+        // Two tokens have no one meaning (which one counts would depend on the server): refused, as a repeated query
+        // parameter is.
+        if request.repeatedHeaderNames.contains("authorization") {
+            return .refused(
+                APIError(.badRequest, "the Authorization header is given more than once: give the token once"))
+        }
         // The scheme's name is case-insensitive (RFC 9110).
         if let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
             Self.constantTimeEqual(String(header.dropFirst(7)), token)

@@ -373,6 +373,13 @@ final class RawConnection {
         #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
         #expect(try get(["-H", "Authorization: bearer \(token)", url]).0 == 200, "the scheme is case-insensitive")
+        // Two Authorization headers have no one meaning: refused whichever holds the token (the last one counted).
+        for pair in [["wrong", token], [token, "wrong"], [token, token]] {
+            let twice = try get(
+                ["-H", "Authorization: Bearer \(pair[0])", "-H", "Authorization: Bearer \(pair[1])", url])
+            #expect(twice.0 == 400, "\(pair): \(twice.1)")
+            #expect(twice.1.contains("the Authorization header is given more than once"), "\(twice.1)")
+        }
         #expect(try get(["-H", "Cookie: rewind_token_\(port)=\(token)", url]).0 == 200)
         #expect(try get(["-H", "Cookie: rewind_token_1=\(token)", url]).0 == 401, "another port's cookie")
         let headers = String(
