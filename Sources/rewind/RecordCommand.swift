@@ -894,7 +894,9 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
     }
     let (host, port) = try RecorderControl.Listen.check(text, allowsAnyAddress: arguments.flag("listen-any"))
     try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-    let tokenFile = arguments.string("token-file") ?? directory + "/token"
+    // Absolute: the page a browser gets without the token names it, and the browser's user is not in our directory.
+    let tokenFile = URL(fileURLWithPath: arguments.string("token-file") ?? directory + "/token").standardizedFileURL
+        .path
     let token = try ControlToken.loadOrCreate(path: tokenFile)
     return RecorderControl.Listen(
         host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token, tokenFile: tokenFile)

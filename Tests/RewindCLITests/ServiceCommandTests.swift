@@ -335,6 +335,36 @@ import Testing
         #expect(try recorder.finish().status == 0)
     }
 
+    /// The page a browser gets without the token names the token file by its full path, also when `--store` (or
+    /// `--token-file`) was given relative to the recorder's directory (it named `store/token`).
+    @Test func thePageWithoutATokenNamesTheTokenFileByItsFullPath() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let recorder = try ExternalTools.Child(
+            "/bin/sh",
+            [
+                "-c",
+                "cd \"$1\" && exec \"$2\" record --store cam --input synthetic:160x120@10 --realtime --listen 127.0.0.1:0",
+                "sh", directory.path, Tool.rewindPath,
+            ])
+        let process = recorder.process
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        var port = ""
+        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
+            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
+            else { return false }
+            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
+            return !port.isEmpty
+        }
+        let page = try Tool.run(
+            try Tool.path(of: "curl"), ["-s", "-H", "Accept: text/html", "http://127.0.0.1:\(port)/"]
+        ).output
+        let full = directory.path + "/cam/token"
+        #expect(page.contains("<code>\(full)</code>"), "\(page)")
+        process.interrupt()
+        #expect(try recorder.finish().status == 0)
+    }
+
     /// A stream that joins a store later has its own pts, away from the recorder clock: a marker on it is shown on
     /// the recorder clock by the live `mark`, the offline `markers` and `info`, and `unmark`, all alike, and `info`
     /// gives the store's time span on that clock.
