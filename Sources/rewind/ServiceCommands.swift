@@ -1,9 +1,18 @@
 import Foundation
 import RewindKit
 
-/// The client of a running recorder serving `directory`, or a failure saying none runs there (exit 69).
+/// The client of a running recorder serving `directory`, or a failure saying none runs there, or that the one
+/// recording there does not answer (exit 69).
 private func requireRecorder<Answer>(_ directory: String, _ call: (ControlClient) throws -> Answer?) throws -> Answer {
     guard let answer = try call(ControlClient(directory: directory)) else {
+        if SegmentStore.isOpenForRecording(directory: directory) {
+            // It holds the store's lock, but its socket is gone or took no connection.
+            throw CommandError(
+                "a recorder is recording into \(directory), but no answer came on "
+                    + "\(directory)/\(RecorderControl.socketName) (it records without its API, its socket was removed, "
+                    + "or it is short of memory or threads); try again, or see what it printed when it started",
+                status: ExitStatus.unavailable)
+        }
         throw CommandError(
             "no recorder is running on \(directory) (no answer on \(directory)/\(RecorderControl.socketName)); "
                 + "start one with 'rewind record --store \(directory)'",

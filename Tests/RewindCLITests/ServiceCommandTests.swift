@@ -32,6 +32,14 @@ import Testing
             let streams = try json(status)["streams"] as? [[String: Any]]
             return (streams?.first?["memory_frames"] as? Int ?? 0) >= 60
         }
+        // A recorder whose socket took no connection (here: its socket file moved away) is not said to be absent.
+        try FileManager.default.moveItem(atPath: store + "/rewind.sock", toPath: directory.path + "/moved.sock")
+        let unanswered = try Tool.rewind(["status", "--store", store])
+        #expect(unanswered.status == 69, "\(unanswered.stderr)")
+        #expect(
+            unanswered.stderr.contains("a recorder is recording into \(store), but no answer came on"),
+            "\(unanswered.stderr)")
+        try FileManager.default.moveItem(atPath: directory.path + "/moved.sock", toPath: store + "/rewind.sock")
         let events = try Tool.startRewind(["events", "--store", store])
         defer { if events.process.isRunning { events.process.terminate() } }
 
@@ -107,7 +115,8 @@ import Testing
         let stoppingAt = lines.firstIndex { $0.contains("\"event\":\"stopping\"") }
         #expect(sealedAt != nil && sealedAt! < stoppingAt!, "no event for \(last) before stopping: \(ended.output)")
         // Without a recorder: status says so (69); save --after needs one.
-        #expect(try Tool.rewind(["status", "--store", store]).status == 69)
+        let gone = try Tool.rewind(["status", "--store", store])
+        #expect(gone.status == 69 && gone.stderr.contains("no recorder is running on"), "\(gone.stderr)")
         let offline = try Tool.rewind(["save", "--store", store, "--before", "1s", "--after", "1s", "-o", clip])
         #expect(offline.status == 69 && offline.stderr.contains("need a live recorder"), "\(offline.stderr)")
         // `--after 0s` is no post-roll: `--before 1s --after 0s` is `--last 1s`, saved from the disk.
