@@ -61,7 +61,10 @@ struct CommandFailure {
                 }
             case .recorderStopped:
                 status = ExitStatus.unavailable
-                advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+                let again =
+                    command == "clip"
+                    ? "'rewind clip' without a recorder reads" : "'rewind save' without a recorder saves from"
+                advice = "check the recorder's log; \(again) the store on disk"
             case .connectionDropped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; raise its limit on threads (a pids cgroup, TasksMax, ulimit -u)"

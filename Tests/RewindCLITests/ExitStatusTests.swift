@@ -173,6 +173,11 @@ import Testing
             (ControlError.refused(APIError(.stopping, "m")), "save", 69, nil),
             (ControlError.recorderStopped(request: "save 1"), "save", 69, "check the recorder's log"),
             (
+                ControlError.recorderStopped(request: "save 1"), "save", 69,
+                "'rewind save' without a recorder saves from"
+            ),
+            (ControlError.recorderStopped(request: "clip 1"), "clip", 69, "'rewind clip' without a recorder reads the"),
+            (
                 InputError(input: "f", byteOffset: 1, problem: .truncated(expectedBytes: 2, gotBytes: 1)), "record", 65,
                 nil
             ),
