@@ -555,7 +555,17 @@ enum APICoding {
         _ type: T.Type, from body: [UInt8], fields: [String], nested: [String: [String]] = [:]
     ) throws(APIError) -> T {
         let text = body.isEmpty ? Array("{}".utf8) : body
-        guard let object = try? JSONSerialization.jsonObject(with: Data(text)) as? [String: Any] else {
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(text))
+        } catch {
+            // What the parser found (invalid UTF-8, a lone surrogate, nesting past its 512 levels, a cut body).
+            let detail = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
+            throw APIError(
+                .badRequest,
+                "the body is not valid JSON (\(detail ?? "\(error)")): '\(excerpt(body))'; send one JSON object")
+        }
+        guard let object = parsed as? [String: Any] else {
             throw APIError(.badRequest, "the body is not a JSON object: '\(excerpt(body))'")
         }
         if let unknown = object.keys.sorted().first(where: { !fields.contains($0) }) {

@@ -28,6 +28,24 @@ import Testing
             (HTTPRequest(method: "POST", path: "/v1/saves", body: Array(#"{"after":"5"}"#.utf8)), 400, "after"),
             (HTTPRequest(method: "POST", path: "/v1/saves", body: Array(#"{"format":"gif"}"#.utf8)), 400, "gif"),
             (HTTPRequest(method: "DELETE", path: "/v1/markers/abc"), 404, "abc"),
+            // A body that is not JSON says what the parser found (each was "not a JSON object"); JSON that is not
+            // an object says that.
+            (
+                HTTPRequest(
+                    method: "POST", path: "/v1/markers", body: Array(#"{"label":""#.utf8) + [0xFF, 0x22, 0x7D]),
+                400, "the body is not valid JSON (Invalid UTF-8"
+            ),
+            (
+                HTTPRequest(method: "POST", path: "/v1/markers", body: Array(#"{"label":"\ud800"}"#.utf8)), 400,
+                "the body is not valid JSON (Unexpected end of file during string parse (expected low-surrogate"
+            ),
+            (
+                HTTPRequest(
+                    method: "POST", path: "/v1/markers",
+                    body: Array((#"{"label":"# + String(repeating: "[", count: 10_000)).utf8)), 400,
+                "the body is not valid JSON (Too many nested arrays or dictionaries"
+            ),
+            (HTTPRequest(method: "POST", path: "/v1/markers", body: Array("[1]".utf8)), 400, "is not a JSON object"),
             (HTTPRequest(method: "GET", path: "/v1/status", isTCP: true), 401, "token"),
         ]
         for (request, expected, word) in cases {
