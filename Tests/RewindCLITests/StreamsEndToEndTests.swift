@@ -240,6 +240,40 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(try info(store)["frames"] as? Int == 360)
     }
 
+    /// An index rebuilt from the segment files (it was deleted) puts each stream where its frames were captured on
+    /// the recorder clock again: a camera that joined the store a second later keeps its place within a frame, so
+    /// `--stream all` and recorder times mean what they meant. (Every stream was put at recorder time 0.)
+    @Test func aRebuiltIndexPlacesALaterStreamWhereItWasRecorded() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        for inputs in [["a=synthetic:160x90@30"], ["a=synthetic:160x90@30", "b=synthetic:160x90@30"]] {
+            let recorded = try Tool.rewind(
+                ["record", "--store", store, "--realtime", "--duration", "1s"] + inputs.flatMap { ["--input", $0] })
+            #expect(recorded.status == 0, "\(recorded.stderr)")
+        }
+        func clocks() throws -> [Substring] {
+            try runChecked(
+                "sqlite3",
+                ["-readonly", store + "/index.sqlite", "SELECT name, clock_offset_ns FROM streams ORDER BY name"]
+            ).output.split(separator: "\n")
+        }
+        let recorded = try clocks()
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
+        }
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)")
+        #expect(repair.output.contains("restored from their frames' capture times"), "\(repair.output)")
+        let rebuilt = try clocks()
+        #expect(rebuilt.count == 2 && recorded.count == 2, "\(rebuilt) \(recorded)")
+        #expect(rebuilt.first == "a|0", "\(rebuilt)")
+        let offset = { (row: Substring?) in Int64(row?.split(separator: "|").last ?? "") ?? -1 }
+        #expect(offset(recorded.last) > 1_000_000_000, "\(recorded)")
+        #expect(abs(offset(rebuilt.last) - offset(recorded.last)) < 33_333_333, "\(rebuilt) against \(recorded)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
     @Test func verifyRepairMovesARecordingThatStartedAStreamsClockAgain() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }

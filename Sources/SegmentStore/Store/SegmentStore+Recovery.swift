@@ -80,11 +80,14 @@ extension SegmentStore {
         }
         // An index that knows none of the segment files was lost (deleted, or made new beside old files): their
         // frames come back from the files, but what only the index held cannot.
-        if mode.changes, onlyStreamID == nil, rows.isEmpty, !files.isEmpty, try index.streams().isEmpty {
+        let knowsNoStream = try index.streams().isEmpty
+        let rebuildingIndex = mode.changes && onlyStreamID == nil && rows.isEmpty && !files.isEmpty && knowsNoStream
+        if rebuildingIndex {
             report.repaired.append(
                 "the index knew none of the \(files.count) segment files (it was missing): their frames are indexed "
-                    + "again from the files, but what only the index held (markers and their holds, gaps, drop counts, "
-                    + "the streams' places on the recorder clock) could not be rebuilt")
+                    + "again from the files, and the streams' places on the recorder clock restored from their frames' "
+                    + "capture times, but what only the index held (markers and their holds, gaps, drop counts) could "
+                    + "not be rebuilt")
         }
 
         // Rows first: finish deletes, report rows without files.
@@ -158,7 +161,36 @@ extension SegmentStore {
                     + "place): lost (a 'damaged' gap)")
         }
         report.displaced = []
+        if rebuildingIndex { try restoreClocks() }
         return report
+    }
+
+    /// Places the streams of an index rebuilt from the segment files on one recorder clock again, from their frames'
+    /// capture times (what a recorder stored is gone with the index): recorder time 0 where the earliest stream's
+    /// capture times less its pts put it, and each other stream offset by how much later its frames were captured at
+    /// the same pts, or not at all when that is less than one of its frames (streams started together). Each
+    /// stream's capture time at pts 0 is the median over its first 64 frames, so one late frame moves nothing.
+    /// Capture times follow pts in recordings made in real time (cameras), which is what this restores.
+    private func restoreClocks() throws {
+        var starts: [(name: String, step: Int64, wall: Int64)] = []
+        for row in try index.streams() {
+            var walls: [Int64] = []
+            try index.frames(streamID: row.id, in: Int64.min..<Int64.max) { frame in
+                let (wall, overflow) = frame.wallNanoseconds.subtractingReportingOverflow(frame.ptsNanoseconds)
+                if !overflow { walls.append(wall) }
+                return walls.count < 64
+            }
+            guard !walls.isEmpty else { continue }
+            walls.sort()
+            starts.append((row.name, max(1, row.description.frameStepNanoseconds), walls[walls.count / 2]))
+        }
+        guard let origin = starts.map(\.wall).min() else { return }
+        for start in starts {
+            let later = start.wall - origin
+            try setClock(
+                StreamClock(offsetNanoseconds: later < start.step ? 0 : later, wallNanoseconds: origin),
+                streamName: start.name)
+        }
     }
 
     /// A file whose header cannot be read:
