@@ -197,6 +197,19 @@ struct CommandFailure {
                             return "the disk holding \(directory) is full (\(formatBytes(free)) free), and even "
                                 + "reading the index needs room for its -shm file (32 KiB): free some space and retry"
                         }
+                        // The -shm file says a writer has a -wal that is gone (deleted under a running recorder;
+                        // the reader itself may have made an empty one since).
+                        let manager = FileManager.default
+                        let wal = (try? manager.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+                        if wal == 0, manager.fileExists(atPath: path + "-shm"),
+                            SegmentStore.isOpenForRecording(directory: directory)
+                        {
+                            return
+                                "\((path as NSString).lastPathComponent)-wal is missing or empty (deleted?) while the "
+                                + "recorder writes the index: it keeps the file open and writes every row into "
+                                + "\((path as NSString).lastPathComponent) when it stops; stop it (Ctrl-C, SIGTERM), "
+                                + "then read again"
+                        }
                         return "check the disk"
                     case "SQLITE_READONLY":
                         return "check the file and directory permissions (reading needs write access to the store "

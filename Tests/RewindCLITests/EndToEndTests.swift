@@ -248,6 +248,33 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try info(store)["frames"] as? Int == 90)
     }
 
+    /// The index's -wal deleted under a running recorder: a reader is told so (the recorder keeps the file open and
+    /// writes every row into index.sqlite when it stops), not only "check the disk"; once it stops, every frame is
+    /// there.
+    @Test func aWALDeletedUnderARunningRecorderIsNamedAndNothingIsLost() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x90@30", "--realtime", "--duration", "4s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("the index has frames in its -wal", interval: .milliseconds(50)) {
+            (try? info(store)["frames"] as? Int ?? 0) ?? 0 > 0
+        }
+        try FileManager.default.removeItem(atPath: store + "/index.sqlite-wal")
+        let read = try Tool.rewind(["info", "--store", store])
+        #expect(read.status == 1, "\(read.output)")
+        #expect(
+            read.stderr.contains("index.sqlite-wal is missing or empty (deleted?) while the recorder writes the index"),
+            "\(read.stderr)")
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(try info(store)["frames"] as? Int == 120)
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
     @Test func stdinInputRecordsEveryFrame() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
