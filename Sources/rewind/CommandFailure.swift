@@ -149,8 +149,6 @@ struct CommandFailure {
             "install \(tool) (apt-get install \(tool)) or export .y4m/.mkv instead"
         case .unsupportedPixelFormat(_, .y4m):
             "export to .mkv (uncompressed BGRA) or .mp4 instead"
-        case .unsupportedPixelFormat(_, .matroska), .unsupportedPixelFormat(_, .mp4):
-            "export to .y4m instead (10-bit, exact)"
         case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
             "free some space or write elsewhere"
         case .gapTooLarge:

@@ -46,7 +46,7 @@ import Testing
             .missingTool("ffmpeg"), .cannotStartTool(path: "/usr/bin/ffmpeg", detail: "EACCES"),
             .toolFailed(tool: "ffmpeg", status: 1, log: "x", cause: nil),
             .system(action: "writing failed", Errno(rawValue: ENOSPC)), .unsupportedPixelFormat(.bgra, format: .y4m),
-            .unsupportedPixelFormat(.p010, format: .matroska), .negativePTS(-5),
+            .unsupportedPixelFormat(.bgra, format: .matroska), .negativePTS(-5),
         ]
         for reason in reasons {
             let error = ExportError(destination: "/out/clip.mkv", reason: reason)

@@ -156,11 +156,22 @@ import Testing
         #expect(try decodeRaw(output) == frames.flatMap(\.bytes))
     }
 
-    @Test func p010AndNegativePTSAreRefused() throws {
-        let (p010, _) = try synthetic(.p010, pts: [])
-        #expect {
-            _ = try MatroskaWriter(stream: p010, destination: .path(TemporaryDirectory.shared.file("p.mkv")))
-        } throws: { ($0 as? ExportError)?.message.contains("p010 frames cannot be stored in Matroska") == true }
+    /// `p010` is written as planar 10-bit (`Y3[11][10]`), which ffmpeg reads as `yuv420p10le`: decoded back to
+    /// `p010le`, every frame is the stored one (a P010 sample's 6 low bits are 0; any that are not are dropped).
+    @Test(arguments: [(96, 54), (98, 36)]) func p010IsWrittenAsPlanarTenBit(width: Int, height: Int) throws {
+        let (stream, frames) = try synthetic(
+            .p010, pts: [0, 16_666_667, 50_000_000], width: width, height: height)
+        let (output, summary) = try export(frames, stream: stream, name: "p010.mkv")
+        #expect(summary.frames == 3)
+        let probed = try ExternalTools.probe(output, ["-show_entries", "stream=codec_name,width,height,pix_fmt"])
+        #expect(probed == [["rawvideo", "\(width)", "\(height)", "yuv420p10le"]])
+        let expected = frames.flatMap { frame in
+            stride(from: 0, to: frame.bytes.count, by: 2).flatMap { [frame.bytes[$0] & 0xC0, frame.bytes[$0 + 1]] }
+        }
+        #expect(try decodeRaw(output, pixelFormat: "p010le") == expected)
+    }
+
+    @Test func negativePTSIsRefused() throws {
         let (stream, frames) = try synthetic(.i420, pts: [-5])
         var writer = try MatroskaWriter(stream: stream, destination: .path(TemporaryDirectory.shared.file("n.mkv")))
         #expect(throws: ExportError.self) { try writeFrames(frames, layout: stream.layout, to: &writer) }

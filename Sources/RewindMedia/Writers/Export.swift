@@ -109,7 +109,7 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case toolFailed(tool: String, status: Int32, log: String, cause: String?)
         /// A system call on the destination failed; `action` says which (`cannot create the file`, `writing`).
         case system(action: String, Errno)
-        /// The format cannot carry the stream's pixel format (`y4m` and `bgra`, `mkv` and `p010`).
+        /// The format cannot carry the stream's pixel format (`y4m` and `bgra`).
         case unsupportedPixelFormat(PixelFormat, format: ExportFormat)
         /// A frame's pts is negative and the format's timestamps start at 0.
         case negativePTS(Int64)
@@ -152,11 +152,7 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unsupportedPixelFormat(let pixelFormat, let format):
             switch format {
             case .y4m: return "YUV4MPEG2 has no RGB format, so \(pixelFormat) frames cannot be written to .y4m"
-            case .matroska:
-                return "\(pixelFormat) frames cannot be stored in Matroska: no common demuxer reads them"
-            case .mp4:
-                return
-                    "\(pixelFormat) frames cannot be written to .mp4: ffmpeg is fed Matroska, which cannot carry them"
+            case .matroska, .mp4: return "\(pixelFormat) frames cannot be written to .\(format.fileExtension)"
             }
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
@@ -303,5 +299,28 @@ struct ExportTally {
         return ExportSummary(
             format: format, path: path, frames: frames, filledFrames: filledFrames, bytes: bytes,
             firstPTSNanoseconds: firstPTSNanoseconds, lastPTSNanoseconds: lastPTSNanoseconds)
+    }
+}
+
+/// A `p010` frame as planar 10-bit 4:2:0 (`yuv420p10le`, YUV4MPEG2's `C420p10`, Matroska's `Y3[11][10]`): 16-bit
+/// little-endian samples holding the 10-bit value in their low bits, the Y plane, then Cb, then Cr. As many bytes as
+/// the `p010` frame.
+enum PlanarTenBit {
+    /// Writes `frame` (a `p010` frame) as planar 10-bit into `out` (the frame's byte count).
+    static func convert(_ frame: FrameView, into out: UnsafeMutableRawPointer) {
+        let lumaSamples = frame.layout.plane(0).byteCount / 2
+        let chroma = frame.layout.plane(1).byteCount / 4
+        let samples = out.assumingMemoryBound(to: UInt16.self)
+        frame.plane(0).withMemoryRebound(to: UInt16.self) { y in
+            for i in 0..<lumaSamples { samples[i] = (UInt16(littleEndian: y[i]) >> 6).littleEndian }
+        }
+        frame.plane(1).withMemoryRebound(to: UInt16.self) { uv in
+            let u = samples + lumaSamples
+            let v = u + chroma
+            for i in 0..<chroma {
+                u[i] = (UInt16(littleEndian: uv[2 * i]) >> 6).littleEndian
+                v[i] = (UInt16(littleEndian: uv[2 * i + 1]) >> 6).littleEndian
+            }
+        }
     }
 }

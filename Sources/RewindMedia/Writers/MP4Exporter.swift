@@ -45,18 +45,11 @@ public final class MP4Exporter: Exporter {
     ///   - quality: the x264 settings (``ExportQuality``).
     ///   - searchPath: the directories to look for `ffmpeg` in, `:`-separated; defaults to `PATH`.
     ///   - fileSystem: where the writes to ffmpeg's stdin go (a fault-injecting one in tests).
-    /// - Throws: ``ExportError`` for a format Matroska cannot carry (`p010`), or when `ffmpeg` is not found or cannot
-    ///   be started.
+    /// - Throws: ``ExportError`` when `ffmpeg` is not found or cannot be started.
     public init(
         stream: StreamDescription, destination: ExportDestination, quality: ExportQuality = .fast,
         searchPath: String? = nil, fileSystem: any FileSystem = POSIXFileSystem()
     ) throws(ExportError) {
-        // ffmpeg is fed Matroska: a format it cannot carry (p010) is refused before ffmpeg starts.
-        guard MatroskaWriter.fourcc(stream.layout.format) != nil else {
-            throw ExportError(
-                destination: destination.description,
-                reason: .unsupportedPixelFormat(stream.layout.format, format: .mp4))
-        }
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
             throw ExportError(destination: destination.description, reason: .missingTool("ffmpeg"))
@@ -87,7 +80,9 @@ public final class MP4Exporter: Exporter {
 
         var arguments = [
             "-hide_banner", "-loglevel", "error", "-nostats", "-f", "matroska", "-i", "pipe:0", "-map", "0:v:0",
-            "-fps_mode", "passthrough", "-c:v", "libx264", "-pix_fmt", "yuv420p",
+            "-fps_mode", "passthrough", "-c:v", "libx264",
+            // 10-bit stays 10-bit (x264's High 10 profile; lossless: High 4:4:4 Predictive).
+            "-pix_fmt", stream.layout.format == .p010 ? "yuv420p10le" : "yuv420p",
             // Each frame at its own time: the encoder's default time base is one frame, which moves the frames
             // after a gap that is not a whole number of frames onto the first frames' grid.
             "-enc_time_base", "1:90000",

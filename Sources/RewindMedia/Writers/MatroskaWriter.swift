@@ -21,8 +21,10 @@ import RewindSystem
 /// Several streams (``init(tracks:destination:fileSystem:)``) become one video track each (track n + 1, named after
 /// the stream), their frames interleaved in the order of the timestamps the caller gives
 /// (``write(_:track:timestampNanoseconds:)``: the recorder clock, so the tracks line up).
-/// Fourccs: `I420` (i420), `NV12` (nv12, stored as is), `Y800` (gray8), `BGRA` (bgra); `p010` is refused (no
-/// fourcc that common demuxers read). Pts must not be negative (cluster timestamps are unsigned).
+/// Fourccs: `I420` (i420), `NV12` (nv12, stored as is), `Y800` (gray8), `BGRA` (bgra), and `Y3[11][10]` for p010,
+/// whose frames are written as planar 10-bit (``PlanarTenBit``, ffmpeg's `yuv420p10le`: the 10-bit values exactly,
+/// through a buffer per such track, converted as each frame is written), with BitsPerChannel 10. Pts must not be
+/// negative (cluster timestamps are unsigned).
 public final class MatroskaWriter: Exporter {
     /// The stream given at creation (the first track's); every frame written to a track must have its layout.
     public let stream: StreamDescription
@@ -41,6 +43,8 @@ public final class MatroskaWriter: Exporter {
     private var durationOffset: Int64?
     /// The per-frame cluster and block headers, rebuilt in place for each frame.
     private var frameHeader: [UInt8]
+    /// For each `p010` track, the buffer its frames are converted into (``PlanarTenBit``); nil for other tracks.
+    private let planarBuffers: [UnsafeMutableRawBufferPointer?]
 
     /// Opens the destination and writes the EBML header, segment info and track.
     ///
@@ -49,7 +53,7 @@ public final class MatroskaWriter: Exporter {
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
     ///   - chapters: chapters to write (markers), at their pts.
-    /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
+    /// - Throws: ``ExportError`` when the destination cannot be opened or written.
     public convenience init(
         stream: StreamDescription, destination: ExportDestination, fileSystem: any FileSystem = POSIXFileSystem(),
         chapters: [ExportChapter] = []
@@ -66,17 +70,12 @@ public final class MatroskaWriter: Exporter {
     ///   - destination: a path, or a descriptor the caller keeps.
     ///   - fileSystem: where the file's system calls go (a fault-injecting one in tests).
     ///   - chapters: chapters to write (markers), at their times (the timestamps the frames are written with).
-    /// - Throws: ``ExportError`` for a `p010` stream or when the destination cannot be opened or written.
+    /// - Throws: ``ExportError`` when the destination cannot be opened or written.
     public init(
         tracks: [(name: String?, stream: StreamDescription)], destination: ExportDestination,
         fileSystem: any FileSystem = POSIXFileSystem(), chapters: [ExportChapter] = []
     ) throws(ExportError) {
         precondition((1...126).contains(tracks.count), "a Matroska export has 1 to 126 tracks")
-        for track in tracks where MatroskaWriter.fourcc(track.stream.layout.format) == nil {
-            throw ExportError(
-                destination: destination.description,
-                reason: .unsupportedPixelFormat(track.stream.layout.format, format: .matroska))
-        }
         let stream = tracks[0].stream
         self.stream = stream
         self.tracks = tracks.map(\.stream)
@@ -85,6 +84,10 @@ public final class MatroskaWriter: Exporter {
         self.trackTallies = tracks.map { ExportTally(stream: $0.stream) }
         self.trackEnds = Array(repeating: nil, count: tracks.count)
         self.output = try OutputFile(destination, fileSystem: fileSystem)
+        self.planarBuffers = tracks.map { track in
+            track.stream.layout.format == .p010
+                ? UnsafeMutableRawBufferPointer.allocate(byteCount: track.stream.layout.byteCount, alignment: 16) : nil
+        }
         self.frameHeader = []
         frameHeader.reserveCapacity(64)
         var head = EBMLBuffer()
@@ -116,7 +119,7 @@ public final class MatroskaWriter: Exporter {
         head.master(0x1654_AE6B) { entries in
             for (number, track) in tracks.enumerated() {
                 let stream = track.stream
-                let fourcc = MatroskaWriter.fourcc(stream.layout.format)!
+                let fourcc = MatroskaWriter.fourcc(stream.layout.format)
                 let frameNanoseconds = MatroskaWriter.defaultDuration(stream.frameDuration)
                 let color = MatroskaWriter.colour(stream)
                 entries.master(0xAE) { t in
@@ -132,6 +135,7 @@ public final class MatroskaWriter: Exporter {
                         v.uint(0xBA, UInt64(stream.layout.height))
                         v.binary(0x2E_B524, Array(fourcc.utf8))
                         v.master(0x55B0) { c in
+                            if stream.layout.format == .p010 { c.uint(0x55B2, 10) }
                             c.uint(0x55B1, color.matrix)
                             c.uint(0x55B9, color.range)
                             c.uint(0x55BA, color.transfer)
@@ -203,7 +207,16 @@ public final class MatroskaWriter: Exporter {
         MatroskaWriter.append(&frameHeader, size: blockSize)
         frameHeader += [0x80 | UInt8(track + 1), 0x00, 0x00, 0x80]
         try output.write(frameHeader)
-        try output.write(frame.bytes)
+        if let planar = planarBuffers[track] {
+            PlanarTenBit.convert(frame, into: planar.baseAddress!)
+            try output.write(UnsafeRawBufferPointer(planar))
+        } else {
+            try output.write(frame.bytes)
+        }
+    }
+
+    deinit {
+        for buffer in planarBuffers { buffer?.deallocate() }
     }
 
     /// Patches the segment's Duration (on a regular file: from the first timestamp to where the track that ends
@@ -232,13 +245,13 @@ public final class MatroskaWriter: Exporter {
         return summary
     }
 
-    static func fourcc(_ format: PixelFormat) -> String? {
+    static func fourcc(_ format: PixelFormat) -> String {
         switch format {
         case .i420: "I420"
         case .nv12: "NV12"
         case .gray8: "Y800"
         case .bgra: "BGRA"
-        case .p010: nil
+        case .p010: "Y3\u{0B}\u{0A}"
         }
     }
 

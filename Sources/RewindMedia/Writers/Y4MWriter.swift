@@ -301,20 +301,7 @@ public final class Y4MWriter: Exporter {
     }
 
     private func convertP010(_ frame: FrameView) {
-        let lumaSamples = stream.layout.plane(0).byteCount / 2
-        let chroma = stream.layout.plane(1).byteCount / 4
-        let out = scratch.baseAddress!.assumingMemoryBound(to: UInt16.self)
-        frame.plane(0).withMemoryRebound(to: UInt16.self) { y in
-            for i in 0..<lumaSamples { out[i] = (UInt16(littleEndian: y[i]) >> 6).littleEndian }
-        }
-        frame.plane(1).withMemoryRebound(to: UInt16.self) { uv in
-            let u = out + lumaSamples
-            let v = u + chroma
-            for i in 0..<chroma {
-                u[i] = (UInt16(littleEndian: uv[2 * i]) >> 6).littleEndian
-                v[i] = (UInt16(littleEndian: uv[2 * i + 1]) >> 6).littleEndian
-            }
-        }
+        PlanarTenBit.convert(frame, into: scratch.baseAddress!)
     }
 
     private static func reduced(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
