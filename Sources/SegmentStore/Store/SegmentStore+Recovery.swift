@@ -165,31 +165,50 @@ extension SegmentStore {
         return report
     }
 
-    /// Places the streams of an index rebuilt from the segment files on one recorder clock again, from their frames'
-    /// capture times (what a recorder stored is gone with the index): recorder time 0 where the earliest stream's
-    /// capture times less its pts put it, and each other stream offset by how much later its frames were captured at
-    /// the same pts, or not at all when that is less than one of its frames (streams started together). Each
-    /// stream's capture time at pts 0 is the median over its first 64 frames, so one late frame moves nothing.
-    /// Capture times follow pts in recordings made in real time (cameras), which is what this restores.
+    /// Places the streams of an index rebuilt from the segment files on one recorder clock again, from when their
+    /// segments were created and their frames captured (what a recorder stored is gone with the index). The stream
+    /// whose first frame was captured first keeps recorder time = pts, recorder time 0 at that frame's capture time
+    /// less its pts. Each other stream's first frame is placed where the first stream's frame captured nearest it
+    /// lies, moved by the difference of their capture times, or not moved at all when that leaves it less than one of
+    /// its frames from pts (streams started together); that frame is looked for in the first stream's segment
+    /// created nearest the other's first segment, its own recording. Streams recorded together share capture times
+    /// whether they were recorded in real time (a camera: a stream that joined later comes back where it joined) or
+    /// faster (files, whose capture times run ahead: a recording after the stored ones comes back after them, as the
+    /// recorder placed it).
     private func restoreClocks() throws {
-        var starts: [(name: String, step: Int64, wall: Int64)] = []
+        var firsts: [(row: StreamRow, frame: FrameRow, segment: SegmentRow)] = []
         for row in try index.streams() {
-            var walls: [Int64] = []
+            var first: FrameRow?
             try index.frames(streamID: row.id, in: Int64.min..<Int64.max) { frame in
-                let (wall, overflow) = frame.wallNanoseconds.subtractingReportingOverflow(frame.ptsNanoseconds)
-                if !overflow { walls.append(wall) }
-                return walls.count < 64
+                first = frame
+                return false
             }
-            guard !walls.isEmpty else { continue }
-            walls.sort()
-            starts.append((row.name, max(1, row.description.frameStepNanoseconds), walls[walls.count / 2]))
+            guard let first, let segment = try index.segment(id: first.segmentID) else { continue }
+            firsts.append((row, first, segment))
         }
-        guard let origin = starts.map(\.wall).min() else { return }
-        for start in starts {
-            let later = start.wall - origin
+        guard let reference = firsts.min(by: { $0.frame.wallNanoseconds < $1.frame.wallNanoseconds }) else { return }
+        let origin = reference.frame.wallNanoseconds.subtractingReportingOverflow(reference.frame.ptsNanoseconds)
+        guard !origin.overflow else { return }
+        let referenceSegments = try index.segments(streamID: reference.row.id).filter { $0.frameCount > 0 }
+        for (row, first, segment) in firsts {
+            var offset: Int64 = 0
+            // The first stream's segment created nearest this stream's first: its recording.
+            if row.id != reference.row.id,
+                let together = referenceSegments.min(by: {
+                    ($0.createdWallNanoseconds - segment.createdWallNanoseconds).magnitude
+                        < ($1.createdWallNanoseconds - segment.createdWallNanoseconds).magnitude
+                }),
+                let near = try index.frames(ofSegment: together.id).min(by: {
+                    ($0.wallNanoseconds - first.wallNanoseconds).magnitude
+                        < ($1.wallNanoseconds - first.wallNanoseconds).magnitude
+                })
+            {
+                let time = near.ptsNanoseconds.addingSaturating(first.wallNanoseconds - near.wallNanoseconds)
+                offset = time.addingSaturating(-first.ptsNanoseconds)
+                if offset.magnitude < UInt64(max(1, row.description.frameStepNanoseconds)) { offset = 0 }
+            }
             try setClock(
-                StreamClock(offsetNanoseconds: later < start.step ? 0 : later, wallNanoseconds: origin),
-                streamName: start.name)
+                StreamClock(offsetNanoseconds: offset, wallNanoseconds: origin.partialValue), streamName: row.name)
         }
     }
 
