@@ -322,13 +322,7 @@ import Testing
         ])
         let process = recorder.process
         defer { if process.isRunning { process.terminate() } }
-        var port = ""
-        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
-            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
-            else { return false }
-            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
-            return !port.isEmpty
-        }
+        let port = try Tool.listeningPort(of: recorder)
         let token = try String(contentsOfFile: store + "/token", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         var mode = stat()
@@ -358,13 +352,7 @@ import Testing
             ])
         let process = recorder.process
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        var port = ""
-        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
-            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
-            else { return false }
-            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
-            return !port.isEmpty
-        }
+        let port = try Tool.listeningPort(of: recorder)
         let page = try Tool.run(
             try Tool.path(of: "curl"), ["-s", "-H", "Accept: text/html", "http://127.0.0.1:\(port)/"]
         ).output

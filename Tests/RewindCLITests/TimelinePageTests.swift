@@ -28,17 +28,7 @@ import Testing
             store = directory.appendingPathComponent("store").path
             recorder = try Tool.startRewind(
                 ["record", "--store", store] + Self.options + ["--listen", "127.0.0.1:0"])
-            var port = ""
-            let recorder = recorder
-            try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
-                guard
-                    let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") }
-                    )
-                else { return false }
-                port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
-                return !port.isEmpty
-            }
-            base = "http://127.0.0.1:\(port)"
+            base = "http://127.0.0.1:\(try Tool.listeningPort(of: recorder))"
             token = try String(contentsOfFile: store + "/token", encoding: .utf8)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
         }

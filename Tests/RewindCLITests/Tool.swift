@@ -79,6 +79,18 @@ enum Tool {
             interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
     }
 
+    /// Waits until `recorder` (a `rewind record … --listen HOST:0`) says where it listens; its TCP port.
+    static func listeningPort(of recorder: ExternalTools.Child) throws -> String {
+        var port = ""
+        try waitUntil("the recorder says where it listens", interval: .milliseconds(50)) {
+            guard let line = recorder.stderr.split(separator: "\n").first(where: { $0.contains("serving the API on") })
+            else { return false }
+            port = String(line.split(separator: ":").last?.prefix { $0.isNumber } ?? "")
+            return !port.isEmpty
+        }
+        return port
+    }
+
     /// Waits until the recorder started on `store` serves its control socket.
     static func waitForSocket(of store: String) throws {
         try waitUntil("the recorder serves its socket") {

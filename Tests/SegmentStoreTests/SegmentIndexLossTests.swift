@@ -14,6 +14,24 @@ import Testing
         try store.gaps().filter { $0.reason == .damaged }.map { [$0.startNanoseconds, $0.endNanoseconds] }
     }
 
+    /// Records frames 0..<`count` of stream `camera` in segments of 30 frames (the last one shorter): four files.
+    static func recordSegmentsOf30Frames(_ dir: TemporaryDirectory, frames: TestFrames, count: Int) throws {
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000)))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<count { try writer.append(frames.frame(i)) }
+        try writer.close()
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg", "000004.seg"])
+    }
+
+    /// Swaps two files of `segments/` (each under the other's name).
+    static func swap(_ first: String, _ second: String, in dir: TemporaryDirectory) throws {
+        let manager = FileManager.default
+        try manager.moveItem(atPath: dir.segments + "/" + first, toPath: dir.path + "/swap")
+        try manager.moveItem(atPath: dir.segments + "/" + second, toPath: dir.segments + "/" + first)
+        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/" + second)
+    }
+
     /// Segment 1 (frames 0…99) cut at a byte: inside a record, just after its header, or inside its header.
     @Test(arguments: ["record", "after header", "inside header"])
     func aSegmentCutShortCountsEveryFrameTheIndexHadAsLost(cut: String) throws {
@@ -102,18 +120,8 @@ import Testing
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        do {
-            let store = try SegmentStore.open(
-                directory: dir.path, options: StoreOptions(segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000)))
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in 0..<120 { try writer.append(frames.frame(i)) }
-            try writer.close()
-        }
-        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg", "000004.seg"])
-        let manager = FileManager.default
-        try manager.moveItem(atPath: dir.segments + "/000002.seg", toPath: dir.path + "/swap")
-        try manager.moveItem(atPath: dir.segments + "/000003.seg", toPath: dir.segments + "/000002.seg")
-        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/000003.seg")
+        try Self.recordSegmentsOf30Frames(dir, frames: frames, count: 120)
+        try Self.swap("000002.seg", "000003.seg", in: dir)
         let store = try SegmentStore.open(directory: dir.path)
         let repaired = try store.verify(repair: true)
         #expect(!repaired.repaired.contains { $0.contains("moved the") }, "\(repaired.repaired)")
@@ -134,18 +142,8 @@ import Testing
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        do {
-            let store = try SegmentStore.open(
-                directory: dir.path, options: StoreOptions(segmentMaxDuration: .nanoseconds(frames.pts(30) - 1_000)))
-            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
-            for i in 0..<105 { try writer.append(frames.frame(i)) }
-            try writer.close()
-        }
-        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg", "000004.seg"])
-        let manager = FileManager.default
-        try manager.moveItem(atPath: dir.segments + "/000001.seg", toPath: dir.path + "/swap")
-        try manager.moveItem(atPath: dir.segments + "/000004.seg", toPath: dir.segments + "/000001.seg")
-        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/000004.seg")
+        try Self.recordSegmentsOf30Frames(dir, frames: frames, count: 105)
+        try Self.swap("000001.seg", "000004.seg", in: dir)
         do {
             let readOnly = try SegmentStore.openReadOnly(directory: dir.path)
             let dry = try readOnly.verify(repair: false)
@@ -202,10 +200,7 @@ import Testing
                 try #require(try store.segments(streamName: "b").first?.fileName)
             )
         }()
-        let manager = FileManager.default
-        try manager.moveItem(atPath: dir.segments + "/" + first, toPath: dir.path + "/swap")
-        try manager.moveItem(atPath: dir.segments + "/" + second, toPath: dir.segments + "/" + first)
-        try manager.moveItem(atPath: dir.path + "/swap", toPath: dir.segments + "/" + second)
+        try Self.swap(first, second, in: dir)
         let store = try SegmentStore.open(directory: dir.path)
         for name in ["a", "b"] {
             #expect {
