@@ -226,6 +226,44 @@ import Testing
         }
     }
 
+    /// Streams whose capture times lie at the two ends of the 64-bit range: an index rebuilt from their files places
+    /// them on the recorder clock without overflowing, and every frame reads back.
+    @Test func captureTimesAtTheEndsOfTheRangeRebuildAnIndex() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            for (name, wall) in [("a", Int64.max - 10), ("b", Int64.min)] {
+                let writer = try store.makeWriter(streamName: name, stream: frames.stream)
+                for i in 0..<3 {
+                    let view = frames.frame(i)
+                    var info = view.info
+                    info.wallNanoseconds = wall + Int64(i)
+                    try writer.append(FrameView(layout: view.layout, info: info, bytes: view.bytes))
+                }
+                try writer.close()
+            }
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains { $0.contains("the index knew none of the") }, "\(store.recovery.repaired)"
+        )
+        for name in ["a", "b"] {
+            var count = 0
+            try store.frames(streamName: name, in: Int64.min..<Int64.max) { _ in
+                count += 1
+                return true
+            }
+            #expect(count == 3, "stream \(name)")
+        }
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// A copy of a segment file the store holds (another name, every frame at the same pts, capture time and size)
     /// is not a recording that started its clock again: a repair moves it aside as `.duplicate`, out of the index,
     /// and the stream keeps its frames once each.

@@ -195,21 +195,29 @@ extension SegmentStore {
             // The first stream's segment created nearest this stream's first: its recording.
             if row.id != reference.row.id,
                 let together = referenceSegments.min(by: {
-                    ($0.createdWallNanoseconds - segment.createdWallNanoseconds).magnitude
-                        < ($1.createdWallNanoseconds - segment.createdWallNanoseconds).magnitude
+                    Self.distance($0.createdWallNanoseconds, segment.createdWallNanoseconds)
+                        < Self.distance($1.createdWallNanoseconds, segment.createdWallNanoseconds)
                 }),
                 let near = try index.frames(ofSegment: together.id).min(by: {
-                    ($0.wallNanoseconds - first.wallNanoseconds).magnitude
-                        < ($1.wallNanoseconds - first.wallNanoseconds).magnitude
+                    Self.distance($0.wallNanoseconds, first.wallNanoseconds)
+                        < Self.distance($1.wallNanoseconds, first.wallNanoseconds)
                 })
             {
-                let time = near.ptsNanoseconds.addingSaturating(first.wallNanoseconds - near.wallNanoseconds)
-                offset = time.addingSaturating(-first.ptsNanoseconds)
+                // Saturating throughout: the times come from files, whatever they hold.
+                let apart = first.wallNanoseconds.subtractingReportingOverflow(near.wallNanoseconds)
+                let time = near.ptsNanoseconds.addingSaturating(
+                    apart.overflow ? (first.wallNanoseconds > near.wallNanoseconds ? .max : .min) : apart.partialValue)
+                offset = time.addingSaturating(first.ptsNanoseconds == .min ? .max : -first.ptsNanoseconds)
                 if offset.magnitude < UInt64(max(1, row.description.frameStepNanoseconds)) { offset = 0 }
             }
             try setClock(
                 StreamClock(offsetNanoseconds: offset, wallNanoseconds: origin.partialValue), streamName: row.name)
         }
+    }
+
+    /// How far apart two times are, for any two (no overflow).
+    static func distance(_ a: Int64, _ b: Int64) -> UInt64 {
+        a > b ? UInt64(bitPattern: a &- b) : UInt64(bitPattern: b &- a)
     }
 
     /// A file whose header cannot be read:
