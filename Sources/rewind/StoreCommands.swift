@@ -31,6 +31,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let live = status?.streams.first
     let markers = try MarkerBody.list(in: store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
+    let setAside = (try? store.setAsideFiles()) ?? []
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -49,6 +50,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = status.map(liveJSON) ?? NSNull()
         object["markers"] = markers.map(apiObject)
+        object["set_aside"] = setAside.map { ["file": $0.name, "bytes": $0.bytes] as [String: Any] }
         try printJSON(object)
         return ExitStatus.success
     }
@@ -112,6 +114,12 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                 + gap.reason.rawValue)
     }
     if gaps.count > 20 { print("    … \(gaps.count - 20) more (see --json)") }
+    if !setAside.isEmpty {
+        // Out of the store, but on its disk: the owner decides what becomes of them.
+        print(
+            "  set aside by repairs (not part of the store; look at, move or delete them): "
+                + setAside.map { "segments/\($0.name) (\(formatBytes($0.bytes)))" }.joined(separator: ", "))
+    }
     if !markers.isEmpty {
         print("  markers: \(markers.count)")
         for marker in markers.prefix(20) {

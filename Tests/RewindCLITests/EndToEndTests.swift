@@ -275,6 +275,39 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
     }
 
+    /// A segment of another store copied over one of this store's: `verify` names it, the repair sets it aside as
+    /// `.foreign` (its place a `damaged` gap), and `info` lists what repairs set aside, with sizes, so the disk
+    /// space it takes is not a mystery.
+    @Test func aSegmentOfAnotherStoreIsSetAsideAndInfoNamesIt() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (store, other) = (directory.path + "/p", directory.path + "/q")
+        for path in [store, other] {
+            let recorded = try Tool.rewind([
+                "record", "--store", path, "--input", "synthetic:160x90@25", "--duration", "3s", "--segment", "1s",
+            ])
+            #expect(recorded.status == 0, "\(recorded.stderr)")
+        }
+        try FileManager.default.removeItem(atPath: store + "/segments/000002.seg")
+        try FileManager.default.copyItem(atPath: other + "/segments/000002.seg", toPath: store + "/segments/000002.seg")
+        let checked = try Tool.rewind(["verify", "--store", store])
+        #expect(checked.status == 1)
+        #expect(checked.output.contains("segment 000002.seg is not the file the index knew"), "\(checked.output)")
+        let repaired = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repaired.status == 0, "\(repaired.output)")
+        #expect(repaired.output.contains("moved segments/000002.seg aside as 000002.seg.foreign"), "\(repaired.output)")
+        let shown = try Tool.rewind(["info", "--store", store])
+        #expect(shown.output.contains("set aside by repairs"), "\(shown.output)")
+        #expect(shown.output.contains("segments/000002.seg.foreign ("), "\(shown.output)")
+        let object = try info(store)
+        #expect(object["frames"] as? Int == 50)
+        let aside = object["set_aside"] as? [[String: Any]]
+        #expect(aside?.map { $0["file"] as? String } == ["000002.seg.foreign"], "\(String(describing: aside))")
+        #expect((aside?.first?["bytes"] as? Int ?? 0) > 0)
+        #expect(((object["gaps"] as? [[String: Any]]) ?? []).map { $0["reason"] as? String } == ["damaged"])
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
     @Test func stdinInputRecordsEveryFrame() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -317,6 +317,35 @@ extension SegmentStore {
         if atOpen { report.problems.append(damage.message + (advice.map { "; \($0)" } ?? "")) }
     }
 
+    /// Why repairs set files aside: the suffixes ``moveAside(_:as:)`` gives them.
+    static let setAsideSuffixes = ["unreadable", "duplicate", "foreign"]
+
+    /// The files repairs set aside in `segments/` (`NAME.unreadable`, `.duplicate`, `.foreign`, each maybe `-2`, …),
+    /// with their sizes, by name: out of the store (no frame of theirs is read, and retention does not count or
+    /// delete them), kept for their owner to look at, move or delete.
+    ///
+    /// - Throws: I/O errors listing the directory.
+    public func setAsideFiles() throws -> [(name: String, bytes: Int64)] {
+        let names = try Self.wrapIO { () throws(FileSystemError) in
+            try fileSystem.contentsOfDirectory(segmentsDirectory)
+        }
+        return names.filter { name in
+            guard let dot = name.lastIndex(of: "."), SegmentFormat.sequence(ofFileName: String(name[..<dot])) != nil
+            else { return false }
+            let suffix = name[name.index(after: dot)...].split(separator: "-", maxSplits: 1)
+            return suffix.first.map { Self.setAsideSuffixes.contains(String($0)) } == true
+                && (suffix.count == 1 || Int(suffix[1]) != nil)
+        }.sorted().map { name in
+            let path = segmentsDirectory + "/" + name
+            let bytes = try? Self.wrapIO { () throws(FileSystemError) -> Int64 in
+                let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+                defer { fileSystem.close(fd) }
+                return try fileSystem.size(fd, path: path)
+            }
+            return (name, bytes ?? 0)
+        }
+    }
+
     /// Renames `segments/NAME` to `NAME.SUFFIX` (`NAME.SUFFIX-2`, … when taken), which the store ignores and
     /// nothing deletes, durably; returns the new name.
     func moveAside(_ name: String, as suffix: String) throws -> String {
