@@ -223,11 +223,11 @@ extension RecorderControl {
         let frameWidth = source.stream.layout.width
         var width: Int?
         if let text = query["width"] {
-            // Wider than the frame gives the frame's own size, however many digits it has.
+            // Wider than the frame gives the frame's own size, however many digits it has (all digits that do not
+            // fit in an Int are more than any width).
             let digitsOnly =
                 !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
-            guard let value = Int(text) ?? (digitsOnly && text.contains(where: { $0 != "0" }) ? Int.max : nil),
-                value >= 1
+            guard let value = Int(text) ?? (digitsOnly ? Int.max : nil), value >= 1
             else {
                 throw APIError(.badRequest, "width must be a whole number of pixels from 1")
             }

@@ -57,4 +57,11 @@ extension Int64 {
         guard overflow else { return sum }
         return other > 0 ? .max : .min
     }
+
+    /// `self - other`, clamped to the representable range instead of trapping.
+    public func subtractingSaturating(_ other: Int64) -> Int64 {
+        let (difference, overflow) = subtractingReportingOverflow(other)
+        guard overflow else { return difference }
+        return other < 0 ? .max : .min
+    }
 }

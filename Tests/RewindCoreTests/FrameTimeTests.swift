@@ -59,6 +59,19 @@ import Testing
         #expect(Int128(try #require(FrameTime(value: Int64.min, timescale: Int32.max).nanoseconds)) == -wide - 1)
     }
 
+    /// Sums and differences of 64-bit nanoseconds clamp at the ends of the range instead of trapping (times read from
+    /// files may be anything).
+    @Test func saturatingArithmeticClampsAtTheEnds() {
+        #expect(Int64.max.addingSaturating(1) == .max)
+        #expect(Int64.min.addingSaturating(-1) == .min)
+        #expect(Int64(5).addingSaturating(-7) == -2)
+        #expect(Int64.min.subtractingSaturating(1) == .min)
+        #expect(Int64.max.subtractingSaturating(-1) == .max)
+        #expect(Int64(0).subtractingSaturating(.min) == .max)
+        #expect(Int64(-1).subtractingSaturating(.min) == .max)
+        #expect(Int64(5).subtractingSaturating(7) == -2)
+    }
+
     @Test func nanosecondsOverflowIsNil() {
         #expect(FrameTime(value: Int64.max, timescale: 1).nanoseconds == nil)
         #expect(FrameTime(value: Int64.min, timescale: 1).nanoseconds == nil)

@@ -133,7 +133,7 @@ public final class Y4MWriter: Exporter {
                 try output.write(frame.plane(0), chroma)
             }
         case .p010:
-            convertP010(frame)
+            PlanarTenBit.convert(frame, into: scratch.baseAddress!)
             try output.write(UnsafeRawBufferPointer(scratch))
         case .i420, .gray8, .bgra:
             try output.write(frame.bytes)
@@ -298,10 +298,6 @@ public final class Y4MWriter: Exporter {
             v.storeBytes(of: source.load(fromByteOffset: 2 * i + 1, as: UInt8.self), toByteOffset: i, as: UInt8.self)
             i += 1
         }
-    }
-
-    private func convertP010(_ frame: FrameView) {
-        PlanarTenBit.convert(frame, into: scratch.baseAddress!)
     }
 
     private static func reduced(_ a: Int64, _ b: Int64) -> (Int64, Int64) {

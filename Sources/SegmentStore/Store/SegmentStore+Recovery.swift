@@ -204,10 +204,9 @@ extension SegmentStore {
                 })
             {
                 // Saturating throughout: the times come from files, whatever they hold.
-                let apart = first.wallNanoseconds.subtractingReportingOverflow(near.wallNanoseconds)
                 let time = near.ptsNanoseconds.addingSaturating(
-                    apart.overflow ? (first.wallNanoseconds > near.wallNanoseconds ? .max : .min) : apart.partialValue)
-                offset = time.addingSaturating(first.ptsNanoseconds == .min ? .max : -first.ptsNanoseconds)
+                    first.wallNanoseconds.subtractingSaturating(near.wallNanoseconds))
+                offset = time.subtractingSaturating(first.ptsNanoseconds)
                 if offset.magnitude < UInt64(max(1, row.description.frameStepNanoseconds)) { offset = 0 }
             }
             try setClock(
@@ -606,12 +605,10 @@ extension SegmentStore {
 
     /// `2026-12-04 06:10:00.123 UTC`, for a wall time in Unix epoch nanoseconds.
     static func utcText(_ nanoseconds: Int64) -> String {
-        var seconds = time_t(nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000).quotient)
-        var milliseconds = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000).remainder / 1_000_000
-        if milliseconds < 0 {
-            seconds -= 1
-            milliseconds += 1000
-        }
+        let (whole, fraction) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
+        // Before 1970 the remainder is negative: a second earlier, the fraction counted up from it.
+        var seconds = time_t(fraction < 0 ? whole - 1 : whole)
+        let milliseconds = (fraction < 0 ? fraction + 1_000_000_000 : fraction) / 1_000_000
         var parts = tm()
         guard gmtime_r(&seconds, &parts) != nil else { return "\(nanoseconds) ns after 1970" }
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
