@@ -403,6 +403,52 @@ import Testing
             "\(empty.stderr)")
     }
 
+    /// A recorder killed after markers were made and one deleted, its index's `-wal` then damaged from the middle on
+    /// (the last commits gone): the next open puts the markers back with their holds from `markers.journal` and
+    /// deletes the deleted one again, every frame comes back from the segment files, and the next id is new.
+    @Test func markersOfAKilledRecorderOutliveADamagedWAL() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        for (label, hold) in [("kept", ["--hold", "1s"]), ("deleted", []), ("last", ["--hold-before", "1s"])] {
+            let mark = try Tool.rewind(["mark", "--store", store, "--label", label] + hold)
+            #expect(mark.status == 0, "\(mark.stderr)")
+        }
+        #expect(try Tool.rewind(["unmark", "--store", store, "2"]).status == 0)
+        let before = try Tool.rewind(["markers", "--store", store]).output
+        #expect(before.contains(": kept; holds ") && before.contains(": last; holds "), "\(before)")
+        // Frames go on being indexed for a moment, so the -wal has commits after the markers'.
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(recorder.process.processIdentifier, SIGKILL)
+        _ = try recorder.finish(timeout: .seconds(60))
+        let wal = store + "/index.sqlite-wal"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int)
+        #expect(size > 32 + 2 * 4120, "the commits are in the -wal")
+        let handle = try #require(FileHandle(forWritingAtPath: wal))
+        try handle.seek(toOffset: UInt64(size / 2))
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: size - size / 2))
+        try handle.close()
+
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@10", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(
+            again.stderr.contains(
+                "restored 2 markers the index had lost from markers.journal (ids 1, 3), with their holds"),
+            "\(again.stderr)")
+        let after = try Tool.rewind(["markers", "--store", store]).output
+        #expect(after == before, "\(after)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+        let recorded = try json(try Tool.rewind(["info", "--store", store, "--json"]))
+        #expect((recorded["frames"] as? Int ?? 0) > 10, "the killed recording's frames are kept: \(recorded)")
+        let unmark = try Tool.rewind(["unmark", "--store", store, "2"])
+        #expect(unmark.status == 1 && unmark.stderr.contains("no marker 2"), "\(unmark.stderr)")
+    }
+
     /// `rewind events` following a recorder that is killed says its event stream broke off (exit 69); one that
     /// stops cleanly ends it with `stopping` (exit 0).
     @Test func eventsSayWhetherTheRecorderStoppedOrWasKilled() throws {

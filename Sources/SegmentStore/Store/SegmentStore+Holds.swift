@@ -65,23 +65,41 @@ extension SegmentStore {
 
     // MARK: Markers
 
-    /// Adds a marker of `streamName` at `at` (pts nanoseconds), holding `hold` on disk when given.
+    /// Adds a marker of `streamName` at `at` (pts nanoseconds), holding `hold` on disk when given. It is in the
+    /// index and synced to `DIR/markers.journal` when this returns.
     ///
-    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; index errors.
+    /// - Throws: ``SegmentStoreError/unknownStream(_:)``; ``SegmentStoreError/io(_:)`` when the journal cannot be
+    ///   written (the marker is not added); index errors.
     public func addMarker(streamName: String, at: Int64, label: String, hold: Range<Int64>?) throws -> MarkerRow {
         try SegmentStoreError.translatingIndexErrors {
-            try index.addMarker(
-                MarkerRow(
-                    streamID: try streamID(named: streamName), atNanoseconds: at, label: label, hold: hold,
-                    createdWallNanoseconds: System.wallClockNanoseconds()))
+            try withMarkerJournal { journal in
+                let stored = try index.addMarker(
+                    MarkerRow(
+                        streamID: try streamID(named: streamName), atNanoseconds: at, label: label, hold: hold,
+                        createdWallNanoseconds: System.wallClockNanoseconds()))
+                do {
+                    try appendToJournal([.added(MarkerJournal.Entry(stored, streamName: streamName))], file: &journal)
+                } catch {
+                    _ = try? index.removeMarker(id: stored.id)
+                    throw error
+                }
+                return stored
+            }
         }
     }
 
-    /// Removes marker `id` and its hold; returns it, or nil when there is none.
+    /// Removes marker `id` and its hold; returns it, or nil when there is none. The removal is synced to
+    /// `DIR/markers.journal` before the index's row goes, so an index that loses the removal has it done again.
     ///
-    /// - Throws: index errors.
+    /// - Throws: ``SegmentStoreError/io(_:)`` when the journal cannot be written (the marker stays); index errors.
     public func removeMarker(id: Int64) throws -> MarkerRow? {
-        try SegmentStoreError.translatingIndexErrors { try index.removeMarker(id: id) }
+        try SegmentStoreError.translatingIndexErrors {
+            try withMarkerJournal { journal in
+                guard try index.marker(id: id) != nil else { return nil }
+                try appendToJournal([.removed(id)], file: &journal)
+                return try index.removeMarker(id: id)
+            }
+        }
     }
 
     /// The markers of one stream (or all) whose time lies in `range`, by time.

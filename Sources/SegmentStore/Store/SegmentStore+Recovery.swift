@@ -84,10 +84,11 @@ extension SegmentStore {
         let rebuildingIndex = mode.changes && onlyStreamID == nil && rows.isEmpty && !files.isEmpty && knowsNoStream
         if rebuildingIndex {
             report.repaired.append(
-                "the index knew none of the \(files.count) segment files (it was missing): their frames are indexed "
+                "the index knew none of the segment files (\(files.count == 1 ? "one" : "\(files.count)") there; it was "
+                    + "missing): their frames are indexed "
                     + "again from the files, and the streams' places on the recorder clock restored from their frames' "
-                    + "capture times, but what only the index held (markers and their holds, gaps, drop counts) could "
-                    + "not be rebuilt")
+                    + "capture times, and the markers with their holds from \(MarkerJournal.fileName), but what only the "
+                    + "index held (gaps, drop counts) could not be rebuilt")
         }
 
         // Rows first: finish deletes, report rows without files.
@@ -162,6 +163,7 @@ extension SegmentStore {
         }
         report.displaced = []
         if rebuildingIndex { try restoreClocks() }
+        if onlyStreamID == nil { try reconcileMarkers(mode: mode, rebuildingIndex: rebuildingIndex, report: &report) }
         return report
     }
 

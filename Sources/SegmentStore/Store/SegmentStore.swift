@@ -44,6 +44,8 @@ public final class SegmentStore: Sendable {
     let indexReserveLock = Mutex(())
     /// Bytes the index's reserve file holds (``indexRoomToKeep``).
     let indexReserveHeld = Atomic<Int64>(0)
+    /// The markers' journal this store appends to (`DIR/markers.journal`), held while a marker is added or removed.
+    let markerJournal = Mutex(MarkerJournalFile())
 
     /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
     /// from its key frame: the measure of random-access work.
@@ -65,6 +67,8 @@ public final class SegmentStore: Sendable {
 
     deinit {
         if lockFD >= 0 { options.fileSystem.close(lockFD) }
+        let journalFD = markerJournal.withLock { $0.fd }
+        if journalFD >= 0 { options.fileSystem.close(journalFD) }
     }
 
     /// Opens (creating if needed) the store in `directory` for recording, and recovers it.

@@ -1,0 +1,249 @@
+import RewindSystem
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+extension SegmentStore {
+    /// `DIR/markers.journal`.
+    var markerJournalPath: String { directory + "/" + MarkerJournal.fileName }
+
+    /// Runs `body` with the journal held: every marker change, so that the journal's records come in the order the
+    /// index's changes did.
+    ///
+    /// - Throws: ``SegmentStoreError/readOnly(_:)``; what `body` throws.
+    func withMarkerJournal<Result: Sendable>(_ body: (inout MarkerJournalFile) throws -> Result) throws -> Result {
+        guard !isReadOnly else { throw SegmentStoreError.readOnly("change markers") }
+        return try markerJournal.withLock { file throws -> Result in try body(&file) }
+    }
+
+    /// Appends `records` to the journal and syncs them; on failure the journal is cut back to where it was.
+    ///
+    /// - Throws: ``SegmentStoreError/io(_:)``.
+    func appendToJournal(_ records: [MarkerJournal.Record], file: inout MarkerJournalFile) throws {
+        let path = markerJournalPath
+        let fs = fileSystem
+        let directory = directory
+        var bytes = records.flatMap(MarkerJournal.encode)
+        try Self.wrapIO { () throws(FileSystemError) in
+            if file.fd < 0 {
+                let fd = try fs.open(path, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o644)
+                let size: Int64
+                do throws(FileSystemError) { size = try fs.size(fd, path: path) } catch {
+                    fs.close(fd)
+                    throw error
+                }
+                file.fd = fd
+                file.length = size
+                file.reserved = 0
+            }
+            let creating = file.length < Int64(MarkerJournal.headerSize)
+            if creating {
+                // A new journal (or one of which not even the header was written): the header goes first.
+                file.length = 0
+                bytes = MarkerJournal.header() + bytes
+            }
+            let end = file.length + Int64(bytes.count)
+            if end > file.reserved {
+                // Blocks reserved ahead, so that markers can still be changed when segments fill the disk.
+                let reserve = (end + 65_536) & ~65_535
+                if (try? fs.reserve(file.fd, offset: 0, length: reserve, path: path)) == true {
+                    file.reserved = reserve
+                }
+            }
+            do throws(FileSystemError) {
+                try fs.writeAll(file.fd, bytes, offset: file.length, path: path)
+                try fs.fdatasync(file.fd, path: path)
+                if creating { try fs.syncDirectory(directory) }
+            } catch {
+                // The kernel may have dropped what it could not write: nothing after the last good record stays.
+                try? fs.ftruncate(file.fd, length: file.length, path: path)
+                throw error
+            }
+            file.length = end
+        }
+    }
+
+    /// Writes the journal anew (through `markers.journal.new`, synced and renamed over it): `entries`, and the
+    /// highest id given so that no id is given twice.
+    ///
+    /// - Throws: ``SegmentStoreError/io(_:)``.
+    func rewriteJournal(_ entries: [MarkerJournal.Entry], highestID: Int64, file: inout MarkerJournalFile) throws {
+        let path = markerJournalPath
+        let temporary = path + ".new"
+        let fs = fileSystem
+        let directory = directory
+        var bytes = MarkerJournal.header()
+        if highestID > 0 { bytes += MarkerJournal.encode(.idsUsed(highestID)) }
+        for entry in entries.sorted(by: { $0.id < $1.id }) { bytes += MarkerJournal.encode(.added(entry)) }
+        if file.fd >= 0 {
+            fs.close(file.fd)
+            file = MarkerJournalFile()
+        }
+        try Self.wrapIO { () throws(FileSystemError) in
+            let fd = try fs.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o644)
+            do throws(FileSystemError) {
+                try fs.writeAll(fd, bytes, offset: 0, path: temporary)
+                try fs.fdatasync(fd, path: temporary)
+                try fs.close(fd, path: temporary)
+            } catch {
+                fs.close(fd)
+                try? fs.unlink(temporary)
+                throw error
+            }
+            try fs.rename(temporary, to: path)
+            try fs.syncDirectory(directory)
+        }
+    }
+
+    /// Brings the index's markers and the journal into step (at open and in `verify`):
+    /// - markers the journal has and the index lacks (an index rebuilt from the segment files, restored from a copy,
+    ///   or a damaged `-wal` that lost its last commits) are put back with their ids;
+    /// - markers the journal says were removed are removed from the index again;
+    /// - markers the index has and the journal lacks (the process stopped between the two writes) are added to it.
+    ///
+    /// A damaged journal gives way to the index (and is written again from it), except when the index was just
+    /// rebuilt: then the markers before the damage are all there is. A dry run (`verify`) only reports.
+    func reconcileMarkers(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
+        let name = MarkerJournal.fileName
+        let path = markerJournalPath
+        let fs = fileSystem
+        try markerJournal.withLock { file throws in
+            guard
+                let journal = try Self.wrapIO({ () throws(FileSystemError) in
+                    try MarkerJournal.read(path: path, fileSystem: fs)
+                })
+            else {
+                // No journal: a store whose markers were never changed, or one an older build made.
+                let indexed = try index.allMarkers()
+                if mode.changes && !indexed.isEmpty {
+                    try rewriteJournal(
+                        try journalEntries(indexed), highestID: try index.highestMarkerIDGiven(), file: &file)
+                    report.repaired.append(
+                        "wrote \(name) from the index's \(Self.markers(indexed.count)) (there was no journal)")
+                }
+                return
+            }
+            if let damage = journal.damage, !rebuildingIndex {
+                let indexed = try index.allMarkers()
+                report.problems.append(
+                    "\(name) is damaged (\(damage)): the index's \(Self.markers(indexed.count)) stand; "
+                        + (mode.changes
+                            ? "the journal is written again from them"
+                            : "'rewind verify --repair' writes "
+                                + "the journal again from them"))
+                if mode.changes {
+                    try rewriteJournal(
+                        try journalEntries(indexed),
+                        highestID: max(journal.highestID, try index.highestMarkerIDGiven()), file: &file)
+                    report.repaired.append("wrote the damaged \(name) again from the index")
+                }
+                return
+            }
+            if let damage = journal.damage {
+                report.problems.append(
+                    "\(name) is damaged (\(damage)): the markers of its records before the damage are restored; a "
+                        + "marker added or removed after it is not")
+            }
+            try bringIndexInStep(with: journal, mode: mode, file: &file, report: &report)
+        }
+    }
+
+    private func bringIndexInStep(
+        with journal: MarkerJournal.Contents, mode: ReconcileMode, file: inout MarkerJournalFile,
+        report: inout VerifyReport
+    ) throws {
+        let name = MarkerJournal.fileName
+        let streamIDs = Dictionary(
+            try index.streams().map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
+        var indexed = Dictionary(try index.allMarkers().map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let rewrite = journal.damage != nil || journal.tornTail
+        if journal.tornTail && mode.changes {
+            report.repaired.append(
+                "cut the unfinished last record of \(name) (a marker change being written when the process stopped)")
+        }
+
+        let lost = journal.live.values.filter { indexed[$0.id] == nil }.sorted { $0.id < $1.id }
+        let orphans = lost.filter { streamIDs[$0.streamName] == nil }
+        for entry in orphans {
+            report.problems.append(
+                "marker \(entry.id) ('\(entry.label)') of stream '\(entry.streamName)' is in \(name), but the store "
+                    + "has no stream '\(entry.streamName)' (no frame of it is left): it stays in the journal")
+        }
+        let restorable = lost.filter { streamIDs[$0.streamName] != nil }
+        if !restorable.isEmpty {
+            if mode.changes {
+                for entry in restorable {
+                    let row = entry.row(streamID: streamIDs[entry.streamName]!)
+                    try index.restoreMarker(row)
+                    indexed[row.id] = row
+                }
+                report.repaired.append(
+                    "restored \(Self.markers(restorable.count)) the index had lost from \(name) "
+                        + "(\(Self.idList(restorable.map(\.id))))"
+                        + (!restorable.contains { $0.hold != nil }
+                            ? "" : restorable.count == 1 ? ", with its hold" : ", with their holds"))
+            } else {
+                report.problems.append(
+                    "the index lacks \(Self.markers(restorable.count)) \(name) has (\(Self.idList(restorable.map(\.id)))"
+                        + "): 'rewind verify --repair' restores them")
+            }
+        }
+
+        let removedAgain = indexed.keys.filter { journal.removed.contains($0) }.sorted()
+        if !removedAgain.isEmpty {
+            if mode.changes {
+                for id in removedAgain {
+                    _ = try index.removeMarker(id: id)
+                    indexed[id] = nil
+                }
+                report.repaired.append(
+                    "removed \(Self.markers(removedAgain.count)) \(name) says were deleted (the index had lost the "
+                        + "deletion: \(Self.idList(removedAgain)))")
+            } else {
+                report.problems.append(
+                    "the index has \(Self.markers(removedAgain.count)) \(name) says were deleted "
+                        + "(\(Self.idList(removedAgain))): 'rewind verify --repair' removes them")
+            }
+        }
+
+        let unjournaled = indexed.values.filter { journal.live[$0.id] == nil && !journal.removed.contains($0.id) }
+            .sorted { $0.id < $1.id }
+        if !unjournaled.isEmpty {
+            if mode.changes {
+                if !rewrite { try appendToJournal(try journalEntries(unjournaled).map { .added($0) }, file: &file) }
+                report.repaired.append(
+                    "added \(Self.markers(unjournaled.count)) the index had to \(name) "
+                        + "(\(Self.idList(unjournaled.map(\.id))))")
+            } else {
+                report.problems.append(
+                    "\(name) lacks \(Self.markers(unjournaled.count)) the index has "
+                        + "(\(Self.idList(unjournaled.map(\.id)))): 'rewind verify --repair' adds them")
+            }
+        }
+        guard mode.changes else { return }
+        let highestID = max(journal.highestID, try index.highestMarkerIDGiven())
+        try index.giveMarkerIDsAbove(highestID)
+        // A journal of many removed markers, or one cut or damaged, is written again with what stands.
+        let kept = try journalEntries(Array(indexed.values)) + orphans
+        if rewrite || journal.records > 2 * kept.count + 64 {
+            try rewriteJournal(kept, highestID: highestID, file: &file)
+        }
+    }
+
+    /// The journal's entries of index rows (by their streams' names).
+    private func journalEntries(_ rows: [MarkerRow]) throws -> [MarkerJournal.Entry] {
+        let names = Dictionary(try index.streams().map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
+        return rows.compactMap { row in names[row.streamID].map { MarkerJournal.Entry(row, streamName: $0) } }
+    }
+
+    static func markers(_ count: Int) -> String { "\(count) marker" + (count == 1 ? "" : "s") }
+
+    /// "id 3" or "ids 3, 4, 9, … (12 in all)".
+    static func idList(_ ids: [Int64]) -> String {
+        let shown = ids.prefix(8).map(String.init).joined(separator: ", ")
+        return (ids.count == 1 ? "id " : "ids ") + shown + (ids.count > 8 ? ", … (\(ids.count) in all)" : "")
+    }
+}

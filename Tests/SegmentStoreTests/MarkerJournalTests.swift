@@ -1,0 +1,242 @@
+import Foundation
+import RewindCore
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `DIR/markers.journal`: markers and their holds outlive an index that loses them, and a deletion the index lost
+/// happens again; a damaged or cut journal gives way to what stands.
+@Suite(.timeLimit(.minutes(15))) struct MarkerJournalTests {
+    static let journal = MarkerJournal.fileName
+
+    /// A store of stream `camera` with frames 0..<60.
+    static func makeStore(_ dir: TemporaryDirectory, frames: TestFrames) throws -> SegmentStore {
+        let store = try SegmentStore.open(directory: dir.path)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<60 { try writer.append(frames.frame(i)) }
+        try writer.close()
+        return store
+    }
+
+    /// The markers of the store as `(id, label, hold)`.
+    static func markers(_ store: SegmentStore) throws -> [String] {
+        try store.markers().sorted { $0.id < $1.id }.map { marker in
+            "\(marker.id) \(marker.label)" + (marker.hold.map { " \($0.lowerBound)..<\($0.upperBound)" } ?? "")
+        }
+    }
+
+    /// Copies (or, with `back`, puts back) `index.sqlite` and its `-wal` and `-shm`.
+    static func copyIndex(_ dir: TemporaryDirectory, back: Bool = false) throws {
+        let manager = FileManager.default
+        for suffix in ["", "-wal", "-shm"] {
+            let live = dir.path + "/index.sqlite" + suffix
+            let copy = dir.path + "/copy.sqlite" + suffix
+            let (from, to) = back ? (copy, live) : (live, copy)
+            try? manager.removeItem(atPath: to)
+            if manager.fileExists(atPath: from) { try manager.copyItem(atPath: from, toPath: to) }
+        }
+    }
+
+    static func journalContents(_ dir: TemporaryDirectory) throws -> MarkerJournal.Contents {
+        try #require(try MarkerJournal.read(path: dir.path + "/" + journal, fileSystem: POSIXFileSystem()))
+    }
+
+    /// An index put back from a copy (what a `-wal` that lost its last commits leaves too): the markers added since
+    /// come back with their ids and holds, one deleted since goes again, and ids go on past every one given.
+    @Test func anIndexThatLostItsLastChangesGetsThemBackFromTheJournal() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(5), label: "first", hold: nil)
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(6), label: "second", hold: nil)
+        }
+        try Self.copyIndex(dir)
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            _ = try store.addMarker(
+                streamName: "camera", at: frames.pts(20), label: "held", hold: frames.pts(10)..<frames.pts(30))
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(21), label: "ünïcode ✓", hold: nil)
+            #expect(try store.removeMarker(id: 1) != nil)
+            #expect(
+                try Self.markers(store) == ["2 second", "3 held \(frames.pts(10))..<\(frames.pts(30))", "4 ünïcode ✓"])
+        }
+        try Self.copyIndex(dir, back: true)
+        let readOnly = try SegmentStore.openReadOnly(directory: dir.path)
+        let dryRun = try readOnly.verify(repair: false)
+        #expect(!dryRun.clean)
+        #expect(
+            dryRun.problems.contains(
+                "the index lacks 2 markers markers.journal has (ids 3, 4): 'rewind verify --repair' restores them"),
+            "\(dryRun.problems)")
+        #expect(
+            dryRun.problems.contains(
+                "the index has 1 marker markers.journal says were deleted (id 1): 'rewind verify --repair' removes them"
+            ),
+            "\(dryRun.problems)")
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains(
+                "restored 2 markers the index had lost from markers.journal (ids 3, 4), with their holds"),
+            "\(store.recovery.repaired)")
+        #expect(
+            store.recovery.repaired.contains(
+                "removed 1 marker markers.journal says were deleted (the index had lost the deletion: id 1)"),
+            "\(store.recovery.repaired)")
+        #expect(try Self.markers(store) == ["2 second", "3 held \(frames.pts(10))..<\(frames.pts(30))", "4 ünïcode ✓"])
+        #expect(try store.verify(repair: false).clean)
+        let next = try store.addMarker(streamName: "camera", at: frames.pts(40), label: "next", hold: nil)
+        #expect(next.id == 5, "past every id given, though the index's copy had given only 2")
+    }
+
+    /// A deleted index is rebuilt from the segment files; its markers and holds come back from the journal, and a
+    /// deleted marker's id is not given again.
+    @Test func aRebuiltIndexGetsItsMarkersAndHoldsBack() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            _ = try store.addMarker(
+                streamName: "camera", at: frames.pts(20), label: "held", hold: frames.pts(10)..<frames.pts(30))
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(22), label: "deleted", hold: nil)
+            #expect(try store.removeMarker(id: 2) != nil)
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains {
+                $0.hasPrefix("the index knew none of the segment files (one there; it was missing)")
+                    && $0.contains("markers with their holds")
+            }, "\(store.recovery.repaired)")
+        #expect(
+            store.recovery.repaired.contains(
+                "restored 1 marker the index had lost from markers.journal (id 1), with its hold"),
+            "\(store.recovery.repaired)")
+        #expect(try Self.markers(store) == ["1 held \(frames.pts(10))..<\(frames.pts(30))"])
+        #expect(try store.addMarker(streamName: "camera", at: frames.pts(1), label: "new", hold: nil).id == 3)
+    }
+
+    /// A journal damaged in the middle: the index's markers stand and the journal is written again from them; one cut
+    /// inside its last record (a change being written when the process stopped) is cut back.
+    @Test(arguments: ["damaged", "cut", "missing", "garbage"])
+    func aDamagedCutOrMissingJournalGivesWayToTheIndex(damage: String) throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            for i in 0..<3 {
+                _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
+            }
+        }
+        let path = dir.path + "/" + Self.journal
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        switch damage {
+        case "damaged": bytes[MarkerJournal.encode(.removed(1)).count + 20] ^= 0x40  // inside the first record
+        case "cut": bytes += MarkerJournal.encode(.removed(2)).prefix(11)
+        case "garbage": bytes = Data(repeating: 0x5A, count: 100)
+        default: bytes = Data()
+        }
+        if damage == "missing" {
+            try FileManager.default.removeItem(atPath: path)
+        } else {
+            try bytes.write(to: URL(fileURLWithPath: path))
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        let recovery = store.recovery
+        switch damage {
+        case "damaged":
+            #expect(
+                recovery.problems.contains(
+                    "markers.journal is damaged (the record at byte 8 fails its checksum): the index's 3 markers stand; "
+                        + "the journal is written again from them"), "\(recovery.problems)")
+        case "garbage":
+            #expect(
+                recovery.problems.contains {
+                    $0.hasPrefix("markers.journal is damaged (it does not start with the journal's header)")
+                },
+                "\(recovery.problems)")
+        case "cut":
+            #expect(
+                recovery.repaired.contains(
+                    "cut the unfinished last record of markers.journal (a marker change being written when the process "
+                        + "stopped)"), "\(recovery.repaired)")
+            #expect(recovery.problems.isEmpty, "\(recovery.problems)")
+        default:
+            #expect(
+                recovery.repaired.contains("wrote markers.journal from the index's 3 markers (there was no journal)"))
+        }
+        #expect(try Self.markers(store) == ["1 m0", "2 m1", "3 m2"], "the index's markers stand")
+        let written = try Self.journalContents(dir)
+        #expect(written.damage == nil && !written.tornTail)
+        #expect(written.live.keys.sorted() == [1, 2, 3])
+        #expect(try store.verify(repair: false).clean)
+        // The journal goes on after what was written again.
+        #expect(try store.removeMarker(id: 2) != nil)
+        #expect(try Self.journalContents(dir).live.keys.sorted() == [1, 3])
+    }
+
+    /// A journal that cannot be written: the marker is refused and not in the index (nothing acknowledged that a lost
+    /// index would not bring back), and the journal is as it was; a removal stays undone.
+    @Test func aJournalThatCannotBeWrittenRefusesTheChange() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do { _ = try Self.makeStore(dir, frames: frames) }
+        let faults = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(fileSystem: faults))
+        _ = try store.addMarker(streamName: "camera", at: frames.pts(1), label: "kept", hold: nil)
+        let before = try #require(FileManager.default.contents(atPath: dir.path + "/" + Self.journal))
+        for fault in ["write", "sync"] {
+            if fault == "write" { faults.failNextWrite(with: .error(ENOSPC)) } else { faults.failNextSync(with: EIO) }
+            #expect(throws: SegmentStoreError.self) {
+                try store.addMarker(streamName: "camera", at: frames.pts(2), label: "refused", hold: nil)
+            }
+            #expect(try Self.markers(store) == ["1 kept"], "\(fault)")
+            #expect(FileManager.default.contents(atPath: dir.path + "/" + Self.journal) == before, "\(fault)")
+        }
+        faults.failNextSync(with: EIO)
+        #expect(throws: SegmentStoreError.self) { try store.removeMarker(id: 1) }
+        #expect(try Self.markers(store) == ["1 kept"])
+        #expect(try store.removeMarker(id: 1) != nil)
+        #expect(try Self.journalContents(dir).live.isEmpty)
+    }
+
+    /// Many markers added and removed: the journal is written again with what stands when it is opened, not left to
+    /// grow with every change ever made.
+    @Test func aJournalOfManyRemovedMarkersIsCompactedAtOpen() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            for i in 0..<200 {
+                let marker = try store.addMarker(
+                    streamName: "camera", at: frames.pts(i % 60), label: "m\(i)", hold: nil)
+                if i % 10 != 0 { #expect(try store.removeMarker(id: marker.id) != nil) }
+            }
+            #expect(try Self.journalContents(dir).records == 380)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        let compacted = try Self.journalContents(dir)
+        #expect(compacted.records == 21, "20 markers and the highest id given")
+        #expect(compacted.live.count == 20 && compacted.highestID == 200)
+        #expect(try store.markers().count == 20)
+        #expect(try store.addMarker(streamName: "camera", at: 0, label: "next", hold: nil).id == 201)
+    }
+}
