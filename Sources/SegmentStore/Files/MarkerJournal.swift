@@ -20,10 +20,6 @@ package enum MarkerJournal {
     /// The journal's name in the store's directory.
     package static let fileName = "markers.journal"
     static let magic: [UInt8] = Array("RWMJ".utf8)
-    static let version: UInt32 = 1
-    static let headerSize = 8
-    /// The largest payload a record may declare: a marker with the longest label and stream name is far smaller.
-    static let largestPayload = 1 << 20
 
     /// A marker as the journal keeps it: by its stream's name, which an index rebuilt from the files gives the same
     /// stream under another id.
@@ -70,7 +66,7 @@ package enum MarkerJournal {
         /// Records read.
         package var records = 0
         /// Where the valid records end.
-        package var validLength = Int64(headerSize)
+        package var validLength = Int64(JournalFraming.headerSize)
         /// Why the records stop before the end of the file when valid bytes follow the damage (nil when they run to
         /// the end, or stop at an unfinished last record: ``tornTail``).
         package var damage: String?
@@ -81,11 +77,7 @@ package enum MarkerJournal {
 
     // MARK: Encoding
 
-    static func header() -> [UInt8] {
-        var bytes = magic
-        append(version, to: &bytes)
-        return bytes
-    }
+    static func header() -> [UInt8] { JournalFraming.header(magic: magic) }
 
     /// The bytes of one record: length, checksum, payload.
     package static func encode(_ record: Record) -> [UInt8] {
@@ -93,38 +85,22 @@ package enum MarkerJournal {
         switch record {
         case .added(let entry):
             payload.append(1)
-            append(entry.id, to: &payload)
-            append(entry.atNanoseconds, to: &payload)
-            append(entry.createdWallNanoseconds, to: &payload)
+            payload.put(entry.id)
+            payload.put(entry.atNanoseconds)
+            payload.put(entry.createdWallNanoseconds)
             payload.append(entry.hold == nil ? 0 : 1)
-            append(entry.hold?.lowerBound ?? 0, to: &payload)
-            append(entry.hold?.upperBound ?? 0, to: &payload)
-            appendText(entry.streamName, to: &payload)
-            appendText(entry.label, to: &payload)
+            payload.put(entry.hold?.lowerBound ?? 0)
+            payload.put(entry.hold?.upperBound ?? 0)
+            payload.put(entry.streamName)
+            payload.put(entry.label)
         case .removed(let id):
             payload.append(2)
-            append(id, to: &payload)
+            payload.put(id)
         case .idsUsed(let id):
             payload.append(3)
-            append(id, to: &payload)
+            payload.put(id)
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(8 + payload.count)
-        append(UInt32(payload.count), to: &bytes)
-        append(payload.withUnsafeBytes { CRC32C.checksum($0) }, to: &bytes)
-        bytes += payload
-        return bytes
-    }
-
-    private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    private static func appendText(_ text: String, to bytes: inout [UInt8]) {
-        // Labels are at most 256 characters and stream names short: far below the 65 535 bytes a length holds.
-        let utf8 = Array(text.utf8.prefix(Int(UInt16.max)))
-        append(UInt16(utf8.count), to: &bytes)
-        bytes += utf8
+        return JournalFraming.frame(payload)
     }
 
     // MARK: Decoding
@@ -135,81 +111,20 @@ package enum MarkerJournal {
     /// - Throws: ``FileSystemError`` when it cannot be read; a file that is not a journal is returned with
     ///   ``Contents/damage`` set and nothing in it.
     package static func read(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> Contents? {
-        guard fileSystem.fileExists(path) else { return nil }
-        let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
-        defer { fileSystem.close(fd) }
-        let size = try fileSystem.size(fd, path: path)
-        var bytes = [UInt8](repeating: 0, count: Int(size))
-        var failure: FileSystemError?
-        let count = bytes.withUnsafeMutableBytes { buffer in
-            do throws(FileSystemError) {
-                return try fileSystem.readAll(fd, into: buffer, offset: 0, path: path)
-            } catch {
-                failure = error
-                return 0
-            }
-        }
-        if let failure { throw failure }
-        return parse(Array(bytes.prefix(count)))
+        try JournalFraming.readFile(path: path, fileSystem: fileSystem).map(parse)
     }
 
     /// What the bytes of a journal file hold.
     package static func parse(_ bytes: [UInt8]) -> Contents {
         var contents = Contents()
-        guard bytes.count >= headerSize else {
-            // A journal being created when the process stopped: nothing in it was acknowledged.
-            contents.validLength = 0
-            contents.tornTail = !bytes.isEmpty
-            if !bytes.isEmpty && !magic.starts(with: bytes.prefix(4)) {
-                contents.damage = "it does not start with the journal's header"
-                contents.tornTail = false
-            }
-            return contents
+        let scan = JournalFraming.scan(bytes, magic: magic) { payload in
+            guard let record = decode(payload) else { return false }
+            apply(record, to: &contents)
+            return true
         }
-        guard Array(bytes[0..<4]) == magic else {
-            contents.validLength = 0
-            contents.damage = "it does not start with the journal's header"
-            return contents
-        }
-        let fileVersion = bytes.withUnsafeBytes { $0.baseAddress!.get(UInt32.self, at: 4) }
-        guard fileVersion == version else {
-            contents.validLength = 0
-            contents.damage = "its version is \(fileVersion), this build reads version \(version)"
-            return contents
-        }
-        var offset = headerSize
-        bytes.withUnsafeBytes { raw in
-            let base = raw.baseAddress!
-            while offset < bytes.count {
-                guard bytes.count - offset >= 8 else {
-                    contents.tornTail = true
-                    return
-                }
-                let length = Int(base.get(UInt32.self, at: offset))
-                let checksum = base.get(UInt32.self, at: offset + 4)
-                let end = offset + 8 + length
-                guard length <= largestPayload else {
-                    contents.damage = "the record at byte \(offset) declares \(length) bytes"
-                    return
-                }
-                guard end <= bytes.count else {
-                    contents.tornTail = true
-                    return
-                }
-                let payload = UnsafeRawBufferPointer(rebasing: raw[(offset + 8)..<end])
-                guard CRC32C.checksum(payload) == checksum, let record = decode(payload) else {
-                    if end == bytes.count {
-                        contents.tornTail = true
-                    } else {
-                        contents.damage = "the record at byte \(offset) fails its checksum"
-                    }
-                    return
-                }
-                apply(record, to: &contents)
-                offset = end
-                contents.validLength = Int64(offset)
-            }
-        }
+        contents.validLength = scan.validLength
+        contents.damage = scan.damage
+        contents.tornTail = scan.tornTail
         return contents
     }
 
@@ -242,7 +157,8 @@ package enum MarkerJournal {
             let to = base.get(Int64.self, at: 34)
             var offset = 42
             guard holds <= 1, holds == 0 || from < to,
-                let streamName = text(payload, at: &offset), let label = text(payload, at: &offset),
+                let streamName = JournalFraming.text(payload, at: &offset),
+                let label = JournalFraming.text(payload, at: &offset),
                 offset == payload.count
             else { return nil }
             let row = MarkerRow(
@@ -254,22 +170,13 @@ package enum MarkerJournal {
         default: return nil
         }
     }
-
-    private static func text(_ payload: UnsafeRawBufferPointer, at offset: inout Int) -> String? {
-        guard payload.count - offset >= 2 else { return nil }
-        let count = Int(payload.baseAddress!.get(UInt16.self, at: offset))
-        guard payload.count - offset - 2 >= count else { return nil }
-        let bytes = UnsafeRawBufferPointer(rebasing: payload[(offset + 2)..<(offset + 2 + count)])
-        offset += 2 + count
-        return String(validating: bytes, as: UTF8.self)
-    }
 }
 
-/// The open journal a store appends to, under the store's lock for marker changes.
-struct MarkerJournalFile: ~Copyable {
+/// An open journal a store appends to (``MarkerJournal``, ``LossJournal``), under its lock.
+struct JournalFile: ~Copyable {
     var fd: Int32 = -1
     /// Where the next record goes.
     var length: Int64 = 0
-    /// Bytes reserved on disk from the start of the file, so that a marker can still be written when the disk fills.
+    /// Bytes reserved on disk from the start of the file, so that a record can still be written when the disk fills.
     var reserved: Int64 = 0
 }

@@ -4,13 +4,33 @@ import RewindMigrations
 import RewindSQLite
 import RewindSystem
 
+/// A committed change to the index's gaps or drop counters: what ``StoreIndex/observeLosses(_:)`` hears.
+package enum LossChange: Sendable, Hashable {
+    case gapAdded(GapRow)
+    case gapExtended(streamID: Int64, end: Int64, newEnd: Int64, reason: LossReason)
+    case gapRemoved(GapRow)
+    case gapsRemoved(streamID: Int64, startingBefore: Int64)
+    case dropsAdded(streamID: Int64, reason: LossReason, count: Int)
+}
+
 extension StoreIndex {
     // MARK: Gaps and drops
 
+    /// Has `observer` hear every committed change to the gaps and drop counters (on the thread that made it, after
+    /// the commit), except those made with `announcing: false`.
+    package func observeLosses(_ observer: @escaping @Sendable (LossChange) -> Void) {
+        lossObserver.withLock { $0 = observer }
+    }
+
+    private func announce(_ change: LossChange) {
+        if let observer = lossObserver.withLock({ $0 }) { observer(change) }
+    }
+
     /// Records a gap.
     ///
+    /// - Parameter announcing: false for a gap that is not news (put back from the losses' journal).
     /// - Throws: ``SQLiteError`` (a constraint error when `endNanoseconds < startNanoseconds`).
-    package func recordGap(_ gap: GapRow) throws {
+    package func recordGap(_ gap: GapRow, announcing: Bool = true) throws {
         try database.write { connection in
             let insert = try connection.statement(
                 "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (?, ?, ?, ?)")
@@ -20,6 +40,7 @@ extension StoreIndex {
             try insert.bind(gap.reason.rawValue, at: 4)
             try insert.run()
         }
+        if announcing { announce(.gapAdded(gap)) }
     }
 
     /// Moves the end of the stream's gap of `reason` that ends at `end` to `newEnd`: one row for a stretch of gaps
@@ -28,7 +49,7 @@ extension StoreIndex {
     /// - Returns: whether such a gap was there (and now ends at `newEnd`).
     /// - Throws: ``SQLiteError``.
     package func extendGap(streamID: Int64, endingAt end: Int64, to newEnd: Int64, reason: LossReason) throws -> Bool {
-        try database.write { connection in
+        let extended = try database.write { connection in
             let update = try connection.statement(
                 "UPDATE gaps SET end_ns = ? WHERE stream_id = ? AND end_ns = ? AND reason = ?")
             try update.bind(newEnd, at: 1)
@@ -38,6 +59,8 @@ extension StoreIndex {
             try update.run()
             return connection.changes > 0
         }
+        if extended { announce(.gapExtended(streamID: streamID, end: end, newEnd: newEnd, reason: reason)) }
+        return extended
     }
 
     /// The gaps of one stream (or all), by stream then start. A reason this build does not know reads as
@@ -88,9 +111,10 @@ extension StoreIndex {
 
     /// Removes one recorded gap (the first row equal to `gap`).
     ///
+    /// - Parameter announcing: false for a removal that is not news (one the losses' journal has).
     /// - Throws: ``SQLiteError``.
-    package func removeGap(_ gap: GapRow) throws {
-        try database.write { connection in
+    package func removeGap(_ gap: GapRow, announcing: Bool = true) throws {
+        let removed = try database.write { connection in
             let delete = try connection.statement(
                 """
                 DELETE FROM gaps WHERE id = (SELECT id FROM gaps WHERE stream_id = ? AND start_ns = ? AND end_ns = ?
@@ -102,7 +126,9 @@ extension StoreIndex {
             try delete.bind(gap.endNanoseconds, at: 3)
             try delete.bind(gap.reason.rawValue, at: 4)
             try delete.run()
+            return connection.changes > 0
         }
+        if removed && announcing { announce(.gapRemoved(gap)) }
     }
 
     /// Removes the stream's gaps that start before `pts`: history whose frames retention deleted.
@@ -111,7 +137,7 @@ extension StoreIndex {
     /// - Throws: ``SQLiteError``.
     @discardableResult
     package func removeGaps(streamID: Int64, startingBefore pts: Int64) throws -> Int {
-        try database.write { connection in
+        let removed = try database.write { connection in
             let delete = try connection.statement("DELETE FROM gaps WHERE stream_id = ? AND start_ns < ?")
             defer { delete.reset() }
             try delete.bind(streamID, at: 1)
@@ -119,12 +145,15 @@ extension StoreIndex {
             try delete.run()
             return connection.changes
         }
+        if removed > 0 { announce(.gapsRemoved(streamID: streamID, startingBefore: pts)) }
+        return removed
     }
 
     /// Adds `count` to the stream's drop counter for `reason`.
     ///
+    /// - Parameter announcing: false for drops that are not news (put back from the losses' journal).
     /// - Throws: ``SQLiteError``.
-    package func addDrops(streamID: Int64, reason: LossReason, count: Int) throws {
+    package func addDrops(streamID: Int64, reason: LossReason, count: Int, announcing: Bool = true) throws {
         precondition(count >= 0, "drop count must not be negative, got \(count)")
         try database.write { connection in
             let upsert = try connection.statement(
@@ -135,6 +164,7 @@ extension StoreIndex {
             try upsert.bind(Int64(count), at: 3)
             try upsert.run()
         }
+        if count > 0 && announcing { announce(.dropsAdded(streamID: streamID, reason: reason, count: count)) }
     }
 
     /// Dropped frames by reason, for one stream or summed over all. Reasons this build does not know are summed

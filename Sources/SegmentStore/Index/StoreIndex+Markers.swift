@@ -9,33 +9,20 @@ extension StoreIndex {
     /// Adds a marker and returns it with its id.
     ///
     /// - Throws: ``SQLiteError``.
-    package func addMarker(_ marker: MarkerRow) throws -> MarkerRow {
-        try database.write { connection in
-            let insert = try connection.statement(
-                "INSERT INTO markers (stream_id, at_pts_ns, label, hold_from_ns, hold_to_ns, created_wall_ns) "
-                    + "VALUES (?, ?, ?, ?, ?, ?)")
-            try insert.bind(marker.streamID, at: 1)
-            try insert.bind(marker.atNanoseconds, at: 2)
-            try insert.bind(marker.label, at: 3)
-            try insert.bind(marker.hold?.lowerBound, at: 4)
-            try insert.bind(marker.hold?.upperBound, at: 5)
-            try insert.bind(marker.createdWallNanoseconds, at: 6)
-            try insert.run()
-            var stored = marker
-            stored.id = connection.lastInsertRowID
-            return stored
-        }
-    }
+    package func addMarker(_ marker: MarkerRow) throws -> MarkerRow { try insertMarker(marker, id: nil) }
 
     /// Stores a marker under its own id (one the journal brought back): the ids given after it go past it.
     ///
     /// - Throws: ``SQLiteError`` (a constraint error when the id is taken).
-    package func restoreMarker(_ marker: MarkerRow) throws {
+    package func restoreMarker(_ marker: MarkerRow) throws { _ = try insertMarker(marker, id: marker.id) }
+
+    /// Inserts `marker` under `id`, or under the next id when nil.
+    private func insertMarker(_ marker: MarkerRow, id: Int64?) throws -> MarkerRow {
         try database.write { connection in
             let insert = try connection.statement(
                 "INSERT INTO markers (id, stream_id, at_pts_ns, label, hold_from_ns, hold_to_ns, created_wall_ns) "
                     + "VALUES (?, ?, ?, ?, ?, ?, ?)")
-            try insert.bind(marker.id, at: 1)
+            try insert.bind(id, at: 1)
             try insert.bind(marker.streamID, at: 2)
             try insert.bind(marker.atNanoseconds, at: 3)
             try insert.bind(marker.label, at: 4)
@@ -43,6 +30,9 @@ extension StoreIndex {
             try insert.bind(marker.hold?.upperBound, at: 6)
             try insert.bind(marker.createdWallNanoseconds, at: 7)
             try insert.run()
+            var stored = marker
+            stored.id = connection.lastInsertRowID
+            return stored
         }
     }
 

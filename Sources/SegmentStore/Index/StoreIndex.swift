@@ -3,6 +3,7 @@ import RewindCore
 import RewindMigrations
 import RewindSQLite
 import RewindSystem
+import Synchronization
 
 /// The SQLite index of a segment store (`DIR/index.sqlite`): streams, segment files and one row per stored frame.
 ///
@@ -15,6 +16,8 @@ import RewindSystem
 package final class StoreIndex: Sendable {
     /// The underlying connection.
     package let database: SQLiteDatabase
+    /// Hears every change to the gaps and drop counters once it is committed (``observeLosses(_:)``).
+    let lossObserver = Mutex<(@Sendable (LossChange) -> Void)?>(nil)
 
     /// Opens the index at `path`, creating it and applying migrations unless `readOnly`.
     ///

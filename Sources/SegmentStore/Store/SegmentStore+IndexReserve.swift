@@ -21,8 +21,11 @@ extension SegmentStore {
     /// The reserve's file name in the store's directory.
     static let indexReserveName = "index.reserve"
 
-    /// The names of the index's files in the store's directory: the database, its WAL files and the reserve.
-    public static let indexFileNames = ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", indexReserveName]
+    /// The names of the index's files in the store's directory: the database, its WAL files, the reserve, and the
+    /// journals of what only the index holds (with the files they are rewritten through).
+    public static let indexFileNames =
+        ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", indexReserveName]
+        + [MarkerJournal.fileName, LossJournal.fileName].flatMap { [$0, $0 + ".new"] }
 
     /// What one index write that finds the disk full gets back from the reserve file: 512 KiB, room for many
     /// commits of gaps and counters.

@@ -14,88 +14,28 @@ extension SegmentStore {
     /// index's changes did.
     ///
     /// - Throws: ``SegmentStoreError/readOnly(_:)``; what `body` throws.
-    func withMarkerJournal<Result: Sendable>(_ body: (inout MarkerJournalFile) throws -> Result) throws -> Result {
+    func withMarkerJournal<Result: Sendable>(_ body: (inout JournalFile) throws -> Result) throws -> Result {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("change markers") }
         return try markerJournal.withLock { file throws -> Result in try body(&file) }
     }
 
-    /// Appends `records` to the journal and syncs them; on failure the journal is cut back to where it was.
+    /// Appends `records` to the markers' journal and syncs them; on failure the journal is cut back to where it was.
     ///
     /// - Throws: ``SegmentStoreError/io(_:)``.
-    func appendToJournal(_ records: [MarkerJournal.Record], file: inout MarkerJournalFile) throws {
-        let path = markerJournalPath
-        let fs = fileSystem
-        let directory = directory
-        var bytes = records.flatMap(MarkerJournal.encode)
-        try Self.wrapIO { () throws(FileSystemError) in
-            if file.fd < 0 {
-                let fd = try fs.open(path, flags: O_RDWR | O_CREAT | O_CLOEXEC, mode: 0o644)
-                let size: Int64
-                do throws(FileSystemError) { size = try fs.size(fd, path: path) } catch {
-                    fs.close(fd)
-                    throw error
-                }
-                file.fd = fd
-                file.length = size
-                file.reserved = 0
-            }
-            let creating = file.length < Int64(MarkerJournal.headerSize)
-            if creating {
-                // A new journal (or one of which not even the header was written): the header goes first.
-                file.length = 0
-                bytes = MarkerJournal.header() + bytes
-            }
-            let end = file.length + Int64(bytes.count)
-            if end > file.reserved {
-                // Blocks reserved ahead, so that markers can still be changed when segments fill the disk.
-                let reserve = (end + 65_536) & ~65_535
-                if (try? fs.reserve(file.fd, offset: 0, length: reserve, path: path)) == true {
-                    file.reserved = reserve
-                }
-            }
-            do throws(FileSystemError) {
-                try fs.writeAll(file.fd, bytes, offset: file.length, path: path)
-                try fs.fdatasync(file.fd, path: path)
-                if creating { try fs.syncDirectory(directory) }
-            } catch {
-                // The kernel may have dropped what it could not write: nothing after the last good record stays.
-                try? fs.ftruncate(file.fd, length: file.length, path: path)
-                throw error
-            }
-            file.length = end
-        }
+    func appendToJournal(_ records: [MarkerJournal.Record], file: inout JournalFile) throws {
+        try appendToJournal(
+            at: markerJournalPath, magic: MarkerJournal.magic, records.flatMap(MarkerJournal.encode), sync: true,
+            file: &file)
     }
 
-    /// Writes the journal anew (through `markers.journal.new`, synced and renamed over it): `entries`, and the
-    /// highest id given so that no id is given twice.
+    /// Writes the markers' journal anew: `entries`, and the highest id given so that no id is given twice.
     ///
     /// - Throws: ``SegmentStoreError/io(_:)``.
-    func rewriteJournal(_ entries: [MarkerJournal.Entry], highestID: Int64, file: inout MarkerJournalFile) throws {
-        let path = markerJournalPath
-        let temporary = path + ".new"
-        let fs = fileSystem
-        let directory = directory
-        var bytes = MarkerJournal.header()
-        if highestID > 0 { bytes += MarkerJournal.encode(.idsUsed(highestID)) }
-        for entry in entries.sorted(by: { $0.id < $1.id }) { bytes += MarkerJournal.encode(.added(entry)) }
-        if file.fd >= 0 {
-            fs.close(file.fd)
-            file = MarkerJournalFile()
-        }
-        try Self.wrapIO { () throws(FileSystemError) in
-            let fd = try fs.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o644)
-            do throws(FileSystemError) {
-                try fs.writeAll(fd, bytes, offset: 0, path: temporary)
-                try fs.fdatasync(fd, path: temporary)
-                try fs.close(fd, path: temporary)
-            } catch {
-                fs.close(fd)
-                try? fs.unlink(temporary)
-                throw error
-            }
-            try fs.rename(temporary, to: path)
-            try fs.syncDirectory(directory)
-        }
+    func rewriteJournal(_ entries: [MarkerJournal.Entry], highestID: Int64, file: inout JournalFile) throws {
+        var records: [UInt8] = []
+        if highestID > 0 { records += MarkerJournal.encode(.idsUsed(highestID)) }
+        for entry in entries.sorted(by: { $0.id < $1.id }) { records += MarkerJournal.encode(.added(entry)) }
+        try rewriteJournal(at: markerJournalPath, magic: MarkerJournal.magic, records, file: &file)
     }
 
     /// Brings the index's markers and the journal into step (at open and in `verify`):
@@ -116,13 +56,19 @@ extension SegmentStore {
                     try MarkerJournal.read(path: path, fileSystem: fs)
                 })
             else {
-                // No journal: a store whose markers were never changed, or one an older build made.
+                // No journal: a new store, or one an older build made (or whose journal was deleted). It is made
+                // now, so that a journal missing later means it was lost.
                 let indexed = try index.allMarkers()
-                if mode.changes && !indexed.isEmpty {
+                if mode.changes {
                     try rewriteJournal(
                         try journalEntries(indexed), highestID: try index.highestMarkerIDGiven(), file: &file)
-                    report.repaired.append(
-                        "wrote \(name) from the index's \(Self.markers(indexed.count)) (there was no journal)")
+                    if !indexed.isEmpty {
+                        report.repaired.append(
+                            "wrote \(name) from the index's \(Self.markers(indexed.count)) (there was no journal)")
+                    }
+                }
+                if rebuildingIndex {
+                    report.repaired.append("there is no \(name), so the markers the lost index held, if any, are gone")
                 }
                 return
             }
@@ -152,7 +98,7 @@ extension SegmentStore {
     }
 
     private func bringIndexInStep(
-        with journal: MarkerJournal.Contents, mode: ReconcileMode, file: inout MarkerJournalFile,
+        with journal: MarkerJournal.Contents, mode: ReconcileMode, file: inout JournalFile,
         report: inout VerifyReport
     ) throws {
         let name = MarkerJournal.fileName

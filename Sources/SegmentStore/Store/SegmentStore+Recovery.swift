@@ -79,16 +79,14 @@ extension SegmentStore {
             rows[sequence] = row
         }
         // An index that knows none of the segment files was lost (deleted, or made new beside old files): their
-        // frames come back from the files, but what only the index held cannot.
+        // frames come back from the files, and markers, gaps and drop counts from their journals.
         let knowsNoStream = try index.streams().isEmpty
         let rebuildingIndex = mode.changes && onlyStreamID == nil && rows.isEmpty && !files.isEmpty && knowsNoStream
         if rebuildingIndex {
             report.repaired.append(
                 "the index knew none of the segment files (\(files.count == 1 ? "one" : "\(files.count)") there; it was "
-                    + "missing): their frames are indexed "
-                    + "again from the files, and the streams' places on the recorder clock restored from their frames' "
-                    + "capture times, and the markers with their holds from \(MarkerJournal.fileName), but what only the "
-                    + "index held (gaps, drop counts) could not be rebuilt")
+                    + "missing): their frames are indexed again from the files, and the streams' places on the recorder "
+                    + "clock restored from their frames' capture times")
         }
 
         // Rows first: finish deletes, report rows without files.
@@ -163,7 +161,20 @@ extension SegmentStore {
         }
         report.displaced = []
         if rebuildingIndex { try restoreClocks() }
-        if onlyStreamID == nil { try reconcileMarkers(mode: mode, rebuildingIndex: rebuildingIndex, report: &report) }
+        if onlyStreamID == nil {
+            // A journal that cannot be read or written (a full disk) leaves the index as the pass made it: the next
+            // pass tries again.
+            for (name, reconcileJournal) in [
+                (MarkerJournal.fileName, reconcileMarkers), (LossJournal.fileName, reconcileLosses),
+            ] {
+                do {
+                    try reconcileJournal(mode, rebuildingIndex, &report)
+                } catch SegmentStoreError.io(let failure) {
+                    report.problems.append(
+                        "\(name) could not be brought in step with the index (\(failure)); the next open tries again")
+                }
+            }
+        }
         return report
     }
 

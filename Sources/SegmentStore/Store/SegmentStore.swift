@@ -45,7 +45,9 @@ public final class SegmentStore: Sendable {
     /// Bytes the index's reserve file holds (``indexRoomToKeep``).
     let indexReserveHeld = Atomic<Int64>(0)
     /// The markers' journal this store appends to (`DIR/markers.journal`), held while a marker is added or removed.
-    let markerJournal = Mutex(MarkerJournalFile())
+    let markerJournal = Mutex(JournalFile())
+    /// The losses' journal this store appends to (`DIR/losses.journal`) as its index's gaps and drop counters change.
+    let lossJournal = Mutex(LossJournalState())
 
     /// Frames decoded by readers of this store so far, including those decoded only to reach a range's start
     /// from its key frame: the measure of random-access work.
@@ -67,8 +69,9 @@ public final class SegmentStore: Sendable {
 
     deinit {
         if lockFD >= 0 { options.fileSystem.close(lockFD) }
-        let journalFD = markerJournal.withLock { $0.fd }
-        if journalFD >= 0 { options.fileSystem.close(journalFD) }
+        for fd in [markerJournal.withLock { $0.fd }, lossJournal.withLock { $0.file.fd }] where fd >= 0 {
+            options.fileSystem.close(fd)
+        }
     }
 
     /// Opens (creating if needed) the store in `directory` for recording, and recovers it.
@@ -121,6 +124,7 @@ public final class SegmentStore: Sendable {
             storeOwnsLock = true
             // The index may use the reserve's room when the disk is full; the store makes the file again later.
             index.database.onDiskFull { [weak store] in store?.releaseIndexReserve() ?? false }
+            index.observeLosses { [weak store] change in store?.journalLoss(change) }
             store.ensureIndexReserve()
             let report = try store.reconcile(mode: .recover)
             store.recoveryReport.withLock { $0 = report }
@@ -261,7 +265,10 @@ public final class SegmentStore: Sendable {
             active.remove(streamName)
             return active.isEmpty
         }
-        if idle { try? index.checkpoint() }
+        if idle {
+            try? index.checkpoint()
+            syncLossJournal()
+        }
     }
 
     /// The streams in the store, by id (the order they were created in).

@@ -1,0 +1,148 @@
+import RewindSystem
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The framing the store's journals share (``MarkerJournal``, ``LossJournal``): an 8-byte header, four magic bytes
+/// and a `UInt32` version (1); then records, each a `UInt32` payload length, the payload's CRC-32C (`UInt32`) and the
+/// payload, little-endian. Texts in payloads are a `UInt16` byte count and UTF-8.
+package enum JournalFraming {
+    static let version: UInt32 = 1
+    static let headerSize = 8
+    /// The largest payload a record may declare: every record is far smaller.
+    static let largestPayload = 1 << 20
+
+    /// What a scan of a journal's bytes found besides its records.
+    struct Scan {
+        /// Where the valid records end (0 when even the header is not).
+        var validLength: Int64 = 0
+        /// Why the records stop before the end of the file when valid bytes follow the damage.
+        var damage: String?
+        /// The file ends inside its last record (or its header), or in one whose checksum fails with nothing after
+        /// it: a record that was being written when the process stopped.
+        var tornTail = false
+    }
+
+    static func header(magic: [UInt8]) -> [UInt8] {
+        var bytes = magic
+        bytes.put(version)
+        return bytes
+    }
+
+    /// A record: length, checksum, `payload`.
+    static func frame(_ payload: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(8 + payload.count)
+        bytes.put(UInt32(payload.count))
+        bytes.put(payload.withUnsafeBytes { CRC32C.checksum($0) })
+        bytes += payload
+        return bytes
+    }
+
+    /// The bytes of the file at `path`, or nil when there is none.
+    static func readFile(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> [UInt8]? {
+        guard fileSystem.fileExists(path) else { return nil }
+        let fd = try fileSystem.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
+        defer { fileSystem.close(fd) }
+        let size = try fileSystem.size(fd, path: path)
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        var failure: FileSystemError?
+        let count = bytes.withUnsafeMutableBytes { buffer in
+            do throws(FileSystemError) {
+                return try fileSystem.readAll(fd, into: buffer, offset: 0, path: path)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+        return Array(bytes.prefix(count))
+    }
+
+    /// Hands each valid record's payload to `take` in order (which returns false for one it cannot decode: damage
+    /// like a failed checksum), and says where and why the records stop.
+    static func scan(_ bytes: [UInt8], magic: [UInt8], _ take: (UnsafeRawBufferPointer) -> Bool) -> Scan {
+        var scan = Scan()
+        guard bytes.count >= headerSize else {
+            // A journal being created when the process stopped: nothing in it was acknowledged.
+            if magic.starts(with: bytes.prefix(magic.count)) {
+                scan.tornTail = !bytes.isEmpty
+            } else {
+                scan.damage = "it does not start with the journal's header"
+            }
+            return scan
+        }
+        guard Array(bytes[0..<magic.count]) == magic else {
+            scan.damage = "it does not start with the journal's header"
+            return scan
+        }
+        let fileVersion = bytes.withUnsafeBytes { $0.baseAddress!.get(UInt32.self, at: 4) }
+        guard fileVersion == version else {
+            scan.damage = "its version is \(fileVersion), this build reads version \(version)"
+            return scan
+        }
+        var offset = headerSize
+        scan.validLength = Int64(offset)
+        bytes.withUnsafeBytes { raw in
+            let base = raw.baseAddress!
+            while offset < bytes.count {
+                guard bytes.count - offset >= 8 else {
+                    scan.tornTail = true
+                    return
+                }
+                let length = Int(base.get(UInt32.self, at: offset))
+                let checksum = base.get(UInt32.self, at: offset + 4)
+                guard length <= largestPayload else {
+                    scan.damage = "the record at byte \(offset) declares \(length) bytes"
+                    return
+                }
+                let end = offset + 8 + length
+                guard end <= bytes.count else {
+                    scan.tornTail = true
+                    return
+                }
+                let payload = UnsafeRawBufferPointer(rebasing: raw[(offset + 8)..<end])
+                guard CRC32C.checksum(payload) == checksum, take(payload) else {
+                    if end == bytes.count {
+                        scan.tornTail = true
+                    } else {
+                        scan.damage = "the record at byte \(offset) fails its checksum"
+                    }
+                    return
+                }
+                offset = end
+                scan.validLength = Int64(offset)
+            }
+        }
+        return scan
+    }
+
+    /// The text at `offset` of a payload (a `UInt16` byte count and UTF-8), moving `offset` past it; nil when the
+    /// payload ends first or the bytes are not UTF-8.
+    static func text(_ payload: UnsafeRawBufferPointer, at offset: inout Int) -> String? {
+        guard payload.count - offset >= 2 else { return nil }
+        let count = Int(payload.baseAddress!.get(UInt16.self, at: offset))
+        guard payload.count - offset - 2 >= count else { return nil }
+        let bytes = UnsafeRawBufferPointer(rebasing: payload[(offset + 2)..<(offset + 2 + count)])
+        offset += 2 + count
+        return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+extension [UInt8] {
+    /// Appends `value` little-endian.
+    mutating func put<T: FixedWidthInteger>(_ value: T) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+
+    /// Appends `text` as a `UInt16` byte count and its UTF-8 (cut at 65 535 bytes: labels are at most 256
+    /// characters, stream names and reasons short).
+    mutating func put(_ text: String) {
+        let utf8 = Array(text.utf8.prefix(Int(UInt16.max)))
+        put(UInt16(utf8.count))
+        append(contentsOf: utf8)
+    }
+}

@@ -1,0 +1,168 @@
+import RewindCore
+import RewindSystem
+
+/// The losses' journal, `DIR/losses.journal`: every change to the index's gaps and drop counters, in order, so that
+/// what the store lost is still counted when the index is lost (rebuilt from the segment files, put back from a copy,
+/// or a damaged `-wal` that took its last commits with it). Records are written as the index changes, without a sync
+/// of their own: they are synced when the last writer closes and after a repair, as durable as the index's own rows
+/// (which a power cut may take back to the last checkpoint too).
+///
+/// ``JournalFraming`` with magic `RWLJ`; payloads, little-endian: a `UInt8` kind, the stream's name (texts as in the
+/// framing), then for `1` gap added and `3` gap removed the gap's start, end and reason; `2` gap extended: the end it
+/// had, the new end, the reason; `4` gaps removed that start before a pts: the pts; `5` drops added: the reason and
+/// an `Int64` count.
+package enum LossJournal {
+    /// The journal's name in the store's directory.
+    package static let fileName = "losses.journal"
+    static let magic: [UInt8] = Array("RWLJ".utf8)
+
+    /// A gap as the journal keeps it (its stream is the key it is kept under).
+    package struct Gap: Sendable, Hashable {
+        package var start: Int64
+        package var end: Int64
+        package var reason: LossReason
+
+        package init(start: Int64, end: Int64, reason: LossReason) {
+            self.start = start
+            self.end = end
+            self.reason = reason
+        }
+
+        package init(_ row: GapRow) {
+            self.init(start: row.startNanoseconds, end: row.endNanoseconds, reason: row.reason)
+        }
+    }
+
+    package enum Record: Sendable, Hashable {
+        case gapAdded(stream: String, Gap)
+        case gapExtended(stream: String, end: Int64, newEnd: Int64, reason: LossReason)
+        case gapRemoved(stream: String, Gap)
+        case gapsRemoved(stream: String, startingBefore: Int64)
+        case dropsAdded(stream: String, reason: LossReason, count: Int64)
+    }
+
+    /// What a journal file holds: the gaps and drop counts of each stream, by name, as its records leave them.
+    package struct Contents: Sendable {
+        /// Each stream's gaps (the same gap may be there twice, as in the index).
+        package var gaps: [String: [Gap]] = [:]
+        /// Gaps removed, with how many times each was.
+        package var removedGaps: [String: [Gap: Int]] = [:]
+        /// The pts before which a stream's gaps were removed (the highest such).
+        package var removedBefore: [String: Int64] = [:]
+        /// Each stream's dropped frames by reason.
+        package var drops: [String: [LossReason: Int64]] = [:]
+        /// Records read.
+        package var records = 0
+        /// Where the valid records end.
+        package var validLength: Int64 = 0
+        /// Why the records stop before the end of the file when valid bytes follow the damage.
+        package var damage: String?
+        /// The file ends inside its last record: one being written when the process stopped.
+        package var tornTail = false
+
+        /// Applies `record` as the index applied the change it records.
+        package mutating func apply(_ record: Record) {
+            records += 1
+            switch record {
+            case .gapAdded(let stream, let gap):
+                gaps[stream, default: []].append(gap)
+            case .gapExtended(let stream, let end, let newEnd, let reason):
+                for i in gaps[stream, default: []].indices
+                where gaps[stream]![i].end == end && gaps[stream]![i].reason == reason {
+                    gaps[stream]![i].end = newEnd
+                }
+            case .gapRemoved(let stream, let gap):
+                if let i = gaps[stream]?.firstIndex(of: gap) { gaps[stream]!.remove(at: i) }
+                removedGaps[stream, default: [:]][gap, default: 0] += 1
+            case .gapsRemoved(let stream, let pts):
+                gaps[stream]?.removeAll { $0.start < pts }
+                removedBefore[stream] = max(removedBefore[stream] ?? .min, pts)
+            case .dropsAdded(let stream, let reason, let count):
+                drops[stream, default: [:]][reason, default: 0] += count
+            }
+        }
+    }
+
+    /// The bytes of one record.
+    package static func encode(_ record: Record) -> [UInt8] {
+        var payload: [UInt8] = []
+        switch record {
+        case .gapAdded(let stream, let gap), .gapRemoved(let stream, let gap):
+            if case .gapAdded = record { payload.append(1) } else { payload.append(3) }
+            payload.put(stream)
+            payload.put(gap.start)
+            payload.put(gap.end)
+            payload.put(gap.reason.rawValue)
+        case .gapExtended(let stream, let end, let newEnd, let reason):
+            payload.append(2)
+            payload.put(stream)
+            payload.put(end)
+            payload.put(newEnd)
+            payload.put(reason.rawValue)
+        case .gapsRemoved(let stream, let pts):
+            payload.append(4)
+            payload.put(stream)
+            payload.put(pts)
+        case .dropsAdded(let stream, let reason, let count):
+            payload.append(5)
+            payload.put(stream)
+            payload.put(reason.rawValue)
+            payload.put(count)
+        }
+        return JournalFraming.frame(payload)
+    }
+
+    /// Reads the journal at `path`.
+    ///
+    /// - Returns: what it holds, or nil when there is no file.
+    /// - Throws: ``FileSystemError`` when it cannot be read; a file that is not a journal is returned with
+    ///   ``Contents/damage`` set and nothing in it.
+    package static func read(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> Contents? {
+        try JournalFraming.readFile(path: path, fileSystem: fileSystem).map(parse)
+    }
+
+    /// What the bytes of a journal file hold.
+    package static func parse(_ bytes: [UInt8]) -> Contents {
+        var contents = Contents()
+        let scan = JournalFraming.scan(bytes, magic: magic) { payload in
+            guard let record = decode(payload) else { return false }
+            contents.apply(record)
+            return true
+        }
+        contents.validLength = scan.validLength
+        contents.damage = scan.damage
+        contents.tornTail = scan.tornTail
+        return contents
+    }
+
+    private static func decode(_ payload: UnsafeRawBufferPointer) -> Record? {
+        guard let base = payload.baseAddress, payload.count >= 1 else { return nil }
+        var offset = 1
+        func integer() -> Int64? {
+            guard payload.count - offset >= 8 else { return nil }
+            defer { offset += 8 }
+            return base.get(Int64.self, at: offset)
+        }
+        func reason() -> LossReason? { JournalFraming.text(payload, at: &offset).map(LossReason.init(stored:)) }
+        guard let stream = JournalFraming.text(payload, at: &offset) else { return nil }
+        let record: Record
+        switch payload[0] {
+        case 1, 3:
+            guard let start = integer(), let end = integer(), end >= start, let reason = reason() else { return nil }
+            let gap = Gap(start: start, end: end, reason: reason)
+            record = payload[0] == 1 ? .gapAdded(stream: stream, gap) : .gapRemoved(stream: stream, gap)
+        case 2:
+            guard let end = integer(), let newEnd = integer(), let reason = reason() else { return nil }
+            record = .gapExtended(stream: stream, end: end, newEnd: newEnd, reason: reason)
+        case 4:
+            guard let pts = integer() else { return nil }
+            record = .gapsRemoved(stream: stream, startingBefore: pts)
+        case 5:
+            guard let reason = reason(), let count = integer(), count >= 0 else { return nil }
+            record = .dropsAdded(stream: stream, reason: reason, count: count)
+        default:
+            return nil
+        }
+        return offset == payload.count ? record : nil
+    }
+}

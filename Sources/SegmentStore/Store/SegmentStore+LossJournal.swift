@@ -1,0 +1,222 @@
+import RewindCore
+import RewindSystem
+
+/// The losses' journal a store appends to, and the names of the streams it has written of (a stream's id never
+/// changes while a store is open).
+struct LossJournalState: ~Copyable {
+    var file = JournalFile()
+    var streamNames: [Int64: String] = [:]
+}
+
+extension SegmentStore {
+    /// `DIR/losses.journal`.
+    var lossJournalPath: String { directory + "/" + LossJournal.fileName }
+
+    /// Writes a committed change of the index's gaps or drop counters to the losses' journal (the index's observer:
+    /// see ``StoreIndex/observeLosses(_:)``). Not synced here; a journal that cannot be written is brought up to date
+    /// from the index at the next open.
+    func journalLoss(_ change: LossChange) {
+        lossJournal.withLock { state in
+            let streamID: Int64
+            switch change {
+            case .gapAdded(let gap), .gapRemoved(let gap): streamID = gap.streamID
+            case .gapExtended(let id, _, _, _), .gapsRemoved(let id, _), .dropsAdded(let id, _, _): streamID = id
+            }
+            if state.streamNames[streamID] == nil, let streams = try? index.streams() {
+                for stream in streams { state.streamNames[stream.id] = stream.name }
+            }
+            guard let stream = state.streamNames[streamID] else { return }
+            let record: LossJournal.Record =
+                switch change {
+                case .gapAdded(let gap): .gapAdded(stream: stream, LossJournal.Gap(gap))
+                case .gapRemoved(let gap): .gapRemoved(stream: stream, LossJournal.Gap(gap))
+                case .gapExtended(_, let end, let newEnd, let reason):
+                    .gapExtended(stream: stream, end: end, newEnd: newEnd, reason: reason)
+                case .gapsRemoved(_, let pts): .gapsRemoved(stream: stream, startingBefore: pts)
+                case .dropsAdded(_, let reason, let count):
+                    .dropsAdded(stream: stream, reason: reason, count: Int64(count))
+                }
+            try? appendToJournal(
+                at: lossJournalPath, magic: LossJournal.magic, LossJournal.encode(record), sync: false,
+                file: &state.file)
+        }
+    }
+
+    /// Syncs what the losses' journal was given (when the last writer closes).
+    func syncLossJournal() {
+        let fs = fileSystem
+        let path = lossJournalPath
+        lossJournal.withLock { state in
+            if state.file.fd >= 0 { try? fs.fdatasync(state.file.fd, path: path) }
+        }
+    }
+
+    /// Brings the index's gaps and drop counters and the losses' journal into step, as
+    /// ``reconcileMarkers(mode:rebuildingIndex:report:)`` does for markers: what the journal has and the index lacks
+    /// is put back, gaps the journal removed are removed again, and what the index has beyond the journal (the
+    /// process stopped between the two writes, or the journal could not be written) is added to the journal.
+    func reconcileLosses(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
+        let name = LossJournal.fileName
+        let path = lossJournalPath
+        let fs = fileSystem
+        try lossJournal.withLock { state throws in
+            guard
+                let journal = try Self.wrapIO({ () throws(FileSystemError) in
+                    try LossJournal.read(path: path, fileSystem: fs)
+                })
+            else {
+                // No journal: a new store, or one an older build made (or whose journal was deleted). It is made
+                // now, so that a journal missing later means it was lost.
+                let records = try lossRecordsOfIndex()
+                if mode.changes {
+                    try rewriteJournal(
+                        at: path, magic: LossJournal.magic, records.flatMap(LossJournal.encode), file: &state.file)
+                }
+                if rebuildingIndex {
+                    report.repaired.append(
+                        "there is no \(name), so the gaps and drop counts the lost index held, if any, are gone")
+                }
+                return
+            }
+            if let damage = journal.damage, !rebuildingIndex {
+                report.problems.append(
+                    "\(name) is damaged (\(damage)): the index's gaps and drop counts stand; "
+                        + (mode.changes
+                            ? "the journal is written again from them"
+                            : "'rewind verify --repair' writes the journal again from them"))
+                if mode.changes {
+                    try rewriteJournal(
+                        at: path, magic: LossJournal.magic, try lossRecordsOfIndex().flatMap(LossJournal.encode),
+                        file: &state.file)
+                    report.repaired.append("wrote the damaged \(name) again from the index")
+                }
+                return
+            }
+            if let damage = journal.damage {
+                report.problems.append(
+                    "\(name) is damaged (\(damage)): the gaps and drop counts of its records before the damage are "
+                        + "restored; a change after it is not")
+            }
+            try bringLossesInStep(with: journal, mode: mode, file: &state.file, report: &report)
+        }
+    }
+
+    private func bringLossesInStep(
+        with journal: LossJournal.Contents, mode: ReconcileMode, file: inout JournalFile, report: inout VerifyReport
+    ) throws {
+        let name = LossJournal.fileName
+        var restoredGaps = 0
+        var restoredDrops: Int64 = 0
+        var removedGaps = 0
+        var behind: [LossJournal.Record] = []
+        let streams = try index.streams()
+        for stream in streams {
+            // The journal's gaps the index lacks, and the index's the journal lacks.
+            var missing = journal.gaps[stream.name] ?? []
+            var extra: [LossJournal.Gap] = []
+            for gap in try index.gaps(streamID: stream.id).map(LossJournal.Gap.init) {
+                if let i = missing.firstIndex(of: gap) { missing.remove(at: i) } else { extra.append(gap) }
+            }
+            for gap in missing {
+                restoredGaps += 1
+                if mode.changes { try index.recordGap(row(of: gap, streamID: stream.id), announcing: false) }
+            }
+            var removed = journal.removedGaps[stream.name] ?? [:]
+            for gap in extra {
+                let removedBefore = journal.removedBefore[stream.name].map { gap.start < $0 } ?? false
+                if let count = removed[gap], count > 0 {
+                    removed[gap] = count - 1
+                } else if !removedBefore {
+                    behind.append(.gapAdded(stream: stream.name, gap))
+                    continue
+                }
+                removedGaps += 1
+                if mode.changes { try index.removeGap(row(of: gap, streamID: stream.id), announcing: false) }
+            }
+            let indexed = try index.drops(streamID: stream.id)
+            let journaled = journal.drops[stream.name] ?? [:]
+            for reason in Set(indexed.keys).union(journaled.keys).sorted(by: { $0.rawValue < $1.rawValue }) {
+                let inIndex = Int64(indexed[reason] ?? 0)
+                let inJournal = journaled[reason] ?? 0
+                if inJournal > inIndex {
+                    restoredDrops += inJournal - inIndex
+                    if mode.changes {
+                        try index.addDrops(
+                            streamID: stream.id, reason: reason, count: Int(inJournal - inIndex), announcing: false)
+                    }
+                } else if inIndex > inJournal {
+                    behind.append(.dropsAdded(stream: stream.name, reason: reason, count: inIndex - inJournal))
+                }
+            }
+        }
+        let known = Set(streams.map(\.name))
+        for stream in Set(journal.gaps.keys).union(journal.drops.keys).subtracting(known).sorted()
+        where !(journal.gaps[stream] ?? []).isEmpty || (journal.drops[stream] ?? [:]).values.contains(where: { $0 > 0 })
+        {
+            report.problems.append(
+                "\(name) has gaps or drop counts of stream '\(stream)', but the store has no stream '\(stream)' (no "
+                    + "frame of it is left): they stay in the journal")
+        }
+        var parts: [String] = []
+        if restoredGaps > 0 { parts.append("\(restoredGaps) gap" + (restoredGaps == 1 ? "" : "s")) }
+        if restoredDrops > 0 { parts.append("\(restoredDrops) dropped frame" + (restoredDrops == 1 ? "" : "s")) }
+        if !parts.isEmpty {
+            report.append(
+                mode.changes
+                    ? "restored from \(name) what the index had lost: " + parts.joined(separator: " and ")
+                    : "the index lacks " + parts.joined(separator: " and ") + " \(name) has: 'rewind verify --repair' "
+                        + "restores them", asProblem: !mode.changes)
+        }
+        if removedGaps > 0 {
+            let gaps = "\(removedGaps) gap" + (removedGaps == 1 ? "" : "s")
+            report.append(
+                mode.changes
+                    ? "removed \(gaps) \(name) says were removed (the index had lost the removal)"
+                    : "the index has \(gaps) \(name) says were removed: 'rewind verify --repair' removes them",
+                asProblem: !mode.changes)
+        }
+        guard mode.changes else { return }
+        // Kept as the index has them: a journal cut or damaged, or of many more changes than what stands, is written
+        // again from the index (now in step with it).
+        let standing = try lossRecordsOfIndex()
+        if journal.damage != nil || journal.tornTail || journal.records + behind.count > 2 * standing.count + 64 {
+            if journal.tornTail {
+                report.repaired.append(
+                    "cut the unfinished last record of \(name) (a change being written when the process stopped)")
+            }
+            try rewriteJournal(
+                at: lossJournalPath, magic: LossJournal.magic, standing.flatMap(LossJournal.encode), file: &file)
+        } else if !behind.isEmpty {
+            try appendToJournal(
+                at: lossJournalPath, magic: LossJournal.magic, behind.flatMap(LossJournal.encode), sync: true,
+                file: &file)
+        }
+    }
+
+    /// The records that make the index's gaps and drop counts from nothing.
+    private func lossRecordsOfIndex() throws -> [LossJournal.Record] {
+        var records: [LossJournal.Record] = []
+        for stream in try index.streams() {
+            for gap in try index.gaps(streamID: stream.id) {
+                records.append(.gapAdded(stream: stream.name, LossJournal.Gap(gap)))
+            }
+            for (reason, count) in try index.drops(streamID: stream.id).sorted(by: { $0.key.rawValue < $1.key.rawValue }
+            )
+            where count > 0 {
+                records.append(.dropsAdded(stream: stream.name, reason: reason, count: Int64(count)))
+            }
+        }
+        return records
+    }
+
+    private func row(of gap: LossJournal.Gap, streamID: Int64) -> GapRow {
+        GapRow(streamID: streamID, startNanoseconds: gap.start, endNanoseconds: gap.end, reason: gap.reason)
+    }
+}
+
+extension VerifyReport {
+    /// Adds `line` to ``problems`` or ``repaired``.
+    mutating func append(_ line: String, asProblem: Bool) {
+        if asProblem { problems.append(line) } else { repaired.append(line) }
+    }
+}

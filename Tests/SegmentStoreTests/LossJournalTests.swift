@@ -1,0 +1,165 @@
+import Foundation
+import RewindCore
+import RewindSystem
+import RewindTesting
+import SegmentStore
+import Testing
+
+/// `DIR/losses.journal`: gaps and drop counts, what the store lost, are still counted when the index is lost; a
+/// damaged journal gives way to the index.
+@Suite(.timeLimit(.minutes(15))) struct LossJournalTests {
+    /// Frames 0..<30 and 40..<60 of stream `camera`, a gap over the ten missing, a stretch of throttled gaps made one
+    /// row, drops of two reasons, and a gap that retention's clean-up removes.
+    static func recordLosses(_ dir: TemporaryDirectory, frames: TestFrames) throws {
+        let store = try SegmentStore.open(directory: dir.path)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        try writer.recordGap(start: frames.pts(-10), end: frames.pts(-5), reason: .spillBehind)
+        for i in 0..<30 { try writer.append(frames.frame(i)) }
+        try writer.recordGap(start: frames.pts(29), end: frames.pts(40), reason: .spillBehind)
+        #expect(
+            try writer.recordOrExtendGap(start: frames.pts(41), end: frames.pts(43), reason: .inputInterval) == false)
+        #expect(try writer.recordOrExtendGap(start: frames.pts(43), end: frames.pts(45), reason: .inputInterval))
+        for i in 40..<60 { try writer.append(frames.frame(i)) }
+        try writer.addDrops(reason: .spillBehind, count: 10)
+        try writer.addDrops(reason: .diskError, count: 3)
+        try writer.addDrops(reason: .spillBehind, count: 2)
+        try writer.close()
+        let camera = try #require(try store.streams().first).id
+        #expect(try store.index.removeGaps(streamID: camera, startingBefore: frames.pts(0)) == 1)
+    }
+
+    /// The store's gaps and drop counts, in words.
+    static func losses(_ store: SegmentStore) throws -> [String] {
+        try store.gaps().map { "gap \($0.startNanoseconds)..<\($0.endNanoseconds) \($0.reason.rawValue)" }
+            + store.drops().sorted { $0.key.rawValue < $1.key.rawValue }.map { "drops \($0.key.rawValue) \($0.value)" }
+    }
+
+    static func removeIndex(_ dir: TemporaryDirectory) {
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+    }
+
+    @Test func aRebuiltIndexGetsItsGapsAndDropCountsBack() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        try Self.recordLosses(dir, frames: frames)
+        let expected = [
+            "gap \(frames.pts(29))..<\(frames.pts(40)) spill behind",
+            "gap \(frames.pts(41))..<\(frames.pts(45)) input interval", "drops disk error 3", "drops spill behind 12",
+        ]
+        #expect(try Self.losses(try SegmentStore.openReadOnly(directory: dir.path)) == expected)
+        Self.removeIndex(dir)
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains(
+                "restored from losses.journal what the index had lost: 2 gaps and 15 dropped frames"),
+            "\(store.recovery.repaired)")
+        #expect(try Self.losses(store) == expected)
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    /// An index put back from a copy (what a `-wal` that lost its last commits leaves too): the losses recorded since
+    /// come back, and a gap removed since is removed again. `verify` says so first without changing anything.
+    @Test func anIndexThatLostItsLastChangesGetsItsLossesBack() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<10 { try writer.append(frames.frame(i)) }
+            try writer.recordGap(start: frames.pts(9), end: frames.pts(20), reason: .spillBehind)
+            try writer.addDrops(reason: .spillBehind, count: 10)
+            try writer.close()
+        }
+        try MarkerJournalTests.copyIndex(dir)
+        let expected: [String]
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 20..<30 { try writer.append(frames.frame(i)) }
+            try writer.recordGap(start: frames.pts(29), end: frames.pts(35), reason: .diskError)
+            try writer.addDrops(reason: .diskError, count: 5)
+            try writer.addDrops(reason: .spillBehind, count: 1)
+            try writer.close()
+            let camera = try #require(try store.streams().first).id
+            try store.index.removeGap(
+                GapRow(
+                    streamID: camera, startNanoseconds: frames.pts(9), endNanoseconds: frames.pts(20),
+                    reason: .spillBehind))
+            expected = try Self.losses(store)
+            #expect(
+                expected == [
+                    "gap \(frames.pts(29))..<\(frames.pts(35)) disk error", "drops disk error 5",
+                    "drops spill behind 11",
+                ])
+        }
+        try MarkerJournalTests.copyIndex(dir, back: true)
+        let dryRun = try SegmentStore.openReadOnly(directory: dir.path).verify(repair: false)
+        #expect(
+            dryRun.problems.contains(
+                "the index lacks 1 gap and 6 dropped frames losses.journal has: 'rewind verify --repair' restores them"),
+            "\(dryRun.problems)")
+        #expect(
+            dryRun.problems.contains(
+                "the index has 1 gap losses.journal says were removed: 'rewind verify --repair' removes them"),
+            "\(dryRun.problems)")
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains(
+                "restored from losses.journal what the index had lost: 1 gap and 6 dropped frames"),
+            "\(store.recovery.repaired)")
+        #expect(
+            store.recovery.repaired.contains(
+                "removed 1 gap losses.journal says were removed (the index had lost the removal)"),
+            "\(store.recovery.repaired)")
+        #expect(try Self.losses(store) == expected)
+        #expect(try store.verify(repair: false).clean)
+    }
+
+    /// A losses' journal damaged in the middle: the index's gaps and drops stand and the journal is written again;
+    /// missing, it is written from the index; cut in its last record, it is cut back.
+    @Test(arguments: ["damaged", "missing", "cut"])
+    func aDamagedMissingOrCutJournalGivesWayToTheIndex(damage: String) throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        try Self.recordLosses(dir, frames: frames)
+        let expected = try Self.losses(try SegmentStore.openReadOnly(directory: dir.path))
+        let path = dir.path + "/" + LossJournal.fileName
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        switch damage {
+        case "damaged": bytes[20] ^= 0x01
+        case "cut": bytes += LossJournal.encode(.gapsRemoved(stream: "camera", startingBefore: .max)).prefix(9)
+        default: try FileManager.default.removeItem(atPath: path)
+        }
+        if damage != "missing" { try bytes.write(to: URL(fileURLWithPath: path)) }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            if damage == "damaged" {
+                #expect(
+                    store.recovery.problems.contains(
+                        "losses.journal is damaged (the record at byte 8 fails its checksum): the index's gaps and drop "
+                            + "counts stand; the journal is written again from them"), "\(store.recovery.problems)")
+            } else if damage == "cut" {
+                #expect(
+                    store.recovery.repaired.contains {
+                        $0.hasPrefix("cut the unfinished last record of losses.journal")
+                    })
+            }
+            #expect(try Self.losses(store) == expected)
+            let written = try #require(try LossJournal.read(path: path, fileSystem: POSIXFileSystem()))
+            #expect(written.damage == nil && !written.tornTail)
+            #expect(written.drops["camera"] == [.spillBehind: 12, .diskError: 3])
+            #expect(written.gaps["camera"]?.count == 2)
+        }
+        // A deleted index now comes back with them.
+        Self.removeIndex(dir)
+        #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
+    }
+}
