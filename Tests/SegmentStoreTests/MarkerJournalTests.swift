@@ -97,6 +97,27 @@ import Testing
         #expect(next.id == 5, "past every id given, though the index's copy had given only 2")
     }
 
+    /// `verify` beside a process recording into the store leaves the journals alone (it could look between the
+    /// index's change and the journal's); without one, it compares them.
+    @Test func aDryRunBesideARecorderLeavesTheJournalsAlone() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let lost =
+            "the index has 1 marker markers.journal says were deleted (id 1): 'rewind verify --repair' removes them"
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(5), label: "first", hold: nil)
+            let handle = try #require(FileHandle(forWritingAtPath: dir.path + "/" + Self.journal))
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data(MarkerJournal.encode(.removed(1))))
+            try handle.close()
+            #expect(try SegmentStore.openReadOnly(directory: dir.path).verify(repair: false).clean)
+        }
+        #expect(try SegmentStore.openReadOnly(directory: dir.path).verify(repair: false).problems == [lost])
+    }
+
     /// A deleted index is rebuilt from the segment files; its markers and holds come back from the journal, and a
     /// deleted marker's id is not given again.
     @Test func aRebuiltIndexGetsItsMarkersAndHoldsBack() throws {
