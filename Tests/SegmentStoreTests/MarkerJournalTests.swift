@@ -236,6 +236,41 @@ import Testing
         #expect(try Self.journalContents(dir).live.isEmpty)
     }
 
+    /// Something else where a journal belongs (a directory): the store opens and says so, markers are refused, and
+    /// once it is moved away the next open writes the journal again from the index.
+    @Test func aDirectoryInTheJournalsPlaceIsNamedAndMarkersRefused() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(5), label: "first", hold: nil)
+        }
+        let path = dir.path + "/" + Self.journal
+        try FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(
+                store.recovery.problems.contains {
+                    $0.hasPrefix("markers.journal could not be brought in step with the index (")
+                        && $0.contains("Is a directory")
+                        && $0.hasSuffix("move away what is in its place; the next open tries again")
+                }, "\(store.recovery.problems)")
+            let refused = #expect(throws: SegmentStoreError.self) {
+                try store.addMarker(streamName: "camera", at: frames.pts(6), label: "refused", hold: nil)
+            }
+            #expect(refused.map { "\($0)" }?.contains(path) == true, "\(String(describing: refused))")
+            #expect(try Self.markers(store) == ["1 first"])
+        }
+        try FileManager.default.removeItem(atPath: path)
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains("wrote markers.journal from the index's 1 marker (there was no journal)"))
+        #expect(try Self.journalContents(dir).live.keys.sorted() == [1])
+    }
+
     /// Many markers added and removed: the journal is written again with what stands when it is opened, not left to
     /// grow with every change ever made.
     @Test func aJournalOfManyRemovedMarkersIsCompactedAtOpen() throws {

@@ -173,7 +173,8 @@ extension SegmentStore {
                     try reconcileJournal(mode, rebuildingIndex, &report)
                 } catch SegmentStoreError.io(let failure) {
                     report.problems.append(
-                        "\(name) could not be brought in step with the index (\(failure)); the next open tries again")
+                        "\(name) could not be brought in step with the index (\(failure)): free space, or move away "
+                            + "what is in its place; the next open tries again")
                 }
             }
         }
