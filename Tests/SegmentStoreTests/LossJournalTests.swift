@@ -162,4 +162,38 @@ import Testing
         Self.removeIndex(dir)
         #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
     }
+
+    /// A record the journal cannot take (a full disk): the journal is removed rather than left without it, nothing
+    /// more is written to it, and the next open writes it again from the index, which then survives its own loss.
+    @Test func aJournalThatCannotTakeARecordIsRemovedAndWrittenAgainAtTheNextOpen() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/" + LossJournal.fileName
+        let expected: [String]
+        do {
+            let faults = FaultInjectingFileSystem()
+            let store = try SegmentStore.open(directory: dir.path, options: StoreOptions(fileSystem: faults))
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<10 { try writer.append(frames.frame(i)) }
+            try writer.recordGap(start: frames.pts(9), end: frames.pts(20), reason: .spillBehind)
+            #expect(FileManager.default.fileExists(atPath: path))
+            faults.failNextWrite(with: .error(ENOSPC))
+            try writer.addDrops(reason: .spillBehind, count: 10)
+            #expect(!FileManager.default.fileExists(atPath: path), "removed, not left without the drops")
+            try writer.recordGap(start: frames.pts(20), end: frames.pts(25), reason: .diskError)
+            try writer.close()
+            #expect(!FileManager.default.fileExists(atPath: path), "nothing more written to it")
+            expected = try Self.losses(store)
+            #expect(expected.count == 3)
+        }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(store.recovery.problems.isEmpty, "\(store.recovery.problems)")
+            #expect(try Self.losses(store) == expected)
+        }
+        Self.removeIndex(dir)
+        #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
+    }
 }

@@ -6,6 +6,9 @@ import RewindSystem
 struct LossJournalState: ~Copyable {
     var file = JournalFile()
     var streamNames: [Int64: String] = [:]
+    /// A record could not be written: the journal was removed, and nothing more is written to it until the next
+    /// open writes it again from the index.
+    var abandoned = false
 }
 
 extension SegmentStore {
@@ -13,10 +16,14 @@ extension SegmentStore {
     var lossJournalPath: String { directory + "/" + LossJournal.fileName }
 
     /// Writes a committed change of the index's gaps or drop counters to the losses' journal (the index's observer:
-    /// see ``StoreIndex/observeLosses(_:)``). Not synced here; a journal that cannot be written is brought up to date
-    /// from the index at the next open.
+    /// see ``StoreIndex/observeLosses(_:)``). Not synced here. A journal that cannot take a record (a full disk) is
+    /// removed rather than left without it (a removal it missed would bring a gap back), and the next open writes it
+    /// again from the index.
     func journalLoss(_ change: LossChange) {
+        let fs = fileSystem
+        let path = lossJournalPath
         lossJournal.withLock { state in
+            guard !state.abandoned else { return }
             let streamID: Int64
             switch change {
             case .gapAdded(let gap), .gapRemoved(let gap): streamID = gap.streamID
@@ -36,9 +43,15 @@ extension SegmentStore {
                 case .dropsAdded(_, let reason, let count):
                     .dropsAdded(stream: stream, reason: reason, count: Int64(count))
                 }
-            try? appendToJournal(
-                at: lossJournalPath, magic: LossJournal.magic, LossJournal.encode(record), sync: false,
-                file: &state.file)
+            do {
+                try appendToJournal(
+                    at: path, magic: LossJournal.magic, LossJournal.encode(record), sync: false, file: &state.file)
+            } catch {
+                state.abandoned = true
+                if state.file.fd >= 0 { fs.close(state.file.fd) }
+                state.file = JournalFile()
+                try? fs.unlink(path)
+            }
         }
     }
 
