@@ -236,6 +236,48 @@ import Testing
         #expect(try Self.journalContents(dir).live.isEmpty)
     }
 
+    /// A rebuilt index without a stream the journals name (all its segment files gone too): what they hold of it is
+    /// dropped from them and said once, not reported at every open.
+    @Test func whatTheJournalsHoldOfAStreamWithNoFramesLeftIsDroppedOnce() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            let other = try store.makeWriter(streamName: "other", stream: frames.stream)
+            for i in 0..<10 { try other.append(frames.frame(i)) }
+            try other.recordGap(start: frames.pts(9), end: frames.pts(12), reason: .spillBehind)
+            try other.close()
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(5), label: "kept", hold: nil)
+            _ = try store.addMarker(
+                streamName: "other", at: frames.pts(5), label: "gone", hold: frames.pts(0)..<frames.pts(9))
+        }
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg"])
+        try FileManager.default.removeItem(atPath: dir.segments + "/000002.seg")
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(
+                store.recovery.repaired.contains(
+                    "marker 2 ('gone') of stream 'other' is in markers.journal, but the store has no stream 'other' (no "
+                        + "frame of it is left): dropped from the journal"), "\(store.recovery.repaired)")
+            #expect(
+                store.recovery.repaired.contains(
+                    "losses.journal has gaps or drop counts of stream 'other', but the store has no stream 'other' (no "
+                        + "frame of it is left): dropped from the journal"), "\(store.recovery.repaired)")
+            #expect(store.recovery.problems.isEmpty, "\(store.recovery.problems)")
+            #expect(try Self.markers(store) == ["1 kept"])
+        }
+        #expect(try Self.journalContents(dir).live.keys.sorted() == [1])
+        let again = try SegmentStore.open(directory: dir.path)
+        #expect(again.recovery.repaired.isEmpty && again.recovery.problems.isEmpty, "\(again.recovery)")
+        #expect(try again.verify(repair: false).clean)
+        #expect(try again.addMarker(streamName: "camera", at: 0, label: "next", hold: nil).id == 3)
+    }
+
     /// Something else where a journal belongs (a directory): the store opens and says so, markers are refused, and
     /// once it is moved away the next open writes the journal again from the index.
     @Test func aDirectoryInTheJournalsPlaceIsNamedAndMarkersRefused() throws {

@@ -162,13 +162,17 @@ extension SegmentStore {
                 }
             }
         }
+        // Nothing is left of a stream the store no longer has: a repair drops what the journal holds of it.
         let known = Set(streams.map(\.name))
-        for stream in Set(journal.gaps.keys).union(journal.drops.keys).subtracting(known).sorted()
-        where !(journal.gaps[stream] ?? []).isEmpty || (journal.drops[stream] ?? [:]).values.contains(where: { $0 > 0 })
-        {
-            report.problems.append(
+        let orphans = Set(journal.gaps.keys).union(journal.drops.keys).subtracting(known).sorted().filter { stream in
+            !(journal.gaps[stream] ?? []).isEmpty || (journal.drops[stream] ?? [:]).values.contains { $0 > 0 }
+        }
+        for stream in orphans {
+            report.append(
                 "\(name) has gaps or drop counts of stream '\(stream)', but the store has no stream '\(stream)' (no "
-                    + "frame of it is left): they stay in the journal")
+                    + "frame of it is left): "
+                    + (mode.changes ? "dropped from the journal" : "'rewind verify --repair' drops them"),
+                asProblem: !mode.changes)
         }
         var parts: [String] = []
         if restoredGaps > 0 { parts.append("\(restoredGaps) gap" + (restoredGaps == 1 ? "" : "s")) }
@@ -192,7 +196,9 @@ extension SegmentStore {
         // Kept as the index has them: a journal cut or damaged, or of many more changes than what stands, is written
         // again from the index (now in step with it).
         let standing = try lossRecordsOfIndex()
-        if journal.damage != nil || journal.tornTail || journal.records + behind.count > 2 * standing.count + 64 {
+        if journal.damage != nil || journal.tornTail || !orphans.isEmpty
+            || journal.records + behind.count > 2 * standing.count + 64
+        {
             if journal.tornTail {
                 report.repaired.append(
                     "cut the unfinished last record of \(name) (a change being written when the process stopped)")

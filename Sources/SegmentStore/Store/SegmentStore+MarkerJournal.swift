@@ -105,7 +105,9 @@ extension SegmentStore {
         let streamIDs = Dictionary(
             try index.streams().map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
         var indexed = Dictionary(try index.allMarkers().map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        let rewrite = journal.damage != nil || journal.tornTail
+        let rewrite =
+            journal.damage != nil || journal.tornTail
+            || journal.live.values.contains { indexed[$0.id] == nil && streamIDs[$0.streamName] == nil }
         if journal.tornTail && mode.changes {
             report.repaired.append(
                 "cut the unfinished last record of \(name) (a marker change being written when the process stopped)")
@@ -114,9 +116,12 @@ extension SegmentStore {
         let lost = journal.live.values.filter { indexed[$0.id] == nil }.sorted { $0.id < $1.id }
         let orphans = lost.filter { streamIDs[$0.streamName] == nil }
         for entry in orphans {
-            report.problems.append(
+            // Nothing is left for it to mark or hold: a repair drops it from the journal.
+            report.append(
                 "marker \(entry.id) ('\(entry.label)') of stream '\(entry.streamName)' is in \(name), but the store "
-                    + "has no stream '\(entry.streamName)' (no frame of it is left): it stays in the journal")
+                    + "has no stream '\(entry.streamName)' (no frame of it is left): "
+                    + (mode.changes ? "dropped from the journal" : "'rewind verify --repair' drops it"),
+                asProblem: !mode.changes)
         }
         let restorable = lost.filter { streamIDs[$0.streamName] != nil }
         if !restorable.isEmpty {
@@ -172,8 +177,9 @@ extension SegmentStore {
         guard mode.changes else { return }
         let highestID = max(journal.highestID, try index.highestMarkerIDGiven())
         try index.giveMarkerIDsAbove(highestID)
-        // A journal of many removed markers, or one cut or damaged, is written again with what stands.
-        let kept = try journalEntries(Array(indexed.values)) + orphans
+        // A journal of many removed markers, one cut or damaged, or one with markers of streams the store no longer
+        // has, is written again with what stands.
+        let kept = try journalEntries(Array(indexed.values))
         if rewrite || journal.records > 2 * kept.count + 64 {
             try rewriteJournal(kept, highestID: highestID, file: &file)
         }
