@@ -196,4 +196,37 @@ import Testing
         Self.removeIndex(dir)
         #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
     }
+
+    /// A stretch extended frame by frame and a counter raised again and again grow the journal by one record each,
+    /// merged in place, not one per change; what it replays is still what the index holds.
+    @Test func aStretchAndARisingCounterAreOneRecordEach() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let expected: [String]
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in 0..<10 { try writer.append(frames.frame(i)) }
+            for i in 10..<300 {
+                _ = try writer.recordOrExtendGap(start: frames.pts(i), end: frames.pts(i + 1), reason: .inputInterval)
+                try writer.addDrops(reason: .spillBehind, count: 2)
+                if i.isMultiple(of: 100) {
+                    // Another change between: the next ones start new records.
+                    try writer.recordGap(start: frames.pts(400 + i), end: frames.pts(401 + i), reason: .diskError)
+                }
+            }
+            try writer.close()
+            expected = try Self.losses(store)
+            #expect(
+                expected.contains("gap \(frames.pts(10))..<\(frames.pts(300)) input interval")
+                    && expected.contains("drops spill behind 580"), "\(expected)")
+        }
+        let journal = try #require(
+            try LossJournal.read(path: dir.path + "/" + LossJournal.fileName, fileSystem: POSIXFileSystem()))
+        #expect(journal.records < 20, "\(journal.records) records")
+        Self.removeIndex(dir)
+        #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
+    }
 }

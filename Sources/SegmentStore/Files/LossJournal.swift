@@ -83,6 +83,64 @@ package enum LossJournal {
         }
     }
 
+    /// What a record changes that a later record may change again: a stream's drop counter of a reason, or its gap
+    /// of a reason that ends at a pts.
+    package struct MergeKey: Hashable, Sendable {
+        package var stream: String
+        package var reason: LossReason
+        /// The gap's end; nil for a counter.
+        package var gapEnd: Int64?
+
+        /// The key of the record `record` would be merged into (an extension's gap by the end it had, a counter).
+        package init?(of record: Record) {
+            switch record {
+            case .gapExtended(let stream, let end, _, let reason): self.init(stream, reason, end)
+            case .dropsAdded(let stream, let reason, _): self.init(stream, reason, nil)
+            default: return nil
+            }
+        }
+
+        /// The key a later record finds `record` under (the gap by the end it has now, a counter).
+        package init?(after record: Record) {
+            switch record {
+            case .gapAdded(let stream, let gap): self.init(stream, gap.reason, gap.end)
+            case .gapExtended(let stream, _, let newEnd, let reason): self.init(stream, reason, newEnd)
+            case .dropsAdded(let stream, let reason, _): self.init(stream, reason, nil)
+            default: return nil
+            }
+        }
+
+        private init(_ stream: String, _ reason: LossReason, _ gapEnd: Int64?) {
+            self.stream = stream
+            self.reason = reason
+            self.gapEnd = gapEnd
+        }
+    }
+
+    /// The one record that does what `previous` then `next` do, when there is one: a gap's extension merged into the
+    /// record that added or last extended it, drops added to the same counter summed. Replayed, it gives what the two
+    /// give, except where two gaps of the stream and reason share an end (the same gap recorded twice), of which the
+    /// merged record extends only the one.
+    package static func merged(_ previous: Record, _ next: Record) -> Record? {
+        switch (previous, next) {
+        case (.gapAdded(let stream, let gap), .gapExtended(let other, let end, let newEnd, let reason))
+        where stream == other && gap.end == end && gap.reason == reason && newEnd >= gap.start:
+            return .gapAdded(stream: stream, Gap(start: gap.start, end: newEnd, reason: reason))
+        case (
+            .gapExtended(let stream, let first, let end, let reason),
+            .gapExtended(let other, let from, let newEnd, let again)
+        )
+        where stream == other && end == from && reason == again:
+            return .gapExtended(stream: stream, end: first, newEnd: newEnd, reason: reason)
+        case (.dropsAdded(let stream, let reason, let count), .dropsAdded(let other, let again, let more))
+        where stream == other && reason == again:
+            let (sum, overflow) = count.addingReportingOverflow(more)
+            return overflow ? nil : .dropsAdded(stream: stream, reason: reason, count: sum)
+        default:
+            return nil
+        }
+    }
+
     /// The bytes of one record.
     package static func encode(_ record: Record) -> [UInt8] {
         var payload: [UInt8] = []

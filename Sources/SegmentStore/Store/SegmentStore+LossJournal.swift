@@ -9,6 +9,10 @@ struct LossJournalState: ~Copyable {
     /// A record could not be written: the journal was removed, and nothing more is written to it until the next
     /// open writes it again from the index.
     var abandoned = false
+    /// Records a later change may be merged into in place (``LossJournal/merged(_:_:)``), by what they change (a
+    /// stream's counter of a reason, or its gap of a reason ending at a pts), with where they lie: a stretch extended
+    /// frame by frame and a counter raised batch by batch grow the journal by one record each, not one per change.
+    var mergeable: [LossJournal.MergeKey: (record: LossJournal.Record, offset: Int64)] = [:]
 }
 
 extension SegmentStore {
@@ -33,7 +37,7 @@ extension SegmentStore {
                 for stream in streams { state.streamNames[stream.id] = stream.name }
             }
             guard let stream = state.streamNames[streamID] else { return }
-            let record: LossJournal.Record =
+            var record: LossJournal.Record =
                 switch change {
                 case .gapAdded(let gap): .gapAdded(stream: stream, LossJournal.Gap(gap))
                 case .gapRemoved(let gap): .gapRemoved(stream: stream, LossJournal.Gap(gap))
@@ -43,16 +47,48 @@ extension SegmentStore {
                 case .dropsAdded(_, let reason, let count):
                     .dropsAdded(stream: stream, reason: reason, count: Int64(count))
                 }
+            var bytes = LossJournal.encode(record)
+            var offset: Int64?
+            if state.file.fd >= 0, let key = LossJournal.MergeKey(of: record), let target = state.mergeable[key],
+                let merged = LossJournal.merged(target.record, record)
+            {
+                let mergedBytes = LossJournal.encode(merged)
+                if mergedBytes.count == LossJournal.encode(target.record).count {
+                    // Written over the record it replaces, in place (the same length).
+                    (record, bytes, offset) = (merged, mergedBytes, target.offset)
+                    state.mergeable[key] = nil
+                }
+            }
+            if case .gapRemoved = record { state.mergeable = state.mergeable.filter { $0.key.stream != stream } }
+            if case .gapsRemoved = record { state.mergeable = state.mergeable.filter { $0.key.stream != stream } }
             do {
-                try appendToJournal(
-                    at: path, magic: LossJournal.magic, LossJournal.encode(record), sync: false, file: &state.file)
+                if let offset {
+                    try overwriteJournalRecord(at: offset, path: path, bytes, file: &state.file)
+                } else {
+                    try appendToJournal(at: path, magic: LossJournal.magic, bytes, sync: false, file: &state.file)
+                    offset = state.file.length - Int64(bytes.count)
+                }
+                if let key = LossJournal.MergeKey(after: record), let offset {
+                    if state.mergeable.count >= 1024 { state.mergeable = [:] }
+                    state.mergeable[key] = (record, offset)
+                }
             } catch {
                 state.abandoned = true
+                state.mergeable = [:]
                 if state.file.fd >= 0 { fs.close(state.file.fd) }
                 state.file = JournalFile()
                 try? fs.unlink(path)
             }
         }
+    }
+
+    /// Writes `bytes`, a record of the same length as the one at `offset`, over it.
+    private func overwriteJournalRecord(at offset: Int64, path: String, _ bytes: [UInt8], file: inout JournalFile)
+        throws
+    {
+        let fs = fileSystem
+        let fd = file.fd
+        try Self.wrapIO { () throws(FileSystemError) in try fs.writeAll(fd, bytes, offset: offset, path: path) }
     }
 
     /// Syncs what the losses' journal was given (when the last writer closes).
@@ -73,6 +109,8 @@ extension SegmentStore {
         let path = lossJournalPath
         let fs = fileSystem
         try lossJournal.withLock { state throws in
+            // The journal may be written again: its records move.
+            state.mergeable = [:]
             guard
                 let journal = try Self.wrapIO({ () throws(FileSystemError) in
                     try LossJournal.read(path: path, fileSystem: fs)
