@@ -43,8 +43,8 @@ package enum LossJournal {
 
     /// What a journal file holds: the gaps and drop counts of each stream, by name, as its records leave them.
     package struct Contents: Sendable {
-        /// Each stream's gaps (the same gap may be there twice, as in the index).
-        package var gaps: [String: [Gap]] = [:]
+        /// Each stream's gaps (the same gap may be there twice, as in the index), by start, once ``finish()`` ran.
+        package private(set) var gaps: [String: [Gap]] = [:]
         /// Gaps removed, with how many times each was.
         package var removedGaps: [String: [Gap: Int]] = [:]
         /// The pts before which a stream's gaps were removed (the highest such).
@@ -59,27 +59,96 @@ package enum LossJournal {
         package var damage: String?
         /// The file ends inside its last record: one being written when the process stopped.
         package var tornTail = false
+        private var replays: [String: GapReplay] = [:]
+
+        /// Works out ``gaps`` from the records applied.
+        package mutating func finish() { gaps = replays.mapValues { $0.standing() } }
 
         /// Applies `record` as the index applied the change it records.
         package mutating func apply(_ record: Record) {
             records += 1
             switch record {
             case .gapAdded(let stream, let gap):
-                gaps[stream, default: []].append(gap)
+                replays[stream, default: GapReplay()].add(gap, at: records)
             case .gapExtended(let stream, let end, let newEnd, let reason):
-                for i in gaps[stream, default: []].indices
-                where gaps[stream]![i].end == end && gaps[stream]![i].reason == reason {
-                    gaps[stream]![i].end = newEnd
-                }
+                replays[stream]?.extend(endingAt: end, to: newEnd, reason: reason)
             case .gapRemoved(let stream, let gap):
-                if let i = gaps[stream]?.firstIndex(of: gap) { gaps[stream]!.remove(at: i) }
+                replays[stream]?.remove(gap, at: records)
                 removedGaps[stream, default: [:]][gap, default: 0] += 1
             case .gapsRemoved(let stream, let pts):
-                gaps[stream]?.removeAll { $0.start < pts }
+                replays[stream]?.removeAll(startingBefore: pts, at: records)
                 removedBefore[stream] = max(removedBefore[stream] ?? .min, pts)
             case .dropsAdded(let stream, let reason, let count):
                 drops[stream, default: [:]][reason, default: 0] += count
             }
+        }
+    }
+
+    /// One stream's gaps as the records replay them, each change in time independent of how many gaps there are (a
+    /// long recording may have many): gaps by id with the record that added them, found by end and reason for an
+    /// extension or a removal; a removal of every gap starting before a pts is noted and applied to the gaps added
+    /// before it when the replay ends.
+    struct GapReplay: Sendable {
+        private struct EndKey: Hashable, Sendable {
+            var end: Int64
+            var reason: LossReason
+        }
+        private var gaps: [Int: (gap: Gap, added: Int)] = [:]
+        private var byEnd: [EndKey: [Int]] = [:]
+        private var nextID = 0
+        /// Removals of the gaps starting before a pts: (record number, pts).
+        private var removals: [(record: Int, pts: Int64)] = []
+
+        mutating func add(_ gap: Gap, at record: Int) {
+            gaps[nextID] = (gap, record)
+            byEnd[EndKey(end: gap.end, reason: gap.reason), default: []].append(nextID)
+            nextID += 1
+        }
+
+        mutating func extend(endingAt end: Int64, to newEnd: Int64, reason: LossReason) {
+            guard end != newEnd, let ids = byEnd.removeValue(forKey: EndKey(end: end, reason: reason)) else { return }
+            for id in ids { gaps[id]?.gap.end = newEnd }
+            byEnd[EndKey(end: newEnd, reason: reason), default: []].append(contentsOf: ids)
+        }
+
+        /// Removes the first gap equal to `gap` that is still there at `record`.
+        mutating func remove(_ gap: Gap, at record: Int) {
+            let key = EndKey(end: gap.end, reason: gap.reason)
+            guard var ids = byEnd[key],
+                let i = ids.firstIndex(where: { gaps[$0]?.gap == gap && !removedBefore(gaps[$0]!, at: record) })
+            else { return }
+            gaps[ids[i]] = nil
+            ids.remove(at: i)
+            byEnd[key] = ids.isEmpty ? nil : ids
+        }
+
+        mutating func removeAll(startingBefore pts: Int64, at record: Int) { removals.append((record, pts)) }
+
+        /// Whether a removal of the gaps starting before a pts took `entry` before `record`.
+        private func removedBefore(_ entry: (gap: Gap, added: Int), at record: Int) -> Bool {
+            removals.contains { $0.record > entry.added && $0.record < record && entry.gap.start < $0.pts }
+        }
+
+        /// The gaps left, by start.
+        func standing() -> [Gap] {
+            // The highest pts removed after each record: a gap is gone when one after its own record passes its start.
+            var after: [(record: Int, pts: Int64)] = []
+            var highest = Int64.min
+            for removal in removals.reversed() {
+                highest = max(highest, removal.pts)
+                after.append((removal.record, highest))
+            }
+            after.reverse()
+            return gaps.values.filter { entry in
+                // The first removal after the gap was added.
+                var low = 0
+                var high = after.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if after[mid].record > entry.added { high = mid } else { low = mid + 1 }
+                }
+                return low == after.count || entry.gap.start >= after[low].pts
+            }.map(\.gap).sorted { ($0.start, $0.end) < ($1.start, $1.end) }
         }
     }
 
@@ -187,6 +256,7 @@ package enum LossJournal {
             contents.apply(record)
             return true
         }
+        contents.finish()
         contents.validLength = scan.validLength
         contents.damage = scan.damage
         contents.tornTail = scan.tornTail

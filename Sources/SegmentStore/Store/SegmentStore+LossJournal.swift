@@ -162,15 +162,20 @@ extension SegmentStore {
         var behind: [LossJournal.Record] = []
         let streams = try index.streams()
         for stream in streams {
-            // The journal's gaps the index lacks, and the index's the journal lacks.
-            var missing = journal.gaps[stream.name] ?? []
+            // The journal's gaps the index lacks, and the index's the journal lacks (multisets, counted: a long
+            // recording may have many).
+            var missing: [LossJournal.Gap: Int] = [:]
+            for gap in journal.gaps[stream.name] ?? [] { missing[gap, default: 0] += 1 }
             var extra: [LossJournal.Gap] = []
             for gap in try index.gaps(streamID: stream.id).map(LossJournal.Gap.init) {
-                if let i = missing.firstIndex(of: gap) { missing.remove(at: i) } else { extra.append(gap) }
+                if let count = missing[gap] { missing[gap] = count > 1 ? count - 1 : nil } else { extra.append(gap) }
             }
-            for gap in missing {
-                restoredGaps += 1
-                if mode.changes { try index.recordGap(row(of: gap, streamID: stream.id), announcing: false) }
+            for (gap, count) in missing.sorted(by: { ($0.key.start, $0.key.end) < ($1.key.start, $1.key.end) }) {
+                restoredGaps += count
+                guard mode.changes else { continue }
+                for _ in 0..<count {
+                    try index.recordGap(row(of: gap, streamID: stream.id), announcing: false)
+                }
             }
             var removed = journal.removedGaps[stream.name] ?? [:]
             for gap in extra {
