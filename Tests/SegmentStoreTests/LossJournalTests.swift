@@ -153,7 +153,7 @@ import Testing
                     })
             }
             #expect(try Self.losses(store) == expected)
-            let written = try #require(try LossJournal.read(path: path, fileSystem: POSIXFileSystem()))
+            let written = try #require(try LossJournal.Contents.read(path: path, fileSystem: POSIXFileSystem()))
             #expect(written.damage == nil && !written.tornTail)
             #expect(written.drops["camera"] == [.spillBehind: 12, .diskError: 3])
             #expect(written.gaps["camera"]?.count == 2)
@@ -224,7 +224,7 @@ import Testing
                     && expected.contains("drops spill behind 580"), "\(expected)")
         }
         let journal = try #require(
-            try LossJournal.read(path: dir.path + "/" + LossJournal.fileName, fileSystem: POSIXFileSystem()))
+            try LossJournal.Contents.read(path: dir.path + "/" + LossJournal.fileName, fileSystem: POSIXFileSystem()))
         #expect(journal.records < 20, "\(journal.records) records")
         Self.removeIndex(dir)
         #expect(try Self.losses(try SegmentStore.open(directory: dir.path)) == expected)
@@ -271,7 +271,7 @@ import Testing
                 }
                 bytes += LossJournal.encode(record)
             }
-            let replayed = LossJournal.parse(bytes).gaps["s"] ?? []
+            let replayed = LossJournal.Contents.parse(bytes).gaps["s"] ?? []
             let order = { (a: LossJournal.Gap, b: LossJournal.Gap) in
                 (a.start, a.end, a.reason.rawValue) < (b.start, b.end, b.reason.rawValue)
             }

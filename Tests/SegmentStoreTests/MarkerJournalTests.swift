@@ -43,7 +43,7 @@ import Testing
     }
 
     static func journalContents(_ dir: TemporaryDirectory) throws -> MarkerJournal.Contents {
-        try #require(try MarkerJournal.read(path: dir.path + "/" + journal, fileSystem: POSIXFileSystem()))
+        try #require(try MarkerJournal.Contents.read(path: dir.path + "/" + journal, fileSystem: POSIXFileSystem()))
     }
 
     /// An index put back from a copy (what a `-wal` that lost its last commits leaves too): the markers added since

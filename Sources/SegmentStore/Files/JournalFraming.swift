@@ -16,14 +16,14 @@ package enum JournalFraming {
     static let largestPayload = 1 << 20
 
     /// What a scan of a journal's bytes found besides its records.
-    struct Scan {
+    package struct Scan: Sendable {
         /// Where the valid records end (0 when even the header is not).
-        var validLength: Int64 = 0
+        package var validLength: Int64 = 0
         /// Why the records stop before the end of the file when valid bytes follow the damage.
-        var damage: String?
+        package var damage: String?
         /// The file ends inside its last record (or its header), or in one whose checksum fails with nothing after
-        /// it: a record that was being written when the process stopped.
-        var tornTail = false
+        /// it: a record that was being written when the process stopped, never acknowledged.
+        package var tornTail = false
     }
 
     static func header(magic: [UInt8]) -> [UInt8] {
@@ -129,6 +129,56 @@ package enum JournalFraming {
         let bytes = UnsafeRawBufferPointer(rebasing: payload[(offset + 2)..<(offset + 2 + count)])
         offset += 2 + count
         return String(validating: bytes, as: UTF8.self)
+    }
+}
+
+/// What a journal's records add up to (``MarkerJournal/Contents``, ``LossJournal/Contents``), and where they stop.
+package protocol JournalContents: Sendable {
+    associatedtype Record
+    /// The magic of the journal's header.
+    static var magic: [UInt8] { get }
+    /// The record of a payload, or nil when it holds none (damage, like a failed checksum).
+    static func decode(_ payload: UnsafeRawBufferPointer) -> Record?
+    /// Nothing read yet.
+    init()
+    /// Applies the next record.
+    mutating func apply(_ record: Record)
+    /// Called once after the last record.
+    mutating func finish()
+    /// Where the records stop, and why.
+    var scan: JournalFraming.Scan { get set }
+}
+
+extension JournalContents {
+    package mutating func finish() {}
+
+    /// Where the valid records end.
+    package var validLength: Int64 { scan.validLength }
+    /// Why the records stop before the end of the file when valid bytes follow the damage (nil when they run to the
+    /// end, or stop at an unfinished last record: ``tornTail``).
+    package var damage: String? { scan.damage }
+    /// The file ends inside its last record: one being written when the process stopped, never acknowledged.
+    package var tornTail: Bool { scan.tornTail }
+
+    /// Reads the journal at `path`.
+    ///
+    /// - Returns: what it holds, or nil when there is no file.
+    /// - Throws: ``FileSystemError`` when it cannot be read; a file that is not a journal is returned with
+    ///   ``damage`` set and nothing in it.
+    package static func read(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> Self? {
+        try JournalFraming.readFile(path: path, fileSystem: fileSystem).map(parse)
+    }
+
+    /// What the bytes of a journal file hold.
+    package static func parse(_ bytes: [UInt8]) -> Self {
+        var contents = Self()
+        contents.scan = JournalFraming.scan(bytes, magic: magic) { payload in
+            guard let record = decode(payload) else { return false }
+            contents.apply(record)
+            return true
+        }
+        contents.finish()
+        return contents
     }
 }
 

@@ -42,7 +42,7 @@ package enum LossJournal {
     }
 
     /// What a journal file holds: the gaps and drop counts of each stream, by name, as its records leave them.
-    package struct Contents: Sendable {
+    package struct Contents: JournalContents {
         /// Each stream's gaps (the same gap may be there twice, as in the index), by start, once ``finish()`` ran.
         package private(set) var gaps: [String: [Gap]] = [:]
         /// Gaps removed, with how many times each was.
@@ -53,13 +53,13 @@ package enum LossJournal {
         package var drops: [String: [LossReason: Int64]] = [:]
         /// Records read.
         package var records = 0
-        /// Where the valid records end.
-        package var validLength: Int64 = 0
-        /// Why the records stop before the end of the file when valid bytes follow the damage.
-        package var damage: String?
-        /// The file ends inside its last record: one being written when the process stopped.
-        package var tornTail = false
+        package var scan = JournalFraming.Scan()
         private var replays: [String: GapReplay] = [:]
+        package static var magic: [UInt8] { LossJournal.magic }
+
+        package init() {}
+
+        package static func decode(_ payload: UnsafeRawBufferPointer) -> Record? { LossJournal.decode(payload) }
 
         /// Works out ``gaps`` from the records applied.
         package mutating func finish() { gaps = replays.mapValues { $0.standing() } }
@@ -239,31 +239,7 @@ package enum LossJournal {
         return JournalFraming.frame(payload)
     }
 
-    /// Reads the journal at `path`.
-    ///
-    /// - Returns: what it holds, or nil when there is no file.
-    /// - Throws: ``FileSystemError`` when it cannot be read; a file that is not a journal is returned with
-    ///   ``Contents/damage`` set and nothing in it.
-    package static func read(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> Contents? {
-        try JournalFraming.readFile(path: path, fileSystem: fileSystem).map(parse)
-    }
-
-    /// What the bytes of a journal file hold.
-    package static func parse(_ bytes: [UInt8]) -> Contents {
-        var contents = Contents()
-        let scan = JournalFraming.scan(bytes, magic: magic) { payload in
-            guard let record = decode(payload) else { return false }
-            contents.apply(record)
-            return true
-        }
-        contents.finish()
-        contents.validLength = scan.validLength
-        contents.damage = scan.damage
-        contents.tornTail = scan.tornTail
-        return contents
-    }
-
-    private static func decode(_ payload: UnsafeRawBufferPointer) -> Record? {
+    fileprivate static func decode(_ payload: UnsafeRawBufferPointer) -> Record? {
         guard let base = payload.baseAddress, payload.count >= 1 else { return nil }
         var offset = 1
         func integer() -> Int64? {

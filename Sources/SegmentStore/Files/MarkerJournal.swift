@@ -56,7 +56,7 @@ package enum MarkerJournal {
     }
 
     /// What a journal file holds.
-    package struct Contents: Sendable {
+    package struct Contents: JournalContents {
         /// The markers added and not removed, by id.
         package var live: [Int64: Entry] = [:]
         /// The ids of markers removed.
@@ -65,14 +65,28 @@ package enum MarkerJournal {
         package var highestID: Int64 = 0
         /// Records read.
         package var records = 0
-        /// Where the valid records end.
-        package var validLength = Int64(JournalFraming.headerSize)
-        /// Why the records stop before the end of the file when valid bytes follow the damage (nil when they run to
-        /// the end, or stop at an unfinished last record: ``tornTail``).
-        package var damage: String?
-        /// The file ends inside its last record, or in one whose checksum fails with nothing after it: a change that
-        /// was being written when the process stopped, never acknowledged.
-        package var tornTail = false
+        package var scan = JournalFraming.Scan()
+        package static var magic: [UInt8] { MarkerJournal.magic }
+
+        package init() {}
+
+        package static func decode(_ payload: UnsafeRawBufferPointer) -> Record? { MarkerJournal.decode(payload) }
+
+        package mutating func apply(_ record: Record) {
+            records += 1
+            switch record {
+            case .added(let entry):
+                live[entry.id] = entry
+                removed.remove(entry.id)
+                highestID = max(highestID, entry.id)
+            case .removed(let id):
+                live[id] = nil
+                removed.insert(id)
+                highestID = max(highestID, id)
+            case .idsUsed(let id):
+                highestID = max(highestID, id)
+            }
+        }
     }
 
     // MARK: Encoding
@@ -105,46 +119,7 @@ package enum MarkerJournal {
 
     // MARK: Decoding
 
-    /// Reads the journal at `path`.
-    ///
-    /// - Returns: what it holds, or nil when there is no file.
-    /// - Throws: ``FileSystemError`` when it cannot be read; a file that is not a journal is returned with
-    ///   ``Contents/damage`` set and nothing in it.
-    package static func read(path: String, fileSystem: any FileSystem) throws(FileSystemError) -> Contents? {
-        try JournalFraming.readFile(path: path, fileSystem: fileSystem).map(parse)
-    }
-
-    /// What the bytes of a journal file hold.
-    package static func parse(_ bytes: [UInt8]) -> Contents {
-        var contents = Contents()
-        let scan = JournalFraming.scan(bytes, magic: magic) { payload in
-            guard let record = decode(payload) else { return false }
-            apply(record, to: &contents)
-            return true
-        }
-        contents.validLength = scan.validLength
-        contents.damage = scan.damage
-        contents.tornTail = scan.tornTail
-        return contents
-    }
-
-    private static func apply(_ record: Record, to contents: inout Contents) {
-        contents.records += 1
-        switch record {
-        case .added(let entry):
-            contents.live[entry.id] = entry
-            contents.removed.remove(entry.id)
-            contents.highestID = max(contents.highestID, entry.id)
-        case .removed(let id):
-            contents.live[id] = nil
-            contents.removed.insert(id)
-            contents.highestID = max(contents.highestID, id)
-        case .idsUsed(let id):
-            contents.highestID = max(contents.highestID, id)
-        }
-    }
-
-    private static func decode(_ payload: UnsafeRawBufferPointer) -> Record? {
+    fileprivate static func decode(_ payload: UnsafeRawBufferPointer) -> Record? {
         guard payload.count >= 9, let base = payload.baseAddress else { return nil }
         let id = base.get(Int64.self, at: 1)
         switch payload[0] {

@@ -113,7 +113,7 @@ extension SegmentStore {
             state.mergeable = [:]
             guard
                 let journal = try Self.wrapIO({ () throws(FileSystemError) in
-                    try LossJournal.read(path: path, fileSystem: fs)
+                    try LossJournal.Contents.read(path: path, fileSystem: fs)
                 })
             else {
                 // No journal: a new store, or one an older build made (or whose journal was deleted). It is made

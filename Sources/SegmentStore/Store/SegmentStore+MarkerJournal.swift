@@ -53,7 +53,7 @@ extension SegmentStore {
         try markerJournal.withLock { file throws in
             guard
                 let journal = try Self.wrapIO({ () throws(FileSystemError) in
-                    try MarkerJournal.read(path: path, fileSystem: fs)
+                    try MarkerJournal.Contents.read(path: path, fileSystem: fs)
                 })
             else {
                 // No journal: a new store, or one an older build made (or whose journal was deleted). It is made
