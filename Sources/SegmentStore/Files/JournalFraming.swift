@@ -135,6 +135,8 @@ package enum JournalFraming {
 /// What a journal's records add up to (``MarkerJournal/Contents``, ``LossJournal/Contents``), and where they stop.
 package protocol JournalContents: Sendable {
     associatedtype Record
+    /// The journal's name in the store's directory.
+    static var fileName: String { get }
     /// The magic of the journal's header.
     static var magic: [UInt8] { get }
     /// The record of a payload, or nil when it holds none (damage, like a failed checksum).

@@ -55,6 +55,7 @@ package enum LossJournal {
         package var records = 0
         package var scan = JournalFraming.Scan()
         private var replays: [String: GapReplay] = [:]
+        package static var fileName: String { LossJournal.fileName }
         package static var magic: [UInt8] { LossJournal.magic }
 
         package init() {}

@@ -66,6 +66,7 @@ package enum MarkerJournal {
         /// Records read.
         package var records = 0
         package var scan = JournalFraming.Scan()
+        package static var fileName: String { MarkerJournal.fileName }
         package static var magic: [UInt8] { MarkerJournal.magic }
 
         package init() {}

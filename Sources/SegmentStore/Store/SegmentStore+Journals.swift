@@ -84,4 +84,55 @@ extension SegmentStore {
             try fs.syncDirectory(directory)
         }
     }
+
+    /// Brings a journal and the index into step (``reconcileMarkers(mode:rebuildingIndex:report:)``,
+    /// ``reconcileLosses(mode:rebuildingIndex:report:)``) around the journal's own comparison: a missing journal is
+    /// written from the index (so that one missing later means it was lost), a damaged one gives way to the index
+    /// unless the index was just rebuilt, when the records before the damage are all there is; then `bringInStep`
+    /// compares the two.
+    ///
+    /// - Parameters:
+    ///   - what: what the journal keeps, in words ("markers", "gaps and drop counts").
+    ///   - indexHolds: what the index holds of it now, in words ("the index's 3 markers").
+    ///   - writeFromIndex: writes the journal anew from the index (given the damaged journal's contents, if any);
+    ///     returns what it wrote in words when a report should say so, nil otherwise.
+    func reconcileJournal<Contents: JournalContents>(
+        _ contents: Contents.Type, mode: ReconcileMode, rebuildingIndex: Bool,
+        file: inout JournalFile, report: inout VerifyReport, what: String, indexHolds: () throws -> String,
+        writeFromIndex: (Contents?, inout JournalFile) throws -> String?,
+        bringInStep: (Contents, inout JournalFile, inout VerifyReport) throws -> Void
+    ) throws {
+        let name = Contents.fileName
+        let path = directory + "/" + name
+        let fs = fileSystem
+        let read = { () throws(FileSystemError) in try Contents.read(path: path, fileSystem: fs) }
+        guard let journal = try Self.wrapIO(read) else {
+            // No journal: a new store, or one an older build made (or whose journal was deleted).
+            if mode.changes, let written = try writeFromIndex(nil, &file) {
+                report.repaired.append("wrote \(name) from \(written) (there was no journal)")
+            }
+            if rebuildingIndex {
+                report.repaired.append("there is no \(name), so the \(what) the lost index held, if any, are gone")
+            }
+            return
+        }
+        if let damage = journal.damage, !rebuildingIndex {
+            report.problems.append(
+                "\(name) is damaged (\(damage)): \(try indexHolds()) stand; "
+                    + (mode.changes
+                        ? "the journal is written again from them"
+                        : "'rewind verify --repair' writes the journal again from them"))
+            if mode.changes {
+                _ = try writeFromIndex(journal, &file)
+                report.repaired.append("wrote the damaged \(name) again from the index")
+            }
+            return
+        }
+        if let damage = journal.damage {
+            report.problems.append(
+                "\(name) is damaged (\(damage)): the \(what) of its records before the damage are restored; a change "
+                    + "after it is not")
+        }
+        try bringInStep(journal, &file, &report)
+    }
 }

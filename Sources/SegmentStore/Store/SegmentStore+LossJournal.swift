@@ -105,50 +105,22 @@ extension SegmentStore {
     /// is put back, gaps the journal removed are removed again, and what the index has beyond the journal (the
     /// process stopped between the two writes, or the journal could not be written) is added to the journal.
     func reconcileLosses(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
-        let name = LossJournal.fileName
         let path = lossJournalPath
-        let fs = fileSystem
         try lossJournal.withLock { state throws in
             // The journal may be written again: its records move.
             state.mergeable = [:]
-            guard
-                let journal = try Self.wrapIO({ () throws(FileSystemError) in
-                    try LossJournal.Contents.read(path: path, fileSystem: fs)
-                })
-            else {
-                // No journal: a new store, or one an older build made (or whose journal was deleted). It is made
-                // now, so that a journal missing later means it was lost.
-                let records = try lossRecordsOfIndex()
-                if mode.changes {
-                    try rewriteJournal(
-                        at: path, magic: LossJournal.magic, records.flatMap(LossJournal.encode), file: &state.file)
-                }
-                if rebuildingIndex {
-                    report.repaired.append(
-                        "there is no \(name), so the gaps and drop counts the lost index held, if any, are gone")
-                }
-                return
-            }
-            if let damage = journal.damage, !rebuildingIndex {
-                report.problems.append(
-                    "\(name) is damaged (\(damage)): the index's gaps and drop counts stand; "
-                        + (mode.changes
-                            ? "the journal is written again from them"
-                            : "'rewind verify --repair' writes the journal again from them"))
-                if mode.changes {
+            try reconcileJournal(
+                LossJournal.Contents.self, mode: mode, rebuildingIndex: rebuildingIndex, file: &state.file,
+                report: &report, what: "gaps and drop counts", indexHolds: { "the index's gaps and drop counts" },
+                writeFromIndex: { _, file in
                     try rewriteJournal(
                         at: path, magic: LossJournal.magic, try lossRecordsOfIndex().flatMap(LossJournal.encode),
-                        file: &state.file)
-                    report.repaired.append("wrote the damaged \(name) again from the index")
-                }
-                return
-            }
-            if let damage = journal.damage {
-                report.problems.append(
-                    "\(name) is damaged (\(damage)): the gaps and drop counts of its records before the damage are "
-                        + "restored; a change after it is not")
-            }
-            try bringLossesInStep(with: journal, mode: mode, file: &state.file, report: &report)
+                        file: &file)
+                    return nil
+                },
+                bringInStep: { journal, file, report in
+                    try bringLossesInStep(with: journal, mode: mode, file: &file, report: &report)
+                })
         }
     }
 

@@ -47,53 +47,20 @@ extension SegmentStore {
     /// A damaged journal gives way to the index (and is written again from it), except when the index was just
     /// rebuilt: then the markers before the damage are all there is. A dry run (`verify`) only reports.
     func reconcileMarkers(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
-        let name = MarkerJournal.fileName
-        let path = markerJournalPath
-        let fs = fileSystem
         try markerJournal.withLock { file throws in
-            guard
-                let journal = try Self.wrapIO({ () throws(FileSystemError) in
-                    try MarkerJournal.Contents.read(path: path, fileSystem: fs)
+            try reconcileJournal(
+                MarkerJournal.Contents.self, mode: mode, rebuildingIndex: rebuildingIndex,
+                file: &file, report: &report, what: "markers",
+                indexHolds: { "the index's \(Self.markers(try index.allMarkers().count))" },
+                writeFromIndex: { damaged, file in
+                    let indexed = try index.allMarkers()
+                    let highestID = max(damaged?.highestID ?? 0, try index.highestMarkerIDGiven())
+                    try rewriteJournal(try journalEntries(indexed), highestID: highestID, file: &file)
+                    return indexed.isEmpty ? nil : "the index's \(Self.markers(indexed.count))"
+                },
+                bringInStep: { journal, file, report in
+                    try bringIndexInStep(with: journal, mode: mode, file: &file, report: &report)
                 })
-            else {
-                // No journal: a new store, or one an older build made (or whose journal was deleted). It is made
-                // now, so that a journal missing later means it was lost.
-                let indexed = try index.allMarkers()
-                if mode.changes {
-                    try rewriteJournal(
-                        try journalEntries(indexed), highestID: try index.highestMarkerIDGiven(), file: &file)
-                    if !indexed.isEmpty {
-                        report.repaired.append(
-                            "wrote \(name) from the index's \(Self.markers(indexed.count)) (there was no journal)")
-                    }
-                }
-                if rebuildingIndex {
-                    report.repaired.append("there is no \(name), so the markers the lost index held, if any, are gone")
-                }
-                return
-            }
-            if let damage = journal.damage, !rebuildingIndex {
-                let indexed = try index.allMarkers()
-                report.problems.append(
-                    "\(name) is damaged (\(damage)): the index's \(Self.markers(indexed.count)) stand; "
-                        + (mode.changes
-                            ? "the journal is written again from them"
-                            : "'rewind verify --repair' writes "
-                                + "the journal again from them"))
-                if mode.changes {
-                    try rewriteJournal(
-                        try journalEntries(indexed),
-                        highestID: max(journal.highestID, try index.highestMarkerIDGiven()), file: &file)
-                    report.repaired.append("wrote the damaged \(name) again from the index")
-                }
-                return
-            }
-            if let damage = journal.damage {
-                report.problems.append(
-                    "\(name) is damaged (\(damage)): the markers of its records before the damage are restored; a "
-                        + "marker added or removed after it is not")
-            }
-            try bringIndexInStep(with: journal, mode: mode, file: &file, report: &report)
         }
     }
 
