@@ -46,6 +46,7 @@ let package = Package(
                 .embedInCode("0001_initial.sql"), .embedInCode("0002_segments.sql"),
                 .embedInCode("0003_stream_clocks.sql"), .embedInCode("0004_markers.sql"),
                 .embedInCode("0005_marker_ids.sql"), .embedInCode("0006_stream_newest_pts.sql"),
+                .embedInCode("0007_stream_shape.sql"),
             ]
         ),
 

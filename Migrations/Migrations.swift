@@ -49,5 +49,9 @@ extension Migration {
         Migration(
             version: 6, fileName: "0006_stream_newest_pts.sql", bytes: PackageResources._006_stream_newest_pts_sql,
             readsLikePrevious: true),
+        // Streams' chroma siting and pixel aspect: a store not yet migrated reads as if neither were known.
+        Migration(
+            version: 7, fileName: "0007_stream_shape.sql", bytes: PackageResources._007_stream_shape_sql,
+            readsLikePrevious: true),
     ]
 }

@@ -85,7 +85,7 @@ struct SoakRun {
 
     init(configuration: SoakConfiguration) throws {
         self.configuration = configuration
-        var options = StoreOptions(
+        let options = StoreOptions(
             segmentMaxDuration: .seconds(10), diskBudget: configuration.diskBudget, fileSystem: disk)
         store = try SegmentStore.open(directory: configuration.storeDirectory, options: options)
         guard try store.summary().frames == 0 else {

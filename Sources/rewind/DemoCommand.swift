@@ -19,10 +19,9 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
 
     let store = try SegmentStore.open(directory: directory)
     try markAsDemo(store)
-    let recorder = try Recorder(
-        stream: StreamDescription(layout: layout, frameDuration: frameDuration, color: .bt709Video), store: store,
-        configuration: RecorderConfiguration(window: window, memoryBudget: budget))
     var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
+    let recorder = try Recorder(
+        stream: camera.stream, store: store, configuration: RecorderConfiguration(window: window, memoryBudget: budget))
     installStopHandlers()
     var progress = ProgressLine()
     let started = ContinuousClock.now

@@ -638,11 +638,11 @@ private func waitForInputs(
 }
 
 /// Refuses, before anything is recorded, an input whose stream the store holds with another format, size, frame
-/// rate or colour: saying what differs and suggesting another name.
+/// rate, colour, chroma siting or pixel aspect (where both say one): saying what differs and suggesting another name.
 private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStore, directory: String) throws {
     let rows = try store.streams()
     for spec in specs {
-        guard let row = rows.first(where: { $0.name == spec.name }), row.description != spec.stream,
+        guard let row = rows.first(where: { $0.name == spec.name }), !row.description.agrees(with: spec.stream),
             try !store.index.streamIsUnused(named: spec.name)
         else { continue }
         let stored = row.description
@@ -660,6 +660,12 @@ private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStor
                 "frame rate \(describeRate(stored.frameDuration)) → \(describeRate(given.frameDuration))")
         }
         if stored.color != given.color { differences.append("colour \(stored.color) → \(given.color)") }
+        if stored.chromaSiting != given.chromaSiting {
+            differences.append("chroma siting \(stored.chromaSiting.name) → \(given.chromaSiting.name)")
+        }
+        if stored.pixelAspect != given.pixelAspect {
+            differences.append("pixel aspect \(stored.pixelAspect) → \(given.pixelAspect)")
+        }
         let names = Set(rows.map(\.name))
         var suggestion = spec.name + "-2"
         var number = 2

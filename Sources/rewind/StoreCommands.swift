@@ -60,6 +60,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         let fps = Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value)
         var line =
             "  stream \(row.name): \(stream.layout) at \(String(format: "%.3f", fps)) fps, colour \(stream.color)"
+        if !stream.shapeDescription.isEmpty { line += ", \(stream.shapeDescription)" }
         if streams.count > 1 || only != nil {
             let own = try store.summary(streamName: row.name)
             line += "; \(count(own.frames, "frame"))"
@@ -168,6 +169,8 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusRespo
         "frame_duration_timescale": Int(stream.frameDuration.timescale),
         "fps": Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value),
         "color_matrix": stream.color.matrix.name, "color_range": stream.color.range.name,
+        "chroma_siting": stream.chromaSiting.name,
+        "pixel_aspect": stream.pixelAspect.isKnown ? "\(stream.pixelAspect)" : NSNull(),
         "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
         "segments": summary.segments,
         "drops": try store.drops(streamName: row.name).keyedByRawValue,

@@ -322,4 +322,62 @@ import Testing
         #expect(result.status == 64, "\(result.stderr)")
         #expect(result.stderr.contains(time), "\(result.stderr)")
     }
+    /// A YUV4MPEG2 input's chroma siting and pixel aspect are kept from record to export: a stream recorded without
+    /// them (as by a build that kept neither) takes them from the next recording that says, keeps them through an
+    /// index rebuilt from the segment files, refuses a recording that says otherwise, and every export says them.
+    @Test func chromaSitingAndPixelAspectGoFromTheInputToEveryExport() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func input(_ name: String, _ extra: [String]) throws -> String {
+            let path = directory.appendingPathComponent(name).path
+            try ExternalTools.makeY4M(path, width: 320, height: 240, rate: "30", frames: 30, extra: extra)
+            return path
+        }
+        let said = try input("said.y4m", ["-chroma_sample_location", "left", "-aspect", "40:33"])
+        let other = try input("other.y4m", ["-chroma_sample_location", "topleft", "-aspect", "40:33"])
+        // The same frames with a header that says neither.
+        let unsaid = directory.appendingPathComponent("unsaid.y4m").path
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try input("plain.y4m", [])))
+        let newline = try #require(bytes.firstIndex(of: 0x0A))
+        bytes.replaceSubrange(0..<newline, with: Data("YUV4MPEG2 W320 H240 F30:1 Ip A0:0".utf8))
+        try bytes.write(to: URL(fileURLWithPath: unsaid))
+        let store = directory.appendingPathComponent("store").path
+        func info() throws -> String {
+            let result = try Tool.rewind(["info", "--store", store])
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.output
+        }
+
+        #expect(try Tool.rewind(["record", "--store", store, "--input", "y4m:\(unsaid)"]).status == 0)
+        #expect(!(try info()).contains("chroma"))
+        let first = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(said)"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let filled = try info()
+        #expect(filled.contains("colour unspecified/video, chroma left, pixels 10:11"), "\(filled)")
+        let refused = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(other)"])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("chroma siting left → topleft"), "\(refused.stderr)")
+        let columns = try SQLiteShell.run([
+            "\(store)/index.sqlite", "SELECT chroma_siting, pixel_aspect_num, pixel_aspect_den FROM streams",
+        ])
+        #expect(columns.output == "left|10|11\n", "\(columns.stderr)")
+
+        // The index rebuilt from the segment files (the first says neither, the second both) knows them again.
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
+        }
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output) \(repair.stderr)")
+        let rebuilt = try info()
+        #expect(rebuilt.contains("chroma left, pixels 10:11"), "\(rebuilt)")
+
+        for name in ["out.y4m", "out.mkv", "out.mp4"] {
+            let output = directory.appendingPathComponent(name).path
+            let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "2s", "-o", output])
+            #expect(clip.status == 0, "\(clip.stderr)")
+            let probed = try ExternalTools.probe(
+                output, ["-show_entries", "stream=chroma_location,sample_aspect_ratio,nb_read_frames", "-count_frames"])
+            #expect(probed == [["10:11", "left", "60"]], "\(name): \(probed)")
+        }
+    }
 }

@@ -126,6 +126,8 @@ import Testing
             ("YUV4MPEG2 W64 H48 F25:0", 18, "bad frame rate 'F25:0'"),
             ("YUV4MPEG2 W64 H48 F25 ", 18, "bad frame rate 'F25'"),
             ("YUV4MPEG2 W64 H48 F25:1 Ax", 24, "bad pixel aspect ratio"),
+            ("YUV4MPEG2 W64 H48 F25:1 A-1:1", 24, "bad pixel aspect ratio"),
+            ("YUV4MPEG2 W64 H48 F25:1 A65537:65536", 24, "has terms above 65535 once reduced"),
             ("YUV4MPEG2 W64 H48 F25:1 C422", 24, "unsupported colour space 'C422'"),
             ("YUV4MPEG2 W64 H48 F25:1 C444p10", 24, "supported are 420jpeg"),
             ("YUV4MPEG2 W64 H48 F25:1 It", 24, "interlaced input ('It') is not supported"),
@@ -145,6 +147,24 @@ import Testing
         #expect(empty.byteOffset == 0 && empty.message.contains("empty"))
         let unterminated = try error(reading: Array("YUV4MPEG2 W64 H48".utf8))
         #expect(unterminated.message.contains("no terminating newline"))
+    }
+
+    /// The chroma siting a `C` tag names and the pixel aspect of `A` are kept, as ffmpeg reads them (no `C`, or
+    /// `A0:0`, says nothing).
+    @Test(arguments: [
+        ("C420jpeg A1:1", ChromaSiting.center, "1:1"), ("C420 A4:3", .center, "4:3"),
+        ("C420mpeg2 A20:22", .left, "10:11"),
+        ("C420paldv A0:0", .topLeft, "unknown"), ("A65536:32768", .unspecified, "2:1"),
+        ("Cmono", .unspecified, "unknown"),
+        ("C420p10 A8:9", .unspecified, "8:9"),
+    ])
+    func keepsChromaSitingAndPixelAspect(tags: String, siting: ChromaSiting, aspect: String) throws {
+        let path = TemporaryDirectory.shared.file(
+            "shape-\(siting.name)-\(aspect.replacingOccurrences(of: ":", with: "-")).y4m")
+        try Data(header("YUV4MPEG2 W4 H2 F25:1 Ip \(tags)")).write(to: URL(fileURLWithPath: path))
+        let reader = try Y4MReader(path: path)
+        #expect(reader.stream.chromaSiting == siting, "\(tags)")
+        #expect(reader.stream.pixelAspect.description == aspect, "\(tags)")
     }
 
     @Test func acceptsProgressiveUnknownInterlacingAndMonoFromXYSCSS() throws {

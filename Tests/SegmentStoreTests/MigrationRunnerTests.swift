@@ -74,7 +74,7 @@ import Testing
             try $0.execute("UPDATE markers SET hold_from_ns = 5, hold_to_ns = 9 WHERE id = 2")
         }
 
-        #expect(try MigrationRunner().migrate(database) == [5, 6])
+        #expect(try MigrationRunner().migrate(database) == [5, 6, 7])
         let kept = try database.withConnection { connection in
             try connection.scalarInt64(
                 "SELECT count(*) FROM markers WHERE (id = 1 AND label = 'a') "
@@ -162,7 +162,7 @@ import Testing
     }
 
     /// A database that lacks only migrations which change how rows are written (not how they read) is accepted by a
-    /// read-only check as it is; one that lacks another is refused. The shipped 0005 and 0006 are such steps.
+    /// read-only check as it is; one that lacks another is refused. The shipped 0005, 0006 and 0007 are such steps.
     @Test func readOnlyChecksAcceptAMissingStepThatReadsLikeThePrevious() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }
@@ -175,8 +175,8 @@ import Testing
         }
         try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database)
         try MigrationRunner(migrations: [Self.one, Self.two, three]).validate(database)
-        #expect(Migration.all.suffix(2).map(\.version) == [5, 6])
-        #expect(Migration.all.suffix(2).allSatisfy { $0.readsLikePrevious })
+        #expect(Migration.all.suffix(3).map(\.version) == [5, 6, 7])
+        #expect(Migration.all.suffix(3).allSatisfy { $0.readsLikePrevious })
     }
 
     @Test func fnv1a64MatchesTheReferenceVectors() {

@@ -264,6 +264,34 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Segment headers keep the stream's chroma siting and pixel aspect: an index rebuilt from the files knows them,
+    /// and a file whose header does not say (a build that kept neither) does not undo them.
+    @Test func anIndexRebuiltFromTheFilesKnowsWhereChromaSitsAndWhatShapePixelsAre() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        var shaped = frames.stream
+        shaped.chromaSiting = .topLeft
+        shaped.pixelAspect = try #require(PixelAspect(numerator: 64, denominator: 45))
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            for (stream, range) in [(frames.stream, 0..<3), (shaped, 3..<6), (frames.stream, 6..<9)] {
+                let writer = try store.makeWriter(streamName: "camera", stream: stream)
+                for i in range { try writer.append(frames.frame(i)) }
+                try writer.close()
+            }
+            #expect(try store.streams().map(\.description) == [shaped])
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(try store.streams().map(\.description) == [shaped])
+        #expect(try readAll(store).map(\.1) == (0..<9).map { frames.expectedDigest($0) })
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// A copy of a segment file the store holds (another name, every frame at the same pts, capture time and size)
     /// is not a recording that started its clock again: a repair moves it aside as `.duplicate`, out of the index,
     /// and the stream keeps its frames once each.

@@ -1,5 +1,6 @@
 import Foundation
 import RewindCore
+import RewindMigrations
 import RewindSQLite
 import RewindTesting
 import Testing
@@ -74,6 +75,66 @@ enum IndexFixtures {
         let second = try index.stream(named: "screen", description: other)
         #expect(try index.streams() == [first, second])
         #expect(second.description.color == ColorInfo(matrix: .bt601, range: .full))
+    }
+
+    /// A stream that does not know its chroma siting or pixel aspect takes them from the first recording that says;
+    /// once known, a recording that says otherwise is refused, and one that does not say agrees.
+    @Test func chromaSitingAndPixelAspectAreFilledInOnceAndThenKept() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let index = try StoreIndex(path: directory.indexPath)
+        let plain = try index.stream(named: "camera", description: IndexFixtures.description)
+        try index.raiseNewestPTS(streamID: plain.id, to: 0)
+        #expect(plain.description.chromaSiting == .unspecified && !plain.description.pixelAspect.isKnown)
+        var shaped = IndexFixtures.description
+        shaped.chromaSiting = .left
+        shaped.pixelAspect = try #require(PixelAspect(numerator: 20, denominator: 22))
+        let filled = try index.stream(named: "camera", description: shaped)
+        #expect(filled.id == plain.id && filled.description == shaped)
+        #expect(filled.description.pixelAspect.description == "10:11")
+        #expect(try index.streams() == [filled])
+        // An input that does not say agrees with what is known, and changes nothing.
+        #expect(try index.stream(named: "camera", description: IndexFixtures.description) == filled)
+        var other = shaped
+        other.chromaSiting = .topLeft
+        let error = try #require(throws: StoreIndexError.self) {
+            _ = try index.stream(named: "camera", description: other)
+        }
+        #expect(error.description.contains("(chroma left, pixels 10:11), not"), "\(error)")
+        #expect(error.description.contains("(chroma topleft, pixels 10:11)"), "\(error)")
+        other = shaped
+        other.pixelAspect = .square
+        #expect(throws: StoreIndexError.self) { _ = try index.stream(named: "camera", description: other) }
+        // What the columns hold is what a sqlite3 user reads.
+        let stored = try index.database.withConnection { connection in
+            try connection.scalarInt64(
+                "SELECT count(*) FROM streams WHERE chroma_siting = 'left' AND pixel_aspect_num = 10 "
+                    + "AND pixel_aspect_den = 11")
+        }
+        #expect(stored == 1)
+    }
+
+    /// An index of a build that kept no siting or aspect (schema 6) reads, read-only, as not knowing them; opened for
+    /// writing it is migrated and keeps every stream.
+    @Test func anIndexWithoutStreamShapeReadsAsNotKnowingIt() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        do {
+            let old = try StoreIndex(path: directory.indexPath, migrations: Array(Migration.all.prefix(6)))
+            try old.database.withConnection { connection in
+                try connection.execute(
+                    "INSERT INTO streams (id, name, pixel_format, width, height, frame_duration_value, "
+                        + "frame_duration_timescale, color_matrix, color_range, created_wall_ns) "
+                        + "VALUES (1, 'camera', 'nv12', 1920, 1080, 1, 30, 'bt709', 'video', 1)")
+            }
+        }
+        let reader = try StoreIndex(path: directory.indexPath, readOnly: true)
+        let read = try #require(try reader.stream(named: "camera"))
+        #expect(read.description.chromaSiting == .unspecified && read.description.pixelAspect == .unknown)
+        #expect(try reader.streams() == [read])
+        let writer = try StoreIndex(path: directory.indexPath)
+        #expect(try writer.streams() == [read])
+        #expect(try MigrationRunner().appliedMigrations(writer.database).last?.version == 7)
     }
 
     @Test func rangeQueryAcrossSegmentsHasInclusiveStartAndExclusiveEnd() throws {

@@ -80,7 +80,8 @@ public struct SyntheticCamera: FrameSource, Sendable {
         if let problem = Self.sizeProblem(width: layout.width, height: layout.height) { preconditionFailure(problem) }
         precondition(noise >= 0 && noise <= 8, "noise must be 0…8 code values")
         precondition((frameCount ?? 0) >= 0, "frame count must not be negative")
-        self.stream = StreamDescription(layout: layout, frameDuration: frameDuration, color: color)
+        self.stream = StreamDescription(
+            layout: layout, frameDuration: frameDuration, color: color, pixelAspect: .square)
         self.noise = noise
         self.seed = seed
         self.startWallNanoseconds = startWallNanoseconds ?? Y4MReader.nowNanoseconds()

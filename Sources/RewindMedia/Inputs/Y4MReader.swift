@@ -14,14 +14,16 @@ import RewindSystem
 /// Header tags:
 /// - `W`, `H` (required): the frame size.
 /// - `F` (required): the frame rate `num:den`; a frame lasts `den/num` s and frame `n` has pts `n × den/num`.
-/// - `C`: `420jpeg`, `420paldv`, `420mpeg2` and `420` read as ``PixelFormat/i420`` (chroma siting is not kept);
+/// - `C`: `420jpeg`, `420paldv`, `420mpeg2` and `420` read as ``PixelFormat/i420``, with the chroma siting they name
+///   (`420jpeg` and `420` centred, `420mpeg2` left, `420paldv` top-left; ``ChromaSiting``), as ffmpeg reads them;
 ///   `mono` as ``PixelFormat/gray8``; `420p10` (16-bit little-endian samples, the 10-bit value in the low bits, as
 ///   ``Y4MWriter`` writes a `p010` stream) as ``PixelFormat/p010``: each sample moved to the high bits and the
 ///   chroma planes interleaved, in place; a sample above 1023 is refused. No `C` means `420jpeg`. Anything else
 ///   (4:2:2, 4:4:4, 12-bit…) is refused.
 /// - `I`: `p` (progressive) and `?` (unknown, read as progressive) are accepted; interlaced streams (`t`, `b`, `m`)
 ///   are refused, because frames would be stored and exported as if progressive: deinterlace first.
-/// - `A`: the pixel aspect ratio, validated (`num:den`, non-negative) and otherwise ignored.
+/// - `A`: the pixel aspect ratio (`num:den`, non-negative; `A0:0` not known), kept (``PixelAspect``); terms that do not
+///   reduce to 16 bits are refused.
 /// - `X`: `XCOLORRANGE=FULL|LIMITED` sets the colour range (default limited); `XYSCSS=` must agree with `C`;
 ///   other `X` tags, and unknown tags, are ignored.
 ///
@@ -88,7 +90,8 @@ public struct Y4MReader: FrameSource {
         let header = try Y4MHeader.read(from: reader)
         self.stream = StreamDescription(
             layout: header.layout, frameDuration: header.frameDuration,
-            color: ColorInfo(matrix: matrix, range: header.range))
+            color: ColorInfo(matrix: matrix, range: header.range), chromaSiting: header.chromaSiting,
+            pixelAspect: header.pixelAspect)
         self.startWallNanoseconds = startWallNanoseconds
         chromaPlanes =
             header.layout.format == .p010 ? Array(repeating: 0, count: header.layout.plane(1).byteCount / 2) : []
@@ -223,6 +226,8 @@ struct Y4MHeader {
     var layout: FrameLayout
     var frameDuration: FrameTime
     var range: ColorInfo.Range
+    var chromaSiting: ChromaSiting
+    var pixelAspect: PixelAspect
 
     private static let magic = Array("YUV4MPEG2 ".utf8)
     static let supportedColorSpaces =
@@ -256,6 +261,8 @@ struct Y4MHeader {
         var formatTag = ""
         var subsampling: (value: String, offset: Int)?
         var range = ColorInfo.Range.video
+        var siting = ChromaSiting.unspecified
+        var aspect = PixelAspect.unknown
 
         var position = magic.count
         while position < line.count {
@@ -302,14 +309,26 @@ struct Y4MHeader {
                     throw fail(tokenStart, "bad interlacing '\(token)': expected Ip, It, Ib, Im or I?")
                 }
             case UInt8(ascii: "A"):
-                guard parseRatio(value) != nil else {
+                guard let ratio = parseRatio(value) else {
                     throw fail(tokenStart, "bad pixel aspect ratio '\(token)': expected A<num>:<den>, e.g. A1:1")
                 }
+                guard let shape = PixelAspect(numerator: ratio.0, denominator: ratio.1) else {
+                    throw fail(
+                        tokenStart,
+                        "pixel aspect ratio '\(token)' has terms above 65535 once reduced: give a ratio of smaller "
+                            + "terms, e.g. A10:11")
+                }
+                aspect = shape
             case UInt8(ascii: "C"):
                 formatTag = value
                 formatOffset = tokenStart
                 switch value {
-                case "420jpeg", "420paldv", "420mpeg2", "420": format = .i420
+                case "420jpeg", "420":
+                    (format, siting) = (.i420, .center)
+                case "420mpeg2":
+                    (format, siting) = (.i420, .left)
+                case "420paldv":
+                    (format, siting) = (.i420, .topLeft)
                 case "420p10": format = .p010
                 case "mono": format = .gray8
                 default:
@@ -357,7 +376,8 @@ struct Y4MHeader {
             throw fail(0, error.description)
         }
         let duration = FrameTime(value: Int64(rate.denominator), timescale: Int32(rate.numerator))
-        return Y4MHeader(layout: layout, frameDuration: duration, range: range)
+        return Y4MHeader(
+            layout: layout, frameDuration: duration, range: range, chromaSiting: siting, pixelAspect: aspect)
     }
 
     /// Parses `num:den` with both non-negative.

@@ -9,8 +9,9 @@ import RewindSystem
 ///     Segment (unknown size)
 ///       Info                 TimestampScale 1 (timestamps are nanoseconds), [Duration, patched on a file], apps
 ///       Tracks/TrackEntry    track 1, video, CodecID V_UNCOMPRESSED, DefaultDuration = frame duration in ns,
-///         Video              PixelWidth, PixelHeight, ColourSpace (fourcc), Colour (matrix, range, primaries,
-///                            transfer)
+///         Video              PixelWidth, PixelHeight, [DisplayWidth, DisplayHeight, DisplayUnit 3: the
+///                            display aspect of a known pixel aspect], ColourSpace (fourcc), Colour (matrix,
+///                            range, primaries, transfer, [ChromaSitingHorz/Vert of a known siting])
 ///       Chapters             [one EditionEntry, a ChapterAtom per chapter: ChapterTimeStart = its pts in ns,
 ///                            ChapterDisplay with its title]
 ///       Cluster              one per frame: Timestamp = the frame's pts in ns
@@ -133,6 +134,11 @@ public final class MatroskaWriter: Exporter {
                     t.master(0xE0) { v in
                         v.uint(0xB0, UInt64(stream.layout.width))
                         v.uint(0xBA, UInt64(stream.layout.height))
+                        if let display = MatroskaWriter.displayAspect(stream) {
+                            v.uint(0x54B0, display.width)
+                            v.uint(0x54BA, display.height)
+                            v.uint(0x54B2, 3)
+                        }
                         v.binary(0x2E_B524, Array(fourcc.utf8))
                         v.master(0x55B0) { c in
                             if stream.layout.format == .p010 { c.uint(0x55B2, 10) }
@@ -140,6 +146,10 @@ public final class MatroskaWriter: Exporter {
                             c.uint(0x55B9, color.range)
                             c.uint(0x55BA, color.transfer)
                             c.uint(0x55BB, color.primaries)
+                            if let siting = MatroskaWriter.siting(stream) {
+                                c.uint(0x55B7, siting.horizontal)
+                                c.uint(0x55B8, siting.vertical)
+                            }
                         }
                     }
                 }
@@ -259,6 +269,32 @@ public final class MatroskaWriter: Exporter {
     static func defaultDuration(_ duration: FrameTime) -> UInt64 {
         let ns = Int128(duration.value) * Int128(FrameTime.nanosecondsPerSecond)
         return UInt64((ns + Int128(duration.timescale) / 2) / Int128(duration.timescale))
+    }
+
+    /// The display aspect ratio (reduced) of a stream whose pixel aspect is known: its size with each pixel's shape.
+    static func displayAspect(_ stream: StreamDescription) -> (width: UInt64, height: UInt64)? {
+        let aspect = stream.pixelAspect
+        guard aspect.isKnown else { return nil }
+        var (width, height) = (
+            UInt64(stream.layout.width) * UInt64(aspect.numerator),
+            UInt64(stream.layout.height) * UInt64(aspect.denominator)
+        )
+        var (a, b) = (width, height)
+        while b != 0 { (a, b) = (b, a % b) }
+        (width, height) = (width / a, height / a)
+        return (width, height)
+    }
+
+    /// Matroska's ChromaSitingHorz and ChromaSitingVert (1 collocated with the left column or top row, 2 half-way)
+    /// for a 4:2:0 stream whose chroma siting is known.
+    static func siting(_ stream: StreamDescription) -> (horizontal: UInt64, vertical: UInt64)? {
+        guard stream.layout.format != .bgra, stream.layout.format != .gray8 else { return nil }
+        switch stream.chromaSiting {
+        case .unspecified: return nil
+        case .center: return (2, 2)
+        case .left: return (1, 2)
+        case .topLeft: return (1, 1)
+        }
     }
 
     /// Matroska's Colour values (ISO/IEC 23091-4 code points) for the stream.

@@ -15,8 +15,9 @@ import RewindSystem
 ///   de-interleaved;
 /// - `bgra` is refused: YUV4MPEG2 has no RGB format (export `.mkv` or `.mp4` instead).
 ///
-/// Streams keep no chroma siting or pixel aspect (``Y4MReader`` reads `C420mpeg2`, `C420paldv` and any `A` as
-/// plain 4:2:0), so the header always says `C420jpeg` (4:2:0) and `A1:1`.
+/// The header says the stream's chroma siting (4:2:0 at 8 bits: `C420mpeg2` left, `C420paldv` top-left, `C420jpeg`
+/// centred or not known, as ffmpeg writes it; `C420p10` and `Cmono` have no siting to say) and its pixel aspect
+/// (`A0:0` when not known), so ffmpeg reads the export as it read the input.
 ///
 /// Gaps: the file has one frame per frame duration, a grid of slots from the first frame. Each frame goes to the
 /// slot of its pts, `round((pts − first pts) / duration)` (a tie to the earlier slot), so rounding never adds up
@@ -97,10 +98,17 @@ public final class Y4MWriter: Exporter {
         switch stream.layout.format {
         case .gray8: colorSpace = "Cmono"
         case .p010: colorSpace = "C420p10 XYSCSS=420P10"
-        case .nv12, .i420, .bgra: colorSpace = "C420jpeg XYSCSS=420JPEG"
+        case .nv12, .i420, .bgra:
+            switch stream.chromaSiting {
+            case .left: colorSpace = "C420mpeg2 XYSCSS=420MPEG2"
+            case .topLeft: colorSpace = "C420paldv XYSCSS=420PALDV"
+            case .center, .unspecified: colorSpace = "C420jpeg XYSCSS=420JPEG"
+            }
         }
+        let aspect = stream.pixelAspect
         let range = stream.color.range == .full ? "FULL" : "LIMITED"
-        return "YUV4MPEG2 W\(stream.layout.width) H\(stream.layout.height) F\(rate.0):\(rate.1) Ip A1:1 "
+        return "YUV4MPEG2 W\(stream.layout.width) H\(stream.layout.height) F\(rate.0):\(rate.1) Ip "
+            + "A\(aspect.numerator):\(aspect.denominator) "
             + "\(colorSpace) XCOLORRANGE=\(range)\n"
     }
 

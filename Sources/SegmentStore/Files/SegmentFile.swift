@@ -20,14 +20,15 @@ import RewindSystem
 ///     12  1  pixel format (PixelFormat raw value)
 ///     13  1  colour matrix (ColorInfo.Matrix raw value)
 ///     14  1  colour range (ColorInfo.Range raw value)
-///     15  1  zero
+///     15  1  chroma siting (ChromaSiting raw value; 0, not known, in files of builds that kept none)
 ///     16  4  u32 width
 ///     20  4  u32 height
 ///     24  8  i64 frame duration value
 ///     32  4  i32 frame duration timescale
 ///     36  4  u32 key interval K (a key frame at least every K frames)
 ///     40  4  u32 chunk size (see ChunkPlan)
-///     44  4  zero
+///     44  2  u16 pixel aspect numerator (0: not known)
+///     46  2  u16 pixel aspect denominator (0: not known)
 ///     48  8  u64 segment sequence number (the number in the file name)
 ///     56  8  i64 creation wall time, Unix ns
 ///     64  2  u16 stream name length n
@@ -169,12 +170,15 @@ package struct SegmentHeader: Sendable, Hashable {
             p.put(stream.layout.format.rawValue, at: 12)
             p.put(stream.color.matrix.rawValue, at: 13)
             p.put(stream.color.range.rawValue, at: 14)
+            p.put(stream.chromaSiting.rawValue, at: 15)
             p.put(UInt32(stream.layout.width), at: 16)
             p.put(UInt32(stream.layout.height), at: 20)
             p.put(stream.frameDuration.value, at: 24)
             p.put(stream.frameDuration.timescale, at: 32)
             p.put(UInt32(keyInterval), at: 36)
             p.put(UInt32(chunkSize), at: 40)
+            p.put(stream.pixelAspect.numerator, at: 44)
+            p.put(stream.pixelAspect.denominator, at: 46)
             p.put(sequence, at: 48)
             p.put(createdWallNanoseconds, at: 56)
             p.put(UInt16(name.count), at: 64)
@@ -227,6 +231,9 @@ package struct SegmentHeader: Sendable, Hashable {
         guard let matrix = ColorInfo.Matrix(rawValue: p.get(UInt8.self, at: 13)),
             let range = ColorInfo.Range(rawValue: p.get(UInt8.self, at: 14))
         else { throw .invalidField("colour") }
+        guard let siting = ChromaSiting(rawValue: p.get(UInt8.self, at: 15)) else {
+            throw .invalidField("chroma siting")
+        }
         let layout: FrameLayout
         do {
             layout = try FrameLayout(
@@ -244,7 +251,8 @@ package struct SegmentHeader: Sendable, Hashable {
         return SegmentHeader(
             stream: StreamDescription(
                 layout: layout, frameDuration: FrameTime(value: durationValue, timescale: timescale),
-                color: ColorInfo(matrix: matrix, range: range)),
+                color: ColorInfo(matrix: matrix, range: range), chromaSiting: siting,
+                pixelAspect: PixelAspect(stored: p.get(UInt16.self, at: 44), p.get(UInt16.self, at: 46))),
             streamName: name, sequence: p.get(UInt64.self, at: 48), keyInterval: keyInterval, chunkSize: chunkSize,
             createdWallNanoseconds: p.get(Int64.self, at: 56))
     }

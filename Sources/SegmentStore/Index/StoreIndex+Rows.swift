@@ -14,10 +14,15 @@ extension StoreIndex {
         return try select.step() ? .segmentIsDeleting(id: id) : .unknownSegment(id: id)
     }
 
-    static let streamColumns = """
-        SELECT id, name, pixel_format, width, height, frame_duration_value, frame_duration_timescale,
-            color_matrix, color_range, clock_offset_ns, clock_wall_ns FROM streams
+    /// The `SELECT` ``streamRow(_:)`` reads; `shaped` when the table has the chroma siting and pixel aspect
+    /// columns of migration 7, else they read as not known.
+    static func streamColumns(shaped: Bool) -> String {
         """
+        SELECT id, name, pixel_format, width, height, frame_duration_value, frame_duration_timescale,
+            color_matrix, color_range, clock_offset_ns, clock_wall_ns,
+            \(shaped ? "chroma_siting, pixel_aspect_num, pixel_aspect_den" : "'unspecified', 0, 0") FROM streams
+        """
+    }
 
     static let segmentColumns = """
         SELECT id, stream_id, file_name, state, format_version, first_pts_ns, last_pts_ns, frame_count, raw_bytes,
@@ -55,9 +60,17 @@ extension StoreIndex {
         guard durationValue > 0, timescale > 0, timescale <= Int64(Int32.max) else {
             throw StoreIndexError.invalidStreamRow(id: id, detail: "frame duration \(durationValue)/\(timescale)")
         }
+        let sitingName = row.text(11)
+        guard let siting = ChromaSiting(name: sitingName) else {
+            throw StoreIndexError.invalidStreamRow(id: id, detail: "unknown chroma siting '\(sitingName)'")
+        }
+        guard let aspect = PixelAspect(numerator: Int(row.int64(12)), denominator: Int(row.int64(13))) else {
+            throw StoreIndexError.invalidStreamRow(
+                id: id, detail: "pixel aspect \(row.int64(12)):\(row.int64(13)) is not a ratio of 16-bit terms")
+        }
         let description = StreamDescription(
             layout: layout, frameDuration: FrameTime(value: durationValue, timescale: Int32(timescale)),
-            color: ColorInfo(matrix: matrix, range: range))
+            color: ColorInfo(matrix: matrix, range: range), chromaSiting: siting, pixelAspect: aspect)
         var clock: StreamClock?
         if let offset = row.optionalInt64(9), let wall = row.optionalInt64(10) {
             clock = StreamClock(offsetNanoseconds: offset, wallNanoseconds: wall)

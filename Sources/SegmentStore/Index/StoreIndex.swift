@@ -18,6 +18,9 @@ package final class StoreIndex: Sendable {
     package let database: SQLiteDatabase
     /// Hears every change to the gaps and drop counters once it is committed (``observeLosses(_:)``).
     let lossObserver = Mutex<(@Sendable (LossChange) -> Void)?>(nil)
+    /// `SELECT` of every column of a ``StreamRow``; read-only over a store not yet migrated to keep chroma siting and
+    /// pixel aspect (migration 7), it reads them as not known.
+    let streamColumns: String
 
     /// Opens the index at `path`, creating it and applying migrations unless `readOnly`.
     ///
@@ -36,6 +39,11 @@ package final class StoreIndex: Sendable {
         } else {
             try runner.migrate(database)
         }
+        let shaped = try database.withConnection { connection in
+            try connection.scalarInt64(
+                "SELECT count(*) FROM pragma_table_info('streams') WHERE name = 'chroma_siting'")
+        }
+        streamColumns = Self.streamColumns(shaped: shaped == 1)
     }
 
     /// The database file.
@@ -63,18 +71,40 @@ package final class StoreIndex: Sendable {
 
     /// Returns the stream called `name`, creating it with `description` if it does not exist.
     ///
+    /// A stream that does not know its chroma siting or pixel aspect takes them from a `description` that says
+    /// (``StreamDescription/filled(from:)``).
+    ///
     /// - Parameters:
     ///   - name: The stream's unique name, e.g. `camera`.
     ///   - description: What its frames are.
     /// - Returns: The stored stream.
     /// - Throws: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)`` when the stream exists with
-    ///   another description; ``SQLiteError``.
+    ///   another description (``StreamDescription/agrees(with:)``); ``SQLiteError``.
     package func stream(named name: String, description: StreamDescription) throws -> StreamRow {
-        if let stored = try stream(named: name), stored.description == description { return stored }
+        if let stored = try stream(named: name), stored.description.agrees(with: description),
+            stored.description.filled(from: description) == stored.description
+        {
+            return stored
+        }
         return try database.write { connection in
             // Another process may have created it since the read above.
-            if let stored = try Self.findStream(named: name, connection) {
-                guard stored.description != description, try Self.isUnused(stored.id, connection) else {
+            if let stored = try findStream(named: name, connection) {
+                if stored.description.agrees(with: description) {
+                    var filled = stored
+                    filled.description = stored.description.filled(from: description)
+                    guard filled != stored else { return stored }
+                    let update = try connection.statement(
+                        """
+                        UPDATE streams SET chroma_siting = ?, pixel_aspect_num = ?, pixel_aspect_den = ?
+                        WHERE id = ?
+                        """)
+                    defer { update.reset() }
+                    try Self.bindShape(of: filled.description, to: update, from: 1)
+                    try update.bind(stored.id, at: 4)
+                    try update.run()
+                    return filled
+                }
+                guard try Self.isUnused(stored.id, connection) else {
                     return try Self.checked(stored, against: description)
                 }
                 // A stream that never stored a frame (an input that sent its header and nothing more) takes the
@@ -82,25 +112,26 @@ package final class StoreIndex: Sendable {
                 let update = try connection.statement(
                     """
                     UPDATE streams SET pixel_format = ?, width = ?, height = ?, frame_duration_value = ?,
-                        frame_duration_timescale = ?, color_matrix = ?, color_range = ?, clock_offset_ns = NULL,
-                        clock_wall_ns = NULL
+                        frame_duration_timescale = ?, color_matrix = ?, color_range = ?, chroma_siting = ?,
+                        pixel_aspect_num = ?, pixel_aspect_den = ?, clock_offset_ns = NULL, clock_wall_ns = NULL
                     WHERE id = ?
                     """)
                 defer { update.reset() }
                 try Self.bind(description, to: update, from: 1)
-                try update.bind(stored.id, at: 8)
+                try update.bind(stored.id, at: 11)
                 try update.run()
                 return StreamRow(id: stored.id, name: name, description: description)
             }
             let insert = try connection.statement(
                 """
                 INSERT INTO streams (name, pixel_format, width, height, frame_duration_value,
-                    frame_duration_timescale, color_matrix, color_range, created_wall_ns)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    frame_duration_timescale, color_matrix, color_range, chroma_siting, pixel_aspect_num,
+                    pixel_aspect_den, created_wall_ns)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             try insert.bind(name, at: 1)
             try Self.bind(description, to: insert, from: 2)
-            try insert.bind(System.wallClockNanoseconds(), at: 9)
+            try insert.bind(System.wallClockNanoseconds(), at: 12)
             try insert.run()
             return StreamRow(id: connection.lastInsertRowID, name: name, description: description)
         }
@@ -110,18 +141,19 @@ package final class StoreIndex: Sendable {
     ///
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
     package func stream(named name: String) throws -> StreamRow? {
-        try database.withConnection { connection in try Self.findStream(named: name, connection) }
+        try database.withConnection { connection in try findStream(named: name, connection) }
     }
 
-    static func findStream(named name: String, _ connection: SQLiteConnection) throws -> StreamRow? {
+    func findStream(named name: String, _ connection: SQLiteConnection) throws -> StreamRow? {
         let select = try connection.statement("\(streamColumns) WHERE name = ?")
         defer { select.reset() }
         try select.bind(name, at: 1)
-        return try select.step() ? try streamRow(select) : nil
+        return try select.step() ? try Self.streamRow(select) : nil
     }
 
-    /// Binds a stream's description to the 7 parameters from `first` on: pixel format, width, height, frame duration
-    /// value and timescale, colour matrix and range (the `streams` columns in that order).
+    /// Binds a stream's description to the 10 parameters from `first` on: pixel format, width, height, frame
+    /// duration value and timescale, colour matrix and range, chroma siting, pixel aspect numerator and denominator
+    /// (the `streams` columns in that order).
     private static func bind(_ description: StreamDescription, to statement: SQLiteStatement, from first: Int32)
         throws
     {
@@ -132,6 +164,16 @@ package final class StoreIndex: Sendable {
         try statement.bind(Int64(description.frameDuration.timescale), at: first + 4)
         try statement.bind(description.color.matrix.name, at: first + 5)
         try statement.bind(description.color.range.name, at: first + 6)
+        try bindShape(of: description, to: statement, from: first + 7)
+    }
+
+    /// Binds a stream's chroma siting, pixel aspect numerator and denominator to the 3 parameters from `first` on.
+    private static func bindShape(of description: StreamDescription, to statement: SQLiteStatement, from first: Int32)
+        throws
+    {
+        try statement.bind(description.chromaSiting.name, at: first)
+        try statement.bind(Int64(description.pixelAspect.numerator), at: first + 1)
+        try statement.bind(Int64(description.pixelAspect.denominator), at: first + 2)
     }
 
     /// Whether stream `id` has never stored a frame: no segment, no newest pts ever recorded, no marker.
@@ -153,13 +195,13 @@ package final class StoreIndex: Sendable {
     /// - Throws: ``SQLiteError``.
     package func streamIsUnused(named name: String) throws -> Bool {
         try database.withConnection { connection in
-            guard let stored = try Self.findStream(named: name, connection) else { return false }
+            guard let stored = try findStream(named: name, connection) else { return false }
             return try Self.isUnused(stored.id, connection)
         }
     }
 
     static func checked(_ stored: StreamRow, against description: StreamDescription) throws -> StreamRow {
-        guard stored.description == description else {
+        guard stored.description.agrees(with: description) else {
             throw StoreIndexError.streamDescriptionMismatch(
                 name: stored.name, stored: stored.description, requested: description)
         }
@@ -187,7 +229,7 @@ package final class StoreIndex: Sendable {
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.
     package func streams() throws -> [StreamRow] {
         try database.withConnection { connection in
-            let select = try connection.statement("\(Self.streamColumns) ORDER BY id")
+            let select = try connection.statement("\(streamColumns) ORDER BY id")
             defer { select.reset() }
             var rows: [StreamRow] = []
             while try select.step() { rows.append(try Self.streamRow(select)) }

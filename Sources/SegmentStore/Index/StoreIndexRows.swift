@@ -177,9 +177,7 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .streamDescriptionMismatch(let name, let stored, let requested):
-            return
-                "stream '\(name)' is stored as \(stored.layout) at \(stored.frameDuration) s/frame \(stored.color), "
-                + "not \(requested.layout) at \(requested.frameDuration) s/frame \(requested.color)"
+            return "stream '\(name)' is stored as \(stored), not \(requested)"
         case .invalidStreamRow(let id, let detail):
             return "stream \(id) in the index cannot be read (\(detail))"
         case .segmentNotOpen(let segmentID, let streamID):

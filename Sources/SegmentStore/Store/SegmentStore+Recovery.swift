@@ -640,7 +640,8 @@ extension SegmentStore {
         report: inout VerifyReport
     ) throws {
         guard let row else {
-            if let stream = try index.stream(named: header.streamName), stream.description != header.stream {
+            if let stream = try index.stream(named: header.streamName), !stream.description.agrees(with: header.stream)
+            {
                 report.problems.append(
                     foreignFileProblem(name, stream: stream.name, stored: stream.description, found: header.stream))
             } else {
@@ -700,9 +701,8 @@ extension SegmentStore {
     private func foreignFileProblem(
         _ fileName: String, stream: String, stored: StreamDescription, found: StreamDescription
     ) -> String {
-        "segment \(fileName) holds stream '\(stream)' as \(found.layout) at \(found.frameDuration) s/frame \(found.color), "
-            + "but this store's '\(stream)' is \(stored.layout) at \(stored.frameDuration) s/frame \(stored.color): the "
-            + "file is not this store's and is left out of the index; move it out of \(segmentsDirectory)"
+        "segment \(fileName) holds stream '\(stream)' as \(found), but this store's '\(stream)' is \(stored): the file "
+            + "is not this store's and is left out of the index; move it out of \(segmentsDirectory)"
     }
 
     /// `1 frame`, `12 frames`.
