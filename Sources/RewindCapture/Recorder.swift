@@ -187,6 +187,10 @@ public final class Recorder: Sendable {
         defer { if !isComplete { for writer in writers { try? writer.close() } } }
         for (index, (spec, share)) in zip(specs, shares).enumerated() {
             let row = rows.first { $0.name == spec.name }
+            // What the store knows of the stream's chroma siting and pixel aspect and the input does not say holds
+            // for the frames in memory too (live exports say what exports from the disk say).
+            var stream = spec.stream
+            if let row, stream.agrees(with: row.description) { stream = stream.filled(from: row.description) }
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
             // A continuation starts a frame after the last stored one, on the frame grid.
@@ -199,19 +203,19 @@ public final class Recorder: Sendable {
                 clock: StreamClockMapping(
                     recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS, frameDuration: step))
             let recorderStream = RecorderStream(
-                name: spec.name, stream: spec.stream, budget: share, ringTotal: ringTotal,
+                name: spec.name, stream: stream, budget: share, ringTotal: ringTotal,
                 encoderBytes: encoderShares[index], configuration: configuration, store: store, spill: spill,
                 shared: shared)
             if let store, let spill {
                 // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
                 let writer = try store.makeWriter(
-                    streamName: spec.name, stream: spec.stream, sharingWorkersWith: firstWriter,
+                    streamName: spec.name, stream: stream, sharingWorkersWith: firstWriter,
                     segmentMaxBytes: store.options.segmentMaxBytes(forShareOfBudget: rates[index] / totalRate))
                 firstWriter = firstWriter ?? writer
                 writers.append(writer)
                 spill.addLane(
                     SpillLane(
-                        ring: recorderStream.ring, writer: writer, shared: shared, stream: spec.stream,
+                        ring: recorderStream.ring, writer: writer, shared: shared, stream: stream,
                         configuration: configuration, lastStoredPTS: lastStoredPTS))
             }
             made.append(recorderStream)

@@ -683,6 +683,50 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// A live recorder of an input that does not say its chroma siting or pixel aspect, into a stream the store
+    /// knows them of, saves from memory what exports from the disk say.
+    @Test func aLiveSaveSaysTheChromaSitingAndPixelAspectTheStoreKnows() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let said = directory.appendingPathComponent("said.y4m").path
+        try ExternalTools.makeY4M(
+            said, width: 160, height: 120, rate: "10", frames: 10,
+            extra: ["-chroma_sample_location", "left", "-aspect", "40:33"])
+        let earlier = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(said)"])
+        #expect(earlier.status == 0, "\(earlier.stderr)")
+        let fifo = directory.appendingPathComponent("pipe.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let writer = open(fifo, O_RDWR)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        let header = Array("YUV4MPEG2 W160 H120 F10:1 Ip A0:0\n".utf8)
+        #expect(write(writer, header, header.count) == header.count)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "y4m:\(fifo)", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        // More than a pipe holds: written once the recorder reads.
+        for index in 0..<5 {
+            let frame = Array("FRAME\n".utf8) + [UInt8](repeating: UInt8(16 + index), count: 28_800)
+            #expect(write(writer, frame, frame.count) == frame.count)
+        }
+        try waitUntil("the live recorder holds the 5 frames", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return (object?["live"] as? [String: Any])?["memory_frames"] as? Int == 5
+        }
+        let clip = directory.appendingPathComponent("live.y4m").path
+        let save = try Tool.rewind(["save", "--store", store, "--last", "0.5s", "-o", clip])
+        #expect(save.status == 0, "\(save.stderr)")
+        #expect(save.output.contains("saved by the live recorder"), "\(save.output)")
+        let probed = try probe(clip, "stream=sample_aspect_ratio,chroma_location,nb_read_frames")
+        #expect(probed == "10:11,left,5", "\(probed)")
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A save into a FIFO: the recorder writes a regular file of its own, which the client copies into the FIFO,
     /// so a reader that is slow (or never reads) holds up the client, never the recorder; the API refuses the FIFO
     /// itself as a path, and the recorder stops at once after.
