@@ -371,25 +371,43 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     public var height: Int
     /// Nominal frame duration, nanoseconds.
     public var frameDurationNanoseconds: Int64
+    /// The colour matrix (`bt709`, `unspecified`, …); nil from a recorder that did not say.
+    public var colorMatrix: String?
+    /// The colour range, `video` or `full`; nil from a recorder that did not say.
+    public var colorRange: String?
+    /// Where chroma samples sit: `unspecified`, `center`, `left` or `topleft`; nil from a recorder that did not say.
+    public var chromaSiting: String?
+    /// The pixel aspect (`10:11`); nil when not known.
+    public var pixelAspect: String?
     /// Whether the recorder records it; false for a stream its store holds from an earlier recording (its timeline
     /// and frames are read from the disk; `rewind clip --store DIR --stream NAME` exports it).
     public var recording: Bool
 
     /// Makes a description; each parameter is the field of the same name.
     public init(
-        name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64, recording: Bool = true
+        name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64,
+        colorMatrix: String? = nil, colorRange: String? = nil, chromaSiting: String? = nil, pixelAspect: String? = nil,
+        recording: Bool = true
     ) {
         self.name = name
         self.format = format
         self.width = width
         self.height = height
         self.frameDurationNanoseconds = frameDurationNanoseconds
+        self.colorMatrix = colorMatrix
+        self.colorRange = colorRange
+        self.chromaSiting = chromaSiting
+        self.pixelAspect = pixelAspect
         self.recording = recording
     }
 
     enum CodingKeys: String, CodingKey {
         case name, format, width, height, recording
         case frameDurationNanoseconds = "frame_duration_ns"
+        case colorMatrix = "color_matrix"
+        case colorRange = "color_range"
+        case chromaSiting = "chroma_siting"
+        case pixelAspect = "pixel_aspect"
     }
 
     /// Decodes a description; one without `recording` (from a recorder that listed only what it records) is
@@ -401,6 +419,10 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
         width = try container.decode(Int.self, forKey: .width)
         height = try container.decode(Int.self, forKey: .height)
         frameDurationNanoseconds = try container.decode(Int64.self, forKey: .frameDurationNanoseconds)
+        colorMatrix = try container.decodeIfPresent(String.self, forKey: .colorMatrix)
+        colorRange = try container.decodeIfPresent(String.self, forKey: .colorRange)
+        chromaSiting = try container.decodeIfPresent(String.self, forKey: .chromaSiting)
+        pixelAspect = try container.decodeIfPresent(String.self, forKey: .pixelAspect)
         recording = try container.decodeIfPresent(Bool.self, forKey: .recording) ?? true
     }
 }

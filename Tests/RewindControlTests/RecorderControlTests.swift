@@ -493,6 +493,12 @@ import Testing
         #expect(list.streams.map(\.name) == ["camera", "rear"])
         #expect(list.streams.map(\.recording) == [true, false])
         #expect(list.streams.last?.width == 160 && list.streams.last?.height == 96)
+        // The synthetic cameras' colour and square pixels; their chroma siting is not said.
+        #expect(
+            list.streams.map(\.colorMatrix) == ["bt709", "bt709"]
+                && list.streams.map(\.colorRange) == ["video", "video"])
+        #expect(list.streams.map(\.chromaSiting) == ["unspecified", "unspecified"])
+        #expect(list.streams.map(\.pixelAspect) == ["1:1", "1:1"])
 
         // Frames 0…59 of the rear camera cover 0 … 2 s on the recorder clock: on disk, none in memory.
         let answer = try curl(
