@@ -42,7 +42,7 @@ extension ClipSource {
     }
 
     /// A picture of the frame at or before `time` (memory or disk), scaled to `width`, or nil when no frame is at or
-    /// before it.
+    /// before it. Its height shows the frame at its shape (the stream's pixel aspect applied).
     ///
     /// - Parameters:
     ///   - time: nanoseconds on the stream clock.
@@ -53,7 +53,7 @@ extension ClipSource {
         guard let pts = try framePTS(.atOrBefore, time) else { return nil }
         var picture: FrameImage?
         try frames(in: pts..<pts + 1) { frame in
-            picture = try FrameImage(frame: frame, width: width, format: format)
+            picture = try FrameImage(frame: frame, width: width, pixelAspect: stream.pixelAspect, format: format)
             return false
         }
         return picture

@@ -723,6 +723,16 @@ import Testing
         #expect(save.output.contains("saved by the live recorder"), "\(save.output)")
         let probed = try probe(clip, "stream=sample_aspect_ratio,chroma_location,nb_read_frames")
         #expect(probed == "10:11,left,5", "\(probed)")
+        // A picture of a frame shows it at its shape: 160 wide, 120 × 11/10 high.
+        let picture = directory.appendingPathComponent("frame.png").path
+        let fetched = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "-f", "--max-time", "60", "--unix-socket", "\(store)/rewind.sock", "-o", picture,
+                "http://rewind/v1/streams/camera/frame?at=100s&format=png",
+            ])
+        #expect(fetched.status == 0, "\(fetched.stderr)")
+        #expect(try probe(picture, "stream=width,height") == "160,132")
         recorder.process.terminate()
         _ = try recorder.finish(timeout: .seconds(60))
     }

@@ -116,6 +116,34 @@ import Testing
         #expect(throws: FrameImageError.invalidWidth(0, frameWidth: 4)) { try rgb((layout, info, bytes), width: 0) }
     }
 
+    /// A picture shows the frame at its shape: the stream's pixel aspect sets its height (720x480 at 10:11 is
+    /// 720x528, at 40:33 720x396; at half width half that), an unknown aspect is square, and an absurd one is held
+    /// to 4 times the square height.
+    @Test func thePixelAspectSetsThePicturesHeight() throws {
+        let layout = try FrameLayout(format: .gray8, width: 720, height: 480)
+        let bytes = [UInt8](repeating: 128, count: layout.byteCount)
+        let info = try FrameInfo(pts: FrameTime(value: 0, timescale: 30), wallNanoseconds: 0, color: .bt709Video)
+        func size(_ aspect: PixelAspect, width: Int? = nil) throws -> [Int] {
+            let image = try bytes.withUnsafeBytes {
+                try RGBImage(frame: FrameView(layout: layout, info: info, bytes: $0), width: width, pixelAspect: aspect)
+            }
+            #expect(image.pixels.count == image.width * image.height * 3)
+            return [image.width, image.height]
+        }
+        #expect(try size(try #require(PixelAspect(numerator: 10, denominator: 11))) == [720, 528])
+        #expect(try size(try #require(PixelAspect(numerator: 40, denominator: 33))) == [720, 396])
+        #expect(try size(try #require(PixelAspect(numerator: 10, denominator: 11)), width: 360) == [360, 264])
+        #expect(try size(.unknown) == [720, 480] && size(.square, width: 360) == [360, 240])
+        #expect(try size(try #require(PixelAspect(numerator: 1, denominator: 65535))) == [720, 1920])
+        #expect(try size(try #require(PixelAspect(numerator: 65535, denominator: 1))) == [720, 1])
+        let picture = try bytes.withUnsafeBytes {
+            try FrameImage(
+                frame: FrameView(layout: layout, info: info, bytes: $0), width: 320,
+                pixelAspect: try #require(PixelAspect(numerator: 10, denominator: 11)), format: .png)
+        }
+        #expect(picture.width == 320 && picture.height == 235)
+    }
+
     /// A synthetic camera frame converted here and by ffmpeg (swscale, exact rounding) agrees pixel by pixel, and
     /// the PNG and JPEG files decode to it (exactly, and closely).
     @Test(arguments: [PixelFormat.nv12, .i420])

@@ -34,12 +34,16 @@ public struct FrameImage: Sendable, Hashable {
     /// - Parameters:
     ///   - frame: the frame.
     ///   - width: the picture's width, `1...frame.layout.width`; nil keeps the frame's.
+    ///   - pixelAspect: the shape of the frame's pixels: the picture's height shows the frame at its shape
+    ///     (``RGBImage``).
     ///   - format: JPEG or PNG.
     ///   - quality: JPEG quality, 1–100.
     /// - Throws: ``FrameImageError`` for a width out of range, a bad quality, or an encoder failure.
-    public init(frame: FrameView, width: Int? = nil, format: Format, quality: Int = 85) throws(FrameImageError) {
+    public init(
+        frame: FrameView, width: Int? = nil, pixelAspect: PixelAspect = .unknown, format: Format, quality: Int = 85
+    ) throws(FrameImageError) {
         guard (1...100).contains(quality) else { throw .invalidQuality(quality) }
-        let image = try RGBImage(frame: frame, width: width)
+        let image = try RGBImage(frame: frame, width: width, pixelAspect: pixelAspect)
         self.format = format
         self.width = image.width
         self.height = image.height

@@ -16,19 +16,27 @@ public struct RGBImage: Sendable, Hashable {
     /// `width × height` pixels, three bytes each (R, G, B), rows packed.
     public let pixels: [UInt8]
 
-    /// Converts `frame`, scaled to `width` pixels (the height keeps the aspect ratio, at least one row).
+    /// Converts `frame`, scaled to `width` pixels; the height makes the picture the shape the frame is shown at
+    /// (its pixels square in the picture: `pixelAspect` applied, at most 4 times the height square pixels would
+    /// give; at least one row).
     ///
     /// - Parameters:
     ///   - frame: the frame to convert.
     ///   - width: the output width, `1...frame.layout.width`; nil keeps the frame's width.
+    ///   - pixelAspect: the shape of the frame's pixels; not known is taken as square.
     /// - Throws: ``FrameImageError/invalidWidth(_:frameWidth:)`` for a width outside that range.
-    public init(frame: FrameView, width: Int? = nil) throws(FrameImageError) {
+    public init(frame: FrameView, width: Int? = nil, pixelAspect: PixelAspect = .unknown) throws(FrameImageError) {
         let layout = frame.layout
         let outputWidth = width ?? layout.width
         guard (1...layout.width).contains(outputWidth) else {
             throw .invalidWidth(outputWidth, frameWidth: layout.width)
         }
-        let outputHeight = max(1, (layout.height * outputWidth + layout.width / 2) / layout.width)
+        let (numerator, denominator) =
+            pixelAspect.isKnown ? (Int(pixelAspect.numerator), Int(pixelAspect.denominator)) : (1, 1)
+        let scaled = layout.height * outputWidth * denominator
+        let outputHeight = min(
+            max(1, (scaled + layout.width * numerator / 2) / (layout.width * numerator)),
+            4 * max(1, (layout.height * outputWidth + layout.width / 2) / layout.width))
         self.width = outputWidth
         self.height = outputHeight
         let columns = Boxes(source: layout.width, output: outputWidth)
