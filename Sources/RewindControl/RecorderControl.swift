@@ -838,7 +838,7 @@ public final class RecorderControl: Sendable {
             name: name, format: stream.layout.format.name, width: stream.layout.width, height: stream.layout.height,
             frameDurationNanoseconds: stream.frameDuration.nanoseconds ?? 0, colorMatrix: stream.color.matrix.name,
             colorRange: stream.color.range.name, chromaSiting: stream.chromaSiting.name,
-            pixelAspect: stream.pixelAspect.isKnown ? "\(stream.pixelAspect)" : nil, recording: recording)
+            pixelAspect: stream.pixelAspect.ratio, recording: recording)
     }
 
     static func describe(_ row: StreamRow, recording: Bool) -> StreamDescriptionBody {

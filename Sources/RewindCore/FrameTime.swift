@@ -63,14 +63,8 @@ public struct FrameTime: Sendable, Comparable, Hashable, CustomStringConvertible
     /// - Complexity: O(log(min(|value|, timescale))) for the greatest common divisor.
     public func hash(into hasher: inout Hasher) {
         // Hash the reduced fraction so equal times hash equally.
-        let divisor = FrameTime.gcd(value.magnitude, UInt64(timescale))
+        let divisor = max(1, greatestCommonDivisor(value.magnitude, UInt64(timescale)))
         hasher.combine(value / Int64(divisor))
         hasher.combine(Int64(timescale) / Int64(divisor))
-    }
-
-    private static func gcd(_ a: UInt64, _ b: UInt64) -> UInt64 {
-        var (a, b) = (a, b)
-        while b != 0 { (a, b) = (b, a % b) }
-        return a == 0 ? 1 : a
     }
 }

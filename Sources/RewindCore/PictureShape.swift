@@ -51,9 +51,10 @@ public struct PixelAspect: Sendable, Hashable, CustomStringConvertible {
             self = .unknown
             return
         }
-        var (a, b) = (numerator, denominator)
-        while b != 0 { (a, b) = (b, a % b) }
-        guard let n = UInt16(exactly: numerator / a), let d = UInt16(exactly: denominator / a) else { return nil }
+        let divisor = greatestCommonDivisor(numerator, denominator)
+        guard let n = UInt16(exactly: numerator / divisor), let d = UInt16(exactly: denominator / divisor) else {
+            return nil
+        }
         self.init(uncheckedNumerator: n, denominator: d)
     }
 
@@ -72,6 +73,9 @@ public struct PixelAspect: Sendable, Hashable, CustomStringConvertible {
     /// Whether the source said what shape its pixels are.
     public var isKnown: Bool { numerator != 0 }
 
+    /// `num:den`, such as `10:11`; nil when not known (JSON's null).
+    public var ratio: String? { isKnown ? "\(numerator):\(denominator)" : nil }
+
     /// `num:den`, such as `10:11`; `unknown` when not known.
-    public var description: String { isKnown ? "\(numerator):\(denominator)" : "unknown" }
+    public var description: String { ratio ?? "unknown" }
 }

@@ -182,9 +182,8 @@ public enum Values {
         // Whole and fraction apart, the fraction over the scale and multiplier reduced by their common factor, so
         // `10.000000001s` (10 000 000 001 × 10⁹ would overflow) is exact and in range.
         let (whole, fraction) = (digits / scale, digits % scale)
-        var (a, b) = (multiplier, scale)
-        while b != 0 { (a, b) = (b, a % b) }
-        let (unit, denominator) = (multiplier / a, scale / a)
+        let divisor = greatestCommonDivisor(multiplier, scale)
+        let (unit, denominator) = (multiplier / divisor, scale / divisor)
         guard fraction % denominator == 0 else { throw .finerThanUnit }
         let (wholePart, overflow) = whole.multipliedReportingOverflow(by: multiplier)
         let (sum, overflowSum) = wholePart.addingReportingOverflow(fraction / denominator * unit)

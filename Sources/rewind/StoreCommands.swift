@@ -170,7 +170,7 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusRespo
         "fps": Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value),
         "color_matrix": stream.color.matrix.name, "color_range": stream.color.range.name,
         "chroma_siting": stream.chromaSiting.name,
-        "pixel_aspect": stream.pixelAspect.isKnown ? "\(stream.pixelAspect)" : NSNull(),
+        "pixel_aspect": stream.pixelAspect.ratio ?? NSNull(),
         "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
         "segments": summary.segments,
         "drops": try store.drops(streamName: row.name).keyedByRawValue,

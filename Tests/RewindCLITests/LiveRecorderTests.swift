@@ -660,12 +660,8 @@ import Testing
         ])
         #expect(earlier.status == 0, "\(earlier.stderr)")
         let fifo = directory.appendingPathComponent("pipe.y4m").path
-        #expect(mkfifo(fifo, 0o600) == 0)
-        let writer = open(fifo, O_RDWR)
-        #expect(writer >= 0)
+        let writer = try Tool.openFIFO(fifo, sending: Array("YUV4MPEG2 W160 H120 F10:1 Ip A1:1 C420jpeg\n".utf8))
         defer { close(writer) }
-        let header = Array("YUV4MPEG2 W160 H120 F10:1 Ip A1:1 C420jpeg\n".utf8)
-        #expect(write(writer, header, header.count) == header.count)
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "a=y4m:\(fifo)", "--duration", "60s",
         ])
@@ -696,12 +692,8 @@ import Testing
         let earlier = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(said)"])
         #expect(earlier.status == 0, "\(earlier.stderr)")
         let fifo = directory.appendingPathComponent("pipe.y4m").path
-        #expect(mkfifo(fifo, 0o600) == 0)
-        let writer = open(fifo, O_RDWR)
-        #expect(writer >= 0)
+        let writer = try Tool.openFIFO(fifo, sending: Array("YUV4MPEG2 W160 H120 F10:1 Ip A0:0\n".utf8))
         defer { close(writer) }
-        let header = Array("YUV4MPEG2 W160 H120 F10:1 Ip A0:0\n".utf8)
-        #expect(write(writer, header, header.count) == header.count)
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "y4m:\(fifo)", "--duration", "60s",
         ])

@@ -181,13 +181,10 @@ import Testing
         let store = directory.appendingPathComponent("store").path
         // An input that sent two frames and then nothing: the stop waits a moment for the blocked read.
         let fifo = directory.appendingPathComponent("pipe.y4m").path
-        try #require(mkfifo(fifo, 0o600) == 0)
-        let writer = open(fifo, O_RDWR)
-        try #require(writer >= 0)
-        defer { close(writer) }
         let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 160 * 120 * 3 / 2)
-        let input = Array("YUV4MPEG2 W160 H120 F30:1 Ip A1:1 C420jpeg\n".utf8) + frame + frame
-        #expect(write(writer, input, input.count) == input.count)
+        let writer = try Tool.openFIFO(
+            fifo, sending: Array("YUV4MPEG2 W160 H120 F30:1 Ip A1:1 C420jpeg\n".utf8) + frame + frame)
+        defer { close(writer) }
         let child = try Tool.startRewind([
             "record", "--store", store, "--input", "y4m:\(fifo)", "--memory-pressure", "off",
         ])

@@ -398,13 +398,9 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
         let fifo = directory.appendingPathComponent("stalled.y4m").path
-        #expect(mkfifo(fifo, 0o600) == 0)
         // A source that sends its header and then nothing, and stays open.
-        let writer = open(fifo, O_RDWR)
-        #expect(writer >= 0)
+        let writer = try Tool.openFIFO(fifo, sending: Array("YUV4MPEG2 W160 H120 F25:1 Ip A1:1 C420jpeg\n".utf8))
         defer { close(writer) }
-        let header = Array("YUV4MPEG2 W160 H120 F25:1 Ip A1:1 C420jpeg\n".utf8)
-        #expect(write(writer, header, header.count) == header.count)
         let store = directory.appendingPathComponent("store").path
         let record = try Tool.rewind(
             [

@@ -98,6 +98,18 @@ enum Tool {
         }
     }
 
+    /// Makes a FIFO at `path`, opens it for reading and writing (so opening it never blocks and it stays open for a
+    /// reader), and writes `bytes` into it (at most what a pipe holds: more would wait for a reader).
+    ///
+    /// - Returns: the descriptor, for the caller to write more and to close.
+    static func openFIFO(_ path: String, sending bytes: [UInt8]) throws -> Int32 {
+        try #require(mkfifo(path, 0o600) == 0)
+        let writer = open(path, O_RDWR)
+        try #require(writer >= 0)
+        try #require(write(writer, bytes, bytes.count) == bytes.count)
+        return writer
+    }
+
     /// A fresh, empty temporary directory.
     static func temporaryDirectory(_ label: String = "rewind") throws -> URL {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID().uuidString)")

@@ -33,10 +33,10 @@ public struct RGBImage: Sendable, Hashable {
         }
         let (numerator, denominator) =
             pixelAspect.isKnown ? (Int(pixelAspect.numerator), Int(pixelAspect.denominator)) : (1, 1)
-        let scaled = layout.height * outputWidth * denominator
-        let outputHeight = min(
-            max(1, (scaled + layout.width * numerator / 2) / (layout.width * numerator)),
-            4 * max(1, (layout.height * outputWidth + layout.width / 2) / layout.width))
+        // The rows over the columns as the frame is shown: height × den over width × num, rounded.
+        let shown = layout.width * numerator
+        let square = max(1, (layout.height * outputWidth + layout.width / 2) / layout.width)
+        let outputHeight = min(4 * square, max(1, (layout.height * outputWidth * denominator + shown / 2) / shown))
         self.width = outputWidth
         self.height = outputHeight
         let columns = Boxes(source: layout.width, output: outputWidth)

@@ -18,7 +18,8 @@ import RewindSystem
 ///   (`420jpeg` and `420` centred, `420mpeg2` left, `420paldv` top-left; ``ChromaSiting``), as ffmpeg reads them;
 ///   `mono` as ``PixelFormat/gray8``; `420p10` (16-bit little-endian samples, the 10-bit value in the low bits, as
 ///   ``Y4MWriter`` writes a `p010` stream) as ``PixelFormat/p010``: each sample moved to the high bits and the
-///   chroma planes interleaved, in place; a sample above 1023 is refused. No `C` means `420jpeg`. Anything else
+///   chroma planes interleaved, in place; a sample above 1023 is refused. No `C` means 4:2:0 (`i420`) with the siting
+///   not said (as ffmpeg reads it; the format's text says `420jpeg`). Anything else
 ///   (4:2:2, 4:4:4, 12-bit…) is refused.
 /// - `I`: `p` (progressive) and `?` (unknown, read as progressive) are accepted; interlaced streams (`t`, `b`, `m`)
 ///   are refused, because frames would be stored and exported as if progressive: deinterlace first.
@@ -288,7 +289,7 @@ struct Y4MHeader {
                 guard let ratio = parseRatio(value), ratio.0 > 0, ratio.1 > 0 else {
                     throw fail(tokenStart, "bad frame rate '\(token)': expected F<num>:<den> with both positive")
                 }
-                let divisor = gcd(ratio.0, ratio.1)
+                let divisor = greatestCommonDivisor(ratio.0, ratio.1)
                 let reduced = (ratio.0 / divisor, ratio.1 / divisor)
                 guard reduced.0 <= Int(Int32.max), reduced.1 <= Int(Int32.max) else {
                     throw fail(tokenStart, "frame rate '\(token)' is too precise: num and den must fit in 31 bits")
@@ -385,12 +386,6 @@ struct Y4MHeader {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a >= 0, b >= 0 else { return nil }
         return (a, b)
-    }
-
-    private static func gcd(_ a: Int, _ b: Int) -> Int {
-        var (a, b) = (a, b)
-        while b != 0 { (a, b) = (b, a % b) }
-        return a
     }
 
     /// The first bytes of `line`, printable, for an error message.

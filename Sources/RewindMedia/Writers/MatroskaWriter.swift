@@ -275,14 +275,10 @@ public final class MatroskaWriter: Exporter {
     static func displayAspect(_ stream: StreamDescription) -> (width: UInt64, height: UInt64)? {
         let aspect = stream.pixelAspect
         guard aspect.isKnown else { return nil }
-        var (width, height) = (
-            UInt64(stream.layout.width) * UInt64(aspect.numerator),
-            UInt64(stream.layout.height) * UInt64(aspect.denominator)
-        )
-        var (a, b) = (width, height)
-        while b != 0 { (a, b) = (b, a % b) }
-        (width, height) = (width / a, height / a)
-        return (width, height)
+        let width = UInt64(stream.layout.width) * UInt64(aspect.numerator)
+        let height = UInt64(stream.layout.height) * UInt64(aspect.denominator)
+        let divisor = greatestCommonDivisor(width, height)
+        return (width / divisor, height / divisor)
     }
 
     /// Matroska's ChromaSitingHorz and ChromaSitingVert (1 collocated with the left column or top row, 2 half-way)

@@ -309,9 +309,8 @@ public final class Y4MWriter: Exporter {
     }
 
     private static func reduced(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
-        var (x, y) = (a, b)
-        while y != 0 { (x, y) = (y, x % y) }
-        return (a / x, b / x)
+        let divisor = greatestCommonDivisor(a, b)
+        return (a / divisor, b / divisor)
     }
 }
 
