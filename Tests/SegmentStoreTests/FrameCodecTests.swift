@@ -109,7 +109,7 @@ import Testing
         let black = [UInt8](repeating: 0, count: layout.byteCount)
         // Compressible, with no run the prefix dictionary of a black frame would help with.
         let pattern = (0..<layout.byteCount).map { UInt8(truncatingIfNeeded: ($0 / 7) &* 37 ^ ($0 / 1531)) }
-        var frames: [[UInt8]] = [black] + Array(repeating: pattern, count: 11)
+        let frames: [[UInt8]] = [black] + Array(repeating: pattern, count: 11)
         for i in frames.indices {
             let encoded = frames[i].withUnsafeBytes { bytes in
                 frames[max(i - 1, 0)].withUnsafeBytes { previous in
