@@ -74,6 +74,20 @@ package final class ChildProcess: @unchecked Sendable {
         return ended
     }
 
+    /// Waits for the child to end, as ``waitForExit()``, unless an ``Interruption`` is requested first: then the
+    /// child is killed (`SIGKILL`) and collected, and the result is nil.
+    package func waitForExitUnlessInterrupted() -> Int32? {
+        while isRunning {
+            if Interruption.isRequested {
+                kill(pid, SIGKILL)
+                waitForExit()
+                return nil
+            }
+            usleep(5_000)
+        }
+        return status
+    }
+
     /// Whether the child has not ended yet (collects it when it has).
     private var isRunning: Bool {
         guard status == nil else { return false }

@@ -180,12 +180,13 @@ private func exportAll(
     var progress = ProgressLine()
     let summaries: [ExportSummary]
     // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
-    installStopHandlers()
+    installStopHandlers(interruptsWaits: true)
     do {
         summaries = try set.export(range: range, format: format, to: .path(output), quality: quality) { written in
             if stopRequested.load(ordering: .relaxed) {
                 throw CommandError(
-                    "interrupted after \(written) frames: the export was stopped; no file was kept", status: 130)
+                    "interrupted after \(written) frames: the export was stopped; no file was kept",
+                    status: ExitStatus.interrupted)
             }
             progress.update("exporting … \(written) frames of \(count(tracks, "stream"))")
         }
@@ -383,13 +384,14 @@ private func liveExport(
     var object = started
     // Interrupted while the recorder works on it: the save is cancelled (its partial file removed), not left to
     // finish unseen; a second signal ends this process at once.
-    installStopHandlers()
+    installStopHandlers(interruptsWaits: true)
     while !object.state.isFinal {
         if stopRequested.load(ordering: .relaxed) {
             progress.clear()
             _ = try? client.cancelSave(id: object.id)
             if toStandardOutput || toSpecialFile, let path { unlink(path) }
-            throw CommandError("interrupted: \(what) \(object.id) was cancelled; no file was kept", status: 130)
+            throw CommandError(
+                "interrupted: \(what) \(object.id) was cancelled; no file was kept", status: ExitStatus.interrupted)
         }
         progress.update(
             "\(what) \(object.id) \(object.state.rawValue) … \(object.frames) frames"
@@ -483,9 +485,16 @@ private func liveExport(
 
 /// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
 private func copy(_ handle: FileHandle, to target: Int32, what: String, name: String) throws {
+    // A pipe or FIFO is written without blocking, so an interruption ends the wait for a reader that stopped
+    // reading; its own flags are given back after (stdout may be shared with other processes).
+    var info = stat()
+    let flags = fcntl(target, F_GETFL)
+    let isPipe = fstat(target, &info) == 0 && (info.st_mode & S_IFMT == S_IFIFO || info.st_mode & S_IFMT == S_IFSOCK)
+    if isPipe && flags >= 0 { _ = fcntl(target, F_SETFL, flags | O_NONBLOCK) }
+    defer { if isPipe && flags >= 0 { _ = fcntl(target, F_SETFL, flags) } }
     while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
         if stopRequested.load(ordering: .relaxed) {
-            throw CommandError("interrupted while copying \(what) to \(name)", status: 130)
+            throw CommandError("interrupted while copying \(what) to \(name)", status: ExitStatus.interrupted)
         }
         try writeAll(chunk, to: target)
     }
@@ -517,7 +526,8 @@ func openForWriting(_ path: String, command: String, what: String) throws -> Int
         }
         if stopRequested.load(ordering: .relaxed) {
             throw CommandError(
-                "interrupted while waiting for a reader of \(path): \(what) was not written to it", status: 130)
+                "interrupted while waiting for a reader of \(path): \(what) was not written to it",
+                status: ExitStatus.interrupted)
         }
         if !said {
             printError("rewind \(command): waiting for a reader of the FIFO \(path) (Ctrl-C gives up)")
@@ -605,7 +615,7 @@ func export(
     let summary: ExportSummary
     // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second
     // signal ends this process at once.
-    installStopHandlers()
+    installStopHandlers(interruptsWaits: true)
     // A FIFO is opened here, polling, so that Ctrl-C ends the command while nobody reads it; an .mp4, whose index
     // ffmpeg writes last (seeking back), goes to a temporary file first and is copied into it.
     var fifo: Int32?
@@ -627,7 +637,8 @@ func export(
         summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in
             if stopRequested.load(ordering: .relaxed) {
                 throw CommandError(
-                    "interrupted after \(count) frames: the export was stopped; no file was kept", status: 130)
+                    "interrupted after \(count) frames: the export was stopped; no file was kept",
+                    status: ExitStatus.interrupted)
             }
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }

@@ -107,6 +107,7 @@ struct CommandFailure {
         case let error as ExportError:
             if case .missingTool = error.reason { status = ExitStatus.unavailable }
             if case .toolRefused = error.reason { status = ExitStatus.systemLimit }
+            if case .interrupted = error.reason { status = ExitStatus.interrupted }
             advice = Self.advice(for: error)
         case is ThreadStartFailed:
             status = ExitStatus.systemLimit

@@ -18,6 +18,8 @@ enum ExitStatus {
     static let unavailable: Int32 = 69
     /// `EX_OSERR`: the system refused a thread (a limit on threads or memory was reached).
     static let systemLimit: Int32 = 71
+    /// Stopped by SIGINT or SIGTERM before finishing (the status of a death by SIGINT, 128 + 2).
+    static let interrupted: Int32 = 130
     /// A write to a pipe whose reader went away (the status of a death by SIGPIPE, 128 + 13).
     static let brokenPipe: Int32 = 141
 }
@@ -159,6 +161,14 @@ func writeAll(_ data: Data, to descriptor: Int32) throws {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
                 if errno == EINTR { continue }
+                // A pipe made non-blocking (``copy``) that is full: wait for its reader, or for an interruption.
+                if errno == EAGAIN {
+                    guard Interruption.waitUntilWritable(descriptor) else {
+                        throw CommandError(
+                            "interrupted while waiting for the reader of the output", status: ExitStatus.interrupted)
+                    }
+                    continue
+                }
                 let name = descriptor == STDOUT_FILENO ? "stdout" : descriptor == STDERR_FILENO ? "stderr" : "output"
                 if errno == EPIPE {
                     throw CommandError("\(name): the reader closed the pipe", status: ExitStatus.brokenPipe)

@@ -41,10 +41,19 @@ private func monotonicNanoseconds() -> Int64 {
     return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
 }
 
+/// Whether a stop signal also requests an ``Interruption`` (commands that export, whose waits on a reader or on
+/// ffmpeg then end at the first signal).
+private let stopInterruptsWaits = Atomic<Bool>(false)
+
 /// Makes SIGINT, SIGTERM and SIGHUP request a clean stop (a second signal of any of them, a quarter of a second or
 /// more after the first, ends the process at once). SIGHUP — the terminal went away, or the kernel's notice to a
 /// stopped job left without its shell — is left ignored where it was (`nohup`).
-func installStopHandlers() {
+///
+/// - Parameter interruptsWaits: whether the first signal also ends waits with no end of their own (a pipe or FIFO
+///   whose reader stopped reading, an ffmpeg that does not finish): for commands that export, which then stop and
+///   keep no file. A recorder finishing its saves after a stop signal still waits for them.
+func installStopHandlers(interruptsWaits: Bool = false) {
+    stopInterruptsWaits.store(interruptsWaits, ordering: .relaxed)
     let signals = [SIGINT, SIGTERM] + (System.isIgnored(signal: SIGHUP) ? [] : [SIGHUP])
     // A parent may have started us with these signals blocked (the mask is inherited): unblock them.
     var unblock = sigset_t()
@@ -56,6 +65,7 @@ func installStopHandlers() {
             let now = monotonicNanoseconds()
             if !stopRequested.exchange(true, ordering: .relaxed) {
                 firstStopSignal.store(now, ordering: .relaxed)
+                if stopInterruptsWaits.load(ordering: .relaxed) { Interruption.request() }
                 return
             }
             let first = firstStopSignal.load(ordering: .relaxed)

@@ -136,6 +136,71 @@ import Testing
         #expect(stat(fifo, &info) == 0 && (info.st_mode & S_IFMT) == S_IFIFO, "the FIFO is still there")
     }
 
+    /// A reader that opened the FIFO and stopped reading, an ffmpeg that takes no input, and one that takes it all
+    /// and never finishes: each holds the export in a wait of its own, which the first Ctrl-C ends (130), saying
+    /// what it waited for; the ffmpeg is killed with it and no file is left.
+    @Test func aReaderOrAnFFmpegThatStopsDoesNotHoldAnInterruptedExport() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try Self.makeStore(in: directory)
+        let fifo = directory.appendingPathComponent("stalled.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        let clip = try Tool.startRewind(["clip", "--store", store, "--from", "0s", "--to", "4s", "-o", fifo])
+        defer { if clip.process.isRunning { kill(clip.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the FIFO is full", timeout: .seconds(60)) {
+            var queued: Int32 = 0
+            return ioctl(reader, UInt(FIONREAD), &queued) == 0 && queued >= 65536
+        }
+        clip.process.interrupt()
+        let interrupted = try clip.finish(timeout: .seconds(10))
+        #expect(interrupted.status == 130, "\(interrupted.stderr)")
+        #expect(
+            interrupted.stderr.contains("interrupted while waiting for its reader to take more"),
+            "\(interrupted.stderr)")
+
+        // A stand-in for ffmpeg that says it runs, then takes nothing, or everything, and never ends.
+        let tools = directory.appendingPathComponent("tools")
+        try FileManager.default.createDirectory(at: tools, withIntermediateDirectories: true)
+        let started = directory.appendingPathComponent("ffmpeg.pid").path
+        for (takes, waiting) in [("", "its reader to take more"), ("cat > /dev/null; ", "ffmpeg to finish")] {
+            unlink(started)
+            let script = "#!/bin/sh\n\(takes)echo $$ > '\(started)'\nexec sleep 600\n"
+            try Data(script.utf8).write(to: tools.appendingPathComponent("ffmpeg"))
+            chmod(tools.appendingPathComponent("ffmpeg").path, 0o755)
+            let output = directory.appendingPathComponent("out.mp4").path
+            let mp4 = try ExternalTools.Child(
+                "/bin/sh",
+                [
+                    "-c",
+                    "PATH='\(tools.path)':/usr/bin:/bin exec '\(Tool.rewindPath)' clip --store '\(store)' "
+                        + "--from 0s --to 4s -o '\(output)'",
+                ])
+            defer { if mp4.process.isRunning { kill(mp4.process.processIdentifier, SIGKILL) } }
+            try waitUntil("the stand-in runs", timeout: .seconds(60)) {
+                FileManager.default.fileExists(atPath: started)
+            }
+            let pid = try #require(
+                Int32(
+                    String(
+                        decoding: try Data(contentsOf: URL(fileURLWithPath: started)),
+                        as: UTF8.self
+                    ).trimmingCharacters(in: .whitespacesAndNewlines)))
+            defer { kill(pid, SIGKILL) }
+            // Long enough for the export to fill the pipe, or to be waiting for the stand-in to end.
+            Thread.sleep(forTimeInterval: 0.5)
+            mp4.process.interrupt()
+            let ended = try mp4.finish(timeout: .seconds(10))
+            #expect(ended.status == 130, "\(waiting): \(ended.stderr)")
+            #expect(ended.stderr.contains("interrupted while waiting for \(waiting)"), "\(ended.stderr)")
+            #expect(kill(pid, 0) == -1 && errno == ESRCH, "the stand-in for ffmpeg was killed (\(waiting))")
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            #expect(!left.contains { $0.contains("out.mp4") }, "\(left)")
+        }
+    }
+
     /// Ctrl-C (SIGINT) during an export from disk stops it at its next frame: exit 130, saying so, and neither the
     /// file nor its hidden partial is left; for `--stream all` (a file per stream), interrupted once the first
     /// stream's file is complete, every earlier file of those names is left as it was.

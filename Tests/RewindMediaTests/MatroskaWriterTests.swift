@@ -61,7 +61,7 @@ import Testing
             layout: try FrameLayout(format: .i420, width: 64, height: 48),
             frameDuration: FrameTime(value: 1, timescale: 10))
         let output = TemporaryDirectory.shared.file("two-rates.mkv")
-        var writer = try MatroskaWriter(
+        let writer = try MatroskaWriter(
             tracks: [(name: "fast", stream: fast.stream), (name: "slow", stream: slow.stream)],
             destination: .path(output))
         for (camera, track, pts) in [(slow, 1, Int64(0)), (fast, 0, 0), (fast, 0, 16_666_667), (fast, 0, 50_000_000)] {

@@ -1,3 +1,4 @@
+import Glibc
 import RewindCore
 import RewindSystem
 
@@ -116,6 +117,9 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         /// Filling a gap at a constant frame rate (`.y4m`) would repeat `frames` frames, `bytes` bytes, where the
         /// file system has `available` bytes free, less what is kept free for recordings.
         case gapTooLarge(frames: Int, bytes: Int64, available: Int64)
+        /// An ``Interruption`` ended a wait with no end of its own: `waiting` says for what (its reader to take
+        /// more bytes, ffmpeg to finish).
+        case interrupted(waiting: String)
     }
 
     /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
@@ -143,7 +147,11 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .toolRefused(let failure):
             return "\(failure)"
         case .toolFailed(let tool, let status, let log, let cause):
-            var message = "\(tool) failed (exit status \(status))"
+            // ChildProcess reports a child ended by a signal as 128 + the signal's number.
+            var message =
+                (129...192).contains(status)
+                ? "\(tool) was ended by signal \(status - 128) (\(String(cString: strsignal(status - 128))))"
+                : "\(tool) failed (exit status \(status))"
             if !log.isEmpty { message += ":\n\(log)" }
             if let cause, log.isEmpty { message += " after \(cause)" }
             return message
@@ -168,6 +176,8 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             return fill + ", more than the \((available - OutputFile.keptFree) >> 20) MiB this export may still use on "
                 + "its disk (\(available >> 20) MiB free, of which \(OutputFile.keptFree >> 20) MiB stay free for "
                 + "recordings)"
+        case .interrupted(let waiting):
+            return "interrupted while waiting for \(waiting): the export was stopped; no file was kept"
         }
     }
 

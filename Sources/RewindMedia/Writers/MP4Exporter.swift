@@ -188,7 +188,11 @@ public final class MP4Exporter: Exporter {
             throw failure(after: error)
         }
         try? input.close()
-        guard process.waitForExit() == 0 else { throw failure(after: nil) }
+        // ffmpeg finishes the file (seconds at a slow preset); an interruption kills it instead.
+        guard let status = process.waitForExitUnlessInterrupted() else {
+            throw ExportError(destination: destination.description, reason: .interrupted(waiting: "ffmpeg to finish"))
+        }
+        guard status == 0 else { throw failure(after: nil) }
         var bytes: Int64 = 0
         if case .path(let file) = destination {
             // ffmpeg exits 0 when the MP4's trailer (its index, `moov`) could not be written, on a full disk say.
@@ -202,7 +206,11 @@ public final class MP4Exporter: Exporter {
     /// Stops feeding ffmpeg, waits for it, and describes the failure with the tail of its stderr.
     private func failure(after error: (any Error)?) -> ExportError {
         try? input.close()
-        let status = process.waitForExit()
+        // Interrupted: ffmpeg is killed, not waited for (it may be the reader that stopped reading).
+        guard let status = process.waitForExitUnlessInterrupted() else {
+            if let interrupted = error as? ExportError, case .interrupted = interrupted.reason { return interrupted }
+            return ExportError(destination: destination.description, reason: .interrupted(waiting: "ffmpeg to finish"))
+        }
         let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
         let tail = log.split(separator: "\n").suffix(8).joined(separator: "\n")
         return ExportError(

@@ -28,6 +28,10 @@ final class OutputFile {
     private var reservedEnd: Int64 = 0
     private var canReserve: Bool
     private(set) var bytesWritten: Int64 = 0
+    /// The descriptor's status flags before a pipe or FIFO was made non-blocking (restored when done); nil when it
+    /// was not. A full pipe is then waited for with `poll`, which an ``Interruption`` ends: a reader that stops
+    /// reading cannot hold an interrupted export for ever.
+    private var blockingFlags: Int32?
 
     /// Opens `destination`: creates or truncates a path (mode 0644), or adopts a descriptor the caller keeps.
     ///
@@ -66,12 +70,28 @@ final class OutputFile {
         canReserve = ownsDescriptor && isRegularFile
         buffer = .allocate(byteCount: capacity, alignment: 16)
         vectors = .allocate(capacity: 3)
+        var info = stat()
+        let kind = fstat(descriptor, &info) == 0 ? info.st_mode & S_IFMT : 0
+        let flags = fcntl(descriptor, F_GETFL)
+        if (kind == S_IFIFO || kind == S_IFSOCK) && flags >= 0 {
+            blockingFlags = flags
+            if flags & O_NONBLOCK == 0 { _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
+        }
     }
 
     deinit {
         buffer.deallocate()
         vectors.deallocate()
+        restoreBlocking()
         if ownsDescriptor && !isClosed { fileSystem.close(descriptor) }
+    }
+
+    /// Gives a pipe or FIFO its own status flags back (a descriptor the caller keeps, such as stdout, may be shared
+    /// with other processes).
+    private func restoreBlocking() {
+        guard let flags = blockingFlags else { return }
+        blockingFlags = nil
+        _ = fcntl(descriptor, F_SETFL, flags)
     }
 
     /// What an export leaves free on its file system when it can tell in advance (a gap's repeated frames): the
@@ -221,6 +241,7 @@ final class OutputFile {
         guard !isClosed else { return }
         try flush()
         isClosed = true
+        restoreBlocking()
         // Truncating to the current size frees reserved blocks past the end.
         if reservedEnd > bytesWritten {
             do {
@@ -263,7 +284,12 @@ final class OutputFile {
                 let pieces = UnsafeBufferPointer(rebasing: vectors[first..<used])
                 written = try fileSystem.writev(descriptor, pieces, offset: nil, path: name)
             } catch {
-                throw failure("writing", error.code)
+                guard error.code == EAGAIN && blockingFlags != nil else { throw failure("writing", error.code) }
+                // A full pipe: wait for its reader (or for an interruption).
+                guard Interruption.waitUntilWritable(descriptor) else {
+                    throw ExportError(destination: name, reason: .interrupted(waiting: "its reader to take more"))
+                }
+                continue
             }
             guard written > 0 else { throw failure("writing", EIO) }
             var left = written
