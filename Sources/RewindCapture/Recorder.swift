@@ -303,8 +303,18 @@ public final class Recorder: Sendable {
     /// - Throws: the last disk error, if a final sync or seal failed (frames already durable stay so).
     @discardableResult
     public func finish() throws -> RecorderStatistics {
-        if let spill { try spill.finish(recorderTime: clock.now) }
+        if let spill { try spill.finish(recorderTime: recordingEnd) }
         return statistics
+    }
+
+    /// Where the recording ends, in recorder time: now, or the end of the newest frame of any stream when that
+    /// lies later (inputs read faster than real time, whose frames' times run ahead of the clock). A stream whose
+    /// input failed has its gap run to here, as long as the others recorded.
+    private var recordingEnd: Int64? {
+        streams.reduce(clock.now) { end, stream in
+            guard let newest = stream.newestFrameEnd else { return end }
+            return max(end ?? newest, newest)
+        }
     }
 
     /// What the first stream's ring holds now: frames, bytes, pts range, budget and pinned frames.

@@ -432,6 +432,14 @@ public final class RecorderStream: Sendable {
         return try store.summary(streamName: name).lastPTS
     }
 
+    /// Recorder time at the end of the newest frame the producer stored (its pts plus a frame time); nil before
+    /// the first.
+    var newestFrameEnd: Int64? {
+        let newest = shared.newestPTS.load(ordering: .relaxed)
+        guard newest != .min, let clock = shared.clock.clock else { return nil }
+        return clock.recorderTime(ofPTS: newest.addingSaturating(max(1, stream.frameDuration.nanoseconds ?? 1)))
+    }
+
     /// The pts range of the last `duration` of the stream: `(newest − duration, newest]`.
     ///
     /// - Parameter duration: how much of the stream, measured in pts (whole nanoseconds).

@@ -150,9 +150,24 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(streams["cam"]?["frames"] as? Int == 30)
         let camGaps = streams["cam"]?["gaps"] as? [[String: Any]] ?? []
         #expect(camGaps.map { $0["reason"] as? String } == ["input failed"], "\(camGaps)")
+        // From its last frame to the end of the recording.
+        #expect(camGaps.first?["start_ns"] as? Int64 == 1_160_000_000, "\(camGaps)")
+        #expect((camGaps.first?["end_ns"] as? Int64 ?? 0) >= 1_900_000_000, "\(camGaps)")
         #expect((streams["wide"]?["gaps"] as? [Any])?.isEmpty == true)
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
+
+        // Inputs read faster than real time: the gap still runs to where the other stream's frames end (2 s), not
+        // to when the reading stopped.
+        let fast = directory.appendingPathComponent("fast").path
+        let read = try Tool.rewind([
+            "record", "--store", fast, "--input", "cam=y4m:\(truncated)", "--input", "whole=y4m:\(source.path)",
+        ])
+        #expect(read.status == 65, "\(read.stderr)")
+        let fastGaps = try streamInfo(fast)["cam"]?["gaps"] as? [[String: Any]] ?? []
+        #expect(fastGaps.map { $0["reason"] as? String } == ["input failed"], "\(fastGaps)")
+        #expect(fastGaps.first?["start_ns"] as? Int64 == 1_160_000_000, "\(fastGaps)")
+        #expect((fastGaps.first?["end_ns"] as? Int64 ?? 0) >= 1_950_000_000, "\(fastGaps)")
     }
 
     /// A stream that never stored a frame (its input sent a header and nothing) takes the next recording's

@@ -42,7 +42,7 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let output = directory + "/clip.mkv"
         let before = Array("an earlier clip".utf8)
-        FileManager.default.createFile(atPath: output, contents: Data(before))
+        _ = FileManager.default.createFile(atPath: output, contents: Data(before))
         let disk = FaultInjectingFileSystem()
         #expect(throws: ExportError.self) {
             _ = try ClipSource.recorder(recorder).export(
