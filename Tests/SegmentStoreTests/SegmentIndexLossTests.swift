@@ -424,6 +424,47 @@ import Testing
         #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
     }
 
+    /// The stream's row changed by another program (its size, pixel format or frame duration) while both of its
+    /// segment files say what they hold: reading names the index, not the files; the dry run says what each says;
+    /// a repair sets the row from the files, and every frame reads back bit-exact.
+    @Test(arguments: [
+        "UPDATE streams SET width = 192", "UPDATE streams SET pixel_format = 'i420'",
+        "UPDATE streams SET frame_duration_value = frame_duration_value * 2",
+    ])
+    func aStreamRowThatDisagreesWithEverySegmentFileIsSetFromThem(statement: String) throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let output = try SQLiteShell.run([dir.path + "/index.sqlite", statement])
+        #expect(output.status == 0, "sqlite3 failed: \(output.stderr)")
+
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(try store.streams().first?.description != frames.stream)
+        if statement.contains("width") {
+            #expect {
+                _ = try readAll(store)
+            } throws: { error in
+                "\(error)".contains("the index says the stream's frames have 18432")
+                    && "\(error)".contains("nv12 96x64 frames of 9216 bytes")
+            }
+        }
+        let dry = try store.verify(repair: false)
+        #expect(!dry.clean)
+        #expect(
+            dry.problems.contains {
+                $0.contains("the index says stream 'camera' holds") && $0.contains("its 2 segment files say nv12 96x64")
+            }, "\(dry.problems)")
+        let repaired = try store.verify(repair: true)
+        #expect(repaired.repaired.contains { $0.contains("the index now says what the files do") }, "\(repaired)")
+        #expect(try store.verify(repair: false).clean)
+        #expect(try store.streams().first?.description == frames.stream)
+        #expect(try Self.damagedGaps(store).isEmpty, "nothing was lost")
+        let read = try readAll(store)
+        #expect(read.map(\.1) == (0..<130).map { frames.expectedDigest($0) }, "bit-exact")
+    }
+
     /// A flipped byte in a segment's header: the index knows its stream, so a repair writes the header again.
     @Test(arguments: [20, 40, 64])
     func aDamagedHeaderIsRebuiltFromTheIndex(byte: Int) throws {

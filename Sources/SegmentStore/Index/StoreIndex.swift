@@ -137,6 +137,26 @@ package final class StoreIndex: Sendable {
         }
     }
 
+    /// Sets what the frames of stream `id` are, keeping its name and clock: for a repair that found the row
+    /// changed while every segment file of the stream says otherwise.
+    ///
+    /// - Throws: ``SQLiteError``.
+    package func replaceDescription(ofStream id: Int64, with description: StreamDescription) throws {
+        try database.write { connection in
+            let update = try connection.statement(
+                """
+                UPDATE streams SET pixel_format = ?, width = ?, height = ?, frame_duration_value = ?,
+                    frame_duration_timescale = ?, color_matrix = ?, color_range = ?, chroma_siting = ?,
+                    pixel_aspect_num = ?, pixel_aspect_den = ?
+                WHERE id = ?
+                """)
+            defer { update.reset() }
+            try Self.bind(description, to: update, from: 1)
+            try update.bind(id, at: 11)
+            try update.run()
+        }
+    }
+
     /// The stream called `name`, if it exists (works on a read-only index).
     ///
     /// - Throws: ``StoreIndexError/invalidStreamRow(id:detail:)``, ``SQLiteError``.

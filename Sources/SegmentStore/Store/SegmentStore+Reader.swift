@@ -309,10 +309,11 @@ final class ReadCursor {
             let layout = opened.header.stream.layout
             if decoder == nil || decoder!.plan != opened.plan || decoder!.layout != layout {
                 guard buffers.byteCount == layout.byteCount else {
-                    throw SegmentStoreError.damaged(
-                        file: opened.fileName, frame: 0, offset: 0,
-                        detail: "frames of \(layout.byteCount) bytes, but the stream's frames have \(buffers.byteCount)"
-                    )
+                    // The file's own header is checksummed: it is the index's stream row that says otherwise.
+                    throw SegmentStoreError.indexDisagrees(
+                        file: opened.fileName,
+                        detail: "it holds \(layout) frames of \(layout.byteCount) bytes, but the index says the "
+                            + "stream's frames have \(buffers.byteCount)")
                 }
                 decoder = FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)
             }

@@ -124,6 +124,9 @@ extension SegmentStore {
             }
         }
 
+        if mode.scansEverything {
+            try reconcileStreamDescriptions(files: files, rows: rows, mode: mode, report: &report)
+        }
         for (sequence, name) in files.sorted(by: { $0.key < $1.key }) {
             try reconcileFile(
                 name: name, row: rows[sequence], mode: mode, onlyStream: streamName, continuesAfterStream: false,
@@ -179,6 +182,38 @@ extension SegmentStore {
             }
         }
         return report
+    }
+
+    /// Compares each stream's row with the headers of its segment files: a row that disagrees with all of them,
+    /// while they agree with each other, was changed (by another program, or a bad edit), and every frame of the
+    /// stream would read as damaged. A dry run reports it; a repair sets the row from the files. Files that disagree
+    /// among themselves are left to the checks of each file (a file of another recording put in).
+    private func reconcileStreamDescriptions(
+        files: [UInt64: String], rows: [UInt64: SegmentRow], mode: ReconcileMode, report: inout VerifyReport
+    ) throws {
+        for stream in try index.streams() {
+            var said: [StreamDescription] = []
+            for (sequence, row) in rows where row.streamID == stream.id {
+                guard let name = files[sequence],
+                    let reader = try? SegmentFileReader(path: segmentsDirectory + "/" + name, fileSystem: fileSystem)
+                else { continue }
+                if reader.header.streamName == stream.name { said.append(reader.header.stream) }
+                reader.close()
+            }
+            guard let first = said.first, said.allSatisfy({ $0.agrees(with: first) }),
+                !stream.description.agrees(with: first)
+            else { continue }
+            let fromFiles = said.dropFirst().reduce(first) { $0.filled(from: $1) }
+            let files = said.count == 1 ? "its segment file says" : "its \(said.count) segment files say"
+            let found =
+                "the index says stream '\(stream.name)' holds \(stream.description), but \(files) \(fromFiles)"
+            if mode == .repair {
+                try index.replaceDescription(ofStream: stream.id, with: fromFiles)
+                report.repaired.append(found + ": the index now says what the files do")
+            } else {
+                report.problems.append(found + "; 'rewind verify --repair' sets the index from the files")
+            }
+        }
     }
 
     /// Places the streams of an index rebuilt from the segment files on one recorder clock again, from when their
@@ -657,7 +692,7 @@ extension SegmentStore {
                     + "verify --repair' indexes each file at its own frames' times")
         } else if row.frameCount != scan.entries.count {
             report.problems.append(
-                "index has \(row.frameCount) frames for segment \(name), the file \(scan.entries.count)")
+                "the index has \(row.frameCount) frames for segment \(name), its file holds \(scan.entries.count)")
         } else if let difference = try firstDisagreement(segment: row, header: header, scan: scan) {
             report.problems.append(
                 "the index rows of segment \(name) disagree with its file (\(difference)); 'rewind verify --repair' "
