@@ -130,8 +130,10 @@ enum Rewind {
             return ExitStatus.usage
         }
         runningCommand.withLock { $0 = "rewind \(command.spec.name)" }
+        var storeDirectory: String?
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst()))
+            storeDirectory = parsed.string("store")
             if parsed.wantsHelp {
                 print(command.spec.help)
                 return ExitStatus.success
@@ -139,7 +141,11 @@ enum Rewind {
             if let store = parsed.string("store") { try checkStoreDirectory(store) }
             return try command.run(parsed)
         } catch {
-            let failure = CommandFailure(error, command: command.spec.name)
+            var failure = CommandFailure(error, command: command.spec.name)
+            // A range or save the store has no frames for, while segments/ holds files the index lost: say so.
+            if failure.advice == nil, ["clip", "save"].contains(command.spec.name), let storeDirectory {
+                failure.advice = outOfStepAdvice(storeDirectory)
+            }
             printError(failure.text(command: command.spec.name, help: command.spec.help))
             return failure.status
         }

@@ -32,6 +32,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let markers = try MarkerBody.list(in: store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     let setAside = (try? store.setAsideFiles()) ?? []
+    let outOfStep = storeProblems(store, directory: directory, recorderRuns: status != nil)
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -51,8 +52,9 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["live"] = status.map(liveJSON) ?? NSNull()
         object["markers"] = markers.map(apiObject)
         object["set_aside"] = setAside.map { ["file": $0.name, "bytes": $0.bytes] as [String: Any] }
+        object["problems"] = outOfStep
         try printJSON(object)
-        return ExitStatus.success
+        return try adviseOnProblems(outOfStep)
     }
     print("store \(directory)")
     for row in streams {
@@ -153,7 +155,47 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             }
         }
     }
-    return ExitStatus.success
+    if !outOfStep.isEmpty {
+        print("  problems: \(outOfStep.count)")
+        for problem in outOfStep { print("    \(problem)") }
+    }
+    return try adviseOnProblems(outOfStep)
+}
+
+/// What `info` finds out of step between the index and `segments/` from a listing of the directory: segment files
+/// the index holds frames in that are gone, and (while no recorder writes the store) files the index does not know,
+/// whose frames the figures above leave out.
+private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) -> [String] {
+    guard let (missing, unindexed) = try? store.segmentFilesOutOfStep() else { return [] }
+    var problems = missing.map {
+        "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it"
+    }
+    if !recorderRuns && !SegmentStore.isOpenForRecording(directory: directory) {
+        problems += unindexed.map { "segments/\($0) is not in the index: its frames are left out" }
+    }
+    return problems
+}
+
+/// Advice for a command that found too few frames in `directory`, when the index and `segments/` disagree (files
+/// the index lost, or files gone): nil when they agree, or the store cannot be opened.
+func outOfStepAdvice(_ directory: String) -> String? {
+    guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
+    let recorderRuns = FileManager.default.fileExists(atPath: directory + "/rewind.sock")
+    let problems = storeProblems(store, directory: directory, recorderRuns: recorderRuns)
+    guard let first = problems.first else { return nil }
+    let more = problems.count > 1 ? " and \(count(problems.count - 1, "more problem"))" : ""
+    return "the index and the files in segments/ disagree (\(first)\(more)): run 'rewind verify --repair' to index "
+        + "the files again"
+}
+
+/// The exit status of an `info` that found `problems`: 1, with advice on stderr, when there are any.
+private func adviseOnProblems(_ problems: [String]) throws -> Int32 {
+    guard !problems.isEmpty else { return ExitStatus.success }
+    printError(
+        "rewind info: the index and the files in segments/ disagree (\(count(problems.count, "problem"))): run "
+            + "'rewind verify' for the details, and 'rewind verify --repair' to index the files again and count the "
+            + "frames of missing ones as lost")
+    return ExitStatus.failure
 }
 
 /// One stream for `info --json`: what it is, what the store holds of it (pts, wall-clock times, bytes, segments,

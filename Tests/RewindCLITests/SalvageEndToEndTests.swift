@@ -153,4 +153,52 @@ import Testing
         #expect(gaps.isEmpty, "\(gaps)")
         #expect(try info(store)["frames"] as? Int == 120)
     }
+
+    /// `info` lists `segments/` against the index: a segment file gone, or files the index lost the rows of (a
+    /// damaged `-wal`), make it say so and exit 1; a clip that finds nothing says why; a repair puts it right.
+    @Test func infoSaysWhenTheIndexAndTheSegmentFilesDisagree() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s", "--segment", "1s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let clean = try Tool.rewind(["info", "--store", store])
+        #expect(clean.status == 0 && !clean.output.contains("problems"), "\(clean.output)\(clean.stderr)")
+
+        let away = directory.appendingPathComponent("away.seg").path
+        try FileManager.default.moveItem(atPath: store + "/segments/000002.seg", toPath: away)
+        let missing = try Tool.rewind(["info", "--store", store])
+        #expect(missing.status == 1, "\(missing.output)")
+        #expect(missing.output.contains("segments/000002.seg is missing: the index has 30 frames in it"))
+        #expect(missing.stderr.contains("run 'rewind verify' for the details"), "\(missing.stderr)")
+        let json = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect(json.status == 1)
+        let object = try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any]
+        #expect(object?["problems"] as? [String] == ["segments/000002.seg is missing: the index has 30 frames in it"])
+        try FileManager.default.moveItem(atPath: away, toPath: store + "/segments/000002.seg")
+
+        // Every row of the store lost while its files stay.
+        let sqlite = try Tool.run(
+            try Tool.path(of: "sqlite3"), [store + "/index.sqlite", "DELETE FROM frames; DELETE FROM segments;"])
+        #expect(sqlite.status == 0, "\(sqlite.stderr)")
+        let lost = try Tool.rewind(["info", "--store", store])
+        #expect(lost.status == 1)
+        #expect(lost.output.contains("frames: 0"), "\(lost.output)")
+        for name in ["000001.seg", "000004.seg"] {
+            #expect(lost.output.contains("segments/\(name) is not in the index: its frames are left out"))
+        }
+        let output = directory.appendingPathComponent("clip.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+        #expect(clip.status == 1)
+        #expect(
+            clip.stderr.contains(
+                "the index and the files in segments/ disagree (segments/000001.seg is not in the index: its frames "
+                    + "are left out and 3 more problems): run 'rewind verify --repair'"), "\(clip.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)")
+        let after = try Tool.rewind(["info", "--store", store])
+        #expect(after.status == 0 && after.output.contains("frames: 120 in 4 segments"), "\(after.output)")
+    }
 }

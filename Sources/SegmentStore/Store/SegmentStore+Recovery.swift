@@ -396,6 +396,36 @@ extension SegmentStore {
         }
     }
 
+    /// Where `segments/` and the index disagree, seen from a listing of the directory alone (no file is read, so it
+    /// is cheap enough for `info`): segments the index holds frames in whose file is gone, and segment files the
+    /// index has no row for (an index that lost rows, a `-wal` damaged or deleted). A recorder may be writing: a row
+    /// counts as missing its file only when the index still has it after the listing, and files are compared with
+    /// rows read after the listing, so only segments made since can be left out.
+    ///
+    /// - Returns: the missing files with the frames the index has in them, and the unindexed file names, by name.
+    /// - Throws: I/O errors listing the directory; index errors.
+    public func segmentFilesOutOfStep() throws -> (missing: [(fileName: String, frames: Int)], unindexed: [String]) {
+        let names = try Self.wrapIO { () throws(FileSystemError) in
+            try fileSystem.contentsOfDirectory(segmentsDirectory)
+        }
+        let listed = Set(names.compactMap { SegmentFormat.sequence(ofFileName: $0) })
+        let rows = try index.segments()
+        let indexed = Set(rows.compactMap { SegmentFormat.sequence(ofFileName: $0.fileName) })
+        var missing: [(fileName: String, frames: Int)] = []
+        // An open segment without frames may be a recorder's newest, its file about to be made.
+        for row in rows where row.state != .deleting && !(row.state == .open && row.frameCount == 0) {
+            guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName), !listed.contains(sequence),
+                let now = try index.segment(id: row.id), now.state != .deleting,
+                !fileSystem.fileExists(segmentsDirectory + "/" + now.fileName)
+            else { continue }
+            missing.append((now.fileName, now.frameCount))
+        }
+        let unindexed = names.filter { name in
+            SegmentFormat.sequence(ofFileName: name).map { !indexed.contains($0) } == true
+        }
+        return (missing.sorted { $0.fileName < $1.fileName }, unindexed.sorted())
+    }
+
     /// Renames `segments/NAME` to `NAME.SUFFIX` (`NAME.SUFFIX-2`, … when taken), which the store ignores and
     /// nothing deletes, durably; returns the new name.
     func moveAside(_ name: String, as suffix: String) throws -> String {
