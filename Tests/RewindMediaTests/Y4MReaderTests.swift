@@ -137,6 +137,16 @@ import Testing
             ("YUV4MPEG2 W64 H48 F25:1 C420jpeg XYSCSS=420JPEG\r", 47, "the header line ends in CR LF"),
             ("YUV4MPEG2 W64 H48\r", 17, "the header line ends in CR LF"),
             ("YUV4MPEG2 W64 H48 F2000000000:1", 18, "faster than one frame per nanosecond"),
+            ("YUV4MPEG2 W64 H48 F1:99999999999999999999", 18, "bad frame rate 'F1:99999999999999999999': a term above"),
+            ("YUV4MPEG2 W64 H48 F1:4000000000", 18, "bad frame rate 'F1:4000000000': a term above 2147483647 once"),
+            ("YUV4MPEG2 W16\u{0}0 H48 F25:1", 10, "bad width 'W16\\x000'"),
+            ("YUV4MPEG2 W\u{1B}[2J H48 F25:1", 10, "bad width 'W\\x1B[2J'"),
+            ("YUV4MPEG2 W160 W320 H48 F25:1", 15, "the header gives W twice ('W160' at byte 10, then 'W320')"),
+            ("YUV4MPEG2 W64 H48 F25:1 C420jpeg Cmono", 33, "the header gives C twice"),
+            (
+                "YUV4MPEG2 W64 H48 F25:1 XCOLORRANGE=FULL XCOLORRANGE=LIMITED", 41,
+                "the header gives XCOLORRANGE twice"
+            ),
         ]
         for (text, offset, message) in cases {
             let error = try error(reading: header(text))

@@ -265,6 +265,7 @@ struct Y4MHeader {
         var siting = ChromaSiting.unspecified
         var aspect = PixelAspect.unknown
 
+        var seen: [String: (token: String, offset: Int)] = [:]
         var position = magic.count
         while position < line.count {
             guard line[position] != UInt8(ascii: " ") else {
@@ -275,7 +276,20 @@ struct Y4MHeader {
             while position < line.count && line[position] != UInt8(ascii: " ") { position += 1 }
             let tag = line[tokenStart]
             let value = String(decoding: line[(tokenStart + 1)..<position], as: UTF8.self)
-            let token = String(decoding: line[tokenStart..<position], as: UTF8.self)
+            // As messages show it: a control byte in a header (a NUL, an escape) must not reach the terminal.
+            let token = Y4MHeader.shown(line[tokenStart..<position])
+            // Each tag once: a second one would silently win over the first.
+            let isX = tag == UInt8(ascii: "X")
+            let name = isX ? String(value.prefix { $0 != "=" }) : String(UnicodeScalar(tag))
+            if "WHFIAC".utf8.contains(tag) || (isX && (value.hasPrefix("COLORRANGE=") || value.hasPrefix("YSCSS="))) {
+                if let earlier = seen[name] {
+                    throw fail(
+                        tokenStart,
+                        "the header gives \(isX ? "X\(name)" : name) twice ('\(earlier.token)' at "
+                            + "byte \(earlier.offset), then '\(token)'): give each tag once")
+                }
+                seen[name] = (token, Int(start) + tokenStart)
+            }
             switch tag {
             case UInt8(ascii: "W"), UInt8(ascii: "H"):
                 guard let number = Int(value), (1...FrameLayout.maximumDimension).contains(number) else {
@@ -286,13 +300,21 @@ struct Y4MHeader {
                 }
                 if tag == UInt8(ascii: "W") { width = number } else { height = number }
             case UInt8(ascii: "F"):
+                let terms = value.split(separator: ":", omittingEmptySubsequences: false)
+                let tooLarge =
+                    terms.count == 2 && terms.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
                 guard let ratio = parseRatio(value), ratio.0 > 0, ratio.1 > 0 else {
-                    throw fail(tokenStart, "bad frame rate '\(token)': expected F<num>:<den> with both positive")
+                    // Digits that overflow are a ratio of terms too large, not a malformed one.
+                    let problem = tooLarge ? "a term above \(Int32.max)" : "expected F<num>:<den> with both positive"
+                    throw fail(tokenStart, "bad frame rate '\(token)': \(problem)")
                 }
                 let divisor = greatestCommonDivisor(ratio.0, ratio.1)
                 let reduced = (ratio.0 / divisor, ratio.1 / divisor)
                 guard reduced.0 <= Int(Int32.max), reduced.1 <= Int(Int32.max) else {
-                    throw fail(tokenStart, "frame rate '\(token)' is too precise: num and den must fit in 31 bits")
+                    throw fail(
+                        tokenStart,
+                        "bad frame rate '\(token)': a term above \(Int32.max) once reduced (num and den must fit in 31 "
+                            + "bits)")
                 }
                 // Timestamps are whole nanoseconds: a frame must last at least one.
                 guard reduced.1 * 1_000_000_000 >= reduced.0 else {
@@ -389,6 +411,16 @@ struct Y4MHeader {
     }
 
     /// The first bytes of `line`, printable, for an error message.
+    /// `bytes` as a message may show them: printable ASCII as it is, every other byte as `\xNN`.
+    static func shown(_ bytes: ArraySlice<UInt8>) -> String {
+        bytes.map { (0x20..<0x7F).contains($0) ? String(UnicodeScalar($0)) : "\\x" + hex($0) }.joined()
+    }
+
+    private static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789ABCDEF")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
+    }
+
     static func excerpt(_ line: [UInt8]) -> String {
         let printable = line.prefix(24).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "?" }
         return String(printable) + (line.count > 24 ? "…" : "")
