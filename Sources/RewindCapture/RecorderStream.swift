@@ -233,11 +233,12 @@ public final class RecorderStream: Sendable {
     /// The spill stage may fall behind by about this much before frames are lost.
     public var framesInRing: Int { shared.ringRoom.load(ordering: .relaxed) }
 
-    /// The fewer of the slabs in the budget under `level` and the frames in the window, but at least one when a slab
-    /// fits: the newest frame stays in the ring however short the window.
+    /// The fewest of the slabs in the budget under `level`, the frames in the window and the ring's slots (small
+    /// frames at a high rate fill its 16 384 slots before its bytes), but at least one when a slab fits: the newest
+    /// frame stays in the ring however short the window.
     private func room(under level: MemoryPressure) -> Int {
         let slabs = ring.configuration.budget(under: level) / slabBytes
-        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow))
+        return slabs == 0 ? 0 : max(1, min(slabs, framesInWindow, ring.configuration.maximumFrames))
     }
 
     /// Blocks while the spill stage is so far behind that the next frame would be dropped (for file inputs that

@@ -60,6 +60,28 @@ func info(_ store: String) throws -> [String: Any] {
 }
 
 @Suite(.timeLimit(.minutes(15))) struct EndToEndTests {
+    /// A file of tiny frames at a high rate (16x16 at 100 000 fps): the ring's 16 384 slots fill before its bytes
+    /// do, and the reader waits for the spill stage by slots too, so every frame is stored, none lost.
+    @Test func aFileOfManyTinyFramesIsStoredWhole() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let frames = 60_000
+        var bytes = Data("YUV4MPEG2 W16 H16 F100000:1 Ip C420jpeg\n".utf8)
+        for index in 0..<frames {
+            bytes.append(contentsOf: Array("FRAME\n".utf8))
+            bytes.append(contentsOf: [UInt8](repeating: UInt8(truncatingIfNeeded: index), count: 384))
+        }
+        let input = directory.appendingPathComponent("tiny.y4m")
+        try bytes.write(to: input)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(input.path)"])
+        #expect(record.status == 0, "\(record.output)\(record.stderr)")
+        #expect(record.output.contains("recorded \(frames) frames"), "\(record.output)")
+        let stored = try info(store)
+        #expect(stored["frames"] as? Int == frames)
+        #expect(stored["drops"] as? Int == 0, "\(stored["drops_by_reason"] ?? "")")
+    }
+
     @Test(arguments: [("320x240", "30000/1001", 90), ("321x241", "25", 60), ("640x360", "60", 150)])
     func y4mRecordThenClipIsFrameExactAcrossSegments(size: String, rate: String, frameCount: Int) throws {
         let directory = try Tool.temporaryDirectory()
