@@ -278,7 +278,8 @@ extension RecorderControl {
                     + "\(object.files.count - 1) (0 is the first)")
         }
         let path = object.files[index]
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // Without blocking: a FIFO put in its place would hold the connection's thread until a writer came.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard descriptor >= 0 else {
             throw APIError(.notFound, "export \(id)'s file \(path) is gone: \(String(cString: strerror(errno)))")
         }

@@ -694,18 +694,37 @@ final class SaveBook: Sendable {
 struct FileIdentity: Hashable {
     var device: UInt64?
     var inode: UInt64?
+    /// The size and the kernel's change time: a file made later under the path can get the same inode number (its
+    /// file system reuses them), never the same change time.
+    var size: Int64?
+    var changed: timespec?
 
     init(path: String) {
         var info = stat()
-        guard stat(path, &info) == 0 else { return }
-        device = UInt64(info.st_dev)
-        inode = UInt64(info.st_ino)
+        self.init(stat(path, &info) == 0 ? info : nil)
     }
 
     init(descriptor: Int32) {
         var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return }
+        self.init(fstat(descriptor, &info) == 0 ? info : nil)
+    }
+
+    /// A regular file's identity; none (nil fields) for anything else, which is never the export it was.
+    private init(_ info: stat?) {
+        guard let info, info.st_mode & S_IFMT == S_IFREG else { return }
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
+        size = Int64(info.st_size)
+        changed = info.st_ctim
+    }
+
+    static func == (a: FileIdentity, b: FileIdentity) -> Bool {
+        a.device != nil && a.device == b.device && a.inode == b.inode && a.size == b.size
+            && a.changed?.tv_sec == b.changed?.tv_sec && a.changed?.tv_nsec == b.changed?.tv_nsec
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(device)
+        hasher.combine(inode)
     }
 }

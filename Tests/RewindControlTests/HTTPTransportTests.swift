@@ -110,6 +110,22 @@ final class RawConnection {
         let second = try decode(SaveObject.self, again.body)
         let replaced = try curl(socket, "GET", "/v1/files/\(object.id)")
         #expect(replaced.status == 409 && replaced.body.contains("replaced"), "\(replaced.body)")
+        // Another file made under the path (the file system may give it the freed inode), a directory, or a FIFO
+        // that nobody writes (opened without waiting for a writer): refused at once, never served.
+        let other = "\(live.directory)/other.mkv"
+        let made = try curl(socket, "POST", "/v1/saves", body: #"{"last":"500ms","path":"\#(other)","wait":true}"#)
+        let otherID = try decode(SaveObject.self, made.body).id
+        for replace in [
+            { try Data("someone else's".utf8).write(to: URL(fileURLWithPath: other)) },
+            { try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: false) },
+            { try #require(mkfifo(other, 0o600) == 0) },
+        ] {
+            try? FileManager.default.removeItem(atPath: other)
+            try replace()
+            let refused = try curl(socket, "GET", "/v1/files/\(otherID)")
+            #expect(refused.status == 409 && refused.body.contains("replaced"), "\(refused.status) \(refused.body)")
+        }
+        try? FileManager.default.removeItem(atPath: other)
         // A download says its length up front (not chunked), so clients can show progress and see a cut-short body.
         let headers = "\(live.directory)/headers.txt"
         let download = try curl(socket, "GET", "/v1/files/\(second.id)", extra: ["-D", headers])
@@ -131,7 +147,7 @@ final class RawConnection {
         #expect(farther.status == 400 && farther.body.contains("200 years"), "\(farther.body)")
         #expect(try curl(socket, "GET", "/v1/saves/\(waiting.id)").status == 200)
         let list = try decode(SaveList.self, try curl(socket, "GET", "/v1/saves").body)
-        #expect(list.saves.map(\.id) == [object.id, second.id, waiting.id])
+        #expect(list.saves.map(\.id) == [object.id, second.id, otherID, waiting.id])
         let cancelled = try curl(socket, "DELETE", "/v1/saves/\(waiting.id)")
         #expect(try decode(SaveObject.self, cancelled.body).state == .cancelled)
         let clip = try curl(socket, "POST", "/v1/clips", body: #"{"from":"1s","to":"2s","format":"y4m","wait":true}"#)
