@@ -109,9 +109,20 @@ package struct StagedExport {
             return String(cString: real)
         }
         guard let root = resolved(store) else { return nil }
-        let url = URL(fileURLWithPath: path)
+        // A dangling link is written through: what it names (followed link by link) is the file that would be made.
+        var named = path
+        for _ in 0..<40 {
+            var info = stat()
+            guard lstat(named, &info) == 0, info.st_mode & S_IFMT == S_IFLNK,
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: named)
+            else { break }
+            named =
+                target.hasPrefix("/")
+                ? target : URL(fileURLWithPath: named).deletingLastPathComponent().path + "/" + target
+        }
+        let url = URL(fileURLWithPath: named)
         guard
-            let target = resolved(path)
+            let target = resolved(named)
                 ?? resolved(url.deletingLastPathComponent().path).map({ $0 + "/" + url.lastPathComponent })
         else { return nil }
         let own = (SegmentStore.indexFileNames + ["rewind.sock", "token"]).map { root + "/" + $0 }

@@ -353,7 +353,10 @@ private func liveExport(
                     + "to a FIFO), or regular files", showsHelp: false)
         }
     }
-    var path = output.map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+    // Absolute, and otherwise as given: the recorder's open resolves `..` after the links before it, as an export
+    // from the disk does (no `..` is taken away by its spelling, and a `~` is a name, which a shell would have
+    // expanded already).
+    var path = output.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
     if toStandardOutput || toSpecialFile {
         let exports = directory + "/exports"
         try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)

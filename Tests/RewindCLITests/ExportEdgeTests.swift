@@ -277,16 +277,23 @@ import Testing
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: segment)
         let indexLink = directory.appendingPathComponent("index.mkv").path
         try FileManager.default.createSymbolicLink(atPath: indexLink, withDestinationPath: store + "/index.sqlite")
+        // A dangling link (through a second one) to a file not yet in segments/: it would be made there.
+        let dangling = directory.appendingPathComponent("dangling.mkv").path
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: "hop.mkv")
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.appendingPathComponent("hop.mkv").path, withDestinationPath: store + "/segments/zz.mkv")
         for arguments in [
             ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", link],
             ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", store + "/segments/new.y4m"],
             ["save", "--store", store, "--last", "1s", "-o", indexLink],
+            ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", dangling],
         ] {
             let result = try Tool.rewind(arguments)
             #expect(result.status == 64, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains("inside the store where only rewind writes"), "\(result.stderr)")
         }
         #expect(FileManager.default.contents(atPath: segment) == before)
+        #expect(!FileManager.default.fileExists(atPath: store + "/segments/zz.mkv"))
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
     }
