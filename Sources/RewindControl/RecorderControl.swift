@@ -702,6 +702,9 @@ public final class RecorderControl: Sendable {
     /// exists and is not a regular file (a FIFO or a device would hold the export, a cancel and the recorder's stop
     /// until something reads it).
     private func checkWritable(_ path: String) throws {
+        if let problem = StagedExport.lengthProblem(path) {
+            throw APIError(.badRequest, "path '\(path)': \(problem)")
+        }
         if let own = StagedExport.storeFile(writtenBy: path, store: directory) {
             throw APIError(
                 .badRequest,

@@ -189,6 +189,29 @@ package struct StagedExport {
         }
     }
 
+    /// Why an export cannot write `path`, by its length alone: a name in it longer than the system allows (255
+    /// bytes), counting for the file's own name the temporary name it is written under first
+    /// (`.NAME.partial-PID-N`), or a path longer than the system's 4096 bytes; nil when it can (or is a FIFO or
+    /// device, written in place).
+    package static func lengthProblem(_ path: String) -> String? {
+        let longest = Int(NAME_MAX)
+        let name = (path as NSString).lastPathComponent
+        let extra = ".\(name).partial-\(getpid())-\(Int64.max)".utf8.count - name.utf8.count
+        if let long = path.split(separator: "/").dropLast().first(where: { $0.utf8.count > longest }) {
+            return "a directory name in it is \(long.utf8.count) bytes long, more than the \(longest) a name may have"
+        }
+        guard specialFileKind(path) == nil else { return nil }
+        if name.utf8.count + extra > longest {
+            return "its file name is \(name.utf8.count) bytes long; an export writes it under a temporary name "
+                + "\(extra) bytes longer first, so it may be at most \(longest - extra) bytes: give a shorter name"
+        }
+        if path.utf8.count + extra >= Int(PATH_MAX) {
+            return "it is \(path.utf8.count) bytes long; with the temporary name an export writes first it may be at "
+                + "most \(Int(PATH_MAX) - 1 - extra) bytes: give a shorter path"
+        }
+        return nil
+    }
+
     /// What `path` is when it exists and is not a regular file (symbolic links followed): "a FIFO", "a device",
     /// "a directory", or "not a regular file"; nil for a regular file or nothing there.
     package static func specialFileKind(_ path: String) -> String? {

@@ -145,6 +145,9 @@ func checkOutputOutsideStore(_ output: String, store: String) throws {
         files += names.map { StreamSet.fileName(for: output, stream: $0) }
     }
     for file in files {
+        if let problem = StagedExport.lengthProblem(file) {
+            throw UsageError("-o: '\(file)': \(problem)", showsHelp: false)
+        }
         guard let resolved = StagedExport.storeFile(writtenBy: file, store: store) else { continue }
         throw UsageError(
             "-o: '\(file)' would write \(resolved), inside the store where only rewind writes; write the export "

@@ -294,6 +294,11 @@ import Testing
         }
         #expect(FileManager.default.contents(atPath: segment) == before)
         #expect(!FileManager.default.fileExists(atPath: store + "/segments/zz.mkv"))
+        // A name too long for the system once the export's temporary name is made of it: a usage error up front.
+        let long = directory.appendingPathComponent(String(repeating: "y", count: 240) + ".mkv").path
+        let tooLong = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", long])
+        #expect(tooLong.status == 64, "\(tooLong.stderr)")
+        #expect(tooLong.stderr.contains("its file name is 244 bytes long"), "\(tooLong.stderr)")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
     }

@@ -197,6 +197,9 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
+            // A name the system could not make (with the temporary name it is written under first): refused up
+            // front, not a failed save.
+            ("POST", "/v1/saves", #"{"path":"/tmp/\#(String(repeating: "y", count: 240)).mkv"}"#, 400, "bad_request"),
             ("POST", "/v1/saves/\(object.id)/extend", #"{"after":"1s"}"#, 409, "conflict"),
             ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
             // Times and durations whose sums would not fit in 64-bit nanoseconds.
