@@ -201,4 +201,28 @@ import Testing
         let after = try Tool.rewind(["info", "--store", store])
         #expect(after.status == 0 && after.output.contains("frames: 120 in 4 segments"), "\(after.output)")
     }
+
+    /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
+    /// leaves a store that records again.
+    @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        try FileManager.default.removeItem(atPath: store + "/segments")
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 1)
+        #expect(verify.output.contains("segments/ is missing: every segment file of the store is gone"), "\(verify)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 1 && info.output.contains("segments/000001.seg is missing"), "\(info.output)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("its 30 frames are lost"), "\(repair.output)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
 }

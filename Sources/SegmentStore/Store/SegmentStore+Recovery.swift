@@ -55,8 +55,21 @@ extension SegmentStore {
         report.indexedCreations = Dictionary(
             try index.segments().map { ($0.createdWallNanoseconds, $0.fileName) },
             uniquingKeysWith: { first, _ in first })
-        let names = try Self.wrapIO { () throws(FileSystemError) in
-            try fileSystem.contentsOfDirectory(segmentsDirectory)
+        let names: [String]
+        do {
+            names = try fileSystem.contentsOfDirectory(segmentsDirectory)
+        } catch where error.code == ENOENT {
+            // The directory itself is gone (deleted, or a copy without it): every segment the index has is missing;
+            // a repair makes it again, so the store records on.
+            names = []
+            if mode == .repair {
+                try Self.wrapIO { () throws(FileSystemError) in try fileSystem.makeDirectory(segmentsDirectory) }
+                report.repaired.append("made segments/ again: it was missing")
+            } else {
+                report.problems.append("segments/ is missing: every segment file of the store is gone")
+            }
+        } catch {
+            throw SegmentStoreError.io(error)
         }
         var files: [UInt64: String] = [:]
         for name in names {
@@ -405,8 +418,13 @@ extension SegmentStore {
     /// - Returns: the missing files with the frames the index has in them, and the unindexed file names, by name.
     /// - Throws: I/O errors listing the directory; index errors.
     public func segmentFilesOutOfStep() throws -> (missing: [(fileName: String, frames: Int)], unindexed: [String]) {
-        let names = try Self.wrapIO { () throws(FileSystemError) in
-            try fileSystem.contentsOfDirectory(segmentsDirectory)
+        let names: [String]
+        do {
+            names = try fileSystem.contentsOfDirectory(segmentsDirectory)
+        } catch where error.code == ENOENT {
+            names = []  // segments/ itself is gone: every file is missing
+        } catch {
+            throw SegmentStoreError.io(error)
         }
         let listed = Set(names.compactMap { SegmentFormat.sequence(ofFileName: $0) })
         let rows = try index.segments()
