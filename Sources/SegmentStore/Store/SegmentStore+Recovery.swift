@@ -58,7 +58,7 @@ extension SegmentStore {
         let names: [String]
         do {
             names = try fileSystem.contentsOfDirectory(segmentsDirectory)
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             // The directory itself is gone (deleted, or a copy without it): every segment the index has is missing;
             // a repair makes it again, so the store records on.
             names = []
@@ -421,7 +421,7 @@ extension SegmentStore {
         let names: [String]
         do {
             names = try fileSystem.contentsOfDirectory(segmentsDirectory)
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             names = []  // segments/ itself is gone: every file is missing
         } catch {
             throw SegmentStoreError.io(error)
