@@ -486,6 +486,20 @@ private func liveExport(
     return true
 }
 
+/// The gaps of `stream` where frames were lost (``LossReason/isLoss``) that reach into `range` (stream pts), as a line
+/// for an export's report: `  the range has 1 gap where frames were lost: 1.300s … 2.000s (damaged)`; nil when none.
+func lostGaps(_ store: SegmentStore, stream: String, in range: Range<Int64>) -> String? {
+    let gaps = ((try? store.gaps(streamName: stream)) ?? []).filter { gap in
+        gap.reason.isLoss && gap.startNanoseconds < range.upperBound && gap.endNanoseconds > range.lowerBound
+    }
+    guard !gaps.isEmpty else { return nil }
+    let shown = gaps.prefix(5).map {
+        "\(formatSeconds($0.startNanoseconds)) … \(formatSeconds($0.endNanoseconds)) (\($0.reason.rawValue))"
+    }
+    return "  the range has \(count(gaps.count, "gap")) where frames were lost: " + shown.joined(separator: ", ")
+        + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")
+}
+
 /// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
 private func copy(_ handle: FileHandle, to target: Int32, what: String, name: String) throws {
     // A pipe or FIFO is written without blocking, so an interruption ends the wait for a reader that stopped
@@ -660,6 +674,10 @@ func export(
     }
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
     if output == "-" { printError(message) } else { print(message) }
+    // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
+    if case .store(let store, let row) = source, let lost = lostGaps(store, stream: row.name, in: range) {
+        if output == "-" { printError(lost) } else { print(lost) }
+    }
     // Retention may have deleted the range between the check and the read (an export waiting for a FIFO's reader,
     // before it held anything): nothing written is a failure, not a clip.
     guard summary.frames > 0 else {

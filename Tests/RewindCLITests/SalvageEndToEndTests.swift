@@ -53,6 +53,16 @@ import Testing
         let output = directory.appendingPathComponent("all.mkv").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output])
         #expect(clip.status == 0, "\(clip.stderr)")
+        // The file holds no trace of the lost frames but their absence: the report says where they were.
+        #expect(
+            clip.output.contains(
+                "the range has 1 gap where frames were lost: \(formatSeconds(source.pts(39))) … "
+                    + "\(formatSeconds(source.pts(60))) (damaged)"), "\(clip.output)")
+        let before = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("first.mkv").path,
+        ])
+        #expect(before.status == 0 && !before.output.contains("lost"), "\(before.output)")
         let sourceMD5s = try frameMD5s(source.path)
         #expect(try frameMD5s(output) == Array(sourceMD5s[0..<40] + sourceMD5s[60..<120]))
     }
