@@ -179,15 +179,13 @@ import Testing
                         + "--from 0s --to 4s -o '\(output)'",
                 ])
             defer { if mp4.process.isRunning { kill(mp4.process.processIdentifier, SIGKILL) } }
+            // The shell makes the file before `echo` writes into it: wait for the number itself.
+            var pid: Int32 = 0
             try waitUntil("the stand-in runs", timeout: .seconds(60)) {
-                FileManager.default.fileExists(atPath: started)
+                let text = (try? String(contentsOfFile: started, encoding: .utf8)) ?? ""
+                pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+                return pid > 0
             }
-            let pid = try #require(
-                Int32(
-                    String(
-                        decoding: try Data(contentsOf: URL(fileURLWithPath: started)),
-                        as: UTF8.self
-                    ).trimmingCharacters(in: .whitespacesAndNewlines)))
             defer { kill(pid, SIGKILL) }
             // Long enough for the export to fill the pipe, or to be waiting for the stand-in to end.
             Thread.sleep(forTimeInterval: 0.5)
