@@ -21,6 +21,18 @@ public enum Interruption {
     /// Whether ``request()`` was called.
     public static var isRequested: Bool { requested.load(ordering: .relaxed) }
 
+    /// Makes `fd` non-blocking when it is a pipe, FIFO or socket, so a full one is waited for with
+    /// ``waitUntilWritable(_:)``: its status flags before (to give back when done: the descriptor may be shared with
+    /// other processes, as stdout is), or nil when it is something else and was left as it was.
+    package static func makeNonBlockingIfPipe(_ fd: Int32) -> Int32? {
+        var info = stat()
+        let kind = fstat(fd, &info) == 0 ? info.st_mode & S_IFMT : 0
+        let flags = fcntl(fd, F_GETFL)
+        guard (kind == S_IFIFO || kind == S_IFSOCK) && flags >= 0 else { return nil }
+        if flags & O_NONBLOCK == 0 { _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        return flags
+    }
+
     /// Waits until `fd` (a pipe, FIFO or socket written without blocking) takes bytes again, checking for a request
     /// every 100 ms.
     ///

@@ -504,11 +504,8 @@ func lostGaps(_ store: SegmentStore, stream: String, in range: Range<Int64>) -> 
 private func copy(_ handle: FileHandle, to target: Int32, what: String, name: String) throws {
     // A pipe or FIFO is written without blocking, so an interruption ends the wait for a reader that stopped
     // reading; its own flags are given back after (stdout may be shared with other processes).
-    var info = stat()
-    let flags = fcntl(target, F_GETFL)
-    let isPipe = fstat(target, &info) == 0 && (info.st_mode & S_IFMT == S_IFIFO || info.st_mode & S_IFMT == S_IFSOCK)
-    if isPipe && flags >= 0 { _ = fcntl(target, F_SETFL, flags | O_NONBLOCK) }
-    defer { if isPipe && flags >= 0 { _ = fcntl(target, F_SETFL, flags) } }
+    let flags = Interruption.makeNonBlockingIfPipe(target)
+    defer { if let flags { _ = fcntl(target, F_SETFL, flags) } }
     while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
         if stopRequested.load(ordering: .relaxed) {
             throw CommandError("interrupted while copying \(what) to \(name)", status: ExitStatus.interrupted)

@@ -70,13 +70,7 @@ final class OutputFile {
         canReserve = ownsDescriptor && isRegularFile
         buffer = .allocate(byteCount: capacity, alignment: 16)
         vectors = .allocate(capacity: 3)
-        var info = stat()
-        let kind = fstat(descriptor, &info) == 0 ? info.st_mode & S_IFMT : 0
-        let flags = fcntl(descriptor, F_GETFL)
-        if (kind == S_IFIFO || kind == S_IFSOCK) && flags >= 0 {
-            blockingFlags = flags
-            if flags & O_NONBLOCK == 0 { _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
-        }
+        blockingFlags = Interruption.makeNonBlockingIfPipe(descriptor)
     }
 
     deinit {

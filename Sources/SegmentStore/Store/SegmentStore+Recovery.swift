@@ -55,24 +55,19 @@ extension SegmentStore {
         report.indexedCreations = Dictionary(
             try index.segments().map { ($0.createdWallNanoseconds, $0.fileName) },
             uniquingKeysWith: { first, _ in first })
-        let names: [String]
-        do {
-            names = try fileSystem.contentsOfDirectory(segmentsDirectory)
-        } catch  where error.code == ENOENT {
+        let names = try segmentFileNames()
+        if names == nil {
             // The directory itself is gone (deleted, or a copy without it): every segment the index has is missing;
             // a repair makes it again, so the store records on.
-            names = []
             if mode == .repair {
                 try Self.wrapIO { () throws(FileSystemError) in try fileSystem.makeDirectory(segmentsDirectory) }
                 report.repaired.append("made segments/ again: it was missing")
             } else {
                 report.problems.append("segments/ is missing: every segment file of the store is gone")
             }
-        } catch {
-            throw SegmentStoreError.io(error)
         }
         var files: [UInt64: String] = [:]
-        for name in names {
+        for name in names ?? [] {
             guard let sequence = SegmentFormat.sequence(ofFileName: name) else { continue }
             if let other = files[sequence] {
                 // Both names: a crash between writing the sealed file and removing the partial cannot happen with
@@ -409,6 +404,19 @@ extension SegmentStore {
         }
     }
 
+    /// The names in `segments/`; nil when the directory itself is missing.
+    ///
+    /// - Throws: ``SegmentStoreError/io(_:)`` for any other failure to list it.
+    private func segmentFileNames() throws -> [String]? {
+        do {
+            return try fileSystem.contentsOfDirectory(segmentsDirectory)
+        } catch  where error.code == ENOENT {
+            return nil
+        } catch {
+            throw SegmentStoreError.io(error)
+        }
+    }
+
     /// Where `segments/` and the index disagree, seen from a listing of the directory alone (no file is read, so it
     /// is cheap enough for `info`): segments the index holds frames in whose file is gone, and segment files the
     /// index has no row for (an index that lost rows, a `-wal` damaged or deleted). A recorder may be writing: a row
@@ -418,14 +426,7 @@ extension SegmentStore {
     /// - Returns: the missing files with the frames the index has in them, and the unindexed file names, by name.
     /// - Throws: I/O errors listing the directory; index errors.
     public func segmentFilesOutOfStep() throws -> (missing: [(fileName: String, frames: Int)], unindexed: [String]) {
-        let names: [String]
-        do {
-            names = try fileSystem.contentsOfDirectory(segmentsDirectory)
-        } catch  where error.code == ENOENT {
-            names = []  // segments/ itself is gone: every file is missing
-        } catch {
-            throw SegmentStoreError.io(error)
-        }
+        let names = try segmentFileNames() ?? []  // segments/ itself gone: every file is missing
         let listed = Set(names.compactMap { SegmentFormat.sequence(ofFileName: $0) })
         let rows = try index.segments()
         let indexed = Set(rows.compactMap { SegmentFormat.sequence(ofFileName: $0.fileName) })
