@@ -181,6 +181,9 @@ struct CommandFailure {
                     : "stop it (one recorder per store), or give another --store"
             case .unknownStream: return "'rewind info' lists the streams"
             case .damagedIndex: return "\(repair), which moves it aside and rebuilds it from the segment files"
+            case .foreignIndex:
+                return "\(repair), which keeps it aside as index.sqlite.foreign-<unix seconds> and rebuilds the index "
+                    + "from the segment files (or put this store's own index back)"
             case .index(let path, let problem, _):
                 switch problem {
                 case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"

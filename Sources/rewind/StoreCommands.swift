@@ -166,6 +166,8 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
 /// the index holds frames in that are gone, and (while no recorder writes the store) files the index does not know,
 /// whose frames the figures above leave out.
 private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) -> [String] {
+    // Files and rows that do not match are then all of them: the index is the one to set right.
+    if let foreign = try? store.foreignIndexProblem() { return ["\(foreign)"] }
     guard let (missing, unindexed) = try? store.segmentFilesOutOfStep() else { return [] }
     var problems = missing.map {
         "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it"
@@ -268,7 +270,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         // reads: a check would report damage that is not there.
         throw SegmentStoreError.storeLocked(directory: directory)
     }
-    var movedIndex: String?
+    var movedIndex: (path: String, why: String)?
     var (store, report, only) = try openAndVerify(
         directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
     if repair {
@@ -276,7 +278,8 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         var repaired = store.recovery.repaired + report.repaired
         if let movedIndex {
             // The rebuild itself says what could not come back.
-            repaired.insert("moved the damaged index to \(movedIndex) and rebuilt it from the segment files", at: 0)
+            repaired.insert(
+                "moved \(movedIndex.why) to \(movedIndex.path) and rebuilt it from the segment files", at: 0)
         }
         let salvage = store.recovery.salvage + report.salvage
         // What the repair could not do (a salvage without room, a file it could not seal) comes first: the check
@@ -311,11 +314,11 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
 }
 
 /// Opens the store (for a repair, recovering it) and checks or repairs it, one stream's segments when `stream`
-/// names one. A repair that finds the index damaged, when the store opens or later while it checks, keeps the
-/// damaged index aside (`movedIndex`) and starts again on one rebuilt from the segment files, from which the
-/// index is derived.
+/// names one. A repair that finds the index damaged, when the store opens or later while it checks, or the index of
+/// other segment files, keeps that index aside (`movedIndex`: where, and what it was) and starts again on one
+/// rebuilt from the segment files, from which the index is derived.
 private func openAndVerify(
-    directory: String, repair: Bool, stream: String?, movedIndex: inout String?
+    directory: String, repair: Bool, stream: String?, movedIndex: inout (path: String, why: String)?
 ) throws -> (SegmentStore, VerifyReport, String?) {
     do {
         let store =
@@ -324,7 +327,13 @@ private func openAndVerify(
         if let stream, stream != "all" { only = try selectStream(in: store, named: stream).name }
         return (store, try store.verify(repair: repair, streamName: only), only)
     } catch SegmentStoreError.damagedIndex where repair && movedIndex == nil {
-        movedIndex = try moveIndexAside(in: directory)
+        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), "the damaged index")
+        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
+    } catch SegmentStoreError.foreignIndex(_, let segments, _) where repair && movedIndex == nil {
+        movedIndex = (
+            try moveIndexAside(in: directory, as: "foreign"),
+            "the index of other segment files (\(count(segments, "segment")), none of them in segments/)"
+        )
         return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
     }
 }
@@ -348,11 +357,12 @@ private func salvageJSON(_ salvage: SegmentSalvage) -> [String: Any] {
     ]
 }
 
-/// Renames `DIR/index.sqlite` (and its WAL files) to `index.sqlite.damaged-<unix seconds>`; returns the new path.
-private func moveIndexAside(in directory: String) throws -> String {
+/// Renames `DIR/index.sqlite` (and its WAL files) to `index.sqlite.WHY-<unix seconds>` (`damaged`, `foreign`);
+/// returns the new path.
+private func moveIndexAside(in directory: String, as why: String) throws -> String {
     let manager = FileManager.default
     // One per second by name; a second one within that second gets a number after it.
-    var target = "\(directory)/index.sqlite.damaged-\(Int(Date().timeIntervalSince1970))"
+    var target = "\(directory)/index.sqlite.\(why)-\(Int(Date().timeIntervalSince1970))"
     let base = target
     var number = 1
     while ["", "-wal", "-shm"].contains(where: { manager.fileExists(atPath: target + $0) }) {

@@ -144,13 +144,8 @@ import Testing
     /// A segment file moved away (its frames counted lost by a repair) and put back: the next repair indexes it
     /// again and no `damaged` gap is left, not even a frame-long sliver at either side of it.
     @Test func aSegmentPutBackLeavesNoDamagedGap() throws {
-        let directory = try Tool.temporaryDirectory()
+        let (directory, store) = try recordedStore(seconds: 4)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind([
-            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s", "--segment", "1s",
-        ])
-        #expect(record.status == 0, "\(record.stderr)")
         let away = directory.appendingPathComponent("away.seg").path
         try FileManager.default.moveItem(atPath: store + "/segments/000002.seg", toPath: away)
         let lost = try Tool.rewind(["verify", "--store", store, "--repair"])
@@ -167,13 +162,8 @@ import Testing
     /// `info` lists `segments/` against the index: a segment file gone, or files the index lost the rows of (a
     /// damaged `-wal`), make it say so and exit 1; a clip that finds nothing says why; a repair puts it right.
     @Test func infoSaysWhenTheIndexAndTheSegmentFilesDisagree() throws {
-        let directory = try Tool.temporaryDirectory()
+        let (directory, store) = try recordedStore(seconds: 4)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind([
-            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s", "--segment", "1s",
-        ])
-        #expect(record.status == 0, "\(record.stderr)")
         let clean = try Tool.rewind(["info", "--store", store])
         #expect(clean.status == 0 && !clean.output.contains("problems"), "\(clean.output)\(clean.stderr)")
 
@@ -215,13 +205,8 @@ import Testing
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {
-        let directory = try Tool.temporaryDirectory()
+        let (directory, store) = try recordedStore(seconds: 1)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind([
-            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
-        ])
-        #expect(record.status == 0, "\(record.stderr)")
         try FileManager.default.removeItem(atPath: store + "/segments")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 1)
@@ -234,5 +219,69 @@ import Testing
         let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+    }
+
+    /// The index of another store put in this one's place (copied over it): every file would be set aside as
+    /// foreign and every frame of that index counted lost. `verify`, `info` and `record` say the index is not the
+    /// files' and change nothing; a repair keeps it aside and rebuilds the index from the files, every frame as
+    /// before.
+    @Test func anIndexOfAnotherStoreIsKeptAsideAndRebuiltFromTheFiles() throws {
+        let (directory, store) = try recordedStore(seconds: 3)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let other = directory.appendingPathComponent("other").path
+        let made = try Tool.rewind([
+            "record", "--store", other, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s",
+        ])
+        #expect(made.status == 0, "\(made.stderr)")
+        let before = directory.appendingPathComponent("before.y4m").path
+        #expect(try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", before]).status == 0)
+        let manager = FileManager.default
+        for suffix in ["", "-wal", "-shm"] {
+            try? manager.removeItem(atPath: "\(store)/index.sqlite\(suffix)")
+            try? manager.copyItem(atPath: "\(other)/index.sqlite\(suffix)", toPath: "\(store)/index.sqlite\(suffix)")
+        }
+        let files = ["000001.seg", "000002.seg", "000003.seg"]
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 1, "\(verify.output)")
+        #expect(
+            verify.stderr.contains(
+                "\(store)/index.sqlite is not the index of the segment files beside it: none of its 2 segments was "
+                    + "made when any of the 3 files in segments/ was"), "\(verify.stderr)")
+        #expect(verify.stderr.contains("keeps it aside as index.sqlite.foreign-"), "\(verify.stderr)")
+        let shown = try Tool.rewind(["info", "--store", store])
+        #expect(shown.status == 1 && shown.output.contains("is not the index of the segment files"), "\(shown.output)")
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(record.status == 1 && record.stderr.contains("is not the index of the segment files"))
+        #expect(try manager.contentsOfDirectory(atPath: store + "/segments").sorted() == files)
+
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(
+            repair.output.contains(
+                "moved the index of other segment files (2 segments, none of them in segments/) to "
+                    + "\(store)/index.sqlite.foreign-"), "\(repair.output)")
+        #expect(repair.output.contains("verified 3 segments, 90 frames"), "\(repair.output)")
+        #expect(try manager.contentsOfDirectory(atPath: store + "/segments").sorted() == files)
+        #expect(try manager.contentsOfDirectory(atPath: store).contains { $0.hasPrefix("index.sqlite.foreign-") })
+        let after = directory.appendingPathComponent("after.y4m").path
+        #expect(try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", after]).status == 0)
+        #expect(try frameMD5s(after) == frameMD5s(before))
+        #expect(try frameMD5s(after).count == 90)
+        #expect((try info(store)["gaps"] as? [Any])?.isEmpty == true)
+    }
+
+    /// A store in a new temporary directory (`DIR/store`), recorded from the synthetic camera at 160x120 and 30 fps
+    /// for `seconds`, one segment file a second.
+    private func recordedStore(seconds: Int) throws -> (directory: URL, store: String) {
+        let directory = try Tool.temporaryDirectory()
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "\(seconds)s", "--segment",
+            "1s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        return (directory, store)
     }
 }

@@ -203,7 +203,11 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         ])
         #expect(refused.status == 64, "\(refused.stderr)")
         #expect(!refused.stderr.contains("recovered the store"), "\(refused.stderr)")
-        #expect((try info(store)["gaps"] as? [Any])?.isEmpty == true, "the refused run changed nothing")
+        let shown = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect(shown.status == 1, "the index is another store's: \(shown.stderr)")
+        let object = try JSONSerialization.jsonObject(with: shown.stdout) as? [String: Any]
+        #expect((object?["gaps"] as? [Any])?.isEmpty == true, "the refused run changed nothing")
+        #expect((object?["problems"] as? [String])?.first?.contains("is not the index of the segment files") == true)
     }
 
     @Test func recordingAgainIntoAStoreContinuesItsTimeline() throws {

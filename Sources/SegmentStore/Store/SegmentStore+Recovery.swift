@@ -56,6 +56,11 @@ extension SegmentStore {
             try index.segments().map { ($0.createdWallNanoseconds, $0.fileName) },
             uniquingKeysWith: { first, _ in first })
         let names = try segmentFileNames()
+        if let (segments, files) = try indexDescribesOtherFiles(names: names ?? []) {
+            // Every file would be set aside as foreign and every frame of the index counted lost: the index is the
+            // odd one out, kept aside and rebuilt from the files by a repair's caller.
+            throw SegmentStoreError.foreignIndex(path: index.path, segments: segments, files: files)
+        }
         if names == nil {
             // The directory itself is gone (deleted, or a copy without it): every segment the index has is missing;
             // a repair makes it again, so the store records on.
@@ -415,6 +420,43 @@ extension SegmentStore {
         } catch {
             throw SegmentStoreError.io(error)
         }
+    }
+
+    /// Whether the index describes other segment files than those `names` lists: none of the readable files was
+    /// created when any of the index's segments was, and at least one lies under a number the index gives one of its
+    /// own (so they are not files a recorder made since the rows were read). A store in step answers at its first
+    /// file whose creation the index knows: one header read.
+    ///
+    /// - Returns: nil, or how many segments the index has and how many of the files could be read.
+    /// - Throws: index errors.
+    func indexDescribesOtherFiles(names: [String]) throws -> (segments: Int, files: Int)? {
+        let rows = try index.segments().filter { $0.state != .deleting }
+        guard !rows.isEmpty else { return nil }
+        let creations = Set(rows.map(\.createdWallNanoseconds))
+        let numbers = Set(rows.compactMap { SegmentFormat.sequence(ofFileName: $0.fileName) })
+        var readable = 0
+        var underIndexedNumber = false
+        for name in names.sorted() {
+            guard let sequence = SegmentFormat.sequence(ofFileName: name),
+                let reader = try? SegmentFileReader(path: segmentsDirectory + "/" + name, fileSystem: fileSystem)
+            else { continue }
+            let created = reader.header.createdWallNanoseconds
+            reader.close()
+            if creations.contains(created) { return nil }
+            readable += 1
+            if numbers.contains(sequence) { underIndexedNumber = true }
+        }
+        return readable > 0 && underIndexedNumber ? (rows.count, readable) : nil
+    }
+
+    /// Whether `DIR/index.sqlite` describes other segment files than those in `segments/`
+    /// (``indexDescribesOtherFiles(names:)``), for `info`: nil when they belong together, or the error a recorder or
+    /// a check would meet.
+    ///
+    /// - Throws: I/O errors listing the directory; index errors.
+    public func foreignIndexProblem() throws -> SegmentStoreError? {
+        guard let (segments, files) = try indexDescribesOtherFiles(names: segmentFileNames() ?? []) else { return nil }
+        return .foreignIndex(path: index.path, segments: segments, files: files)
     }
 
     /// Where `segments/` and the index disagree, seen from a listing of the directory alone (no file is read, so it

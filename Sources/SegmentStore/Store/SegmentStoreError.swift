@@ -34,6 +34,11 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     /// `DIR/index.sqlite` is not a SQLite database (`isDatabase` false), or its pages are corrupt; the segment
     /// files are intact and the index can be rebuilt from them. `detail` is SQLite's own message.
     case damagedIndex(path: String, isDatabase: Bool, detail: String)
+    /// `DIR/index.sqlite` describes other segment files than those in `segments/` (another store's index put in its
+    /// place, or another store's files put in the directory): none of the `files` readable there was made when any of
+    /// the index's `segments` was, and files under the numbers it gives its own show it. The files are intact; the
+    /// index can be kept aside and rebuilt from them.
+    case foreignIndex(path: String, segments: Int, files: Int)
     /// Any other failure of the index (`DIR/index.sqlite`): what went wrong, and SQLite's own message.
     case index(path: String, problem: IndexProblem, detail: String)
 
@@ -88,6 +93,11 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case .damagedIndex(let path, let isDatabase, let detail):
             let what = isDatabase ? "is corrupt (SQLITE_CORRUPT)" : "is not a SQLite database (SQLITE_NOTADB)"
             return "database \(path) \(what); the segment files are intact; sqlite says: \(detail)"
+        case .foreignIndex(let path, let segments, let files):
+            return "\(path) is not the index of the segment files beside it: none of its \(segments) segment"
+                + (segments == 1 ? " was" : "s was") + " made when any of the \(files) file" + (files == 1 ? "" : "s")
+                + " in segments/ was, and the files under its segments' numbers are others (another store's index "
+                + "was put in its place, or another store's files in segments/)"
         case .index(let path, let problem, let detail):
             switch problem {
             case .locked(let codeName):
