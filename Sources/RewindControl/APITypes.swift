@@ -162,6 +162,10 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var progress: Double
     /// Why it failed, when it did.
     public var error: APIError.Detail?
+    /// Once done: the gaps of its streams where frames were lost (not a source's own pauses, not retention) that
+    /// reach into `from_ns`…`to_ns`, on the recorder clock, by start: the file holds no frame of them. Nil before;
+    /// empty when the range lost nothing.
+    public var lost: [GapObject]?
 
     /// Makes a save object; each parameter is the field of the same name.
     public init(
@@ -188,7 +192,34 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case firstPTSNanoseconds = "first_pts_ns"
         case lastPTSNanoseconds = "last_pts_ns"
         case repeatedFrames = "repeated_frames"
-        case tracks
+        case tracks, lost
+    }
+}
+
+/// A gap of a stream on the recorder clock: where its frames stop and start again, and why (a ``LossReason``'s
+/// name: `spill behind`, `damaged`, `input failed`, …). The `gap` event's data, and a save's `lost` list.
+public struct GapObject: Sendable, Hashable, Codable {
+    /// The stream's name.
+    public var stream: String
+    /// The gap's start, inclusive, recorder-clock nanoseconds.
+    public var startNanoseconds: Int64
+    /// The gap's end, exclusive, recorder-clock nanoseconds.
+    public var endNanoseconds: Int64
+    /// Why.
+    public var reason: String
+
+    /// Makes a gap object; each parameter is the field of the same name.
+    public init(stream: String, startNanoseconds: Int64, endNanoseconds: Int64, reason: String) {
+        self.stream = stream
+        self.startNanoseconds = startNanoseconds
+        self.endNanoseconds = endNanoseconds
+        self.reason = reason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case stream, reason
+        case startNanoseconds = "start_ns"
+        case endNanoseconds = "end_ns"
     }
 }
 

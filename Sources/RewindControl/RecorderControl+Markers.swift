@@ -246,19 +246,6 @@ struct CounterWatcher: Sendable {
         var level: String
     }
 
-    private struct GapEvent: Encodable {
-        var stream: String
-        var startNanoseconds: Int64
-        var endNanoseconds: Int64
-        var reason: String
-
-        enum CodingKeys: String, CodingKey {
-            case stream, reason
-            case startNanoseconds = "start_ns"
-            case endNanoseconds = "end_ns"
-        }
-    }
-
     private struct SegmentEvent: Encodable {
         var stream: String
         var file: String
@@ -331,7 +318,7 @@ struct CounterWatcher: Sendable {
                 for gap in rows.suffix(max(0, added)) {
                     events.publish(
                         "gap",
-                        GapEvent(
+                        GapObject(
                             stream: stream, startNanoseconds: clock.recorderTime(ofPTS: gap.startNanoseconds),
                             endNanoseconds: clock.recorderTime(ofPTS: gap.endNanoseconds), reason: gap.reason.rawValue))
                 }

@@ -604,6 +604,20 @@ final class SaveBook: Sendable {
                 streamEnds.append((stream.name, min(entry.object.toNanoseconds, after)))
             }
         }
+        // Where the range lost frames: the file holds none of them, and the save says so.
+        var lost: [GapObject] = []
+        if case .success = result {
+            let sources: [ClipSource] =
+                switch entry.target {
+                case .stored(let row, let store): [.store(store, stream: row)]
+                case .one, .all: entry.target.streams.map(entry.source)
+                }
+            lost = ((try? StreamSet(sources).lostGaps(in: range)) ?? []).map { stream, gap in
+                GapObject(
+                    stream: stream, startNanoseconds: gap.startNanoseconds, endNanoseconds: gap.endNanoseconds,
+                    reason: gap.reason.rawValue)
+            }
+        }
         var finished: SaveObject?
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
         let holds: [RetentionHold] = state.withLock { state in
@@ -615,6 +629,7 @@ final class SaveBook: Sendable {
                 entry.object.frames = summary.writtenFrames
                 entry.object.bytes = summary.bytes
                 entry.object.repeatedFrames = summary.filledFrames
+                entry.object.lost = lost
                 if entry.exportFormat == .matroska && entry.target.streams.count > 1 {
                     entry.object.tracks = entry.target.streams.map(\.name).filter {
                         summary.lastTimestampByTrack[$0] != nil

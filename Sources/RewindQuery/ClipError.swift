@@ -9,9 +9,10 @@ import Synchronization
 
 /// Why a clip could not be made: the range asked for, in pts nanoseconds, and what the source holds.
 public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// No frame lies in `range`; `held` is the span of pts the source does hold (nil when it holds none).
+    /// No frame lies in `range`; `held` is the span of pts the source does hold (nil when it holds none), `lost` the
+    /// gaps where frames were lost that reach into the range (``ClipSource/lostGaps(in:)``, on the same clock).
     /// Nothing was written.
-    case empty(range: Range<Int64>, held: ClosedRange<Int64>?)
+    case empty(range: Range<Int64>, held: ClosedRange<Int64>?, lost: [GapRow] = [])
     /// The source (`store`, `recorder`) holds no frame at all, so there is nothing to export or resolve against.
     case noFrames(source: String)
     /// The range's end is not after its start.
@@ -25,9 +26,17 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The error in words, times as seconds on the stream clock (the range asked for and what is held).
     public var description: String {
         switch self {
-        case .empty(let range, let held):
+        case .empty(let range, let held, let lost):
             let holds = held.map { "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))" }
-            return "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); "
+            // Frames were there and were lost (a damaged file, a disk error): said, so the range is not taken for one
+            // the source never covered.
+            let gaps = lost.prefix(3).map {
+                "\(formatSeconds($0.startNanoseconds)) … \(formatSeconds($0.endNanoseconds)) (\($0.reason.rawValue))"
+            }
+            let why =
+                gaps.isEmpty
+                ? "" : "its frames were lost (\(gaps.joined(separator: ", "))\(lost.count > 3 ? ", …" : "")); "
+            return "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); " + why
                 + (holds ?? "the store holds no frames") + "; nothing was written"
         case .noFrames(let source):
             return "the \(source) holds no frames yet: nothing to export"

@@ -19,8 +19,10 @@ extension ClipSource {
         let start = clock.recorderTime(ofPTS: range.lowerBound)
         throw ClipError.empty(
             range: start..<max(start, clock.recorderTime(ofPTS: range.upperBound)),
-            held: try span().map { clock.recorderTime(ofPTS: $0.lowerBound)...clock.recorderTime(ofPTS: $0.upperBound) }
-        )
+            held: try span().map {
+                clock.recorderTime(ofPTS: $0.lowerBound)...clock.recorderTime(ofPTS: $0.upperBound)
+            },
+            lost: lostGaps(in: range).map { $0.onRecorderClock(clock) })
     }
 
     /// The markers whose time lies in `range`, as chapters of an export (none without a store, or when they
@@ -30,6 +32,18 @@ extension ClipSource {
     public func chapters(in range: Range<Int64>) -> [ExportChapter] {
         let markers = try? storedStream().map { store, row in try store.markers(streamName: row.name, in: range) }
         return (markers ?? []).map { ExportChapter(ptsNanoseconds: $0.atNanoseconds, title: $0.label) }
+    }
+
+    /// The stream's gaps where frames were lost (``LossReason/isLoss``: not its source's own pauses or end, not what
+    /// retention deleted) that reach into `range`, as the store records them, by start; none without a store. An
+    /// export of the range holds no frame of them, and says so.
+    ///
+    /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
+    public func lostGaps(in range: Range<Int64>) -> [GapRow] {
+        let gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
+        return (gaps ?? []).filter { gap in
+            gap.reason.isLoss && gap.startNanoseconds < range.upperBound && gap.endNanoseconds > range.lowerBound
+        }.sorted { $0.startNanoseconds < $1.startNanoseconds }
     }
 
     /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).
@@ -277,5 +291,15 @@ package struct StagedExport {
             return exportError
         }
         return error
+    }
+}
+
+extension GapRow {
+    /// The gap with its start and end moved from its stream's pts to the recorder clock (`clock`, the stream's).
+    func onRecorderClock(_ clock: StreamClock) -> GapRow {
+        var moved = self
+        moved.startNanoseconds = clock.recorderTime(ofPTS: startNanoseconds)
+        moved.endNanoseconds = clock.recorderTime(ofPTS: endNanoseconds)
+        return moved
     }
 }

@@ -107,6 +107,16 @@ public struct StreamSet: Sendable {
         try members.filter { try $0.source.hasFrames(in: $0.clock.ptsRange(range)) }
     }
 
+    /// Every stream's gaps where frames were lost that reach into `range` (recorder time), moved to the recorder
+    /// clock, by start (``ClipSource/lostGaps(in:)`` of each).
+    public func lostGaps(in range: Range<Int64>) -> [(stream: String, gap: GapRow)] {
+        members.flatMap { member in
+            member.source.lostGaps(in: member.clock.ptsRange(range)).map {
+                (member.name, $0.onRecorderClock(member.clock))
+            }
+        }.sorted { $0.gap.startNanoseconds < $1.gap.startNanoseconds }
+    }
+
     /// Exports every stream's frames in `range` (recorder time): one `.mkv` with a track per stream, or for `.y4m`
     /// and `.mp4` a file per stream (``fileName(for:stream:)``; a stream without frames in the range gets none).
     ///
@@ -155,7 +165,9 @@ public struct StreamSet: Sendable {
     ) throws -> [(member: Member?, summary: ExportSummary)] {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
         let holding = try members(withFramesIn: range)
-        guard !holding.isEmpty else { throw ClipError.empty(range: range, held: try span()) }
+        guard !holding.isEmpty else {
+            throw ClipError.empty(range: range, held: try span(), lost: lostGaps(in: range).map(\.gap))
+        }
         switch format {
         case .matroska:
             let staging = try StagedExport(destination, fileSystem: fileSystem)

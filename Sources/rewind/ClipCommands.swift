@@ -206,6 +206,8 @@ private func exportAll(
         }
         print(line)
     }
+    // Frames lost inside the range are in no file: said, with their streams.
+    if let lost = lostGapsLine(set.lostGaps(in: range), namingStreams: set.members.count > 1) { print(lost) }
     sayEmpty()
     return ExitStatus.success
 }
@@ -471,6 +473,10 @@ private func liveExport(
     } else {
         print(message)
     }
+    // Frames lost inside the range are in no file: said, as from the disk.
+    if let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
+        if toStandardOutput { printError(lost) } else { print(lost) }
+    }
     if recorderExportsAll {
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
@@ -486,18 +492,27 @@ private func liveExport(
     return true
 }
 
-/// The gaps of `stream` where frames were lost (``LossReason/isLoss``) that reach into `range` (stream pts), as a line
-/// for an export's report: `  the range has 1 gap where frames were lost: 1.300s … 2.000s (damaged)`; nil when none.
-func lostGaps(_ store: SegmentStore, stream: String, in range: Range<Int64>) -> String? {
-    let gaps = ((try? store.gaps(streamName: stream)) ?? []).filter { gap in
-        gap.reason.isLoss && gap.startNanoseconds < range.upperBound && gap.endNanoseconds > range.lowerBound
-    }
+/// The gaps where an export's range lost frames (``ClipSource/lostGaps(in:)``, or a live save's `lost`), as a line
+/// for its report: `  the range has 1 gap where frames were lost: 1.300s … 2.000s (damaged)`, each gap's stream
+/// named when `namingStreams` (`(camera: damaged)`), five at most; nil when there are none.
+func lostGapsLine(_ gaps: [GapObject], namingStreams: Bool) -> String? {
     guard !gaps.isEmpty else { return nil }
-    let shown = gaps.prefix(5).map {
-        "\(formatSeconds($0.startNanoseconds)) … \(formatSeconds($0.endNanoseconds)) (\($0.reason.rawValue))"
+    let shown = gaps.prefix(5).map { gap in
+        "\(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)) ("
+            + (namingStreams ? "\(gap.stream): " : "") + "\(gap.reason))"
     }
     return "  the range has \(count(gaps.count, "gap")) where frames were lost: " + shown.joined(separator: ", ")
         + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")
+}
+
+/// ``lostGapsLine(_:namingStreams:)`` of gaps as the store has them.
+func lostGapsLine(_ gaps: [(stream: String, gap: GapRow)], namingStreams: Bool) -> String? {
+    lostGapsLine(
+        gaps.map {
+            GapObject(
+                stream: $0.stream, startNanoseconds: $0.gap.startNanoseconds, endNanoseconds: $0.gap.endNanoseconds,
+                reason: $0.gap.reason.rawValue)
+        }, namingStreams: namingStreams)
 }
 
 /// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
@@ -672,7 +687,8 @@ func export(
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
     if output == "-" { printError(message) } else { print(message) }
     // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
-    if case .store(let store, let row) = source, let lost = lostGaps(store, stream: row.name, in: range) {
+    let gaps = source.lostGaps(in: range).map { (stream: source.streamName, gap: $0) }
+    if let lost = lostGapsLine(gaps, namingStreams: false) {
         if output == "-" { printError(lost) } else { print(lost) }
     }
     // Retention may have deleted the range between the check and the read (an export waiting for a FIFO's reader,

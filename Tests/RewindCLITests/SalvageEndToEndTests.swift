@@ -10,19 +10,7 @@ import Testing
     @Test func repairKeepsEveryFrameAfterTheDamageFromTheNextKeyFrameOn() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try Source(size: "160x120", rate: "30", frames: 120, in: directory)
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "10s"])
-        #expect(record.status == 0, "\(record.stderr)")
-        let path = "\(store)/segments/000001.seg"
-        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
-        let entries = try reader.scan().entries
-        reader.close()
-        try #require(entries.count == 120)
-        #expect(entries.indices.filter { entries[$0].isKey } == [0, 30, 60, 90])
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        bytes[Int(entries[40].offset) + 56 + 200] ^= 0x10
-        try bytes.write(to: URL(fileURLWithPath: path))
+        let (source, store, entries) = try storeDamagedInFrame40(in: directory)
 
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 1)
@@ -270,6 +258,90 @@ import Testing
         #expect(try frameMD5s(after) == frameMD5s(before))
         #expect(try frameMD5s(after).count == 90)
         #expect((try info(store)["gaps"] as? [Any])?.isEmpty == true)
+    }
+
+    /// Every export whose range reaches into frames a repair could not salvage says where they were: a clip of all
+    /// streams from the disk (naming the stream), a range wholly inside them (instead of only "no frames"), and a
+    /// clip and a save through a live recorder, whose save object lists them (`lost`).
+    @Test func everyExportAcrossLostFramesSaysWhereTheyWere() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (source, store, _) = try storeDamagedInFrame40(in: directory)
+        #expect(try Tool.rewind(["verify", "--store", store, "--repair"]).status == 0)
+        let gap = "\(formatSeconds(source.pts(39))) … \(formatSeconds(source.pts(60)))"
+        let other = try Tool.rewind([
+            "record", "--store", store, "--input", "other=synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(other.status == 0, "\(other.stderr)")
+
+        let all = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "20s", "-o",
+            directory.appendingPathComponent("all.mkv").path,
+        ])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(
+            all.output.contains("the range has 1 gap where frames were lost: \(gap) (camera: damaged)"), "\(all.output)"
+        )
+        let inside = try Tool.rewind([
+            "clip", "--store", store, "--stream", "camera", "--from", "1.4s", "--to", "1.9s", "-o",
+            directory.appendingPathComponent("inside.mkv").path,
+        ])
+        #expect(inside.status == 1)
+        #expect(inside.stderr.contains("no frames in [1.400s, 1.900s); its frames were lost (\(gap) (damaged))"))
+
+        // A live recorder of the same camera (its frames after the stored ones), its API on the store's socket.
+        let live = try Source(size: "160x120", rate: "30", frames: 900, in: directory)
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "camera=y4m:\(live.path)", "--realtime",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        let socket = store + "/rewind.sock"
+        try waitUntil("the recorder serves \(socket)") { FileManager.default.fileExists(atPath: socket) }
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--stream", "camera", "--from", "0s", "--to", "3s", "-o",
+            directory.appendingPathComponent("live.mkv").path,
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(clip.output.contains("exported by the live recorder"), "\(clip.output)")
+        #expect(clip.output.contains("the range has 1 gap where frames were lost: \(gap) (damaged)"), "\(clip.output)")
+        let saves = try Tool.run(
+            try Tool.path(of: "curl"), ["-s", "--max-time", "60", "--unix-socket", socket, "http://rewind/v1/saves"])
+        let list = try JSONSerialization.jsonObject(with: saves.stdout) as? [String: Any]
+        let lost = (list?["saves"] as? [[String: Any]])?.first?["lost"] as? [[String: Any]]
+        #expect(lost?.count == 1, "\(saves.output)")
+        #expect(lost?.first?["reason"] as? String == "damaged" && lost?.first?["stream"] as? String == "camera")
+        #expect(
+            lost?.first?["start_ns"] as? Int64 == source.pts(39) && lost?.first?["end_ns"] as? Int64 == source.pts(60))
+        // A range that lost nothing has an empty list, and its report no such line.
+        let whole = try Tool.rewind([
+            "clip", "--store", store, "--stream", "camera", "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("whole.mkv").path,
+        ])
+        #expect(whole.status == 0 && !whole.output.contains("lost"), "\(whole.output)")
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// A store of 120 frames of `testsrc2` (160x120, 30 fps, key frames every 30) in one segment file, with a byte
+    /// of frame 40's payload flipped: the source, the store and the file's records.
+    private func storeDamagedInFrame40(in directory: URL) throws -> (
+        source: Source, store: String, entries: [SegmentFrameEntry]
+    ) {
+        let source = try Source(size: "160x120", rate: "30", frames: 120, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "10s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        let path = "\(store)/segments/000001.seg"
+        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+        let entries = try reader.scan().entries
+        reader.close()
+        try #require(entries.count == 120)
+        #expect(entries.indices.filter { entries[$0].isKey } == [0, 30, 60, 90])
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[Int(entries[40].offset) + 56 + 200] ^= 0x10
+        try bytes.write(to: URL(fileURLWithPath: path))
+        return (source, store, entries)
     }
 
     /// A store in a new temporary directory (`DIR/store`), recorded from the synthetic camera at 160x120 and 30 fps

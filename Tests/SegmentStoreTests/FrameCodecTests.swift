@@ -152,7 +152,7 @@ import Testing
         let still = randomBlock()
         var nonKeyCodecs: [FrameCodec] = []
         for i in 0..<48 {
-            frame.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+            frame.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
             let moving = i >= 4
             for chunk in 0..<(layout.byteCount / chunkSize) {
                 let start = chunk * chunkSize + (moving ? (i * 5003) % (chunkSize - 4096) : 1000)
