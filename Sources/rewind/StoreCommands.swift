@@ -186,8 +186,10 @@ func outOfStepAdvice(_ directory: String) -> String? {
     let problems = storeProblems(store, directory: directory, recorderRuns: recorderRuns)
     guard let first = problems.first else { return nil }
     let more = problems.count > 1 ? " and \(count(problems.count - 1, "more problem"))" : ""
-    return "the index and the files in segments/ disagree (\(first)\(more)): run 'rewind verify --repair' to index "
-        + "the files again"
+    // A repair checks a store at rest: with a recorder writing it, that comes first.
+    let repair = recorderRuns ? "stop the recorder, then run 'rewind verify --repair'" : "run 'rewind verify --repair'"
+    return "the index and the files in segments/ disagree (\(first)\(more)): put back what is missing, or \(repair) "
+        + "to index the files again and count the frames of missing ones as lost"
 }
 
 /// The exit status of an `info` that found `problems`: 1, with advice on stderr, when there are any.

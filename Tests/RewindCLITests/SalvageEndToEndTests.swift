@@ -183,7 +183,8 @@ import Testing
         #expect(
             clip.stderr.contains(
                 "the index and the files in segments/ disagree (segments/000001.seg is not in the index: its frames "
-                    + "are left out and 3 more problems): run 'rewind verify --repair'"), "\(clip.stderr)")
+                    + "are left out and 3 more problems): put back what is missing, or run 'rewind verify --repair'"),
+            "\(clip.stderr)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)")
         let after = try Tool.rewind(["info", "--store", store])
@@ -319,6 +320,19 @@ import Testing
             directory.appendingPathComponent("whole.mkv").path,
         ])
         #expect(whole.status == 0 && !whole.output.contains("lost"), "\(whole.output)")
+        // A segment file gone under the recorder: the advice puts stopping it before the repair, which needs that.
+        let away = directory.appendingPathComponent("away.seg").path
+        try FileManager.default.moveItem(atPath: store + "/segments/000001.seg", toPath: away)
+        let missing = try Tool.rewind([
+            "clip", "--store", store, "--stream", "camera", "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("missing.mkv").path,
+        ])
+        #expect(missing.status == 1)
+        #expect(
+            missing.stderr.contains(
+                "(segments/000001.seg is missing: the index has 40 frames in it): put back what is missing, or stop "
+                    + "the recorder, then run 'rewind verify --repair'"), "\(missing.stderr)")
+        try FileManager.default.moveItem(atPath: away, toPath: store + "/segments/000001.seg")
         process.terminate()
         process.waitUntilExit()
     }
