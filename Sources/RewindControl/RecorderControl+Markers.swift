@@ -151,10 +151,20 @@ extension RecorderControl {
     /// time.
     func markers(query: [String: String]) throws -> MarkerList {
         let store = try markerStore()
-        let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
-        let to = try query["to"].map { try recorderTime($0, field: "to") } ?? .max
-        guard from < to else { throw APIError(.badRequest, "to must be after from") }
-        return MarkerList(markers: try MarkerBody.list(in: store, range: from..<to))
+        let range: Range<Int64>
+        if let from = query["from"], let to = query["to"] {
+            do {
+                range = try recorderRange(from: from, to: to)
+            } catch let error as APIError where error.code == .empty {
+                return MarkerList(markers: [])  // beyond every time a marker can have
+            }
+        } else {
+            let from = try query["from"].map { try recorderTime($0, field: "from") } ?? .min
+            let to = try query["to"].map { try recorderTime($0, field: "to") } ?? .max
+            guard from < to else { throw APIError(.badRequest, "to must be after from") }
+            range = from..<to
+        }
+        return MarkerList(markers: try MarkerBody.list(in: store, range: range))
     }
 
     /// Deletes a marker (and its hold).

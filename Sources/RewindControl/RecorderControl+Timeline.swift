@@ -162,9 +162,8 @@ extension RecorderControl {
         guard let fromText = query["from"], let toText = query["to"] else {
             throw APIError(.badRequest, "give from and to (times such as 12.5s, 1500ms or ISO-8601)")
         }
-        let from = try recorderTime(fromText, field: "from")
-        let to = try recorderTime(toText, field: "to")
-        guard from < to else { throw APIError(.badRequest, "to must be after from") }
+        let asked = try recorderRange(from: fromText, to: toText)
+        let (from, to) = (asked.lowerBound, asked.upperBound)
         let count = Int(query["buckets"] ?? "500") ?? -1
         guard (1...ClipSource.maximumBuckets).contains(count), Int64(count) <= to - from else {
             throw APIError(

@@ -590,13 +590,36 @@ public final class RecorderControl: Sendable {
     /// frames lie within 100 years of its start) is as good as the farthest one, as it is for a clip from the disk:
     /// it is brought within ``farthestTime`` (about 146 years) of 0, so the difference of two stays inside 64 bits.
     func recorderTime(_ text: String, field: String) throws -> Int64 {
-        let time: Int64
+        min(max(try unboundedRecorderTime(text, field: field), -Self.farthestTime), Self.farthestTime)
+    }
+
+    /// ``recorderTime(_:field:)`` before it is brought within ``farthestTime`` (times are parsed within about 292
+    /// years of 0, so this is exact).
+    private func unboundedRecorderTime(_ text: String, field: String) throws -> Int64 {
         do {
-            time = try StreamSet(recorder: recorder).recorderTime(try TimeSpec(parsing: text))
+            return try StreamSet(recorder: recorder).recorderTime(try TimeSpec(parsing: text))
         } catch let error as ValueError {
             throw APIError(.badRequest, "\(field): \(error)")
         }
-        return min(max(time, -Self.farthestTime), Self.farthestTime)
+    }
+
+    /// A request's `from` and `to` as a range of recorder time: `to` must be after `from` as they were written, and
+    /// then both are brought within ``farthestTime``; a range wholly beyond it holds no frame (404 `empty`, as a
+    /// clip of it from the disk finds none), instead of an end that looks equal to its start.
+    func recorderRange(from fromText: String, to toText: String) throws -> Range<Int64> {
+        let (from, to) = (
+            try unboundedRecorderTime(fromText, field: "from"), try unboundedRecorderTime(toText, field: "to")
+        )
+        guard from < to else {
+            throw APIError(.badRequest, "to must be after from (from \(formatSeconds(from)), to \(formatSeconds(to)))")
+        }
+        guard from < Self.farthestTime && to > -Self.farthestTime else {
+            throw APIError(
+                .empty,
+                "no frames in [\(fromText), \(toText)): the range lies more than 146 years from the recorder's time "
+                    + "0, beyond every frame; nothing was written")
+        }
+        return max(from, -Self.farthestTime)..<min(to, Self.farthestTime)
     }
 
     /// ``recorderTime(_:field:)`` for a moment durations are added to (a marker's time and its hold): at most 100
@@ -774,11 +797,8 @@ public final class RecorderControl: Sendable {
     /// `POST /v1/clips`: any past range (cut at the recorder clock).
     func startClip(_ request: ClipRequest) throws -> SaveObject {
         let target = try target(request.stream, stored: true)
-        let from = try recorderTime(request.from, field: "from")
-        let to = try recorderTime(request.to, field: "to")
-        guard from < to else {
-            throw APIError(.badRequest, "to must be after from (from \(formatSeconds(from)), to \(formatSeconds(to)))")
-        }
+        let asked = try recorderRange(from: request.from, to: request.to)
+        let (from, to) = (asked.lowerBound, asked.upperBound)
         let (format, path) = try destination(
             format: request.format, path: request.path, kind: "clip",
             streams: target.isStored ? [target.name] : target.streams.map(\.name))

@@ -166,6 +166,16 @@ final class RawConnection {
             let far = try curl(socket, "GET", route)
             #expect(far.status == 200, "\(route): \(far.body)")
         }
+        // A range wholly beyond the farthest time (about 53 375 days) holds no frame, however far apart its ends:
+        // not an end taken for its start.
+        let beyond = try curl(socket, "POST", "/v1/clips", body: #"{"from":"60000d","to":"60001d","format":"y4m"}"#)
+        #expect(beyond.status == 404 && beyond.body.contains("no frames in [60000d, 60001d)"), "\(beyond.body)")
+        let beyondTimeline = try curl(socket, "GET", "/v1/streams/camera/timeline?from=60000d&to=60001d&buckets=4")
+        #expect(beyondTimeline.status == 404 && beyondTimeline.body.contains("146 years"), "\(beyondTimeline.body)")
+        let beyondMarkers = try curl(socket, "GET", "/v1/markers?from=60000d&to=60001d")
+        #expect(beyondMarkers.status == 200 && beyondMarkers.body.contains(#""markers":[]"#), "\(beyondMarkers.body)")
+        let backwards = try curl(socket, "POST", "/v1/clips", body: #"{"from":"60001d","to":"60000d"}"#)
+        #expect(backwards.status == 400 && backwards.body.contains("to must be after from"), "\(backwards.body)")
         let farMark = try curl(socket, "POST", "/v1/markers", body: #"{"label":"x","at":"36600d"}"#)
         #expect(farMark.status == 400 && farMark.body.contains("100 years"), "\(farMark.body)")
 
