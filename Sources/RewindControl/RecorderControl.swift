@@ -707,6 +707,7 @@ public final class RecorderControl: Sendable {
             let parent = (path as NSString).deletingLastPathComponent
             guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
             else { throw APIError(.notFound, "no directory '\(parent)' to write '\(path)' in") }
+            try checkCanCreateFiles(in: parent, for: path)
             return (named, path)
         }
         let format = chosen ?? defaultFormat
@@ -719,6 +720,21 @@ public final class RecorderControl: Sendable {
             format,
             "\(exportsDirectory)/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
         )
+    }
+
+    /// Refuses a directory the recorder cannot make a file in (no permission, a read-only file system, one such as
+    /// `/proc` that takes no new files) when the request arrives, instead of a save accepted and failed later: a file
+    /// is made there and removed at once, as the export's temporary file would be.
+    private func checkCanCreateFiles(in parent: String, for path: String) throws {
+        let probe = parent + "/.rewind-probe-\(getpid())-\(exportCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
+        let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            let reason = String(cString: strerror(errno))
+            throw APIError(
+                .badRequest, "the recorder cannot write '\(path)': making a file in '\(parent)' failed (\(reason))")
+        }
+        close(fd)
+        unlink(probe)
     }
 
     /// Refuses a file the recorder must not write: one of the store's own (through symbolic links too), or one that
