@@ -303,6 +303,34 @@ def page_scenario(driver, wait, result):
         """)
     part(driver, result, "zoom out", zoom_out)
 
+    def save_seconds():
+        """The save box sends whole milliseconds, never a number in exponent form, and refuses less than one; the
+        marker label box takes as many characters as the API."""
+        driver.execute_script("""
+            window.__sent = [];
+            window.__fetchBeforeSaves = window.fetch;
+            window.fetch = (url, options) => {
+                if (String(url).includes('/v1/saves') && options && options.body) window.__sent.push(options.body);
+                return window.__fetchBeforeSaves(url, options);
+            };
+            document.getElementById('message').textContent = '';
+        """)
+        box = driver.find_element(By.ID, "save-seconds")
+        box.clear()
+        box.send_keys("0.0000001")
+        driver.find_element(By.ID, "save-button").click()
+        wait.until(lambda d: text_of(d, "message"))
+        result["tiny_save_message"] = text_of(driver, "message")
+        for value in ["0.25", "1e21"]:
+            box.clear()
+            box.send_keys(value)
+            driver.find_element(By.ID, "save-button").click()
+        wait.until(lambda d: d.execute_script("return window.__sent.length") >= 2)
+        result["save_bodies"] = driver.execute_script("return window.__sent")
+        result["label_maxlength"] = driver.find_element(By.ID, "marker-label").get_attribute("maxlength")
+        driver.execute_script("window.fetch = window.__fetchBeforeSaves;")
+    part(driver, result, "save seconds", save_seconds)
+
     def without_cookie():
         """Without the token cookie, a click says the token is no longer accepted (not "no frame")."""
         driver.execute_script("setView(0, state.liveEdge, false);")

@@ -1,4 +1,5 @@
 import Foundation
+import RewindControl
 import RewindCore
 import RewindMedia
 import RewindTesting
@@ -196,6 +197,18 @@ import Testing
         #expect((long["page_width"] as? Int ?? .max) <= (long["window_width"] as? Int ?? 0), "\(long)")
         #expect((long["item_overflow"] as? Int ?? 1) <= 0, "\(long)")
         #expect((long["label_right"] as? Double ?? .infinity) <= (long["lanes_right"] as? Double ?? 0), "\(long)")
+
+        // The save box: less than a millisecond is refused by the page; any other number is sent as whole
+        // milliseconds (a number in exponent form is no duration the API takes). The label box takes 256 characters,
+        // as the API does.
+        #expect(
+            result["tiny_save_message"] as? String == "the number of seconds to save must be at least 0.001",
+            "\(result["tiny_save_message"] ?? "")")
+        let bodies = (result["save_bodies"] as? [String] ?? []).compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+        }
+        #expect(bodies.map { $0["last"] as? String } == ["250ms", "1000000000000000ms"], "\(bodies)")
+        #expect(result["label_maxlength"] as? String == "\(MarkerRequest.maximumLabelLength)")
 
         // An export of several files (.y4m of every stream) has a link per file, each serving its own file.
         let several = result["several_files"] as? [String: Any] ?? [:]

@@ -716,10 +716,12 @@ $("export-dialog").addEventListener("close", async () => {
 
 $("save-button").addEventListener("click", async () => {
   const seconds = Number($("save-seconds").value);
-  if (!(seconds > 0)) { say("the number of seconds to save must be more than 0"); return; }
+  if (!(seconds >= 0.001)) { say("the number of seconds to save must be at least 0.001"); return; }
+  // Whole milliseconds written out: never a number in exponent form ("1e-7s", "1e+21s"), which is no duration.
+  const milliseconds = Math.round(Math.min(seconds, 1e12) * 1000).toFixed(0);
   try {
     const save = await api("POST", "/v1/saves", { stream: state.streams.length > 1 ? "all" : undefined,
-      last: seconds + "s" });
+      last: milliseconds + "ms" });
     noteSave(save);
     renderSaves();
     say("");
