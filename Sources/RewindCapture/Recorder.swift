@@ -309,8 +309,9 @@ public final class Recorder: Sendable {
 
     /// Where the recording ends, in recorder time: now, or the end of the newest frame of any stream when that
     /// lies later (inputs read faster than real time, whose frames' times run ahead of the clock). A stream whose
-    /// input failed has its gap run to here, as long as the others recorded.
-    private var recordingEnd: Int64? {
+    /// input failed has its gap run to here, as long as the others recorded; nil before the first frame of a store
+    /// that has no recorder clock yet.
+    public var recordingEnd: Int64? {
         streams.reduce(clock.now) { end, stream in
             guard let newest = stream.newestFrameEnd else { return end }
             return max(end ?? newest, newest)

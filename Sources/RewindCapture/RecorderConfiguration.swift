@@ -98,6 +98,9 @@ public struct RecorderStatistics: Sendable, Hashable {
     public var rejected: UInt64 = 0
     /// Gaps recorded (intervals with missing frames).
     public var gaps: Int = 0
+    /// How often a gap recorded before had its end moved later (a stretch of losses or of input intervals that went
+    /// on): with ``gaps``, every change to the stream's gap rows.
+    public var gapExtensions: Int = 0
     /// The last write error, if any (the recorder keeps going after it).
     public var lastError: String?
     /// The error number of the last failed segment write (`ENOSPC` when the disk was full), if any.

@@ -502,8 +502,9 @@ final class SpillLane {
     {
         do {
             if extendingPrevious {
-                if !(try writer.recordOrExtendGap(start: start, end: end, reason: reason)) {
-                    shared.state.withLock { $0.statistics.gaps += 1 }
+                let extended = try writer.recordOrExtendGap(start: start, end: end, reason: reason)
+                shared.state.withLock {
+                    if extended { $0.statistics.gapExtensions += 1 } else { $0.statistics.gaps += 1 }
                 }
             } else {
                 try writer.recordGap(start: start, end: end, reason: reason)
@@ -541,6 +542,7 @@ final class SpillLane {
             do {
                 if try writer.extendGap(endingAt: recorded, to: end, reason: reason) {
                     provisionalGapEnd = end
+                    shared.state.withLock { $0.statistics.gapExtensions += 1 }
                     return nil
                 }
             } catch {

@@ -229,6 +229,10 @@ struct CounterWatcher: Sendable {
         var lastDropsEvent = ContinuousClock.now - .seconds(2)
         var pressure = MemoryPressure.normal
         var gaps = 0
+        /// ``RecorderStatistics/gaps`` plus ``RecorderStatistics/gapExtensions`` at the last look.
+        var gapChanges = 0
+        /// The end each recent gap was last sent with, by its start (pts): a gap whose end moved since is sent again.
+        var sentGapEnds: [Int64: Int64] = [:]
         var lastError: String?
         var inputError: String?
         /// The highest id of a sealed segment of the stream seen, while someone listened (nil: nobody did at the
@@ -242,7 +246,8 @@ struct CounterWatcher: Sendable {
             let statistics = stream.statistics
             return Seen(
                 stream: stream, drops: statistics.drops.keyedByRawValue, pressure: stream.memoryStatistics.pressure,
-                gaps: statistics.gaps, lastError: statistics.lastError, inputError: stream.inputError)
+                gaps: statistics.gaps, gapChanges: statistics.gaps + statistics.gapExtensions,
+                lastError: statistics.lastError, inputError: stream.inputError)
         }
     }
 
@@ -319,19 +324,33 @@ struct CounterWatcher: Sendable {
                     stream: stream, message: message, lastPTSNanoseconds: (try? seen.stream.newestPTS()) ?? nil))
         }
         guard let store = recorder.store else { return }
-        if statistics.gaps != seen.gaps {
-            let added = statistics.gaps - seen.gaps
+        let gapChanges = statistics.gaps + statistics.gapExtensions
+        if gapChanges != seen.gapChanges {
+            let added = max(0, statistics.gaps - seen.gaps)
             seen.gaps = statistics.gaps
+            seen.gapChanges = gapChanges
             if let rows = try? store.gaps(streamName: stream) {
                 // Gap rows are in the stream's pts; events speak recorder time, like every `*_ns` of the API.
                 let clock = seen.stream.clock ?? .identity
-                for gap in rows.suffix(max(0, added)) {
-                    events.publish(
-                        "gap",
-                        GapObject(
-                            stream: stream, startNanoseconds: clock.recorderTime(ofPTS: gap.startNanoseconds),
-                            endNanoseconds: clock.recorderTime(ofPTS: gap.endNanoseconds), reason: gap.reason.rawValue))
+                // The rows recorded since the last look, and recent ones sent before whose end moved since (a
+                // stretch that went on): each sent with its end as it is now, so the last event of a stream's gap
+                // (by its start) is the gap as it stands.
+                let recent = rows.suffix(added + 8)
+                var sent: [Int64: Int64] = [:]
+                for (offset, gap) in recent.enumerated() {
+                    let isNew = offset >= recent.count - added
+                    let before = seen.sentGapEnds[gap.startNanoseconds]
+                    if isNew || (before != nil && before != gap.endNanoseconds) {
+                        events.publish(
+                            "gap",
+                            GapObject(
+                                stream: stream, startNanoseconds: clock.recorderTime(ofPTS: gap.startNanoseconds),
+                                endNanoseconds: clock.recorderTime(ofPTS: gap.endNanoseconds),
+                                reason: gap.reason.rawValue))
+                    }
+                    if isNew || before != nil { sent[gap.startNanoseconds] = gap.endNanoseconds }
                 }
+                seen.sentGapEnds = sent
             }
         }
         // Seals, by segment id (a count would miss seals while retention deletes segments): one event each, when it

@@ -174,11 +174,15 @@ extension RecorderControl {
         let clock = try source.clock()
         var buckets = try source.timeline(range: clock.ptsRange(from..<to), buckets: count)
         // A stream whose input failed gets its `input failed` gap when the recorder stops; until then it is shown
-        // from its last frame on, so the lane says why it is empty.
-        if stream?.inputError != nil, let last = try source.span()?.upperBound {
-            let end = last.addingSaturating(max(1, source.stream.frameDuration.nanoseconds ?? 1))
+        // from its last frame on to where the recording has reached (``Recorder/recordingEnd``: what it would be if
+        // the recorder stopped now), so the lane says why it is empty, and the future stays unmarked.
+        if stream?.inputError != nil, let last = try source.span()?.upperBound, let reached = recorder.recordingEnd {
+            let start = last.addingSaturating(max(1, source.stream.frameDuration.nanoseconds ?? 1))
+            let end = clock.pts(atRecorderTime: reached)
             for index in buckets.indices
-            where buckets[index].endNanoseconds > end && !buckets[index].gaps.contains(.inputFailed) {
+            where buckets[index].endNanoseconds > start && buckets[index].startNanoseconds < end
+                && !buckets[index].gaps.contains(.inputFailed)
+            {
                 buckets[index].gaps.append(.inputFailed)
             }
         }

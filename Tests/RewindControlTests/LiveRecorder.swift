@@ -66,14 +66,21 @@ final class EventFollower: Sendable {
     /// Waits until an event called `name` has come; returns the first one's data, decoded. A stream that ended
     /// without it fails at once, saying how it ended.
     func first(_ name: String) throws -> [String: Any] {
-        try waitUntil("the \(name) event comes") {
-            if received.withLock({ $0.contains { $0.name == name } }) { return true }
+        try event(name, number: 0)
+    }
+
+    /// Waits until `number + 1` events called `name` have come; returns the data of the one numbered `number` (from
+    /// 0), decoded. A stream that ended before fails at once, saying how it ended.
+    func event(_ name: String, number: Int) throws -> [String: Any] {
+        func named() -> [(name: String, data: String)] { received.withLock { $0.filter { $0.name == name } } }
+        try waitUntil("event \(number) called \(name) comes") {
+            if named().count > number { return true }
             if let how = ending.withLock({ $0 }) {
                 throw StreamEnded(event: name, how: how, names: names)
             }
             return false
         }
-        let event = try #require(received.withLock { $0.first { $0.name == name } })
+        let event = named()[number]
         return try #require(try JSONSerialization.jsonObject(with: Data(event.data.utf8)) as? [String: Any])
     }
 

@@ -429,6 +429,13 @@ import Testing
         #expect(data["reason"] as? String == "input interval")
         #expect((data["start_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(9)), "\(data)")
         #expect((data["end_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(30)), "\(data)")
+        // The stretch goes on (20 more frames missed after one): one row, its end moved, and the event sent again
+        // with the gap as it stands now.
+        _ = try rear.appendNext(to: recorder.streams[1], skip: 20)
+        let moved = try events.event("gap", number: 1)
+        #expect((moved["start_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(9)), "\(moved)")
+        #expect((moved["end_ns"] as? NSNumber)?.int64Value == clock.recorderTime(ofPTS: rear.pts(51)), "\(moved)")
+        #expect(try recorder.store?.gaps(streamName: "rear").count == 1)
     }
 
     /// A stream whose input failed shows an `input failed` gap in its timeline from its last frame on while the
@@ -454,6 +461,13 @@ import Testing
         let timeline = try decode(TimelineResponse.self, answer.body)
         #expect(timeline.buckets.first?.gaps.isEmpty == true, "\(timeline.buckets)")
         #expect(timeline.buckets.last?.gaps == ["input failed"], "\(timeline.buckets)")
+        // Not in the future: past where the recording has reached (the newest frame, or the clock's now, well under
+        // 100 s after it started), nothing is marked.
+        let far = try curl(
+            live.control.socketPath, "GET", "/v1/streams/camera/timeline?from=0ns&to=1000s&buckets=10")
+        let buckets = try decode(TimelineResponse.self, far.body).buckets
+        #expect(buckets.first?.gaps == ["input failed"], "\(buckets)")
+        #expect(buckets.dropFirst().allSatisfy { $0.gaps.isEmpty }, "\(buckets)")
     }
 
     /// A stream of the store that the recorder does not record (an earlier recording's camera) is listed as not
