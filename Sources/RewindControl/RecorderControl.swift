@@ -704,7 +704,7 @@ public final class RecorderControl: Sendable {
                 ? [path] : streams.map { StreamSet.fileName(for: path, stream: $0) }
             for file in files { try checkWritable(file) }
             var isDirectory: ObjCBool = false
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = System.parentDirectory(of: path)
             guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
             else { throw APIError(.notFound, "no directory '\(parent)' to write '\(path)' in") }
             try checkCanCreateFiles(in: parent, for: path)

@@ -521,7 +521,7 @@ final class SaveBook: Sendable {
         var lastWritten: [String: Int64] = [:]
         do {
             if let refused { throw refused }
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = System.parentDirectory(of: path)
             if entry.makesDirectory {
                 try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             } else {

@@ -45,6 +45,18 @@ public enum System {
         pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
     }
 
+    /// The directory `path` names its last component in, as written: `/tmp` for `/tmp/a.mkv`, `/` for `/a`, `.` for
+    /// a relative name without a slash (`E`), `a` for `a/b/` (trailing slashes are not a component). Foundation's
+    /// `NSString.deletingLastPathComponent` stops the process on a one-character relative name.
+    public static func parentDirectory(of path: String) -> String {
+        var trimmed = Substring(path)
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard let slash = trimmed.lastIndex(of: "/") else { return "." }
+        var parent = trimmed[..<slash]
+        while parent.count > 1 && parent.hasSuffix("/") { parent = parent.dropLast() }
+        return parent.isEmpty ? "/" : String(parent)
+    }
+
     /// `path` with the symbolic links of its last component followed to the name they finally lead to, which may
     /// not exist yet (a dangling link leads to the file it would create); `path` itself when it is no link, or when
     /// the links loop (opening it then says so).

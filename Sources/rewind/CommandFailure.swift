@@ -194,7 +194,7 @@ struct CommandFailure {
                     switch codeName {
                     case "SQLITE_IOERR":
                         // A disk that is full, not failing: even reading needs room for the index's -shm file.
-                        let directory = (path as NSString).deletingLastPathComponent
+                        let directory = System.parentDirectory(of: path)
                         if let free = try? POSIXFileSystem().availableBytes(directory), free < 1 << 20 {
                             return "the disk holding \(directory) is full (\(formatBytes(free)) free), and even "
                                 + "reading the index needs room for its -shm file (32 KiB): free some space and retry"

@@ -828,7 +828,7 @@ func checkFloorFits(_ options: StoreOptions, directory: String) throws(UsageErro
     var path = directory.isEmpty ? "." : directory
     var info = statvfs()
     while statvfs(path, &info) != 0 {
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = System.parentDirectory(of: path)
         guard !parent.isEmpty, parent != path else { return }
         path = parent
     }

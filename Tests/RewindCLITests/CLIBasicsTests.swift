@@ -1,4 +1,5 @@
 import Foundation
+import RewindSystem
 import Testing
 
 @Suite(.timeLimit(.minutes(15))) struct CLIBasicsTests {
@@ -103,6 +104,30 @@ import Testing
                     result.stderr.contains("-o: '\(given)' is a directory: give a file name in it, e.g. \(example)"),
                     "\(result.stderr)")
             }
+        }
+    }
+
+    /// A store named by a relative path whose last component is one character (`--store E`, `--store new/x`, whose
+    /// directory is missing) is taken like any other: the directory above it is found without the process stopping.
+    @Test func aStoreNamedByOneCharacterIsTakenLikeAnyOther() throws {
+        for (path, parent) in [
+            ("E", "."), ("new/x", "new"), ("/a", "/"), ("/", "/"), ("a/b/", "a"), ("//x//y", "//x"),
+            ("/tmp/a.mkv", "/tmp"),
+        ] {
+            #expect(System.parentDirectory(of: path) == parent, "\(path)")
+        }
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for store in ["E", "new/x"] {
+            let result = try Tool.run(
+                "/bin/sh",
+                [
+                    "-c",
+                    "cd '\(directory.path)' && '\(Tool.rewindPath)' record --store \(store) --input synthetic:64x48@30 "
+                        + "--duration 100ms --min-free 1MiB",
+                ])
+            #expect(result.status == 0, "\(store): \(result.stderr)")
+            #expect(FileManager.default.fileExists(atPath: directory.path + "/" + store + "/index.sqlite"))
         }
     }
 
