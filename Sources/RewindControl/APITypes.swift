@@ -351,7 +351,8 @@ public struct StatusResponse: Sendable, Hashable, Codable {
     public var savesExporting: Int
     /// Whether the recorder is stopping.
     public var stopping: Bool
-    /// Bytes of segment files the store holds (every stream); nil without a store.
+    /// Bytes the store's segment files take on disk now (every stream; the figure `--disk` bounds), as opposed to
+    /// the frames' stored payload; nil without a store.
     public var diskBytes: Int64?
     /// The store's disk budget (`--disk`), bytes; nil without one.
     public var diskBudgetBytes: Int?

@@ -867,7 +867,7 @@ public final class RecorderControl: Sendable {
                 status.spillLagFrames = stream.unspilledFrames
                 return status
             }, savesWaiting: counts.waiting, savesExporting: counts.exporting,
-            stopping: isStopping.load(ordering: .acquiring), diskBytes: summary?.storedBytes,
+            stopping: isStopping.load(ordering: .acquiring), diskBytes: try? recorder.store?.segmentFileBytes(),
             diskBudgetBytes: recorder.store?.options.diskBudget, segments: summary?.segments)
     }
 

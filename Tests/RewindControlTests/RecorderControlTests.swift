@@ -405,6 +405,24 @@ import Testing
         }
     }
 
+    /// `disk_bytes` is what the segment files take on disk now (the figure `--disk` bounds), headers and records and
+    /// all: not the frames' stored payload, which is less.
+    @Test func diskBytesAreWhatTheSegmentFilesTake() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        try waitUntil("every frame is durable") { try store.summary().frames == 180 }
+        let status = try #require(try live.client.status())
+        let segments = live.directory + "/segments"
+        let sizes = try FileManager.default.contentsOfDirectory(atPath: segments).reduce(Int64(0)) {
+            $0
+                + ((try FileManager.default.attributesOfItem(atPath: segments + "/" + $1)[.size] as? NSNumber)?
+                    .int64Value ?? 0)
+        }
+        #expect(status.diskBytes == sizes)
+        #expect(sizes > (try store.summary().storedBytes))
+    }
+
     /// A `gap` event gives its times on the recorder clock, like every `*_ns` of the API: for a stream whose first
     /// frame came later than another's, its pts plus the stream's clock offset.
     @Test func gapEventsSpeakRecorderTime() throws {

@@ -71,6 +71,42 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Two streams whose writers seal at a size of their own (as a recorder's do under `--disk`): retention keeps
+    /// room for their open segments to grow to it, so the files never pass the budget by more than a frame of each
+    /// stream, between seals as well as just after them.
+    @Test func openSegmentsGrowWithinTheBudget() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
+        defer { frames.deallocate() }
+        let frameBytes = frames.stream.layout.byteCount + 4096  // a record's header and padding, generously
+        let budget = 40 * frames.stream.layout.byteCount
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(workerCount: 1, diskBudget: budget, codecPolicy: .forced(.raw)))
+        let limit = 8 * frames.stream.layout.byteCount
+        let writers = try ["a", "b"].map {
+            try store.makeWriter(streamName: $0, stream: frames.stream, segmentMaxBytes: limit)
+        }
+        func segmentBytes() throws -> Int {
+            try dir.segmentFiles().reduce(0) {
+                $0 + (try FileManager.default.attributesOfItem(atPath: dir.segments + "/" + $1)[.size] as! Int)
+            }
+        }
+        var largest = 0
+        for i in 0..<120 {
+            for writer in writers {
+                try writer.append(frames.frame(i))
+                largest = max(largest, try segmentBytes())
+            }
+        }
+        #expect(largest <= budget + 2 * frameBytes, "the segments took \(largest) bytes of a \(budget)-byte budget")
+        #expect(dir.segmentFiles().count >= 4, "sealed segments were kept: \(dir.segmentFiles())")
+        for writer in writers { try writer.close() }
+        #expect(try segmentBytes() <= budget)
+        #expect(try store.verify(repair: false).clean)
+    }
+
     @Test func maxAgeDeletesSegmentsSealedLongerAgo() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

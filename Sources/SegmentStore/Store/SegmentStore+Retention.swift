@@ -44,7 +44,8 @@ extension SegmentStore {
         // Oldest first by when their frames start on the recorder clock (streams read at different speeds make
         // their segments in another order than their times), in the order made where that ties or is unknown.
         var offsets: [Int64: Int64] = [:]
-        for stream in try index.streams() { offsets[stream.id] = stream.clock?.offsetNanoseconds ?? 0 }
+        let streams = try index.streams()
+        for stream in streams { offsets[stream.id] = stream.clock?.offsetNanoseconds ?? 0 }
         func start(_ row: SegmentRow) -> Int64 {
             guard let first = row.firstPTS else { return .min }
             return first.addingSaturating(offsets[row.streamID] ?? 0)
@@ -59,6 +60,11 @@ extension SegmentStore {
             sizes[row.id] = size
             total += size
         }
+        let growth = openSegmentGrowth(rows: rows, sizes: sizes, streams: streams)
+        // The room kept for open segments to grow never takes a stream's newest sealed segment (a budget below a few
+        // segments of each stream): that goes only when the files themselves pass the budget.
+        var newestSealed: [Int64: SegmentRow] = [:]
+        for row in rows where row.state == .sealed { newestSealed[row.streamID] = row }
         let now = options.now()
         let wantedFree = options.minimumFreeBytes.map { Int64($0) + indexRoomToKeep + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()
@@ -76,7 +82,11 @@ extension SegmentStore {
                 report.keptByHolds.append(row.fileName)
                 continue
             }
-            let overBudget = options.diskBudget.map { total > Int64($0) } ?? false
+            let overBudget =
+                options.diskBudget.map { budget in
+                    total > Int64(budget)
+                        || (total + growth > Int64(budget) && newestSealed[row.streamID]?.id != row.id)
+                } ?? false
             let shortOfSpace = wantedFree.map { wanted in available.map { $0 < wanted } ?? false } ?? false
             let tooOld =
                 options.maxAgeNanoseconds.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
@@ -120,6 +130,38 @@ extension SegmentStore {
         report.remainingBytes = total
         try noteDeletedHistory(deletedSpans)
         return report
+    }
+
+    /// The bytes the segment files of the store take: each live segment's file as it is now (headers, records and
+    /// footers; frames written and not yet indexed too), the figure ``StoreOptions/diskBudget`` bounds. The index's
+    /// `stored_bytes` count frame payloads alone.
+    ///
+    /// - Throws: index errors.
+    /// - Complexity: O(segments): one `stat` each.
+    public func segmentFileBytes() throws -> Int64 {
+        try SegmentStoreError.translatingIndexErrors {
+            try index.segments().filter { $0.state != .deleting }.reduce(0) {
+                $0 + (fileSize(segmentsDirectory + "/" + $1.fileName) ?? 0)
+            }
+        }
+    }
+
+    /// How much the open segments of the streams being written may still grow before they are sealed: each
+    /// writer's seal size (``openSegmentLimits``) less what its open segment holds. Retention keeps that room free of
+    /// sealed history, so the segment files stay within ``StoreOptions/diskBudget`` while they grow between seals
+    /// (within a frame of each stream: a segment is sealed once a frame takes it past its size), not only just after
+    /// one.
+    private func openSegmentGrowth(rows: [SegmentRow], sizes: [Int64: Int64], streams: [StreamRow]) -> Int64 {
+        let limits = openSegmentLimits.withLock { $0 }
+        var growth: Int64 = 0
+        for stream in streams {
+            guard let limit = limits[stream.name] else { continue }
+            let open = rows.filter { $0.streamID == stream.id && $0.state == .open }.reduce(0) {
+                $0 + (sizes[$1.id] ?? 0)
+            }
+            growth += max(0, Int64(limit) - open)
+        }
+        return growth
     }
 
     /// Brings each stream's gaps in line with what a pass deleted (`deletedSpans`: the first and last frames of each

@@ -37,6 +37,9 @@ public final class SegmentStore: Sendable {
     private let lockFD: Int32
     private let nextSequence: Mutex<UInt64>
     private let activeStreams = Mutex<Set<String>>([])
+    /// The size each writer given one seals its segments at, by stream name: with a ``StoreOptions/diskBudget``,
+    /// retention keeps room for open segments to grow to it (``openSegmentGrowth(rows:sizes:streams:)``).
+    let openSegmentLimits = Mutex<[String: Int]>([:])
     private let decodedFrames = Atomic<Int>(0)
     /// Ranges live processes keep from retention (``addHold(streamName:range:)``).
     let liveHolds = Mutex(HoldTable())
@@ -229,7 +232,8 @@ public final class SegmentStore: Sendable {
     ///   - other: a writer whose encoder worker threads this one uses too (one thread then writes both, one frame
     ///     at a time: a recorder's spill thread writing several streams); nil for workers of its own.
     ///   - segmentMaxBytes: the size its segments are sealed at (``StoreOptions/segmentMaxBytes(forShareOfBudget:)``);
-    ///     nil for ``StoreOptions/segmentMaxBytes``.
+    ///     nil for ``StoreOptions/segmentMaxBytes``. Given, with a ``StoreOptions/diskBudget``, retention keeps room
+    ///     for the open segment to grow to it, so the files stay within the budget between seals too.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``;
     ///   ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``.
     public func makeWriter(
@@ -241,6 +245,7 @@ public final class SegmentStore: Sendable {
             let row = try index.stream(named: streamName, description: stream)
             let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
             precondition(inserted, "stream '\(streamName)' already has a writer")
+            if let segmentMaxBytes { openSegmentLimits.withLock { $0[streamName] = segmentMaxBytes } }
             return StreamWriter(
                 store: self, stream: row, sharingWorkersWith: other,
                 segmentMaxBytes: segmentMaxBytes ?? options.segmentMaxBytes)
@@ -261,6 +266,7 @@ public final class SegmentStore: Sendable {
     /// would leave the last stretch of a recording in `index.sqlite-wal` alone, so that a copy of `index.sqlite`
     /// (the one file a user might take) would miss it.
     func writerClosed(streamName: String) {
+        openSegmentLimits.withLock { $0[streamName] = nil }
         let idle = activeStreams.withLock { active in
             active.remove(streamName)
             return active.isEmpty
