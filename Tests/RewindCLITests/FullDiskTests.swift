@@ -267,13 +267,25 @@ struct FullDiskTests {
             }
             _ = try ExternalTools.execute(
                 "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
-            let info = try Tool.rewind(["info", "--store", store])
-            #expect(info.status == 0, "\(info.stderr)")
-            #expect(info.output.contains("frames: 30 in 1 segment"), "\(info.output)")
+            let listed = try Tool.rewind(["info", "--store", store])
+            #expect(listed.status == 0, "\(listed.stderr)")
+            #expect(listed.output.contains("frames: 30 in 1 segment"), "\(listed.output)")
             let clip = disk + "/../full.y4m"
             let export = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", clip])
             #expect(export.status == 0, "\(export.stderr)")
             #expect(try ExternalTools.frameMD5s(clip) == Array(try ExternalTools.frameMD5s(source).prefix(30)))
+
+            // A recording started on the full disk: the index takes room from the store's reserve to open, and the
+            // frames the disk cannot take are counted, each stretch a gap, instead of the run failing to start.
+            let again = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source)", "--duration", "1s"])
+            #expect(again.status == 1, "\(again.output)\(again.stderr)")
+            #expect(again.output.contains("30 dropped (disk error: 30)"), "\(again.output)\(again.stderr)")
+            #expect(!again.stderr.contains("SQLITE_IOERR"), "\(again.stderr)")
+            let after = try info(store)
+            #expect(after["frames"] as? Int == 30, "what was stored stays")
+            #expect(
+                (after["gaps"] as? [[String: Any]] ?? []).contains { $0["reason"] as? String == "disk error" },
+                "\(after)")
         }
     }
 }

@@ -101,23 +101,59 @@ extension SegmentStore {
     @discardableResult
     func releaseIndexReserve() -> Bool {
         indexReserveLock.withLock { _ in
-            let path = indexReservePath
             let held = indexReserveHeld.load(ordering: .relaxed)
-            guard held > 0, fileSystem.fileExists(path) else { return false }
-            let kept = held > Self.indexReserveSlice ? held - Self.indexReserveSlice : 0
-            do throws(FileSystemError) {
-                if kept == 0 {
-                    try fileSystem.unlink(path)
-                } else {
-                    let fd = try fileSystem.open(path, flags: O_WRONLY | O_CLOEXEC, mode: 0)
-                    defer { fileSystem.close(fd) }
-                    try fileSystem.ftruncate(fd, length: kept, path: path)
-                }
-            } catch {
+            guard let kept = Self.shrinkReserveFile(indexReservePath, holding: held, fileSystem: fileSystem) else {
                 return false
             }
             indexReserveHeld.store(kept, ordering: .relaxed)
             return true
+        }
+    }
+
+    /// Takes ``indexReserveSlice`` off the reserve file at `path`, which holds `held` bytes (removing the file when
+    /// that is all it holds).
+    ///
+    /// - Returns: what the file holds now; nil when there was nothing to take, or the file could not be changed.
+    static func shrinkReserveFile(_ path: String, holding held: Int64, fileSystem: any FileSystem) -> Int64? {
+        guard held > 0, fileSystem.fileExists(path) else { return nil }
+        let kept = held > indexReserveSlice ? held - indexReserveSlice : 0
+        do throws(FileSystemError) {
+            if kept == 0 {
+                try fileSystem.unlink(path)
+            } else {
+                let fd = try fileSystem.open(path, flags: O_WRONLY | O_CLOEXEC, mode: 0)
+                defer { fileSystem.close(fd) }
+                try fileSystem.ftruncate(fd, length: kept, path: path)
+            }
+        } catch {
+            return nil
+        }
+        return kept
+    }
+
+    /// Opens the index for writing on a disk that may be full: its `-wal` and `-shm` files need room before any
+    /// row is read, so while the open fails for want of it, the reserve file (kept for the index's room on a full
+    /// disk) gives back a slice at a time, and the store opens to record what the full disk costs and, with
+    /// retention, to make room by deleting old segments.
+    static func openIndexMakingRoom(directory: String, fileSystem: any FileSystem) throws -> StoreIndex {
+        let path = directory + "/" + indexReserveName
+        while true {
+            do {
+                return try StoreIndex(path: directory + "/index.sqlite", readOnly: false)
+            } catch let error as SQLiteError where error.isFull || error.codeName == "SQLITE_IOERR" {
+                guard (try? fileSystem.availableBytes(directory)).map({ $0 < indexReserveSlice }) == true else {
+                    throw error
+                }
+                let held: Int64? = try? {
+                    () throws(FileSystemError) -> Int64 in
+                    let fd = try fileSystem.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
+                    defer { fileSystem.close(fd) }
+                    return try fileSystem.size(fd, path: path)
+                }()
+                guard let held, shrinkReserveFile(path, holding: held, fileSystem: fileSystem) != nil else {
+                    throw error
+                }
+            }
         }
     }
 }

@@ -121,7 +121,7 @@ public final class SegmentStore: Sendable {
                 }
                 System.sleep(for: .milliseconds(10))
             }
-            let index = try openIndex(directory: directory, readOnly: false)
+            let index = try openIndexMakingRoom(directory: directory, fileSystem: fs)
             let store = SegmentStore(
                 directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
             storeOwnsLock = true
