@@ -24,6 +24,13 @@ struct CommandFailure {
     /// The failure for `error` thrown by the command `command` (`clip`, `record`…).
     init(_ error: any Error, command: String) {
         self.init(message: "\(error)")
+        // Out of file descriptors, wherever it struck (the index, a segment, an output file): a limit of the
+        // system, with what to raise.
+        if Self.isOutOfDescriptors(error) {
+            status = ExitStatus.systemLimit
+            advice = Self.raiseDescriptorLimit
+            return
+        }
         switch error {
         case let error as UsageError:
             self.init(message: error.message, status: ExitStatus.usage, showsHelp: error.showsHelp)
@@ -115,9 +122,6 @@ struct CommandFailure {
             switch error {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
             }
-        case SegmentStoreError.index(_, .tooManyOpenFiles, _):
-            status = ExitStatus.systemLimit
-            advice = Self.advice(forStoreError: error, command: command)
         default:
             advice = Self.advice(forStoreError: error, command: command)
         }
@@ -132,6 +136,28 @@ struct CommandFailure {
     }
 
     private static let repair = "run 'rewind verify --repair'"
+
+    private static let raiseDescriptorLimit =
+        "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run again"
+
+    /// Whether `error` says the process (or the system) ran out of file descriptors (`EMFILE`, `ENFILE`).
+    private static func isOutOfDescriptors(_ error: any Error) -> Bool {
+        let codes = [EMFILE, ENFILE]
+        switch error {
+        case SegmentStoreError.index(_, .tooManyOpenFiles, _):
+            return true
+        case SegmentStoreError.io(let failure), SegmentStoreError.diskFull(_, _, _, let failure),
+            SegmentStoreError.writeFailed(_, _, _, let failure):
+            return codes.contains(failure.code)
+        case let failure as FileSystemError:
+            return codes.contains(failure.code)
+        case let error as ExportError:
+            if case .system(_, let errno) = error.reason { return codes.contains(errno.rawValue) }
+            return false
+        default:
+            return false
+        }
+    }
 
     private static func advice(for error: InputError) -> String? {
         switch error.problem {
@@ -189,7 +215,7 @@ struct CommandFailure {
                 case .locked: return "stop the other writer (only one 'rewind record' per store) and retry"
                 case .full: return freeSpace
                 case .tooManyOpenFiles:
-                    return "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run again"
+                    return raiseDescriptorLimit
                 case .failed(let codeName, _, _):
                     switch codeName {
                     case "SQLITE_IOERR":

@@ -196,6 +196,25 @@ import Testing
                 "rewind verify --repair"
             ),
             (
+                SegmentStoreError.foreignIndex(path: "i", segments: 2, files: 3), "record", 1,
+                "keeps it aside as index.sqlite.foreign-"
+            ),
+            // Out of file descriptors, wherever: a limit of the system, with what to raise.
+            (
+                SegmentStoreError.io(FileSystemError(operation: "open", path: "s/1.seg", code: EMFILE)), "clip", 71,
+                "raise the limit on open files"
+            ),
+            (FileSystemError(operation: "opendir", path: "s", code: ENFILE), "verify", 71, "ulimit -n"),
+            (
+                ExportError(
+                    destination: "x.mkv", reason: .system(action: "cannot create the file", Errno(rawValue: EMFILE))),
+                "clip", 71, "raise the limit on open files"
+            ),
+            (
+                SegmentStoreError.index(path: "i", problem: .tooManyOpenFiles, detail: "d"), "info", 71,
+                "raise the limit on open files"
+            ),
+            (
                 SegmentStoreError.diskFull(
                     file: "f", durableFrames: 1, durablePTS: 1,
                     cause: FileSystemError(operation: "pwrite", path: "f", code: ENOSPC)), "record", 1,
