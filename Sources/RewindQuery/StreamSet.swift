@@ -210,8 +210,10 @@ public struct StreamSet: Sendable {
                     (written.member, try staging.complete(written.summary))
                 }
             } catch {
-                for staging in stagings { _ = staging.abandon(after: error) }
-                throw error
+                // Every partial file goes; the error names the requested file, not its temporary name.
+                var named = error
+                for staging in stagings { named = staging.abandon(after: named) }
+                throw named
             }
         }
     }

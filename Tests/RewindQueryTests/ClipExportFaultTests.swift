@@ -34,6 +34,34 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output), "a partial \(output) was left behind")
     }
 
+    /// A failed export of several streams to a file each names the requested file of the stream it failed in, not
+    /// the temporary name that file was written under, and leaves none of the files.
+    @Test func aFailedExportOfAFilePerStreamNamesTheRequestedFile() throws {
+        var feeds = [try CameraFeed(), try CameraFeed()]
+        let recorder = try Recorder(
+            streams: [
+                RecorderStreamSpec(name: "front", stream: feeds[0].stream),
+                RecorderStreamSpec(name: "rear", stream: feeds[1].stream),
+            ], store: nil,
+            configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20, spill: .off))
+        for _ in 0..<60 {
+            for index in feeds.indices { _ = try feeds[index].appendNext(to: recorder.streams[index]) }
+        }
+        let directory = TemporaryDirectory.shared.file("several-full")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let output = directory + "/clip.y4m"
+        let disk = FaultInjectingFileSystem()
+        let error = #expect(throws: ExportError.self) {
+            _ = try StreamSet(recorder: recorder).export(
+                range: 0..<(1 << 40), format: .y4m, to: .path(output), fileSystem: disk
+            ) { count in
+                if count == 80 { disk.setDiskFull(true) }
+            }
+        }
+        #expect(error?.destination == StreamSet.fileName(for: output, stream: "rear"), "\(String(describing: error))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+    }
+
     /// A failed export to an existing file leaves that file as it was: the export wrote a temporary file beside
     /// it, which is removed.
     @Test func aFailedExportKeepsTheFileItWouldHaveReplaced() throws {
