@@ -193,11 +193,13 @@ public final class Recorder: Sendable {
             if let row, stream.agrees(with: row.description) { stream = stream.filled(from: row.description) }
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
+            var storedGapsEnd: Int64?
             // A continuation starts a frame after the last stored one, on the frame grid.
             let step = spec.stream.frameStepNanoseconds
             if let store, let row {
                 storedClock = try store.clock(of: row)
                 lastStoredPTS = try store.continuesAfter(row, frameStep: step)
+                storedGapsEnd = try store.gaps(streamName: row.name).filter(\.reason.isLoss).map(\.endNanoseconds).max()
             }
             let shared = RecorderShared(
                 clock: StreamClockMapping(
@@ -216,7 +218,7 @@ public final class Recorder: Sendable {
                 spill.addLane(
                     SpillLane(
                         ring: recorderStream.ring, writer: writer, shared: shared, stream: stream,
-                        configuration: configuration, lastStoredPTS: lastStoredPTS))
+                        configuration: configuration, lastStoredPTS: lastStoredPTS, storedGapsEnd: storedGapsEnd))
             }
             made.append(recorderStream)
         }

@@ -171,6 +171,10 @@ final class SpillLane {
     private var inputIntervalGapEnd: Int64?
     /// The pts of the stream's newest frame in the store before this recording (where its frames continue).
     private let storedPTSBefore: Int64?
+    /// The end of the stream's newest gap of lost frames in the store before this recording: where a continuation
+    /// after a lost tail (``storedPTSBefore`` the last lost frame, not a stored one) starts its first gap, so that gap
+    /// does not overlap the lost tail's.
+    private let storedGapsEnd: Int64?
     /// ``StreamWriter/framesCutBack`` as last counted.
     private var framesCutBackCounted = 0
     /// The sequence number of the last frame written successfully: pinned again with the next batch, it is the
@@ -201,7 +205,7 @@ final class SpillLane {
 
     init(
         ring: RingStore, writer: StreamWriter, shared: RecorderShared, stream: StreamDescription,
-        configuration: RecorderConfiguration, lastStoredPTS: Int64?
+        configuration: RecorderConfiguration, lastStoredPTS: Int64?, storedGapsEnd: Int64? = nil
     ) {
         self.ring = ring
         self.writer = writer
@@ -215,6 +219,7 @@ final class SpillLane {
         }
         spillRawBytesPerSecond = rawBytesPerSecond
         storedPTSBefore = lastStoredPTS
+        self.storedGapsEnd = storedGapsEnd
         if let lastStoredPTS {
             lastWrittenPTS = lastStoredPTS
             pendingLoss = .recorderStopped
@@ -500,6 +505,11 @@ final class SpillLane {
     private func recordGap(start: Int64, end: Int64, reason: LossReason, extendingPrevious: Bool = false)
         -> (any Error)?
     {
+        // Not back into the stored gaps of lost frames before this recording (a continuation after a lost tail,
+        // whose gap ends a frame after its last lost frame): nothing to record when they cover it all (frames that
+        // follow the tail's gap directly, which already marks where the recording stopped).
+        let start = max(start, storedGapsEnd ?? start)
+        guard start < end else { return nil }
         do {
             if extendingPrevious {
                 let extended = try writer.recordOrExtendGap(start: start, end: end, reason: reason)

@@ -79,6 +79,20 @@ struct FullDiskTests {
             let names = try FileManager.default.contentsOfDirectory(atPath: store + "/segments").sorted()
             let expected = (1...names.count).map { String(format: "%06d.seg", $0) }
             #expect(names == expected, "failed attempts must not burn segment numbers")
+
+            // Recorded again into the disk still full: its losses continue after the lost tail's gap, not inside it
+            // (no two gaps of the stream overlap).
+            let again = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source)", "--segment", "1s"])
+            #expect(again.status == 1, "\(again.stderr)")
+            let after = try #require(try info(store)["gaps"] as? [[String: Any]])
+            let spans = after.compactMap { gap -> (Int64, Int64)? in
+                guard let start = gap["start_ns"] as? Int64, let end = gap["end_ns"] as? Int64 else { return nil }
+                return (start, end)
+            }.sorted { $0.0 < $1.0 }
+            #expect(spans.count >= 2, "\(after)")
+            for (earlier, later) in zip(spans, spans.dropFirst()) {
+                #expect(later.0 >= earlier.1, "gaps overlap: \(after)")
+            }
         }
     }
 
