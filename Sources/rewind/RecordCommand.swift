@@ -728,8 +728,11 @@ private func retentionKeptNothing(
     if let floor = options.minimumFreeBytes {
         limits.append("--min-free \(formatBytes(Int64(floor)))")
         if let free = try? POSIXFileSystem().availableBytes(store.directory), free < Int64(floor) + 4 * (1 << 20) {
+            // Retention keeps the floor free and, above it, the next frame and room for the index (up to 4 MiB):
+            // a floor below the free space may still be more than the disk can keep.
             advice.insert(
-                "a --min-free below the disk's free space (\(formatBytes(free)) free now), or free space on the disk",
+                "a --min-free below the disk's free space (\(formatBytes(free)) free now, of which retention keeps "
+                    + "--min-free plus up to 4 MiB for the index and the next frame), or free space on the disk",
                 at: 0)
         }
     }
