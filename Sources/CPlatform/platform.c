@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <spawn.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #ifdef __linux__
 #include <linux/falloc.h>
@@ -233,6 +235,19 @@ int rewind_tcp_connect(int port) {
         return -error;
     }
     return fd;
+}
+
+int rewind_lower_this_thread_priority(int increment) {
+#if defined(__linux__)
+    pid_t thread = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int current = getpriority(PRIO_PROCESS, (id_t)thread);
+    if (current == -1 && errno != 0) return errno;
+    return setpriority(PRIO_PROCESS, (id_t)thread, current + increment) == 0 ? 0 : errno;
+#else
+    (void)increment;
+    return 0;
+#endif
 }
 
 void rewind_name_this_thread(const char *name) {

@@ -406,7 +406,7 @@ final class SaveBook: Sendable {
         for entry in due {
             events.publish("save", entry.object)
             do {
-                try Threads.start(named: "rewind-save") { [self] in export(entry) }
+                try Threads.start(named: "rewind-save", priority: .background) { [self] in export(entry) }
             } catch {
                 // Without a thread of its own the save fails at once, saying why (its pins and holds go).
                 export(entry, refused: error)

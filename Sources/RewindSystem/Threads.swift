@@ -37,31 +37,52 @@ public struct ThreadStartFailed: Error, Sendable, Hashable, CustomStringConverti
 /// Foundation's `Thread.start()` reports no failure: a thread the system refused simply never runs, and whoever
 /// waits for it waits for ever. Every long-lived thread of the recorder, the control and the exports starts here.
 package enum Threads {
+    /// How a thread's work weighs against the recording's.
+    package enum Priority: Sendable {
+        /// The process's own priority: the producer, the spill thread, the control.
+        case normal
+        /// Ten nice steps lower (exports a recorder writes): on a busy machine the recording's threads run first,
+        /// so a save never starves capture into dropping frames. The threads and processes (ffmpeg) such a thread
+        /// starts inherit it.
+        case background
+    }
+
     private final class Start {
         let name: String
+        let priority: Priority
         let body: @Sendable () -> Void
 
-        init(name: String, body: @escaping @Sendable () -> Void) {
+        init(name: String, priority: Priority, body: @escaping @Sendable () -> Void) {
             self.name = name
+            self.priority = priority
             self.body = body
         }
     }
 
-    /// Starts a detached thread called `name` (shown by `top -H` and debuggers) running `body`.
+    /// The nice steps a ``Priority/background`` thread is lowered by.
+    package static let backgroundNiceIncrement: Int32 = 10
+
+    /// Starts a detached thread called `name` (shown by `top -H` and debuggers) running `body` at `priority`.
     ///
     /// - Throws: ``ThreadStartFailed`` when the system refuses the thread; `body` then never runs.
-    package static func start(named name: String, _ body: @escaping @Sendable () -> Void) throws(ThreadStartFailed) {
+    package static func start(
+        named name: String, priority: Priority = .normal, _ body: @escaping @Sendable () -> Void
+    ) throws(ThreadStartFailed) {
         var attributes = pthread_attr_t()
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        let start = Unmanaged.passRetained(Start(name: name, body: body))
+        let start = Unmanaged.passRetained(Start(name: name, priority: priority, body: body))
         var thread = pthread_t()
         let rc = pthread_create(
             &thread, &attributes,
             { raw in
                 let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
                 rewind_name_this_thread(start.name)
+                // Best effort: a thread that cannot be lowered (a seccomp filter) runs at the process's priority.
+                if start.priority == .background {
+                    _ = rewind_lower_this_thread_priority(Threads.backgroundNiceIncrement)
+                }
                 start.body()
                 return nil
             }, start.toOpaque())

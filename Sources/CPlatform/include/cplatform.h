@@ -66,6 +66,10 @@ int rewind_flush_standard_output(void);
 /// where the C library cannot.
 void rewind_name_this_thread(const char *name);
 
+/// Lowers the calling thread's scheduling priority by `increment` nice steps (Linux keeps a nice value per thread;
+/// threads and processes it starts inherit it). Returns 0, or an errno value.
+int rewind_lower_this_thread_priority(int increment);
+
 /// Starts the program at `path` with `argv` (NULL-terminated, `argv[0]` first) as a child process: its standard
 /// input, output and error on `in_fd`, `out_fd` and `err_fd` (each -1 for /dev/null), every other descriptor
 /// closed, every signal at its default action and none blocked, in a process group of its own (a signal to the
