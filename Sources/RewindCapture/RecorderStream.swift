@@ -299,9 +299,18 @@ public final class RecorderStream: Sendable {
     /// frames short of what makes ``isSpillBehind`` drop new ones. Frames are otherwise written only as they near
     /// the end of the window; in a small ring the margins reach further back than that, and without this limit the
     /// producer would drop every new frame, so the newest pts, and with it what is due, would never move again.
+    ///
+    /// Room is kept for the pins of ``concurrentQueries`` queries (a third of the ring at most) whether or not they
+    /// run: saves that start together pin their first batches at once, faster than the spill stage could write
+    /// the frames that room would otherwise hold, and the producer would drop a frame meanwhile.
     package static func unwrittenFramesKept(room: Int, queries: Int) -> Int {
-        max(0, room - margin(room) - queries - 2)
+        let expected = min(concurrentQueries * queryBatch(room), room / 3)
+        return max(0, room - margin(room) - max(queries, expected) - 2)
     }
+
+    /// How many queries (a recorder's exports) run at once, each pinning up to ``queryBatch(_:)`` frames: with
+    /// on-evict, the unwritten frames leave room for their pins.
+    public static let concurrentQueries = 4
 
     /// Applies a pressure level to this stream's share: the ring shrinks its budget (and releases memory) at once,
     /// backpressure follows the new room, and the spill thread resizes the stream's encoder buffer before its next

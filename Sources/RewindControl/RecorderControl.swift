@@ -26,7 +26,7 @@ public final class RecorderControl: Sendable {
     /// The socket's file name inside the store directory.
     public static let socketName = "rewind.sock"
     /// How many saves and clips export at once (4); the rest stay `waiting`.
-    public static let concurrentExports = 4
+    public static let concurrentExports = RecorderStream.concurrentQueries
 
     /// Where the TCP listener goes and how it is guarded.
     public struct Listen: Sendable, Hashable {

@@ -426,16 +426,18 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
         let recorder = try Recorder(
             stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(window: .seconds(1), memoryBudget: 64 << 20, spill: .onEvict))
+            configuration: RecorderConfiguration(window: .seconds(4), memoryBudget: 64 << 20, spill: .onEvict))
         for _ in 0..<300 {
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
-        // Frames 0…254 are at least 3/4 of the window (45 frames at 60 fps) older than frame 299: the spill stage
-        // writes exactly those, and keeps the 45 newer ones in memory only.
-        try waitUntil("the spill stage has written the 255 frames due") { recorder.statistics.framesSpilled >= 255 }
-        #expect(recorder.statistics.framesSpilled == 255, "frames younger than 3/4 of the window are not written yet")
-        #expect(recorder.unspilledFrames == 45)
+        // Frames 0…119 are at least 3/4 of the window (180 frames at 60 fps) older than frame 299: the spill stage
+        // writes exactly those, and keeps the 180 newer ones in memory only (a ring of 241 frames leaves room for
+        // them beside its margins and the pins of four saves).
+        try #require(RecorderStream.unwrittenFramesKept(room: recorder.streams[0].framesInRing, queries: 0) >= 180)
+        try waitUntil("the spill stage has written the 120 frames due") { recorder.statistics.framesSpilled >= 120 }
+        #expect(recorder.statistics.framesSpilled == 120, "frames younger than 3/4 of the window are not written yet")
+        #expect(recorder.unspilledFrames == 180)
         let statistics = try recorder.finish()
         #expect(statistics.framesDurable == 300)
         #expect(statistics.totalDrops == 0)
@@ -464,6 +466,57 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         let statistics = try recorder.finish()
         #expect(statistics.totalDrops == 0, "\(statistics.drops)")
         #expect(statistics.framesDurable == 100)
+    }
+
+    /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
+    /// runs at once: four saves that start together do not make the producer drop a frame as spill behind (they
+    /// did, before the spill stage could write the frames their pins needed room from).
+    @Test func onEvictSpillKeepsRoomForSavesThatStartTogether() throws {
+        var feed = try CameraFeed(width: 160, height: 96, fps: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .seconds(4), memoryBudget: 64 << 20, spill: .onEvict))
+        let stream = recorder.streams[0]
+        let kept = RecorderStream.unwrittenFramesKept(room: stream.framesInRing, queries: 0)
+        for _ in 0..<150 {
+            #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind))
+            try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
+                recorder.unspilledFrames <= UInt64(kept)
+            }
+        }
+        // Four queries of the last three seconds, each holding its batch of pins a while per frame.
+        let newest = try #require(try stream.newestPTS())
+        let group = DispatchGroup()
+        let started = Atomic<Int>(0)
+        for _ in 0..<RecorderStream.concurrentQueries {
+            DispatchQueue.global().async(group: group) {
+                var first = true
+                _ = try? stream.frames(in: (newest - 3_000_000_000)..<(newest + 1)) { _ in
+                    if first {
+                        // Every query holds its first batch before any goes on.
+                        first = false
+                        started.add(1, ordering: .relaxed)
+                        while started.load(ordering: .relaxed) < RecorderStream.concurrentQueries {
+                            Thread.sleep(forTimeInterval: 0.001)
+                        }
+                    }
+                    Thread.sleep(forTimeInterval: 0.01)
+                    return true
+                }
+            }
+        }
+        try waitUntil("every query holds pins") { started.load(ordering: .relaxed) >= RecorderStream.concurrentQueries }
+        var dropped = 0
+        for _ in 0..<30 {
+            if try feed.appendNext(to: recorder) == .dropped(.spillBehind) { dropped += 1 }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        #expect(dropped == 0, "frames dropped as spill behind while the queries ran")
+        let statistics = try recorder.finish()
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 180)
     }
 
     @Test func aFullDiskLeavesAGapWithItsReasonAndRecordingResumes() throws {
