@@ -239,7 +239,10 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         // --since-last-save without --last goes back to the last save's end, however far: no default cap.
         last: before == nil && after == nil
             ? arguments.string("last") ?? (arguments.flag("since-last-save") ? nil : "5s") : nil,
-        before: arguments.string("before"), after: arguments.string("after"), format: format?.fileExtension,
+        // --after alone keeps --last's pre-roll: 5 s before now (not the whole window).
+        before: arguments.string("before")
+            ?? (after != nil && !arguments.flag("since-last-save") ? "5s" : nil),
+        after: arguments.string("after"), format: format?.fileExtension,
         sinceLastSave: arguments.flag("since-last-save") ? true : nil,
         quality: givenQuality(arguments))
     // A post-roll needs a recorder; `--after 0s` is none (`--last` is `--before` with it).

@@ -71,7 +71,7 @@ let saveCommand = Command(
             storeOption,
             .value("stream", "NAME", "stream to save, or all (default: the only one)"),
             .value("last", "DURATION", "how much to save: --before with --after 0s (default: 5s)", type: .duration),
-            .value("before", "DURATION", "pre-roll: how much before now", type: .duration),
+            .value("before", "DURATION", "pre-roll: how much before now (default with --after: 5s)", type: .duration),
             .value("after", "DURATION", "post-roll: how much after now; waits for it (live recorder)", type: .duration),
             .flag("since-last-save", "start where the previous save of the stream ended (live recorder)"),
             .value(

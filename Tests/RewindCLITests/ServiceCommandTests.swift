@@ -50,6 +50,15 @@ import Testing
         #expect(save.status == 0, "\(save.stderr)")
         #expect(save.output.contains("saved by the live recorder"), "\(save.output)")
         #expect(try probe(clip, "stream=nb_read_frames") == "60")
+        // --after alone keeps --last's 5 s pre-roll (from disk beyond the 3 s window), not the whole window: 180
+        // frames, 150 up to the trigger and 30 after it.
+        try waitUntil("the store holds 6 s", timeout: .seconds(60), interval: .milliseconds(100)) {
+            (try? json(try Tool.rewind(["info", "--store", store, "--json"]))["frames"] as? Int ?? 0) ?? 0 >= 180
+        }
+        let afterOnly = directory.appendingPathComponent("after.mkv").path
+        let post = try Tool.rewind(["save", "--store", store, "--after", "1s", "-o", afterOnly])
+        #expect(post.status == 0, "\(post.stderr)")
+        #expect(try probe(afterOnly, "stream=nb_read_frames") == "180")
 
         let status = try Tool.rewind(["status", "--store", store])
         #expect(status.status == 0 && status.output.contains("stream camera: nv12 320x240"), "\(status.output)")
