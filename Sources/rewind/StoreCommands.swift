@@ -95,9 +95,14 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         print("  time span: no frames yet")
     }
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
-    print(
-        "  frames: \(summary.frames) in \(count(summary.segments, "segment")) "
-            + "(\(segments.filter { $0.state == .open }.count) open)")
+    let open = segments.filter { $0.state == .open }.count
+    // Open with no recorder holding the store: a recorder that was killed left it, to be sealed when the store is
+    // next opened for writing.
+    let leftOpen =
+        open > 0 && status == nil && !SegmentStore.isOpenForRecording(directory: directory)
+        ? ", left by a recorder that was stopped without sealing: the next 'rewind record' or 'rewind verify "
+            + "--repair' seals it" : ""
+    print("  frames: \(summary.frames) in \(count(summary.segments, "segment")) (\(open) open\(leftOpen))")
     print(
         "  bytes: \(formatBytes(summary.rawBytes)) raw, \(formatBytes(summary.storedBytes)) stored "
             + "(\(String(format: "%.3f", ratio)) of raw)")

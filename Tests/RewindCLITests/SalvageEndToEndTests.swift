@@ -358,6 +358,34 @@ import Testing
         return (source, store, entries)
     }
 
+    /// A segment a killed recorder left open is said to be left so by `info` (no recorder holds it), with what
+    /// seals it; the next recording does.
+    @Test func aSegmentLeftOpenByAKilledRecorderIsSaidSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("frames are durable", interval: .milliseconds(50)) {
+            (try? info(store)["frames"] as? Int ?? 0) ?? 0 > 0
+        }
+        let live = try Tool.rewind(["info", "--store", store])
+        #expect(live.output.contains("(1 open)"), "a recorder holds it: \(live.output)")
+        kill(recorder.process.processIdentifier, SIGKILL)
+        recorder.process.waitUntilExit()
+        let left = try Tool.rewind(["info", "--store", store])
+        #expect(
+            left.output.contains(
+                "(1 open, left by a recorder that was stopped without sealing: the next 'rewind record' or 'rewind "
+                    + "verify --repair' seals it)"), "\(left.output)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try Tool.rewind(["info", "--store", store]).output.contains("(0 open)"))
+    }
+
     /// A store in a new temporary directory (`DIR/store`), recorded from the synthetic camera at 160x120 and 30 fps
     /// for `seconds`, one segment file a second.
     private func recordedStore(seconds: Int) throws -> (directory: URL, store: String) {
