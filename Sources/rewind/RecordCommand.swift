@@ -302,6 +302,9 @@ private func record(
                     + "\(formatBytes(Int64(budget))) or more: retention will delete each new segment once it is sealed; "
                     + "delete a marker ('rewind markers', 'rewind unmark ID') or give a larger --disk")
         }
+        if let budget = options.diskBudget, let warning = futureHoldWarning(store, budget: budget) {
+            printError(warning)
+        }
     }
     // Each stream's newest stored pts before this recording: its frames all come after it.
     var storedBefore: [String: Int64] = [:]
@@ -693,6 +696,30 @@ private func markersHeldBytes(_ store: SegmentStore) -> Int64? {
         let holds = try store.markers(streamName: row.name).compactMap(\.hold)
         return total + (holds.isEmpty ? 0 : try store.heldBytes(streamName: row.name, ranges: holds))
     }
+}
+
+/// A warning for a marker whose hold reaches past its stream's newest frame further than `budget` could keep at the
+/// rate the stream was stored so far (a hold of years, made without `--disk`): every segment recorded while it
+/// lasts is kept, and retention cannot keep the budget. Nil when no hold does.
+private func futureHoldWarning(_ store: SegmentStore, budget: Int) -> String? {
+    for row in (try? store.streams()) ?? [] {
+        guard let summary = try? store.summary(streamName: row.name), let first = summary.firstPTS,
+            let last = summary.lastPTS, last > first, summary.storedBytes > 0
+        else { continue }
+        let bytesPerNanosecond = Double(summary.storedBytes) / Double(last - first)
+        for marker in (try? store.markers(streamName: row.name)) ?? [] {
+            guard let hold = marker.hold, hold.upperBound > last else { continue }
+            let ahead = hold.upperBound - max(last, hold.lowerBound)
+            let bytes = Double(ahead) * bytesPerNanosecond
+            guard bytes >= Double(budget) else { continue }
+            return "rewind record: warning: marker \(marker.id) ('\(marker.label)') holds what '\(row.name)' records "
+                + "for the next \(formatSeconds(ahead)) (about \(formatBytes(Int64(min(bytes, 4e18)))) at the rate "
+                + "stored so far), more than --disk \(formatBytes(Int64(budget))): retention cannot keep the budget "
+                + "while that hold lasts; delete the marker ('rewind unmark --store DIR --id \(marker.id)') or give a "
+                + "larger --disk"
+        }
+    }
+    return nil
 }
 
 /// The failure a recording is when retention (`--disk`, `--min-free`, `--max-age`) deleted every frame it made

@@ -203,6 +203,36 @@ import Testing
         #expect(again.stderr.contains("delete a marker"), "\(again.stderr)")
     }
 
+    /// A marker held for years into the future, made while no `--disk` bounded the store, keeps every segment
+    /// recorded while it lasts: a recording started with `--disk` says so at once, naming the marker.
+    @Test func aHoldReachingFarPastTheRecordingIsNamedWhenADiskBudgetIsGiven() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try waitUntil("the recorder holds 1 s", interval: .milliseconds(50)) {
+            (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 30
+        }
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "forever", "--hold-after", "36500d"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        recorder.process.interrupt()
+        #expect(try recorder.finish().status == 0)
+        let again = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s", "--disk", "64MiB",
+        ])
+        #expect(
+            again.stderr.contains("warning: marker 1 ('forever') holds what 'camera' records for the next"),
+            "\(again.stderr)")
+        #expect(again.stderr.contains("'rewind unmark --store DIR --id 1'"), "\(again.stderr)")
+        let modest = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+        ])
+        #expect(!modest.stderr.contains("holds what"), "no --disk, no warning: \(modest.stderr)")
+    }
+
     /// A recorder killed while a save waits for its post-roll: the client says the recorder stopped before the
     /// save finished.
     @Test func aRecorderKilledMidSaveIsReportedAsSuch() throws {
