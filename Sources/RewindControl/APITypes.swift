@@ -619,6 +619,13 @@ enum APICoding {
                 .badRequest,
                 "the body is not valid JSON (\(detail ?? "\(error)")): '\(excerpt(body))'; send one JSON object")
         }
+        // Foundation's parser takes a comma before a closing bracket, which JSON does not allow.
+        if let comma = trailingCommaOffset(in: text) {
+            throw APIError(
+                .badRequest,
+                "the body is not valid JSON (a comma before the closing bracket at byte \(comma)): "
+                    + "'\(excerpt(body))'; send one JSON object")
+        }
         guard let object = parsed as? [String: Any] else {
             throw APIError(.badRequest, "the body is not a JSON object: '\(excerpt(body))'")
         }
@@ -651,6 +658,31 @@ enum APICoding {
         } catch {
             throw APIError(.badRequest, "the body is not a valid request: \(error)")
         }
+    }
+
+    /// The byte offset of the first comma that an object or array closes after (`{"a":1,}`, `[1,]`), which JSON
+    /// does not allow; nil when there is none. Strings are skipped.
+    ///
+    /// - Complexity: O(n) in the bytes of `json`.
+    static func trailingCommaOffset(in json: [UInt8]) -> Int? {
+        var comma: Int?
+        var index = 0
+        while index < json.count {
+            switch json[index] {
+            case UInt8(ascii: "\""):
+                comma = nil
+                index += 1
+                while index < json.count && json[index] != UInt8(ascii: "\"") {
+                    index += json[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+            case UInt8(ascii: ","): comma = index
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): if let comma { return comma }
+            case UInt8(ascii: " "), 0x09, 0x0A, 0x0D: break
+            default: comma = nil
+            }
+            index += 1
+        }
+        return nil
     }
 
     /// The first key that appears twice in one object of `json` (valid JSON), in order; nil when none does. Keys

@@ -212,6 +212,9 @@ final class RawConnection {
             ("POST", "/v1/saves", #"{"path":"/tmp/\#(String(repeating: "y", count: 240)).mkv"}"#, 400, "bad_request"),
             // A directory that takes no new file: refused when asked, not a save that fails after 202.
             ("POST", "/v1/saves", #"{"path":"/proc/self/x.mkv"}"#, 400, "bad_request"),
+            // A comma before a closing bracket is not JSON, though Foundation's parser takes it.
+            ("POST", "/v1/markers", #"{"label":"x",}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"last":"1s" , }"#, 400, "bad_request"),
             ("POST", "/v1/clips", #"{"from":"0s","to":"1s","path":"/proc/self/x.mkv"}"#, 400, "bad_request"),
             ("POST", "/v1/saves/\(object.id)/extend", #"{"after":"1s"}"#, 409, "conflict"),
             ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
