@@ -112,6 +112,14 @@ public protocol FileSystem: Sendable {
 }
 
 extension FileSystem {
+    /// The size of the file at `path` in bytes (opened, measured, closed); nil when it cannot be opened or measured
+    /// (gone, or a limit of the system).
+    public func fileBytes(_ path: String) -> Int64? {
+        guard let fd = try? open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0) else { return nil }
+        defer { close(fd) }
+        return try? size(fd, path: path)
+    }
+
     /// Does nothing: a file system that cannot start writeback early lets the next sync do all the work.
     public func startWriteback(_ fd: Int32, offset: Int64, length: Int64) {}
 

@@ -54,13 +54,8 @@ extension SegmentStore {
             let full = StoreOptions.indexReserveBytes
             var held: Int64 = 0
             if fileSystem.fileExists(path) {
-                do throws(FileSystemError) {
-                    let fd = try fileSystem.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
-                    defer { fileSystem.close(fd) }
-                    held = try fileSystem.size(fd, path: path)
-                } catch {
-                    return
-                }
+                guard let size = fileSystem.fileBytes(path) else { return }
+                held = size
             }
             indexReserveHeld.store(min(held, full), ordering: .relaxed)
             guard held < full,
@@ -144,13 +139,9 @@ extension SegmentStore {
                 guard (try? fileSystem.availableBytes(directory)).map({ $0 < indexReserveSlice }) == true else {
                     throw error
                 }
-                let held: Int64? = try? {
-                    () throws(FileSystemError) -> Int64 in
-                    let fd = try fileSystem.open(path, flags: O_RDONLY | O_CLOEXEC, mode: 0)
-                    defer { fileSystem.close(fd) }
-                    return try fileSystem.size(fd, path: path)
-                }()
-                guard let held, shrinkReserveFile(path, holding: held, fileSystem: fileSystem) != nil else {
+                guard let held = fileSystem.fileBytes(path),
+                    shrinkReserveFile(path, holding: held, fileSystem: fileSystem) != nil
+                else {
                     throw error
                 }
             }

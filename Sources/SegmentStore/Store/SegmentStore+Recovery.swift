@@ -399,13 +399,7 @@ extension SegmentStore {
             return suffix.first.map { Self.setAsideSuffixes.contains(String($0)) } == true
                 && (suffix.count == 1 || Int(suffix[1]) != nil)
         }.sorted().map { name in
-            let path = segmentsDirectory + "/" + name
-            let bytes = try? Self.wrapIO { () throws(FileSystemError) -> Int64 in
-                let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
-                defer { fileSystem.close(fd) }
-                return try fileSystem.size(fd, path: path)
-            }
-            return (name, bytes ?? 0)
+            (name, fileSystem.fileBytes(segmentsDirectory + "/" + name) ?? 0)
         }
     }
 

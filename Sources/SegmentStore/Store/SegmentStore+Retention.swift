@@ -56,7 +56,7 @@ extension SegmentStore {
         var sizes: [Int64: Int64] = [:]
         var total: Int64 = 0
         for row in rows {
-            let size = fileSize(segmentsDirectory + "/" + row.fileName) ?? 0
+            let size = fileSystem.fileBytes(segmentsDirectory + "/" + row.fileName) ?? 0
             sizes[row.id] = size
             total += size
         }
@@ -141,7 +141,7 @@ extension SegmentStore {
     public func segmentFileBytes() throws -> Int64 {
         try SegmentStoreError.translatingIndexErrors {
             try index.segments().filter { $0.state != .deleting }.reduce(0) {
-                $0 + (fileSize(segmentsDirectory + "/" + $1.fileName) ?? 0)
+                $0 + (fileSystem.fileBytes(segmentsDirectory + "/" + $1.fileName) ?? 0)
             }
         }
     }
@@ -206,11 +206,6 @@ extension SegmentStore {
         }
     }
 
-    private func fileSize(_ path: String) -> Int64? {
-        guard let fd = try? fileSystem.open(path, flags: O_RDONLY, mode: 0) else { return nil }
-        defer { fileSystem.close(fd) }
-        return try? fileSystem.size(fd, path: path)
-    }
 }
 
 /// What one retention pass did.
