@@ -341,12 +341,7 @@ struct CounterWatcher: Sendable {
                     let isNew = offset >= recent.count - added
                     let before = seen.sentGapEnds[gap.startNanoseconds]
                     if isNew || (before != nil && before != gap.endNanoseconds) {
-                        events.publish(
-                            "gap",
-                            GapObject(
-                                stream: stream, startNanoseconds: clock.recorderTime(ofPTS: gap.startNanoseconds),
-                                endNanoseconds: clock.recorderTime(ofPTS: gap.endNanoseconds),
-                                reason: gap.reason.rawValue))
+                        events.publish("gap", GapObject(stream: stream, gap.onRecorderClock(clock)))
                     }
                     if isNew || before != nil { sent[gap.startNanoseconds] = gap.endNanoseconds }
                 }
@@ -379,5 +374,15 @@ struct CounterWatcher: Sendable {
     /// The sealed segments of `stream` in `store`, by id (the order they were sealed in).
     static func sealedSegments(of stream: String, in store: SegmentStore) throws -> [SegmentRow] {
         try store.segments(streamName: stream).filter { $0.state == .sealed }.sorted { $0.id < $1.id }
+    }
+}
+
+extension GapObject {
+    /// The object of a gap row of `stream`, its times as the row has them (moved to the recorder clock first where
+    /// the API speaks it).
+    public init(stream: String, _ gap: GapRow) {
+        self.init(
+            stream: stream, startNanoseconds: gap.startNanoseconds, endNanoseconds: gap.endNanoseconds,
+            reason: gap.reason.rawValue)
     }
 }

@@ -612,11 +612,7 @@ final class SaveBook: Sendable {
                 case .stored(let row, let store): [.store(store, stream: row)]
                 case .one, .all: entry.target.streams.map(entry.source)
                 }
-            lost = ((try? StreamSet(sources).lostGaps(in: range)) ?? []).map { stream, gap in
-                GapObject(
-                    stream: stream, startNanoseconds: gap.startNanoseconds, endNanoseconds: gap.endNanoseconds,
-                    reason: gap.reason.rawValue)
-            }
+            lost = ((try? StreamSet(sources).lostGaps(in: range)) ?? []).map(GapObject.init)
         }
         var finished: SaveObject?
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []

@@ -296,7 +296,7 @@ package struct StagedExport {
 
 extension GapRow {
     /// The gap with its start and end moved from its stream's pts to the recorder clock (`clock`, the stream's).
-    func onRecorderClock(_ clock: StreamClock) -> GapRow {
+    package func onRecorderClock(_ clock: StreamClock) -> GapRow {
         var moved = self
         moved.startNanoseconds = clock.recorderTime(ofPTS: startNanoseconds)
         moved.endNanoseconds = clock.recorderTime(ofPTS: endNanoseconds)

@@ -207,7 +207,9 @@ private func exportAll(
         print(line)
     }
     // Frames lost inside the range are in no file: said, with their streams.
-    if let lost = lostGapsLine(set.lostGaps(in: range), namingStreams: set.members.count > 1) { print(lost) }
+    if let lost = lostGapsLine(set.lostGaps(in: range).map(GapObject.init), namingStreams: set.members.count > 1) {
+        print(lost)
+    }
     sayEmpty()
     return ExitStatus.success
 }
@@ -508,16 +510,6 @@ func lostGapsLine(_ gaps: [GapObject], namingStreams: Bool) -> String? {
         + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")
 }
 
-/// ``lostGapsLine(_:namingStreams:)`` of gaps as the store has them.
-func lostGapsLine(_ gaps: [(stream: String, gap: GapRow)], namingStreams: Bool) -> String? {
-    lostGapsLine(
-        gaps.map {
-            GapObject(
-                stream: $0.stream, startNanoseconds: $0.gap.startNanoseconds, endNanoseconds: $0.gap.endNanoseconds,
-                reason: $0.gap.reason.rawValue)
-        }, namingStreams: namingStreams)
-}
-
 /// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
 private func copy(_ handle: FileHandle, to target: Int32, what: String, name: String) throws {
     // A pipe or FIFO is written without blocking, so an interruption ends the wait for a reader that stopped
@@ -690,7 +682,7 @@ func export(
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
     if output == "-" { printError(message) } else { print(message) }
     // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
-    let gaps = source.lostGaps(in: range).map { (stream: source.streamName, gap: $0) }
+    let gaps = source.lostGaps(in: range).map { GapObject(stream: source.streamName, $0) }
     if let lost = lostGapsLine(gaps, namingStreams: false) {
         if output == "-" { printError(lost) } else { print(lost) }
     }

@@ -300,7 +300,7 @@ private func record(
             printError(
                 "rewind record: warning: markers' holds keep \(formatBytes(held)) on disk, as much as --disk "
                     + "\(formatBytes(Int64(budget))) or more: retention will delete each new segment once it is sealed; "
-                    + "delete a marker ('rewind markers', 'rewind unmark ID') or give a larger --disk")
+                    + "delete a marker ('rewind markers', 'rewind unmark --store DIR --id ID') or give a larger --disk")
         }
         if let budget = options.diskBudget, let warning = futureHoldWarning(store, budget: budget) {
             printError(warning)
@@ -747,7 +747,7 @@ private func retentionKeptNothing(
             // The holds, not the segment length, left no room.
             advice.append(
                 "a --disk larger than the \(formatBytes(held)) markers' holds keep, or delete a marker ('rewind "
-                    + "markers', 'rewind unmark ID')")
+                    + "markers', 'rewind unmark --store DIR --id ID')")
         } else {
             advice.append("a --disk larger than a few segments (or a shorter --segment)")
         }
