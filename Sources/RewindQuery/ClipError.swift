@@ -27,7 +27,11 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .empty(let range, let held, let lost):
-            let holds = held.map { "the store holds \(formatSeconds($0.lowerBound)) … \(formatSeconds($0.upperBound))" }
+            // A range just past what is held reads as its own time, not as the last frame's (both to the nanosecond
+            // when to the millisecond they would read alike).
+            let times = formatSecondsApart(
+                [range.lowerBound, range.upperBound] + (held.map { [$0.lowerBound, $0.upperBound] } ?? []))
+            let holds = held.map { _ in "the store holds \(times[2]) … \(times[3])" }
             // Frames were there and were lost (a damaged file, a disk error): said, so the range is not taken for one
             // the source never covered.
             let gaps = lost.prefix(3).map {
@@ -36,13 +40,13 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
             let why =
                 gaps.isEmpty
                 ? "" : "its frames were lost (\(gaps.joined(separator: ", "))\(lost.count > 3 ? ", …" : "")); "
-            return "no frames in [\(formatSeconds(range.lowerBound)), \(formatSeconds(range.upperBound))); " + why
+            return "no frames in [\(times[0]), \(times[1])); " + why
                 + (holds ?? "the store holds no frames") + "; nothing was written"
         case .noFrames(let source):
             return "the \(source) holds no frames yet: nothing to export"
         case .badRange(let from, let to):
-            return "the range [\(formatSeconds(from)), \(formatSeconds(to))) is empty: its end \(formatSeconds(to)) is "
-                + "not after its start \(formatSeconds(from))"
+            let (start, end) = formatSecondsApart(from, to)
+            return "the range [\(start), \(end)) is empty: its end \(end) is not after its start \(start)"
         case .nonPositiveDuration(let duration):
             return "the duration to save (\(formatSeconds(duration.nanosecondsClamped))) must be longer than 0"
         case .badBucketCount(let count):

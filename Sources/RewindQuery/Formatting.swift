@@ -25,6 +25,18 @@ package func formatSecondsApart(_ first: Int64, _ second: Int64) -> (String, Str
     return apart ? ("\(first)ns", "\(second)ns") : rounded
 }
 
+/// Formats times to be read together, like ``formatSeconds(_:)-(Int64)``, but each to the nanosecond (`2966666668ns`)
+/// when to the millisecond it would read like another of them that differs (a range starting just after the last
+/// frame the store holds), or as zero without being zero.
+package func formatSecondsApart(_ values: [Int64]) -> [String] {
+    let texts = values.map { formatSeconds($0) }
+    return zip(values, texts).map { value, text in
+        let readsAsZero = value != 0 && (text == "0.000s" || text == "-0.000s")
+        let readsAsAnother = zip(values, texts).contains { $0.1 == text && $0.0 != value }
+        return readsAsZero || readsAsAnother ? "\(value)ns" : text
+    }
+}
+
 /// Formats a duration as seconds with millisecond precision: `12.500s`.
 package func formatSeconds(_ duration: Duration) -> String { formatSeconds(duration.nanosecondsClamped) }
 

@@ -9,6 +9,12 @@ import Testing
                 .empty(range: 5_000_000_000..<6_000_000_000, held: 0...966_000_000),
                 ["no frames in [5.000s, 6.000s)", "the store holds 0.000s … 0.966s"]
             ),
+            (
+                // A range that starts a nanosecond after the last frame held reads as later than that frame.
+                .empty(range: 2_966_666_668..<3_500_000_000, held: 0...2_966_666_667),
+                ["no frames in [2966666668ns, 3.500s)", "the store holds 0.000s … 2966666667ns"]
+            ),
+            (.badRange(from: 1_000_400_000, to: 1_000_000_000), ["[1000400000ns, 1000000000ns) is empty"]),
             (.empty(range: 0..<1, held: nil), ["the store holds no frames"]),
             (.noFrames(source: "recorder"), ["recorder holds no frames"]),
             (.nonPositiveDuration(.zero), ["0.000s"]),
