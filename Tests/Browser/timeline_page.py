@@ -232,6 +232,28 @@ def page_scenario(driver, wait, result):
         api("DELETE", "/v1/markers/%d" % marker["id"])
     part(driver, result, "long label", long_label)
 
+    def crowded_labels():
+        """Markers close together, zoomed out, never write their labels over the lane's name or over each other:
+        what has no room is hidden, and stays the marker line's tooltip."""
+        ids = [json.loads(api("POST", "/v1/markers", {"label": "crowd %d" % i, "at": at, "stream": "front"}))
+               ["markers"][0]["id"] for i, at in enumerate(["0s", "300ms", "400ms", "500ms", "600ms", "20s"])]
+        driver.execute_script("state.follow = false; setView(0, 30e9, false); loadTimelines();")
+        shown = "return arguments[0].every(id => document.querySelector('.marker[data-marker-id=\"' + id + '\"]'));"
+        wait.until(lambda d: d.execute_script(shown, ids))
+        result["crowded_labels"] = driver.execute_script("""
+            const lane = document.querySelector('.lane[data-stream="front"]');
+            const box = r => { const b = r.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
+            const labels = arguments[0].map(id => {
+                const line = lane.querySelector('.marker[data-marker-id="' + id + '"]'), span = line.querySelector('span');
+                return {text: span.textContent, visible: !span.hidden && span.offsetWidth > 0, box: box(span),
+                        tooltip: line.title};
+            });
+            return {name: box(lane.querySelector('.lane-name')), labels};
+        """, ids)
+        for id in ids:
+            api("DELETE", "/v1/markers/%d" % id)
+    part(driver, result, "crowded labels", crowded_labels)
+
     def several_files():
         """An export of several files (.y4m of every stream: a file per stream) offers a link per file, each
         serving its own file."""

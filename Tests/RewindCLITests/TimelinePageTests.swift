@@ -198,6 +198,21 @@ import Testing
         #expect((long["item_overflow"] as? Int ?? 1) <= 0, "\(long)")
         #expect((long["label_right"] as? Double ?? .infinity) <= (long["lanes_right"] as? Double ?? 0), "\(long)")
 
+        // Labels of markers close together, zoomed out, are not written over the lane's name or each other; those
+        // without room are hidden and stay their lines' tooltips.
+        let crowded = result["crowded_labels"] as? [String: Any] ?? [:]
+        let crowd = crowded["labels"] as? [[String: Any]] ?? []
+        let visible: [Any?] = crowd.filter { $0["visible"] as? Bool == true }.map { $0["box"] }
+        let boxes: [[Double]] = ([crowded["name"]] + visible).compactMap { $0 as? [Double] }
+        #expect(crowd.count == 6 && boxes.count >= 3 && boxes.count < 7, "\(crowded)")
+        for (index, box) in boxes.enumerated() {
+            for other in boxes[(index + 1)...] {
+                let apart = box[2] <= other[0] || other[2] <= box[0] || box[3] <= other[1] || other[3] <= box[1]
+                #expect(apart, "\(box) overlaps \(other): \(crowded)")
+            }
+        }
+        #expect(crowd.allSatisfy { $0["tooltip"] as? String == $0["text"] as? String }, "\(crowd)")
+
         // The save box: less than a millisecond is refused by the page; any other number is sent as whole
         // milliseconds (a number in exponent form is no duration the API takes). The label box takes 256 characters,
         // as the API does.

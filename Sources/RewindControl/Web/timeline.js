@@ -340,6 +340,7 @@ function renderLane(lane) {
     }
   }
   for (const old of lane.querySelectorAll(".marker, .hold, .save-band")) old.remove();
+  const labels = [];
   for (const marker of state.markers) {
     if (marker.stream && marker.stream !== "all" && marker.stream !== name) continue;
     if (marker.hold_from_ns != null && marker.hold_to_ns != null) {
@@ -358,7 +359,9 @@ function renderLane(lane) {
     label.title = marker.label;
     line.append(label);
     lane.append(line);
+    labels.push({ x: xAt(marker.at_ns), label });
   }
+  placeMarkerLabels(lane, labels);
   for (const save of state.saves.values()) {
     if (save.state !== "waiting" && save.state !== "exporting") continue;
     if (save.stream !== name && save.stream !== "all") continue;
@@ -367,6 +370,25 @@ function renderLane(lane) {
     band.style.left = xAt(save.from_ns) + "px";
     band.style.width = Math.max(2, (xAt(save.to_ns) - xAt(save.from_ns)) * Math.max(0.02, save.progress || 0)) + "px";
     lane.append(band);
+  }
+}
+
+// Marker labels in two rows, each after the lane's name and clear of the label before it; a label with room in
+// neither (markers close together when zoomed out) is hidden, and stays in the markers panel and the line's tooltip.
+function placeMarkerLabels(lane, labels) {
+  const name = lane.querySelector(".lane-name");
+  // The first row beside the name, the second under it.
+  const rows = [name ? name.offsetLeft + name.offsetWidth + 6 : 0, 0];
+  const tops = [2, name ? name.offsetTop + name.offsetHeight + 1 : 16];
+  labels.sort((a, b) => a.x - b.x);
+  for (const { x, label } of labels) {
+    label.parentElement.title = label.textContent;
+    const left = x + 4, width = label.offsetWidth;
+    const row = rows.findIndex(right => left >= right);
+    label.hidden = row < 0;
+    if (row < 0) continue;
+    label.style.top = tops[row] + "px";
+    rows[row] = left + width + 6;
   }
 }
 
