@@ -25,6 +25,7 @@ struct rewind_mhd_api {
     void (*destroy_response)(struct MHD_Response *);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+    const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
 };
 
 /// Loads libmicrohttpd (soname 12) and resolves `api`. Returns NULL, or what failed (dlerror's text).
@@ -43,6 +44,7 @@ static inline const char *rewind_mhd_load(struct rewind_mhd_api *api) {
     REWIND_MHD_RESOLVE(destroy_response, "MHD_destroy_response")
     REWIND_MHD_RESOLVE(add_response_header, "MHD_add_response_header")
     REWIND_MHD_RESOLVE(queue_response, "MHD_queue_response")
+    REWIND_MHD_RESOLVE(get_connection_info, "MHD_get_connection_info")
 #undef REWIND_MHD_RESOLVE
     return NULL;
 }
@@ -57,6 +59,11 @@ static inline void *rewind_mhd_mark_nul(void *context, const char *uri, struct M
     return strstr(uri, "%00") != NULL ? (void *)1 : NULL;
 }
 
+/// The socket of `connection`, or -1 (MHD_get_connection_info is variadic, which Swift cannot call).
+static inline int rewind_mhd_connection_socket(const struct rewind_mhd_api *api, struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = api->get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
 /// Starts a daemon on a listening socket the caller bound (`listen_fd`, any family: a Unix socket works), one
 /// thread per connection. MHD_start_daemon is variadic, which Swift cannot call; this fixes the options.
 /// `connection_limit` is MHD's own hard limit (beyond it MHD closes connections without a reply),

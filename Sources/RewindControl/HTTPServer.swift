@@ -95,6 +95,10 @@ public struct HTTPLimits: Sendable {
     public var maximumBodyBytes = 64 * 1024
     /// Seconds a connection may stay idle (also while sending its headers) before it is closed.
     public var idleTimeoutSeconds = 10
+    /// Seconds a connection has to send a whole request line and its headers, from when it opened or its previous
+    /// response ended; then it is closed. A client sending a byte now and then is never idle, so without this a few
+    /// dozen of them would hold every connection.
+    public var requestSeconds = 10
     /// Bytes a connection may use for its request line and headers (MHD answers 431 or 414 beyond).
     public var headerMemoryBytes = 32 * 1024
     /// Finished saves remembered (`GET /v1/saves`, `/v1/files/{id}`): the newest ones; older ones are forgotten as
@@ -104,7 +108,8 @@ public struct HTTPLimits: Sendable {
     /// new connections unanswered.
     public var extraConnections = 16
 
-    /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 32 KiB of headers, 1000 finished saves.
+    /// The defaults: 64 connections, 64 KiB bodies, 10 s idle, 10 s for a request's headers, 32 KiB of headers,
+    /// 1000 finished saves.
     public init() {}
 
     /// Lowers the connection limits so that `servers` servers all at their limits use at most `descriptors`
@@ -131,6 +136,11 @@ final class HTTPServer: @unchecked Sendable {
     private let connections = Atomic<Int>(0)
     /// Open streamed bodies, closed at stop so their connection threads return.
     private let streams = Locked<[ObjectIdentifier: any HTTPStreamBody]>([:])
+    /// Each open connection's socket, by connection, and since when it has been waiting for a request's headers
+    /// (nil while a request is served). Entries go when MHD says the connection closed, before it closes the socket.
+    private let sockets = Locked<[UInt: (socket: Int32, waitingSince: ContinuousClock.Instant?)]>([:])
+    /// Closes connections past ``HTTPLimits/requestSeconds`` without a whole request, every second.
+    private var deadlines: DispatchSourceTimer?
 
     /// Connections open now.
     var openConnections: Int { connections.load(ordering: .relaxed) }
@@ -166,6 +176,11 @@ final class HTTPServer: @unchecked Sendable {
             if cause.rawValue == EAGAIN { throw ThreadStartFailed(name: "libmicrohttpd", errno: cause) }
             throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket (\(cause))")
         }
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
+        timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
+        timer.setEventHandler { [weak self] in self?.closeLateRequests() }
+        timer.resume()
+        deadlines = timer
     }
 
     /// Ends every stream, then stops the daemon: it waits for each connection's thread and closes the listener.
@@ -175,6 +190,7 @@ final class HTTPServer: @unchecked Sendable {
             return Array(streams.values)
         }
         for stream in open { stream.close() }
+        deadlines?.cancel()
         if let daemon {
             library.api.stop_daemon(daemon)
             self.daemon = nil
@@ -191,8 +207,35 @@ final class HTTPServer: @unchecked Sendable {
         var refusal: HTTPResponse?
     }
 
-    fileprivate func connectionChanged(started: Bool) {
+    fileprivate func connectionChanged(_ connection: OpaquePointer, started: Bool) {
         connections.add(started ? 1 : -1, ordering: .relaxed)
+        let key = UInt(bitPattern: connection)
+        if started {
+            let socket = withUnsafePointer(to: library.api) { rewind_mhd_connection_socket($0, connection) }
+            sockets.withLock { $0[key] = (socket, .now) }
+        } else {
+            _ = sockets.withLock { $0.removeValue(forKey: key) }
+        }
+    }
+
+    /// Marks `connection` as serving a request (its headers are in) or, once the response ended, as waiting for
+    /// the next one.
+    fileprivate func requestChanged(_ connection: OpaquePointer, serving: Bool) {
+        sockets.withLock { $0[UInt(bitPattern: connection)]?.waitingSince = serving ? nil : .now }
+    }
+
+    /// Shuts down the sockets of connections that have waited longer than ``HTTPLimits/requestSeconds`` for a whole
+    /// request: their threads then see the connection end and close it. Under the lock, so no socket is shut
+    /// after MHD closed it (its entry goes first).
+    private func closeLateRequests() {
+        let late = ContinuousClock.now - .seconds(limits.requestSeconds)
+        sockets.withLock { sockets in
+            for (key, entry) in sockets {
+                guard let since = entry.waitingSince, since < late, entry.socket >= 0 else { continue }
+                shutdown(entry.socket, Int32(SHUT_RDWR))
+                sockets[key]?.waitingSince = nil
+            }
+        }
     }
 
     fileprivate func access(
@@ -201,6 +244,7 @@ final class HTTPServer: @unchecked Sendable {
     ) -> MHD_Result {
         guard let existing = state.pointee, !isTargetHoldingNUL(existing) else {
             // The first call: headers only. Refuse early what must not be read.
+            requestChanged(connection, serving: true)
             let exchange = Exchange()
             let holdsNUL = state.pointee.map(isTargetHoldingNUL) ?? false
             state.pointee = Unmanaged.passRetained(exchange).toOpaque()
@@ -368,15 +412,16 @@ private let accessCallback: MHD_AccessHandlerCallback = {
 /// first call.
 private func isTargetHoldingNUL(_ state: UnsafeMutableRawPointer) -> Bool { Int(bitPattern: state) == 1 }
 
-private let completedCallback: MHD_RequestCompletedCallback = { _, _, state, _ in
+private let completedCallback: MHD_RequestCompletedCallback = { context, connection, state, _ in
+    if let connection { server(context).requestChanged(connection, serving: false) }
     guard let state, let exchange = state.pointee, !isTargetHoldingNUL(exchange) else { return }
     Unmanaged<HTTPServer.Exchange>.fromOpaque(exchange).release()
     state.pointee = nil
 }
 
-private let notifyCallback: MHD_NotifyConnectionCallback = { context, _, _, code in
+private let notifyCallback: MHD_NotifyConnectionCallback = { context, connection, _, code in
     // MHD_CONNECTION_NOTIFY_STARTED is 0, MHD_CONNECTION_NOTIFY_CLOSED 1.
-    server(context).connectionChanged(started: code.rawValue == 0)
+    server(context).connectionChanged(connection!, started: code.rawValue == 0)
 }
 
 private let streamReader: MHD_ContentReaderCallback = { context, _, buffer, capacity in

@@ -298,6 +298,37 @@ final class RawConnection {
         #expect(!FileManager.default.fileExists(atPath: gone), "the removed directory was made again")
     }
 
+    /// Clients that send their headers a byte now and then, never idle for long, are closed once they have taken
+    /// `requestSeconds` without a whole request: they cannot hold every connection from the clients that ask.
+    @Test func clientsTooSlowToSendTheirHeadersCannotHoldEveryConnection() throws {
+        var limits = HTTPLimits()
+        limits.maximumConnections = 4
+        limits.extraConnections = 1
+        limits.idleTimeoutSeconds = 30
+        limits.requestSeconds = 2
+        let live = try LiveRecorder(limits: limits)
+        defer { try? live.finish() }
+        let socket = live.control.socketPath
+        let slow = try (0..<5).map { _ in try RawConnection(socket) }
+        try waitUntil("the slow clients are connected") { live.control.openConnections == 5 }
+        let request = Array("GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "a", count: 100))".utf8)
+        var open = [Bool](repeating: true, count: slow.count)
+        let start = ContinuousClock.now
+        // A byte every 200 ms from each: far within the idle timeout, far short of a request in 4 s.
+        for index in 0..<20 {
+            for (number, connection) in slow.enumerated() where open[number] {
+                open[number] = connection.send([request[index]])
+            }
+            Thread.sleep(forTimeInterval: 0.2)
+        }
+        #expect(ContinuousClock.now - start < .seconds(30), "the idle timeout cannot be what closed them")
+        try waitUntil("the slow clients are closed", timeout: .seconds(10)) { live.control.openConnections == 0 }
+        for (number, connection) in slow.enumerated() where open[number] {
+            #expect(!connection.send(Array("\r\n\r\n".utf8)) || connection.status() == nil, "client \(number)")
+        }
+        #expect(try curl(socket, "GET", "/v1/health").status == 200)
+    }
+
     /// Malformed request lines, huge headers, bodies past the limit, slow clients, invalid JSON, unknown fields and
     /// more connections than allowed: each gets its status (or, where HTTP has none to give, the connection
     /// closed), other clients are served meanwhile, and capture drops nothing.
