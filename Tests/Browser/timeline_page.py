@@ -234,7 +234,8 @@ def page_scenario(driver, wait, result):
 
     def crowded_labels():
         """Markers close together, zoomed out, never write their labels over the lane's name or over each other:
-        what has no room is hidden, and stays the marker line's tooltip."""
+        what has no room is hidden, and the hover caption at its line names it; labels let the pointer through to
+        the lane; a label's direction marks stay inside it in the markers panel."""
         ids = [json.loads(api("POST", "/v1/markers", {"label": "crowd %d" % i, "at": at, "stream": "front"}))
                ["markers"][0]["id"] for i, at in enumerate(["0s", "300ms", "400ms", "500ms", "600ms", "20s"])]
         driver.execute_script("state.follow = false; setView(0, 30e9, false); loadTimelines();")
@@ -245,14 +246,64 @@ def page_scenario(driver, wait, result):
             const box = r => { const b = r.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; };
             const labels = arguments[0].map(id => {
                 const line = lane.querySelector('.marker[data-marker-id="' + id + '"]'), span = line.querySelector('span');
-                return {text: span.textContent, visible: !span.hidden && span.offsetWidth > 0, box: box(span),
-                        tooltip: line.title};
+                return {text: span.textContent, visible: !span.hidden && span.offsetWidth > 0, box: box(span)};
             });
-            return {name: box(lane.querySelector('.lane-name')), labels};
+            const shown = lane.querySelector('.marker span:not([hidden])').getBoundingClientRect();
+            const under = document.elementFromPoint(shown.left + 3, shown.top + shown.height / 2);
+            return {name: box(lane.querySelector('.lane-name')), labels, under_label: under.tagName};
         """, ids)
+        canvas = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+        ActionChains(driver).move_to_element_with_offset(canvas, lane_offset(driver, canvas, 400e6), 0).perform()
+        wait.until(lambda d: "◆" in (text_of(d, "thumbnail-caption") or ""))
+        result["crowded_labels"]["caption"] = text_of(driver, "thumbnail-caption")
+        reversing = json.loads(api("POST", "/v1/markers", {"label": "held \u202e", "at": "1s", "stream": "front"}))
+        reversing = reversing["markers"][0]["id"]
+        isolated = "const item = document.querySelector('#marker-list li[data-marker-id=\"' + arguments[0] + '\"]');" \
+            " return item && item.querySelector('bdi') ? item.querySelector('bdi').textContent : null;"
+        driver.execute_script("loadTimelines();")
+        wait.until(lambda d: d.execute_script(isolated, reversing) is not None)
+        result["crowded_labels"]["isolated"] = driver.execute_script(isolated, reversing)
+        ids.append(reversing)
         for id in ids:
             api("DELETE", "/v1/markers/%d" % id)
     part(driver, result, "crowded labels", crowded_labels)
+
+    def page_edges():
+        """Times past 100 s keep their milliseconds; a wheel event of any size leaves a view numbers describe; a
+        busy recorder (503 unavailable) is not said to be stopping; an export with no stream chosen says so."""
+        edges = driver.execute_script("""
+            const before = [state.from, state.to];
+            const lanes = document.getElementById('timeline'), box = lanes.getBoundingClientRect();
+            lanes.dispatchEvent(new WheelEvent('wheel', {deltaY: 1e6, clientX: box.left + 100,
+                clientY: box.top + 50, bubbles: true, cancelable: true}));
+            return {seconds: formatSeconds(113712e6), tick: formatSeconds(113710e6, 1e7),
+                    finite: Number.isFinite(state.from) && Number.isFinite(state.to), zoomed_out: state.to - state.from
+                    > before[1] - before[0]};
+        """)
+        driver.execute_script("""
+            window.__fetchBeforeBusy = window.fetch;
+            window.fetch = (path, options) => String(path).includes('/v1/health')
+                ? Promise.resolve(new Response(JSON.stringify({error: {code: 'unavailable',
+                    message: 'too many connections (at most 64); try again shortly'}}),
+                    {status: 503, headers: {'Content-Type': 'application/json'}}))
+                : window.__fetchBeforeBusy(path, options);
+        """)
+        driver.execute_async_script("const done = arguments[arguments.length - 1]; checkConnection().then(done, done);")
+        edges["busy_banner"] = text_of(driver, "connection")
+        driver.execute_script("window.fetch = window.__fetchBeforeBusy; delete window.__fetchBeforeBusy;")
+        driver.execute_async_script("const done = arguments[arguments.length - 1]; checkConnection().then(done, done);")
+        wait.until(lambda d: d.execute_script("return state.connection") == "live")
+        saves = len(json.loads(api("GET", "/v1/saves"))["saves"])
+        driver.execute_script("""
+            say(''); openExport(1e9, 2e9);
+            for (const box of document.querySelectorAll('#export-streams input')) box.checked = false;
+        """)
+        driver.find_element(By.ID, "export-start").click()
+        wait.until(lambda d: "choose at least one stream" in (text_of(d, "message") or ""))
+        edges["no_stream_message"] = text_of(driver, "message")
+        edges["new_saves"] = len(json.loads(api("GET", "/v1/saves"))["saves"]) - saves
+        result["page_edges"] = edges
+    part(driver, result, "page edges", page_edges)
 
     def several_files():
         """An export of several files (.y4m of every stream: a file per stream) offers a link per file, each

@@ -199,7 +199,8 @@ import Testing
         #expect((long["label_right"] as? Double ?? .infinity) <= (long["lanes_right"] as? Double ?? 0), "\(long)")
 
         // Labels of markers close together, zoomed out, are not written over the lane's name or each other; those
-        // without room are hidden and stay their lines' tooltips.
+        // without room are hidden and named by the hover caption at their line; the pointer goes through a label to
+        // the lane; a label's direction marks are isolated in the markers panel.
         let crowded = result["crowded_labels"] as? [String: Any] ?? [:]
         let crowd = crowded["labels"] as? [[String: Any]] ?? []
         let visible: [Any?] = crowd.filter { $0["visible"] as? Bool == true }.map { $0["box"] }
@@ -211,7 +212,20 @@ import Testing
                 #expect(apart, "\(box) overlaps \(other): \(crowded)")
             }
         }
-        #expect(crowd.allSatisfy { $0["tooltip"] as? String == $0["text"] as? String }, "\(crowd)")
+        #expect(crowded["under_label"] as? String == "CANVAS", "\(crowded)")
+        #expect((crowded["caption"] as? String)?.contains("◆ crowd 2") == true, "\(crowded)")
+        #expect(crowded["isolated"] as? String == "held \u{202E}", "\(crowded)")
+
+        // Times past 100 s keep their milliseconds (an axis tick as precise as the ticks are apart); a wheel event of
+        // any size leaves a view numbers describe; a busy recorder is not said to be stopping; an export with no
+        // stream chosen says so and sends nothing.
+        let edges = result["page_edges"] as? [String: Any] ?? [:]
+        #expect(edges["seconds"] as? String == "113.712s" && edges["tick"] as? String == "113.71s", "\(edges)")
+        #expect(edges["finite"] as? Bool == true && edges["zoomed_out"] as? Bool == true, "\(edges)")
+        #expect((edges["busy_banner"] as? String)?.hasPrefix("the recorder is busy") == true, "\(edges)")
+        #expect(
+            edges["no_stream_message"] as? String == "nothing was exported: choose at least one stream"
+                && edges["new_saves"] as? Int == 0, "\(edges)")
 
         // The save box: less than a millisecond is refused by the page; any other number is sent as whole
         // milliseconds (a number in exponent form is no duration the API takes). The label box takes 256 characters,
@@ -222,7 +236,7 @@ import Testing
         let bodies = (result["save_bodies"] as? [String] ?? []).compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
         }
-        #expect(bodies.map { $0["last"] as? String } == ["250ms", "1000000000000000ms"], "\(bodies)")
+        #expect(bodies.map { $0["last"] as? String } == ["250ms", "9000000000000ms"], "\(bodies)")
         #expect(result["label_maxlength"] as? String == "\(MarkerRequest.maximumLabelLength)")
 
         // An export of several files (.y4m of every stream) has a link per file, each serving its own file.

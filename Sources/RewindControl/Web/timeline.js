@@ -111,9 +111,11 @@ function forgetMessage(key) {
 
 // ---- Formatting ------------------------------------------------------------------------------------------------
 
-function formatSeconds(nanoseconds) {
-  const s = nanoseconds / SECOND;
-  return Math.abs(s) >= 100 ? s.toFixed(1) + "s" : s.toFixed(3) + "s";
+// To the millisecond at any length of recording, as the command line says times; an axis tick as precise as the
+// ticks are apart (`step`, nanoseconds).
+function formatSeconds(nanoseconds, step) {
+  const digits = step == null ? 3 : step >= SECOND ? 0 : step >= 1e8 ? 1 : step >= 1e7 ? 2 : 3;
+  return (nanoseconds / SECOND).toFixed(digits) + "s";
 }
 // Wall-clock times are local time, as `rewind clip --from 14:03:05.200` reads a time of day; the full form is
 // ISO-8601 with the zone's offset (2026-11-30T15:03:05.200+01:00), which the command line reads as the same instant.
@@ -291,7 +293,7 @@ function renderAxis() {
   for (let t = Math.ceil(state.from / step) * step; t <= state.to; t += step) {
     const x = xAt(t);
     context.fillRect(x, 24, 1, 12);
-    context.fillText(formatSeconds(t), x + 3, 12);
+    context.fillText(formatSeconds(t, step), x + 3, 12);
     if (state.wallOffset != null) {
       const label = formatWallTick(t + state.wallOffset, step);
       labels.push(label);
@@ -356,7 +358,7 @@ function renderLane(lane) {
     line.style.left = xAt(marker.at_ns) + "px";
     const label = document.createElement("span");
     label.textContent = marker.label;
-    label.title = marker.label;
+    label.dir = "auto";
     line.append(label);
     lane.append(line);
     labels.push({ x: xAt(marker.at_ns), label });
@@ -381,25 +383,41 @@ function placeMarkerLabels(lane, labels) {
   const rows = [name ? name.offsetLeft + name.offsetWidth + 6 : 0, 0];
   const tops = [2, name ? name.offsetTop + name.offsetHeight + 1 : 16];
   labels.sort((a, b) => a.x - b.x);
-  for (const { x, label } of labels) {
-    label.parentElement.title = label.textContent;
-    const left = x + 4, width = label.offsetWidth;
+  // Every width read before any label moves: one layout, not one per label.
+  const widths = labels.map(({ label }) => label.offsetWidth);
+  labels.forEach(({ x, label }, index) => {
+    const left = x + 4;
     const row = rows.findIndex(right => left >= right);
     label.hidden = row < 0;
-    if (row < 0) continue;
+    if (row < 0) return;
     label.style.top = tops[row] + "px";
-    rows[row] = left + width + 6;
-  }
+    rows[row] = left + widths[index] + 6;
+  });
+}
+
+// The labels of the markers within a few pixels of `x` on lane `name`, for the hover caption (marker lines and
+// labels let the pointer through to the lane).
+function markersNear(name, x) {
+  const near = state.markers.filter((marker) => (!marker.stream || marker.stream === "all" || marker.stream === name)
+    && Math.abs(xAt(marker.at_ns) - x) <= 4);
+  return near.slice(0, 3).map((marker) => "  ◆ " + marker.label).join("") + (near.length > 3 ? "  …" : "");
 }
 
 function renderMarkers() {
   const list = $("marker-list");
+  // Rebuilt only when the markers changed, not at every status event.
+  const key = JSON.stringify(state.markers);
+  if (key === renderMarkers.shown) return;
+  renderMarkers.shown = key;
   list.textContent = "";
   for (const marker of state.markers) {
     const item = document.createElement("li");
     item.dataset.markerId = marker.id;
-    item.textContent = formatSeconds(marker.at_ns) + "  " + marker.stream + "  " + marker.label +
-      (marker.hold_from_ns != null ? "  (held " + formatSeconds(marker.hold_from_ns) + " … " +
+    // The label isolated: its own direction marks (U+202E) cannot reverse the text around it.
+    const label = document.createElement("bdi");
+    label.textContent = marker.label;
+    item.append(formatSeconds(marker.at_ns) + "  " + marker.stream + "  ", label,
+      marker.hold_from_ns != null ? "  (held " + formatSeconds(marker.hold_from_ns) + " … " +
         formatSeconds(marker.hold_to_ns) + ")" : "");
     list.append(item);
   }
@@ -490,6 +508,8 @@ function renderSaves() {
 // its place on the screen, so zooming past either limit never moves the view.
 function setView(from, to, follow, anchor) {
   const minimum = 50e6, maximum = 7 * 24 * 3600 * SECOND;
+  // A view no number can describe (an event's delta beyond any zoom) leaves the view as it was.
+  if (!Number.isFinite(from) || !Number.isFinite(to) || (anchor != null && !Number.isFinite(anchor))) return;
   const span = Math.min(maximum, Math.max(minimum, to - from));
   if (span !== to - from) {
     const fixed = anchor ?? (from + to) / 2;
@@ -583,7 +603,7 @@ function showThumbnail(name, t, event) {
       image.dataset.pts = String(pts);
       image.dataset.time = String(time);
       image.dataset.stream = name;
-      $("thumbnail-caption").textContent = name + " " + formatSeconds(time);
+      $("thumbnail-caption").textContent = name + " " + formatSeconds(time) + markersNear(name, x);
     } catch (error) {
       if (ticket === thumbnailRequest) nothing(frameFailureText(error, name, "at or before", t));
       noteConnectionFailure(error);
@@ -626,7 +646,8 @@ document.addEventListener("mousemove", (event) => {
 $("timeline").addEventListener("wheel", (event) => {
   event.preventDefault();
   const anchor = timeAt(localX(event));
-  const factor = Math.exp(event.deltaY * 0.002);
+  // One event zooms at most 10× either way (a huge delta would make the factor infinite).
+  const factor = Math.exp(Math.max(-Math.LN10, Math.min(Math.LN10, event.deltaY * 0.002)));
   if (event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY)) {
     const shift = ((event.deltaX || event.deltaY) / laneWidth()) * (state.to - state.from);
     setView(state.from + shift, state.to + shift, false);
@@ -718,6 +739,7 @@ $("export-dialog").addEventListener("close", async () => {
   if ($("export-dialog").returnValue !== "export" || !range) return;
   const format = $("export-format").value;
   const chosen = [...$("export-streams").querySelectorAll("input:checked")].map((box) => box.value);
+  if (chosen.length === 0) { say("nothing was exported: choose at least one stream"); return; }
   // `all` is every stream the recorder records: one .mkv with a track each; stored streams get files of their own.
   const recorded = state.streams.filter((stream) => stream.recording !== false).map((stream) => stream.name);
   const everyRecorded = recorded.length > 1 && recorded.every((name) => chosen.includes(name));
@@ -740,7 +762,8 @@ $("save-button").addEventListener("click", async () => {
   const seconds = Number($("save-seconds").value);
   if (!(seconds >= 0.001)) { say("the number of seconds to save must be at least 0.001"); return; }
   // Whole milliseconds written out: never a number in exponent form ("1e-7s", "1e+21s"), which is no duration.
-  const milliseconds = Math.round(Math.min(seconds, 1e12) * 1000).toFixed(0);
+  // At most what the API takes (106751 days): more than any store holds.
+  const milliseconds = Math.round(Math.min(seconds, 9e9) * 1000).toFixed(0);
   try {
     const save = await api("POST", "/v1/saves", { stream: state.streams.length > 1 ? "all" : undefined,
       last: milliseconds + "ms" });
@@ -811,6 +834,8 @@ function connectionText() {
   const retry = state.retryTimer ? "; trying again every " + Math.round(state.retryDelay / 1000) + " s" : "";
   switch (state.connection) {
     case "stopping": return "the recorder is stopping: what the page shows is as of now";
+    case "busy": return "the recorder is busy (too many connections): what the page shows is as of " +
+      formatClock(new Date(state.lostAt)) + retry;
     case "lost":
       return "the recorder stopped or is not reachable (since " + formatClock(new Date(state.lostAt)) +
         "): memory and status are as of then" + retry;
@@ -863,7 +888,10 @@ async function checkConnection() {
     return;
   }
   if (response.ok) { await reconnected(); return; }
-  setConnection(response.status === 401 ? "unauthorized" : response.status === 503 ? "stopping" : "lost");
+  // 503 is `stopping`, or `unavailable` (too many connections): a busy recorder still runs.
+  const code = response.status === 503 ? (await failure(response)).code : "";
+  setConnection(response.status === 401 ? "unauthorized" : code === "stopping" ? "stopping" :
+    response.status === 503 ? "busy" : "lost");
   if (!state.retryTimer) scheduleCheck();
 }
 
