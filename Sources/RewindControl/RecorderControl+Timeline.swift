@@ -86,17 +86,29 @@ extension RecorderControl {
         ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
     ]
 
-    /// Serves a page file; `/?token=…` (TCP) sets the token cookie and sends the browser on to `/`, so the token
-    /// leaves the address bar and history.
+    /// Serves a page file. `/?token=…` or the token box's `POST /` (TCP) set the token cookie and answer a page
+    /// that goes on to `/` by itself (a meta refresh, not a redirect): the token leaves the address bar, and the
+    /// browser goes on from this recorder's own page, so the `SameSite=Strict` cookie is sent also when the link
+    /// was opened from another site (after a redirect it would not be, nor on a reload).
     func page(_ request: HTTPRequest) throws -> HTTPResponse {
         guard let file = Self.pageFiles[request.path] else {
             throw APIError(.notFound, "no such path '\(request.path)': the page is / and the API is under /v1")
         }
-        guard request.method == "GET" || request.method == "HEAD" else {
+        let isTokenForm = request.method == "POST" && request.path == "/"
+        guard request.method == "GET" || request.method == "HEAD" || isTokenForm else {
             throw APIError(.methodNotAllowed, "\(request.path) takes GET, not \(request.method)")
         }
-        if request.isTCP, request.query["token"] != nil {
-            return HTTPResponse(status: 303, headers: [("Location", "/")] + Self.pageHeaders, body: .bytes([]))
+        if isTokenForm { try checkOrigin(request) }
+        if request.isTCP, request.query["token"] != nil || isTokenForm {
+            let html = """
+                <!doctype html>
+                <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=/">
+                <title>rewind</title></head><body><p>Opening <a href="/">the timeline</a> …</p></body></html>
+
+                """
+            return HTTPResponse(
+                status: 200, headers: [("Content-Type", "text/html; charset=utf-8")] + Self.pageHeaders,
+                body: .bytes(Array(html.utf8)))
         }
         return HTTPResponse(
             status: 200, headers: [("Content-Type", file.type)] + Self.pageHeaders, body: .bytes(file.bytes))
@@ -105,7 +117,8 @@ extension RecorderControl {
     /// Whether a refused request is a browser opening the page (`GET /` asking for HTML), which gets a page that
     /// says how to open it instead of the API's JSON error.
     func wantsPage(_ request: HTTPRequest) -> Bool {
-        (request.method == "GET" || request.method == "HEAD") && (request.path == "/" || request.path == "/index.html")
+        (request.method == "GET" || request.method == "HEAD" || (request.method == "POST" && request.path == "/"))
+            && (request.path == "/" || request.path == "/index.html")
             && (request.headers["accept"] ?? "").contains("text/html")
     }
 
@@ -122,13 +135,20 @@ extension RecorderControl {
             recorder makes. A token of your own goes in URL-encoded (in a query a <code>+</code> is read as a space
             and a <code>%</code> as an escape), e.g. with
             <code>python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(open(sys.argv[1]).read().strip(), safe=""))' \(file)</code>.
-            The token is taken once into a cookie and the address bar is cleared; open the page this way again
-            when the recorder has a new token or the cookie is gone.</p>
+            The token is taken once into a cookie and the address bar is cleared, but the browser's history keeps
+            the address it was opened with; open the page this way again when the recorder has a new token or the
+            cookie is gone.</p>
+            <p>Or give the token here, which keeps it out of every address and the browser's history:</p>
+            <form method="post" action="/"><label>Token <input name="token" type="password" autocomplete="off"
+            required></label> <button type="submit">Open</button></form>
             </body></html>
 
             """
+        // `same-origin`, not `no-referrer`: under the latter a browser posts the token box with `Origin: null`,
+        // which ``checkOrigin(_:)`` refuses.
+        let headers = Self.pageHeaders.map { $0.0 == "Referrer-Policy" ? ($0.0, "same-origin") : $0 }
         return HTTPResponse(
-            status: error.code.status, headers: [("Content-Type", "text/html; charset=utf-8")] + Self.pageHeaders,
+            status: error.code.status, headers: [("Content-Type", "text/html; charset=utf-8")] + headers,
             body: .bytes(Array(html.utf8)))
     }
 

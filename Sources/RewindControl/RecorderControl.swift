@@ -396,7 +396,7 @@ public final class RecorderControl: Sendable {
                 }
             }
         }
-        if let given = request.query["token"], Self.constantTimeEqual(given, token) {
+        if let given = request.query["token"] ?? Self.formToken(request), Self.constantTimeEqual(given, token) {
             return .allowed(setCookie: "\(cookie)\(token); HttpOnly; SameSite=Strict; Path=/")
         }
         return .refused(
@@ -404,6 +404,20 @@ public final class RecorderControl: Sendable {
                 .unauthorized,
                 "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in the "
                     + "recorder's DIR/token, or the file its --token-file names)"))
+    }
+
+    /// The token the 401 page's box posts to `/` (`application/x-www-form-urlencoded`: `token=…`), if this is
+    /// that request.
+    private static func formToken(_ request: HTTPRequest) -> String? {
+        guard request.method == "POST", request.path == "/",
+            (request.headers["content-type"] ?? "").hasPrefix("application/x-www-form-urlencoded")
+        else { return nil }
+        for field in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
+            let pair = field.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pair.count == 2, pair[0] == "token" else { continue }
+            return String(pair[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        }
+        return nil
     }
 
     /// Whether `a` equals `b`, taking the same time whatever their bytes (it depends only on their lengths).

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 from selenium import webdriver
@@ -415,6 +416,30 @@ def page_scenario(driver, wait, result):
         wait.until(lambda d: text_of(d, "message"))
         result["message_without_cookie"] = text_of(driver, "message")
     part(driver, result, "without the cookie", without_cookie)
+
+    def token_ways():
+        """A token link opened from another site's page opens the timeline, also on a reload; the 401 page's token
+        box opens it without the token in any address."""
+        lanes = "return document.querySelectorAll('#lanes [data-stream]').length;"
+        driver.delete_all_cookies()
+        driver.get("data:text/html,<a id=open href='%s/?token=%s'>open</a>" % (BASE, urllib.parse.quote(TOKEN)))
+        driver.find_element(By.ID, "open").click()
+        wait.until(lambda d: d.current_url == BASE + "/" and d.execute_script(lanes) >= 2)
+        driver.refresh()
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        time.sleep(1)
+        ways = {"linked_title": driver.title, "reloaded_lanes": driver.execute_script(lanes)}
+        driver.delete_all_cookies()
+        driver.get(BASE + "/")
+        ways["without_title"] = driver.title
+        box = driver.find_element(By.NAME, "token")
+        box.send_keys(TOKEN)
+        box.submit()
+        wait.until(lambda d: d.current_url == BASE + "/" and d.execute_script(lanes) >= 2)
+        ways["form_url"] = driver.current_url
+        ways["form_lanes"] = driver.execute_script(lanes)
+        result["token_ways"] = ways
+    part(driver, result, "token ways", token_ways)
 
 
 def exited(pid):

@@ -281,6 +281,15 @@ import Testing
         let refused = result["message_without_cookie"] as? String ?? ""
         #expect(refused.contains("token cookie") && refused.contains("/?token="), "\(refused)")
 
+        // A token link opened from another site's page opens the timeline, and a reload keeps it (the cookie is
+        // SameSite=Strict: after a redirect from the link it would not be sent); the 401 page's token box opens it
+        // with the token in no address.
+        let ways = result["token_ways"] as? [String: Any] ?? [:]
+        #expect(ways["linked_title"] as? String != "rewind: token needed", "\(ways)")
+        #expect(ways["reloaded_lanes"] as? Int == 2, "\(ways)")
+        #expect(ways["without_title"] as? String == "rewind: token needed", "\(ways)")
+        #expect(ways["form_lanes"] as? Int == 2 && (ways["form_url"] as? String)?.hasSuffix("/") == true, "\(ways)")
+
         // The screenshot the README shows.
         let screenshot = output + "/timeline.png"
         #expect(FileManager.default.fileExists(atPath: screenshot))
