@@ -524,8 +524,7 @@ public struct MarkerRequest: Sendable, Hashable, Codable {
         }
         // A line of its own wherever it is listed: a newline or another control character would break the line
         // (and SQLite would keep a label only up to a NUL).
-        let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
-        guard !trimmed.unicodeScalars.contains(where: { breaksLines.contains($0.properties.generalCategory) }) else {
+        guard !trimmed.holdsLineBreakingCharacters else {
             return .failure(
                 LabelProblem(message: "label must not hold control characters (newlines, tabs, NUL): give one line"))
         }
@@ -743,5 +742,14 @@ enum APICoding {
 
     static func excerpt(_ bytes: [UInt8]) -> String {
         String(decoding: bytes.prefix(80), as: UTF8.self)
+    }
+}
+
+extension String {
+    /// Whether the text holds a control character (a newline, a tab, an escape, NUL) or a line or paragraph
+    /// separator: text that would not stay one line where it is listed or logged.
+    var holdsLineBreakingCharacters: Bool {
+        let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
+        return unicodeScalars.contains { breaksLines.contains($0.properties.generalCategory) }
     }
 }

@@ -705,6 +705,13 @@ public final class RecorderControl: Sendable {
             chosen = named
         }
         if let path {
+            // One line: the recorder logs the path, and a file's name goes into a download's header.
+            guard !path.holdsLineBreakingCharacters else {
+                throw APIError(
+                    .badRequest,
+                    "path \(path.debugDescription) holds control characters (newlines, escapes, tabs): name the "
+                        + "file without them")
+            }
             guard path.hasPrefix("/") else { throw APIError(.badRequest, "path must be absolute: '\(path)'") }
             guard let named = ExportFormat(path: path) else {
                 throw APIError(.badRequest, "path '\(path)' must end in .mkv, .y4m or .mp4")

@@ -202,6 +202,9 @@ final class RawConnection {
             // A NUL would cut the path where the file is opened, after the checks saw it whole; a label stays one line.
             ("POST", "/v1/saves", #"{"last":"1s","path":"\#(notes)\u0000.mkv","wait":true}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\u0000b"}"#, 400, "bad_request"),
+            // A path is logged and named in a download's header: an escape or a newline would forge a log line.
+            ("POST", "/v1/saves", #"{"last":"1s","path":"/tmp/e\u001b[2J\nfake line.mkv"}"#, 400, "bad_request"),
+            ("POST", "/v1/clips", #"{"from":"0s","to":"1s","path":"/tmp/a\tb.mkv"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\nb"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\u2028b"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
