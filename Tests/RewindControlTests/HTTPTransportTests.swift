@@ -469,6 +469,30 @@ final class RawConnection {
         #expect(!FileManager.default.fileExists(atPath: directory + "/other/rewind.sock"))
     }
 
+    /// A token of one's own that guards nothing (a few characters) or that a header or a cookie cannot carry (a
+    /// newline inside, a space, a semicolon, not ASCII) is refused when the file is read, saying why.
+    @Test func aTokenFileWithAWeakOrUnusableTokenIsRefused() throws {
+        let directory = try TemporaryDirectory.store("tokens")
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        func load(_ text: String) throws -> String {
+            let path = directory + "/token-\(UUID().uuidString)"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            chmod(path, 0o600)
+            return try ControlToken.loadOrCreate(path: path)
+        }
+        let refused: [(String, String)] = [
+            ("a\n", "fewer than 16"), ("abcdefghij\nklmnopqrst", "\"\\n\""), ("abcdefgh ijklmnopq", "\" \""),
+            ("abcdefgh;ijklmnopq", "\";\""), ("abcdefghijklmnopé", "\"é\""),
+        ]
+        for (text, reason) in refused {
+            #expect(throws: ControlError.self, "\(text.debugDescription)") { try load(text) }
+            do { _ = try load(text) } catch {
+                #expect("\(error)".contains(reason), "\(text.debugDescription): \(error)")
+            }
+        }
+        #expect(try load("a+b/c=d==efghijklmn\n") == "a+b/c=d==efghijklmn")
+    }
+
     /// Two recorders on two ports of one host: a browser sends a host's cookies to every port of it, so each
     /// recorder names its token cookie by its port, and opening one's page leaves the other's page signed in.
     @Test func recordersOnTwoPortsOfOneHostKeepTheirOwnCookies() throws {
