@@ -748,7 +748,7 @@ enum APICoding {
 extension String {
     /// Whether the text holds a control character (a newline, a tab, an escape, NUL) or a line or paragraph
     /// separator: text that would not stay one line where it is listed or logged.
-    var holdsLineBreakingCharacters: Bool {
+    package var holdsLineBreakingCharacters: Bool {
         let breaksLines: Set<Unicode.GeneralCategory> = [.control, .lineSeparator, .paragraphSeparator]
         return unicodeScalars.contains { breaksLines.contains($0.properties.generalCategory) }
     }

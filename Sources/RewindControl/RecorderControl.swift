@@ -105,6 +105,9 @@ public final class RecorderControl: Sendable {
     private let token: String?
     /// Where the TCP token is kept (`--token-file`, or `DIR/token`), named by the page a browser gets without it.
     let tokenFilePath: String
+    /// Host names besides IP addresses and `localhost` that browsers may reach the recorder by (`--allow-host`),
+    /// lowercased.
+    let allowedHosts: Set<String>
     private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
     let events = EventHub()
@@ -130,12 +133,14 @@ public final class RecorderControl: Sendable {
     ///   - limits: connections, body size, timeouts; the connections are lowered to fit the process's limit on open
     ///     descriptors, less ``descriptorsKeptForRecording``.
     ///   - listen: the TCP listener, or nil for the Unix socket only.
+    ///   - allowedHosts: names besides IP addresses and `localhost` a browser may reach the recorder by (a reverse
+    ///     proxy's); see ``checkHost(_:)``.
     ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not.
     /// - Throws: ``ControlError``: the socket cannot be made, another recorder answers on it, the TCP address is
     ///   not loopback without `allowsAnyAddress`.
     public init(
         recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska,
-        limits: HTTPLimits = HTTPLimits(), listen: Listen? = nil,
+        limits: HTTPLimits = HTTPLimits(), listen: Listen? = nil, allowedHosts: [String] = [],
         onSave: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void = { _ in }
     ) throws {
         self.recorder = recorder
@@ -152,6 +157,7 @@ public final class RecorderControl: Sendable {
         socketPath = directory + "/" + RecorderControl.socketName
         token = listen?.token
         tokenFilePath = listen?.tokenFile ?? directory + "/token"
+        self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
         self.onSave = onSave
         let events = self.events
         book = SaveBook(
@@ -344,6 +350,7 @@ public final class RecorderControl: Sendable {
     ///
     /// - Returns: the answer: JSON with the right status, or an event stream.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        do { try checkHost(request) } catch { return APIError(error).response }
         var setCookie: String?
         if request.isTCP {
             switch authorize(request) {
@@ -360,6 +367,31 @@ public final class RecorderControl: Sendable {
         }
         if let setCookie { response.headers.append(("Set-Cookie", setCookie)) }
         return response
+    }
+
+    /// A browser's request (it sends `Sec-Fetch-Site` or `Origin`) must name the recorder by an IP address,
+    /// `localhost`, or a name ``allowedHosts`` holds: a page of another site that points its own name at this
+    /// machine (DNS rebinding) is then its own origin to the browser, and could otherwise read frames and make saves
+    /// through a proxy to the Unix socket, which needs no token. Programs (curl, `rewind`) send no such header and
+    /// may name any host.
+    func checkHost(_ request: HTTPRequest) throws {
+        guard request.headers["sec-fetch-site"] != nil || request.headers["origin"] != nil,
+            let host = request.headers["host"]?.lowercased(), !host.hasPrefix("[")
+        else { return }
+        // Without the port: the last `:` is followed by digits only.
+        var name = Substring(host)
+        if let colon = host.lastIndex(of: ":"), host[host.index(after: colon)...].allSatisfy(\.isNumber) {
+            name = host[..<colon]
+        }
+        var address = in_addr()
+        let isAddress = inet_pton(AF_INET, String(name), &address) == 1
+        guard !isAddress, name != "localhost", !name.hasSuffix(".localhost"), !allowedHosts.contains(String(name))
+        else { return }
+        throw APIError(
+            .forbidden,
+            "a browser's request for host '\(name)' is refused: this recorder answers browsers at IP addresses, "
+                + "localhost and the names --allow-host gives (so no other site's page can reach it by pointing its "
+                + "own name here); if '\(name)' is yours, run the recorder with --allow-host \(name)")
     }
 
     private enum Authorization {

@@ -59,6 +59,10 @@ let recordCommand = Command(
             .value(
                 "token-file", "PATH", "the TCP listener's token (created with mode 0600 if missing; default: DIR/token)"
             ),
+            .value(
+                "allow-host", "NAME",
+                "a name browsers may reach the API by besides IP addresses and localhost (a reverse proxy's); repeat "
+                    + "for several", repeatable: true),
         ]),
     run: runRecord)
 

@@ -163,13 +163,19 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     if let duration, duration <= .zero { throw UsageError("--duration must be longer than 0s") }
     let followsPressure = arguments.string("memory-pressure")! == "auto"
     let listen = try listenOptions(arguments, directory: directory)
+    for host in arguments.strings("allow-host")
+    where host.isEmpty || host.contains(where: { ":/[] ".contains($0) }) || host.holdsLineBreakingCharacters {
+        throw UsageError(
+            "--allow-host: \(host.debugDescription) is not a host name: give the name alone, without a port or "
+                + "scheme (e.g. --allow-host camera.example.com)")
+    }
 
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
     try checkFloorFits(options, directory: directory)
     let status = try record(
         opened, directory: directory, configuration: configuration, options: options,
-        followsPressure: followsPressure, listen: listen)
+        followsPressure: followsPressure, listen: listen, allowedHosts: arguments.strings("allow-host"))
     // The inputs left out: each is a loss of this run, as a stalled input is.
     for name in withoutHeader {
         printError(
@@ -266,7 +272,7 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
 
 private func record(
     _ inputs: [OpenedInput], directory: String, configuration: RecorderConfiguration, options: StoreOptions,
-    followsPressure: Bool, listen: RecorderControl.Listen?
+    followsPressure: Bool, listen: RecorderControl.Listen?, allowedHosts: [String]
 ) throws -> Int32 {
     let specs = inputs.map { RecorderStreamSpec(name: $0.name, stream: $0.source.stream) }
     try checkMemoryFits(specs.map(\.stream), configuration)
@@ -327,7 +333,9 @@ private func record(
         // The recorder's exports never write a FIFO or device in place: one nobody reads would block its export
         // threads, and with them cancels and the stop (clients copy to such files themselves).
         StagedExport.refuseSpecialFiles()
-        control = try RecorderControl(recorder: recorder, directory: directory, listen: listen) { result in
+        control = try RecorderControl(
+            recorder: recorder, directory: directory, listen: listen, allowedHosts: allowedHosts
+        ) { result in
             switch result {
             case .success(let summary):
                 printError("saved: " + describe(summary, destination: summary.path ?? "a client"))

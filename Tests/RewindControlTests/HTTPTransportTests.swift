@@ -469,6 +469,30 @@ final class RawConnection {
         #expect(!FileManager.default.fileExists(atPath: directory + "/other/rewind.sock"))
     }
 
+    /// A browser's request must name the recorder by an IP address, `localhost` or a name `--allow-host` gives: a
+    /// page of another site that points its own name here (DNS rebinding) gets 403 for reads and changes alike,
+    /// also through the Unix socket (a proxy's way in, which needs no token). Programs name any host.
+    @Test func browsersMustNameTheRecorderByAnAddressOrAnAllowedName() throws {
+        let live = try LiveRecorder(allowedHosts: ["Camera.Example.com"])
+        defer { try? live.finish() }
+        let socket = live.control.socketPath
+        func status(_ host: String, browser: Bool, _ method: String = "GET", _ path: String = "/v1/status") throws
+            -> Int
+        {
+            let headers = ["-H", "Host: \(host)"] + (browser ? ["-H", "Sec-Fetch-Site: same-origin"] : [])
+            return try curl(socket, method, path, body: method == "POST" ? #"{"label":"x"}"# : nil, extra: headers)
+                .status
+        }
+        #expect(try status("rebound.example", browser: true) == 403)
+        #expect(try status("rebound.example:8080", browser: true, "POST", "/v1/markers") == 403)
+        let refused = try curl(socket, "GET", "/v1/status", extra: ["-H", "Host: rebound.example", "-H", "Origin: x"])
+        #expect(refused.body.contains("--allow-host rebound.example"), "\(refused.body)")
+        for host in ["127.0.0.1:8080", "[::1]:8080", "localhost:8080", "cams.localhost", "camera.example.com:443"] {
+            #expect(try status(host, browser: true) == 200, "\(host)")
+        }
+        #expect(try status("rebound.example", browser: false) == 200, "a program names any host")
+    }
+
     /// A token of one's own that guards nothing (a few characters) or that a header or a cookie cannot carry (a
     /// newline inside, a space, a semicolon, not ASCII) is refused when the file is read, saying why.
     @Test func aTokenFileWithAWeakOrUnusableTokenIsRefused() throws {

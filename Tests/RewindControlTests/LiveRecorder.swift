@@ -115,7 +115,8 @@ final class LiveRecorder: @unchecked Sendable {
 
     init(
         window: Duration = .seconds(2), options: StoreOptions = StoreOptions(), limits: HTTPLimits = HTTPLimits(),
-        listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180, spill: SpillPolicy = .eager
+        listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180,
+        spill: SpillPolicy = .eager, allowedHosts: [String] = []
     ) throws {
         var feed = try CameraFeed()
         self.directory = try directory ?? TemporaryDirectory.store()
@@ -130,8 +131,9 @@ final class LiveRecorder: @unchecked Sendable {
         nextIndex.store(Int64(prefill), ordering: .relaxed)
         self.feed = feed
         let saves = log
-        control = try RecorderControl(recorder: recorder, directory: self.directory, limits: limits, listen: listen) {
-            result in
+        control = try RecorderControl(
+            recorder: recorder, directory: self.directory, limits: limits, listen: listen, allowedHosts: allowedHosts
+        ) { result in
             let summary = try? result.get()
             saves.summaries.withLock { $0.append(summary) }
         }
