@@ -36,6 +36,27 @@ import Testing
         #expect(abs(duration - 2.0) < 0.01, "duration \(duration)")
     }
 
+    /// At 1000 fps and more every frame decodes, the last one too, and a clip of one frame holds it (ffmpeg took
+    /// such a Matroska track for 10⁹ fps and left the last frame out of the .mp4's edit list).
+    @Test(arguments: [1000, 2000]) func everyFrameOfAFastStreamDecodes(fps: Int32) throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let camera = SyntheticCamera(
+            layout: try FrameLayout(format: .i420, width: 160, height: 90),
+            frameDuration: FrameTime(value: 1, timescale: fps))
+        let step = 1_000_000_000 / Int64(fps)
+        for count in [30, 1] {
+            let frames = try (0..<count).map { index in
+                (info: try info(ns: Int64(index) * step), bytes: try camera.frameBytes(at: Int64(index)))
+            }
+            let output = TemporaryDirectory.shared.file("fast-\(fps)-\(count).mp4")
+            var exporter = try makeExporter(
+                format: .mp4, stream: camera.stream, destination: .path(output), quality: .lossless)
+            try writeFrames(frames, layout: camera.stream.layout, to: &exporter)
+            #expect(try exporter.finish().frames == count)
+            #expect(try ExternalTools.frameMD5s(output, pixelFormat: "yuv420p").count == count, "\(fps) fps")
+        }
+    }
+
     @Test func irregularTimestampsKeepEveryFrameAndColour() throws {
         // 10 frames at 30 fps, a gap of about 1 s, 10 more off the first ones' frame grid (a recording started
         // again): passthrough keeps 20 frames (no duplicates to fill the gap), each at its own time.

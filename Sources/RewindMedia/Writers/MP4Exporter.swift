@@ -87,6 +87,12 @@ public final class MP4Exporter: Exporter {
             // after a gap that is not a whole number of frames onto the first frames' grid.
             "-enc_time_base", "1:90000",
         ]
+        // The stream's nominal rate for the encoder (with passthrough every frame keeps its own time): without it
+        // ffmpeg takes a Matroska track of 1000 fps or more for 10⁹ fps and gives the last frame no duration, so the
+        // .mp4's edit list ends before it (29 of 30 frames decode; a one-frame clip, none).
+        if stream.frameDuration.value > 0 {
+            arguments += ["-r", "\(stream.frameDuration.timescale)/\(stream.frameDuration.value)"]
+        }
         arguments += quality.x264Arguments
         arguments += MP4Exporter.colourArguments(stream)
         errorLog = NSTemporaryDirectory() + "rewind-ffmpeg-\(getpid())-\(UUID().uuidString).log"
