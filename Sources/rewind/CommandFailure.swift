@@ -161,12 +161,20 @@ struct CommandFailure {
 
     private static func advice(for error: InputError) -> String? {
         switch error.problem {
-        case .unsupportedColorSpace:
-            "convert first, e.g. ffmpeg -i in -pix_fmt yuv420p -f yuv4mpegpipe out.y4m"
+        case .unsupportedColorSpace(let token):
+            // More than 8 bits (`C422p10`, `Cmono12`: digits after `p` or `mono` at the end) keeps 10 of them in the
+            // one deeper format taken, 4:2:0 10-bit.
+            let digits = token.reversed().prefix(while: \.isNumber).count
+            let base = token.dropLast(digits)
+            guard digits > 0, base.hasSuffix("p") || base.hasSuffix("mono") else {
+                return "convert first, e.g. ffmpeg -i in -pix_fmt yuv420p -f yuv4mpegpipe out.y4m"
+            }
+            return "convert first, keeping 10 bits, e.g. ffmpeg -i in -pix_fmt yuv420p10le -strict -1 -f "
+                + "yuv4mpegpipe out.y4m (or -pix_fmt yuv420p for 8 bits)"
         case .interlaced:
-            "deinterlace first, e.g. ffmpeg -vf bwdif"
+            return "deinterlace first, e.g. ffmpeg -vf bwdif"
         default:
-            nil
+            return nil
         }
     }
 

@@ -48,7 +48,19 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     }
     try checkAddressSpaceFits(memoryBudget: configuration.memoryBudget, command: "the soak")
 
-    // Where the report and chart go must be writable before the soak runs, not only when it ends.
+    // Where the report and chart go must be writable before the soak runs, not only when it ends; two files.
+    if arguments.string("report") == "-" || arguments.string("chart") == "-" {
+        throw UsageError(
+            "--\(arguments.string("report") == "-" ? "report" : "chart"): '-' is no file here (the summary is on "
+                + "stdout): give a file, or /dev/stdout for the report alone", showsHelp: false)
+    }
+    if let report = arguments.string("report"), let chart = arguments.string("chart"),
+        System.followingLinks(report) == System.followingLinks(chart), !isSpecialFile(report)
+    {
+        throw UsageError(
+            "--report and --chart both name \(report): the chart would replace the report; give two files",
+            showsHelp: false)
+    }
     for option in ["report", "chart"] {
         guard let path = arguments.string(option), !isSpecialFile(path) else { continue }
         try checkNotADirectory(path, option: "--\(option)", example: option == "report" ? "soak.json" : "soak.svg")
@@ -87,6 +99,17 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
         printError("rewind soak: failed: " + report.failedInvariants.joined(separator: ", "))
         return ExitStatus.failure
     }
+    // Stopped early: what ran held, but it is not the run asked for (events due later never happened).
+    if report.endReason == .stopped {
+        let applied = Set(report.events.map { "\($0.at):\($0.event)" })
+        let missed = events.filter { !applied.contains("\($0.at):\($0.action)") }
+        printError(
+            "rewind soak: stopped after \(formatSeconds(report.streamNanoseconds)) of \(formatSeconds(duration)) of "
+                + "stream time: not a whole run"
+                + (missed.isEmpty ? "" : "; events never applied: " + missed.map(\.description).joined(separator: ", "))
+        )
+        return ExitStatus.interrupted
+    }
     return ExitStatus.success
 }
 
@@ -118,7 +141,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let bytes = { (value: Int) in formatBytes(Int64(value)) }
     let rate = { (value: Double) in (value < 0 ? "-" : "") + formatBytes(Int64(abs(value).rounded())) + "/s" }
     print(
-        "soak \(report.passed ? "passed" : "FAILED"): \(configuration.layout) at \(String(format: "%g", fps)) fps, "
+        "soak \(!report.passed ? "FAILED" : report.endReason == .stopped ? "STOPPED" : "passed"): \(configuration.layout) at \(String(format: "%g", fps)) fps, "
             + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
             + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
     var memory =

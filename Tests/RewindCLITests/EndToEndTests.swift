@@ -391,6 +391,10 @@ func info(_ store: String) throws -> [String: Any] {
     @Test(arguments: [
         ("YUV4MPEG2 H120 F30:1\n", "W"),
         ("YUV4MPEG2 W160 H120 F30:1 C444\n", "444"),
+        ("YUV4MPEG2 W160 H120 F30:1 C444\n", "-pix_fmt yuv420p -f yuv4mpegpipe"),
+        // More than 8 bits: the advice keeps 10 of them.
+        ("YUV4MPEG2 W160 H120 F30:1 C422p10\n", "-pix_fmt yuv420p10le -strict -1"),
+        ("YUV4MPEG2 W160 H120 F30:1 Cmono12\n", "-pix_fmt yuv420p10le -strict -1"),
         ("YUV4MPEG3 W160 H120 F30:1\n", "YUV4MPEG2"),
         ("", "header"),
     ])

@@ -154,6 +154,30 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(refused.status == 64, "\(refused.output)\n\(refused.stderr)")
         #expect(refused.stderr.contains("is a directory: give a file name in it"), "\(refused.stderr)")
         #expect(!refused.output.contains("soak passed"), "refused before the run")
+        // One file for both would keep only the chart; `-` is no file (the summary is on stdout).
+        for extra in [["--report", path("both"), "--chart", path("both")], ["--report", "-"], ["--chart", "-"]] {
+            let refused = try Tool.rewind(arguments + extra)
+            #expect(refused.status == 64 && !refused.output.contains("soak passed"), "\(extra): \(refused.stderr)")
+            #expect(
+                !FileManager.default.fileExists(atPath: path("both")) && !FileManager.default.fileExists(atPath: "-"))
+        }
+    }
+
+    /// A soak stopped by Ctrl-C before its duration is not a pass: it says how far it got and which events never
+    /// happened, and exits 130.
+    @Test func aSoakStoppedEarlyIsNotAPass() throws {
+        let soak = try Tool.startRewind([
+            "soak", "--duration", "60s", "--speed", "realtime", "--size", "160x120", "--fps", "30", "--memory", "16MiB",
+            "--events", "30s:pressure=critical,40s:pressure=normal",
+        ])
+        Thread.sleep(forTimeInterval: 3)
+        soak.process.interrupt()
+        let result = try soak.finish()
+        #expect(result.status == 130, "\(result.output)\n\(result.stderr)")
+        #expect(result.output.hasPrefix("soak STOPPED"), "\(result.output)")
+        #expect(
+            result.stderr.contains("events never applied: 30s:pressure=critical, 40s:pressure=normal"),
+            "\(result.stderr)")
     }
 
     /// A soak without `--store` records into a store under the temporary directory and removes it (and those
