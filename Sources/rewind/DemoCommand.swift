@@ -35,13 +35,27 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let elapsed = ContinuousClock.now - started
     var statistics = recorder.statistics
     let ringStatistics = recorder.memoryStatistics
+    // Stopped (Ctrl-C, SIGTERM): what was recorded is said and kept, and nothing more is done.
+    let stopped = stopRequested.load(ordering: .relaxed)
+    let recorded =
+        stopped
+        ? Duration.nanoseconds((ringStatistics.lastPTSNanoseconds ?? -1) + (frameDuration.nanoseconds ?? 0)) : seconds
     print(
-        "1. recorded \(count(loop.framesStored, "frame")) (\(formatSeconds(seconds)) of stream time) in "
+        "1. recorded \(count(loop.framesStored, "frame")) (\(formatSeconds(recorded)) of stream time) in "
             + "\(formatSeconds(elapsed)), "
             + "\(statistics.totalDrops) dropped; the ring holds \(ringStatistics.frames) frames "
             + "(\(formatSeconds(ringStatistics.firstPTSNanoseconds ?? 0)) … "
             + "\(formatSeconds(ringStatistics.lastPTSNanoseconds ?? 0)), \(formatBytes(Int64(ringStatistics.bytesInRing))))"
     )
+
+    if stopped {
+        statistics = try recorder.finish()
+        print(
+            "stopped before \(formatSeconds(seconds)) of stream time: \(statistics.framesDurable) frames durable, "
+                + "nothing saved or extracted")
+        print("inspect: rewind info --store \(directory)")
+        return ExitStatus.interrupted
+    }
 
     let exports = directory + "/exports"
     try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)

@@ -582,6 +582,27 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(finished.status == 0, "the recording was not disturbed: \(finished.stderr)")
     }
 
+    /// A demo stopped by Ctrl-C says how much it recorded (not what `--seconds` asked for), saves and extracts
+    /// nothing, and exits 130 with what it recorded kept.
+    @Test func aDemoStoppedEarlySaysWhatItRecordedAndStops() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("demo").path
+        let demo = try Tool.startRewind(["demo", "--store", store, "--seconds", "600s"])
+        defer { if demo.process.isRunning { demo.process.terminate() } }
+        try waitUntil("the demo records") { FileManager.default.fileExists(atPath: store + "/segments") }
+        Thread.sleep(forTimeInterval: 1.5)
+        demo.process.interrupt()
+        let result = try demo.finish(timeout: .seconds(120))
+        #expect(result.status == 130, "\(result.output)\n\(result.stderr)")
+        #expect(!result.output.contains("(600.000s of stream time)") && !result.output.contains("saved the last"))
+        #expect(result.output.contains("stopped before 600.000s of stream time"), "\(result.output)")
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let stored = try JSONSerialization.jsonObject(with: info.stdout)
+        #expect(((stored as? [String: Any])?["frames"] as? Int ?? 0) > 0, "what it recorded is kept")
+        #expect(!FileManager.default.fileExists(atPath: store + "/exports/last-5s.mkv"))
+    }
+
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds. One
     /// smaller than a frame stored raw (a bare `1`, in bytes) is refused before the store is touched.
