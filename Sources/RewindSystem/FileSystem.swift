@@ -99,8 +99,8 @@ public protocol FileSystem: Sendable {
     func rename(_ from: String, to: String) throws(FileSystemError)
     /// `unlink(2)`; a missing file is not an error.
     func unlink(_ path: String) throws(FileSystemError)
-    /// `mkdir(2)`; an existing directory is not an error.
-    func makeDirectory(_ path: String) throws(FileSystemError)
+    /// `mkdir(2)` with `mode` (less the umask); an existing directory is not an error (and keeps its mode).
+    func makeDirectory(_ path: String, mode: mode_t) throws(FileSystemError)
     /// The names in a directory, without `.` and `..`.
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
     /// `flock(2)`; returns false when a non-blocking lock is held elsewhere.
@@ -112,6 +112,9 @@ public protocol FileSystem: Sendable {
 }
 
 extension FileSystem {
+    /// `mkdir(2)` with mode `0o755`, as `mkdir` makes a directory; an existing directory is not an error.
+    public func makeDirectory(_ path: String) throws(FileSystemError) { try makeDirectory(path, mode: 0o755) }
+
     /// The size of the file at `path` in bytes (opened, measured, closed); nil when it cannot be opened or measured
     /// (gone, or a limit of the system).
     public func fileBytes(_ path: String) -> Int64? {
@@ -344,12 +347,12 @@ public struct POSIXFileSystem: FileSystem {
         }
     }
 
-    /// `mkdir(2)` with mode `0o755`; an existing entry at `path` (`EEXIST`) counts as made, and parent directories
-    /// are not created.
+    /// `mkdir(2)` with `mode` (less the umask); an existing entry at `path` (`EEXIST`) counts as made, and parent
+    /// directories are not created.
     ///
     /// - Throws: ``FileSystemError`` naming `mkdir` for any other failure.
-    public func makeDirectory(_ path: String) throws(FileSystemError) {
-        if Glibc.mkdir(path, 0o755) != 0 && errno != EEXIST {
+    public func makeDirectory(_ path: String, mode: mode_t) throws(FileSystemError) {
+        if Glibc.mkdir(path, mode) != 0 && errno != EEXIST {
             throw FileSystemError(operation: "mkdir", path: path, code: errno)
         }
     }

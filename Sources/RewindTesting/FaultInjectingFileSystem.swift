@@ -269,7 +269,9 @@ public final class FaultInjectingFileSystem: FileSystem {
         try base.rename(from, to: to)
     }
     public func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
-    public func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }
+    public func makeDirectory(_ path: String, mode: mode_t) throws(FileSystemError) {
+        try base.makeDirectory(path, mode: mode)
+    }
 
     public func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
         try base.contentsOfDirectory(path)

@@ -128,7 +128,19 @@ import Testing
                 ])
             #expect(result.status == 0, "\(store): \(result.stderr)")
             #expect(FileManager.default.fileExists(atPath: directory.path + "/" + store + "/index.sqlite"))
+            // A new store is its owner's alone (the camera's frames, like its socket and token); the directories
+            // made above it are as mkdir -p makes them.
+            var mode = stat()
+            #expect(stat(directory.path + "/" + store, &mode) == 0 && mode.st_mode & 0o777 == 0o700, "\(store)")
         }
+        var above = stat()
+        #expect(stat(directory.path + "/new", &above) == 0 && above.st_mode & 0o777 == 0o755)
+        // An existing directory keeps its mode.
+        let shared = directory.path + "/shared"
+        #expect(mkdir(shared, 0o750) == 0 && chmod(shared, 0o750) == 0)
+        #expect(try Tool.rewind(["record", "--store", shared, "--duration", "100ms"]).status == 0)
+        var kept = stat()
+        #expect(stat(shared, &kept) == 0 && kept.st_mode & 0o777 == 0o750)
     }
 
     @Test func everyCommandHasHelp() throws {

@@ -68,7 +68,9 @@ final class GatedFileSystem: FileSystem {
     }
     func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
     func unlink(_ path: String) throws(FileSystemError) { try base.unlink(path) }
-    func makeDirectory(_ path: String) throws(FileSystemError) { try base.makeDirectory(path) }
+    func makeDirectory(_ path: String, mode: mode_t) throws(FileSystemError) {
+        try base.makeDirectory(path, mode: mode)
+    }
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
         try base.contentsOfDirectory(path)
     }

@@ -96,7 +96,8 @@ public final class SegmentStore: Sendable {
     private static func openUntranslated(directory: String, options: StoreOptions = .init()) throws -> SegmentStore {
         let fs = options.fileSystem
         try wrapIO { () throws(FileSystemError) in
-            try fs.makeDirectory(directory)
+            // The owner's alone, as its socket and token are: the frames of a camera are nobody else's to read.
+            try fs.makeDirectory(directory, mode: 0o700)
             try fs.makeDirectory(directory + "/segments")
         }
         // A store this process may not write is refused now, not when its first frames are written: SQLite would
