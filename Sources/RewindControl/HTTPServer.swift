@@ -139,8 +139,6 @@ final class HTTPServer: @unchecked Sendable {
     /// Each open connection's socket, by connection, and since when it has been waiting for a request's headers
     /// (nil while a request is served). Entries go when MHD says the connection closed, before it closes the socket.
     private let sockets = Locked<[UInt: (socket: Int32, waitingSince: ContinuousClock.Instant?)]>([:])
-    /// Closes connections past ``HTTPLimits/requestSeconds`` without a whole request, every second.
-    private var deadlines: DispatchSourceTimer?
 
     /// Connections open now.
     var openConnections: Int { connections.load(ordering: .relaxed) }
@@ -176,11 +174,6 @@ final class HTTPServer: @unchecked Sendable {
             if cause.rawValue == EAGAIN { throw ThreadStartFailed(name: "libmicrohttpd", errno: cause) }
             throw ControlError.serverFailed("libmicrohttpd could not start on the listening socket (\(cause))")
         }
-        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
-        timer.schedule(deadline: .now() + 1, repeating: 1, leeway: .milliseconds(100))
-        timer.setEventHandler { [weak self] in self?.closeLateRequests() }
-        timer.resume()
-        deadlines = timer
     }
 
     /// Ends every stream, then stops the daemon: it waits for each connection's thread and closes the listener.
@@ -190,7 +183,6 @@ final class HTTPServer: @unchecked Sendable {
             return Array(streams.values)
         }
         for stream in open { stream.close() }
-        deadlines?.cancel()
         if let daemon {
             library.api.stop_daemon(daemon)
             self.daemon = nil
@@ -226,8 +218,8 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Shuts down the sockets of connections that have waited longer than ``HTTPLimits/requestSeconds`` for a whole
     /// request: their threads then see the connection end and close it. Under the lock, so no socket is shut
-    /// after MHD closed it (its entry goes first).
-    private func closeLateRequests() {
+    /// after MHD closed it (its entry goes first). Called by the control's thread four times a second.
+    func closeLateRequests() {
         let late = ContinuousClock.now - .seconds(limits.requestSeconds)
         sockets.withLock { sockets in
             for (key, entry) in sockets {

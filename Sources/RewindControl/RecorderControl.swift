@@ -329,6 +329,9 @@ public final class RecorderControl: Sendable {
             if ContinuousClock.now - lastWatch >= .milliseconds(250) {
                 lastWatch = .now
                 watcher.publishChanges(to: events)
+                // Connections too slow to send a request go (on this thread: no timer thread to start, which a
+                // process short of threads could not).
+                for server in servers.withLock({ $0 }) { server.closeLateRequests() }
             }
             // The status once a second for clients following the events (the timeline page's panel).
             if events.count > 0 && ContinuousClock.now - lastStatus >= .seconds(1) {
