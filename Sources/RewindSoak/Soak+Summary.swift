@@ -227,7 +227,8 @@ extension SoakRun {
             report.drops[reason].map { "\(reason.rawValue): \($0)" }
         }
         var detail =
-            "\(report.framesAccepted) frames accepted, \(report.framesVerified) read back bit-exact, "
+            "\(report.framesAccepted) frame\(report.framesAccepted == 1 ? "" : "s") accepted, "
+            + "\(report.framesVerified) read back bit-exact, "
             + "\(report.framesLostToCountedDrops) missing where counted losses were recorded"
         if !losses.isEmpty { detail += " (\(losses.joined(separator: ", ")))" }
         if report.framesLost > 0 { detail += "; \(report.framesLost) lost" }

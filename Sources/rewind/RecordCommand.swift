@@ -693,7 +693,7 @@ private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStor
 }
 
 /// A frame rate as people write it: `30`, `29.97`.
-private func describeRate(_ duration: FrameTime) -> String {
+func describeRate(_ duration: FrameTime) -> String {
     let fps = Double(duration.timescale) / Double(duration.value)
     return fps == fps.rounded() ? String(Int(fps)) : String(format: "%.3f", fps)
 }

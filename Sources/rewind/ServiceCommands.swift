@@ -39,7 +39,7 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
         print(line)
         print(
             "    memory \(formatBytes(Int64(stream.memoryBytes))) of \(formatBytes(Int64(stream.memoryBudgetBytes))), "
-                + "pressure \(stream.pressure); \(stream.framesAccepted) frames accepted, "
+                + "pressure \(stream.pressure); \(count(Int(stream.framesAccepted), "frame")) accepted, "
                 + "\(stream.framesDurable) durable")
         let drops = stream.drops.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         print(

@@ -135,15 +135,23 @@ private func checkEmpty(_ directory: String) throws {
     }
 }
 
+/// "1 copy", "2 copies".
+private func copies(_ value: Int) -> String { "\(value) \(value == 1 ? "copy" : "copies")" }
+
 private func printSummary(_ report: SoakReport, store: String?, reportPath: String?, chart: String?) {
     let configuration = report.configuration
-    let fps = Double(configuration.frameDuration.timescale) / Double(configuration.frameDuration.value)
     let bytes = { (value: Int) in formatBytes(Int64(value)) }
     let rate = { (value: Double) in (value < 0 ? "-" : "") + formatBytes(Int64(abs(value).rounded())) + "/s" }
     print(
-        "soak \(!report.passed ? "FAILED" : report.endReason == .stopped ? "STOPPED" : "passed"): \(configuration.layout) at \(String(format: "%g", fps)) fps, "
+        "soak \(!report.passed ? "FAILED" : report.endReason == .stopped ? "STOPPED" : "passed"): \(configuration.layout) at \(describeRate(configuration.frameDuration)) fps, "
             + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
             + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
+    // Real time that could not keep up (a slow machine, a debug build): events came late, and the load was lighter.
+    if configuration.speed == .realtime && report.wallNanoseconds > report.streamNanoseconds / 10 * 11 + 500_000_000 {
+        print(
+            "  warning: real-time pacing fell behind (\(formatSeconds(report.wallNanoseconds)) for "
+                + "\(formatSeconds(report.streamNanoseconds)) of stream time): events were applied late (see below)")
+    }
     var memory =
         "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "
         + "(\(configuration.memoryLimitTerms)); slope "
@@ -153,7 +161,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     print(
         "  frames: \(report.framesProduced) produced (\(report.framesSkippedByCamera) skipped by the camera), "
             + "\(report.framesAccepted) accepted, \(report.framesVerified) verified bit-exact "
-            + "(\(report.copiesVerifiedFromDisk) copies from disk, \(report.copiesVerifiedFromMemory) from memory), "
+            + "(\(copies(report.copiesVerifiedFromDisk)) from disk, \(report.copiesVerifiedFromMemory) from memory), "
             + "\(report.framesLost) lost, \(report.corruptFrames) corrupt")
     let drops = report.drops.values.reduce(0, +)
     let gaps = report.gaps.values.reduce(0, +)

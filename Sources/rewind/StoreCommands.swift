@@ -141,7 +141,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }
         line += ", \(formatBytes(Int64(live.memoryBytes))) of \(formatBytes(Int64(live.memoryBudgetBytes))); "
-        line += "\(live.framesAccepted) frames accepted, \(live.framesDurable) durable; "
+        line += "\(count(Int(live.framesAccepted), "frame")) accepted, \(live.framesDurable) durable; "
         line += "memory pressure \(live.pressure) (\(count(live.pressureChanges, "change")))"
         print(line)
         if let streams = status?.streams, streams.count > 1 {

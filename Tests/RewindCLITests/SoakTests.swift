@@ -163,6 +163,18 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         }
     }
 
+    /// A soak of one frame says so in the right number, and a rate of a million frames a second as a number.
+    @Test func aSoakOfOneFrameCountsItInTheRightNumber() throws {
+        let result = try Tool.rewind([
+            "soak", "--duration", "1ns", "--size", "64x48", "--memory", "2MiB", "--fps", "1000000",
+        ])
+        #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
+        for text in ["at 1000000 fps", "(1 copy from disk", "1 frame accepted"] {
+            #expect(result.output.contains(text), "\(text): \(result.output)")
+        }
+        #expect(!result.output.contains("1 copies") && !result.output.contains("1 frames"), "\(result.output)")
+    }
+
     /// A soak stopped by Ctrl-C before its duration is not a pass: it says how far it got and which events never
     /// happened, and exits 130.
     @Test func aSoakStoppedEarlyIsNotAPass() throws {
