@@ -206,7 +206,7 @@ import Testing
     }
 
     /// SIGTERM while a soak at full speed waits for a slow disk on a small ring ends it within a moment; the run
-    /// then finishes its checks.
+    /// then finishes its checks and says it was stopped short (130: not a pass).
     @Test func sigtermEndsASoakWaitingForASlowDisk() throws {
         let child = try Tool.startRewind([
             "soak", "--duration", "10m", "--speed", "max", "--size", "320x240", "--fps", "60", "--memory", "2MiB",
@@ -219,8 +219,9 @@ import Testing
         #expect(child.waitForExit(timeout: .seconds(20)), "one SIGTERM ended the soak")
         #expect(ContinuousClock.now - signalled < .seconds(20))
         let result = try child.finish(timeout: .seconds(5))
-        #expect(result.status == 0, "\(result.output) \(result.stderr)")
-        #expect(result.output.contains("(stopped)"), "\(result.output)")
+        #expect(result.status == 130, "\(result.output) \(result.stderr)")
+        #expect(result.output.hasPrefix("soak STOPPED") && result.output.contains("(stopped)"), "\(result.output)")
+        #expect(result.output.contains("ok     frames_bit_exact"), "the checks ran: \(result.output)")
     }
 
     /// 1080p60 with 64 MiB: critical pressure leaves a ring of three frames; the soak writes through and passes.
