@@ -519,8 +519,14 @@ public struct MarkerRequest: Sendable, Hashable, Codable {
     /// `rewind mark` before it sends one (a label too long for a request body is then told what a label may be).
     public static func checkedLabel(_ label: String) -> Result<String, LabelProblem> {
         let trimmed = label.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !trimmed.isEmpty, trimmed.count <= maximumLabelLength else {
-            return .failure(LabelProblem(message: "label must be 1 to \(maximumLabelLength) characters"))
+        // Characters as a reader counts them, and bytes: one letter under thousands of combining marks is one
+        // character, and no label of 256 characters needs more than 4 bytes each.
+        guard !trimmed.isEmpty, trimmed.count <= maximumLabelLength, trimmed.utf8.count <= 4 * maximumLabelLength
+        else {
+            return .failure(
+                LabelProblem(
+                    message: "label must be 1 to \(maximumLabelLength) characters, at most "
+                        + "\(4 * maximumLabelLength) bytes in UTF-8"))
         }
         // A line of its own wherever it is listed: a newline or another control character would break the line
         // (and SQLite would keep a label only up to a NUL).

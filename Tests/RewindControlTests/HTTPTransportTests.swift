@@ -184,6 +184,7 @@ final class RawConnection {
         let kept = try #require(try decode(MarkerList.self, marked.body).markers.first, "\(marked.body)")
         let notes = "\(live.directory)/notes.txt"
         try Data("notes".utf8).write(to: URL(fileURLWithPath: notes))
+        let marks = String(repeating: "\u{301}", count: 9000)
         let cases: [(String, String, String?, Int, String)] = [
             ("GET", "/v1/saves/77", nil, 404, "not_found"),
             ("GET", "/v1/nothing", nil, 404, "not_found"),
@@ -207,6 +208,8 @@ final class RawConnection {
             ("POST", "/v1/clips", #"{"from":"0s","to":"1s","path":"/tmp/a\tb.mkv"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\nb"}"#, 400, "bad_request"),
             ("POST", "/v1/markers", #"{"label":"a\u2028b"}"#, 400, "bad_request"),
+            // One character as a reader counts it, but 9000 combining marks under it.
+            ("POST", "/v1/markers", #"{"label":"Z\#(marks)"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s","after":"1s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"stream":"lobby"}"#, 404, "not_found"),
             ("POST", "/v1/saves", #"{"path":"/no/such/dir/x.mkv"}"#, 404, "not_found"),
