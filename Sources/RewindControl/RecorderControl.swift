@@ -386,6 +386,8 @@ public final class RecorderControl: Sendable {
         if let colon = host.lastIndex(of: ":"), host[host.index(after: colon)...].allSatisfy(\.isNumber) {
             name = host[..<colon]
         }
+        // A fully qualified name's final dot (`localhost.`) names the same host.
+        if name.hasSuffix("."), name.count > 1 { name = name.dropLast() }
         var address = in_addr()
         let isAddress = inet_pton(AF_INET, String(name), &address) == 1
         guard !isAddress, name != "localhost", !name.hasSuffix(".localhost"), !allowedHosts.contains(String(name))

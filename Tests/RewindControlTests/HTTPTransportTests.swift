@@ -490,7 +490,10 @@ final class RawConnection {
         #expect(try status("rebound.example:8080", browser: true, "POST", "/v1/markers") == 403)
         let refused = try curl(socket, "GET", "/v1/status", extra: ["-H", "Host: rebound.example", "-H", "Origin: x"])
         #expect(refused.body.contains("--allow-host rebound.example"), "\(refused.body)")
-        for host in ["127.0.0.1:8080", "[::1]:8080", "localhost:8080", "cams.localhost", "camera.example.com:443"] {
+        for host in [
+            "127.0.0.1:8080", "[::1]:8080", "localhost:8080", "LocalHost.:80", "cams.localhost",
+            "camera.example.com:443", "camera.example.com.",
+        ] {
             #expect(try status(host, browser: true) == 200, "\(host)")
         }
         #expect(try status("rebound.example", browser: false) == 200, "a program names any host")
