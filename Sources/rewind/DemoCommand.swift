@@ -22,7 +22,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
     let recorder = try Recorder(
         stream: camera.stream, store: store, configuration: RecorderConfiguration(window: window, memoryBudget: budget))
-    installStopHandlers()
+    installStopHandlers(interruptsWaits: true)
     var progress = ProgressLine()
     let started = ContinuousClock.now
     let loop = try recorder.record(
@@ -57,17 +57,37 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
         return ExitStatus.interrupted
     }
 
+    do {
+        try saveAndExtract(recorder, store: store, directory: directory, saveLength: min(.seconds(5), seconds))
+    } catch let error as CommandError where error.status == ExitStatus.interrupted {
+        // Stopped while exporting: that export's file is gone (staged), what was recorded stays, sealed.
+        _ = try? recorder.finish()
+        throw error
+    }
+    return ExitStatus.success
+}
+
+/// Steps 2 to 4 of the demo and what to try next; Ctrl-C stops the export under way (its file is not kept) and the
+/// rest (130).
+private func saveAndExtract(_ recorder: Recorder, store: SegmentStore, directory: String, saveLength: Duration) throws {
+    let ringStatistics = recorder.memoryStatistics
     let exports = directory + "/exports"
     try FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+    let stop: (Int, Int64) throws -> Void = { written, _ in
+        if stopRequested.load(ordering: .relaxed) {
+            throw CommandError(
+                "interrupted after \(written) frames of an export: stopped; that file was not kept",
+                status: ExitStatus.interrupted)
+        }
+    }
     let source = ClipSource.recorder(recorder)
     // The last 5 s, or everything when the run was shorter.
-    let saveLength = min(.seconds(5), seconds)
     guard let last5 = try source.lastRange(saveLength) else { throw CommandError("nothing was recorded") }
     var step = 2
     for format in [ExportFormat.y4m, .matroska] {
         let path = "\(exports)/last-\(shortSeconds(saveLength)).\(format.fileExtension)"
         let pinStart = ContinuousClock.now
-        let summary = try source.export(range: last5, format: format, to: .path(path))
+        let summary = try source.export(range: last5, format: format, to: .path(path), progress: stop)
         let took = ContinuousClock.now - pinStart
         print(
             "\(step). saved the last \(shortSeconds(saveLength)) from memory in \(formatSeconds(took)): "
@@ -78,12 +98,12 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let spanRange = max(0, spanStart)..<(max(0, spanStart) + 4_000_000_000)
     let clipPath = "\(exports)/disk-and-memory.mkv"
     let split = try recorder.frames(in: spanRange) { _ in true }
-    let summary = try source.export(range: spanRange, format: .matroska, to: .path(clipPath))
+    let summary = try source.export(range: spanRange, format: .matroska, to: .path(clipPath), progress: stop)
     print(
         "\(step). extracted [\(formatSeconds(spanRange.lowerBound)), \(formatSeconds(spanRange.upperBound))): "
             + "\(split.fromDisk) frames from disk + \(split.fromMemory) from memory: "
             + describe(summary, destination: clipPath))
-    statistics = try recorder.finish()
+    let statistics = try recorder.finish()
     let stored = try store.summary()
     let ratio = stored.rawBytes > 0 ? Double(stored.storedBytes) / Double(stored.rawBytes) : 0
     print(
@@ -106,7 +126,6 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
             "clip:    rewind clip --store \(directory) --from \(formatSeconds(from)) --to \(formatSeconds(from + length)) -o clip.mp4"
         )
     }
-    return ExitStatus.success
 }
 
 /// `5s`, `2.5s`: seconds without trailing zeros, for names and sentences.

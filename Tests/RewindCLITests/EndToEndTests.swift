@@ -601,6 +601,21 @@ func info(_ store: String) throws -> [String: Any] {
         let stored = try JSONSerialization.jsonObject(with: info.stdout)
         #expect(((stored as? [String: Any])?["frames"] as? Int ?? 0) > 0, "what it recorded is kept")
         #expect(!FileManager.default.fileExists(atPath: store + "/exports/last-5s.mkv"))
+
+        // Stopped while it saves: the export under way stops, its file is not kept, nothing more is written.
+        let saving = try Tool.startRewind(["demo", "--store", store, "--seconds", "2s"])
+        defer { if saving.process.isRunning { saving.process.terminate() } }
+        try waitUntil("the demo saves", timeout: .seconds(120)) {
+            FileManager.default.fileExists(atPath: store + "/exports")
+        }
+        saving.process.interrupt()
+        let stopped = try saving.finish(timeout: .seconds(120))
+        #expect(stopped.status == 130, "\(stopped.output)\n\(stopped.stderr)")
+        #expect(stopped.stderr.contains("interrupted after"), "\(stopped.stderr)")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: store + "/exports")) ?? []
+        #expect(!left.contains("last-2s.mkv") && !left.contains("disk-and-memory.mkv"), "\(left)")
+        #expect(!left.contains { $0.contains(".partial") }, "\(left)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
     }
 
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
