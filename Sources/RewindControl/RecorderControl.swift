@@ -163,7 +163,7 @@ public final class RecorderControl: Sendable {
         book = SaveBook(
             recorder: recorder, concurrentExports: Self.concurrentExports, events: events,
             finishedKept: limits.finishedSavesKept, onFinish: onSave)
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        System.makeStoreDirectory(directory)
         // Exports a killed recorder left half written in DIR/exports (saves named by the recorder never come again).
         StagedExport.removeAbandonedPartials(in: directory + "/exports/")
         // A socket that answers belongs to a recorder still running (possible with spill off, which takes no lock

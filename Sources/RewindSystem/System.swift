@@ -45,6 +45,18 @@ public enum System {
         pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
     }
 
+    /// Makes `path` a store's directory, its owner's alone (mode 0700 less the umask), and the directories above it
+    /// that are missing as `mkdir -p` makes them; an existing directory keeps its mode. Failures are left to whoever
+    /// opens the directory next, which names them.
+    public static func makeStoreDirectory(_ path: String) {
+        var above = path.hasPrefix("/") ? "" : "."
+        for component in parentDirectory(of: path).split(separator: "/") {
+            above += "/" + component
+            _ = mkdir(above, 0o755)
+        }
+        _ = mkdir(path, 0o700)
+    }
+
     /// The directory `path` names its last component in, as written: `/tmp` for `/tmp/a.mkv`, `/` for `/a`, `.` for
     /// a relative name without a slash (`E`), `a` for `a/b/` (trailing slashes are not a component). Foundation's
     /// `NSString.deletingLastPathComponent` stops the process on a one-character relative name.

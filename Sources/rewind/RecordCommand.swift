@@ -937,7 +937,7 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
         return nil
     }
     let (host, port) = try RecorderControl.Listen.check(text, allowsAnyAddress: arguments.flag("listen-any"))
-    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    System.makeStoreDirectory(directory)
     // Absolute: the page a browser gets without the token names it, and the browser's user is not in our directory.
     let tokenFile = URL(fileURLWithPath: arguments.string("token-file") ?? directory + "/token").standardizedFileURL
         .path

@@ -135,6 +135,13 @@ import Testing
         }
         var above = stat()
         #expect(stat(directory.path + "/new", &above) == 0 && above.st_mode & 0o777 == 0o755)
+        // Also when the API's listener or a store-less recorder makes the directory first.
+        for (name, options) in [("listened/a", ["--listen", "127.0.0.1:0"]), ("unspilled", ["--spill", "off"])] {
+            let store = directory.path + "/" + name
+            let result = try Tool.rewind(["record", "--store", store, "--duration", "100ms"] + options)
+            var mode = stat()
+            #expect(result.status == 0 && stat(store, &mode) == 0 && mode.st_mode & 0o777 == 0o700, "\(name)")
+        }
         // An existing directory keeps its mode.
         let shared = directory.path + "/shared"
         #expect(mkdir(shared, 0o750) == 0 && chmod(shared, 0o750) == 0)
