@@ -54,8 +54,8 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
             "--\(arguments.string("report") == "-" ? "report" : "chart"): '-' is no file here (the summary is on "
                 + "stdout): give a file, or /dev/stdout for the report alone", showsHelp: false)
     }
-    if let report = arguments.string("report"), let chart = arguments.string("chart"),
-        System.followingLinks(report) == System.followingLinks(chart), !isSpecialFile(report)
+    if let report = arguments.string("report"), let chart = arguments.string("chart"), isSameFile(report, chart),
+        !isSpecialFile(report)
     {
         throw UsageError(
             "--report and --chart both name \(report): the chart would replace the report; give two files",
@@ -133,6 +133,18 @@ private func checkEmpty(_ directory: String) throws {
     else {
         throw UsageError("--store: '\(directory)' is not an empty directory; a soak records into a fresh store")
     }
+}
+
+/// Whether `a` and `b` name one file: the same device and inode when both exist (hard links too), else the same
+/// path once links are followed and `.`, `..` and the working directory are resolved.
+private func isSameFile(_ a: String, _ b: String) -> Bool {
+    var first = stat()
+    var second = stat()
+    if stat(a, &first) == 0 && stat(b, &second) == 0 {
+        return first.st_dev == second.st_dev && first.st_ino == second.st_ino
+    }
+    let resolved = { (path: String) in URL(fileURLWithPath: System.followingLinks(path)).standardizedFileURL.path }
+    return resolved(a) == resolved(b)
 }
 
 /// "1 copy", "2 copies".

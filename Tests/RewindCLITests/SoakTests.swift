@@ -155,7 +155,12 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(refused.stderr.contains("is a directory: give a file name in it"), "\(refused.stderr)")
         #expect(!refused.output.contains("soak passed"), "refused before the run")
         // One file for both would keep only the chart; `-` is no file (the summary is on stdout).
-        for extra in [["--report", path("both"), "--chart", path("both")], ["--report", "-"], ["--chart", "-"]] {
+        try FileManager.default.createDirectory(atPath: path("sub"), withIntermediateDirectories: false)
+        for extra in [
+            ["--report", path("both"), "--chart", path("both")],
+            ["--report", path("sub/../both"), "--chart", path("both")],
+            ["--report", path("./both"), "--chart", path("both")], ["--report", "-"], ["--chart", "-"],
+        ] {
             let refused = try Tool.rewind(arguments + extra)
             #expect(refused.status == 64 && !refused.output.contains("soak passed"), "\(extra): \(refused.stderr)")
             #expect(
