@@ -134,7 +134,9 @@ public enum SoakChart {
     }
 
     private static func title(_ report: SoakReport) -> String {
-        "rewind soak " + (report.passed ? "passed" : "FAILED: " + report.failedInvariants.joined(separator: ", "))
+        "rewind soak "
+            + (!report.failedInvariants.isEmpty
+                ? "FAILED: " + report.failedInvariants.joined(separator: ", ") : report.passed ? "passed" : "STOPPED")
     }
 
     private static func settings(_ report: SoakReport) -> String {

@@ -95,7 +95,7 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     if let path = arguments.string("chart") {
         try writeWhole(Data(SoakChart.svg(report).utf8), to: path, command: "soak", what: "the chart")
     }
-    guard report.passed else {
+    guard report.failedInvariants.isEmpty else {
         printError("rewind soak: failed: " + report.failedInvariants.joined(separator: ", "))
         return ExitStatus.failure
     }
@@ -155,7 +155,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let bytes = { (value: Int) in formatBytes(Int64(value)) }
     let rate = { (value: Double) in (value < 0 ? "-" : "") + formatBytes(Int64(abs(value).rounded())) + "/s" }
     print(
-        "soak \(!report.passed ? "FAILED" : report.endReason == .stopped ? "STOPPED" : "passed"): \(configuration.layout) at \(describeRate(configuration.frameDuration)) fps, "
+        "soak \(!report.failedInvariants.isEmpty ? "FAILED" : report.passed ? "passed" : "STOPPED"): \(configuration.layout) at \(describeRate(configuration.frameDuration)) fps, "
             + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
             + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
     // Real time that could not keep up (a slow machine, a debug build): events came late, and the load was lighter.

@@ -183,9 +183,12 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
     /// A soak stopped by Ctrl-C before its duration is not a pass: it says how far it got and which events never
     /// happened, and exits 130.
     @Test func aSoakStoppedEarlyIsNotAPass() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let reportPath = directory.appendingPathComponent("report.json").path
         let soak = try Tool.startRewind([
             "soak", "--duration", "60s", "--speed", "realtime", "--size", "160x120", "--fps", "30", "--memory", "16MiB",
-            "--events", "30s:pressure=critical,40s:pressure=normal",
+            "--events", "30s:pressure=critical,40s:pressure=normal", "--report", reportPath,
         ])
         Thread.sleep(forTimeInterval: 3)
         soak.process.interrupt()
@@ -195,6 +198,11 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(
             result.stderr.contains("events never applied: 30s:pressure=critical, 40s:pressure=normal"),
             "\(result.stderr)")
+        // The report says so too: a job reading it never takes the run for a pass.
+        let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: reportPath)))
+        let object = report as? [String: Any] ?? [:]
+        #expect(object["passed"] as? Bool == false && object["end_reason"] as? String == "stopped", "\(object)")
+        #expect((object["failed_invariants"] as? [String])?.isEmpty == true, "\(object)")
     }
 
     /// A soak without `--store` records into a store under the temporary directory and removes it (and those
