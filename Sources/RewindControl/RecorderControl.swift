@@ -379,12 +379,21 @@ public final class RecorderControl: Sendable {
     /// may name any host.
     func checkHost(_ request: HTTPRequest) throws {
         guard request.headers["sec-fetch-site"] != nil || request.headers["origin"] != nil,
-            let host = request.headers["host"]?.lowercased(), !host.hasPrefix("[")
+            let host = request.headers["host"]?.lowercased()
         else { return }
-        // Without the port: the last `:` is followed by digits only.
+        // Without the port: the last `:` is followed by ASCII digits only.
         var name = Substring(host)
-        if let colon = host.lastIndex(of: ":"), host[host.index(after: colon)...].allSatisfy(\.isNumber) {
+        if let colon = host.lastIndex(of: ":"),
+            host[host.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
+        {
             name = host[..<colon]
+        }
+        // An IPv6 address, in brackets: no name to rebind.
+        var address6 = in6_addr()
+        if name.hasPrefix("["), name.hasSuffix("]"),
+            inet_pton(AF_INET6, String(name.dropFirst().dropLast()), &address6) == 1
+        {
+            return
         }
         // A fully qualified name's final dot (`localhost.`) names the same host.
         if name.hasSuffix("."), name.count > 1 { name = name.dropLast() }

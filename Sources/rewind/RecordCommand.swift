@@ -163,11 +163,22 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     if let duration, duration <= .zero { throw UsageError("--duration must be longer than 0s") }
     let followsPressure = arguments.string("memory-pressure")! == "auto"
     let listen = try listenOptions(arguments, directory: directory)
-    for host in arguments.strings("allow-host")
-    where host.isEmpty || host.contains(where: { ":/[] ".contains($0) }) || host.holdsLineBreakingCharacters {
-        throw UsageError(
-            "--allow-host: \(host.debugDescription) is not a host name: give the name alone, without a port or "
-                + "scheme (e.g. --allow-host camera.example.com)")
+    // As a browser sends a name: ASCII letters, digits, hyphens and dots (a name in another script as its
+    // `xn--` form), compared without case or a final dot.
+    let nameCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789-.")
+    var allowedHosts: [String] = []
+    for given in arguments.strings("allow-host") {
+        var host = given.lowercased()
+        if host.hasSuffix(".") { host.removeLast() }
+        guard !host.isEmpty, host.allSatisfy(nameCharacters.contains), !host.hasPrefix("."), !host.contains("..")
+        else {
+            throw UsageError(
+                "--allow-host: \(given.debugDescription) is not a host name: give one name alone, as a browser sends "
+                    + "it, without a port, scheme or wildcard (e.g. --allow-host camera.example.com; a name in "
+                    + "another script in its xn-- form)",
+                showsHelp: false)
+        }
+        allowedHosts.append(host)
     }
 
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
@@ -175,7 +186,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     try checkFloorFits(options, directory: directory)
     let status = try record(
         opened, directory: directory, configuration: configuration, options: options,
-        followsPressure: followsPressure, listen: listen, allowedHosts: arguments.strings("allow-host"))
+        followsPressure: followsPressure, listen: listen, allowedHosts: allowedHosts)
     // The inputs left out: each is a loss of this run, as a stalled input is.
     for name in withoutHeader {
         printError(

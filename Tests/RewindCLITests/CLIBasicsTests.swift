@@ -135,6 +135,26 @@ import Testing
         }
         var above = stat()
         #expect(stat(directory.path + "/new", &above) == 0 && above.st_mode & 0o777 == 0o755)
+        // --allow-host takes a name as a browser sends it (any case, a final dot), nothing else.
+        for bad in ["*.example", "x,y", "Bücher.example", "a:80", "", ".example", "a..b"] {
+            let refused = try Tool.rewind(["record", "--store", directory.path + "/h", "--allow-host", bad])
+            #expect(refused.status == 64 && refused.stderr.contains("is not a host name"), "\(bad): \(refused.stderr)")
+        }
+        let named = directory.path + "/named"
+        let recorder = try Tool.startRewind([
+            "record", "--store", named, "--realtime", "--duration", "20s", "--allow-host", "Trail.Example.",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: named)
+        let asked = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "--unix-socket", named + "/rewind.sock", "-H",
+                "Host: trail.example:8080", "-H", "Sec-Fetch-Site: same-origin", "http://x/v1/health",
+            ])
+        #expect(asked.output == "200", "\(asked.output)")
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
         // Also when the API's listener or a store-less recorder makes the directory first.
         for (name, options) in [("listened/a", ["--listen", "127.0.0.1:0"]), ("unspilled", ["--spill", "off"])] {
             let store = directory.path + "/" + name

@@ -488,6 +488,8 @@ final class RawConnection {
         }
         #expect(try status("rebound.example", browser: true) == 403)
         #expect(try status("rebound.example:8080", browser: true, "POST", "/v1/markers") == 403)
+        #expect(try status("[rebound.example]", browser: true) == 403, "brackets hold an IPv6 address, not a name")
+        #expect(try status("localhost:\u{661}\u{662}", browser: true) == 403, "a port is ASCII digits")
         let refused = try curl(socket, "GET", "/v1/status", extra: ["-H", "Host: rebound.example", "-H", "Origin: x"])
         #expect(refused.body.contains("--allow-host rebound.example"), "\(refused.body)")
         for host in [
