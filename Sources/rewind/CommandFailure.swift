@@ -97,10 +97,17 @@ struct CommandFailure {
                 }
             case .tokenFile(_, let reason):
                 status = ExitStatus.usage
-                advice =
-                    reason.contains("empty")
-                    ? "write the token into it, or name a file that does not exist yet (a token is made for you)"
-                    : "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
+                if reason.contains("empty") {
+                    advice = "write the token into it, or name a file that does not exist yet (a token is made for you)"
+                } else if reason.contains("others may read it") {
+                    advice =
+                        "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
+                } else if reason.contains("its token") {
+                    // The reason says what the token lacks and how to make one.
+                    advice = nil
+                } else {
+                    advice = "choose another with --token-file, or name a file that does not exist yet"
+                }
             default:
                 break
             }

@@ -377,6 +377,24 @@ import Testing
         #expect(try recorder.finish().status == 0)
     }
 
+    /// A token file refused for its token says what the token lacks, without advice about its mode; one others may
+    /// read says to chmod it.
+    @Test func aRefusedTokenFileIsAdvisedForWhatIsWrongWithIt() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("token").path
+        try Data("short".utf8).write(to: URL(fileURLWithPath: file))
+        for (mode, says, never) in [(0o600, "fewer than 16", "chmod"), (0o644, "chmod 600", "fewer than 16")] {
+            chmod(file, mode_t(mode))
+            let result = try Tool.rewind([
+                "record", "--store", directory.appendingPathComponent("s").path, "--duration", "100ms", "--listen",
+                "127.0.0.1:0", "--token-file", file,
+            ])
+            #expect(result.status == 64, "\(result.stderr)")
+            #expect(result.stderr.contains(says) && !result.stderr.contains(never), "\(result.stderr)")
+        }
+    }
+
     /// The page a browser gets without the token names the token file by its full path, also when `--store` (or
     /// `--token-file`) was given relative to the recorder's directory (it named `store/token`).
     @Test func thePageWithoutATokenNamesTheTokenFileByItsFullPath() throws {
