@@ -98,8 +98,13 @@ extension RecorderControl {
         guard request.method == "GET" || request.method == "HEAD" || isTokenForm else {
             throw APIError(.methodNotAllowed, "\(request.path) takes GET, not \(request.method)")
         }
-        if isTokenForm { try checkOrigin(request) }
-        if request.isTCP, request.query["token"] != nil || isTokenForm {
+        if isTokenForm {
+            try checkOrigin(request)
+            // Post, then get: the answer to the post leaves the history (Back never offers to send the token again),
+            // and the redirect from this recorder's own page carries the cookie.
+            return HTTPResponse(status: 303, headers: [("Location", "/")] + Self.pageHeaders, body: .bytes([]))
+        }
+        if request.isTCP, request.query["token"] != nil {
             let html = """
                 <!doctype html>
                 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url=/">
@@ -124,12 +129,13 @@ extension RecorderControl {
 
     /// The 401 page a browser gets for `/` without a valid token: how to open the page with it, and where it is
     /// kept. The token itself is never in it.
-    func pageWithoutToken(_ error: APIError) -> HTTPResponse {
+    func pageWithoutToken(_ error: APIError, tokenWasGiven: Bool) -> HTTPResponse {
         let file = tokenFilePath.escapingMarkup
+        let wrong = tokenWasGiven ? "\n<p><strong>The token given is not this recorder's.</strong></p>" : ""
         let html = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><title>rewind: token needed</title></head><body>
-            <h1>This recorder needs its token</h1>
+            <h1>This recorder needs its token</h1>\(wrong)
             <p>Open the page as <code>/?token=TOKEN</code>, with the token kept in <code>\(file)</code>
             on the recorder's machine: <code>http://HOST:PORT/?token=$(cat \(file))</code> for the token the
             recorder makes. A token of your own goes in URL-encoded (in a query a <code>+</code> is read as a space

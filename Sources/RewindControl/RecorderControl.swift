@@ -358,7 +358,8 @@ public final class RecorderControl: Sendable {
         if request.isTCP {
             switch authorize(request) {
             case .refused(let error):
-                return wantsPage(request) ? pageWithoutToken(error) : error.response
+                let given = request.query["token"] != nil || Self.formToken(request) != nil
+                return wantsPage(request) ? pageWithoutToken(error, tokenWasGiven: given) : error.response
             case .allowed(let cookie): setCookie = cookie
             }
         }
@@ -454,7 +455,7 @@ public final class RecorderControl: Sendable {
 
     /// The token the 401 page's box posts to `/` (`application/x-www-form-urlencoded`: `token=…`), if this is
     /// that request.
-    private static func formToken(_ request: HTTPRequest) -> String? {
+    static func formToken(_ request: HTTPRequest) -> String? {
         guard request.method == "POST", request.path == "/",
             (request.headers["content-type"] ?? "").hasPrefix("application/x-www-form-urlencoded")
         else { return nil }

@@ -291,6 +291,14 @@ def page_scenario(driver, wait, result):
         """)
         driver.execute_async_script("const done = arguments[arguments.length - 1]; checkConnection().then(done, done);")
         edges["busy_banner"] = text_of(driver, "connection")
+        # A 503 that is not the recorder's (a proxy's page while it is down) is not "busy".
+        driver.execute_script("""
+            window.fetch = (path, options) => String(path).includes('/v1/health')
+                ? Promise.resolve(new Response('<html>down</html>', {status: 503}))
+                : window.__fetchBeforeBusy(path, options);
+        """)
+        driver.execute_async_script("const done = arguments[arguments.length - 1]; checkConnection().then(done, done);")
+        edges["proxy_503_state"] = driver.execute_script("return state.connection")
         driver.execute_script("window.fetch = window.__fetchBeforeBusy; delete window.__fetchBeforeBusy;")
         driver.execute_async_script("const done = arguments[arguments.length - 1]; checkConnection().then(done, done);")
         wait.until(lambda d: d.execute_script("return state.connection") == "live")
@@ -438,6 +446,12 @@ def page_scenario(driver, wait, result):
         wait.until(lambda d: d.current_url == BASE + "/" and d.execute_script(lanes) >= 2)
         ways["form_url"] = driver.current_url
         ways["form_lanes"] = driver.execute_script(lanes)
+        # Back does not land on a post to send again (the post's answer was a redirect).
+        driver.back()
+        time.sleep(1)
+        ways["back_url"] = driver.current_url
+        driver.get(BASE + "/")
+        wait.until(lambda d: d.execute_script(lanes) >= 2)
         result["token_ways"] = ways
     part(driver, result, "token ways", token_ways)
 

@@ -223,6 +223,7 @@ import Testing
         #expect(edges["seconds"] as? String == "113.712s" && edges["tick"] as? String == "113.71s", "\(edges)")
         #expect(edges["finite"] as? Bool == true && edges["zoomed_out"] as? Bool == true, "\(edges)")
         #expect((edges["busy_banner"] as? String)?.hasPrefix("the recorder is busy") == true, "\(edges)")
+        #expect(edges["proxy_503_state"] as? String == "lost", "\(edges)")
         #expect(
             edges["no_stream_message"] as? String == "nothing was exported: choose at least one stream"
                 && edges["new_saves"] as? Int == 0, "\(edges)")
@@ -289,6 +290,7 @@ import Testing
         #expect(ways["reloaded_lanes"] as? Int == 2, "\(ways)")
         #expect(ways["without_title"] as? String == "rewind: token needed", "\(ways)")
         #expect(ways["form_lanes"] as? Int == 2 && (ways["form_url"] as? String)?.hasSuffix("/") == true, "\(ways)")
+        #expect((ways["back_url"] as? String)?.hasPrefix("http://127.0.0.1") == true, "\(ways)")
 
         // The screenshot the README shows.
         let screenshot = output + "/timeline.png"
@@ -439,6 +441,9 @@ import Testing
         #expect(html.hasPrefix("HTTP/1.1 401"), "\(html)")
         #expect(html.lowercased().contains("content-type: text/html"), "\(html)")
         #expect(html.contains("/?token=") && html.contains(live.store + "/token"), "\(html)")
+        #expect(html.contains("The token given is not this recorder's."), "a wrong token is said to be wrong: \(html)")
+        let none = try Tool.run(curl, ["-s", "-H", "Accept: text/html", live.base + "/"]).output
+        #expect(none.contains("needs its token") && !none.contains("The token given"), "\(none)")
         #expect(!html.contains(live.token))
         #expect(
             try Tool.run(curl, ["-s", "-H", "Accept: application/json", live.base + "/"]).output.contains(

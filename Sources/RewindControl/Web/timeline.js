@@ -888,10 +888,11 @@ async function checkConnection() {
     return;
   }
   if (response.ok) { await reconnected(); return; }
-  // 503 is `stopping`, or `unavailable` (too many connections): a busy recorder still runs.
+  // 503 is `stopping`, or `unavailable` (too many connections): a busy recorder still runs. Any other answer (a
+  // proxy's own 503 page while the recorder is down) is no word from the recorder.
   const code = response.status === 503 ? (await failure(response)).code : "";
   setConnection(response.status === 401 ? "unauthorized" : code === "stopping" ? "stopping" :
-    response.status === 503 ? "busy" : "lost");
+    code === "unavailable" ? "busy" : "lost");
   if (!state.retryTimer) scheduleCheck();
 }
 
