@@ -26,6 +26,7 @@ struct rewind_mhd_api {
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     const union MHD_ConnectionInfo *(*get_connection_info)(struct MHD_Connection *, enum MHD_ConnectionInfoType, ...);
+    enum MHD_Result (*set_connection_option)(struct MHD_Connection *, enum MHD_CONNECTION_OPTION, ...);
 };
 
 /// Loads libmicrohttpd (soname 12) and resolves `api`. Returns NULL, or what failed (dlerror's text).
@@ -45,6 +46,7 @@ static inline const char *rewind_mhd_load(struct rewind_mhd_api *api) {
     REWIND_MHD_RESOLVE(add_response_header, "MHD_add_response_header")
     REWIND_MHD_RESOLVE(queue_response, "MHD_queue_response")
     REWIND_MHD_RESOLVE(get_connection_info, "MHD_get_connection_info")
+    REWIND_MHD_RESOLVE(set_connection_option, "MHD_set_connection_option")
 #undef REWIND_MHD_RESOLVE
     return NULL;
 }
@@ -63,6 +65,11 @@ static inline void *rewind_mhd_mark_nul(void *context, const char *uri, struct M
 static inline int rewind_mhd_connection_socket(const struct rewind_mhd_api *api, struct MHD_Connection *connection) {
     const union MHD_ConnectionInfo *info = api->get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     return info == NULL ? -1 : info->connect_fd;
+}
+/// Sets how long `connection` may make no progress before it is closed (MHD_set_connection_option is variadic).
+static inline void rewind_mhd_set_timeout(
+    const struct rewind_mhd_api *api, struct MHD_Connection *connection, unsigned int seconds) {
+    (void)api->set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 /// Starts a daemon on a listening socket the caller bound (`listen_fd`, any family: a Unix socket works), one
 /// thread per connection. MHD_start_daemon is variadic, which Swift cannot call; this fixes the options.

@@ -49,11 +49,16 @@ public protocol HTTPStreamBody: AnyObject, Sendable {
     func close()
     /// The body's length when it is known ahead (sent as `Content-Length`), nil when it is not (sent chunked).
     var byteCount: UInt64? { get }
+    /// Seconds the client may take nothing before the connection is closed, or nil for ``HTTPLimits``'s idle
+    /// timeout.
+    var stallSeconds: Int? { get }
 }
 
 extension HTTPStreamBody {
     /// Unknown: the body is sent chunked.
     public var byteCount: UInt64? { nil }
+    /// The server's idle timeout.
+    public var stallSeconds: Int? { nil }
 }
 
 /// An HTTP response: a status, headers and a body, whole or streamed.
@@ -331,6 +336,9 @@ final class HTTPServer: @unchecked Sendable {
                     raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), mustCopy)
             }
         case .stream(let stream):
+            if let seconds = stream.stallSeconds {
+                withUnsafePointer(to: library.api) { rewind_mhd_set_timeout($0, connection, UInt32(seconds)) }
+            }
             let box = StreamBox(stream: stream, server: self)
             streams.withLock { $0[ObjectIdentifier(stream)] = stream }
             made = library.api.create_response_from_callback(

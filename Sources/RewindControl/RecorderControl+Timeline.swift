@@ -337,6 +337,9 @@ final class FileBody: HTTPStreamBody, @unchecked Sendable {
     private let lock = NSLock()
     private var descriptor: Int32
     let byteCount: UInt64?
+    /// Two minutes: a download paused (a browser's, a slow pipe, a rate-limited curl) keeps its file; the idle
+    /// timeout of 10 s would cut it short.
+    var stallSeconds: Int? { 120 }
 
     init(descriptor: Int32) {
         self.descriptor = descriptor

@@ -50,7 +50,10 @@ final class RawConnection {
     }
 
     /// Everything the server sends until it closes the connection (or 30 s pass).
-    func readAll() -> String {
+    func readAll() -> String { String(decoding: readAllBytes(), as: UTF8.self) }
+
+    /// Every byte the server sends until it closes the connection (or 30 s pass).
+    func readAllBytes() -> [UInt8] {
         var reply: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -58,7 +61,7 @@ final class RawConnection {
             if count <= 0 { break }
             reply += chunk[0..<count]
         }
-        return String(decoding: reply, as: UTF8.self)
+        return reply
     }
 
     /// The status code of the response, or nil when the server closed without one.
@@ -333,6 +336,27 @@ final class RawConnection {
             #expect(!connection.send(Array("\r\n\r\n".utf8)) || connection.status() == nil, "client \(number)")
         }
         #expect(try curl(socket, "GET", "/v1/health").status == 200)
+    }
+
+    /// A download whose client stops reading for longer than the idle timeout (a paused browser download, a
+    /// rate-limited curl) keeps going once it reads again: the whole file arrives.
+    @Test func aPausedDownloadGetsTheWholeFile() throws {
+        var limits = HTTPLimits()
+        limits.idleTimeoutSeconds = 2
+        let live = try LiveRecorder(limits: limits)
+        defer { try? live.finish() }
+        let save = try #require(try live.client.save(SaveRequest(last: "5s", format: "y4m", wait: true)))
+        let size = try #require(save.files.first.flatMap { POSIXFileSystem().fileBytes($0) })
+        try #require(size > 1 << 20, "a file larger than the socket's buffer: \(size) bytes")
+        let download = try RawConnection(live.control.socketPath)
+        #expect(download.send(Array("GET /v1/files/\(save.id) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
+        var first = [UInt8](repeating: 0, count: 4096)
+        let got = recv(download.fd, &first, first.count, 0)
+        try #require(got > 0)
+        Thread.sleep(forTimeInterval: 4)  // twice the idle timeout, reading nothing
+        let reply = Array(first[0..<got]) + download.readAllBytes()
+        let headerEnd = try #require(reply.firstRange(of: Array("\r\n\r\n".utf8))).upperBound
+        #expect(reply.count - headerEnd == Int(size), "\(reply.count - headerEnd) of \(size) bytes")
     }
 
     /// Malformed request lines, huge headers, bodies past the limit, slow clients, invalid JSON, unknown fields and
