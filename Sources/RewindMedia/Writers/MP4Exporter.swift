@@ -84,8 +84,9 @@ public final class MP4Exporter: Exporter {
             // 10-bit stays 10-bit (x264's High 10 profile; lossless: High 4:4:4 Predictive).
             "-pix_fmt", stream.layout.format == .p010 ? "yuv420p10le" : "yuv420p",
             // Each frame at its own time: the encoder's default time base is one frame, which moves the frames
-            // after a gap that is not a whole number of frames onto the first frames' grid.
-            "-enc_time_base", "1:90000",
+            // after a gap that is not a whole number of frames onto the first frames' grid. 90 kHz, as video has;
+            // nanoseconds for a stream faster than that, whose frames 90 kHz cannot tell apart.
+            "-enc_time_base", MP4Exporter.isFasterThan90kHz(stream) ? "1:1000000000" : "1:90000",
         ]
         // The stream's nominal rate for the encoder (with passthrough every frame keeps its own time): without it
         // ffmpeg takes a Matroska track of 1000 fps or more for 10⁹ fps and gives the last frame no duration, so the
@@ -269,6 +270,12 @@ public final class MP4Exporter: Exporter {
             if access(candidate, X_OK) == 0 { return candidate }
         }
         return nil
+    }
+
+    /// Whether the stream's frames come faster than 90 000 a second: closer than a 90 kHz clock can tell apart.
+    static func isFasterThan90kHz(_ stream: StreamDescription) -> Bool {
+        let duration = stream.frameDuration
+        return duration.value > 0 && Int64(duration.timescale) > 90_000 * duration.value
     }
 
     /// ffmpeg's colour flags for the stream's matrix and range.
