@@ -105,8 +105,8 @@ public final class RecorderControl: Sendable {
     private let token: String?
     /// Where the TCP token is kept (`--token-file`, or `DIR/token`), named by the page a browser gets without it.
     let tokenFilePath: String
-    /// Host names besides IP addresses and `localhost` that browsers may reach the recorder by (`--allow-host`),
-    /// lowercased.
+    /// Host names besides IP addresses and `localhost` that browsers may reach the recorder by (`--allow-host`), as
+    /// ``hostName(_:)`` gives them.
     let allowedHosts: Set<String>
     private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
@@ -134,7 +134,7 @@ public final class RecorderControl: Sendable {
     ///     descriptors, less ``descriptorsKeptForRecording``.
     ///   - listen: the TCP listener, or nil for the Unix socket only.
     ///   - allowedHosts: names besides IP addresses and `localhost` a browser may reach the recorder by (a reverse
-    ///     proxy's); see ``checkHost(_:)``.
+    ///     proxy's); see ``checkHost(_:)``. One that is no host name (``hostName(_:)`` is nil) matches nothing.
     ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not.
     /// - Throws: ``ControlError``: the socket cannot be made, another recorder answers on it, the TCP address is
     ///   not loopback without `allowsAnyAddress`.
@@ -157,7 +157,7 @@ public final class RecorderControl: Sendable {
         socketPath = directory + "/" + RecorderControl.socketName
         token = listen?.token
         tokenFilePath = listen?.tokenFile ?? directory + "/token"
-        self.allowedHosts = Set(allowedHosts.map { $0.lowercased() })
+        self.allowedHosts = Set(allowedHosts.compactMap(Self.hostName))
         self.onSave = onSave
         let events = self.events
         book = SaveBook(
@@ -379,34 +379,48 @@ public final class RecorderControl: Sendable {
     /// through a proxy to the Unix socket, which needs no token. Programs (curl, `rewind`) send no such header and
     /// may name any host.
     func checkHost(_ request: HTTPRequest) throws {
-        guard request.headers["sec-fetch-site"] != nil || request.headers["origin"] != nil,
-            let host = request.headers["host"]?.lowercased()
-        else { return }
+        guard request.headers["sec-fetch-site"] != nil || request.headers["origin"] != nil else { return }
+        let host = request.headers["host"] ?? ""
         // Without the port: the last `:` is followed by ASCII digits only.
-        var name = Substring(host)
+        var given = Substring(host)
         if let colon = host.lastIndex(of: ":"),
             host[host.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber })
         {
-            name = host[..<colon]
+            given = host[..<colon]
         }
         // An IPv6 address, in brackets: no name to rebind.
         var address6 = in6_addr()
-        if name.hasPrefix("["), name.hasSuffix("]"),
-            inet_pton(AF_INET6, String(name.dropFirst().dropLast()), &address6) == 1
+        if given.hasPrefix("["), given.hasSuffix("]"),
+            inet_pton(AF_INET6, String(given.dropFirst().dropLast()), &address6) == 1
         {
             return
         }
-        // A fully qualified name's final dot (`localhost.`) names the same host.
-        if name.hasSuffix("."), name.count > 1 { name = name.dropLast() }
         var address = in_addr()
-        let isAddress = inet_pton(AF_INET, String(name), &address) == 1
-        guard !isAddress, name != "localhost", !name.hasSuffix(".localhost"), !allowedHosts.contains(String(name))
-        else { return }
+        let named = Self.hostName(String(given))
+        if let name = named,
+            inet_pton(AF_INET, name, &address) == 1 || name == "localhost" || name.hasSuffix(".localhost")
+                || allowedHosts.contains(name)
+        {
+            return
+        }
+        let name = named ?? String(given)
         throw APIError(
             .forbidden,
             "a browser's request for host '\(name)' is refused: this recorder answers browsers at IP addresses, "
                 + "localhost and the names --allow-host gives (so no other site's page can reach it by pointing its "
                 + "own name here); if '\(name)' is yours, run the recorder with --allow-host \(name)")
+    }
+
+    /// `name` as the host check compares it: lowercased, without a final dot (`localhost.` names `localhost`); nil
+    /// when it is no host name a browser sends: ASCII letters, digits, hyphens and dots (a name in another script
+    /// in its `xn--` form), no empty label.
+    public static func hostName(_ name: String) -> String? {
+        var lowered = name.lowercased()
+        if lowered.hasSuffix(".") { lowered.removeLast() }
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789-.")
+        guard !lowered.isEmpty, lowered.allSatisfy(allowed.contains), !lowered.hasPrefix("."), !lowered.contains("..")
+        else { return nil }
+        return lowered
     }
 
     private enum Authorization {

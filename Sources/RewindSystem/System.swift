@@ -45,15 +45,24 @@ public enum System {
         pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
     }
 
-    /// Makes `path` a store's directory, its owner's alone (mode 0700 less the umask), and the directories above it
-    /// that are missing as `mkdir -p` makes them; an existing directory keeps its mode. Failures are left to whoever
-    /// opens the directory next, which names them.
-    public static func makeStoreDirectory(_ path: String) {
-        var above = path.hasPrefix("/") ? "" : "."
-        for component in parentDirectory(of: path).split(separator: "/") {
-            above += "/" + component
-            _ = mkdir(above, 0o755)
+    /// Makes the directories above `path` that are missing, as `mkdir -p` of its parent makes them (0755 less the
+    /// umask; relative ones from the working directory).
+    ///
+    /// - Returns: the first directory that could not be made and why; nil when all are there.
+    public static func makeParentDirectories(of path: String) -> (path: String, error: Errno)? {
+        var above = path.hasPrefix("/") ? "/" : ""
+        for component in parentDirectory(of: path).split(separator: "/") where component != "." {
+            above += (above.isEmpty || above == "/" ? "" : "/") + component
+            if mkdir(above, 0o755) != 0 && errno != EEXIST { return (above, Errno.current) }
         }
+        return nil
+    }
+
+    /// Makes `path` a store's directory, its owner's alone (mode 0700 less the umask), and the directories above it
+    /// that are missing (``makeParentDirectories(of:)``); an existing directory keeps its mode. Failures are left to
+    /// whoever opens the directory next, which names them.
+    public static func makeStoreDirectory(_ path: String) {
+        _ = makeParentDirectories(of: path)
         _ = mkdir(path, 0o700)
     }
 

@@ -163,22 +163,13 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     if let duration, duration <= .zero { throw UsageError("--duration must be longer than 0s") }
     let followsPressure = arguments.string("memory-pressure")! == "auto"
     let listen = try listenOptions(arguments, directory: directory)
-    // As a browser sends a name: ASCII letters, digits, hyphens and dots (a name in another script as its
-    // `xn--` form), compared without case or a final dot.
-    let nameCharacters = Set("abcdefghijklmnopqrstuvwxyz0123456789-.")
-    var allowedHosts: [String] = []
-    for given in arguments.strings("allow-host") {
-        var host = given.lowercased()
-        if host.hasSuffix(".") { host.removeLast() }
-        guard !host.isEmpty, host.allSatisfy(nameCharacters.contains), !host.hasPrefix("."), !host.contains("..")
-        else {
-            throw UsageError(
-                "--allow-host: \(given.debugDescription) is not a host name: give one name alone, as a browser sends "
-                    + "it, without a port, scheme or wildcard (e.g. --allow-host camera.example.com; a name in "
-                    + "another script in its xn-- form)",
-                showsHelp: false)
-        }
-        allowedHosts.append(host)
+    let allowedHosts = arguments.strings("allow-host")
+    for given in allowedHosts where RecorderControl.hostName(given) == nil {
+        throw UsageError(
+            "--allow-host: \(given.debugDescription) is not a host name: give one name alone, as a browser sends "
+                + "it, without a port, scheme or wildcard (e.g. --allow-host camera.example.com; a name in "
+                + "another script in its xn-- form)",
+            showsHelp: false)
     }
 
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
@@ -303,7 +294,9 @@ private func record(
         try checkStreamsMatch(specs, store: existing, directory: directory)
     }
     // A new store's missing parent directories are made, as the control's socket and the token make them.
-    if configuration.spill != .off { try makeParentDirectories(of: directory, options.fileSystem) }
+    if configuration.spill != .off, let failure = System.makeParentDirectories(of: directory) {
+        throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
+    }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     if let store {
         if !store.recovery.repaired.isEmpty {
@@ -921,22 +914,6 @@ private func startPressureMonitor(_ recorder: Recorder) throws(ThreadStartFailed
         return nil
     }
     return monitor
-}
-
-/// Makes the directories above `directory` that are missing (like `mkdir -p` of its parent).
-///
-/// - Throws: ``CommandError`` naming the directory that could not be made and why.
-private func makeParentDirectories(of directory: String, _ fileSystem: any FileSystem) throws {
-    var path = ""
-    for component in URL(fileURLWithPath: directory).deletingLastPathComponent().path.split(separator: "/") {
-        path += "/" + component
-        do {
-            try fileSystem.makeDirectory(path)
-        } catch {
-            throw CommandError(
-                "--store: cannot make \(path), a directory above the store: \(String(cString: strerror(error.code)))")
-        }
-    }
 }
 
 /// The TCP listener `--listen` asks for, with its token (read from `--token-file` or `DIR/token`, made if missing).
