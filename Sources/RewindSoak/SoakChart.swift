@@ -134,9 +134,8 @@ public enum SoakChart {
     }
 
     private static func title(_ report: SoakReport) -> String {
-        "rewind soak "
-            + (!report.failedInvariants.isEmpty
-                ? "FAILED: " + report.failedInvariants.joined(separator: ", ") : report.passed ? "passed" : "STOPPED")
+        "rewind soak " + report.verdict
+            + (report.failedInvariants.isEmpty ? "" : ": " + report.failedInvariants.joined(separator: ", "))
     }
 
     private static func settings(_ report: SoakReport) -> String {

@@ -140,6 +140,9 @@ public struct SoakReport: Sendable {
     /// Every invariant held over the whole run asked for: a run stopped before its duration is no pass (its events
     /// due later never happened), whatever held until then.
     public var passed: Bool { failedInvariants.isEmpty && endReason == .durationReached }
+    /// The run in one word: `FAILED` (an invariant failed), `STOPPED` (stopped before its duration, nothing failed),
+    /// or `passed`.
+    public var verdict: String { !failedInvariants.isEmpty ? "FAILED" : passed ? "passed" : "STOPPED" }
 
     /// The report as JSON-compatible values, with the keys of the `rewind soak --report` contract.
     public var jsonObject: [String: Any] {

@@ -155,7 +155,7 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     let bytes = { (value: Int) in formatBytes(Int64(value)) }
     let rate = { (value: Double) in (value < 0 ? "-" : "") + formatBytes(Int64(abs(value).rounded())) + "/s" }
     print(
-        "soak \(!report.failedInvariants.isEmpty ? "FAILED" : report.passed ? "passed" : "STOPPED"): \(configuration.layout) at \(describeRate(configuration.frameDuration)) fps, "
+        "soak \(report.verdict): \(configuration.layout) at \(describeRate(configuration.frameDuration)) fps, "
             + "\(configuration.speed.rawValue) speed, \(formatSeconds(report.streamNanoseconds)) of stream time in "
             + "\(formatSeconds(report.wallNanoseconds)) (\(report.endReason.rawValue))")
     // Real time that could not keep up (a slow machine, a debug build): events came late, and the load was lighter.
