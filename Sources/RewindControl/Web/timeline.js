@@ -344,7 +344,7 @@ function renderLane(lane) {
   for (const old of lane.querySelectorAll(".marker, .hold, .save-band")) old.remove();
   const labels = [];
   for (const marker of state.markers) {
-    if (marker.stream && marker.stream !== "all" && marker.stream !== name) continue;
+    if (!isOnLane(marker, name)) continue;
     if (marker.hold_from_ns != null && marker.hold_to_ns != null) {
       const hold = document.createElement("div");
       hold.className = "hold";
@@ -376,7 +376,7 @@ function renderLane(lane) {
 }
 
 // Marker labels in two rows, each after the lane's name and clear of the label before it; a label with room in
-// neither (markers close together when zoomed out) is hidden, and stays in the markers panel and the line's tooltip.
+// neither (markers close together when zoomed out) is hidden, and stays in the markers panel and the hover caption.
 function placeMarkerLabels(lane, labels) {
   const name = lane.querySelector(".lane-name");
   // The first row beside the name, the second under it.
@@ -395,11 +395,15 @@ function placeMarkerLabels(lane, labels) {
   });
 }
 
+// Whether `marker` shows on the lane of stream `name`: its own, or every stream's.
+function isOnLane(marker, name) {
+  return !marker.stream || marker.stream === "all" || marker.stream === name;
+}
+
 // The labels of the markers within a few pixels of `x` on lane `name`, for the hover caption (marker lines and
 // labels let the pointer through to the lane).
 function markersNear(name, x) {
-  const near = state.markers.filter((marker) => (!marker.stream || marker.stream === "all" || marker.stream === name)
-    && Math.abs(xAt(marker.at_ns) - x) <= 4);
+  const near = state.markers.filter((marker) => isOnLane(marker, name) && Math.abs(xAt(marker.at_ns) - x) <= 4);
   return near.slice(0, 3).map((marker) => "  ◆ " + marker.label).join("") + (near.length > 3 ? "  …" : "");
 }
 
