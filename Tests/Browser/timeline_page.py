@@ -409,7 +409,21 @@ def page_scenario(driver, wait, result):
             driver.find_element(By.ID, "save-button").click()
         wait.until(lambda d: d.execute_script("return window.__sent.length") >= 2)
         result["save_bodies"] = driver.execute_script("return window.__sent")
-        result["label_maxlength"] = driver.find_element(By.ID, "marker-label").get_attribute("maxlength")
+        # Typed as an input method types them: 256 characters outside the BMP (two UTF-16 units each) and 256
+        # family emoji (seven units each, one character) are 256 characters, as the API counts them.
+        label_box = driver.find_element(By.ID, "marker-label")
+        typed = {}
+        for name, character in [("astral", "\U0001F600"), ("family", "\U0001F468\u200D\U0001F469\u200D\U0001F467")]:
+            label_box.clear()
+            label_box.click()
+            driver.execute_cdp_cmd("Input.insertText", {"text": character * 256})
+            typed[name] = driver.execute_script("""
+                const value = document.getElementById('marker-label').value;
+                return {characters: [...new Intl.Segmenter().segment(value)].length,
+                        bytes: new TextEncoder().encode(value).length};
+            """)
+        label_box.clear()
+        result["label_typed"] = typed
         driver.execute_script("window.fetch = window.__fetchBeforeSaves;")
     part(driver, result, "save seconds", save_seconds)
 

@@ -229,8 +229,8 @@ import Testing
                 && edges["new_saves"] as? Int == 0, "\(edges)")
 
         // The save box: less than a millisecond is refused by the page; any other number is sent as whole
-        // milliseconds (a number in exponent form is no duration the API takes). The label box takes 256 characters,
-        // as the API does.
+        // milliseconds (a number in exponent form is no duration the API takes). The label box never stops short
+        // of what the API takes (256 characters, 1024 bytes), whatever their UTF-16 length.
         #expect(
             result["tiny_save_message"] as? String == "the number of seconds to save must be at least 0.001",
             "\(result["tiny_save_message"] ?? "")")
@@ -238,7 +238,9 @@ import Testing
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
         }
         #expect(bodies.map { $0["last"] as? String } == ["250ms", "9000000000000ms"], "\(bodies)")
-        #expect(result["label_maxlength"] as? String == "\(MarkerRequest.maximumLabelLength)")
+        let typed = result["label_typed"] as? [String: [String: Int]] ?? [:]
+        #expect(typed["astral"]?["characters"] == MarkerRequest.maximumLabelLength, "\(typed)")
+        #expect(typed["family"]?["bytes"] ?? 0 >= 4 * MarkerRequest.maximumLabelLength, "\(typed)")
 
         // An export of several files (.y4m of every stream) has a link per file, each serving its own file.
         let several = result["several_files"] as? [String: Any] ?? [:]
