@@ -25,6 +25,10 @@ public struct StreamClock: Sendable, Hashable {
         self.wallNanoseconds = wallNanoseconds
     }
 
+    /// The farthest a stream's pts may lie from recorder time, either way: twice the 100 years of stream time a
+    /// recording keeps. A stored clock farther off is damaged.
+    public static let farthestOffsetNanoseconds = 2 * FrameInfo.longestStreamTimeNanoseconds
+
     /// The identity mapping: recorder time = pts, recorder time 0 at the Unix epoch.
     public static let identity = StreamClock(offsetNanoseconds: 0, wallNanoseconds: 0)
 
@@ -38,7 +42,7 @@ public struct StreamClock: Sendable, Hashable {
     ///
     /// - Parameter time: nanoseconds on the recorder clock.
     /// - Returns: nanoseconds on the stream clock (saturating).
-    public func pts(atRecorderTime time: Int64) -> Int64 { time.addingSaturating(-offsetNanoseconds) }
+    public func pts(atRecorderTime time: Int64) -> Int64 { time.subtractingSaturating(offsetNanoseconds) }
 
     /// A range of recorder time as a pts range of this stream.
     ///

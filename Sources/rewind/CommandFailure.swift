@@ -261,6 +261,9 @@ struct CommandFailure {
                         return "check that the directory exists and is readable; if index.sqlite is missing, "
                             + "\(repair), which rebuilds it from the segment files"
                     case "SQLITE_PERM", "SQLITE_AUTH": return "check the file permissions"
+                    case "SQLITE_ERROR", "SQLITE_CONSTRAINT", "SQLITE_MISMATCH":
+                        // The store's own statements, refused: the index is damaged or was changed by another program.
+                        return "\(repair), which moves a damaged index aside and rebuilds it from the segment files"
                     default: return nil
                     }
                 case .schemaNewerThanThisBuild: return "upgrade rewind"
@@ -277,7 +280,8 @@ struct CommandFailure {
         case let error as StoreIndexError:
             switch error {
             case .streamDescriptionMismatch: return "record into a new store directory or a stream of another name"
-            case .invalidStreamRow: return repair
+            case .invalidStreamRow, .invalidSegmentRow, .contradictsItself, .unknownSegment:
+                return "\(repair), which moves the index aside and rebuilds it from the segment files"
             default: return nil
             }
         case is FrameDecodeError:

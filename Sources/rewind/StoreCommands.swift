@@ -336,6 +336,17 @@ private func openAndVerify(
     } catch SegmentStoreError.damagedIndex where repair && movedIndex == nil {
         movedIndex = (try moveIndexAside(in: directory, as: "damaged"), "the damaged index")
         return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
+    } catch let error as StoreIndexError where repair && movedIndex == nil && error.isDamage {
+        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), "the damaged index (\(error))")
+        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
+    } catch SegmentStoreError.index(_, .failed(let code, _, _), let detail)
+        where repair && movedIndex == nil && ["SQLITE_ERROR", "SQLITE_CONSTRAINT", "SQLITE_MISMATCH"].contains(code)
+    {
+        // The store's statements are fixed: one the index refuses (a constraint, an unsupported file format, a
+        // schema or a sum that overflows) finds it damaged.
+        let why = "the damaged index (SQLite refused it: \(code), \(detail))"
+        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), why)
+        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
     } catch SegmentStoreError.foreignIndex(_, let segments, _) where repair && movedIndex == nil {
         movedIndex = (
             try moveIndexAside(in: directory, as: "foreign"),

@@ -141,6 +141,9 @@ import Testing
             ("YUV4MPEG2 W64 H48 F1:4000000000", 18, "bad frame rate 'F1:4000000000': a term above 2147483647 once"),
             ("YUV4MPEG2 W16\u{0}0 H48 F25:1", 10, "bad width 'W16\\x000'"),
             ("YUV4MPEG2 W\u{1B}[2J H48 F25:1", 10, "bad width 'W\\x1B[2J'"),
+            ("YUV4MPEG2 W64 H48 C420jpeg XYSCSS=420\u{2}JPEG", 27, "XYSCSS=420\\x02JPEG contradicts C420jpeg"),
+            ("YUV4MPEG2 W64 H48 C420jpeg XYSCSS=420\u{E9}", 27, "XYSCSS=420\\xC3\\xA9 contradicts C420jpeg"),
+            ("YUV4MPEG2\tW64 H48 F25:1", 0, "found 'YUV4MPEG2\\x09W64 H48 F25:1'"),
             ("YUV4MPEG2 W160 W320 H48 F25:1", 15, "the header gives W twice ('W160' at byte 10, then 'W320')"),
             ("YUV4MPEG2 W64 H48 F25:1 C420jpeg Cmono", 33, "the header gives C twice"),
             (
@@ -199,6 +202,8 @@ import Testing
             reading: good + Array("FRAMX\n".utf8) + [UInt8](repeating: 3, count: 8), validFrames: 2)
         #expect(badMarker.byteOffset == Int64(good.count))
         #expect(badMarker.message.contains("bad FRAME marker before frame 2: expected 'FRAME', found 'FRAMX'"))
+        let crlf = try error(reading: good + Array("FRAME\r\n".utf8) + [UInt8](repeating: 3, count: 8), validFrames: 2)
+        #expect(crlf.message.contains("found 'FRAME\\x0D'"), "\(crlf)")
         let glued = try error(reading: good + Array("FRAMEX\n".utf8), validFrames: 2)
         #expect(glued.byteOffset == Int64(good.count))
         let truncated = try error(reading: good + Array("FRAME\n".utf8) + [3, 3, 3], validFrames: 2)

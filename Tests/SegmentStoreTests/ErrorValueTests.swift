@@ -96,7 +96,8 @@ import Testing
             color: ColorInfo(matrix: .bt709, range: .video))
         let indexErrors: [StoreIndexError] = [
             .streamDescriptionMismatch(name: "camera", stored: stream, requested: stream),
-            .invalidStreamRow(id: 3, detail: "pixel format"), .segmentNotOpen(segmentID: 1, streamID: 2),
+            .invalidStreamRow(id: 3, detail: "pixel format"), .invalidSegmentRow(id: 2, detail: "state"),
+            .contradictsItself(detail: "rows"), .segmentNotOpen(segmentID: 1, streamID: 2),
             .unknownSegment(id: 1), .unknownStream(id: 1), .segmentIsDeleting(id: 1), .fileNameInUse("a.seg"),
             .framesNotInPTSOrder(streamID: 1, previous: 2, next: 1), .duplicatePTS(streamID: 1, pts: 5),
         ]

@@ -260,7 +260,7 @@ struct Y4MHeader {
         var format: PixelFormat?
         var formatOffset = 0
         var formatTag = ""
-        var subsampling: (value: String, offset: Int)?
+        var subsampling: (value: String, offset: Int, token: String)?
         var range = ColorInfo.Range.video
         var siting = ChromaSiting.unspecified
         var aspect = PixelAspect.unknown
@@ -366,7 +366,7 @@ struct Y4MHeader {
                         throw fail(tokenStart, "bad colour range '\(token)': expected XCOLORRANGE=FULL or LIMITED")
                     }
                 } else if value.hasPrefix("YSCSS=") {
-                    subsampling = (String(value.dropFirst("YSCSS=".count)), tokenStart)
+                    subsampling = (String(value.dropFirst("YSCSS=".count)), tokenStart, token)
                 }
             default:
                 break
@@ -386,7 +386,7 @@ struct Y4MHeader {
                 let against = formatTag.isEmpty ? "the default C420jpeg" : "C\(formatTag) at byte \(formatOffset)"
                 throw fail(
                     subsampling.offset,
-                    "XYSCSS=\(subsampling.value) contradicts \(against); supported are \(supportedColorSpaces)")
+                    "\(subsampling.token) contradicts \(against); supported are \(supportedColorSpaces)")
             }
         }
         guard let width else { throw fail(0, "header has no W tag (frame width): W, H and F are required") }
@@ -410,7 +410,6 @@ struct Y4MHeader {
         return (a, b)
     }
 
-    /// The first bytes of `line`, printable, for an error message.
     /// `bytes` as a message may show them: printable ASCII as it is, every other byte as `\xNN`.
     static func shown(_ bytes: ArraySlice<UInt8>) -> String {
         bytes.map { (0x20..<0x7F).contains($0) ? String(UnicodeScalar($0)) : "\\x" + hex($0) }.joined()
@@ -421,8 +420,8 @@ struct Y4MHeader {
         return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
     }
 
+    /// The first bytes of `line` as a message may show them (``shown(_:)``).
     static func excerpt(_ line: [UInt8]) -> String {
-        let printable = line.prefix(24).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "?" }
-        return String(printable) + (line.count > 24 ? "…" : "")
+        shown(line.prefix(24)) + (line.count > 24 ? "…" : "")
     }
 }

@@ -73,6 +73,12 @@ extension StoreIndex {
             color: ColorInfo(matrix: matrix, range: range), chromaSiting: siting, pixelAspect: aspect)
         var clock: StreamClock?
         if let offset = row.optionalInt64(9), let wall = row.optionalInt64(10) {
+            // Recorder time minus pts, each within 100 years: farther is a damaged or edited row, whose times would
+            // overflow wherever they are mapped.
+            guard offset.magnitude <= StreamClock.farthestOffsetNanoseconds.magnitude else {
+                throw StoreIndexError.invalidStreamRow(
+                    id: id, detail: "clock offset \(offset) ns is more than twice 100 years")
+            }
             clock = StreamClock(offsetNanoseconds: offset, wallNanoseconds: wall)
         }
         return StreamRow(id: id, name: row.text(1), description: description, clock: clock)
@@ -81,7 +87,7 @@ extension StoreIndex {
     static func segmentRow(_ row: SQLiteStatement) throws -> SegmentRow {
         let stateName = row.text(3)
         guard let state = SegmentRow.State(rawValue: stateName) else {
-            throw StoreIndexError.invalidStreamRow(id: row.int64(1), detail: "segment state '\(stateName)'")
+            throw StoreIndexError.invalidSegmentRow(id: row.int64(0), detail: "unknown state '\(stateName)'")
         }
         return SegmentRow(
             id: row.int64(0), streamID: row.int64(1), fileName: row.text(2), state: state,

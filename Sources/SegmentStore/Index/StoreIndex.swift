@@ -61,10 +61,57 @@ package final class StoreIndex: Sendable {
             while try check.step() { lines.append(check.text(0)) }
             return lines
         }
-        guard found != ["ok"] else { return }
-        throw SQLiteError(
-            code: SQLITE_CORRUPT, message: "SQLite's quick_check: " + found.joined(separator: "; "),
-            sql: "PRAGMA quick_check(3)", path: path)
+        guard found == ["ok"] else {
+            throw SQLiteError(
+                code: SQLITE_CORRUPT, message: "SQLite's quick_check: " + found.joined(separator: "; "),
+                sql: "PRAGMA quick_check(3)", path: path)
+        }
+        if let contradiction = try contradiction() { throw StoreIndexError.contradictsItself(detail: contradiction) }
+    }
+
+    /// Where the index's rows disagree with one another, which no change the store makes leaves (each is one
+    /// transaction, and foreign keys are on): a row naming a row that is not there, a segment's times or sizes other
+    /// than its frame rows' (a count other than theirs is rows missing or added, which the files settle), frame rows
+    /// of a segment marked deleted. Nil when they agree.
+    ///
+    /// - Complexity: O(rows).
+    private func contradiction() throws -> String? {
+        try database.withConnection { connection in
+            var found: [String] = []
+            let orphans = try connection.statement(
+                "SELECT \"table\", parent, count(*) FROM pragma_foreign_key_check GROUP BY 1, 2 ORDER BY 1, 2")
+            defer { orphans.reset() }
+            while try orphans.step() {
+                let count = orphans.int64(2)
+                found.append(
+                    "\(count) row\(count == 1 ? " of table \(orphans.text(0)) names" : "s of table \(orphans.text(0)) name") "
+                        + "a row of table \(orphans.text(1)) it does not have")
+            }
+            // total(): a sum that cannot overflow, whatever a row says.
+            let totals = try connection.statement(
+                """
+                SELECT s.id, s.file_name, s.state, s.frame_count, coalesce(t.c, 0) FROM segments s
+                LEFT JOIN (
+                    SELECT segment_id, count(*) AS c, min(pts_ns) AS f, max(pts_ns) AS l, total(raw_length) AS r,
+                        total(stored_length) AS st
+                    FROM frames GROUP BY segment_id) t ON t.segment_id = s.id
+                WHERE (s.state = 'deleting' AND t.c > 0)
+                    OR (s.state != 'deleting' AND s.frame_count = coalesce(t.c, 0) AND (s.first_pts_ns IS NOT t.f
+                        OR s.last_pts_ns IS NOT t.l OR s.raw_bytes != coalesce(t.r, 0)
+                        OR s.stored_bytes != coalesce(t.st, 0)))
+                ORDER BY s.id LIMIT 3
+                """)
+            defer { totals.reset() }
+            while try totals.step() {
+                let (name, rows) = (totals.text(1), totals.int64(4))
+                found.append(
+                    totals.text(2) == SegmentRow.State.deleting.rawValue
+                        ? "segment \(name) is marked deleted, but \(rows) frame row\(rows == 1 ? " is" : "s are") left"
+                        : "the row of segment \(name) gives other times or sizes than its \(rows) frame row"
+                            + (rows == 1 ? "" : "s"))
+            }
+            return found.isEmpty ? nil : found.joined(separator: "; ")
+        }
     }
 
     // MARK: Streams

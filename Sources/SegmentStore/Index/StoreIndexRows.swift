@@ -158,6 +158,12 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
     case streamDescriptionMismatch(name: String, stored: StreamDescription, requested: StreamDescription)
     /// A stored stream row cannot be read back (unknown pixel format or colour name).
     case invalidStreamRow(id: Int64, detail: String)
+    /// A stored segment row cannot be read back (unknown state, a file name that is no segment's).
+    case invalidSegmentRow(id: Int64, detail: String)
+    /// The index's rows disagree with one another (frame rows of a segment it does not have, a segment's totals
+    /// other than its rows'): rows changed by another program, or pages damaged in a way SQLite's own check does not
+    /// see. The segment files are intact, and the index can be rebuilt from them.
+    case contradictsItself(detail: String)
     /// Frames were added to a segment that does not exist, belongs to another stream, or is not open.
     case segmentNotOpen(segmentID: Int64, streamID: Int64)
     /// No segment has that id.
@@ -173,6 +179,15 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
     /// A frame with this pts is already stored for the stream.
     case duplicatePTS(streamID: Int64, pts: Int64)
 
+    /// Whether the index's own rows are damaged (a row that cannot be read, rows that contradict one another):
+    /// the segment files are intact, and a repair rebuilds the index from them.
+    public var isDamage: Bool {
+        switch self {
+        case .invalidStreamRow, .invalidSegmentRow, .contradictsItself: true
+        default: false
+        }
+    }
+
     /// One line naming the stream, segment or pts concerned and what the index expected instead.
     public var description: String {
         switch self {
@@ -180,6 +195,10 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
             return "stream '\(name)' is stored as \(stored), not \(requested)"
         case .invalidStreamRow(let id, let detail):
             return "stream \(id) in the index cannot be read (\(detail))"
+        case .invalidSegmentRow(let id, let detail):
+            return "segment \(id) in the index cannot be read (\(detail))"
+        case .contradictsItself(let detail):
+            return "the index contradicts itself: \(detail); the segment files are intact"
         case .segmentNotOpen(let segmentID, let streamID):
             return "segment \(segmentID) is not an open segment of stream \(streamID); frames can only be added there"
         case .unknownSegment(let id):

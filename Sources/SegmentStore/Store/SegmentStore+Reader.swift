@@ -80,11 +80,14 @@ extension SegmentStore {
 
     /// Opens a segment's file for reading whatever its current name (`.partial` or sealed), with a shared lock.
     func openSegmentReader(_ row: SegmentRow) throws -> SegmentFileReader {
-        var names = [row.fileName]
-        if let sequence = SegmentFormat.sequence(ofFileName: row.fileName) {
-            names.append(SegmentFormat.fileName(sequence: sequence, partial: false))
-            names.append(SegmentFormat.fileName(sequence: sequence, partial: true))
+        // A name of segments/ the store gave (`000002.seg`), never a path that leads elsewhere.
+        guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName) else {
+            throw StoreIndexError.invalidSegmentRow(id: row.id, detail: "file name '\(row.fileName)' is no segment's")
         }
+        let names = [
+            row.fileName, SegmentFormat.fileName(sequence: sequence, partial: false),
+            SegmentFormat.fileName(sequence: sequence, partial: true),
+        ]
         var notFound: SegmentStoreError?
         for name in names {
             do {
@@ -327,8 +330,19 @@ final class ReadCursor {
                 detail: "no row for the frame before the delta frame at byte \(row.fileOffset) (rows deleted or "
                     + "changed by another program)")
         }
+        // A row's place in its file comes from the index, whatever another program wrote there: one beyond any file
+        // is the index disagreeing with it, never arithmetic that overflows.
+        let (end, overflow) = row.fileOffset.addingReportingOverflow(
+            Int64(SegmentFormat.recordHeaderLength).addingSaturating(Int64(row.storedLength)))
+        guard row.fileOffset >= 0, row.storedLength >= 0, !overflow else {
+            locatedSegment = -1
+            throw SegmentStoreError.indexDisagrees(
+                file: reader?.fileName ?? "\(row.segmentID)",
+                detail: "a row places the frame at pts \(row.ptsNanoseconds) ns at byte \(row.fileOffset) with "
+                    + "\(row.storedLength) stored bytes, beyond any file")
+        }
         locatedSegment = row.segmentID
-        locatedEnd = row.fileOffset + Int64(SegmentFormat.recordHeaderLength + row.storedLength)
+        locatedEnd = end
         return Located(row: row, reader: reader!, followsPrevious: followsPrevious, decoder: decoder!)
     }
 }

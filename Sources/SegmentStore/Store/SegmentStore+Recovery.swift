@@ -86,8 +86,8 @@ extension SegmentStore {
         var rows: [UInt64: SegmentRow] = [:]
         for row in try index.segments() where onlyStreamID == nil || row.streamID == onlyStreamID {
             guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName) else {
-                report.problems.append("index row \(row.id) has an unexpected file name '\(row.fileName)'")
-                continue
+                // The store names every file itself: a row under another name was changed by another program.
+                throw StoreIndexError.invalidSegmentRow(id: row.id, detail: "file name '\(row.fileName)' is no segment's")
             }
             rows[sequence] = row
         }
@@ -105,6 +105,13 @@ extension SegmentStore {
         // Rows first: finish deletes, report rows without files.
         for (sequence, row) in rows.sorted(by: { $0.key < $1.key }) {
             if row.state == .deleting {
+                // Marking a delete removes the segment's frame rows in the same transaction: rows left mean the index
+                // was changed by another program, and the file is kept until a repair rebuilds the index from it.
+                let left = try index.frames(ofSegment: row.id).count
+                guard left == 0 else {
+                    throw StoreIndexError.contradictsItself(
+                        detail: "segment \(row.fileName) is marked deleted, but \(left) frame rows are left")
+                }
                 if mode.changes {
                     if let name = files[sequence] {
                         try Self.wrapIO { () throws(FileSystemError) in
@@ -163,7 +170,9 @@ extension SegmentStore {
             var missing: [Int64] = []
             for time in pts {
                 var near = false
-                try index.frames(streamID: streamID, in: (time - half)..<(time + half)) { _ in
+                try index.frames(
+                    streamID: streamID, in: time.addingSaturating(-half)..<max(time, time.addingSaturating(half))
+                ) { _ in
                     near = true
                     return false
                 }
@@ -270,7 +279,9 @@ extension SegmentStore {
                 // Saturating throughout: the times come from files, whatever they hold.
                 let time = near.ptsNanoseconds.addingSaturating(
                     first.wallNanoseconds.subtractingSaturating(near.wallNanoseconds))
-                offset = time.subtractingSaturating(first.ptsNanoseconds)
+                // Capture times centuries apart place no stream farther than a clock may be.
+                let farthest = StreamClock.farthestOffsetNanoseconds
+                offset = min(max(time.subtractingSaturating(first.ptsNanoseconds), -farthest), farthest)
                 if offset.magnitude < UInt64(max(1, row.description.frameStepNanoseconds)) { offset = 0 }
             }
             try setClock(
