@@ -44,7 +44,20 @@ extension RecorderControl {
         }
         let members = target.streams.compactMap { stream in stream.clock.map { (stream.name, $0) } }
         guard !members.isEmpty else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
-        if let hold {
+        func add() throws -> MarkerList {
+            var markers: [MarkerBody] = []
+            for (name, clock) in members {
+                let row = try store.addMarker(
+                    streamName: name, at: clock.pts(atRecorderTime: at), label: label, hold: hold.map(clock.ptsRange))
+                let marker = MarkerBody(row, stream: name, clock: clock)
+                events.publish("marker", marker)
+                markers.append(marker)
+            }
+            return MarkerList(markers: markers)
+        }
+        guard let hold else { return try add() }
+        // Whether a hold fits and keeping it are one step: two holds checked at once would each fit alone.
+        return try holdAdmission.withLock { _ in
             for stream in target.streams {
                 guard let clock = stream.clock else { continue }
                 try checkHoldKeepsSomething(hold, clock: clock, store: store, stream: stream)
@@ -52,16 +65,8 @@ extension RecorderControl {
             try checkHoldsFit(
                 Dictionary(members.map { ($0.0, $0.1.ptsRange(hold)) }, uniquingKeysWith: { first, _ in first }),
                 store: store)
+            return try add()
         }
-        var markers: [MarkerBody] = []
-        for (name, clock) in members {
-            let row = try store.addMarker(
-                streamName: name, at: clock.pts(atRecorderTime: at), label: label, hold: hold.map(clock.ptsRange))
-            let marker = MarkerBody(row, stream: name, clock: clock)
-            events.publish("marker", marker)
-            markers.append(marker)
-        }
-        return MarkerList(markers: markers)
     }
 
     /// Refuses a hold that ends before the oldest frame the stream still has (on disk or in memory): retention

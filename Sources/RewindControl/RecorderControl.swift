@@ -112,6 +112,9 @@ public final class RecorderControl: Sendable {
     let book: SaveBook
     let events = EventHub()
     private let servers = Locked<[HTTPServer]>([])
+    /// Held while a new hold (a marker's, or a waiting save's range) is checked against the disk budget and kept,
+    /// so holds admitted at once are counted together. Only requests that hold wait on it.
+    let holdAdmission = Locked<Void>(())
     private let wake: (read: Int32, write: Int32)
     private let finished = DispatchSemaphore(value: 0)
     private let isStopped = Atomic<Bool>(false)
@@ -875,10 +878,16 @@ public final class RecorderControl: Sendable {
         }
         // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
         // the disk budget, or retention would take every other stream's history to keep it.
-        if after > 0 { try checkSaveHoldFits(target, range) }
-        return try book.add(
-            target: target, range: range, format: format, quality: quality, path: path,
-            makesDirectory: request.path == nil)
+        func add() throws -> SaveObject {
+            try book.add(
+                target: target, range: range, format: format, quality: quality, path: path,
+                makesDirectory: request.path == nil)
+        }
+        guard after > 0 else { return try add() }
+        return try holdAdmission.withLock { _ in
+            try checkSaveHoldFits(target, range)
+            return try add()
+        }
     }
 
     /// Refuses a waiting save whose `range` (recorder time), held on disk against retention until it is written,

@@ -630,13 +630,21 @@ import Testing
         _ = try Tool.run(
             try Tool.path(of: "curl"),
             ["-s", "--max-time", "30", "--unix-socket", socket, "-X", "DELETE", "http://rewind/v1/saves/\(waitingID)"])
-        let first = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "a", "--hold-after", "3s"])
-        #expect(first.status == 0, "\(first.stderr)")
-        let second = try Tool.rewind(["mark", "--store", store, "--stream", "b", "--label", "b", "--hold-after", "3s"])
-        #expect(second.status == 1, "\(second.output) \(second.stderr)")
-        #expect(
-            second.stderr.contains("the hold cannot fit: with the holds already kept (of every stream)"),
-            "\(second.stderr)")
+        // Six asked at once, each of 3 s of its own (each alone would fit): one is kept and five are refused.
+        let marks = try (0..<6).map { index in
+            try Tool.startRewind([
+                "mark", "--store", store, "--stream", index % 2 == 0 ? "a" : "b", "--label", "m\(index)",
+                "--at", "\(10 * (index + 1))s", "--hold-after", "3s",
+            ])
+        }
+        let results = try marks.map { try $0.finish(timeout: .seconds(60)) }
+        #expect(results.filter { $0.status == 0 }.count == 1, "\(results.map { "\($0.status) \($0.stderr)" })")
+        for refused in results where refused.status != 0 {
+            #expect(refused.status == 1, "\(refused.output) \(refused.stderr)")
+            #expect(
+                refused.stderr.contains("the hold cannot fit: with the holds already kept (of every stream)"),
+                "\(refused.stderr)")
+        }
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }

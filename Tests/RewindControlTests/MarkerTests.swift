@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import RewindCapture
 import RewindControl
@@ -196,5 +197,38 @@ import Testing
         #expect(try hold("first", at: start) == 201)
         #expect(try hold("overlapping", at: start + length / 10) == 201, "it shares nine tenths with the first")
         #expect(try hold("later", at: start + 3 * length) == 409, "together they need about 130 % of the budget")
+    }
+
+    /// Holds asked for at the same moment are counted together: of sixteen that each need about 60 % of the budget,
+    /// one is kept and fifteen refused, as they would be one after another (twenty rounds, the kept one deleted
+    /// after each).
+    @Test func holdsAskedAtOnceCountTogether() throws {
+        var options = StoreOptions()
+        options.diskBudget = 64 << 20
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
+        let summary = try store.summary()
+        let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
+        let length = Int64(0.6 * Double(64 << 20) / (Double(summary.storedBytes) / Double(last - first)))
+        for round in 0..<20 {
+            let kept = Mutex<[Int64]>([])
+            let refused = Mutex<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 16) { index in
+                let at = last + 1_000_000_000 + Int64(index) * 2 * length
+                let request = MarkerRequest(
+                    label: "round \(round) hold \(index)", at: "\(at)ns", hold: MarkerRequest.Hold(after: "\(length)ns"))
+                do {
+                    let ids = try ControlClient(directory: live.directory).mark(request)?.markers.map(\.id) ?? []
+                    kept.withLock { $0 += ids }
+                } catch {
+                    if "\(error)".contains("the hold cannot fit") { refused.withLock { $0 += 1 } }
+                }
+            }
+            let ids = kept.withLock { $0 }
+            #expect(ids.count == 1 && refused.withLock { $0 } == 15, "round \(round): \(ids) kept")
+            for id in ids { _ = try live.client.unmark(id: id) }
+        }
     }
 }
