@@ -218,7 +218,8 @@ import Testing
             DispatchQueue.concurrentPerform(iterations: 16) { index in
                 let at = last + 1_000_000_000 + Int64(index) * 2 * length
                 let request = MarkerRequest(
-                    label: "round \(round) hold \(index)", at: "\(at)ns", hold: MarkerRequest.Hold(after: "\(length)ns"))
+                    label: "round \(round) hold \(index)", at: "\(at)ns", hold: MarkerRequest.Hold(after: "\(length)ns")
+                )
                 do {
                     let ids = try ControlClient(directory: live.directory).mark(request)?.markers.map(\.id) ?? []
                     kept.withLock { $0 += ids }

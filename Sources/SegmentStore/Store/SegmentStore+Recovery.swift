@@ -87,7 +87,8 @@ extension SegmentStore {
         for row in try index.segments() where onlyStreamID == nil || row.streamID == onlyStreamID {
             guard let sequence = SegmentFormat.sequence(ofFileName: row.fileName) else {
                 // The store names every file itself: a row under another name was changed by another program.
-                throw StoreIndexError.invalidSegmentRow(id: row.id, detail: "file name '\(row.fileName)' is no segment's")
+                throw StoreIndexError.invalidSegmentRow(
+                    id: row.id, detail: "file name '\(row.fileName)' is no segment's")
             }
             rows[sequence] = row
         }
