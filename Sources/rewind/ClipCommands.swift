@@ -388,7 +388,30 @@ private func liveExport(
         printError("rewind clip: \(error.message): exported from the store on disk")
         return false
     }
-    guard let started else { return false }
+    guard let started else {
+        // No answer, from a recorder that records here: its newest frames are in its memory alone. A save (of the
+        // last seconds, by the recorder's clock) or a clip reaching past the disk is refused rather than made short
+        // from the disk; a clip the disk holds whole is read from it, said so.
+        guard SegmentStore.isOpenForRecording(directory: directory) else { return false }
+        // Which streams it records is unknown (it did not answer): every stream asked for counts.
+        let asked: [String] =
+            switch selection {
+            case .one(let row): [row.name]
+            case .all(let rows): rows.map(\.name)
+            case nil: []
+            }
+        guard what == "clip", let range, !asked.isEmpty,
+            !reachesPastDisk(directory: directory, range: range, streams: asked)
+        else {
+            throw unansweringRecorder(
+                directory,
+                instead:
+                    ": its newest frames are in its memory alone, nothing was \(what == "save" ? "saved" : "exported")")
+        }
+        printError(
+            "rewind clip: the recorder recording into \(directory) did not answer: exported from the store on disk")
+        return false
+    }
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
     var object = started

@@ -76,8 +76,14 @@ enum Rewind {
         // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
         if let failure = System.flushStandardOutput() {
             let name = runningCommand.withLock { $0 }
-            printError("\(name): stdout: writing failed: \(String(cString: strerror(failure)))")
-            if status == ExitStatus.success { status = ExitStatus.failure }
+            if failure == EPIPE {
+                // SIGPIPE ignored: the reader went away, as unbuffered output (``writeAll(_:to:)``) says it.
+                printError("\(name): stdout: the reader closed the pipe")
+                if status == ExitStatus.success { status = ExitStatus.brokenPipe }
+            } else {
+                printError("\(name): stdout: writing failed: \(String(cString: strerror(failure)))")
+                if status == ExitStatus.success { status = ExitStatus.failure }
+            }
         }
         exit(status)
     }

@@ -5,20 +5,23 @@ import RewindKit
 /// recording there does not answer (exit 69).
 private func requireRecorder<Answer>(_ directory: String, _ call: (ControlClient) throws -> Answer?) throws -> Answer {
     guard let answer = try call(ControlClient(directory: directory)) else {
-        if SegmentStore.isOpenForRecording(directory: directory) {
-            // It holds the store's lock, but its socket is gone or took no connection.
-            throw CommandError(
-                "a recorder is recording into \(directory), but no answer came on "
-                    + "\(directory)/\(RecorderControl.socketName) (it records without its API, its socket was removed, "
-                    + "or it is short of memory or threads); try again, or see what it printed when it started",
-                status: ExitStatus.unavailable)
-        }
+        if SegmentStore.isOpenForRecording(directory: directory) { throw unansweringRecorder(directory) }
         throw CommandError(
             "no recorder is running on \(directory) (no answer on \(directory)/\(RecorderControl.socketName)); "
                 + "start one with 'rewind record --store \(directory)'",
             status: ExitStatus.unavailable)
     }
     return answer
+}
+
+/// The failure of a command that needs the recorder recording into `directory`, which holds the store's lock but
+/// took no connection on its socket (exit 69). `instead` says what the command does not do for it.
+func unansweringRecorder(_ directory: String, instead: String = "") -> CommandError {
+    CommandError(
+        "a recorder is recording into \(directory), but no answer came on "
+            + "\(directory)/\(RecorderControl.socketName) (it records without its API, its socket was removed, "
+            + "or it is short of memory or threads)\(instead); try again, or see what it printed when it started",
+        status: ExitStatus.unavailable)
 }
 
 func runStatus(_ arguments: ParsedArguments) throws -> Int32 {

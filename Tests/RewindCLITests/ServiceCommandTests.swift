@@ -39,7 +39,29 @@ import Testing
         #expect(
             unanswered.stderr.contains("a recorder is recording into \(store), but no answer came on"),
             "\(unanswered.stderr)")
+        // Nor does a save (the last second of the recorder, whose newest frames only it holds) come from the disk,
+        // short of them, as if none ran; a clip the disk holds whole does, said so, and one reaching past it does not.
+        let unsaved = directory.appendingPathComponent("unsaved.mkv").path
+        let refused = try Tool.rewind(["save", "--store", store, "--last", "1s", "-o", unsaved])
+        #expect(refused.status == 69, "\(refused.output) \(refused.stderr)")
+        #expect(refused.stderr.contains("but no answer came on") && refused.stderr.contains("nothing was saved"))
+        #expect(!FileManager.default.fileExists(atPath: unsaved))
+        let old = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "500ms", "-o", unsaved])
+        #expect(old.status == 0, "\(old.stderr)")
+        #expect(old.stderr.contains("did not answer: exported from the store on disk"), "\(old.stderr)")
+        let newest = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1000s", "-o", unsaved])
+        #expect(newest.status == 69 && newest.stderr.contains("nothing was exported"), "\(newest.stderr)")
         try FileManager.default.moveItem(atPath: directory.path + "/moved.sock", toPath: store + "/rewind.sock")
+        // With SIGPIPE ignored, a reader gone before the text is written ends `status` with 141, as its JSON would.
+        for format in ["", " --json"] {
+            let gone = try Tool.run(
+                "/bin/bash",
+                [
+                    "-c", "{ trap '' PIPE; sleep 0.5; \"$0\" status --store \"$1\"\(format); echo $? >&2; } | true",
+                    Tool.rewindPath, store,
+                ])
+            #expect(gone.stderr.hasSuffix("stdout: the reader closed the pipe\n141\n"), "\(format): \(gone.stderr)")
+        }
         let events = try Tool.startRewind(["events", "--store", store])
         defer { if events.process.isRunning { events.process.terminate() } }
 
