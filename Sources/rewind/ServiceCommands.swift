@@ -124,7 +124,16 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         "hold.after": hold != nil ? "--hold" : "--hold-after",
     ]
     let list = try requireRecorder(directory) { client in try namingFlags(flags) { try client.mark(request) } }
-    for marker in list.markers { print("marked " + describe(marker)) }
+    // A command that fails leaves nothing behind: markers whose line could not be written (a full disk, a reader
+    // gone) are taken back, as a save is, so that a script retrying it does not mark twice.
+    signal(SIGPIPE, SIG_IGN)
+    do {
+        try writeAll(Data(list.markers.map { "marked " + describe($0) + "\n" }.joined().utf8), to: STDOUT_FILENO)
+    } catch let error as CommandError {
+        let client = ControlClient(directory: directory)
+        for marker in list.markers { _ = try? client.unmark(id: marker.id) }
+        throw CommandError("\(error.description); the marker was taken back", status: error.status)
+    }
     return ExitStatus.success
 }
 
@@ -145,16 +154,25 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let id = Int64(try arguments.integer("id", in: 1...Int.max)!)
     // A running recorder owns the store (and its lock); otherwise the store is changed directly.
-    if let removed = try ControlClient(directory: directory).unmark(id: id) {
-        print("deleted " + describe(removed))
-        return ExitStatus.success
+    let removed: MarkerBody
+    if let answer = try ControlClient(directory: directory).unmark(id: id) {
+        removed = answer
+    } else {
+        try requireStore(directory)
+        let store = try SegmentStore.open(directory: directory)
+        guard let row = try store.removeMarker(id: id) else {
+            throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them")
+        }
+        removed = try MarkerBody(row, in: store)
     }
-    try requireStore(directory)
-    let store = try SegmentStore.open(directory: directory)
-    guard let removed = try store.removeMarker(id: id) else {
-        throw CommandError("no marker \(id) in \(directory); 'rewind markers' lists them")
+    // The marker is gone whether or not its line can be written: a failure says so, so that a script does not
+    // take it for a marker still there.
+    signal(SIGPIPE, SIG_IGN)
+    do {
+        try writeAll(Data(("deleted " + describe(removed) + "\n").utf8), to: STDOUT_FILENO)
+    } catch let error as CommandError {
+        throw CommandError("\(error.description); marker \(id) was deleted all the same", status: error.status)
     }
-    print("deleted " + describe(try MarkerBody(removed, in: store)))
     return ExitStatus.success
 }
 
