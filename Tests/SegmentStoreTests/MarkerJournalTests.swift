@@ -209,6 +209,45 @@ import Testing
         #expect(try Self.journalContents(dir).live.keys.sorted() == [1, 3])
     }
 
+    /// A journal whose last record, a removal the index made, is cut short (a byte lost at its end, or its length
+    /// damaged so that it and the record before it read as unfinished): the marker the index gave and removed
+    /// stays removed, not brought back from the records before the cut.
+    @Test(arguments: [true, false])
+    func aRemovalTheIndexMadeIsNotUndoneByAJournalCutShort(inTheRemoval: Bool) throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            for i in 0..<3 {
+                _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
+            }
+            #expect(try store.removeMarker(id: 2) != nil)
+        }
+        let path = dir.path + "/" + Self.journal
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        if inTheRemoval {
+            bytes.removeLast()
+        } else {
+            // The length of the third marker's record, before the removal, says more than the file holds.
+            var starts: [Int] = []
+            var offset = 8
+            while offset + 8 <= bytes.count {
+                starts.append(offset)
+                offset += 8 + bytes[offset..<(offset + 4)].reversed().reduce(0) { $0 << 8 | Int($1) }
+            }
+            #expect(starts.count == 4, "\(starts)")
+            bytes[starts[2] + 1] ^= 0x01
+        }
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(try Self.markers(store) == ["1 m0", "3 m2"], "\(store.recovery.repaired)")
+        #expect(!store.recovery.repaired.contains { $0.hasPrefix("restored") }, "\(store.recovery.repaired)")
+        #expect(try Self.journalContents(dir).live.keys.sorted() == [1, 3])
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// A journal that cannot be written: the marker is refused and not in the index (nothing acknowledged that a lost
     /// index would not bring back), and the journal is as it was; a removal stays undone.
     @Test func aJournalThatCannotBeWrittenRefusesTheChange() throws {

@@ -80,7 +80,13 @@ extension SegmentStore {
                 "cut the unfinished last record of \(name) (a marker change being written when the process stopped)")
         }
 
-        let lost = journal.live.values.filter { indexed[$0.id] == nil }.sorted { $0.id < $1.id }
+        // A journal cut short at its end lost its last record, or more read as unfinished: when that was a removal
+        // the index made after it (the journal is synced first), the records before the cut still have the marker.
+        // One the index gave and no longer has was removed: it stays removed. (An index that lost its last commits
+        // lost the ids it gave with them, so what it never gave comes back.)
+        let given = journal.tornTail ? try index.highestMarkerIDGiven() : 0
+        let lost = journal.live.values.filter { indexed[$0.id] == nil && !(journal.tornTail && $0.id <= given) }
+            .sorted { $0.id < $1.id }
         let orphans = lost.filter { streamIDs[$0.streamName] == nil }
         for entry in orphans {
             // Nothing is left for it to mark or hold: a repair drops it from the journal.
