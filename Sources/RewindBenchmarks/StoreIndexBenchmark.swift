@@ -113,7 +113,7 @@ public enum StoreIndexBenchmark {
                         ptsNanoseconds: pts(frame), wallNanoseconds: pts(frame), segmentID: segment,
                         fileOffset: offset, storedLength: stored, rawLength: layout.byteCount,
                         flags: frame % fps == 0 ? FrameRow.keyFrameFlag : 0, codec: 1))
-                offset += Int64(stored) + 64
+                offset += Int64(stored + SegmentFormat.recordHeaderLength)
             }
             try index.addFrames(batch, streamID: stream.id)
         }

@@ -280,8 +280,10 @@ struct CommandFailure {
         case let error as StoreIndexError:
             switch error {
             case .streamDescriptionMismatch: return "record into a new store directory or a stream of another name"
-            case .invalidStreamRow, .invalidSegmentRow, .contradictsItself, .unknownSegment:
+            case .invalidStreamRow, .invalidSegmentRow, .unknownSegment:
                 return "\(repair), which moves the index aside and rebuilds it from the segment files"
+            case .contradictsItself:
+                return "\(repair), which rebuilds the index (or the rows it lacks) from the segment files"
             default: return nil
             }
         case is FrameDecodeError:

@@ -9,13 +9,14 @@ import Testing
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x90@10", "--duration", "8s"])
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x90@10", "--duration", "8s", "--segment", "2500ms",
+        ])
         #expect(record.status == 0, "\(record.stderr)")
-        // Frames 35…59 leave the index (frame 60 is a key frame, decodable on its own): a clip of the whole store
-        // then has a 2.5 s hole to fill.
+        // The second segment (frames 25…49) leaves the index, rows and all, as retention takes one: a clip of the
+        // whole store then has a 2.5 s hole to fill.
         try runChecked(
-            "sqlite3",
-            ["\(store)/index.sqlite", "DELETE FROM frames WHERE pts_ns >= 3500000000 AND pts_ns < 6000000000"])
+            "sqlite3", ["\(store)/index.sqlite", "PRAGMA foreign_keys = ON; DELETE FROM segments WHERE id = 2;"])
         let output = directory.appendingPathComponent("gap.y4m").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "8s", "-o", output])
         #expect(clip.status == 0, "\(clip.stderr)")

@@ -177,6 +177,35 @@ import Testing
         #expect(try frameMD5s(output) == frameMD5s(source.path))
     }
 
+    /// Rows of a sealed segment missing from the index (pages damaged so that a range scan skips or stops short, or
+    /// rows deleted by another program): a clip never writes the frames around them as if that were all, but fails
+    /// naming the rows missing, and a repair puts them back from the file.
+    @Test(arguments: [
+        "DELETE FROM frames WHERE pts_ns BETWEEN 500000000 AND 700000000",
+        "DELETE FROM frames WHERE pts_ns >= 1800000000 AND pts_ns < 2000000000",
+        "DELETE FROM frames WHERE pts_ns >= 2000000000 AND pts_ns < 4000000000",
+    ])
+    func aClipNeverLeavesOutRowsTheIndexLost(edit: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "30", frames: 150, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "2s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", "\(edit);"])
+
+        let output = directory.appendingPathComponent("all.y4m").path
+        let before = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output])
+        #expect(before.status == 1, "\(before.output) \(before.stderr)")
+        #expect(before.stderr.contains("rows are missing"), "\(before.stderr)")
+        #expect(before.stderr.contains("rewind verify --repair"), "\(before.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        let after = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try frameMD5s(output) == frameMD5s(source.path))
+    }
+
     /// A segment file moved away (its frames counted lost by a repair) and put back: the next repair indexes it
     /// again and no `damaged` gap is left, not even a frame-long sliver at either side of it.
     @Test func aSegmentPutBackLeavesNoDamagedGap() throws {

@@ -21,10 +21,12 @@ extension StoreIndex {
     /// - Throws: What `body` throws, ``SQLiteError``.
     /// - Complexity: O(log n + k) for k frames visited out of n.
     package func frames(streamID: Int64, in range: Range<Int64>, _ body: (FrameRow) throws -> Bool) throws {
+        guard !range.isEmpty else { return }
         var lower = range.lowerBound
         var pageSize = 64
         var page: [FrameRow] = []
         page.reserveCapacity(512)
+        var coverage = ScanCoverage(sealed: try segments(streamID: streamID, overlapping: range))
         while lower < range.upperBound {
             let limit = pageSize
             let start = lower
@@ -39,10 +41,69 @@ extension StoreIndex {
                 try select.bind(Int64(limit), at: 4)
                 while try select.step() { page.append(Self.frameRow(select)) }
             }
-            for row in page where try !body(row) { return }
-            guard page.count == limit, let last = page.last else { return }
+            for row in page {
+                try coverage.note(row)
+                guard try body(row) else { return }
+            }
+            guard page.count == limit, let last = page.last else { break }
             lower = last.ptsNanoseconds + 1
             pageSize = 512
+        }
+        try coverage.check(range, now: try segments(streamID: streamID, overlapping: range))
+    }
+
+    /// What a scan of a stream's rows saw of each segment that was sealed when it started, whose rows never change
+    /// but all at once (a deletion): a row missing between two it saw (its file's records follow one another), or at
+    /// a segment's first or last frame inside the range, is a row the index lost, in pages a range scan skips or
+    /// stops at (SQLite's own check finds them; a scan does not), never frames that are not there.
+    struct ScanCoverage {
+        /// The file names of the segments sealed at the start, by id.
+        private let sealed: [Int64: String]
+        /// Per segment seen: the first and last pts, and where in its file the record after the last one starts.
+        private var seen: [Int64: (first: Int64, last: Int64, next: Int64)] = [:]
+        /// The segment of the row before, and whether it was sealed.
+        private var current: (id: Int64, isSealed: Bool)?
+
+        init(sealed segments: [SegmentRow]) {
+            sealed = Dictionary(
+                segments.filter { $0.state == .sealed }.map { ($0.id, $0.fileName) },
+                uniquingKeysWith: { first, _ in first })
+        }
+
+        mutating func note(_ row: FrameRow) throws {
+            let next = row.fileOffset.addingSaturating(
+                Int64(SegmentFormat.recordHeaderLength).addingSaturating(Int64(row.storedLength)))
+            if current?.id != row.segmentID {
+                current = (row.segmentID, sealed[row.segmentID] != nil)
+            }
+            guard current!.isSealed else { return }
+            guard let before = seen[row.segmentID] else {
+                seen[row.segmentID] = (row.ptsNanoseconds, row.ptsNanoseconds, next)
+                return
+            }
+            guard row.fileOffset == before.next else {
+                throw StoreIndexError.contradictsItself(
+                    detail:
+                        "segment \(sealed[row.segmentID] ?? "") has no row for the record at byte \(before.next) of its file, "
+                        + "between its frames at pts \(before.last) and \(row.ptsNanoseconds) ns: rows are missing "
+                        + "(pages of the index damaged, or rows deleted by another program)")
+            }
+            seen[row.segmentID] = (before.first, row.ptsNanoseconds, next)
+        }
+
+        /// Checks, once the scan of `range` reached its end, each segment sealed at its start and still sealed
+        /// (`now`): its first and last frame inside the range were seen.
+        func check(_ range: Range<Int64>, now: [SegmentRow]) throws {
+            for segment in now where segment.state == .sealed && sealed[segment.id] != nil && segment.frameCount > 0 {
+                let ends = [segment.firstPTS, segment.lastPTS].compactMap { $0 }.filter(range.contains)
+                let saw = seen[segment.id]
+                for end in ends where end != saw?.first && end != saw?.last {
+                    throw StoreIndexError.contradictsItself(
+                        detail: "a scan of the rows in [\(range.lowerBound), \(range.upperBound)) ns found none for "
+                            + "the frame at pts \(end) ns of segment \(segment.fileName), which its segment row has: "
+                            + "rows are missing (pages of the index damaged, or rows deleted by another program)")
+                }
+            }
         }
     }
 
