@@ -269,17 +269,28 @@ func apiObject(_ value: some Encodable) -> [String: Any] {
 
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
-    // Neither an index nor segment files: nothing to check or to rebuild an index from.
-    try requireStore(directory)
     let repair = arguments.flag("repair")
-    if !repair && SegmentStore.isOpenForRecording(directory: directory) {
-        // While a recorder writes, the open segment grows, retention deletes files and the index moves on between
-        // reads: a check would report damage that is not there.
-        throw SegmentStoreError.storeLocked(directory: directory)
-    }
     var movedIndex: (path: String, why: String)?
-    var (store, report, only) = try openAndVerify(
-        directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
+    var (store, report, only): (SegmentStore, VerifyReport, String?)
+    do {
+        // Neither an index nor segment files: nothing to check or to rebuild an index from.
+        try requireStore(directory)
+        if !repair && SegmentStore.isOpenForRecording(directory: directory) {
+            // While a recorder writes, the open segment grows, retention deletes files and the index moves on between
+            // reads: a check would report damage that is not there.
+            throw SegmentStoreError.storeLocked(directory: directory)
+        }
+        (store, report, only) = try openAndVerify(
+            directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
+    } catch where arguments.flag("json") {
+        // A program reading the JSON gets a document whatever failed: not clean, and why (stderr says it too).
+        try printJSON([
+            "clean": false, "segments": 0, "frames": 0, "damaged": [Any](), "problems": ["\(error)"],
+            "repaired": movedIndex.map { ["moved \($0.why) to \($0.path)"] } ?? [], "salvage": [Any](),
+            "error": "\(error)",
+        ])
+        throw error
+    }
     if repair {
         // Report what was repaired, then the state the store is in now.
         var repaired = store.recovery.repaired + report.repaired

@@ -111,6 +111,11 @@ import Testing
         let check = try Tool.rewind(["verify", "--store", store])
         #expect(check.status == 1, "\(check.output)\(check.stderr)")
         #expect(check.stderr.contains("rewind verify --repair"), "\(check.stderr)")
+        // A program asking for JSON gets it, not clean, with the error, whatever failed.
+        let json = try Tool.rewind(["verify", "--store", store, "--json"])
+        let document = try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any]
+        #expect(json.status == 1 && document?["clean"] as? Bool == false, "\(json.output)")
+        #expect((document?["error"] as? String)?.contains("is corrupt (SQLITE_CORRUPT)") == true, "\(json.output)")
         // An index moved aside earlier in the same second (here in each of the next few seconds) is kept too.
         let now = Int(Date().timeIntervalSince1970)
         for second in now..<(now + 5) {
