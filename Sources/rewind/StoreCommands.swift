@@ -282,7 +282,7 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         }
         (store, report, only) = try openAndVerify(
             directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
-    } catch where arguments.flag("json") {
+    } catch  where arguments.flag("json") {
         // A program reading the JSON gets a document whatever failed: not clean, and why (stderr says it too).
         try printJSON([
             "clean": false, "segments": 0, "frames": 0, "damaged": [Any](), "problems": ["\(error)"],
