@@ -164,6 +164,15 @@ func requireStore(_ directory: String) throws {
         FileManager.default.fileExists(atPath: directory + "/index.sqlite")
             || FileManager.default.fileExists(atPath: directory + "/segments")
     else {
+        // A recorder with spill off serves its API here and keeps no store: one more recorder would be refused.
+        if FileManager.default.fileExists(atPath: directory + "/" + RecorderControl.socketName),
+            (try? ControlClient(directory: directory).status()) != nil
+        {
+            throw CommandError(
+                "no store at '\(directory)': the recorder serving there records without one (--spill off), keeping "
+                    + "its frames in memory only; 'rewind status --store \(directory)' shows it, and 'rewind save' "
+                    + "saves from it")
+        }
         throw CommandError(
             "no store at '\(directory)': expected \(directory)/index.sqlite; record one with "
                 + "'rewind record --store \(directory)'")

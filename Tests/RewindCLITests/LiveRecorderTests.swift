@@ -145,6 +145,12 @@ import Testing
             // A marker reaches the recorder that serves the directory: kept by the store's, refused by the other.
             let marked = try Tool.rewind(["mark", "--store", store, "--label", "kept"])
             #expect((marked.status == 0) == (first == "eager"), "\(marked.stderr)")
+            if first == "off" {
+                // No store to read yet, and no advice to record one there (it would be refused): the recorder is named.
+                let info = try Tool.rewind(["info", "--store", store])
+                #expect(info.status == 1, "\(info.stderr)")
+                #expect(info.stderr.contains("the recorder serving there records without one (--spill off)"))
+            }
             running.process.interrupt()
             let stopped = try running.finish(timeout: .seconds(60))
             #expect(stopped.status == 0, "\(stopped.stderr)")
