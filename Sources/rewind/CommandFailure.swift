@@ -130,6 +130,8 @@ struct CommandFailure {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
             }
         default:
+            // Another recorder holds the store: the service is taken, as when its socket or port is (69).
+            if command == "record", case SegmentStoreError.storeLocked = error { status = ExitStatus.unavailable }
             advice = Self.advice(forStoreError: error, command: command)
         }
     }

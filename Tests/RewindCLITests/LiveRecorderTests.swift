@@ -90,7 +90,7 @@ import Testing
         #expect(busy.stderr.contains("verify checks a store at rest") && busy.output.isEmpty, "\(busy.output)")
         // A second recorder is told the same fact, with its own advice.
         let second = try Tool.rewind(["record", "--store", store, "--duration", "1s"])
-        #expect(second.status != 0 && second.stderr.contains("is open for recording by another process"))
+        #expect(second.status == 69 && second.stderr.contains("is open for recording by another process"))
         #expect(second.stderr.contains("stop it (one recorder per store), or give another --store"), "\(second.stderr)")
 
         // SIGUSR1 saves the whole window (3 s) into DIR/exports/.
