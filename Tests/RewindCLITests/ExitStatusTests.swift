@@ -232,7 +232,7 @@ import Testing
                 "upgrade rewind"
             ),
             (CommandError("x", status: 69), "bench", 69, nil),
-            (SegmentStoreError.storeLocked(directory: "d"), "record", 1, "one recorder per store"),
+            (SegmentStoreError.storeLocked(directory: "d"), "record", 69, "one recorder per store"),
             (SegmentStoreError.storeLocked(directory: "d"), "verify", 1, "verify checks a store at rest"),
         ]
         for (error, command, status, advice) in cases {
