@@ -72,7 +72,8 @@ func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
         _ = try requireRecorder(directory) { _ in String?.none }
         return ExitStatus.unavailable
     }
-    return ExitStatus.success
+    // Ended by Ctrl-C or SIGTERM (130, as a follower is), or by the recorder's own stream ending (0).
+    return stopRequested.load(ordering: .relaxed) ? ExitStatus.interrupted : ExitStatus.success
 }
 
 func runMark(_ arguments: ParsedArguments) throws -> Int32 {

@@ -139,6 +139,15 @@ import Testing
         try waitUntil("the events client has printed the save and the marker") {
             events.output.contains("\"state\":\"done\"") && events.output.contains("\"event\":\"marker\"")
         }
+        // A follower stopped by Ctrl-C ends with 130; one whose recorder stopped, with 0.
+        let follower = try Tool.startRewind(["events", "--store", store])
+        try waitUntil("the second events client hears a marker") {
+            _ = try Tool.rewind(["mark", "--store", store, "--label", "probe"])
+            return follower.output.contains("\"event\":\"marker\"")
+        }
+        follower.process.interrupt()
+        let interrupted = try follower.finish(timeout: .seconds(60))
+        #expect(interrupted.status == 130, "\(interrupted.stderr)")
         process.interrupt()
         let finished = try recorder.finish()
         #expect(finished.status == 0, "\(finished.stderr)")
