@@ -211,6 +211,47 @@ import Testing
         #expect(try frameMD5s(output) == frameMD5s(source.path))
     }
 
+    /// A `.partial` of another store (or one renamed) in `segments/`, whose header says the number of one of this
+    /// store's files: never sealed under that number, which replaced the store's file and lost its frames; a repair
+    /// keeps it aside as `.foreign`. A copy of a sealed file as its own `.partial` is kept aside as `.duplicate`.
+    @Test func aPartialOfAnotherNameNeverReplacesAFileOfTheStore() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "160x120", rate: "30", frames: 150, in: directory)
+        var stores: [String] = []
+        for name in ["store", "other"] {
+            let store = directory.appendingPathComponent(name).path
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "2s",
+            ])
+            #expect(record.status == 0, "\(record.stderr)")
+            stores.append(store)
+        }
+        let (store, other) = (stores[0], stores[1])
+        let own = try Data(contentsOf: URL(fileURLWithPath: "\(store)/segments/000002.seg"))
+        try FileManager.default.copyItem(
+            atPath: "\(other)/segments/000002.seg", toPath: "\(store)/segments/000060.seg.partial")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--duration", "1s"])
+        #expect(again.stderr.contains("says in its header that it is segment 2"), "\(again.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(store)/segments/000002.seg")) == own)
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved it aside as 000060.seg.partial.foreign"), "\(repair.output)")
+        let output = directory.appendingPathComponent("first.y4m").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "5s", "-o", output])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try frameMD5s(output) == frameMD5s(source.path), "the first recording, whole")
+
+        try FileManager.default.copyItem(
+            atPath: "\(store)/segments/000002.seg", toPath: "\(store)/segments/000002.seg.partial")
+        let check = try Tool.rewind(["verify", "--store", store])
+        #expect(check.status == 1 && check.output.contains("have the same number"), "\(check.output)")
+        let mended = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(mended.status == 0, "\(mended.output)\(mended.stderr)")
+        #expect(mended.output.contains("moved 000002.seg.partial aside as 000002.seg.partial.duplicate"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: "\(store)/segments/000002.seg")) == own)
+    }
+
     /// A segment file moved away (its frames counted lost by a repair) and put back: the next repair indexes it
     /// again and no `damaged` gap is left, not even a frame-long sliver at either side of it.
     @Test func aSegmentPutBackLeavesNoDamagedGap() throws {

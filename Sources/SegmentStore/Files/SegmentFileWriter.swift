@@ -337,7 +337,15 @@ func sealRecoveredPartial(
         try? fileSystem.ftruncate(fd, length: scan.validEnd, path: path)
         throw error
     }
-    let sealedName = SegmentFormat.fileName(sequence: header.sequence, partial: false)
+    // Under its own number (a file another store made says another in its header), and never over a file there:
+    // rename would replace it, and its frames with it.
+    let sealedName = SegmentFormat.fileName(
+        sequence: SegmentFormat.sequence(ofFileName: fileName) ?? header.sequence, partial: false)
+    guard !fileSystem.fileExists(directory + "/" + sealedName) else {
+        throw FileSystemError(
+            operation: "rename", path: directory + "/" + sealedName, code: EEXIST,
+            detail: "\(sealedName) is there already; \(fileName) is left as it is")
+    }
     try fileSystem.rename(path, to: directory + "/" + sealedName)
     try fileSystem.syncDirectory(directory)
     return sealedName

@@ -76,9 +76,19 @@ extension SegmentStore {
             guard let sequence = SegmentFormat.sequence(ofFileName: name) else { continue }
             if let other = files[sequence] {
                 // Both names: a crash between writing the sealed file and removing the partial cannot happen with
-                // rename, so this is a copy; prefer the sealed one and report the other.
-                report.problems.append("segments/\(name) and segments/\(other) have the same number")
-                if name.hasSuffix(SegmentFormat.sealedSuffix) { files[sequence] = name }
+                // rename, so this is a copy; prefer the sealed one, and a repair keeps the other aside.
+                let (kept, spare) = name.hasSuffix(SegmentFormat.sealedSuffix) ? (name, other) : (other, name)
+                let same = "segments/\(spare) and segments/\(kept) have the same number"
+                if mode == .repair {
+                    report.repaired.append(
+                        same + ": moved \(spare) aside as \(try moveAside(spare, as: "duplicate")) (a copy; the sealed "
+                            + "file stands)")
+                } else {
+                    report.problems.append(
+                        same + "; 'rewind verify --repair' moves \(spare) aside as \(spare).duplicate (the sealed file "
+                            + "stands)")
+                }
+                files[sequence] = kept
             } else {
                 files[sequence] = name
             }
@@ -602,6 +612,21 @@ extension SegmentStore {
             return
         }
 
+        // The store writes a file's number into its header and its name alike: a file whose header says another
+        // number was made under another name (another store's, or renamed), and is not sealed, indexed or read as
+        // this one's (sealing it would take the name its header gives, perhaps another file's).
+        if let sequence = SegmentFormat.sequence(ofFileName: name), reader.header.sequence != sequence, row == nil {
+            reader.close()
+            report.segments -= 1
+            let said = "segments/\(name) says in its header that it is segment \(reader.header.sequence): it was made "
+                + "under another name (another store's file, or one renamed)"
+            guard mode == .repair else {
+                report.problems.append(said + "; 'rewind verify --repair' moves it aside as \(name).foreign")
+                return
+            }
+            report.repaired.append(said + "; moved it aside as \(try moveAside(name, as: "foreign"))")
+            return
+        }
         let scan = try reader.scan(verifyPayload: true)
         if foreignSuspect, let row,
             let difference = try firstDisagreement(segment: row, header: reader.header, scan: scan)
