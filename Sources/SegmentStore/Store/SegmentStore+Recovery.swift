@@ -618,7 +618,8 @@ extension SegmentStore {
         if let sequence = SegmentFormat.sequence(ofFileName: name), reader.header.sequence != sequence, row == nil {
             reader.close()
             report.segments -= 1
-            let said = "segments/\(name) says in its header that it is segment \(reader.header.sequence): it was made "
+            let said =
+                "segments/\(name) says in its header that it is segment \(reader.header.sequence): it was made "
                 + "under another name (another store's file, or one renamed)"
             guard mode == .repair else {
                 report.problems.append(said + "; 'rewind verify --repair' moves it aside as \(name).foreign")
