@@ -148,6 +148,50 @@ import Testing
         #expect(try store.addMarker(streamName: "camera", at: frames.pts(1), label: "new", hold: nil).id == 3)
     }
 
+    /// A rebuilt index and a journal with one record damaged inside (its length whole): every other record counts,
+    /// those after the damaged one too (a later marker, a later deletion), and the repair says which change is lost.
+    /// A length damaged so that it runs past the end, with whole records after it, is damage too, not a last record
+    /// cut short, and is said.
+    @Test(arguments: [true, false])
+    func aRebuiltIndexGetsEveryWholeRecordOfADamagedJournal(lengthDamaged: Bool) throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            for i in 0..<4 {
+                _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
+            }
+            #expect(try store.removeMarker(id: 1) != nil)
+        }
+        let path = dir.path + "/" + Self.journal
+        var bytes = try #require(FileManager.default.contents(atPath: path))
+        var starts: [Int] = []
+        var offset = 8
+        while offset + 8 <= bytes.count {
+            starts.append(offset)
+            offset += 8 + bytes[offset..<(offset + 4)].reversed().reduce(0) { $0 << 8 | Int($1) }
+        }
+        #expect(starts.count == 5, "\(starts)")
+        // The second marker's record: its payload, or its length (256 bytes more, past the end of the file).
+        if lengthDamaged { bytes[starts[1] + 1] ^= 0x01 } else { bytes[starts[1] + 12] ^= 0x40 }
+        try bytes.write(to: URL(fileURLWithPath: path))
+        for suffix in ["", "-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: dir.path + "/index.sqlite" + suffix)
+        }
+        let store = try SegmentStore.open(directory: dir.path)
+        let said = store.recovery.repaired.first { $0.hasPrefix("markers.journal is damaged (the record at byte ") }
+        #expect(said != nil, "\(store.recovery.repaired)")
+        if lengthDamaged {
+            // Nothing after the length can be placed: what came before it stands, and that is said.
+            #expect(said?.contains("past the end of the file, and a whole record follows") == true, "\(said ?? "")")
+            #expect(try Self.markers(store) == ["1 m0"])
+        } else {
+            #expect(try Self.markers(store) == ["3 m2", "4 m3"], "marker 1 deleted, marker 2's record damaged")
+        }
+    }
+
     /// A journal damaged in the middle: the index's markers stand and the journal is written again from them; one cut
     /// inside its last record (a change being written when the process stopped) is cut back.
     @Test(arguments: ["damaged", "cut", "missing", "garbage"])

@@ -101,23 +101,57 @@ package enum JournalFraming {
                 }
                 let end = offset + 8 + length
                 guard end <= bytes.count else {
-                    scan.tornTail = true
+                    // A write cut short ends the file inside its record; a length damaged in the middle of the
+                    // journal says more than the file holds too, but whole records follow it.
+                    if let next = firstValidRecord(in: raw, after: offset + 8) {
+                        scan.damage =
+                            "the record at byte \(offset) declares \(length) bytes, past the end of the file, "
+                            + "and a whole record follows at byte \(next)"
+                    } else {
+                        scan.tornTail = true
+                    }
                     return
                 }
                 let payload = UnsafeRawBufferPointer(rebasing: raw[(offset + 8)..<end])
                 guard CRC32C.checksum(payload) == checksum, take(payload) else {
                     if end == bytes.count {
                         scan.tornTail = true
-                    } else {
-                        scan.damage = "the record at byte \(offset) fails its checksum"
+                        return
                     }
-                    return
+                    // One record damaged inside, its length whole (a record follows right after it): the records
+                    // after it are read too, so a rebuilt index loses that one change alone.
+                    let skipped = "the record at byte \(offset) fails its checksum"
+                    scan.damage = scan.damage.map { $0 + "; " + skipped } ?? skipped
+                    guard firstValidRecord(in: raw, after: end) == end else { return }
+                    offset = end
+                    continue
                 }
                 offset = end
-                scan.validLength = Int64(offset)
+                if scan.damage == nil { scan.validLength = Int64(offset) }
             }
         }
         return scan
+    }
+
+    /// The offset of the first whole record (its length inside the file, its checksum right) at or after `start`,
+    /// if any: what tells damage in the middle of a journal from a last record cut short.
+    ///
+    /// - Complexity: O(bytes × the records' lengths), for the journals' size (kilobytes) and only once damage shows.
+    static func firstValidRecord(in raw: UnsafeRawBufferPointer, after start: Int) -> Int? {
+        guard raw.count >= 8 else { return nil }
+        let base = raw.baseAddress!
+        var offset = start
+        while offset <= raw.count - 8 {
+            let length = Int(base.get(UInt32.self, at: offset))
+            if length > 0, length <= largestPayload, offset + 8 + length <= raw.count,
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[(offset + 8)..<(offset + 8 + length)]))
+                    == base.get(UInt32.self, at: offset + 4)
+            {
+                return offset
+            }
+            offset += 1
+        }
+        return nil
     }
 
     /// The text at `offset` of a payload (a `UInt16` byte count and UTF-8), moving `offset` past it; nil when the

@@ -129,9 +129,11 @@ extension SegmentStore {
             return
         }
         if let damage = journal.damage {
-            report.problems.append(
-                "\(name) is damaged (\(damage)): the \(what) of its records before the damage are restored; a change "
-                    + "after it is not")
+            // Said with what the rebuild did (an open's problems are not a repair's), so that it is never silent.
+            let said =
+                "\(name) is damaged (\(damage)): the \(what) of its whole records are restored; the change of a "
+                + "damaged one, and of any after damage that hides where records start, is lost"
+            if mode.changes { report.repaired.append(said) } else { report.problems.append(said) }
         }
         try bringInStep(journal, &file, &report)
     }

@@ -612,10 +612,12 @@ extension SegmentStore {
             return
         }
 
-        // The store writes a file's number into its header and its name alike: a file whose header says another
-        // number was made under another name (another store's, or renamed), and is not sealed, indexed or read as
-        // this one's (sealing it would take the name its header gives, perhaps another file's).
-        if let sequence = SegmentFormat.sequence(ofFileName: name), reader.header.sequence != sequence, row == nil {
+        // The store writes a file's number into its header and its name alike: a `.partial` whose header says
+        // another number was made under another name (another store's, or renamed), and is not sealed, indexed or
+        // read as this one's (sealing it would take the name its header gives, perhaps another file's).
+        if isPartial, let sequence = SegmentFormat.sequence(ofFileName: name), reader.header.sequence != sequence,
+            row == nil
+        {
             reader.close()
             report.segments -= 1
             let said =
