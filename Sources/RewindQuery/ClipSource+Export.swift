@@ -178,6 +178,14 @@ package struct StagedExport {
         let slash = target.lastIndex(of: "/")
         let directory = slash.map { String(target[...$0]) } ?? ""
         let name = slash.map { String(target[target.index(after: $0)...]) } ?? target
+        // Already this process's temporary name (a stream's file of an export of several, staged together): written
+        // as it is, its staging's to rename or remove; staged again, its name would double and no later export of
+        // that name would find it to remove.
+        if name.hasPrefix("."), name.contains(".partial-\(getpid())-") {
+            finalPath = nil
+            writtenDestination = destination
+            return
+        }
         let serial = StagedExport.counter.add(1, ordering: .relaxed).newValue
         StagedExport.removeAbandonedPartials(in: directory, name: name, fileSystem: fileSystem)
         finalPath = target

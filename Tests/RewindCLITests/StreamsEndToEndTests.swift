@@ -124,6 +124,36 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(verify.status == 0 && verify.output.contains("1 segment, 45 frames"), "\(verify.output)")
     }
 
+    /// A `.y4m` clip of every stream, killed while it writes, leaves each stream's file under the one temporary name
+    /// an export uses (`.NAME.partial-PID-N`), which the next export to that name removes.
+    @Test func aKilledExportOfEveryStreamLeavesNothingTheNextOneDoesNotRemove() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:640x480@30", "--input", "b=synthetic:320x240@30",
+            "--duration", "10s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let out = directory.appendingPathComponent("out")
+        try FileManager.default.createDirectory(at: out, withIntermediateDirectories: true)
+        func hidden() -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: out.path)) ?? []).filter { $0.hasPrefix(".") }
+        }
+        let arguments = [
+            "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "10s", "-o", out.path + "/kc.y4m",
+        ]
+        let killed = try Tool.startRewind(arguments)
+        try waitUntil("the export writes its first file", interval: .milliseconds(5)) { !hidden().isEmpty }
+        kill(killed.process.processIdentifier, SIGKILL)
+        _ = try killed.finish(timeout: .seconds(60))
+        let left = hidden()
+        #expect(left.allSatisfy { $0.hasPrefix(".kc.") && !$0.hasPrefix("..") }, "\(left)")
+        let again = try Tool.rewind(arguments)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(hidden().isEmpty, "\(hidden())")
+    }
+
     @Test func aStreamWhoseInputFailsMidwayEndsAloneAndTheOthersStayWhole() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
