@@ -197,7 +197,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
         case .tokenFile(let path, let reason):
             return "token file \(path): \(reason)"
         case .recorderStopped(let request):
-            return "the recorder stopped before it finished \(request); no file was written by it"
+            // Only a save or a clip writes a file.
+            let writes = request.hasPrefix("save") || request.hasPrefix("clip")
+            return "the recorder stopped before it finished \(request)" + (writes ? "; no file was written by it" : "")
         case .connectionDropped(let request):
             return "the recorder closed the connection without answering \(request), yet it still runs (it may be at "
                 + "a limit on threads or connections): 'rewind status' shows what it is doing"

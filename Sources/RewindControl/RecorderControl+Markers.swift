@@ -74,9 +74,31 @@ extension RecorderControl {
     private func checkHoldKeepsSomething(
         _ hold: Range<Int64>, clock: StreamClock, store: SegmentStore, stream: RecorderStream
     ) throws {
-        let oldest = [try store.summary(streamName: stream.name).firstPTS, stream.memoryStatistics.firstPTSNanoseconds]
-            .compactMap { $0 }.min()
-        guard let oldest, clock.ptsRange(hold).upperBound <= oldest else { return }
+        let summary = try store.summary(streamName: stream.name)
+        let memory = stream.memoryStatistics
+        let oldest = [summary.firstPTS, memory.firstPTSNanoseconds].compactMap { $0 }.min()
+        let held = clock.ptsRange(hold)
+        // All of it before the newest frame on disk, and none of it there: retention deleted it after a hold kept
+        // older frames (a hole; what the ring still has of it is written no more), or the stream had no frames there.
+        func onDisk() throws -> Bool {
+            guard let row = try store.streams().first(where: { $0.name == stream.name }) else { return false }
+            var found = false
+            try store.index.frames(streamID: row.id, in: held) { _ in
+                found = true
+                return false
+            }
+            return found
+        }
+        if let newest = summary.lastPTS, held.upperBound <= newest, oldest.map({ held.upperBound > $0 }) == true,
+            try !onDisk()
+        {
+            throw APIError(
+                .conflict,
+                "nothing of the hold [\(formatSeconds(hold.lowerBound)), \(formatSeconds(hold.upperBound))) of "
+                    + "'\(stream.name)' is stored: the stream has no frames there (retention deleted them, or it was "
+                    + "not recording); hold a range that holds frames")
+        }
+        guard let oldest, held.upperBound <= oldest else { return }
         let kept = clock.recorderTime(ofPTS: oldest)
         throw APIError(
             .conflict,

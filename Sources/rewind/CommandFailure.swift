@@ -68,10 +68,15 @@ struct CommandFailure {
                 }
             case .recorderStopped:
                 status = ExitStatus.unavailable
-                let again =
-                    command == "clip"
-                    ? "'rewind clip' without a recorder reads" : "'rewind save' without a recorder saves from"
-                advice = "check the recorder's log; \(again) the store on disk"
+                switch command {
+                case "clip":
+                    advice = "check the recorder's log; 'rewind clip' without a recorder reads the store on disk"
+                case "save":
+                    advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+                case "mark", "unmark":
+                    advice = "check the recorder's log; 'rewind markers' says whether the change was made"
+                default: advice = "check the recorder's log"
+                }
             case .connectionDropped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; raise its limit on threads (a pids cgroup, TasksMax, ulimit -u)"

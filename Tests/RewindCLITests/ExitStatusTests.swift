@@ -233,6 +233,9 @@ import Testing
             ),
             (CommandError("x", status: 69), "bench", 69, nil),
             (SegmentStoreError.storeLocked(directory: "d"), "record", 69, "one recorder per store"),
+            // A marker writes no file: neither the message nor the advice speaks of one.
+            (ControlError.recorderStopped(request: "the marker"), "mark", 69, "'rewind markers' says whether"),
+            (ControlError.recorderStopped(request: "save 3"), "save", 69, "'rewind save' without a recorder"),
             (SegmentStoreError.storeLocked(directory: "d"), "verify", 1, "verify checks a store at rest"),
         ]
         for (error, command, status, advice) in cases {
@@ -245,5 +248,7 @@ import Testing
             }
             #expect(failure.message == (error as? UsageError)?.message ?? "\(error)")
         }
+        #expect(!"\(ControlError.recorderStopped(request: "the marker"))".contains("file"))
+        #expect("\(ControlError.recorderStopped(request: "save 3"))".contains("no file was written by it"))
     }
 }

@@ -165,12 +165,27 @@ import Testing
         let error = try decode(APIError.Body.self, gone.body).error
         #expect(error.message.contains("is stored: its oldest frame is at"), "\(error.message)")
         #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
-        // Around the newest frame: retention (still deleting behind the spill) cannot have reached it.
+        // Around the newest frame on disk once every frame is written: retention never takes a stream's newest
+        // segment.
+        try waitUntil("the spill wrote every frame") { try store.summary().lastPTS == live.feed.pts(179) }
         let newest = try #require(try store.summary().lastPTS)
         let kept = try curl(
             live.control.socketPath, "POST", "/v1/markers",
             body: #"{"label":"kept","at":"\#(newest)ns","hold":{"before":"20ms"}}"#)
         #expect(kept.status == 201, "\(kept.body)")
+        // Retention goes on deleting what comes after the kept hold: a hole behind it, where a hold keeps nothing.
+        live.startProducer()
+        var hole: GapRow?
+        try waitUntil("retention deleted frames after the kept hold") {
+            hole = try store.gaps().first { $0.reason == .retention && $0.startNanoseconds >= newest }
+            return hole.map { $0.endNanoseconds - $0.startNanoseconds > 200_000_000 } ?? false
+        }
+        let middle = try #require(hole).startNanoseconds + 100_000_000
+        let inHole = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"hole","at":"\#(middle)ns","hold":{"before":"20ms","after":"20ms"}}"#)
+        #expect(inHole.status == 409, "\(inHole.body)")
+        #expect(inHole.body.contains("the stream has no frames there"), "\(inHole.body)")
     }
 
     /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
