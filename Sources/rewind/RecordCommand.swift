@@ -174,7 +174,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
 
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
-    try checkFloorFits(options, directory: directory)
+    try checkFloorFits(options, directory: directory, given: arguments.string("min-free") != nil)
     let status = try record(
         opened, directory: directory, configuration: configuration, options: options,
         followsPressure: followsPressure, listen: listen, allowedHosts: allowedHosts)
@@ -864,7 +864,9 @@ func checkDiskFits(_ streams: [StreamDescription], _ options: StoreOptions, give
 /// Refuses a `--min-free` floor at least as large as the whole file system the store is on, before the store is
 /// opened: no deletion could ever reach it, so retention would delete everything the store holds, earlier
 /// recordings included.
-func checkFloorFits(_ options: StoreOptions, directory: String) throws(UsageError) {
+///
+/// - Parameter given: whether `--min-free` was given (else the floor is the default that `--disk` brings).
+func checkFloorFits(_ options: StoreOptions, directory: String, given: Bool = true) throws(UsageError) {
     guard let floor = options.minimumFreeBytes else { return }
     // The store's directory, or the nearest folder above it that exists.
     var path = directory.isEmpty ? "." : directory
@@ -876,11 +878,18 @@ func checkFloorFits(_ options: StoreOptions, directory: String) throws(UsageErro
     }
     let total = Int64(info.f_blocks) * Int64(info.f_frsize)
     guard total > 0, Int64(floor) >= total else { return }
-    let (given, size) = formatBytesApart(Int64(floor), total)
+    let (floorText, size) = formatBytesApart(Int64(floor), total)
+    guard given else {
+        throw UsageError(
+            "the file system holding \(path) is \(size), no more than the free space --disk keeps by default "
+                + "(--min-free \(floorText)): retention would delete everything the store holds and still not free it; "
+                + "give --min-free well below the disk's size (--min-free 1MiB, say), or record onto a larger disk",
+            showsHelp: false)
+    }
     throw UsageError(
-        "--min-free \(given) is as much as the whole file system holding \(path) (\(size)) or more: retention would "
-            + "delete everything the store holds and still not free it; give a floor well below the disk's size, "
-            + "such as the default 256MiB", showsHelp: false)
+        "--min-free \(floorText) is as much as the whole file system holding \(path) (\(size)) or more: retention "
+            + "would delete everything the store holds and still not free it; give a floor well below the disk's size",
+        showsHelp: false)
 }
 
 /// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change

@@ -45,6 +45,24 @@ struct FullDiskTests {
         return Set(query.output.split(separator: "\n").compactMap { Int64($0) })
     }
 
+    /// `--disk` on a file system smaller than the free space it keeps by default: refused up front, naming the
+    /// default as the cause and what to give instead (not advising the default itself).
+    @Test func theDefaultFloorOnADiskSmallerThanItIsNamedAsTheCause() throws {
+        let directory = try Tool.temporaryDirectory("small-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "16m") { disk in
+            let record = try Tool.rewind([
+                "record", "--store", disk + "/store", "--input", "synthetic:160x120@30", "--disk", "100MiB",
+                "--duration", "1s",
+            ])
+            #expect(record.status == 64, "\(record.stderr)")
+            #expect(
+                record.stderr.contains("no more than the free space --disk keeps by default (--min-free 256.0 MiB)"),
+                "\(record.stderr)")
+            #expect(!record.stderr.contains("such as the default"), "\(record.stderr)")
+        }
+    }
+
     @Test func aFullDiskExitsNonZeroNamesTheLossAndLeavesAGapForEveryLostFrame() throws {
         try withSmallDisk { disk, source in
             let store = disk + "/store"
