@@ -198,7 +198,7 @@ public enum StoreIndexError: Error, Sendable, CustomStringConvertible {
         case .invalidSegmentRow(let id, let detail):
             return "segment \(id) in the index cannot be read (\(detail))"
         case .contradictsItself(let detail):
-            return "the index contradicts itself: \(detail); the segment files are intact"
+            return "the index contradicts itself: \(detail); it can be rebuilt from the segment files"
         case .segmentNotOpen(let segmentID, let streamID):
             return "segment \(segmentID) is not an open segment of stream \(streamID); frames can only be added there"
         case .unknownSegment(let id):

@@ -109,7 +109,7 @@ extension SegmentStore {
         if rebuildingIndex {
             report.repaired.append(
                 "the index knew none of the segment files (\(files.count == 1 ? "one" : "\(files.count)") there; it was "
-                    + "missing): their frames are indexed again from the files, and the streams' places on the recorder "
+                    + "missing, or set aside): their frames are indexed again from the files, and the streams' places on the recorder "
                     + "clock restored from their frames' capture times")
         }
 

@@ -92,7 +92,7 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             return "cannot \(what): the store is open read-only"
         case .damagedIndex(let path, let isDatabase, let detail):
             let what = isDatabase ? "is corrupt (SQLITE_CORRUPT)" : "is not a SQLite database (SQLITE_NOTADB)"
-            return "database \(path) \(what); the segment files are intact; sqlite says: \(detail)"
+            return "database \(path) \(what); sqlite says: \(detail); the index can be rebuilt from the segment files"
         case .foreignIndex(let path, let segments, let files):
             return "\(path) is not the index of the segment files beside it: none of its \(segments) segment"
                 + (segments == 1 ? " was" : "s was") + " made when any of the \(files) file" + (files == 1 ? "" : "s")
