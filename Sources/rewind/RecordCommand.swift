@@ -501,7 +501,10 @@ private func record(
             printError((isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
         }
         // Without a finished store, the loss's gaps may not be written: the finish error says what is wrong.
-        if finishError == nil, let loss = lossFailure(statistics, loop: input.loop, retention: options.hasRetention) {
+        if finishError == nil,
+            let loss = lossFailure(
+                statistics, loop: input.loop, options: options, held: store.flatMap(markersHeldBytes))
+        {
             printError(loss.text(command: "record", help: "", stream: isSingle ? nil : stream.name))
             if status == ExitStatus.success { status = loss.status }
         }
@@ -766,6 +769,12 @@ private func retentionKeptNothing(
     }
     if let floor = options.minimumFreeBytes {
         limits.append("--min-free \(formatBytes(Int64(floor)))")
+        if options.diskBudget == nil, let held = markersHeldBytes(store), held > 0 {
+            // The holds kept what the floor would have had deleted.
+            advice.append(
+                "fewer markers' holds (they keep \(formatBytes(held)) that retention may not delete: 'rewind "
+                    + "markers', 'rewind unmark --store DIR --id ID')")
+        }
         if let free = try? POSIXFileSystem().availableBytes(store.directory), free < Int64(floor) + 4 * (1 << 20) {
             // Retention keeps the floor free and, above it, the next frame and room for the index (up to 4 MiB):
             // a floor below the free space may still be more than the disk can keep.
@@ -792,8 +801,11 @@ private func retentionKeptNothing(
 
 /// The failure a recording is when it lost frames it had accepted: to disk errors always, and left the ring before
 /// they were written when the input waits for the disk (a file, which promises to lose nothing). Nil otherwise.
-private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptions, retention: Bool) -> CommandFailure?
-{
+///
+/// - Parameter held: the stored bytes markers' holds keep from retention (nil or 0: none).
+private func lossFailure(
+    _ statistics: RecorderStatistics, loop: RecordLoopOptions, options: StoreOptions, held: Int64?
+) -> CommandFailure? {
     let diskErrors = statistics.drops[.diskError] ?? 0
     let evicted = loop.spillLag == .wait ? statistics.drops[.evictedBeforeSpill] ?? 0 : 0
     guard diskErrors + evicted > 0 else { return nil }
@@ -804,15 +816,25 @@ private func lossFailure(_ statistics: RecorderStatistics, loop: RecordLoopOptio
     }
     if evicted > 0 { causes.append("\(evicted) evicted from memory before they were written") }
     let isDiskFull = statistics.lastWriteErrno?.isDiskFull ?? false
+    var advice: String?
+    if isDiskFull {
+        advice =
+            options.hasRetention
+            ? "free space, or raise --min-free (a floor the disk reaches before it fills)"
+                + (options.diskBudget == nil ? "" : " or lower --disk")
+            : "free space, or set --disk or --min-free so old segments are deleted to make room"
+        // What holds keep, retention cannot delete: a hold of what is still to come fills a disk that has no
+        // --disk to check it against.
+        if let held, held > 0 {
+            advice! +=
+                "; markers' holds keep \(formatBytes(held)) that retention may not delete: delete a marker ('rewind "
+                + "markers', 'rewind unmark --store DIR --id ID')"
+        }
+    }
     return CommandFailure(
         message: "lost \(count(diskErrors + evicted, "accepted frame")): \(causes.joined(separator: ", ")); "
             + "\(count(statistics.framesDurable, "frame")) are durable and each lost stretch is a gap in the index",
-        status: ExitStatus.failure,
-        advice: !isDiskFull
-            ? nil
-            : retention
-                ? "free space, or raise --min-free (a floor the disk reaches before it fills) or lower --disk"
-                : "free space, or set --disk or --min-free so old segments are deleted to make room")
+        status: ExitStatus.failure, advice: advice)
 }
 
 /// Refuses a window or memory budget too small to record `streams` at all, naming the smallest that works: the
