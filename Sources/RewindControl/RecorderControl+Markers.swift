@@ -81,7 +81,7 @@ extension RecorderControl {
         // All of it before the newest frame on disk, and none of it there: retention deleted it after a hold kept
         // older frames (a hole; what the ring still has of it is written no more), or the stream had no frames there.
         func onDisk() throws -> Bool {
-            guard let row = try store.streams().first(where: { $0.name == stream.name }) else { return false }
+            guard let row = try store.index.stream(named: stream.name) else { return false }
             var found = false
             try store.index.frames(streamID: row.id, in: held) { _ in
                 found = true

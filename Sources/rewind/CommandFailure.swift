@@ -268,8 +268,7 @@ struct CommandFailure {
                         return "check that the directory exists and is readable; if index.sqlite is missing, "
                             + "\(repair), which rebuilds it from the segment files"
                     case "SQLITE_PERM", "SQLITE_AUTH": return "check the file permissions"
-                    case "SQLITE_ERROR", "SQLITE_CONSTRAINT", "SQLITE_MISMATCH":
-                        // The store's own statements, refused: the index is damaged or was changed by another program.
+                    case _ where problem.isRefusedStatement:
                         return "\(repair), which moves a damaged index aside and rebuilds it from the segment files"
                     default: return nil
                     }

@@ -344,19 +344,8 @@ private func openAndVerify(
         var only: String?
         if let stream, stream != "all" { only = try selectStream(in: store, named: stream).name }
         return (store, try store.verify(repair: repair, streamName: only), only)
-    } catch SegmentStoreError.damagedIndex where repair && movedIndex == nil {
-        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), "the damaged index")
-        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
-    } catch let error as StoreIndexError where repair && movedIndex == nil && error.isDamage {
-        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), "the damaged index (\(error))")
-        return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
-    } catch SegmentStoreError.index(_, .failed(let code, _, _), let detail)
-        where repair && movedIndex == nil && ["SQLITE_ERROR", "SQLITE_CONSTRAINT", "SQLITE_MISMATCH"].contains(code)
-    {
-        // The store's statements are fixed: one the index refuses (a constraint, an unsupported file format, a
-        // schema or a sum that overflows) finds it damaged.
-        let why = "the damaged index (SQLite refused it: \(code), \(detail))"
-        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), why)
+    } catch  where repair && movedIndex == nil && SegmentStoreError.indexDamage(error) != nil {
+        movedIndex = (try moveIndexAside(in: directory, as: "damaged"), SegmentStoreError.indexDamage(error)!)
         return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
     } catch SegmentStoreError.foreignIndex(_, let segments, _) where repair && movedIndex == nil {
         movedIndex = (

@@ -61,6 +61,30 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case editedMigration(version: Int, fileName: String, recordedFileName: String)
         /// A migration failed and was rolled back; the schema stays at `version - 1`.
         case migrationFailed(version: Int, fileName: String)
+
+        /// Whether SQLite refused one of the store's own statements (fixed, and right for its schema): a constraint,
+        /// an unsupported file format, a sum that overflows. The index is damaged or was changed by another program.
+        public var isRefusedStatement: Bool {
+            guard case .failed(let codeName, _, _) = self else { return false }
+            return Self.refusedStatementCodes.contains(codeName)
+        }
+
+        /// The SQLite codes of a statement refused for what the index holds, not for what the system lacks.
+        static let refusedStatementCodes: Set<String> = ["SQLITE_ERROR", "SQLITE_CONSTRAINT", "SQLITE_MISMATCH"]
+    }
+
+    /// Why the index cannot be trusted when this error says so (corrupt pages, not a database, a statement SQLite
+    /// refused; ``StoreIndexError/isDamage`` for rows), for a repair to move it aside and rebuild it from the segment
+    /// files; nil for any other error, the index's own or not.
+    public static func indexDamage(_ error: any Error) -> String? {
+        switch error {
+        case SegmentStoreError.damagedIndex: "the damaged index"
+        case SegmentStoreError.index(_, .failed(let codeName, _, _), let detail)
+        where IndexProblem.refusedStatementCodes.contains(codeName):
+            "the damaged index (SQLite refused it: \(codeName), \(detail))"
+        case let error as StoreIndexError where error.isDamage: "the damaged index (\(error))"
+        default: nil
+        }
     }
 
     /// One line naming the file (and frame and byte offset where known), what went wrong, and for write
