@@ -154,11 +154,7 @@ import Testing
     func anIndexWhoseRowsContradictTheFilesOrEachOtherIsRebuilt(edit: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try Source(size: "160x120", rate: "30", frames: 150, in: directory)
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "2s"])
-        #expect(record.status == 0, "\(record.stderr)")
-        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", "PRAGMA foreign_keys = OFF; \(edit);"])
+        let (source, store) = try storeOfSource(in: directory, edited: "PRAGMA foreign_keys = OFF; \(edit);")
 
         let output = directory.appendingPathComponent("all.y4m").path
         let before = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output])
@@ -193,11 +189,7 @@ import Testing
     func aClipNeverLeavesOutRowsTheIndexLost(edit: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try Source(size: "160x120", rate: "30", frames: 150, in: directory)
-        let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "2s"])
-        #expect(record.status == 0, "\(record.stderr)")
-        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", "\(edit);"])
+        let (source, store) = try storeOfSource(in: directory, edited: "\(edit);")
 
         let output = directory.appendingPathComponent("all.y4m").path
         let before = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "10s", "-o", output])
@@ -511,6 +503,17 @@ import Testing
 
     /// A store in a new temporary directory (`DIR/store`), recorded from the synthetic camera at 160x120 and 30 fps
     /// for `seconds`, one segment file a second.
+    /// 150 frames of a 160x120 30 fps `.y4m` recorded into `directory/store` in 2 s segments (three), then the
+    /// index changed by `edited` (SQL run by `sqlite3`), as another program would.
+    private func storeOfSource(in directory: URL, edited: String) throws -> (source: Source, store: String) {
+        let source = try Source(size: "160x120", rate: "30", frames: 150, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "2s"])
+        #expect(record.status == 0, "\(record.stderr)")
+        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", edited])
+        return (source, store)
+    }
+
     private func recordedStore(seconds: Int) throws -> (directory: URL, store: String) {
         let directory = try Tool.temporaryDirectory()
         let store = directory.appendingPathComponent("store").path

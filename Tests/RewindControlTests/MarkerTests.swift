@@ -188,20 +188,30 @@ import Testing
         #expect(inHole.body.contains("the stream has no frames there"), "\(inHole.body)")
     }
 
-    /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
-    /// that overlaps a kept hold adds only what it does not share.
-    @Test func holdsStillToComeCountTogether() throws {
+    /// A live recorder with a 64 MiB disk budget and its first frames durable: its newest pts on disk, and the
+    /// length of a hold of what is still to come that needs about 60 % of the budget at the rate stored so far.
+    static func recorderForHoldsToCome() throws -> (live: LiveRecorder, last: Int64, length: Int64) {
         var options = StoreOptions()
         options.diskBudget = 64 << 20
         let live = try LiveRecorder(options: options)
+        do {
+            let store = try #require(live.recorder.store)
+            try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
+            let summary = try store.summary()
+            let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
+            let rate = Double(summary.storedBytes) / Double(last - first)
+            return (live, last, Int64(0.6 * Double(64 << 20) / rate))
+        } catch {
+            try? live.finish()
+            throw error
+        }
+    }
+
+    /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
+    /// that overlaps a kept hold adds only what it does not share.
+    @Test func holdsStillToComeCountTogether() throws {
+        let (live, last, length) = try Self.recorderForHoldsToCome()
         defer { try? live.finish() }
-        let store = try #require(live.recorder.store)
-        try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
-        let summary = try store.summary()
-        let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
-        let rate = Double(summary.storedBytes) / Double(last - first)
-        // Each hold alone needs about 60 % of the budget, all of it still to be recorded.
-        let length = Int64(0.6 * Double(64 << 20) / rate)
         let start = last + 1_000_000_000
         func hold(_ label: String, at: Int64) throws -> Int {
             try curl(
@@ -218,15 +228,8 @@ import Testing
     /// one is kept and fifteen refused, as they would be one after another (twenty rounds, the kept one deleted
     /// after each).
     @Test func holdsAskedAtOnceCountTogether() throws {
-        var options = StoreOptions()
-        options.diskBudget = 64 << 20
-        let live = try LiveRecorder(options: options)
+        let (live, last, length) = try Self.recorderForHoldsToCome()
         defer { try? live.finish() }
-        let store = try #require(live.recorder.store)
-        try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
-        let summary = try store.summary()
-        let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
-        let length = Int64(0.6 * Double(64 << 20) / (Double(summary.storedBytes) / Double(last - first)))
         for round in 0..<20 {
             let kept = Mutex<[Int64]>([])
             let refused = Mutex<Int>(0)

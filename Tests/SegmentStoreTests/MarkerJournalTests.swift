@@ -42,6 +42,27 @@ import Testing
         }
     }
 
+    /// A store of `count` markers ("m0"…) with the marker `removed` deleted after them, closed: the directory's
+    /// journal then holds `count` additions and one removal.
+    static func storeWithMarkers(_ dir: TemporaryDirectory, frames: TestFrames, count: Int, removed: Int64) throws {
+        let store = try makeStore(dir, frames: frames)
+        for i in 0..<count {
+            _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
+        }
+        #expect(try store.removeMarker(id: removed) != nil)
+    }
+
+    /// Where each record of a journal's bytes starts, read by the lengths in their headers (after the 8-byte header).
+    static func recordStarts(_ bytes: Data) -> [Int] {
+        var starts: [Int] = []
+        var offset = 8
+        while offset + 8 <= bytes.count {
+            starts.append(offset)
+            offset += 8 + bytes[offset..<(offset + 4)].reversed().reduce(0) { $0 << 8 | Int($1) }
+        }
+        return starts
+    }
+
     static func journalContents(_ dir: TemporaryDirectory) throws -> MarkerJournal.Contents {
         try #require(try MarkerJournal.Contents.read(path: dir.path + "/" + journal, fileSystem: POSIXFileSystem()))
     }
@@ -158,21 +179,10 @@ import Testing
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        do {
-            let store = try Self.makeStore(dir, frames: frames)
-            for i in 0..<4 {
-                _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
-            }
-            #expect(try store.removeMarker(id: 1) != nil)
-        }
+        try Self.storeWithMarkers(dir, frames: frames, count: 4, removed: 1)
         let path = dir.path + "/" + Self.journal
         var bytes = try #require(FileManager.default.contents(atPath: path))
-        var starts: [Int] = []
-        var offset = 8
-        while offset + 8 <= bytes.count {
-            starts.append(offset)
-            offset += 8 + bytes[offset..<(offset + 4)].reversed().reduce(0) { $0 << 8 | Int($1) }
-        }
+        let starts = Self.recordStarts(bytes)
         #expect(starts.count == 5, "\(starts)")
         // The second marker's record: its payload, or its length (256 bytes more, past the end of the file).
         if lengthDamaged { bytes[starts[1] + 1] ^= 0x01 } else { bytes[starts[1] + 12] ^= 0x40 }
@@ -262,25 +272,14 @@ import Testing
         defer { frames.deallocate() }
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        do {
-            let store = try Self.makeStore(dir, frames: frames)
-            for i in 0..<3 {
-                _ = try store.addMarker(streamName: "camera", at: frames.pts(i), label: "m\(i)", hold: nil)
-            }
-            #expect(try store.removeMarker(id: 2) != nil)
-        }
+        try Self.storeWithMarkers(dir, frames: frames, count: 3, removed: 2)
         let path = dir.path + "/" + Self.journal
         var bytes = try #require(FileManager.default.contents(atPath: path))
         if inTheRemoval {
             bytes.removeLast()
         } else {
             // The length of the third marker's record, before the removal, says more than the file holds.
-            var starts: [Int] = []
-            var offset = 8
-            while offset + 8 <= bytes.count {
-                starts.append(offset)
-                offset += 8 + bytes[offset..<(offset + 4)].reversed().reduce(0) { $0 << 8 | Int($1) }
-            }
+            let starts = Self.recordStarts(bytes)
             #expect(starts.count == 4, "\(starts)")
             bytes[starts[2] + 1] ^= 0x01
         }
