@@ -108,12 +108,14 @@ extension RecorderControl {
     }
 
     /// Refuses new holds (`added`: pts ranges by stream) when they, with every hold already kept, would need more than
-    /// the disk budget: `--disk` covers every stream's segments together, so the holds of all streams count.
+    /// the segment files can take (``SegmentStore/segmentCapacity()``: the disk budget, or without one what the disk
+    /// has above the free-space floor): it covers every stream's segments together, so the holds of all streams count.
     ///
     /// - Parameter save: whether the new holds are a save's range, held while it waits for its post-roll (the
     ///   message then says what to change for a save).
     func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore, save: Bool = false) throws {
-        guard let budget = store.options.diskBudget else { return }
+        guard let capacity = try store.segmentCapacity() else { return }
+        let budget = capacity.bytes
         var needed: Int64 = 0
         // Everything retention must keep already: markers' holds, and the ranges of saves waiting for their
         // post-roll or exporting.
@@ -125,19 +127,23 @@ extension RecorderControl {
             needed += try store.heldBytes(streamName: row.name, ranges: holds)
             needed += try bytesToCome(in: holds, store: store, stream: row.name)
         }
-        guard needed <= Int64(budget) else {
+        guard needed <= budget else {
+            let bound =
+                capacity.byFreeSpace
+                ? "more than the disk can give the store above its free-space floor (\(budget) bytes: the segment "
+                    + "files and the space free above the floor)"
+                : "more than the disk budget of \(budget) bytes"
             if save {
                 throw APIError(
                     .conflict,
                     "the save cannot be held on disk while it waits for its post-roll: with the holds already kept "
-                        + "(of every stream) its range needs \(needed) bytes, more than the disk budget of \(budget) "
-                        + "bytes; save a shorter range (less after), delete a marker, or cancel a waiting save")
+                        + "(of every stream) its range needs \(needed) bytes, \(bound); save a shorter range (less "
+                        + "after), delete a marker, or cancel a waiting save")
             }
             throw APIError(
                 .conflict,
                 "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "
-                    + "more than the disk budget of \(budget) bytes; hold less, delete a marker, or cancel a waiting save"
-            )
+                    + "\(bound); hold less, delete a marker, or cancel a waiting save")
         }
     }
 

@@ -146,6 +146,34 @@ import Testing
         #expect(small.status == 201, "\(small.body)")
     }
 
+    /// Without a disk budget, retention by free space bounds holds by what the disk has above the floor: a hold that
+    /// would fill it is refused (409 naming the floor), a small one accepted; with no retention at all nothing is
+    /// deleted to make room, so any hold is accepted (it changes nothing).
+    @Test func aHoldThatWouldFillTheDiskIsAConflictWithoutADiskBudget() throws {
+        let directory = try TemporaryDirectory.store()
+        let disk = FaultInjectingFileSystem()
+        disk.setCapacity(64 << 20, of: directory + "/segments")
+        var options = StoreOptions(fileSystem: disk)
+        options.minimumFreeBytes = 8 << 20
+        let live = try LiveRecorder(options: options, directory: directory)
+        defer { try? live.finish() }
+        let day = try curl(
+            live.control.socketPath, "POST", "/v1/markers", body: #"{"label":"day","hold":{"after":"24h"}}"#)
+        #expect(day.status == 409, "\(day.body)")
+        let error = try decode(APIError.Body.self, day.body).error
+        #expect(error.message.contains("free-space floor"), "\(error.message)")
+        #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
+        let small = try curl(
+            live.control.socketPath, "POST", "/v1/markers", body: #"{"label":"moment","hold":{"before":"1s"}}"#)
+        #expect(small.status == 201, "\(small.body)")
+
+        let unbounded = try LiveRecorder()
+        defer { try? unbounded.finish() }
+        let kept = try curl(
+            unbounded.control.socketPath, "POST", "/v1/markers", body: #"{"label":"day","hold":{"after":"24h"}}"#)
+        #expect(kept.status == 201, "no retention deletes anything: \(kept.body)")
+    }
+
     /// A hold over frames retention already deleted would keep nothing: refused with 409 naming the oldest frame
     /// left; a hold over what is still kept is accepted.
     @Test func aHoldOverDeletedFramesIsAConflict() throws {

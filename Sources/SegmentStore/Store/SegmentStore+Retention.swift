@@ -146,6 +146,19 @@ extension SegmentStore {
         }
     }
 
+    /// The most bytes the segment files can take, the bound that holds must fit within: the disk budget
+    /// (``StoreOptions/diskBudget``), or, with retention by free space alone (``StoreOptions/minimumFreeBytes``), the
+    /// files' bytes now plus what the file system has free above the floor and the index's room; nil with neither
+    /// (nothing is deleted to make room, so a hold changes nothing) or when the file system cannot say.
+    ///
+    /// - Throws: index errors.
+    package func segmentCapacity() throws -> SegmentCapacity? {
+        if let budget = options.diskBudget { return SegmentCapacity(bytes: Int64(budget), byFreeSpace: false) }
+        guard let floor = options.minimumFreeBytes, let available = availableSegmentBytes() else { return nil }
+        let room = available - Int64(floor) - indexRoomToKeep
+        return SegmentCapacity(bytes: max(0, try segmentFileBytes() + room), byFreeSpace: true)
+    }
+
     /// How much the open segments of the streams being written may still grow before they are sealed: each
     /// writer's seal size (``openSegmentLimits``) less what its open segment holds. Retention keeps that room free of
     /// sealed history, so the segment files stay within ``StoreOptions/diskBudget`` while they grow between seals
@@ -220,4 +233,13 @@ public struct RetentionReport: Sendable {
     public var skippedInUse: [String] = []
     /// Bytes of segment files left.
     public var remainingBytes: Int64 = 0
+}
+
+/// The most bytes a store's segment files can take (``SegmentStore/segmentCapacity()``).
+package struct SegmentCapacity: Sendable, Equatable {
+    /// The bound, in bytes.
+    package var bytes: Int64
+    /// Whether it comes from the free space above the floor (no disk budget), which other files on the file
+    /// system change, rather than the disk budget.
+    package var byFreeSpace: Bool
 }
