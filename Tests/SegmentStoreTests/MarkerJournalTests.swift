@@ -91,6 +91,14 @@ import Testing
         }
         try Self.copyIndex(dir, back: true)
         let readOnly = try SegmentStore.openReadOnly(directory: dir.path)
+        // Read-only, nothing is brought into step, yet the markers listed are those the next open will have: the
+        // index's copy lacks 3 and 4 and still has 1.
+        let expected = ["2 second", "3 held \(frames.pts(10))..<\(frames.pts(30))", "4 ünïcode ✓"]
+        #expect(try Self.markers(readOnly) == expected)
+        #expect(
+            try readOnly.markers(streamName: "camera", in: frames.pts(20)..<frames.pts(21)).map(\.label) == ["held"])
+        #expect(try readOnly.markers(touching: frames.pts(12)..<frames.pts(13)).map(\.label) == ["held"], "by its hold")
+        #expect(try readOnly.markers(touching: frames.pts(5)..<frames.pts(6)).isEmpty, "1 was deleted")
         let dryRun = try readOnly.verify(repair: false)
         #expect(!dryRun.clean)
         #expect(

@@ -110,7 +110,11 @@ extension SegmentStore {
         -> [MarkerRow]
     {
         try SegmentStoreError.translatingIndexErrors {
-            try index.markers(streamID: streamName.map { try streamID(named: $0) }, in: range)
+            let id = try streamName.map { try streamID(named: $0) }
+            let rows = try index.markers(streamID: id, in: range)
+            guard isReadOnly else { return rows }
+            return try addingJournalOnlyMarkers(to: rows, streamID: id) { range.contains($0.atNanoseconds) }
+                .sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) }
         }
     }
 
@@ -129,6 +133,9 @@ extension SegmentStore {
                     return false
                 }
                 return hold.overlaps(range)
+            }
+            rows = try addingJournalOnlyMarkers(to: rows, streamID: id) { row in
+                range.contains(row.atNanoseconds) || row.hold.map { $0.overlaps(range) } == true
             }
             return rows.sorted { ($0.atNanoseconds, $0.id) < ($1.atNanoseconds, $1.id) }
         }

@@ -158,6 +158,38 @@ extension SegmentStore {
         }
     }
 
+    /// The markers of the index, `rows` (those of stream `streamID`, or of all, that `wanted` takes), as the next open
+    /// for writing will have them, in a store opened read-only, which brings nothing into step: with the markers
+    /// `DIR/markers.journal` has and the index lost (an index put back from a copy, or rebuilt, since the last open
+    /// for writing), and without those it says were deleted. A damaged journal, or one that cannot be read, gives
+    /// way to the index, as at open; a journal cut short never brings back a marker the index gave and no longer
+    /// has. Beside a recorder, the journal may name a marker being deleted (it is written before the index) or lack
+    /// one being added (it is written after): the view is the one the change is about to give. Unsorted.
+    func addingJournalOnlyMarkers(
+        to rows: [MarkerRow], streamID: Int64?, where wanted: (MarkerRow) -> Bool
+    ) throws -> [MarkerRow] {
+        guard isReadOnly else { return rows }
+        let path = directory + "/" + MarkerJournal.fileName
+        let fs = fileSystem
+        guard let journal = try? MarkerJournal.Contents.read(path: path, fileSystem: fs), journal.damage == nil
+        else { return rows }
+        var view = rows.filter { !journal.removed.contains($0.id) }
+        let listed = Set(rows.map(\.id))
+        let given = journal.tornTail ? try index.highestMarkerIDGiven() : 0
+        var streamIDs: [String: Int64]?
+        for entry in journal.live.values.sorted(by: { $0.id < $1.id })
+        where !listed.contains(entry.id) && !(journal.tornTail && entry.id <= given) {
+            if streamIDs == nil {
+                streamIDs = Dictionary(try index.streams().map { ($0.name, $0.id) }, uniquingKeysWith: { a, _ in a })
+            }
+            guard let id = streamIDs?[entry.streamName], streamID == nil || streamID == id else { continue }
+            let row = entry.row(streamID: id)
+            guard wanted(row), try index.marker(id: entry.id) == nil else { continue }
+            view.append(row)
+        }
+        return view
+    }
+
     /// The journal's entries of index rows (by their streams' names).
     private func journalEntries(_ rows: [MarkerRow]) throws -> [MarkerJournal.Entry] {
         let names = Dictionary(try index.streams().map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
