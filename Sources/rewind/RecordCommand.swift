@@ -429,7 +429,10 @@ private func record(
     }
     let stalled = waitForInputs(
         inputs.map(\.name), done: done, finished: { results.withLock { Set($0.keys) } },
-        lastFrame: { lastFrame.withLock { $0 } }, hasDuration: inputs.contains { $0.loop.duration != nil })
+        lastFrame: { lastFrame.withLock { $0 } },
+        durations: Dictionary(
+            inputs.compactMap { input in input.loop.duration.map { (input.name, $0) } },
+            uniquingKeysWith: { first, _ in first }))
     abandoned.withLock { $0.formUnion(stalled) }
     for name in stalled {
         guard let stream = recorder.stream(named: name) else { continue }
@@ -439,7 +442,7 @@ private func record(
             stopped.endReason = .stopped
             results.withLock { $0[name] = .success(stopped) }
         } else {
-            let error = InputStalled(name: name)
+            let error = InputStalled(name: name, alone: stalled.count == inputs.count)
             stream.noteInputFailed(error)
             results.withLock { $0[name] = .failure(error) }
         }
@@ -609,27 +612,36 @@ struct InputNotStarted: Error, CustomStringConvertible {
     var description: String { "input '\(name)' was not started: the thread of input '\(earlier)' could not be" }
 }
 
-/// An input that gave no frame for ``inputStallTimeout`` after every other input had ended (with `--duration`).
+/// An input that gave no frame for ``inputStallTimeout`` after every other input had ended, or after its
+/// `--duration` had passed on the wall clock (with `--duration`).
 struct InputStalled: Error, CustomStringConvertible {
     let name: String
+    /// Whether no input had ended: it was left running only by its own `--duration` passing on the wall clock.
+    let alone: Bool
 
     var description: String {
-        "input '\(name)' stalled: no frame for \(inputStallTimeout.components.seconds) s after the other inputs ended; "
-            + "stream '\(name)' ended there"
+        "input '\(name)' stalled: no frame for \(inputStallTimeout.components.seconds) s "
+            + (alone
+                ? "after its --duration had passed on the wall clock (it gives frames slower than their times, or "
+                    + "its source stopped sending without closing)"
+                : "after the other inputs ended")
+            + "; stream '\(name)' ended there"
     }
 }
 
-/// How long an input may give no frame, once every other input has ended, before a recording with `--duration` ends
-/// it as stalled.
+/// How long an input may give no frame, once every other input has ended or its `--duration` has passed on the wall
+/// clock, before a recording with `--duration` ends it as stalled.
 let inputStallTimeout = Duration.seconds(5)
 
 /// Waits until every input's thread is done, or a stop request has waited a second for them, or — with a duration —
-/// the inputs still running have given no frame for ``inputStallTimeout`` while every other input has ended.
+/// the inputs still running have given no frame for ``inputStallTimeout`` while every other input has ended or
+/// their own durations (`durations`, stream time, by input) have passed on the wall clock: `--duration` counts
+/// stream time, which an input that stopped sending never reaches.
 ///
 /// - Returns: the inputs left running (blocked in a read), to be ended without them.
 private func waitForInputs(
     _ names: [String], done: DispatchSemaphore, finished: () -> Set<String>,
-    lastFrame: () -> [String: ContinuousClock.Instant], hasDuration: Bool
+    lastFrame: () -> [String: ContinuousClock.Instant], durations: [String: Duration]
 ) -> [String] {
     let start = ContinuousClock.now
     var pending = names.count
@@ -646,9 +658,11 @@ private func waitForInputs(
             continue
         }
         let ended = finished()
-        guard hasDuration, !ended.isEmpty else { continue }
+        guard !durations.isEmpty else { continue }
         let frames = lastFrame()
         let running = names.filter { !ended.contains($0) }
+        let overdue = running.allSatisfy { name in durations[name].map { now - start >= $0 } ?? false }
+        guard !ended.isEmpty || overdue else { continue }
         if running.allSatisfy({ now - (frames[$0] ?? start) >= inputStallTimeout }) { break }
     }
     let ended = finished()

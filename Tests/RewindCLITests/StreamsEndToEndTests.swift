@@ -464,6 +464,33 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(try syntheticIndices(store: store, stream: "cam") == Array(0..<60))
     }
 
+    /// `--duration` counts stream time, which a lone input that stops sending (and stays open) never reaches: once
+    /// the duration has passed on the wall clock and 5 s have given no frame, it ends as stalled (exit 1), with what
+    /// it sent before stored.
+    @Test func aLoneInputThatStopsSendingEndsOnceItsDurationHasPassed() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("stopped.y4m").path
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 64 * 48 * 3 / 2)
+        let writer = try Tool.openFIFO(
+            fifo,
+            sending: Array("YUV4MPEG2 W64 H48 F25:1 Ip A1:1 C420jpeg\n".utf8)
+                + Array(repeating: frame, count: 10).joined())
+        defer { close(writer) }
+        let store = directory.appendingPathComponent("store").path
+        let started = ContinuousClock.now
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "y4m:\(fifo)", "--duration", "1s"], timeout: .seconds(120))
+        #expect(ContinuousClock.now - started >= .seconds(5), "the duration passed, and 5 s without a frame")
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(
+            record.stderr.contains("no frame for 5 s after its --duration had passed on the wall clock"),
+            "\(record.stderr)")
+        #expect(
+            record.output.contains("recorded 10 frames") && record.output.contains("10 durable"), "\(record.output)")
+        #expect(record.output.contains("input stalled"), "\(record.output)")
+    }
+
     /// An input whose producer never starts (a FIFO nobody writes, so even its open blocks) holds up the others
     /// only 5 s: they record without it, and the run says so and exits 1. Its header arriving late changes nothing.
     @Test func anInputThatNeverSendsItsHeaderHoldsUpTheOthersFiveSecondsAtMost() throws {
