@@ -913,7 +913,12 @@ func checkFloorFits(_ options: StoreOptions, directory: String, given: Bool = tr
         path = parent
     }
     let total = Int64(info.f_blocks) * Int64(info.f_frsize)
-    guard total > 0, Int64(floor) >= total else { return }
+    guard total > 0, Int64(floor) >= total else {
+        try checkFloorCanBeKept(
+            Int64(floor), free: Int64(info.f_bavail) * Int64(info.f_frsize), path: path,
+            directory: directory, given: given)
+        return
+    }
     let (floorText, size) = formatBytesApart(Int64(floor), total)
     guard given else {
         throw UsageError(
@@ -925,6 +930,36 @@ func checkFloorFits(_ options: StoreOptions, directory: String, given: Bool = tr
     throw UsageError(
         "--min-free \(floorText) is as much as the whole file system holding \(path) (\(size)) or more: retention "
             + "would delete everything the store holds and still not free it; give a floor well below the disk's size",
+        showsHelp: false)
+}
+
+/// Refuses a `--min-free` floor that deleting every segment file of the store could not reach (the disk's free space
+/// now plus what the store's segment files take), before the store is opened: retention would delete the earlier
+/// recordings and then each new segment as soon as it is sealed, keeping nothing. (A floor reached by deleting some
+/// of them is what the option is for.)
+private func checkFloorCanBeKept(
+    _ floor: Int64, free: Int64, path: String, directory: String, given: Bool
+) throws(UsageError) {
+    let segments = (directory.isEmpty ? "." : directory) + "/segments"
+    let files = POSIXFileSystem()
+    let stored = ((try? files.contentsOfDirectory(segments)) ?? []).reduce(Int64(0)) {
+        $0 + (files.fileBytes(segments + "/" + $1) ?? 0)
+    }
+    guard floor >= free + stored else { return }
+    let (floorText, freeText) = formatBytesApart(floor, free)
+    let what =
+        stored > 0
+        ? "and the store's segment files take \(formatBytes(stored)): retention would delete every one of them (the "
+            + "recordings the store holds) and then each new segment as soon as it is sealed, keeping nothing"
+        : "and the store has no segment files to delete: retention would delete each new segment as soon as it is "
+            + "sealed, keeping nothing"
+    throw UsageError(
+        (given
+            ? "--min-free \(floorText) is more than the disk can keep free: the file system holding \(path) has "
+                + "\(freeText) free now, "
+            : "the file system holding \(path) has \(freeText) free now, less than the free space --disk keeps by "
+                + "default (--min-free \(floorText)), ")
+            + what + "; give a --min-free below the free space (--min-free 1MiB, say), or free space on the disk",
         showsHelp: false)
 }
 

@@ -650,28 +650,47 @@ func info(_ store: String) throws -> [String: Any] {
         }
     }
 
-    /// Retention that kept nothing names the limit to change: a floor above the disk's free space (FLOOR: halfway
-    /// from the free space to the file system's size, which a floor may not reach), or an age no longer than a
-    /// segment (written to the nanosecond when under a millisecond).
-    @Test(arguments: [
-        (["--min-free", "FLOOR"], "(--min-free ", "give a --min-free below the disk's free space ("),
-        (["--max-age", "1ns"], "(--max-age 1ns)", "give a --max-age longer than a segment (1.000s)"),
-    ])
-    func retentionThatKeptNothingNamesTheLimitToChange(limit: [String], shown: String, advice: String) throws {
+    /// Retention that kept nothing names the limit to change: an age no longer than a segment (written to the
+    /// nanosecond when under a millisecond). (A floor above what the disk can free is refused before anything is
+    /// deleted: below; one that only a recording's own frames pass, in `FullDiskTests`.)
+    @Test func retentionThatKeptNothingNamesTheLimitToChange() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s",
+            "--max-age", "1ns",
+        ])
+        #expect(record.status == 1, "\(record.output) \(record.stderr)")
+        #expect(record.stderr.contains("retention deleted all 60 durable frames of this recording (--max-age 1ns)"))
+        #expect(record.stderr.contains("give a --max-age longer than a segment (1.000s)"), "\(record.stderr)")
+    }
+
+    /// A `--min-free` that deleting every segment file could not reach (FLOOR: halfway from the free space to the file
+    /// system's size) is refused before the store is opened (64), saying what the disk has free: the recordings the
+    /// store holds stay whole.
+    @Test func aFloorTheDiskCannotReachIsRefusedBeforeAnythingIsDeleted() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s",
+        ])
+        #expect(first.status == 0, "\(first.stderr)")
         var space = statvfs()
         try #require(statvfs(directory.path, &space) == 0)
         let free = Int64(space.f_bavail) * Int64(space.f_frsize)
         let total = Int64(space.f_blocks) * Int64(space.f_frsize)
-        let floor = "\(free + (total - free) / 2)"
-        let record = try Tool.rewind(
-            ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s"]
-                + limit.map { $0 == "FLOOR" ? floor : $0 })
-        #expect(record.status == 1, "\(record.output) \(record.stderr)")
-        #expect(record.stderr.contains("retention deleted all 60 durable frames of this recording \(shown)"))
-        #expect(record.stderr.contains(advice), "\(record.stderr)")
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s",
+            "--min-free", "\(free + (total - free) / 2)",
+        ])
+        #expect(record.status == 64, "\(record.output) \(record.stderr)")
+        #expect(record.stderr.contains("is more than the disk can keep free"), "\(record.stderr)")
+        #expect(record.stderr.contains("retention would delete every one of them"), "\(record.stderr)")
+        #expect(record.stderr.contains("give a --min-free below the free space"), "\(record.stderr)")
+        let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
+        #expect((info as? [String: Any])?["frames"] as? Int == 60, "the first recording is whole")
     }
 
     /// The same when a hold keeps older frames of the stream: the store still holds frames, but none of this

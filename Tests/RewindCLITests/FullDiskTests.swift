@@ -63,6 +63,38 @@ struct FullDiskTests {
         }
     }
 
+    /// A floor that deleting the store's segments reaches, but only just (8 KiB short of the free space plus the
+    /// files): the earlier recording goes, as the floor asks, and so does each segment of the new one; the run exits
+    /// 1 naming the floor and advising one below the free space.
+    @Test func aFloorReachedOnlyByDeletingEverythingNamesTheFloor() throws {
+        let directory = try Tool.temporaryDirectory("floor")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "32m") { disk in
+            let store = disk + "/store"
+            let first = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s", "--segment", "1s",
+            ])
+            #expect(first.status == 0, "\(first.stderr)")
+            let segments = try FileManager.default.contentsOfDirectory(atPath: store + "/segments")
+            let stored = try segments.reduce(Int64(0)) { total, name in
+                let size = try FileManager.default.attributesOfItem(atPath: store + "/segments/" + name)[.size]
+                return total + Int64(try #require(size as? Int))
+            }
+            var space = statvfs()
+            try #require(statvfs(disk, &space) == 0)
+            let free = Int64(space.f_bavail) * Int64(space.f_frsize)
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "2s", "--segment", "1s",
+                "--min-free", "\(free + stored - 8192)",
+            ])
+            #expect(record.status == 1, "\(record.output) \(record.stderr)")
+            #expect(
+                record.stderr.contains("retention deleted all 60 durable frames of this recording (--min-free "),
+                "\(record.stderr)")
+            #expect(record.stderr.contains("give a --min-free below the disk's free space ("), "\(record.stderr)")
+        }
+    }
+
     @Test func aFullDiskExitsNonZeroNamesTheLossAndLeavesAGapForEveryLostFrame() throws {
         try withSmallDisk { disk, source in
             let store = disk + "/store"
