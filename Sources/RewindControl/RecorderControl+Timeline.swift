@@ -276,7 +276,9 @@ extension RecorderControl {
                 case .before: "before"
                 case .atOrBefore: "at or before"
                 }
-            throw APIError(.notFound, "no frame of '\(name)' \(which) \(at) ns")
+            // As times are written in requests: to the millisecond, or to the nanosecond where that would round.
+            let time = at % 1_000_000 == 0 ? formatSeconds(at) : "\(at)ns"
+            throw APIError(.notFound, "no frame of '\(name)' \(which) \(time)")
         }
         return HTTPResponse(
             status: 200,

@@ -545,6 +545,9 @@ import Testing
         #expect(frame.status == 200 && frame.body.dropFirst().hasPrefix("PNG"), "\(frame.status)")
         let after = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=3s&step=after")
         #expect(after.status == 404, "no frame after the rear camera's last: \(after.body)")
+        #expect(after.body.contains("no frame of 'rear' after 3.000s"), "as the time was asked: \(after.body)")
+        let odd = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=3000000001ns&step=after")
+        #expect(odd.body.contains("after 3000000001ns"), "to the nanosecond where that would round: \(odd.body)")
 
         // A clip of its first second: frames 0…29, the stored frames bit for bit.
         let clipPath = directory + "/rear.mkv"
