@@ -194,9 +194,11 @@ public final class Recorder: Sendable {
             var storedClock: StreamClock?
             var lastStoredPTS: Int64?
             var storedGapsEnd: Int64?
+            var heldUntil: Int64?
             // A continuation starts a frame after the last stored one, on the frame grid.
             let step = spec.stream.frameStepNanoseconds
             if let store, let row {
+                heldUntil = try store.markers(streamName: row.name).compactMap(\.hold?.upperBound).max()
                 storedClock = try store.clock(of: row)
                 lastStoredPTS = try store.continuesAfter(row, frameStep: step)
                 storedGapsEnd = try store.gaps(streamName: row.name).filter(\.reason.isLoss).map(\.endNanoseconds).max()
@@ -204,6 +206,8 @@ public final class Recorder: Sendable {
             let shared = RecorderShared(
                 clock: StreamClockMapping(
                     recorderClock: clock, storedClock: storedClock, lastStoredPTS: lastStoredPTS, frameDuration: step))
+            // Markers' holds of what this recording makes: written at once (see `RecorderStream.writeAtOnce`).
+            if let heldUntil { shared.writeAtOnceThroughPTS.store(heldUntil - 1, ordering: .relaxed) }
             let recorderStream = RecorderStream(
                 name: spec.name, stream: stream, budget: share, ringTotal: ringTotal,
                 encoderBytes: encoderShares[index], configuration: configuration, store: store, spill: spill,

@@ -332,6 +332,21 @@ public final class RecorderStream: Sendable {
         shared.inputFailure.withLock { $0 = "\(error)" }
     }
 
+    /// Writes this stream's frames up to `pts` (stream pts) to disk as soon as they come, those in memory now
+    /// included, as `--spill eager` does: what a hold keeps then outlives the process however it ends. Under
+    /// `on-evict` they would otherwise wait until evicted (or a clean stop). It only ever moves later; under `eager`
+    /// it changes nothing.
+    public func writeAtOnce(through pts: Int64) {
+        var current = shared.writeAtOnceThroughPTS.load(ordering: .relaxed)
+        while current < pts {
+            let (exchanged, original) = shared.writeAtOnceThroughPTS.compareExchange(
+                expected: current, desired: pts, ordering: .relaxed)
+            if exchanged { break }
+            current = original
+        }
+        spill?.wake()
+    }
+
     /// What ended this stream's input, when it failed (``noteInputFailed(_:)``).
     public var inputError: String? { shared.inputFailure.withLock { $0 } }
 
@@ -502,6 +517,10 @@ final class RecorderShared: Sendable {
     /// can go on with (0 when writing through); −1 when none waits. The spill stage then writes frames that are not
     /// due yet (`on-evict`) until no more than that are left.
     let unwrittenFramesWanted = Atomic<Int>(-1)
+    /// With `on-evict`, frames up to this pts are written as soon as they come, as with `eager`: a hold covers them
+    /// (``RecorderStream/writeAtOnce(through:)``), and frames only in memory would not outlive the process.
+    /// ``Int64/min``: none.
+    let writeAtOnceThroughPTS = Atomic<Int64>(.min)
     /// Whether a producer has waited for the spill stage (a file input): its frames are never stored raw to keep up.
     let producerWaits = Atomic<Bool>(false)
     /// The encoder's output buffer in bytes wanted for the current memory pressure (``Int/max``: all of it); the

@@ -282,7 +282,10 @@ final class SpillLane {
         guard hasNewFrame else { return skipEvicted(upTo: storedBeforePin) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
-            horizon = newest - configuration.onEvictLeadOrDefaultNanoseconds
+            // Held frames are due at once: a hold keeps them on disk, which they reach only when written.
+            horizon = max(
+                newest - configuration.onEvictLeadOrDefaultNanoseconds,
+                shared.writeAtOnceThroughPTS.load(ordering: .relaxed))
         }
         // A waiting producer needs room now: frames not due yet are written too, until few enough are left. With
         // on-evict, so are frames beyond what the producer takes without dropping new ones as spill behind.

@@ -49,6 +49,9 @@ extension RecorderControl {
             for (name, clock) in members {
                 let row = try store.addMarker(
                     streamName: name, at: clock.pts(atRecorderTime: at), label: label, hold: hold.map(clock.ptsRange))
+                // Under on-evict the held frames in memory would reach the disk only when evicted: a process killed
+                // before then would lose what the hold said it kept.
+                if let held = row.hold { recorder.stream(named: name)?.writeAtOnce(through: held.upperBound - 1) }
                 let marker = MarkerBody(row, stream: name, clock: clock)
                 events.publish("marker", marker)
                 markers.append(marker)

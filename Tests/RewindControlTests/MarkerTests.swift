@@ -174,6 +174,26 @@ import Testing
         #expect(kept.status == 201, "no retention deletes anything: \(kept.body)")
     }
 
+    /// Under `--spill on-evict` a hold's frames still in memory are written at once, and so are those still to come
+    /// within it as they come: a recorder killed afterwards keeps what the hold said it keeps (otherwise they would
+    /// wait a window, here a minute, to be evicted).
+    @Test func aHoldUnderOnEvictWritesItsFramesAtOnce() throws {
+        let live = try LiveRecorder(window: .seconds(60), spill: .onEvict)
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        #expect(try store.summary().frames == 0, "nothing is due within a minute")
+        let answer = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"goal","at":"2s","hold":{"before":"1s","after":"3s"}}"#)
+        #expect(answer.status == 201, "\(answer.body)")
+        // Frames are written in order: every frame up to the newest, inside the hold, reaches the disk.
+        try waitUntil("the held frames in memory are on disk") { try store.summary().lastPTS == live.feed.pts(179) }
+        live.startProducer()
+        try waitUntil("the held frames still to come are written as they come") {
+            (try store.summary().lastPTS ?? 0) >= live.feed.pts(270)
+        }
+    }
+
     /// A hold over frames retention already deleted would keep nothing: refused with 409 naming the oldest frame
     /// left; a hold over what is still kept is accepted.
     @Test func aHoldOverDeletedFramesIsAConflict() throws {
