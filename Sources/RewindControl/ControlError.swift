@@ -141,7 +141,7 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `--listen` address is not a numeric address and port, or is not loopback without `--listen-any`.
     case badListenAddress(String, reason: ListenProblem)
     /// The token file cannot be read or made.
-    case tokenFile(path: String, reason: String)
+    case tokenFile(path: String, TokenFileProblem)
     /// The recorder closed the connection before it answered: it stopped (or was killed) while serving the
     /// request; `request` names it.
     case recorderStopped(request: String)
@@ -194,8 +194,8 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
             return "cannot serve the control API: \(why)"
         case .badListenAddress(let address, let reason):
             return "cannot listen on '\(address)': \(reason)"
-        case .tokenFile(let path, let reason):
-            return "token file \(path): \(reason)"
+        case .tokenFile(let path, let problem):
+            return "token file \(path): \(problem)"
         case .recorderStopped(let request):
             // Only a save or a clip writes a file.
             let writes = request.hasPrefix("save") || request.hasPrefix("clip")

@@ -100,17 +100,18 @@ struct CommandFailure {
                 default:
                     status = ExitStatus.usage
                 }
-            case .tokenFile(_, let reason):
+            case .tokenFile(_, let problem):
                 status = ExitStatus.usage
-                if reason.contains("empty") {
+                switch problem {
+                case .empty:
                     advice = "write the token into it, or name a file that does not exist yet (a token is made for you)"
-                } else if reason.contains("others may read it") {
+                case .readableByOthers:
                     advice =
                         "keep the token file readable by its owner only (chmod 600), or choose another with --token-file"
-                } else if reason.contains("its token") {
-                    // The reason says what the token lacks and how to make one.
+                case .uncarriableCharacter, .tooShort:
+                    // The problem says what the token lacks and how to make one.
                     advice = nil
-                } else {
+                case .unreadable, .cannotCreate, .cannotWrite:
                     advice = "choose another with --token-file, or name a file that does not exist yet"
                 }
             default:

@@ -95,7 +95,7 @@ import Testing
             (.alreadyServed(path: "/s/rewind.sock"), "/s/rewind.sock"),
             (.serverFailed("libmicrohttpd.so.12: cannot open"), "libmicrohttpd.so.12"),
             (.badListenAddress("0.0.0.0:80", reason: .notLoopback), "not a loopback address"),
-            (.tokenFile(path: "/s/token", reason: "is empty"), "/s/token"),
+            (.tokenFile(path: "/s/token", .empty), "/s/token"),
             (.recorderStopped(request: "save 4"), "save 4"),
             (.badReply(excerpt: "HTTP 502: x"), "HTTP 502"),
             (.refused(APIError(.notFound, "no save 9")), "no save 9"),
