@@ -39,6 +39,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var reads = 0
         var readFaults: [Int: Int32] = [:]
         var capacity: (bytes: Int64, directory: String)?
+        var beforeOpen: [String: @Sendable () -> Void] = [:]
     }
 
     private let base: any FileSystem
@@ -128,8 +129,16 @@ public final class FaultInjectingFileSystem: FileSystem {
         locked { $0.syncFaults.append(code) }
     }
 
+    /// Runs `action` once, just before the next open of the file named `fileName` (the last component of its path):
+    /// what another process does between a caller finding a file and opening it.
+    public func beforeNextOpen(of fileName: String, _ action: @escaping @Sendable () -> Void) {
+        locked { $0.beforeOpen[fileName] = action }
+    }
+
     public func open(_ path: String, flags: Int32, mode: mode_t) throws(FileSystemError) -> Int32 {
-        try base.open(path, flags: flags, mode: mode)
+        let name = String(path.split(separator: "/").last ?? "")
+        if let action = locked({ $0.beforeOpen.removeValue(forKey: name) }) { action() }
+        return try base.open(path, flags: flags, mode: mode)
     }
 
     public func close(_ fd: Int32) { base.close(fd) }

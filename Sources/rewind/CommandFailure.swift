@@ -220,6 +220,9 @@ struct CommandFailure {
             case .damaged: return repair
             case .notASegment: return "\(repair) or move it out of the store"
             case .missingSegment: return "put it back, or \(repair) to record its frames as lost"
+            case .deletedWhileRead:
+                return "read a later range ('rewind info' shows what the store holds now), or keep the range first "
+                    + "with a marker's hold ('rewind mark --store DIR --label … --at TIME --hold DURATION')"
             case .indexDisagrees:
                 return "\(repair), which rebuilds them from the file (or, for another recording's file, moves it aside)"
             case .diskFull: return freeSpace

@@ -65,25 +65,36 @@ extension SegmentStore {
                 planarChroma && layout.format == .nv12
                 ? try FrameLayout(format: .i420, width: layout.width, height: layout.height) : layout
             guard !range.isEmpty else { return try frames(InPlaceFrames(layout: delivered, infos: [])) }
-            let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
-            var rows: [FrameRow] = []
-            try index.frames(streamID: stream.id, in: (start ?? range.lowerBound)..<range.upperBound) { row in
-                rows.append(row)
-                return true
+            var attempts = 0
+            while true {
+                let start = try index.keyFrame(streamID: stream.id, atOrBefore: range.lowerBound)?.ptsNanoseconds
+                var rows: [FrameRow] = []
+                try index.frames(streamID: stream.id, in: (start ?? range.lowerBound)..<range.upperBound) { row in
+                    rows.append(row)
+                    return true
+                }
+                let first = rows.firstIndex { $0.ptsNanoseconds >= range.lowerBound } ?? rows.count
+                let infos = try rows[first...].map { row in
+                    try FrameInfo(
+                        pts: FrameTime(nanoseconds: row.ptsNanoseconds), wallNanoseconds: row.wallNanoseconds,
+                        color: stream.description.color)
+                }
+                guard !infos.isEmpty else { return try frames(InPlaceFrames(layout: delivered, infos: infos)) }
+                let run = InPlaceRun(
+                    store: self, stream: stream, rows: rows, firstDelivered: first,
+                    planarChroma: planarChroma && layout.format == .nv12)
+                defer { run.close() }
+                // The first segment opened (and locked: retention stops there) before the frames are told: one
+                // retention deleted since its rows were read only means the range now starts later.
+                do {
+                    try run.openFirstSegment()
+                } catch SegmentStoreError.deletedWhileRead where attempts < 16 {
+                    attempts += 1
+                    continue
+                }
+                try frames(InPlaceFrames(layout: delivered, infos: infos))
+                return try run.run(piece: piece, done: done)
             }
-            let first = rows.firstIndex { $0.ptsNanoseconds >= range.lowerBound } ?? rows.count
-            let infos = try rows[first...].map { row in
-                try FrameInfo(
-                    pts: FrameTime(nanoseconds: row.ptsNanoseconds), wallNanoseconds: row.wallNanoseconds,
-                    color: stream.description.color)
-            }
-            try frames(InPlaceFrames(layout: delivered, infos: infos))
-            guard !infos.isEmpty else { return }
-            let run = InPlaceRun(
-                store: self, stream: stream, rows: rows, firstDelivered: first,
-                planarChroma: planarChroma && layout.format == .nv12)
-            defer { run.close() }
-            try run.run(piece: piece, done: done)
         }
     }
 }
@@ -163,6 +174,10 @@ private final class InPlaceRun: @unchecked Sendable {
     }
 
     func close() { cursor.close() }
+
+    /// Opens the first frame's segment, which holds its shared lock from then on (see
+    /// ``ReadCursor/openSegment(_:)``).
+    func openFirstSegment() throws { try cursor.openSegment(rows[0].segmentID) }
 
     private static func position(_ frame: Int, _ chunks: Int) -> Int { frame << 24 | chunks }
 

@@ -47,7 +47,31 @@ extension SegmentStore {
     }
 
     /// One stream's frames; returns false when `body` asked to stop.
+    ///
+    /// A segment retention deleted before any frame was delivered (a recorder in another process keeping its
+    /// `--disk`, between this read finding the segment's rows and opening its file) only means the range now starts
+    /// later: the read starts again from what the index holds now. Once frames were delivered, it is
+    /// ``SegmentStoreError/deletedWhileRead(file:)``. (While a segment is read its shared lock stops retention
+    /// there, and the next is opened before it is let go, so only a segment a hold made retention pass over can go.)
     private func frames(
+        of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, splitting: DecodeSplitting?,
+        _ body: (FrameView) throws -> Bool
+    ) throws -> Bool {
+        var delivered = false
+        var attempts = 0
+        while true {
+            do {
+                return try framesOnce(of: stream, in: range, into: buffers, splitting: splitting) { frame in
+                    delivered = true
+                    return try body(frame)
+                }
+            } catch SegmentStoreError.deletedWhileRead where !delivered && attempts < 16 {
+                attempts += 1
+            }
+        }
+    }
+
+    private func framesOnce(
         of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, splitting: DecodeSplitting?,
         _ body: (FrameView) throws -> Bool
     ) throws -> Bool {
@@ -76,6 +100,24 @@ extension SegmentStore {
             return try deliver(row, try cursor.decodeOnTwoThreads(try cursor.locate(row)))
         }
         return keepGoing
+    }
+
+    /// Whether opening `segment`'s file failed (`failure`) because retention deleted it since its row was read: the
+    /// file is gone, and its row is too or is being deleted, with no frame row left.
+    func retentionDeleted(_ segment: SegmentRow, failure: any Error) -> Bool {
+        switch failure {
+        case SegmentStoreError.missingSegment: break
+        case SegmentStoreError.io(let cause) where cause.code == ENOENT: break
+        default: return false
+        }
+        // Retention marks the row deleting and deletes its frame rows in one step, before the file goes: rows left
+        // under it are the index contradicting itself, not retention.
+        do {
+            guard try index.segment(id: segment.id).map({ $0.state == .deleting }) ?? true else { return false }
+            return try index.frames(ofSegment: segment.id).isEmpty
+        } catch {
+            return false  // the index cannot say: the open's own failure stands
+        }
     }
 
     /// Opens a segment's file for reading whatever its current name (`.partial` or sealed), with a shared lock.
@@ -290,37 +332,56 @@ final class ReadCursor {
         return UnsafeRawBufferPointer(start: buffers.last, count: buffers.byteCount)
     }
 
-    /// Finds the segment of `row` (opening its file if needed) and whether it follows the frame located before.
-    func locate(_ row: FrameRow) throws -> Located {
-        if row.segmentID != readerSegment {
-            // Not closed here: a frame located in it may still be read; it closes when the last one is done.
-            reader = nil
-            guard let segment = try store.index.segment(id: row.segmentID) else {
-                throw StoreIndexError.unknownSegment(id: row.segmentID)
+    /// Opens segment `id`'s file (with its shared lock) as the one frames are located in, after checking that its
+    /// header names this stream and its frames have the stream's size.
+    ///
+    /// - Throws: ``SegmentStoreError/deletedWhileRead(file:)`` when retention deleted it since its rows were read;
+    ///   the file's and the index's errors.
+    func openSegment(_ id: Int64) throws {
+        // The segment read so far stays open (and locked) until the next one is: retention, oldest first, stops
+        // at it and never deletes the next one in between.
+        guard let segment = try store.index.segment(id: id) else {
+            // Retention deletes a segment's rows with it: a frame row left without its segment is the index
+            // contradicting itself.
+            guard try store.index.frames(ofSegment: id).isEmpty else {
+                throw StoreIndexError.unknownSegment(id: id)
             }
-            let opened = try store.openSegmentReader(segment)
-            // Another stream's file under this one's name (files swapped or copied in): its frames are not this
-            // stream's, whatever their sizes.
-            guard opened.header.streamName == stream.name else {
+            throw SegmentStoreError.deletedWhileRead(file: "of id \(id)")
+        }
+        let opened: SegmentFileReader
+        do {
+            opened = try store.openSegmentReader(segment)
+        } catch let error where store.retentionDeleted(segment, failure: error) {
+            throw SegmentStoreError.deletedWhileRead(file: segment.fileName)
+        }
+        // Not closed here: a frame located in it may still be read; it closes when the last one is done.
+        reader = nil
+        // Another stream's file under this one's name (files swapped or copied in): its frames are not this
+        // stream's, whatever their sizes.
+        guard opened.header.streamName == stream.name else {
+            throw SegmentStoreError.indexDisagrees(
+                file: opened.fileName,
+                detail: "it holds stream '\(opened.header.streamName)', but the index lists it under stream "
+                    + "'\(stream.name)' (segment files swapped or copied in)")
+        }
+        reader = opened
+        readerSegment = id
+        let layout = opened.header.stream.layout
+        if decoder == nil || decoder!.plan != opened.plan || decoder!.layout != layout {
+            guard buffers.byteCount == layout.byteCount else {
+                // The file's own header is checksummed: it is the index's stream row that says otherwise.
                 throw SegmentStoreError.indexDisagrees(
                     file: opened.fileName,
-                    detail: "it holds stream '\(opened.header.streamName)', but the index lists it under stream "
-                        + "'\(stream.name)' (segment files swapped or copied in)")
+                    detail: "it holds \(layout) frames of \(layout.byteCount) bytes, but the index says the "
+                        + "stream's frames have \(buffers.byteCount)")
             }
-            reader = opened
-            readerSegment = row.segmentID
-            let layout = opened.header.stream.layout
-            if decoder == nil || decoder!.plan != opened.plan || decoder!.layout != layout {
-                guard buffers.byteCount == layout.byteCount else {
-                    // The file's own header is checksummed: it is the index's stream row that says otherwise.
-                    throw SegmentStoreError.indexDisagrees(
-                        file: opened.fileName,
-                        detail: "it holds \(layout) frames of \(layout.byteCount) bytes, but the index says the "
-                            + "stream's frames have \(buffers.byteCount)")
-                }
-                decoder = FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)
-            }
+            decoder = FrameDecoder(layout: layout, chunkSize: opened.header.chunkSize, buffers: buffers)
         }
+    }
+
+    /// Finds the segment of `row` (opening its file if needed) and whether it follows the frame located before.
+    func locate(_ row: FrameRow) throws -> Located {
+        if row.segmentID != readerSegment { try openSegment(row.segmentID) }
         let followsPrevious = locatedSegment == row.segmentID && locatedEnd == row.fileOffset
         // A delta frame whose previous record has no row before it: the index lost rows, not the file its frames.
         if row.flags & FrameRow.keyFrameFlag == 0, !followsPrevious, locatedSegment == row.segmentID {

@@ -14,6 +14,10 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     case notASegment(file: String, detail: String)
     /// The index has frames in a segment file that is not in `segments/` (under either of its names).
     case missingSegment(file: String, frames: Int)
+    /// Retention deleted a segment while it was being read, after some of the read's frames were delivered (a
+    /// recorder in another process keeping its `--disk`, `--max-age` or `--min-free`): its frames are gone, nothing
+    /// is damaged.
+    case deletedWhileRead(file: String)
     /// The index's rows of a segment file do not match it (rows deleted or changed by another program): the file
     /// is intact, and a repair rebuilds the rows from it.
     case indexDisagrees(file: String, detail: String)
@@ -98,6 +102,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             return "segments/\(file) is not a readable segment file (\(detail))"
         case .missingSegment(let file, let frames):
             return "segments/\(file) is missing: the index has \(frames) frames in it"
+        case .deletedWhileRead(let file):
+            return "segment \(file) was deleted by retention while it was being read (a recorder's --disk, --max-age "
+                + "or --min-free): the frames in it are gone, and the read stopped there"
         case .indexDisagrees(let file, let detail):
             return "the index rows of segment \(file) disagree with its file: \(detail)"
         case .diskFull(let file, let frames, let pts, let cause):
