@@ -915,8 +915,7 @@ func checkFloorFits(_ options: StoreOptions, directory: String, given: Bool = tr
     let total = Int64(info.f_blocks) * Int64(info.f_frsize)
     guard total > 0, Int64(floor) >= total else {
         try checkFloorCanBeKept(
-            Int64(floor), free: Int64(info.f_bavail) * Int64(info.f_frsize), path: path,
-            directory: directory, given: given)
+            Int64(floor), free: Int64(info.f_bavail) * Int64(info.f_frsize), directory: directory, given: given)
         return
     }
     let (floorText, size) = formatBytesApart(Int64(floor), total)
@@ -938,7 +937,7 @@ func checkFloorFits(_ options: StoreOptions, directory: String, given: Bool = tr
 /// recordings and then each new segment as soon as it is sealed, keeping nothing. (A floor reached by deleting some
 /// of them is what the option is for.)
 private func checkFloorCanBeKept(
-    _ floor: Int64, free: Int64, path: String, directory: String, given: Bool
+    _ floor: Int64, free: Int64, directory: String, given: Bool
 ) throws(UsageError) {
     let segments = (directory.isEmpty ? "." : directory) + "/segments"
     let files = POSIXFileSystem()
@@ -955,9 +954,9 @@ private func checkFloorCanBeKept(
             + "sealed, keeping nothing"
     throw UsageError(
         (given
-            ? "--min-free \(floorText) is more than the disk can keep free: the file system holding \(path) has "
+            ? "--min-free \(floorText) is more than the disk can keep free: the file system holding \(directory) has "
                 + "\(freeText) free now, "
-            : "the file system holding \(path) has \(freeText) free now, less than the free space --disk keeps by "
+            : "the file system holding \(directory) has \(freeText) free now, less than the free space --disk keeps by "
                 + "default (--min-free \(floorText)), ")
             + what + "; give a --min-free below the free space (--min-free 1MiB, say), or free space on the disk",
         showsHelp: false)
