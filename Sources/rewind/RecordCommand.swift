@@ -369,8 +369,9 @@ private func record(
     let results = Mutex<[String: Result<RecordLoopResult, any Error>]>([:])
     let done = DispatchSemaphore(value: 0)
     let progressLine = Mutex(ProgressLine())
-    // When each input last gave a frame, and the inputs left behind blocked in a read (they stop at their next frame).
-    let lastFrame = Mutex<[String: ContinuousClock.Instant]>([:])
+    // When each input's thread last gave a frame or was between frames (waiting for the disk or a frame's time), and
+    // the inputs left behind blocked in a read (they stop at their next frame).
+    let lastActive = Mutex<[String: ContinuousClock.Instant]>([:])
     let abandoned = Mutex<Set<String>>([])
     for (index, (input, stream)) in zip(inputs, recorder.streams).enumerated() {
         let box = SourceBox(input.source)
@@ -380,10 +381,13 @@ private func record(
                 try stream.record(
                     from: &box.source, options: loop,
                     shouldStop: {
-                        stopRequested.load(ordering: .relaxed) || abandoned.withLock { $0.contains(stream.name) }
+                        // Asked between frames and while the loop waits (for spill room, or a frame's time): the
+                        // input is not blocked in a read, so not stalled, however long the disk takes.
+                        lastActive.withLock { $0[stream.name] = .now }
+                        return stopRequested.load(ordering: .relaxed) || abandoned.withLock { $0.contains(stream.name) }
                     },
                     progress: { result, pts in
-                        lastFrame.withLock { $0[stream.name] = .now }
+                        lastActive.withLock { $0[stream.name] = .now }
                         progressLine.withLock {
                             guard isSingle else {
                                 $0.update(
@@ -429,7 +433,7 @@ private func record(
     }
     let stalled = waitForInputs(
         inputs.map(\.name), done: done, finished: { results.withLock { Set($0.keys) } },
-        lastFrame: { lastFrame.withLock { $0 } },
+        lastActive: { lastActive.withLock { $0 } },
         durations: Dictionary(
             inputs.compactMap { input in input.loop.duration.map { (input.name, $0) } },
             uniquingKeysWith: { first, _ in first }))
@@ -634,14 +638,15 @@ struct InputStalled: Error, CustomStringConvertible {
 let inputStallTimeout = Duration.seconds(5)
 
 /// Waits until every input's thread is done, or a stop request has waited a second for them, or — with a duration —
-/// the inputs still running have given no frame for ``inputStallTimeout`` while every other input has ended or
+/// the inputs still running have been blocked in a read (no frame, and not between frames waiting for the disk or
+/// a frame's time: `lastActive`) for ``inputStallTimeout`` while every other input has ended or
 /// their own durations (`durations`, stream time, by input) have passed on the wall clock: `--duration` counts
 /// stream time, which an input that stopped sending never reaches.
 ///
 /// - Returns: the inputs left running (blocked in a read), to be ended without them.
 private func waitForInputs(
     _ names: [String], done: DispatchSemaphore, finished: () -> Set<String>,
-    lastFrame: () -> [String: ContinuousClock.Instant], durations: [String: Duration]
+    lastActive: () -> [String: ContinuousClock.Instant], durations: [String: Duration]
 ) -> [String] {
     let start = ContinuousClock.now
     var pending = names.count
@@ -659,11 +664,11 @@ private func waitForInputs(
         }
         let ended = finished()
         guard !durations.isEmpty else { continue }
-        let frames = lastFrame()
+        let active = lastActive()
         let running = names.filter { !ended.contains($0) }
         let overdue = running.allSatisfy { name in durations[name].map { now - start >= $0 } ?? false }
         guard !ended.isEmpty || overdue else { continue }
-        if running.allSatisfy({ now - (frames[$0] ?? start) >= inputStallTimeout }) { break }
+        if running.allSatisfy({ now - (active[$0] ?? start) >= inputStallTimeout }) { break }
     }
     let ended = finished()
     return names.filter { !ended.contains($0) }
