@@ -288,11 +288,19 @@ import Testing
 /// A read-only reader (`rewind clip` beside a recorder in another process) while that process's retention deletes
 /// segments: never an error that calls the store damaged.
 @Suite(.timeLimit(.minutes(15))) struct RetentionWhileReadingTests {
-    /// Five sealed segments of ten raw frames each, closed; the store opened again for writing with a disk budget of
-    /// `keptSegments` segments (retention then runs only when asked), and read-only through `faults`.
-    private static func stores(
-        _ dir: TemporaryDirectory, frames: TestFrames, keptSegments: Int, faults: FaultInjectingFileSystem
-    ) throws -> (writer: SegmentStore, reader: SegmentStore) {
+    /// Runs `body` with test frames, the reader's file system (`faults`) and two stores of one fresh directory
+    /// (removed afterwards) holding five sealed segments of ten raw frames each: `writer`, opened for writing with a
+    /// disk budget of `keptSegments` segments (retention then runs only when asked), and `reader`, read-only through
+    /// `faults`.
+    private static func withStores(
+        keptSegments: Int,
+        _ body: (TestFrames, _ faults: FaultInjectingFileSystem, _ writer: SegmentStore, _ reader: SegmentStore)
+            throws -> Void
+    ) throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
+        defer { frames.deallocate() }
         let options = StoreOptions(
             workerCount: 1, segmentMaxDuration: .milliseconds(300), codecPolicy: .forced(.raw))
         do {
@@ -305,10 +313,10 @@ import Testing
         let segmentBytes = try FileManager.default.attributesOfItem(atPath: dir.segments + "/000001.seg")[.size] as! Int
         var budgeted = options
         budgeted.diskBudget = segmentBytes * keptSegments + segmentBytes / 2
-        return (
-            try SegmentStore.open(directory: dir.path, options: budgeted),
-            try SegmentStore.openReadOnly(directory: dir.path, fileSystem: faults)
-        )
+        let faults = FaultInjectingFileSystem()
+        try body(
+            frames, faults, try SegmentStore.open(directory: dir.path, options: budgeted),
+            try SegmentStore.openReadOnly(directory: dir.path, fileSystem: faults))
     }
 
     /// The frames of a read, by number, each checked bit for bit.
@@ -324,81 +332,65 @@ import Testing
     /// Retention deletes the first segment between the reader finding its rows and opening its file: the range
     /// only starts later, as for a read begun a moment after.
     @Test func aSegmentDeletedBeforeAnyFrameWasReadMovesTheStart() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
-        defer { frames.deallocate() }
-        let faults = FaultInjectingFileSystem()
-        let (writer, reader) = try Self.stores(dir, frames: frames, keptSegments: 4, faults: faults)
-        let deleted = Mutex<[String]>([])
-        faults.beforeNextOpen(of: "000001.seg") {
-            let report = try? writer.enforceRetention()
-            deleted.withLock { $0 = report?.deleted ?? ["(retention failed)"] }
+        try Self.withStores(keptSegments: 4) { frames, faults, writer, reader in
+            let deleted = Mutex<[String]>([])
+            faults.beforeNextOpen(of: "000001.seg") {
+                let report = try? writer.enforceRetention()
+                deleted.withLock { $0 = report?.deleted ?? ["(retention failed)"] }
+            }
+            var numbers: [Int] = []
+            try Self.read(reader, frames: frames, numbers: &numbers)
+            #expect(deleted.withLock { $0 } == ["000001.seg"])
+            #expect(numbers == Array(10..<50))
         }
-        var numbers: [Int] = []
-        try Self.read(reader, frames: frames, numbers: &numbers)
-        #expect(deleted.withLock { $0 } == ["000001.seg"])
-        #expect(numbers == Array(10..<50))
     }
 
     /// The same for a read in place (exports to `.y4m`): the frames it tells before decoding are those it delivers.
     @Test func aSegmentDeletedBeforeAnInPlaceReadOpensItMovesTheStart() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
-        defer { frames.deallocate() }
-        let faults = FaultInjectingFileSystem()
-        let (writer, reader) = try Self.stores(dir, frames: frames, keptSegments: 4, faults: faults)
-        faults.beforeNextOpen(of: "000001.seg") { _ = try? writer.enforceRetention() }
-        var told: [Int] = []
-        var done = 0
-        try reader.decodeInPlace(
-            streamName: "camera", in: 0..<frames.pts(50), planarChroma: false,
-            frames: { told = $0.infos.map { Int($0.ptsNanoseconds / frames.pts(1)) } }, piece: { _, _, _ in },
-            done: { done = $0 })
-        #expect(told == Array(10..<50))
-        #expect(done == 40)
+        try Self.withStores(keptSegments: 4) { frames, faults, writer, reader in
+            faults.beforeNextOpen(of: "000001.seg") { _ = try? writer.enforceRetention() }
+            var told: [Int] = []
+            var done = 0
+            try reader.decodeInPlace(
+                streamName: "camera", in: 0..<frames.pts(50), planarChroma: false,
+                frames: { told = $0.infos.map { Int($0.ptsNanoseconds / frames.pts(1)) } }, piece: { _, _, _ in },
+                done: { done = $0 })
+            #expect(told == Array(10..<50))
+            #expect(done == 40)
+        }
     }
 
     /// While a segment is read, the next one is opened before it is let go: retention, oldest first, stops at the
     /// one being read and deletes nothing the read has still to come to.
     @Test func theSegmentBeingReadKeepsRetentionFromTheNext() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
-        defer { frames.deallocate() }
-        let faults = FaultInjectingFileSystem()
-        let (writer, reader) = try Self.stores(dir, frames: frames, keptSegments: 0, faults: faults)
-        let report = Mutex<RetentionReport?>(nil)
-        faults.beforeNextOpen(of: "000003.seg") { report.withLock { $0 = try? writer.enforceRetention() } }
-        var numbers: [Int] = []
-        try Self.read(reader, frames: frames, numbers: &numbers)
-        #expect(numbers == Array(0..<50))
-        let pass = try #require(report.withLock { $0 })
-        #expect(pass.deleted == ["000001.seg"] && pass.skippedInUse == ["000002.seg"], "\(pass)")
+        try Self.withStores(keptSegments: 0) { frames, faults, writer, reader in
+            let report = Mutex<RetentionReport?>(nil)
+            faults.beforeNextOpen(of: "000003.seg") { report.withLock { $0 = try? writer.enforceRetention() } }
+            var numbers: [Int] = []
+            try Self.read(reader, frames: frames, numbers: &numbers)
+            #expect(numbers == Array(0..<50))
+            let pass = try #require(report.withLock { $0 })
+            #expect(pass.deleted == ["000001.seg"] && pass.skippedInUse == ["000002.seg"], "\(pass)")
+        }
     }
 
     /// A segment a marker holds is passed over by retention without asking for its lock, so the next one can go
     /// while the held one is read: the read stops with `deletedWhileRead` (no damage, no repair), after the frames
     /// before it, each bit-exact.
     @Test func aSegmentDeletedAfterFramesWereReadStopsTheReadSayingSo() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
-        defer { frames.deallocate() }
-        let faults = FaultInjectingFileSystem()
-        let (writer, reader) = try Self.stores(dir, frames: frames, keptSegments: 0, faults: faults)
-        _ = try writer.addMarker(
-            streamName: "camera", at: frames.pts(15), label: "held", hold: frames.pts(10)..<frames.pts(20))
-        faults.beforeNextOpen(of: "000003.seg") { _ = try? writer.enforceRetention() }
-        var numbers: [Int] = []
-        do {
-            try Self.read(reader, frames: frames, numbers: &numbers)
-            Issue.record("the read went on past a deleted segment")
-        } catch SegmentStoreError.deletedWhileRead(let file) {
-            #expect(file == "000003.seg")
+        try Self.withStores(keptSegments: 0) { frames, faults, writer, reader in
+            _ = try writer.addMarker(
+                streamName: "camera", at: frames.pts(15), label: "held", hold: frames.pts(10)..<frames.pts(20))
+            faults.beforeNextOpen(of: "000003.seg") { _ = try? writer.enforceRetention() }
+            var numbers: [Int] = []
+            do {
+                try Self.read(reader, frames: frames, numbers: &numbers)
+                Issue.record("the read went on past a deleted segment")
+            } catch SegmentStoreError.deletedWhileRead(let file) {
+                #expect(file == "000003.seg")
+            }
+            #expect(numbers == Array(0..<20))
+            #expect(try writer.verify(repair: false).clean, "nothing is damaged")
         }
-        #expect(numbers == Array(0..<20))
-        #expect(try writer.verify(repair: false).clean, "nothing is damaged")
     }
 }
