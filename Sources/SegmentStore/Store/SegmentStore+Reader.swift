@@ -52,7 +52,8 @@ extension SegmentStore {
     /// `--disk`, between this read finding the segment's rows and opening its file) only means the range now starts
     /// later: the read starts again from what the index holds now. Once frames were delivered, it is
     /// ``SegmentStoreError/deletedWhileRead(file:)``. (While a segment is read its shared lock stops retention
-    /// there, and the next is opened before it is let go, so only a segment a hold made retention pass over can go.)
+    /// there, held or not, and the next is opened before it is let go, so that is only a deletion that did not ask
+    /// for the lock: another program's.)
     private func frames(
         of stream: StreamRow, in range: Range<Int64>, into buffers: DecodeBuffers?, splitting: DecodeSplitting?,
         _ body: (FrameView) throws -> Bool

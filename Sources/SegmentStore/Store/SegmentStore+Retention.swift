@@ -17,8 +17,9 @@ extension SegmentStore {
     /// unlinked and the directory synced, then the row is removed; recovery finishes a delete cut short. A segment
     /// held (``addHold(streamName:range:)``, a marker's hold) is kept and newer ones are deleted instead, leaving a
     /// ``LossReason/retention`` gap where they were. A segment
-    /// being read (a reader holds its shared lock) stops the pass, which continues on the next call (so the budget may
-    /// be exceeded while a reader holds the oldest segment). Open segments are never deleted.
+    /// being read (a reader holds its shared lock), held or not, stops the pass before anything newer is deleted,
+    /// which continues on the next call (so the budget may be exceeded while a reader holds the oldest segment, or a
+    /// held one). Open segments are never deleted.
     ///
     /// - Returns: what was deleted and skipped.
     /// - Throws: ``SegmentStoreError/readOnly(_:)``; I/O and index errors.
@@ -71,7 +72,11 @@ extension SegmentStore {
         let held = try heldRanges()
         /// Per stream, the first and last frames of each segment deleted.
         var deletedSpans: [Int64: [ClosedRange<Int64>]] = [:]
-        for row in rows where row.state == .sealed {
+        /// Held segments passed over since the last one whose lock was asked for: one being read stops the pass
+        /// before anything newer is deleted, as an unheld one would (its reader opens the next segment before it
+        /// lets go of it, so the next one must stay). Asked only when a deletion would follow, not for every hold.
+        var passedHeld: [SegmentRow] = []
+        pass: for row in rows where row.state == .sealed {
             // A `.partial` kept whole for a repair: its row holds only the frames before the damage, so neither its
             // holds nor its size are known until the repair salvages the rest; it stays until then.
             if row.fileName.hasSuffix(SegmentFormat.partialSuffix) { continue }
@@ -80,6 +85,7 @@ extension SegmentStore {
                 held[row.streamID]?.contains(where: { $0.overlaps(first...last) }) == true
             {
                 report.keptByHolds.append(row.fileName)
+                passedHeld.append(row)
                 continue
             }
             let overBudget =
@@ -92,26 +98,20 @@ extension SegmentStore {
                 options.maxAgeNanoseconds.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
                 ?? false
             guard overBudget || shortOfSpace || tooOld else { continue }
+            // Strictly oldest first: deleting newer segments past a reader would cut holes in what it is about to
+            // read. The next pass continues once the reader has moved on.
+            for heldRow in passedHeld {
+                guard try isBeingRead(heldRow.fileName) else { continue }
+                report.skippedInUse.append(heldRow.fileName)
+                break pass
+            }
+            passedHeld.removeAll()
             let path = segmentsDirectory + "/" + row.fileName
-            let fd: Int32
-            do {
-                fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
-            } catch {
-                if error.code != ENOENT { throw SegmentStoreError.io(error) }
-                fd = -1
+            guard let fd = try lockForDeletion(path) else {
+                report.skippedInUse.append(row.fileName)
+                break
             }
             defer { if fd >= 0 { fileSystem.close(fd) } }
-            if fd >= 0 {
-                let free = try Self.wrapIO { () throws(FileSystemError) in
-                    try fileSystem.flock(fd, operation: LOCK_EX | LOCK_NB, path: path)
-                }
-                if !free {
-                    // Strictly oldest first: deleting newer segments past a reader would cut holes in what it is
-                    // about to read. The next pass continues once the reader has moved on.
-                    report.skippedInUse.append(row.fileName)
-                    break
-                }
-            }
             try index.markDeleting(segmentID: row.id)
             try Self.wrapIO { () throws(FileSystemError) in
                 try fileSystem.unlink(path)
@@ -130,6 +130,37 @@ extension SegmentStore {
         report.remainingBytes = total
         try noteDeletedHistory(deletedSpans)
         return report
+    }
+
+    /// Opens a segment file and takes its exclusive lock without waiting: the descriptor holding it (to close once
+    /// the file is deleted), -1 when the file is already gone, nil when a reader holds its shared lock.
+    private func lockForDeletion(_ path: String) throws -> Int32? {
+        let fd: Int32
+        do {
+            fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
+        } catch {
+            if error.code != ENOENT { throw SegmentStoreError.io(error) }
+            return -1
+        }
+        let free: Bool
+        do {
+            free = try Self.wrapIO { () throws(FileSystemError) in
+                try fileSystem.flock(fd, operation: LOCK_EX | LOCK_NB, path: path)
+            }
+        } catch {
+            fileSystem.close(fd)
+            throw error
+        }
+        if !free { fileSystem.close(fd) }
+        return free ? fd : nil
+    }
+
+    /// Whether a reader holds the shared lock of a segment kept (a held one): its lock is asked for and let go at
+    /// once.
+    private func isBeingRead(_ fileName: String) throws -> Bool {
+        guard let fd = try lockForDeletion(segmentsDirectory + "/" + fileName) else { return true }
+        if fd >= 0 { fileSystem.close(fd) }
+        return false
     }
 
     /// The bytes the segment files of the store take: each live segment's file as it is now (headers, records and
@@ -229,7 +260,8 @@ public struct RetentionReport: Sendable {
     public var freedBytes: Int64 = 0
     /// Segments retention would have deleted but a hold keeps (a marker's, or a waiting save's pre-roll).
     public var keptByHolds: [String] = []
-    /// Segments due for deletion but being read (tried again next pass).
+    /// Segments being read that stopped the pass: one due for deletion, or one kept by a hold with a deletion due
+    /// after it (tried again next pass).
     public var skippedInUse: [String] = []
     /// Bytes of segment files left.
     public var remainingBytes: Int64 = 0
