@@ -23,8 +23,8 @@ import RewindSystem
 ///   (4:2:2, 4:4:4, 12-bit…) is refused.
 /// - `I`: `p` (progressive) and `?` (unknown, read as progressive) are accepted; interlaced streams (`t`, `b`, `m`)
 ///   are refused, because frames would be stored and exported as if progressive: deinterlace first.
-/// - `A`: the pixel aspect ratio (`num:den`, non-negative; `A0:0` not known), kept (``PixelAspect``); terms that do not
-///   reduce to 16 bits are refused.
+/// - `A`: the pixel aspect ratio (`num:den`, both positive; `A0:0` not known), kept (``PixelAspect``); one zero term, or
+///   terms that do not reduce to 16 bits, are refused.
 /// - `X`: `XCOLORRANGE=FULL|LIMITED` sets the colour range (default limited); `XYSCSS=` must agree with `C`;
 ///   other `X` tags, and unknown tags, are ignored.
 ///
@@ -292,7 +292,7 @@ struct Y4MHeader {
             }
             switch tag {
             case UInt8(ascii: "W"), UInt8(ascii: "H"):
-                guard let number = Int(value), (1...FrameLayout.maximumDimension).contains(number) else {
+                guard let number = wholeNumber(value), (1...FrameLayout.maximumDimension).contains(number) else {
                     throw fail(
                         tokenStart,
                         "bad \(tag == UInt8(ascii: "W") ? "width" : "height") '\(token)': expected a whole number "
@@ -301,10 +301,12 @@ struct Y4MHeader {
                 if tag == UInt8(ascii: "W") { width = number } else { height = number }
             case UInt8(ascii: "F"):
                 let terms = value.split(separator: ":", omittingEmptySubsequences: false)
+                let ratio = parseRatio(value)
+                // Digits that overflow are a ratio of terms too large, not a malformed one.
                 let tooLarge =
-                    terms.count == 2 && terms.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
-                guard let ratio = parseRatio(value), ratio.0 > 0, ratio.1 > 0 else {
-                    // Digits that overflow are a ratio of terms too large, not a malformed one.
+                    ratio == nil && terms.count == 2
+                    && terms.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+                guard let ratio, ratio.0 > 0, ratio.1 > 0 else {
                     let problem = tooLarge ? "a term above \(Int32.max)" : "expected F<num>:<den> with both positive"
                     throw fail(tokenStart, "bad frame rate '\(token)': \(problem)")
                 }
@@ -334,6 +336,12 @@ struct Y4MHeader {
             case UInt8(ascii: "A"):
                 guard let ratio = parseRatio(value) else {
                     throw fail(tokenStart, "bad pixel aspect ratio '\(token)': expected A<num>:<den>, e.g. A1:1")
+                }
+                guard (ratio.0 == 0) == (ratio.1 == 0) else {
+                    throw fail(
+                        tokenStart,
+                        "bad pixel aspect ratio '\(token)': a zero term is a shape of no width or no height; give "
+                            + "A0:0 for an unknown aspect, or a ratio of two positive terms, e.g. A1:1")
                 }
                 guard let shape = PixelAspect(numerator: ratio.0, denominator: ratio.1) else {
                     throw fail(
@@ -403,11 +411,19 @@ struct Y4MHeader {
             layout: layout, frameDuration: duration, range: range, chromaSiting: siting, pixelAspect: aspect)
     }
 
-    /// Parses `num:den` with both non-negative.
+    /// Parses `num:den`, each a whole number in decimal digits alone.
     private static func parseRatio(_ text: String) -> (Int, Int)? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, let a = Int(parts[0]), let b = Int(parts[1]), a >= 0, b >= 0 else { return nil }
+        guard parts.count == 2, let a = wholeNumber(parts[0]), let b = wholeNumber(parts[1]) else { return nil }
         return (a, b)
+    }
+
+    /// Decimal digits alone (no sign, no space) as a number; nil for anything else, or one above `Int.max`.
+    private static func wholeNumber(_ text: some StringProtocol) -> Int? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return nil
+        }
+        return Int(text)
     }
 
     /// `bytes` as a message may show them: printable ASCII as it is, every other byte as `\xNN`.
