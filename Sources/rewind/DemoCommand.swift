@@ -9,6 +9,9 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     guard seconds >= .milliseconds(17) else {
         throw UsageError("--seconds must be at least one frame (17ms); the demo's default is 20s", showsHelp: false)
     }
+    // From here on Ctrl-C stops the demo cleanly, also while the ring's memory is set up (a second or more for its
+    // 1.5 GiB on a busy machine): the recording then stops before its first frame and says so.
+    installStopHandlers(interruptsWaits: true)
     try prepareFreshStore(directory)
     let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
     let frameDuration = FrameTime(value: 1, timescale: 60)
@@ -22,7 +25,6 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
     let recorder = try Recorder(
         stream: camera.stream, store: store, configuration: RecorderConfiguration(window: window, memoryBudget: budget))
-    installStopHandlers(interruptsWaits: true)
     var progress = ProgressLine()
     let started = ContinuousClock.now
     let loop = try recorder.record(
@@ -39,7 +41,8 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let stopped = stopRequested.load(ordering: .relaxed)
     let recorded =
         stopped
-        ? Duration.nanoseconds((ringStatistics.lastPTSNanoseconds ?? -1) + (frameDuration.nanoseconds ?? 0)) : seconds
+        ? Duration.nanoseconds(ringStatistics.lastPTSNanoseconds.map { $0 + (frameDuration.nanoseconds ?? 0) } ?? 0)
+        : seconds
     print(
         "1. recorded \(count(loop.framesStored, "frame")) (\(formatSeconds(recorded)) of stream time) in "
             + "\(formatSeconds(elapsed)), "

@@ -583,15 +583,33 @@ func info(_ store: String) throws -> [String: Any] {
     }
 
     /// A demo stopped by Ctrl-C says how much it recorded (not what `--seconds` asked for), saves and extracts
-    /// nothing, and exits 130 with what it recorded kept.
+    /// nothing, and exits 130 with what it recorded kept; stopped while it still sets up (its store is made, the
+    /// ring's memory not yet), the same, having recorded nothing.
     @Test func aDemoStoppedEarlySaysWhatItRecordedAndStops() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("demo").path
+
+        let early = try Tool.startRewind(["demo", "--store", store, "--seconds", "600s"])
+        defer { if early.process.isRunning { early.process.terminate() } }
+        try waitUntil("the demo makes its store", interval: .milliseconds(5)) {
+            FileManager.default.fileExists(atPath: store + "/segments")
+        }
+        early.process.interrupt()
+        let setUp = try early.finish(timeout: .seconds(120))
+        #expect(setUp.status == 130, "a clean stop, not a death by the signal: \(setUp.output)\n\(setUp.stderr)")
+        #expect(setUp.output.contains("stopped before 600.000s of stream time"), "\(setUp.output)")
+        if setUp.output.contains("recorded 0 frames") {
+            #expect(setUp.output.contains("(0.000s of stream time)"), "\(setUp.output)")
+        }
+
         let demo = try Tool.startRewind(["demo", "--store", store, "--seconds", "600s"])
         defer { if demo.process.isRunning { demo.process.terminate() } }
-        try waitUntil("the demo records") { FileManager.default.fileExists(atPath: store + "/segments") }
-        Thread.sleep(forTimeInterval: 1.5)
+        try waitUntil("the demo spills frames", timeout: .seconds(120)) {
+            let segments = (try? FileManager.default.contentsOfDirectory(atPath: store + "/segments")) ?? []
+            return segments.contains { $0.hasSuffix(".seg") }
+        }
+        Thread.sleep(forTimeInterval: 0.5)
         demo.process.interrupt()
         let result = try demo.finish(timeout: .seconds(120))
         #expect(result.status == 130, "\(result.output)\n\(result.stderr)")
@@ -719,25 +737,27 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(last < 2_000_000_000, "only the held frames of the first recording are left")
     }
 
-    /// A recording right after the stored frames continues on their frame grid: with 1/30 s frames the 31st frame
-    /// is at exactly 1 s, not a nanosecond before it, so a clip from a whole second starts with it.
+    /// A recording right after the stored frames continues on their frame grid: with 1/30 s frames the 301st frame
+    /// is at exactly 10 s, not a nanosecond before it, so a clip from a whole second starts with it. Both recordings
+    /// run faster than real time, so the second starts long before the wall clock reaches the stored 10 s and follows
+    /// them directly (had the two taken longer than 10 s, it would be placed where the wall clock is).
     @Test func aContinuationStaysOnTheFrameGrid() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
         for _ in 0..<2 {
             let record = try Tool.rewind([
-                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s",
+                "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "10s",
             ])
             #expect(record.status == 0, "\(record.stderr)")
         }
         let pts = try runChecked("sqlite3", [store + "/index.sqlite", "SELECT pts_ns FROM frames ORDER BY pts_ns"])
             .output.split(separator: "\n").compactMap { Int64($0) }
-        #expect(pts.count == 60)
-        #expect(Array(pts[29...31]) == [966_666_666, 1_000_000_000, 1_033_333_333], "\(pts[29...31])")
+        #expect(pts.count == 600)
+        #expect(Array(pts[299...301]) == [9_966_666_666, 10_000_000_000, 10_033_333_333], "\(pts[299...301])")
         let output = directory.appendingPathComponent("second.mkv").path
-        let clip = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "2s", "-o", output])
-        #expect(clip.output.contains("wrote 30 frames") && clip.output.contains("pts 1.000s"), "\(clip.output)")
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "10s", "--to", "11s", "-o", output])
+        #expect(clip.output.contains("wrote 30 frames") && clip.output.contains("pts 10.000s"), "\(clip.output)")
     }
 
     /// An export of `all` where only one stream has frames in the range says the recorder time its file covers,
