@@ -77,7 +77,7 @@ public enum ControlBenchmarks {
                 // Once the recording ends the recorder stops, and a save still being polled is cut off.
                 if !stop.load(ordering: .relaxed) {
                     let message = "\(error)"
-                    failures.withLock { $0.append(message) }
+                    failures.withAnnotatedLock { $0.append(message) }
                 }
             }
         }
@@ -94,7 +94,7 @@ public enum ControlBenchmarks {
                     let start = ContinuousClock.now
                     let save = try client.save(SaveRequest(last: "1s", path: directory + "/ack-\(number).mkv"))
                     let elapsed = RecorderBenchmarks.seconds(ContinuousClock.now - start) * 1000
-                    ackTimes.withLock { $0.append(elapsed) }
+                    ackTimes.withAnnotatedLock { $0.append(elapsed) }
                     if let save { _ = try client.cancelSave(id: save.id) }
                 }
                 for id in exports { _ = try client.waitForSave(id: id) }
@@ -102,7 +102,7 @@ public enum ControlBenchmarks {
             } catch {
                 if !stop.load(ordering: .relaxed) {
                     let message = "\(error)"
-                    failures.withLock { $0.append(message) }
+                    failures.withAnnotatedLock { $0.append(message) }
                 }
             }
         }
@@ -115,8 +115,10 @@ public enum ControlBenchmarks {
         }
         let drops = recorder.statistics.totalDrops
         _ = try recorder.finish()
-        if let failure = failures.withLock({ $0.first }) { throw BenchmarkError("an API client failed: \(failure)") }
-        let acks = ackTimes.withLock { $0 }.sorted()
+        if let failure = failures.withAnnotatedLock({ $0.first }) {
+            throw BenchmarkError("an API client failed: \(failure)")
+        }
+        let acks = ackTimes.withAnnotatedLock { $0 }.sorted()
         guard !acks.isEmpty else { throw BenchmarkError("no save request was timed") }
         return [
             "control_drops_1080p60": Double(drops),

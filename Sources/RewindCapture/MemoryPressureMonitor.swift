@@ -143,14 +143,14 @@ public final class MemoryPressureMonitor: Sendable {
     }
 
     /// The level the monitor last applied.
-    public var level: MemoryPressure { state.withLock { $0.level } }
+    public var level: MemoryPressure { state.withAnnotatedLock { $0.level } }
 
     /// How many times the monitor changed the level.
-    public var changes: Int { state.withLock { $0.changes } }
+    public var changes: Int { state.withAnnotatedLock { $0.changes } }
 
     /// The window of the PSI triggers in use (1 s, or 2 s where the kernel allows unprivileged triggers only in
     /// whole multiples of 2 s); nil while not running or when the kernel refused triggers and the monitor polls.
-    public var triggerWindow: Duration? { state.withLock { $0.triggerWindow } }
+    public var triggerWindow: Duration? { state.withAnnotatedLock { $0.triggerWindow } }
 
     /// Starts the monitor's thread (once; later calls do nothing).
     ///
@@ -161,7 +161,7 @@ public final class MemoryPressureMonitor: Sendable {
         guard pipe(&pipeEnds) == 0 else { throw Errno.current }
         let fds = pipeEnds
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        let claimed = state.withLock { state -> Bool in
+        let claimed = state.withAnnotatedLock { state -> Bool in
             guard !state.isStarted else { return false }
             state.isStarted = true
             state.wake = (fds[0], fds[1])
@@ -178,7 +178,7 @@ public final class MemoryPressureMonitor: Sendable {
                 finished.signal()
             }
         } catch {
-            let isOurs = state.withLock { state -> Bool in
+            let isOurs = state.withAnnotatedLock { state -> Bool in
                 guard state.wake.write == fds[1] else { return false }
                 state.wake = (-1, -1)
                 return true
@@ -196,7 +196,7 @@ public final class MemoryPressureMonitor: Sendable {
 
     /// Stops the thread and waits for it to end. The level last applied stays in force. Idempotent.
     public func stop() {
-        let wake = state.withLock { state -> (read: Int32, write: Int32)? in
+        let wake = state.withAnnotatedLock { state -> (read: Int32, write: Int32)? in
             guard state.wake.write >= 0 else { return nil }
             let wake = state.wake
             state.wake = (-1, -1)
@@ -224,10 +224,10 @@ public final class MemoryPressureMonitor: Sendable {
         if options.usesTriggers {
             window = armTriggers(&sources)
         }
-        state.withLock { $0.triggerWindow = window }
+        state.withAnnotatedLock { $0.triggerWindow = window }
         defer {
             for source in sources where source.trigger >= 0 { close(source.trigger) }
-            state.withLock { $0.triggerWindow = nil }
+            state.withAnnotatedLock { $0.triggerWindow = nil }
         }
         var hysteresis = MemoryPressureHysteresis(thresholds: options.thresholds)
         var previousNanoseconds = Self.monotonicNanoseconds()
@@ -323,7 +323,7 @@ public final class MemoryPressureMonitor: Sendable {
         let before = ResidentMemory.current()
         apply(level)
         let after = ResidentMemory.current()
-        let from = state.withLock { state -> MemoryPressure in
+        let from = state.withAnnotatedLock { state -> MemoryPressure in
             let from = state.level
             state.level = level
             state.changes += 1

@@ -289,7 +289,7 @@ public final class Recorder: Sendable {
     /// Sets the memory pressure level: every stream's ring shrinks its share of the budget (and releases memory) at
     /// once. Pressure must be set here, not on a ring directly, so backpressure follows the new budget.
     public func setPressure(_ level: MemoryPressure) {
-        let changed = pressureLevel.withLock { current in
+        let changed = pressureLevel.withAnnotatedLock { current in
             defer { current = level }
             return current != level
         }

@@ -57,7 +57,7 @@ final class RecorderClock: Sendable {
 
     /// How far ahead of the wall clock this recording runs, nanoseconds: 0 unless the store ends after recorder
     /// time by the wall clock; until the first frame decides it, what it would be now.
-    var lead: Int64 { state.withLock { lead(at: wallNow(), $0) } }
+    var lead: Int64 { state.withAnnotatedLock { lead(at: wallNow(), $0) } }
 
     /// The time a stream's first frame (`pts`, captured at `capture`, 0 when unknown) arrives, on the wall clock
     /// plus the lead (which the recording's first frame decides), and recorder time 0 for placing arrivals and as
@@ -68,7 +68,7 @@ final class RecorderClock: Sendable {
     /// time −108 ns, which no Matroska export can hold).
     func arrival(ofFirstFrameAt pts: Int64, capture: Int64) -> (arrival: Int64, epochs: (arrival: Int64, stored: Int64))
     {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             let wall = wallNow()
             let lead = lead(at: wall, state)
             state.lead = lead
@@ -82,7 +82,7 @@ final class RecorderClock: Sendable {
 
     /// Recorder time now, nanoseconds; nil before the first frame of a store that had no recorder clock.
     var now: Int64? {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             let wall = wallNow()
             return state.epochs.map { wall &+ lead(at: wall, state) - $0.arrival }
         }
@@ -141,7 +141,7 @@ final class StreamClockMapping: Sendable {
     /// Decides the mapping at the first frame, placed on the recorder clock when it arrives (`frameWall`, its
     /// capture time, sets the store's recorder time 0 for wall-clock queries when the store has none).
     private func decide(firstPTS: Int64, wall frameWall: Int64) {
-        decision.withLock { decision in
+        decision.withAnnotatedLock { decision in
             guard decision == nil else { return }
             let (arrival, epochs) = recorderClock.arrival(ofFirstFrameAt: firstPTS, capture: frameWall)
             if let storedClock {
@@ -168,15 +168,15 @@ final class StreamClockMapping: Sendable {
     }
 
     /// Where the stream's pts lie on the recorder clock: decided at its first frame, or the stored mapping before.
-    var clock: StreamClock? { decision.withLock { $0?.clock } ?? storedClock }
+    var clock: StreamClock? { decision.withAnnotatedLock { $0?.clock } ?? storedClock }
 
     /// What this recording adds to its source's pts; nil before the first frame.
-    var sessionOffset: Int64? { decision.withLock { $0?.sessionOffset } }
+    var sessionOffset: Int64? { decision.withAnnotatedLock { $0?.sessionOffset } }
 
     /// The mapping to store with the stream, once (the spill thread stores it before the first frame it writes).
     func takeClockToStore() -> StreamClock? {
         guard isDecided.load(ordering: .acquiring) else { return nil }
-        return decision.withLock { decision in
+        return decision.withAnnotatedLock { decision in
             guard decision?.needsStoring == true else { return nil }
             decision?.needsStoring = false
             return decision?.clock

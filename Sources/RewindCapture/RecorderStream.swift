@@ -210,7 +210,7 @@ public final class RecorderStream: Sendable {
                 let reason = LossReason.arrivalReason(
                     of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
             {
-                shared.firstAfterDrops.withLock { $0[sequence] = reason }
+                shared.firstAfterDrops.withAnnotatedLock { $0[sequence] = reason }
             }
             shared.newestSequence.store(sequence, ordering: .releasing)
             spill?.wake()
@@ -329,7 +329,7 @@ public final class RecorderStream: Sendable {
     ///
     /// - Parameter error: what failed, kept for ``inputError``.
     public func noteInputFailed(_ error: any Error) {
-        shared.inputFailure.withLock { $0 = "\(error)" }
+        shared.inputFailure.withAnnotatedLock { $0 = "\(error)" }
     }
 
     /// Writes this stream's frames up to `pts` (stream pts) to disk as soon as they come, those in memory now
@@ -348,7 +348,7 @@ public final class RecorderStream: Sendable {
     }
 
     /// What ended this stream's input, when it failed (``noteInputFailed(_:)``).
-    public var inputError: String? { shared.inputFailure.withLock { $0 } }
+    public var inputError: String? { shared.inputFailure.withAnnotatedLock { $0 } }
 
     // MARK: Statistics
 
@@ -362,7 +362,7 @@ public final class RecorderStream: Sendable {
     /// ring's and the spill stage's together), rejections, gaps and the last write error.
     public var statistics: RecorderStatistics {
         let ringStatistics = ring.statistics
-        var result = shared.state.withLock { $0.statistics }
+        var result = shared.state.withAnnotatedLock { $0.statistics }
         result.framesAccepted = ringStatistics.appended
         result.rejected = ringStatistics.rejected.total
         result.drops = shared.drops(ring: ringStatistics)
@@ -557,7 +557,7 @@ final class RecorderShared: Sendable {
 
     /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.
     func drops(ring: RingStatistics) -> [LossReason: Int] {
-        var drops = state.withLock { $0.statistics.drops }
+        var drops = state.withAnnotatedLock { $0.statistics.drops }
         for reason in DropReason.allCases where ring.dropped[reason] > 0 {
             drops[reason.lossReason, default: 0] += Int(ring.dropped[reason])
         }

@@ -75,7 +75,7 @@ final class SpillStage: @unchecked Sendable {
             }
         } catch {
             running.store(false, ordering: .releasing)
-            finished.withLock { $0 = true }
+            finished.withAnnotatedLock { $0 = true }
             throw error
         }
     }
@@ -94,17 +94,17 @@ final class SpillStage: @unchecked Sendable {
     ///
     /// - Parameter recorderTime: recorder time now (where the gap of a stream whose input failed ends).
     func finish(recorderTime: Int64?) throws {
-        let first = finished.withLock { done in
+        let first = finished.withAnnotatedLock { done in
             defer { done = true }
             return !done
         }
         if first {
-            finishTime.withLock { $0 = recorderTime }
+            finishTime.withAnnotatedLock { $0 = recorderTime }
             finishing.store(true, ordering: .releasing)
             wakeup.signal()
             stopped.wait()
         }
-        if let failure = finalError.withLock({ $0 }) { throw RecorderError.finishFailed(cause: failure) }
+        if let failure = finalError.withAnnotatedLock({ $0 }) { throw RecorderError.finishFailed(cause: failure) }
     }
 
     // MARK: The thread
@@ -119,13 +119,13 @@ final class SpillStage: @unchecked Sendable {
             if isFinishing && !wrote && lanes.allSatisfy(\.isDrained) { break }
             if !wrote { _ = wakeup.wait(timeout: .now() + .milliseconds(20)) }
         }
-        let end = finishTime.withLock { $0 }
+        let end = finishTime.withAnnotatedLock { $0 }
         var failure: (any Error)?
         for lane in lanes {
             if let error = lane.close(recorderTime: end) { failure = failure ?? error }
         }
         flushesDone.store(Int.max / 2, ordering: .releasing)
-        if let failure { finalError.withLock { $0 = failure } }
+        if let failure { finalError.withAnnotatedLock { $0 = failure } }
     }
 
     private func answerFlushRequests() {
@@ -349,7 +349,7 @@ final class SpillLane {
         }
         noteCutBack()
         let durable = writer.durableFrameCount
-        shared.state.withLock { state in
+        shared.state.withAnnotatedLock { state in
             if let failure { state.statistics.lastError = "\(failure)" }
             state.statistics.framesDurable = durable
         }
@@ -364,7 +364,7 @@ final class SpillLane {
         noteLoss(.diskError)
         lastWrittenPTS = writer.lastDurablePTS ?? storedPTSBefore
         failedPTS = failedPTS.map { (min($0.first, frames.firstPTS), max($0.last, frames.lastPTS)) } ?? frames
-        shared.state.withLock { $0.statistics.drops[.diskError, default: 0] += cut }
+        shared.state.withAnnotatedLock { $0.statistics.drops[.diskError, default: 0] += cut }
     }
 
     /// How many frames the ring's current budget holds (at least one).
@@ -429,7 +429,7 @@ final class SpillLane {
             noteLost(Int(sequence - lastSequence - 1))
             noteLoss(.evictedBeforeSpill)
         }
-        let arrivalDrops = shared.firstAfterDrops.withLock { $0.removeValue(forKey: sequence) }
+        let arrivalDrops = shared.firstAfterDrops.withAnnotatedLock { $0.removeValue(forKey: sequence) }
         var failure: String?
         var failureErrno: Errno?
         let ioBefore = (nanoseconds: writer.ioTimer.nanoseconds, bytes: writer.ioTimer.bytes)
@@ -458,7 +458,7 @@ final class SpillLane {
         noteCutBack()
         let durable = writer.durableFrameCount
         let rawChunkBytes = writer.rawChunkBytes
-        shared.state.withLock { state in
+        shared.state.withAnnotatedLock { state in
             if let failure {
                 state.statistics.drops[.diskError, default: 0] += 1
                 state.statistics.lastError = failure
@@ -516,16 +516,16 @@ final class SpillLane {
         do {
             if extendingPrevious {
                 let extended = try writer.recordOrExtendGap(start: start, end: end, reason: reason)
-                shared.state.withLock {
+                shared.state.withAnnotatedLock {
                     if extended { $0.statistics.gapExtensions += 1 } else { $0.statistics.gaps += 1 }
                 }
             } else {
                 try writer.recordGap(start: start, end: end, reason: reason)
-                shared.state.withLock { $0.statistics.gaps += 1 }
+                shared.state.withAnnotatedLock { $0.statistics.gaps += 1 }
             }
             return nil
         } catch {
-            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+            shared.state.withAnnotatedLock { $0.statistics.lastError = "\(error)" }
             return error
         }
     }
@@ -555,11 +555,11 @@ final class SpillLane {
             do {
                 if try writer.extendGap(endingAt: recorded, to: end, reason: reason) {
                     provisionalGapEnd = end
-                    shared.state.withLock { $0.statistics.gapExtensions += 1 }
+                    shared.state.withAnnotatedLock { $0.statistics.gapExtensions += 1 }
                     return nil
                 }
             } catch {
-                shared.state.withLock { $0.statistics.lastError = "\(error)" }
+                shared.state.withAnnotatedLock { $0.statistics.lastError = "\(error)" }
                 return error
             }
         }
@@ -600,7 +600,7 @@ final class SpillLane {
 
     /// Counts frames that left the ring before they were written.
     private func noteLost(_ count: Int) {
-        shared.state.withLock { $0.statistics.drops[.evictedBeforeSpill, default: 0] += count }
+        shared.state.withAnnotatedLock { $0.statistics.drops[.evictedBeforeSpill, default: 0] += count }
     }
 
     /// Final sync and seal, the gap of a failed input, and the drop counters written to the store.
@@ -622,7 +622,7 @@ final class SpillLane {
         }
         noteCutBack()
         if let error = noteTailGap() { failure = failure ?? error }
-        if shared.inputFailure.withLock({ $0 }) != nil {
+        if shared.inputFailure.withAnnotatedLock({ $0 }) != nil {
             if let error = noteInputFailedGap(recorderTime: recorderTime) { failure = failure ?? error }
         } else if let error = noteTrailingDropsGap(recorderTime: recorderTime) {
             failure = failure ?? error
@@ -635,7 +635,7 @@ final class SpillLane {
             failure = failure ?? error
         }
         let durable = writer.durableFrameCount
-        shared.state.withLock { $0.statistics.framesDurable = durable }
+        shared.state.withAnnotatedLock { $0.statistics.framesDurable = durable }
         writer.checkpointAfterClose()
         return failure
     }
@@ -681,7 +681,7 @@ final class SpillLane {
         do {
             try writer.store.setClock(clock, streamName: writer.stream.name)
         } catch {
-            shared.state.withLock { $0.statistics.lastError = "\(error)" }
+            shared.state.withAnnotatedLock { $0.statistics.lastError = "\(error)" }
         }
     }
 }

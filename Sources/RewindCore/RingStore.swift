@@ -246,10 +246,7 @@ public final class RingStore: Sendable {
         }
         for unmap in unmaps { perform(unmap) }
         // Called from inside the eviction handler, the order lock is taken: leave the shedding to the evictor.
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
-        evictionOrder.withLockIfAvailable { _ in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        evictionOrder.withAnnotatedLockIfAvailable { _ in
             shedExcessInOrder()
         }
     }
@@ -266,20 +263,14 @@ public final class RingStore: Sendable {
 
     /// Runs `body` under the state lock.
     private func locked<Result: Sendable>(_ body: (inout RingState) -> Result) -> Result {
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
-        return state.withLock { state in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        return state.withAnnotatedLock { state in
             return body(&state)
         }
     }
 
     /// Runs `body` holding the eviction-order lock.
     private func inEvictionOrder<Result: Sendable>(_ body: () -> Result) -> Result {
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
-        return evictionOrder.withLock { _ in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        return evictionOrder.withAnnotatedLock { _ in
             return body()
         }
     }

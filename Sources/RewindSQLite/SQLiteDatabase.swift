@@ -129,10 +129,7 @@ package final class SQLiteDatabase: Sendable {
     ) throws -> Result {
         // Announced to ThreadSanitizer, which does not see the Mutex: the connection's statement cache is used by
         // one thread at a time.
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
-        return try connection.withLock { connection throws -> Result in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        return try connection.withAnnotatedLock { connection throws -> Result in
             return try body(connection)
         }
     }
@@ -154,14 +151,14 @@ package final class SQLiteDatabase: Sendable {
     /// once more when `free` returns true (it freed something).
     ///
     /// - Parameter free: called outside the connection's lock; returns whether it freed space.
-    package func onDiskFull(_ free: @escaping @Sendable () -> Bool) { freeSpace.withLock { $0 = free } }
+    package func onDiskFull(_ free: @escaping @Sendable () -> Bool) { freeSpace.withAnnotatedLock { $0 = free } }
 
     /// Runs `attempt`; when it fails with `SQLITE_FULL` and ``onDiskFull(_:)``'s handler frees space, once more.
     private func retryingWhenFull<Result>(_ attempt: () throws -> Result) throws -> Result {
         do {
             return try attempt()
         } catch let error as SQLiteError where error.isFull {
-            guard let free = freeSpace.withLock({ $0 }), free() else { throw error }
+            guard let free = freeSpace.withAnnotatedLock({ $0 }), free() else { throw error }
             return try attempt()
         }
     }

@@ -119,7 +119,7 @@ final class MemoryMonitor: Sendable {
         let sample = Sample(
             wall: now(), stream: streamTime.load(ordering: .relaxed), rss: rss ?? 0,
             ring: ring.statistics.mappedBytes, isRecording: isRecording.load(ordering: .relaxed))
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             guard rss != nil else {
                 state.findings.unreadableSamples += 1
                 return
@@ -136,7 +136,7 @@ final class MemoryMonitor: Sendable {
     ///   - limit: the reduced limit, or nil when the pressure returns to normal.
     func pressureWillChange(event: Int, limit: Int?) {
         let start = now()
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             state.endWatch(at: start)
             if let limit {
                 state.watch = Watch(event: event, start: start, outcome: PressureOutcome(limit: limit))
@@ -157,7 +157,7 @@ final class MemoryMonitor: Sendable {
         wakeup.signal()
         stopped.wait()
         let end = now()
-        return state.withLock { state in
+        return state.withAnnotatedLock { state in
             state.endWatch(at: end)
             var findings = state.findings
             findings.samples = state.buffer.samples

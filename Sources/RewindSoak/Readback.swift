@@ -238,7 +238,7 @@ final class ReadbackThread: Sendable {
 
     func start() throws(ThreadStartFailed) {
         try Threads.start(named: "rewind-soak-readback") { [self] in
-            var readback = initial.withLock { $0.take()! }
+            var readback = initial.withAnnotatedLock { $0.take()! }
             // What is not read back yet is held against retention: at max speed a second of wall time is many
             // segments, which a small --disk would otherwise delete before they are read.
             var hold = store.addHold(streamName: stream.name, range: Int64.min..<Int64.max)
@@ -252,7 +252,7 @@ final class ReadbackThread: Sendable {
                 _ = wakeup.wait(timeout: .now() + Self.interval)
             }
             store.removeHold(hold)
-            result.withLock { $0 = readback }
+            result.withAnnotatedLock { $0 = readback }
             done.signal()
         }
     }
@@ -263,6 +263,6 @@ final class ReadbackThread: Sendable {
         isFinishing.store(true, ordering: .releasing)
         wakeup.signal()
         done.wait()
-        return result.withLock { $0.take()! }
+        return result.withAnnotatedLock { $0.take()! }
     }
 }

@@ -147,18 +147,18 @@ public enum ExternalTools {
                         let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
                         if n < 0 && errno == EINTR { continue }
                         if n <= 0 { break }
-                        data.bytes.withLock { $0.append(contentsOf: buffer[0..<n]) }
+                        data.bytes.withAnnotatedLock { $0.append(contentsOf: buffer[0..<n]) }
                     }
                 }.start()
             }
         }
 
         /// Standard output so far.
-        public var stdout: Data { outputData.bytes.withLock { $0 } }
+        public var stdout: Data { outputData.bytes.withAnnotatedLock { $0 } }
         /// Standard output so far, as text.
         public var output: String { String(decoding: stdout, as: UTF8.self) }
         /// Standard error so far, as text.
-        public var stderr: String { String(decoding: errorData.bytes.withLock { $0 }, as: UTF8.self) }
+        public var stderr: String { String(decoding: errorData.bytes.withAnnotatedLock { $0 }, as: UTF8.self) }
 
         /// Waits up to `timeout` for the program to exit.
         ///

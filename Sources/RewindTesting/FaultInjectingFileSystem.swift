@@ -45,13 +45,10 @@ public final class FaultInjectingFileSystem: FileSystem {
     private let base: any FileSystem
     private let state = Mutex(State())
 
-    /// `state.withLock`, announced to ThreadSanitizer, which cannot see `Mutex` on Linux: two readers decoding in
-    /// parallel through this file system are ordered by the lock, not racing.
+    /// Runs `body` under the state's lock (announced to ThreadSanitizer: two readers decoding in parallel through this
+    /// file system are ordered by the lock, not racing).
     private func locked<Result: Sendable>(_ body: (inout State) -> Result) -> Result {
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque())
-        return state.withLock { value in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        state.withAnnotatedLock { value in
             return body(&value)
         }
     }

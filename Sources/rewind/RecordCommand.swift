@@ -214,13 +214,13 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
             }
         }
         if case .synthetic = input.spec {
-            results.withLock { $0[index] = Result { SourceBox(try open()) } }
+            results.withAnnotatedLock { $0[index] = Result { SourceBox(try open()) } }
             done.signal()
             continue
         }
         try Threads.start(named: "rewind-open-\(input.name)") {
             let result = Result { SourceBox(try open()) }
-            results.withLock { $0[index] = result }
+            results.withAnnotatedLock { $0[index] = result }
             done.signal()
         }
     }
@@ -229,7 +229,7 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
     let start = ContinuousClock.now
     while true {
         _ = done.wait(timeout: .now() + .milliseconds(100))
-        let finished = results.withLock { $0 }
+        let finished = results.withAnnotatedLock { $0 }
         // The first failure in input order, as the inputs were opened one after the other before.
         for index in inputs.indices {
             if case .failure(let error)? = finished[index] { throw error }
@@ -250,7 +250,7 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
             saidWaiting = true
         }
     }
-    let finished = results.withLock { $0 }
+    let finished = results.withAnnotatedLock { $0 }
     var opened: [OpenedInput] = []
     var withoutHeader: [String] = []
     for (index, input) in inputs.enumerated() {
@@ -383,12 +383,13 @@ private func record(
                     shouldStop: {
                         // Asked between frames and while the loop waits (for spill room, or a frame's time): the
                         // input is not blocked in a read, so not stalled, however long the disk takes.
-                        lastActive.withLock { $0[stream.name] = .now }
-                        return stopRequested.load(ordering: .relaxed) || abandoned.withLock { $0.contains(stream.name) }
+                        lastActive.withAnnotatedLock { $0[stream.name] = .now }
+                        return stopRequested.load(ordering: .relaxed)
+                            || abandoned.withAnnotatedLock { $0.contains(stream.name) }
                     },
                     progress: { result, pts in
-                        lastActive.withLock { $0[stream.name] = .now }
-                        progressLine.withLock {
+                        lastActive.withAnnotatedLock { $0[stream.name] = .now }
+                        progressLine.withAnnotatedLock {
                             guard isSingle else {
                                 $0.update(
                                     "recording \(count(recorder.streams.count, "stream")) … "
@@ -411,7 +412,7 @@ private func record(
                             + "the other streams go on")
                 }
             }
-            results.withLock { $0[stream.name] = result }
+            results.withAnnotatedLock { $0[stream.name] = result }
             done.signal()
         }
         do {
@@ -420,8 +421,8 @@ private func record(
             // The recording cannot have every stream: the streams already reading stop, and this one and those
             // after it end with the error.
             let started = inputs[..<index].map(\.name)
-            abandoned.withLock { $0.formUnion(started) }
-            results.withLock { results in
+            abandoned.withAnnotatedLock { $0.formUnion(started) }
+            results.withAnnotatedLock { results in
                 results[input.name] = .failure(error)
                 for unstarted in inputs[(index + 1)...] {
                     results[unstarted.name] = .failure(InputNotStarted(name: unstarted.name, earlier: input.name))
@@ -432,26 +433,26 @@ private func record(
         }
     }
     let stalled = waitForInputs(
-        inputs.map(\.name), done: done, finished: { results.withLock { Set($0.keys) } },
-        lastActive: { lastActive.withLock { $0 } },
+        inputs.map(\.name), done: done, finished: { results.withAnnotatedLock { Set($0.keys) } },
+        lastActive: { lastActive.withAnnotatedLock { $0 } },
         durations: Dictionary(
             inputs.compactMap { input in input.loop.duration.map { (input.name, $0) } },
             uniquingKeysWith: { first, _ in first }))
-    abandoned.withLock { $0.formUnion(stalled) }
+    abandoned.withAnnotatedLock { $0.formUnion(stalled) }
     for name in stalled {
         guard let stream = recorder.stream(named: name) else { continue }
         if stopRequested.load(ordering: .relaxed) {
             // Stopped while its input was blocked in a read: it ends with the others.
             var stopped = RecordLoopResult()
             stopped.endReason = .stopped
-            results.withLock { $0[name] = .success(stopped) }
+            results.withAnnotatedLock { $0[name] = .success(stopped) }
         } else {
             let error = InputStalled(name: name, alone: stalled.count == inputs.count)
             stream.noteInputFailed(error)
-            results.withLock { $0[name] = .failure(error) }
+            results.withAnnotatedLock { $0[name] = .failure(error) }
         }
     }
-    progressLine.withLock { $0.clear() }
+    progressLine.withAnnotatedLock { $0.clear() }
     monitor?.stop()
     removeSaveSignal()
     // Everything written and the open segments sealed before the control stops: its events clients see those
@@ -461,7 +462,7 @@ private func record(
     var finishError: (any Error)?
     do { _ = try recorder.finish() } catch { finishError = error }
     control?.stop()
-    let outcomes = results.withLock { $0 }
+    let outcomes = results.withAnnotatedLock { $0 }
     var status = ExitStatus.success
     var failures: [(name: String, failure: CommandFailure)] = []
     for (input, stream) in zip(inputs, recorder.streams) {

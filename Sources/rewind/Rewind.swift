@@ -75,7 +75,7 @@ enum Rewind {
         var status = run(Array(CommandLine.arguments.dropFirst()))
         // Output that could not be written (a full disk, a closed stdout) fails the command, as in coreutils.
         if let failure = System.flushStandardOutput() {
-            let name = runningCommand.withLock { $0 }
+            let name = runningCommand.withAnnotatedLock { $0 }
             if failure == EPIPE {
                 // SIGPIPE ignored: the reader went away, as unbuffered output (``writeAll(_:to:)``) says it.
                 printError("\(name): stdout: the reader closed the pipe")
@@ -135,7 +135,7 @@ enum Rewind {
             printError("rewind: unknown command '\(first)'\n\n\(overview)")
             return ExitStatus.usage
         }
-        runningCommand.withLock { $0 = "rewind \(command.spec.name)" }
+        runningCommand.withAnnotatedLock { $0 = "rewind \(command.spec.name)" }
         var storeDirectory: String?
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst()))

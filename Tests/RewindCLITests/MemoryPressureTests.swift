@@ -28,7 +28,7 @@ struct MemoryPressureTests {
         var options = MemoryPressureMonitor.Options()
         options.thresholds.quietPeriod = .seconds(3)
         let monitor = try MemoryPressureMonitor(
-            options: options, apply: { level in levels.withLock { $0.append(level) } })
+            options: options, apply: { level in levels.withAnnotatedLock { $0.append(level) } })
         try monitor.start()
         defer { monitor.stop() }
         let before = try #require(
@@ -37,21 +37,21 @@ struct MemoryPressureTests {
         let hog = try MemoryHog(directory: directory.path)
         defer { hog.stop() }
         try waitUntil(
-            "the monitor reports critical pressure from the hog (levels so far: \(levels.withLock { $0 }))",
+            "the monitor reports critical pressure from the hog (levels so far: \(levels.withAnnotatedLock { $0 }))",
             timeout: .seconds(60), interval: .milliseconds(100)
         ) {
             #expect(hog.isRunning, "the hog stopped early: \(hog.stderr)")
-            return levels.withLock { $0.contains(.critical) }
+            return levels.withAnnotatedLock { $0.contains(.critical) }
         }
         let during = try #require(
             MemoryPressureMonitor.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))
         #expect(during.some.totalMicroseconds > before.some.totalMicroseconds, "PSI's stall total did not move")
         hog.stop()
         try waitUntil(
-            "the monitor returns to normal once the hog is gone (levels: \(levels.withLock { $0 }))",
+            "the monitor returns to normal once the hog is gone (levels: \(levels.withAnnotatedLock { $0 }))",
             timeout: .seconds(60), interval: .milliseconds(100)
         ) { monitor.level == .normal }
-        let seen = levels.withLock { $0 }
+        let seen = levels.withAnnotatedLock { $0 }
         #expect(seen.first == .warning || seen.first == .critical)
         #expect(seen.last == .normal)
         #expect(monitor.changes == seen.count)

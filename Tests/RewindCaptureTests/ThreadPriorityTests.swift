@@ -25,11 +25,11 @@ import Testing
         let result = Mutex<Int32?>(nil)
         let done = DispatchSemaphore(value: 0)
         try Threads.start(named: "rewind-test", priority: priority) {
-            result.withLock { $0 = body() }
+            result.withAnnotatedLock { $0 = body() }
             done.signal()
         }
         #expect(done.wait(timeout: .now() + 30) == .success, "the thread ran")
-        return result.withLock { $0 }
+        return result.withAnnotatedLock { $0 }
     }
 
     @Test func aBackgroundThreadAndWhatItStartsRunTenNiceStepsLower() throws {

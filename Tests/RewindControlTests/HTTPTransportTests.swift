@@ -427,13 +427,13 @@ final class RawConnection {
             DispatchQueue.global().async(group: group) {
                 for _ in 0..<10 {
                     let status = (try? curl(socket, "GET", "/v1/status").status) ?? -1
-                    statuses.withLock { $0.append(status) }
+                    statuses.withAnnotatedLock { $0.append(status) }
                 }
             }
         }
         try wait(for: group, until: "60 status requests from 6 clients are answered")
-        #expect(statuses.withLock { $0 }.allSatisfy { $0 == 200 || $0 == 503 })
-        #expect(statuses.withLock { $0 }.contains(200))
+        #expect(statuses.withAnnotatedLock { $0 }.allSatisfy { $0 == 200 || $0 == 503 })
+        #expect(statuses.withAnnotatedLock { $0 }.contains(200))
         let final = try #require(try live.client.status())
         #expect(final.streams[0].drops.isEmpty, "capture dropped frames: \(final.streams[0].drops)")
         #expect(final.streams[0].framesAccepted > 180)

@@ -48,20 +48,20 @@ final class EventFollower: Sendable {
             let how: String
             do {
                 let served = try client.events { name, data in
-                    received.withLock { $0.append((name, data)) }
+                    received.withAnnotatedLock { $0.append((name, data)) }
                     return true
                 }
                 how = served ? "the recorder ended the stream" : "no recorder served the events"
             } catch {
                 how = "\(error)"
             }
-            ending.withLock { $0 = how }
+            ending.withAnnotatedLock { $0 = how }
             ended.signal()
         }.start()
     }
 
     /// The names of the events so far.
-    var names: [String] { received.withLock { $0.map(\.name) } }
+    var names: [String] { received.withAnnotatedLock { $0.map(\.name) } }
 
     /// Waits until an event called `name` has come; returns the first one's data, decoded. A stream that ended
     /// without it fails at once, saying how it ended.
@@ -72,10 +72,10 @@ final class EventFollower: Sendable {
     /// Waits until `number + 1` events called `name` have come; returns the data of the one numbered `number` (from
     /// 0), decoded. A stream that ended before fails at once, saying how it ended.
     func event(_ name: String, number: Int) throws -> [String: Any] {
-        func named() -> [(name: String, data: String)] { received.withLock { $0.filter { $0.name == name } } }
+        func named() -> [(name: String, data: String)] { received.withAnnotatedLock { $0.filter { $0.name == name } } }
         try waitUntil("event \(number) called \(name) comes") {
             if named().count > number { return true }
-            if let how = ending.withLock({ $0 }) {
+            if let how = ending.withAnnotatedLock({ $0 }) {
                 throw StreamEnded(event: name, how: how, names: names)
             }
             return false
@@ -135,7 +135,7 @@ final class LiveRecorder: @unchecked Sendable {
             recorder: recorder, directory: self.directory, limits: limits, listen: listen, allowedHosts: allowedHosts
         ) { result in
             let summary = try? result.get()
-            saves.summaries.withLock { $0.append(summary) }
+            saves.summaries.withAnnotatedLock { $0.append(summary) }
         }
     }
 

@@ -288,13 +288,13 @@ import Testing
                 )
                 do {
                     let ids = try ControlClient(directory: live.directory).mark(request)?.markers.map(\.id) ?? []
-                    kept.withLock { $0 += ids }
+                    kept.withAnnotatedLock { $0 += ids }
                 } catch {
-                    if "\(error)".contains("the hold cannot fit") { refused.withLock { $0 += 1 } }
+                    if "\(error)".contains("the hold cannot fit") { refused.withAnnotatedLock { $0 += 1 } }
                 }
             }
-            let ids = kept.withLock { $0 }
-            #expect(ids.count == 1 && refused.withLock { $0 } == 15, "round \(round): \(ids) kept")
+            let ids = kept.withAnnotatedLock { $0 }
+            #expect(ids.count == 1 && refused.withAnnotatedLock { $0 } == 15, "round \(round): \(ids) kept")
             for id in ids { _ = try live.client.unmark(id: id) }
         }
     }

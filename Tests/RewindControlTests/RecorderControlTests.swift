@@ -72,18 +72,18 @@ import Testing
             DispatchQueue.global().async(group: group) {
                 do {
                     let reply = try live.client.save(SaveRequest(last: "1s", path: path, wait: true))
-                    replies.withLock { $0[number] = reply }
+                    replies.withAnnotatedLock { $0[number] = reply }
                 } catch {
                     let message = "\(error)"
-                    failures.withLock { $0.append(message) }
+                    failures.withAnnotatedLock { $0.append(message) }
                 }
             }
         }
         try wait(for: group, until: "three overlapping saves are answered")
         try live.finish()
-        #expect(failures.withLock { $0 }.isEmpty, "\(failures.withLock { $0 })")
+        #expect(failures.withAnnotatedLock { $0 }.isEmpty, "\(failures.withAnnotatedLock { $0 })")
         for (number, path) in paths.enumerated() {
-            let reply = try #require(replies.withLock { $0[number] })
+            let reply = try #require(replies.withAnnotatedLock { $0[number] })
             #expect(reply.state == .done)
             #expect(reply.files == [path])
             // One second at 60 fps: 60 consecutive frames, bit-exact, the newest at the time of the request.
@@ -92,7 +92,7 @@ import Testing
             #expect(indexes == live.indexes(from: reply.fromNanoseconds, to: reply.toNanoseconds))
             #expect((indexes.first ?? 0) >= 120)
         }
-        #expect(live.log.summaries.withLock { $0 }.compactMap { $0 }.count == 3)
+        #expect(live.log.summaries.withAnnotatedLock { $0 }.compactMap { $0 }.count == 3)
     }
 
     /// A save with pre-roll and post-roll of frames arriving in real time holds exactly the frames from
@@ -286,10 +286,12 @@ import Testing
         #expect(waiting.state == .waiting)
         live.control.stop()
         try waitUntil("the save's last event comes") {
-            events.received.withLock { $0.contains { $0.name == "save" && $0.data.contains(#""state":"done""#) } }
+            events.received.withAnnotatedLock {
+                $0.contains { $0.name == "save" && $0.data.contains(#""state":"done""#) }
+            }
         }
         let done = try #require(
-            events.received.withLock { $0.last { $0.name == "save" && $0.data.contains(#""state":"done""#) } })
+            events.received.withAnnotatedLock { $0.last { $0.name == "save" && $0.data.contains(#""state":"done""#) } })
         let object = try JSONDecoder().decode(SaveObject.self, from: Data(done.data.utf8))
         let last = try #require(object.lastPTSNanoseconds)
         #expect(last == live.feed.pts(179), "the newest frame")
@@ -712,7 +714,7 @@ import Testing
         live.control.requestSave()
         var windowSave: ExportSummary?
         try waitUntil("requestSave() has written the window into a file") {
-            windowSave = live.log.summaries.withLock { saves in
+            windowSave = live.log.summaries.withAnnotatedLock { saves in
                 saves.compactMap { $0 }.first { $0.path != namedPath && $0.path != since.files[0] }
             }
             return windowSave != nil
@@ -863,7 +865,7 @@ import Testing
         let waiting = try #require(try live.client.save(SaveRequest(before: "500ms", after: "1h")))
         try live.finish()
         try wait(for: follower.ended, until: "the event stream ends when the recorder stops")
-        let events = follower.received.withLock { $0 }
+        let events = follower.received.withAnnotatedLock { $0 }
         let saves = try events.filter { $0.0 == "save" }.map { try decode(SaveObject.self, $0.1) }
         #expect(saves.filter { $0.id == save.id }.map(\.state) == [.waiting, .exporting, .done])
         #expect(saves.filter { $0.id == waiting.id }.map(\.state) == [.waiting, .exporting, .done])
@@ -892,7 +894,7 @@ import Testing
         live.recorder.setPressure(.normal)
         try live.finish()
         try wait(for: follower.ended, until: "the event stream ends")
-        let events = follower.received.withLock { $0 }
+        let events = follower.received.withAnnotatedLock { $0 }
         let pressure = try #require(events.first { $0.0 == "pressure" })
         #expect(pressure.1.contains(#""level":"warning""#) && pressure.1.contains(#""stream":"camera""#))
         let segment = try #require(events.first { $0.0 == "segment" })
@@ -937,7 +939,7 @@ import Testing
         let (follower, expected) = try Self.sealsAfterAClientComes(live)
         live.control.stop()
         try wait(for: follower.ended, until: "the event stream ends")
-        let events = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+        let events = follower.received.withAnnotatedLock { $0.filter { $0.name == "segment" }.map(\.data) }
         for file in expected { #expect(events.contains { $0.contains(file) }, "\(file): \(events)") }
     }
 
@@ -948,10 +950,10 @@ import Testing
         defer { try? live.finish() }
         let (follower, expected) = try Self.sealsAfterAClientComes(live)
         try waitUntil("an event for each new seal") {
-            let data = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+            let data = follower.received.withAnnotatedLock { $0.filter { $0.name == "segment" }.map(\.data) }
             return expected.allSatisfy { file in data.contains { $0.contains(file) } }
         }
-        let segments = follower.received.withLock { $0.filter { $0.name == "segment" }.map(\.data) }
+        let segments = follower.received.withAnnotatedLock { $0.filter { $0.name == "segment" }.map(\.data) }
         #expect(segments.count == expected.count, "\(segments) against \(expected)")
     }
 }

@@ -116,3 +116,29 @@ import Testing
         #expect(checked > 10, "no time limits found under \(tests.path)")
     }
 }
+
+/// Rules the sources keep about locks.
+@Suite struct LockRulesTests {
+    /// `Mutex` (Synchronization) locks inside a library ThreadSanitizer does not instrument, so a sanitized build
+    /// sees no order between its critical sections and reports their accesses as races, hiding the real ones among
+    /// them. Every `Mutex` is locked through `withAnnotatedLock`, which tells ThreadSanitizer: a file that makes a
+    /// `Mutex` calls no plain `withLock`.
+    @Test func everyMutexIsLockedSoThreadSanitizerSeesIt() throws {
+        let makesMutex = try Regex(#"Mutex[<(]"#)
+        let plainLock = try Regex(#"[^A-Za-z0-9_]withLock(IfAvailable)?\s*[({]"#)
+        var checked = 0
+        for folder in ["Sources", "Tests"] {
+            let root = ModuleGraphTests.root.appendingPathComponent(folder)
+            for case let url as URL in FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)!
+            where url.pathExtension == "swift" && url.lastPathComponent != "ThreadSanitizer.swift" {
+                let text = try String(contentsOf: url, encoding: .utf8)
+                guard text.contains(makesMutex) else { continue }
+                checked += 1
+                for line in text.split(separator: "\n") where line.contains(plainLock) {
+                    Issue.record("\(url.lastPathComponent): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(checked > 20, "no file making a Mutex found")
+    }
+}

@@ -60,27 +60,27 @@ import Testing
         // A handler that frees nothing: the same.
         let calls = Mutex(0)
         database.onDiskFull {
-            calls.withLock { $0 += 1 }
+            calls.withAnnotatedLock { $0 += 1 }
             return false
         }
         #expect(throws: SQLiteError.self) { try insert() }
-        #expect(try calls.withLock { $0 } == 1 && count() == 0)
+        #expect(try calls.withAnnotatedLock { $0 } == 1 && count() == 0)
         // One that frees room: written, with one call.
         database.onDiskFull {
-            calls.withLock { $0 += 1 }
+            calls.withAnnotatedLock { $0 += 1 }
             try? database.withConnection { try $0.execute("PRAGMA max_page_count = \(pages + 100)") }
             return true
         }
         try insert()
-        #expect(try calls.withLock { $0 } == 2 && count() == 1)
+        #expect(try calls.withAnnotatedLock { $0 } == 2 && count() == 1)
         // Full again after the handler: tried once more only, then the error.
         try database.withConnection { try $0.execute("PRAGMA max_page_count = \(pages + 17)") }
         database.onDiskFull {
-            calls.withLock { $0 += 1 }
+            calls.withAnnotatedLock { $0 += 1 }
             return true
         }
         #expect(throws: SQLiteError.self) { try insert() }
-        #expect(try calls.withLock { $0 } == 3 && count() == 1)
+        #expect(try calls.withAnnotatedLock { $0 } == 3 && count() == 1)
     }
 
     @Test func garbageFileIsRefusedWithAClearError() throws {

@@ -336,11 +336,11 @@ import Testing
             let deleted = Mutex<[String]>([])
             faults.beforeNextOpen(of: "000001.seg") {
                 let report = try? writer.enforceRetention()
-                deleted.withLock { $0 = report?.deleted ?? ["(retention failed)"] }
+                deleted.withAnnotatedLock { $0 = report?.deleted ?? ["(retention failed)"] }
             }
             var numbers: [Int] = []
             try Self.read(reader, frames: frames, numbers: &numbers)
-            #expect(deleted.withLock { $0 } == ["000001.seg"])
+            #expect(deleted.withAnnotatedLock { $0 } == ["000001.seg"])
             #expect(numbers == Array(10..<50))
         }
     }
@@ -365,11 +365,11 @@ import Testing
     @Test func theSegmentBeingReadKeepsRetentionFromTheNext() throws {
         try Self.withStores(keptSegments: 0) { frames, faults, writer, reader in
             let report = Mutex<RetentionReport?>(nil)
-            faults.beforeNextOpen(of: "000003.seg") { report.withLock { $0 = try? writer.enforceRetention() } }
+            faults.beforeNextOpen(of: "000003.seg") { report.withAnnotatedLock { $0 = try? writer.enforceRetention() } }
             var numbers: [Int] = []
             try Self.read(reader, frames: frames, numbers: &numbers)
             #expect(numbers == Array(0..<50))
-            let pass = try #require(report.withLock { $0 })
+            let pass = try #require(report.withAnnotatedLock { $0 })
             #expect(pass.deleted == ["000001.seg"] && pass.skippedInUse == ["000002.seg"], "\(pass)")
         }
     }
@@ -381,11 +381,11 @@ import Testing
             _ = try writer.addMarker(
                 streamName: "camera", at: frames.pts(15), label: "held", hold: frames.pts(10)..<frames.pts(20))
             let report = Mutex<RetentionReport?>(nil)
-            faults.beforeNextOpen(of: "000003.seg") { report.withLock { $0 = try? writer.enforceRetention() } }
+            faults.beforeNextOpen(of: "000003.seg") { report.withAnnotatedLock { $0 = try? writer.enforceRetention() } }
             var numbers: [Int] = []
             try Self.read(reader, frames: frames, numbers: &numbers)
             #expect(numbers == Array(0..<50))
-            let pass = try #require(report.withLock { $0 })
+            let pass = try #require(report.withAnnotatedLock { $0 })
             #expect(pass.deleted == ["000001.seg"] && pass.skippedInUse == ["000002.seg"], "\(pass)")
             // Once the read is done, the next pass deletes past the held segment.
             let after = try writer.enforceRetention()

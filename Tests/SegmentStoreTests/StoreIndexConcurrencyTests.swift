@@ -66,11 +66,11 @@ import Testing
                         return true
                     }
                     _ = try reader.summary()
-                    readerCounts.withLock { $0.append(count) }
+                    readerCounts.withAnnotatedLock { $0.append(count) }
                 } catch {
-                    readerFailures.withLock { $0.append("\(error)") }
+                    readerFailures.withAnnotatedLock { $0.append("\(error)") }
                 }
-                if readerCounts.withLock({ $0.count }) + readerFailures.withLock({ $0.count }) == 1 {
+                if readerCounts.withAnnotatedLock({ $0.count }) + readerFailures.withAnnotatedLock({ $0.count }) == 1 {
                     firstRead.signal()
                 }
             } while !done.load(ordering: .acquiring)
@@ -102,8 +102,10 @@ import Testing
         try input.fileHandleForWriting.close()
         try waitForExit(longLived, "the long-lived sqlite3 shell exits at the end of its input")
 
-        #expect(readerFailures.withLock { $0 }.isEmpty, "in-process reader: \(readerFailures.withLock { $0 })")
-        let inProcess = readerCounts.withLock { $0 }
+        #expect(
+            readerFailures.withAnnotatedLock { $0 }.isEmpty,
+            "in-process reader: \(readerFailures.withAnnotatedLock { $0 })")
+        let inProcess = readerCounts.withAnnotatedLock { $0 }
         #expect(!inProcess.isEmpty)
         #expect(inProcess == inProcess.sorted(), "a reader saw the frame count shrink")
 

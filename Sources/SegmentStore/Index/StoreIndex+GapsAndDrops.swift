@@ -19,11 +19,11 @@ extension StoreIndex {
     /// Has `observer` hear every committed change to the gaps and drop counters (on the thread that made it, after
     /// the commit), except those made with `announcing: false`.
     package func observeLosses(_ observer: @escaping @Sendable (LossChange) -> Void) {
-        lossObserver.withLock { $0 = observer }
+        lossObserver.withAnnotatedLock { $0 = observer }
     }
 
     private func announce(_ change: LossChange) {
-        if let observer = lossObserver.withLock({ $0 }) { observer(change) }
+        if let observer = lossObserver.withAnnotatedLock({ $0 }) { observer(change) }
     }
 
     /// Records a gap.

@@ -39,10 +39,7 @@ extension SegmentStore {
     /// Runs `body` under the live holds' lock, announced to ThreadSanitizer (retention reads the holds on the spill
     /// thread while the control adds and removes them).
     private func withLiveHolds<Result: Sendable>(_ body: (inout HoldTable) -> Result) -> Result {
-        let token = UnsafeRawPointer(Unmanaged.passUnretained(self).toOpaque()) + 1
-        return liveHolds.withLock { table in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
+        liveHolds.withAnnotatedLock { table in
             return body(&table)
         }
     }

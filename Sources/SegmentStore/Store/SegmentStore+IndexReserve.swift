@@ -49,7 +49,7 @@ extension SegmentStore {
     func ensureIndexReserve(available: Int64? = nil) {
         // Full already (as this process made or found it): nothing to look at.
         guard !isReadOnly, indexReserveHeld.load(ordering: .relaxed) < StoreOptions.indexReserveBytes else { return }
-        indexReserveLock.withLock { _ in
+        indexReserveLock.withAnnotatedLock { _ in
             let path = indexReservePath
             let full = StoreOptions.indexReserveBytes
             var held: Int64 = 0
@@ -95,7 +95,7 @@ extension SegmentStore {
     /// - Returns: whether there was any to give.
     @discardableResult
     func releaseIndexReserve() -> Bool {
-        indexReserveLock.withLock { _ in
+        indexReserveLock.withAnnotatedLock { _ in
             let held = indexReserveHeld.load(ordering: .relaxed)
             guard let kept = Self.shrinkReserveFile(indexReservePath, holding: held, fileSystem: fileSystem) else {
                 return false

@@ -26,7 +26,7 @@ extension SegmentStore {
     func journalLoss(_ change: LossChange) {
         let fs = fileSystem
         let path = lossJournalPath
-        lossJournal.withLock { state in
+        lossJournal.withAnnotatedLock { state in
             guard !state.abandoned else { return }
             let streamID: Int64
             switch change {
@@ -95,7 +95,7 @@ extension SegmentStore {
     func syncLossJournal() {
         let fs = fileSystem
         let path = lossJournalPath
-        lossJournal.withLock { state in
+        lossJournal.withAnnotatedLock { state in
             if state.file.fd >= 0 { try? fs.fdatasync(state.file.fd, path: path) }
         }
     }
@@ -106,7 +106,7 @@ extension SegmentStore {
     /// process stopped between the two writes, or the journal could not be written) is added to the journal.
     func reconcileLosses(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
         let path = lossJournalPath
-        try lossJournal.withLock { state throws in
+        try lossJournal.withAnnotatedLock { state throws in
             // The journal may be written again: its records move.
             state.mergeable = [:]
             try reconcileJournal(

@@ -16,7 +16,7 @@ extension SegmentStore {
     /// - Throws: ``SegmentStoreError/readOnly(_:)``; what `body` throws.
     func withMarkerJournal<Result: Sendable>(_ body: (inout JournalFile) throws -> Result) throws -> Result {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("change markers") }
-        return try markerJournal.withLock { file throws -> Result in try body(&file) }
+        return try markerJournal.withAnnotatedLock { file throws -> Result in try body(&file) }
     }
 
     /// Appends `records` to the markers' journal and syncs them; on failure the journal is cut back to where it was.
@@ -47,7 +47,7 @@ extension SegmentStore {
     /// A damaged journal gives way to the index (and is written again from it), except when the index was just
     /// rebuilt: then the markers before the damage are all there is. A dry run (`verify`) only reports.
     func reconcileMarkers(mode: ReconcileMode, rebuildingIndex: Bool, report: inout VerifyReport) throws {
-        try markerJournal.withLock { file throws in
+        try markerJournal.withAnnotatedLock { file throws in
             try reconcileJournal(
                 MarkerJournal.Contents.self, mode: mode, rebuildingIndex: rebuildingIndex,
                 file: &file, report: &report, what: "markers",

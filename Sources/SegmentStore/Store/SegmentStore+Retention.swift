@@ -196,7 +196,7 @@ extension SegmentStore {
     /// (within a frame of each stream: a segment is sealed once a frame takes it past its size), not only just after
     /// one.
     private func openSegmentGrowth(rows: [SegmentRow], sizes: [Int64: Int64], streams: [StreamRow]) -> Int64 {
-        let limits = openSegmentLimits.withLock { $0 }
+        let limits = openSegmentLimits.withAnnotatedLock { $0 }
         var growth: Int64 = 0
         for stream in streams {
             guard let limit = limits[stream.name] else { continue }

@@ -32,7 +32,7 @@ public final class SegmentStore: Sendable {
     /// writers, retention and repairs are refused with ``SegmentStoreError/readOnly(_:)``.
     public let isReadOnly: Bool
     /// What recovery found and did when the store was opened (empty for read-only stores).
-    public var recovery: VerifyReport { recoveryReport.withLock { $0 } }
+    public var recovery: VerifyReport { recoveryReport.withAnnotatedLock { $0 } }
     private let recoveryReport = Mutex(VerifyReport())
     private let lockFD: Int32
     private let nextSequence: Mutex<UInt64>
@@ -72,7 +72,8 @@ public final class SegmentStore: Sendable {
 
     deinit {
         if lockFD >= 0 { options.fileSystem.close(lockFD) }
-        for fd in [markerJournal.withLock { $0.fd }, lossJournal.withLock { $0.file.fd }] where fd >= 0 {
+        for fd in [markerJournal.withAnnotatedLock { $0.fd }, lossJournal.withAnnotatedLock { $0.file.fd }]
+        where fd >= 0 {
             options.fileSystem.close(fd)
         }
     }
@@ -131,9 +132,9 @@ public final class SegmentStore: Sendable {
             index.observeLosses { [weak store] change in store?.journalLoss(change) }
             store.ensureIndexReserve()
             let report = try store.reconcile(mode: .recover)
-            store.recoveryReport.withLock { $0 = report }
+            store.recoveryReport.withAnnotatedLock { $0 = report }
             let highest = try store.highestSequence()
-            store.nextSequence.withLock { $0 = highest + 1 }
+            store.nextSequence.withAnnotatedLock { $0 = highest + 1 }
             return store
         } catch {
             if !storeOwnsLock { fs.close(lockFD) }
@@ -208,7 +209,7 @@ public final class SegmentStore: Sendable {
     }
 
     func allocateSequence() -> UInt64 {
-        nextSequence.withLock { next in
+        nextSequence.withAnnotatedLock { next in
             defer { next += 1 }
             return next
         }
@@ -217,13 +218,13 @@ public final class SegmentStore: Sendable {
     /// Gives back a number from ``allocateSequence()`` whose file was never made (or removed with nothing in it and
     /// no index row), so a failed attempt does not burn it; a number allocated after it stays burned.
     func releaseSequence(_ sequence: UInt64) {
-        nextSequence.withLock { next in
+        nextSequence.withAnnotatedLock { next in
             if next == sequence + 1 { next = sequence }
         }
     }
 
     /// The number the next segment would get, without taking it.
-    var upcomingSequence: UInt64 { nextSequence.withLock { $0 } }
+    var upcomingSequence: UInt64 { nextSequence.withAnnotatedLock { $0 } }
 
     /// Makes the writer of one stream. One writer per stream at a time; it is used by one thread.
     ///
@@ -244,9 +245,9 @@ public final class SegmentStore: Sendable {
         return try SegmentStoreError.translatingIndexErrors {
             guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
             let row = try index.stream(named: streamName, description: stream)
-            let inserted = activeStreams.withLock { $0.insert(streamName).inserted }
+            let inserted = activeStreams.withAnnotatedLock { $0.insert(streamName).inserted }
             precondition(inserted, "stream '\(streamName)' already has a writer")
-            if let segmentMaxBytes { openSegmentLimits.withLock { $0[streamName] = segmentMaxBytes } }
+            if let segmentMaxBytes { openSegmentLimits.withAnnotatedLock { $0[streamName] = segmentMaxBytes } }
             return StreamWriter(
                 store: self, stream: row, sharingWorkersWith: other,
                 segmentMaxBytes: segmentMaxBytes ?? options.segmentMaxBytes)
@@ -258,7 +259,7 @@ public final class SegmentStore: Sendable {
     func makeWriterIfIdle(streamName: String, stream: StreamDescription) throws -> StreamWriter? {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
         let row = try index.stream(named: streamName, description: stream)
-        guard activeStreams.withLock({ $0.insert(streamName).inserted }) else { return nil }
+        guard activeStreams.withAnnotatedLock({ $0.insert(streamName).inserted }) else { return nil }
         return StreamWriter(store: self, stream: row, segmentMaxBytes: options.segmentMaxBytes)
     }
 
@@ -267,8 +268,8 @@ public final class SegmentStore: Sendable {
     /// would leave the last stretch of a recording in `index.sqlite-wal` alone, so that a copy of `index.sqlite`
     /// (the one file a user might take) would miss it.
     func writerClosed(streamName: String) {
-        openSegmentLimits.withLock { $0[streamName] = nil }
-        let idle = activeStreams.withLock { active in
+        openSegmentLimits.withAnnotatedLock { $0[streamName] = nil }
+        let idle = activeStreams.withAnnotatedLock { active in
             active.remove(streamName)
             return active.isEmpty
         }
