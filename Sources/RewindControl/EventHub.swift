@@ -11,7 +11,7 @@ package final class EventHub: Sendable {
     /// Events a client may have queued.
     package static let queueCapacity = 256
 
-    private let subscribers = Locked<[ObjectIdentifier: EventSubscription]>([:])
+    private let subscribers = Mutex<[ObjectIdentifier: EventSubscription]>([:])
 
     /// A hub with no clients.
     package init() {}
@@ -21,7 +21,7 @@ package final class EventHub: Sendable {
         _ name: String, _ value: some Encodable, to include: ((EventSubscription) -> Bool)? = nil
     ) {
         let message = Self.message(name, value)
-        for subscriber in subscribers.withLock({ Array($0.values) }) where include?(subscriber) ?? true {
+        for subscriber in subscribers.withAnnotatedLock({ Array($0.values) }) where include?(subscriber) ?? true {
             subscriber.enqueue(message)
         }
     }
@@ -29,7 +29,7 @@ package final class EventHub: Sendable {
     /// The lowest of the clients' ``EventSubscription/sealedBefore`` ids of `stream`: the seals some client has not
     /// had an event of start after it; nil without clients.
     package func lowestSealedBefore(stream: String) -> Int64? {
-        subscribers.withLock { $0.values.map { $0.sealedBefore[stream] ?? 0 }.min() }
+        subscribers.withAnnotatedLock { $0.values.map { $0.sealedBefore[stream] ?? 0 }.min() }
     }
 
     /// Event `name` with `value` as its data, as Server-Sent Events lines.
@@ -43,21 +43,21 @@ package final class EventHub: Sendable {
     ///   events of later seals only.
     package func subscribe(sealedBefore: [String: Int64] = [:]) -> EventSubscription {
         let subscription = EventSubscription(hub: self, sealedBefore: sealedBefore)
-        subscribers.withLock { $0[ObjectIdentifier(subscription)] = subscription }
+        subscribers.withAnnotatedLock { $0[ObjectIdentifier(subscription)] = subscription }
         return subscription
     }
 
     func remove(_ subscription: EventSubscription) {
-        _ = subscribers.withLock { $0.removeValue(forKey: ObjectIdentifier(subscription)) }
+        _ = subscribers.withAnnotatedLock { $0.removeValue(forKey: ObjectIdentifier(subscription)) }
     }
 
     /// Ends every client's stream (at stop).
     package func closeAll() {
-        for subscriber in subscribers.withLock({ Array($0.values) }) { subscriber.close() }
+        for subscriber in subscribers.withAnnotatedLock({ Array($0.values) }) { subscriber.close() }
     }
 
     /// Clients connected now.
-    package var count: Int { subscribers.withLock { $0.count } }
+    package var count: Int { subscribers.withAnnotatedLock { $0.count } }
 }
 
 /// One events client: its bounded queue, read by its connection's thread.
@@ -70,7 +70,7 @@ package final class EventSubscription: HTTPStreamBody {
         var closed = false
     }
 
-    private let queue = Locked(Queue())
+    private let queue = Mutex(Queue())
     private let ready = DispatchSemaphore(value: 0)
     private weak let hub: EventHub?
     /// Each stream's highest sealed segment id when the client came (none: 0).
@@ -80,11 +80,11 @@ package final class EventSubscription: HTTPStreamBody {
         self.hub = hub
         self.sealedBefore = sealedBefore
         // A first comment, so the client sees the stream open at once.
-        queue.withLock { $0.pending = Array(": rewind events\n\n".utf8) }
+        queue.withAnnotatedLock { $0.pending = Array(": rewind events\n\n".utf8) }
     }
 
     func enqueue(_ message: [UInt8]) {
-        let accepted = queue.withLock { queue in
+        let accepted = queue.withAnnotatedLock { queue in
             guard !queue.closed else { return false }
             guard queue.messages.count < EventHub.queueCapacity else {
                 queue.lost += 1
@@ -104,7 +104,7 @@ package final class EventSubscription: HTTPStreamBody {
         let deadline = DispatchTime.now() + .seconds(1)
         while true {
             let idle = DispatchTime.now() >= deadline
-            let bytes: [UInt8]? = queue.withLock { queue in
+            let bytes: [UInt8]? = queue.withAnnotatedLock { queue in
                 if queue.pending.isEmpty {
                     if queue.lost > 0 {
                         queue.pending = Array("event: events_lost\ndata: {\"count\":\(queue.lost)}\n\n".utf8)
@@ -134,7 +134,7 @@ package final class EventSubscription: HTTPStreamBody {
     }
 
     package func close() {
-        queue.withLock { $0.closed = true }
+        queue.withAnnotatedLock { $0.closed = true }
         ready.signal()
         hub?.remove(self)
     }

@@ -140,16 +140,16 @@ final class HTTPServer: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private let connections = Atomic<Int>(0)
     /// Open streamed bodies, closed at stop so their connection threads return.
-    private let streams = Locked<[ObjectIdentifier: any HTTPStreamBody]>([:])
+    private let streams = Mutex<[ObjectIdentifier: any HTTPStreamBody]>([:])
     /// Each open connection's socket, by connection, and since when it has been waiting for a request's headers
     /// (nil while a request is served). Entries go when MHD says the connection closed, before it closes the socket.
-    private let sockets = Locked<[UInt: (socket: Int32, waitingSince: ContinuousClock.Instant?)]>([:])
+    private let sockets = Mutex<[UInt: (socket: Int32, waitingSince: ContinuousClock.Instant?)]>([:])
 
     /// Connections open now.
     var openConnections: Int { connections.load(ordering: .relaxed) }
 
     /// Streamed responses still being sent.
-    var openStreams: Int { streams.withLock { $0.count } }
+    var openStreams: Int { streams.withAnnotatedLock { $0.count } }
 
     /// Starts serving on `listener` (already listening); the server owns it from now on and closes it at
     /// ``stop()``.
@@ -183,7 +183,7 @@ final class HTTPServer: @unchecked Sendable {
 
     /// Ends every stream, then stops the daemon: it waits for each connection's thread and closes the listener.
     func stop() {
-        let open = streams.withLock { streams in
+        let open = streams.withAnnotatedLock { streams in
             defer { streams.removeAll() }
             return Array(streams.values)
         }
@@ -209,16 +209,16 @@ final class HTTPServer: @unchecked Sendable {
         let key = UInt(bitPattern: connection)
         if started {
             let socket = withUnsafePointer(to: library.api) { rewind_mhd_connection_socket($0, connection) }
-            sockets.withLock { $0[key] = (socket, .now) }
+            sockets.withAnnotatedLock { $0[key] = (socket, .now) }
         } else {
-            _ = sockets.withLock { $0.removeValue(forKey: key) }
+            _ = sockets.withAnnotatedLock { $0.removeValue(forKey: key) }
         }
     }
 
     /// Marks `connection` as serving a request (its headers are in) or, once the response ended, as waiting for
     /// the next one.
     fileprivate func requestChanged(_ connection: OpaquePointer, serving: Bool) {
-        sockets.withLock { $0[UInt(bitPattern: connection)]?.waitingSince = serving ? nil : .now }
+        sockets.withAnnotatedLock { $0[UInt(bitPattern: connection)]?.waitingSince = serving ? nil : .now }
     }
 
     /// Shuts down the sockets of connections that have waited longer than ``HTTPLimits/requestSeconds`` for a whole
@@ -226,7 +226,7 @@ final class HTTPServer: @unchecked Sendable {
     /// after MHD closed it (its entry goes first). Called by the control's thread four times a second.
     func closeLateRequests() {
         let late = ContinuousClock.now - .seconds(limits.requestSeconds)
-        sockets.withLock { sockets in
+        sockets.withAnnotatedLock { sockets in
             for (key, entry) in sockets {
                 guard let since = entry.waitingSince, since < late, entry.socket >= 0 else { continue }
                 shutdown(entry.socket, Int32(SHUT_RDWR))
@@ -340,7 +340,7 @@ final class HTTPServer: @unchecked Sendable {
                 withUnsafePointer(to: library.api) { rewind_mhd_set_timeout($0, connection, UInt32(seconds)) }
             }
             let box = StreamBox(stream: stream, server: self)
-            streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+            streams.withAnnotatedLock { $0[ObjectIdentifier(stream)] = stream }
             made = library.api.create_response_from_callback(
                 stream.byteCount ?? UInt64.max, 16 * 1024, streamReader, Unmanaged.passRetained(box).toOpaque(),
                 streamFree)
@@ -352,7 +352,7 @@ final class HTTPServer: @unchecked Sendable {
     }
 
     fileprivate func streamEnded(_ stream: any HTTPStreamBody) {
-        _ = streams.withLock { $0.removeValue(forKey: ObjectIdentifier(stream)) }
+        _ = streams.withAnnotatedLock { $0.removeValue(forKey: ObjectIdentifier(stream)) }
         stream.close()
     }
 

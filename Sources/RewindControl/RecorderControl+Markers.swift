@@ -60,7 +60,7 @@ extension RecorderControl {
         }
         guard let hold else { return try add() }
         // Whether a hold fits and keeping it are one step: two holds checked at once would each fit alone.
-        return try holdAdmission.withLock { _ in
+        return try holdAdmission.withAnnotatedLock { _ in
             for stream in target.streams {
                 guard let clock = stream.clock else { continue }
                 try checkHoldKeepsSomething(hold, clock: clock, store: store, stream: stream)

@@ -111,10 +111,10 @@ public final class RecorderControl: Sendable {
     private let onSave: @Sendable (Result<ExportSummary, any Error>) -> Void
     let book: SaveBook
     let events = EventHub()
-    private let servers = Locked<[HTTPServer]>([])
+    private let servers = Mutex<[HTTPServer]>([])
     /// Held while a new hold (a marker's, or a waiting save's range) is checked against the disk budget and kept,
     /// so holds admitted at once are counted together. Only requests that hold wait on it.
-    let holdAdmission = Locked<Void>(())
+    let holdAdmission = Mutex<Void>(())
     private let wake: (read: Int32, write: Int32)
     private let finished = DispatchSemaphore(value: 0)
     private let isStopped = Atomic<Bool>(false)
@@ -219,10 +219,10 @@ public final class RecorderControl: Sendable {
             if tcpListener >= 0 {
                 started.append(try HTTPServer(listener: tcpListener, isTCP: true, limits: limits, handler: handler))
             }
-            servers.withLock { $0 = started }
+            servers.withAnnotatedLock { $0 = started }
             try Threads.start(named: "rewind-control") { [self] in run(watcher) }
         } catch {
-            servers.withLock { servers in
+            servers.withAnnotatedLock { servers in
                 for server in servers { server.stop() }
             }
             unlink(socketPath)
@@ -242,7 +242,7 @@ public final class RecorderControl: Sendable {
     package var eventClients: Int { events.count }
 
     /// Connections open now, over every listener.
-    package var openConnections: Int { servers.withLock { $0.reduce(0) { $0 + $1.openConnections } } }
+    package var openConnections: Int { servers.withAnnotatedLock { $0.reduce(0) { $0 + $1.openConnections } } }
 
     /// Asks for a save of the whole window into `DIR/exports/`, from any thread or a signal handler: it only
     /// writes one byte to a pipe.
@@ -279,10 +279,10 @@ public final class RecorderControl: Sendable {
         // is still open.
         events.closeAll()
         let deadline = ContinuousClock.now + .seconds(2)
-        while servers.withLock({ $0.contains { $0.openStreams > 0 } }) && ContinuousClock.now < deadline {
+        while servers.withAnnotatedLock({ $0.contains { $0.openStreams > 0 } }) && ContinuousClock.now < deadline {
             System.sleep(for: .milliseconds(5))
         }
-        for server in servers.withLock({ $0 }) { server.stop() }
+        for server in servers.withAnnotatedLock({ $0 }) { server.stop() }
         unlink(socketPath)
         byte = UInt8(ascii: "q")
         _ = write(wake.write, &byte, 1)
@@ -334,7 +334,7 @@ public final class RecorderControl: Sendable {
                 watcher.publishChanges(to: events)
                 // Connections too slow to send a request go (on this thread: no timer thread to start, which a
                 // process short of threads could not).
-                for server in servers.withLock({ $0 }) { server.closeLateRequests() }
+                for server in servers.withAnnotatedLock({ $0 }) { server.closeLateRequests() }
             }
             // The status once a second for clients following the events (the timeline page's panel).
             if events.count > 0 && ContinuousClock.now - lastStatus >= .seconds(1) {
@@ -884,7 +884,7 @@ public final class RecorderControl: Sendable {
                 makesDirectory: request.path == nil)
         }
         guard after > 0 else { return try add() }
-        return try holdAdmission.withLock { _ in
+        return try holdAdmission.withAnnotatedLock { _ in
             try checkSaveHoldFits(target, range)
             return try add()
         }

@@ -103,9 +103,9 @@ final class SaveBook: Sendable {
 
     let recorder: Recorder
     let concurrentExports: Int
-    private let state = Locked(State())
+    private let state = Mutex(State())
     /// Signalled at each state change, for `wait: true` requests and ``stop()``.
-    private let changed = Locked<[DispatchSemaphore]>([])
+    private let changed = Mutex<[DispatchSemaphore]>([])
     private let events: EventHub
     private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
 
@@ -126,7 +126,7 @@ final class SaveBook: Sendable {
                     ends[stream.name] = end
                 }
             }
-            state.withLock { $0.lastSavedEnd = ends }
+            state.withAnnotatedLock { $0.lastSavedEnd = ends }
         }
     }
 
@@ -160,7 +160,7 @@ final class SaveBook: Sendable {
     /// back; when every stream saved has nothing after its end, the newest of their ends and `anythingNew` false.
     /// Nil when none of them was saved.
     func sinceLastSave(streams: [RecorderStream]) -> (end: Int64, anythingNew: Bool)? {
-        let ends = state.withLock { state in streams.map { state.lastSavedEnd[$0.name] } }
+        let ends = state.withAnnotatedLock { state in streams.map { state.lastSavedEnd[$0.name] } }
         var earliest: Int64?
         var newestEnd: Int64?
         for (stream, end) in zip(streams, ends) {
@@ -210,7 +210,7 @@ final class SaveBook: Sendable {
             } else {
                 [path]
             }
-        let result: Result<SaveObject, APIError> = state.withLock { state in
+        let result: Result<SaveObject, APIError> = state.withAnnotatedLock { state in
             if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
             let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
             guard pending < Self.maximumPending else {
@@ -242,11 +242,11 @@ final class SaveBook: Sendable {
     }
 
     /// The save `id`, or nil.
-    func object(_ id: Int) -> SaveObject? { state.withLock { $0.entries[id]?.object } }
+    func object(_ id: Int) -> SaveObject? { state.withAnnotatedLock { $0.entries[id]?.object } }
 
     /// What file `index` of save `id` was when the export finished, if it is done.
     func fileIdentity(_ id: Int, index: Int) -> FileIdentity? {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             guard let identities = state.entries[id]?.fileIdentities, identities.indices.contains(index) else {
                 return nil
             }
@@ -255,11 +255,11 @@ final class SaveBook: Sendable {
     }
 
     /// Every save, oldest first.
-    var objects: [SaveObject] { state.withLock { $0.entries.values.map(\.object).sorted { $0.id < $1.id } } }
+    var objects: [SaveObject] { state.withAnnotatedLock { $0.entries.values.map(\.object).sorted { $0.id < $1.id } } }
 
     /// Counts of waiting and exporting saves.
     var counts: (waiting: Int, exporting: Int) {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             let values = state.entries.values
             return (values.filter { $0.object.state == .waiting }.count, state.exporting)
         }
@@ -269,7 +269,7 @@ final class SaveBook: Sendable {
     ///
     /// - Throws: ``APIError`` 404 for an unknown id, 409 when the save is no longer waiting.
     func extend(_ id: Int, by nanoseconds: Int64) throws(APIError) -> SaveObject {
-        let result: Result<SaveObject, APIError> = state.withLock { state in
+        let result: Result<SaveObject, APIError> = state.withAnnotatedLock { state in
             guard var entry = state.entries[id] else { return .failure(APIError(.notFound, "no save \(id)")) }
             guard entry.object.state == .waiting, !entry.isForced else {
                 return .failure(
@@ -291,7 +291,7 @@ final class SaveBook: Sendable {
     /// The pts ranges of the saves not finished yet (waiting or exporting), by stream name: what they keep from
     /// retention (from their start on) as far as they need it, for a new hold's check against `--disk`.
     func pendingRanges() -> [String: [Range<Int64>]] {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             var ranges: [String: [Range<Int64>]] = [:]
             for entry in state.entries.values where !entry.object.state.isFinal {
                 let range = entry.object.fromNanoseconds..<entry.object.toNanoseconds
@@ -312,7 +312,7 @@ final class SaveBook: Sendable {
             case asked
             case final(SaveObject, restored: [(name: String, end: Int64?)])
         }
-        let action: Action = try state.withLock { state throws(APIError) in
+        let action: Action = try state.withAnnotatedLock { state throws(APIError) in
             guard var entry = state.entries[id] else { throw APIError(.notFound, "no save \(id)") }
             switch entry.object.state {
             case .waiting:
@@ -363,8 +363,8 @@ final class SaveBook: Sendable {
     /// Blocks until save `id` is final and returns it.
     func waitUntilFinal(_ id: Int) throws(APIError) -> SaveObject {
         let semaphore = DispatchSemaphore(value: 0)
-        changed.withLock { $0.append(semaphore) }
-        defer { changed.withLock { $0.removeAll { $0 === semaphore } } }
+        changed.withAnnotatedLock { $0.append(semaphore) }
+        defer { changed.withAnnotatedLock { $0.removeAll { $0 === semaphore } } }
         while true {
             guard let object = object(id) else { throw APIError(.notFound, "no save \(id)") }
             if object.state.isFinal { return object }
@@ -373,7 +373,7 @@ final class SaveBook: Sendable {
     }
 
     private func signalChange() {
-        for semaphore in changed.withLock({ $0 }) { semaphore.signal() }
+        for semaphore in changed.withAnnotatedLock({ $0 }) { semaphore.signal() }
     }
 
     /// Starts the exports that are due: waiting saves whose end the clock has passed (or all, when stopping),
@@ -385,7 +385,7 @@ final class SaveBook: Sendable {
         if recorder.store == nil { pinArrivedFrames() }
         let now = clock
         var due: [Entry] = []
-        let stillWaiting: Bool = state.withLock { state in
+        let stillWaiting: Bool = state.withAnnotatedLock { state in
             let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
                 $0.object.id < $1.object.id
             }
@@ -425,7 +425,7 @@ final class SaveBook: Sendable {
     /// when its streams drop frames for want of memory its pins hold (the recorder clock then stops with the
     /// frames), or when frames left the ring before they were pinned (memory full of pins).
     private func cutShort(_ ids: Set<Int>) {
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             for id in ids {
                 guard var entry = state.entries[id], entry.object.state == .waiting, !entry.isForced else { continue }
                 let ends = entry.target.streams.compactMap { stream -> Int64? in
@@ -444,7 +444,7 @@ final class SaveBook: Sendable {
     /// Without a store: pins the frames that arrived since each waiting save's last pin, before the window lets
     /// them go (this runs every few milliseconds while saves wait); cuts short the saves that cannot get them all.
     private func pinArrivedFrames() {
-        let wanted: [(id: Int, stream: RecorderStream, range: Range<Int64>, after: UInt64?)] = state.withLock {
+        let wanted: [(id: Int, stream: RecorderStream, range: Range<Int64>, after: UInt64?)] = state.withAnnotatedLock {
             state in
             state.entries.values.flatMap { entry in
                 entry.target.streams.compactMap { stream in
@@ -472,14 +472,14 @@ final class SaveBook: Sendable {
                 short.insert(id)
                 continue
             }
-            let kept = state.withLock { state in
+            let kept = state.withAnnotatedLock { state in
                 guard state.entries[id]?.object.state == .waiting else { return false }
                 state.entries[id]!.memoryPins[stream.name, default: []].append(pin)
                 return true
             }
             if !kept { pin.release() }
         }
-        let dropping: [(id: Int, streams: [RecorderStream], start: Int)] = state.withLock { state in
+        let dropping: [(id: Int, streams: [RecorderStream], start: Int)] = state.withAnnotatedLock { state in
             state.entries.values.compactMap { entry in
                 guard entry.object.state == .waiting, !entry.isForced, !entry.memoryPins.isEmpty else { return nil }
                 return (entry.object.id, entry.target.streams, entry.pinnedDropsAtStart)
@@ -493,7 +493,7 @@ final class SaveBook: Sendable {
     func forceAll() {
         // A waiting save ends with the newest frame now: its `to_ns` says so (and where `since_last_save` goes on).
         let now = clock
-        state.withLock { state in
+        state.withAnnotatedLock { state in
             state.stopping = true
             for id in state.entries.keys where state.entries[id]!.object.state == .waiting {
                 state.entries[id]!.isForced = true
@@ -505,7 +505,9 @@ final class SaveBook: Sendable {
     }
 
     /// Whether every save is final.
-    var isIdle: Bool { state.withLock { state in state.entries.values.allSatisfy { $0.object.state.isFinal } } }
+    var isIdle: Bool {
+        state.withAnnotatedLock { state in state.entries.values.allSatisfy { $0.object.state.isFinal } }
+    }
 
     private struct Cancelled: Error {}
 
@@ -549,7 +551,7 @@ final class SaveBook: Sendable {
                     try exportOne(
                         entry, source: .store(store, stream: row), stream: row.description, range: range, path: path))
             case .all(let streams):
-                if state.withLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
+                if state.withAnnotatedLock({ $0.entries[id]?.cancelRequested ?? false }) { throw Cancelled() }
                 let set = try StreamSet(streams.map { entry.source($0) })
                 let expected = max(
                     1,
@@ -560,7 +562,7 @@ final class SaveBook: Sendable {
                     range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality
                 ) { count in
                     guard count % 8 == 0 else { return }
-                    let cancelled = self.state.withLock { state in
+                    let cancelled = self.state.withAnnotatedLock { state in
                         state.entries[id]?.object.frames = count
                         state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
                         return state.entries[id]?.cancelRequested ?? false
@@ -584,7 +586,7 @@ final class SaveBook: Sendable {
                 combined.firstPTSNanoseconds = span?.lowerBound
                 combined.lastPTSNanoseconds = span?.upperBound
                 let paths = summaries.compactMap(\.path)
-                state.withLock { $0.entries[id]?.object.files = paths }
+                state.withAnnotatedLock { $0.entries[id]?.object.files = paths }
                 result = .success(combined)
             }
         } catch {
@@ -616,7 +618,7 @@ final class SaveBook: Sendable {
         }
         var finished: SaveObject?
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
-        let holds: [RetentionHold] = state.withLock { state in
+        let holds: [RetentionHold] = state.withAnnotatedLock { state in
             guard var entry = state.entries[id] else { return [] }
             switch result {
             case .success(let summary):
@@ -680,13 +682,13 @@ final class SaveBook: Sendable {
                 quality: entry.quality, chapters: source.chapters(in: ptsRange))
             var count = 0
             let write = { (view: FrameView) throws -> Bool in
-                if count % 8 == 0, self.state.withLock({ $0.entries[id]?.cancelRequested ?? false }) {
+                if count % 8 == 0, self.state.withAnnotatedLock({ $0.entries[id]?.cancelRequested ?? false }) {
                     throw Cancelled()
                 }
                 try exporter.write(view)
                 count += 1
                 if count % 8 == 0 {
-                    self.state.withLock { state in
+                    self.state.withAnnotatedLock { state in
                         state.entries[id]?.object.frames = count
                         state.entries[id]?.object.progress = min(0.99, Double(count) / expected)
                     }

@@ -11,9 +11,9 @@ import Testing
 final class RunState: Sendable {
     let producerDone = Atomic<Bool>(false)
     let snapshotsRead = Atomic<Int>(0)
-    let failures = Locked<[String]>([])
+    let failures = Mutex<[String]>([])
 
-    func fail(_ message: String) { failures.withLock { $0.append(message) } }
+    func fail(_ message: String) { failures.withAnnotatedLock { $0.append(message) } }
 }
 
 @Suite(.timeLimit(.minutes(15))) struct RingStoreConcurrencyTests {
@@ -76,7 +76,7 @@ final class RunState: Sendable {
         pressure.join()
         for reader in readers { reader.join() }
 
-        #expect(run.failures.withLock { $0 } == [])
+        #expect(run.failures.withAnnotatedLock { $0 } == [])
         #expect(run.snapshotsRead.load(ordering: .relaxed) > 0)
         let stats = ring.statistics
         expectConsistent(stats)

@@ -89,31 +89,6 @@ final class SourceFrame {
     }
 }
 
-/// A value behind a POSIX mutex, which ThreadSanitizer understands (a `Mutex` from Synchronization it does not
-/// see on Linux, so test bookkeeping shared between threads uses this).
-final class Locked<Value>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
-
-    init(_ value: Value) {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        self.value = value
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
-}
-
 /// Keeps an evicted frame (and so its slab) alive.
 final class HeldFrame: Sendable {
     let frame: EvictedFrame
@@ -128,8 +103,8 @@ final class EvictionLog: Sendable {
         var bytesMatch: Bool
     }
 
-    private let entries = Locked<[Entry]>([])
-    private let held = Locked<[HeldFrame]>([])
+    private let entries = Mutex<[Entry]>([])
+    private let held = Mutex<[HeldFrame]>([])
     /// When true, the handler keeps the evicted frames (their slabs stay out of the pool) until `releaseHeld`.
     let keepsFrames: Bool
 
@@ -142,17 +117,17 @@ final class EvictionLog: Sendable {
                     sequence: frame.sequence, pts: view.info.ptsNanoseconds,
                     bytesMatch: matchesPattern(view.bytes, seed: view.info.ptsNanoseconds))
             }
-            entries.withLock { $0.append(entry) }
+            entries.withAnnotatedLock { $0.append(entry) }
             if keepsFrames {
                 let box = HeldFrame(frame)
-                held.withLock { $0.append(box) }
+                held.withAnnotatedLock { $0.append(box) }
             }
         }
     }
 
-    var all: [Entry] { entries.withLock { $0 } }
+    var all: [Entry] { entries.withAnnotatedLock { $0 } }
 
-    func releaseHeld() { held.withLock { $0.removeAll() } }
+    func releaseHeld() { held.withAnnotatedLock { $0.removeAll() } }
 }
 
 /// The resident set size of this process, from `/proc/self/statm`.
