@@ -260,7 +260,9 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         let killed = TemporaryDirectory()
         defer { killed.remove() }
         let layout = try FrameLayout(format: .nv12, width: 160, height: 96)
-        let duration = FrameTime(value: 1, timescale: 30)
+        // Half-second frames: the file's 6 s end long after the wall clock reaches when the recording below starts
+        // (with 1/30 s frames, 0.4 s, it would be placed where the wall clock is on a slow enough machine).
+        let duration = FrameTime(value: 1, timescale: 2)
         let camera = SyntheticCamera(layout: layout, frameDuration: duration, frameCount: 12)
         var pts: [Int64] = []
         do {
