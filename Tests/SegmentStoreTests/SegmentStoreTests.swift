@@ -3,6 +3,7 @@ import RewindCore
 import RewindSystem
 import RewindTesting
 import SegmentStore
+import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(15))) struct SegmentStoreTests {
@@ -245,11 +246,17 @@ import Testing
     private func readConcurrently(_ store: SegmentStore) throws -> [(Int64, UInt32)] {
         let box = ResultBox()
         let thread = Thread {
-            box.result = Result { try readAll(store) }
+            let result = Result { try readAll(store) }
+            box.result.withAnnotatedLock { $0 = result }
         }
         thread.start()
-        try waitUntil("the reading thread finishes") { thread.isFinished }
-        return try box.result!.get()
+        // The result is read under the lock it was written under (`isFinished` orders nothing).
+        var result: Result<[(Int64, UInt32)], any Error>?
+        try waitUntil("the reading thread finishes") {
+            result = box.result.withAnnotatedLock { $0 }
+            return result != nil
+        }
+        return try result!.get()
     }
 
     @Test func gapsAndDropsPassThrough() throws {
@@ -267,6 +274,6 @@ import Testing
     }
 }
 
-final class ResultBox: @unchecked Sendable {
-    var result: Result<[(Int64, UInt32)], any Error>?
+final class ResultBox: Sendable {
+    let result = Mutex<Result<[(Int64, UInt32)], any Error>?>(nil)
 }
