@@ -62,19 +62,6 @@ extension Mutex where Value: ~Copyable {
         }
     }
 
-    /// `withLockIfAvailable`, announced to ``ThreadSanitizer`` as ``withAnnotatedLock(_:)`` is.
-    @inline(__always)
-    package borrowing func withAnnotatedLockIfAvailable<Result: ~Copyable, Failure: Error>(
-        _ body: (inout sending Value) throws(Failure) -> sending Result
-    ) throws(Failure) -> sending Result? {
-        let token = sanitizerToken
-        return try withLockIfAvailable { (value: inout sending Value) throws(Failure) -> sending Result in
-            ThreadSanitizer.acquire(token)
-            defer { ThreadSanitizer.release(token) }
-            return try body(&value)
-        }
-    }
-
     /// The mutex's address, as the name of its lock to ThreadSanitizer (never read through). A `Mutex` stays where
     /// it is stored, a class's `let` or a global, since its lock word must.
     @inline(__always)
