@@ -405,7 +405,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         func input(_ name: String, _ extra: [String]) throws -> String {
             let path = directory.appendingPathComponent(name).path
-            try ExternalTools.makeY4M(path, width: 320, height: 240, rate: "30", frames: 30, extra: extra)
+            // One frame a second: the 30 s the first recording stores end long after the wall clock reaches the
+            // second's start, which then follows them directly on any machine (at 30 fps they would end after 1 s).
+            try ExternalTools.makeY4M(path, width: 320, height: 240, rate: "1", frames: 30, extra: extra)
             return path
         }
         let said = try input("said.y4m", ["-chroma_sample_location", "left", "-aspect", "40:33"])
@@ -414,7 +416,7 @@ import Testing
         let unsaid = directory.appendingPathComponent("unsaid.y4m").path
         var bytes = try Data(contentsOf: URL(fileURLWithPath: try input("plain.y4m", [])))
         let newline = try #require(bytes.firstIndex(of: 0x0A))
-        bytes.replaceSubrange(0..<newline, with: Data("YUV4MPEG2 W320 H240 F30:1 Ip A0:0".utf8))
+        bytes.replaceSubrange(0..<newline, with: Data("YUV4MPEG2 W320 H240 F1:1 Ip A0:0".utf8))
         try bytes.write(to: URL(fileURLWithPath: unsaid))
         let store = directory.appendingPathComponent("store").path
         func info() throws -> String {
@@ -448,7 +450,7 @@ import Testing
 
         for name in ["out.y4m", "out.mkv", "out.mp4"] {
             let output = directory.appendingPathComponent(name).path
-            let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "2s", "-o", output])
+            let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "60s", "-o", output])
             #expect(clip.status == 0, "\(clip.stderr)")
             let probed = try ExternalTools.probe(
                 output, ["-show_entries", "stream=chroma_location,sample_aspect_ratio,nb_read_frames", "-count_frames"])

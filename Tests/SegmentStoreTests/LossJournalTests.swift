@@ -278,4 +278,49 @@ import Testing
             #expect(replayed.sorted(by: order) == model.sorted(by: order))
         }
     }
+
+    /// A recording that runs for months, its gaps made and then removed with the segments retention deletes: the
+    /// journal is written again with what stands whenever it has doubled since (and grown by 64 KiB), not only at the
+    /// next open, and it still gives a lost index back every gap and drop count.
+    @Test func aJournalOfManyRemovedGapsIsCompactedWhileTheStoreIsOpen() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/" + LossJournal.fileName
+        var largest: Int64 = 0
+        var expected: [String] = []
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            // Frames, so that the stream outlives the index (a stream without frames is not rebuilt).
+            for i in 0..<60 { try writer.append(frames.frame(i)) }
+            let camera = try #require(try store.streams().first).id
+            for i in 0..<4000 {
+                let start = Int64(i) * 1_000_000
+                try writer.recordGap(
+                    start: start, end: start + 500_000, reason: i % 2 == 0 ? .spillBehind : .retention)
+                if i % 7 == 0 { try writer.addDrops(reason: .diskError, count: 1) }
+                // Retention's clean-up: the gaps of the oldest tenth of a second go.
+                if i % 100 == 99 {
+                    _ = try store.index.removeGaps(streamID: camera, startingBefore: start - 50_000_000)
+                }
+                let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64)
+                largest = max(largest, size)
+            }
+            try writer.close()
+            expected = try Self.losses(store)
+            // The gaps of the last 50 ms (51) and the one drop count.
+            #expect(expected.count == 51 + 1, "\(expected)")
+        }
+        // 4000 gaps, 40 removals and the drops, written one by one, would be several hundred KiB.
+        #expect(largest < 2 * 8192 + 65_536 + 512, "the journal grew to \(largest) bytes")
+        let contents = try #require(try LossJournal.Contents.read(path: path, fileSystem: POSIXFileSystem()))
+        #expect(contents.records < 2000, "\(contents.records)")
+        Self.removeIndex(dir)
+        let store = try SegmentStore.open(directory: dir.path)
+        let rebuilt = try Self.losses(store)
+        #expect(rebuilt == expected, "the journal alone gives every gap and drop count back: \(rebuilt)")
+        #expect(try store.verify(repair: false).clean)
+    }
 }

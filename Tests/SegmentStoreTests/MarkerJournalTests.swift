@@ -426,4 +426,38 @@ import Testing
         #expect(try store.markers().count == 20)
         #expect(try store.addMarker(streamName: "camera", at: 0, label: "next", hold: nil).id == 201)
     }
+
+    /// A store open for months with markers added and removed all along: the journal is written again with what
+    /// stands whenever it has doubled since (and grown by 64 KiB), not only at the next open, and what it holds
+    /// rebuilds the same markers.
+    @Test func aJournalOfManyRemovedMarkersIsCompactedWhileTheStoreIsOpen() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/" + Self.journal
+        var largest: Int64 = 0
+        var kept: [String] = []
+        do {
+            let store = try Self.makeStore(dir, frames: frames)
+            for i in 1...3000 {
+                let marker = try store.addMarker(
+                    streamName: "camera", at: frames.pts(i % 60), label: "marker number \(i)", hold: nil)
+                if i % 100 == 0 { continue }
+                #expect(try store.removeMarker(id: marker.id) != nil)
+                let size = try #require(try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int64)
+                largest = max(largest, size)
+            }
+            kept = try Self.markers(store)
+            #expect(kept.count == 30)
+        }
+        // 5970 changes written one by one would be about 300 KiB; never more than twice what stands plus 64 KiB.
+        #expect(largest < 2 * 2048 + 65_536 + 512, "the journal grew to \(largest) bytes")
+        let contents = try Self.journalContents(dir)
+        #expect(contents.live.count == 30 && contents.highestID == 3000 && contents.records < 1000)
+        LossJournalTests.removeIndex(dir)
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(try Self.markers(store) == kept, "the journal alone rebuilds every marker")
+        #expect(try store.addMarker(streamName: "camera", at: 0, label: "next", hold: nil).id == 3001)
+    }
 }

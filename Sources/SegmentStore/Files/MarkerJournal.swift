@@ -155,4 +155,12 @@ struct JournalFile: ~Copyable {
     var length: Int64 = 0
     /// Bytes reserved on disk from the start of the file, so that a record can still be written when the disk fills.
     var reserved: Int64 = 0
+    /// The file's length when it was opened or last written anew.
+    var compactedLength: Int64 = 0
+
+    /// Whether the journal has grown since it was opened or last written anew by 64 KiB and to twice its length then:
+    /// a recorder that runs for months, with segments deleted and markers removed all along, rewrites it with what
+    /// stands now and then (each time at most twice as long as before plus 64 KiB, so the cost per record stays
+    /// constant), instead of only when the store is next opened.
+    var isDueForCompaction: Bool { length >= 2 * compactedLength + 65_536 }
 }

@@ -80,6 +80,7 @@ extension SegmentStore {
                     _ = try? index.removeMarker(id: stored.id)
                     throw error
                 }
+                compactMarkerJournalIfDue(file: &journal)
                 return stored
             }
         }
@@ -94,7 +95,9 @@ extension SegmentStore {
             try withMarkerJournal { journal in
                 guard try index.marker(id: id) != nil else { return nil }
                 try appendToJournal([.removed(id)], file: &journal)
-                return try index.removeMarker(id: id)
+                let removed = try index.removeMarker(id: id)
+                compactMarkerJournalIfDue(file: &journal)
+                return removed
             }
         }
     }

@@ -28,6 +28,7 @@ extension SegmentStore {
                 file.fd = fd
                 file.length = size
                 file.reserved = 0
+                file.compactedLength = size
             }
             let creating = file.length < Int64(JournalFraming.headerSize)
             if creating {
@@ -82,6 +83,31 @@ extension SegmentStore {
             }
             try fs.rename(temporary, to: path)
             try fs.syncDirectory(directory)
+        }
+    }
+
+    /// Writes the journal of `Contents` anew with `standing`'s records of what it holds, when it is due
+    /// (``JournalFile/isDueForCompaction``): what was removed since goes, the order of what stands is kept. Read from
+    /// the journal itself, not the index, whose changes other threads may have committed and not yet journaled. A
+    /// journal that cannot be read whole, or written anew, is left as it is (valid; the next open brings it into step
+    /// with the index), and not tried again before it has doubled once more.
+    func compactJournalIfDue<Contents: JournalContents>(
+        _ contents: Contents.Type, file: inout JournalFile, standing: (Contents) -> [UInt8]
+    ) {
+        guard file.fd >= 0, file.isDueForCompaction else { return }
+        let path = directory + "/" + Contents.fileName
+        let fs = fileSystem
+        let read = { () throws(FileSystemError) in try Contents.read(path: path, fileSystem: fs) }
+        guard let journal = try? Self.wrapIO(read), journal.damage == nil, !journal.tornTail,
+            journal.validLength == file.length
+        else {
+            file.compactedLength = file.length
+            return
+        }
+        do {
+            try rewriteJournal(at: path, magic: Contents.magic, standing(journal), file: &file)
+        } catch {
+            // The journal was closed for the rewrite: reopened at the next record, with what it holds then.
         }
     }
 

@@ -72,6 +72,9 @@ extension SegmentStore {
                     if state.mergeable.count >= 1024 { state.mergeable = [:] }
                     state.mergeable[key] = (record, offset)
                 }
+                compactJournalIfDue(LossJournal.Contents.self, file: &state.file, standing: Self.lossRecords)
+                // Written anew (or closed trying): no record is where it was.
+                if state.file.fd < 0 { state.mergeable = [:] }
             } catch {
                 state.abandoned = true
                 state.mergeable = [:]
@@ -238,6 +241,19 @@ extension SegmentStore {
             )
             where count > 0 {
                 records.append(.dropsAdded(stream: stream.name, reason: reason, count: Int64(count)))
+            }
+        }
+        return records
+    }
+
+    /// The records that make what a losses' journal holds from nothing, stream by stream.
+    private static func lossRecords(of journal: LossJournal.Contents) -> [UInt8] {
+        var records: [UInt8] = []
+        for stream in Set(journal.gaps.keys).union(journal.drops.keys).sorted() {
+            for gap in journal.gaps[stream] ?? [] { records += LossJournal.encode(.gapAdded(stream: stream, gap)) }
+            for (reason, count) in (journal.drops[stream] ?? [:]).sorted(by: { $0.key.rawValue < $1.key.rawValue })
+            where count > 0 {
+                records += LossJournal.encode(.dropsAdded(stream: stream, reason: reason, count: count))
             }
         }
         return records

@@ -32,10 +32,25 @@ extension SegmentStore {
     ///
     /// - Throws: ``SegmentStoreError/io(_:)``.
     func rewriteJournal(_ entries: [MarkerJournal.Entry], highestID: Int64, file: inout JournalFile) throws {
+        try rewriteJournal(
+            at: markerJournalPath, magic: MarkerJournal.magic, Self.journalRecords(entries, highestID: highestID),
+            file: &file)
+    }
+
+    /// The records of a markers' journal written anew: the highest id given, then `entries` by id.
+    private static func journalRecords(_ entries: [MarkerJournal.Entry], highestID: Int64) -> [UInt8] {
         var records: [UInt8] = []
         if highestID > 0 { records += MarkerJournal.encode(.idsUsed(highestID)) }
         for entry in entries.sorted(by: { $0.id < $1.id }) { records += MarkerJournal.encode(.added(entry)) }
-        try rewriteJournal(at: markerJournalPath, magic: MarkerJournal.magic, records, file: &file)
+        return records
+    }
+
+    /// Writes the markers' journal anew from what it holds when markers removed have grown it enough
+    /// (``compactJournalIfDue(_:file:standing:)``).
+    func compactMarkerJournalIfDue(file: inout JournalFile) {
+        compactJournalIfDue(MarkerJournal.Contents.self, file: &file) { journal in
+            Self.journalRecords(Array(journal.live.values), highestID: journal.highestID)
+        }
     }
 
     /// Brings the index's markers and the journal into step (at open and in `verify`):
