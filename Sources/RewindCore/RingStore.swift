@@ -263,16 +263,12 @@ public final class RingStore: Sendable {
 
     /// Runs `body` under the state lock.
     private func locked<Result: Sendable>(_ body: (inout RingState) -> Result) -> Result {
-        return state.withAnnotatedLock { state in
-            return body(&state)
-        }
+        state.withAnnotatedLock { body(&$0) }
     }
 
     /// Runs `body` holding the eviction-order lock.
     private func inEvictionOrder<Result: Sendable>(_ body: () -> Result) -> Result {
-        return evictionOrder.withAnnotatedLock { _ in
-            return body()
-        }
+        evictionOrder.withAnnotatedLock { _ in body() }
     }
 
     private func perform(_ unmap: SlabUnmap) {

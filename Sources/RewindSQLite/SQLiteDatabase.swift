@@ -127,11 +127,8 @@ package final class SQLiteDatabase: Sendable {
     package func withConnection<Result: Sendable>(
         _ body: (SQLiteConnection) throws -> Result
     ) throws -> Result {
-        // Announced to ThreadSanitizer, which does not see the Mutex: the connection's statement cache is used by
-        // one thread at a time.
-        return try connection.withAnnotatedLock { connection throws -> Result in
-            return try body(connection)
-        }
+        // The connection's statement cache is used by one thread at a time.
+        try connection.withAnnotatedLock { connection throws -> Result in try body(connection) }
     }
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (rolled back if `body` throws); a transaction that finds the

@@ -48,9 +48,7 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// Runs `body` under the state's lock (announced to ThreadSanitizer: two readers decoding in parallel through this
     /// file system are ordered by the lock, not racing).
     private func locked<Result: Sendable>(_ body: (inout State) -> Result) -> Result {
-        state.withAnnotatedLock { value in
-            return body(&value)
-        }
+        state.withAnnotatedLock { body(&$0) }
     }
 
     /// - Parameter base: the file system that does the real work (POSIX by default).

@@ -23,7 +23,7 @@ extension SegmentStore {
     ///
     /// - Returns: the hold, to remove later.
     public func addHold(streamName: String, range: Range<Int64>) -> RetentionHold {
-        withLiveHolds { table in
+        liveHolds.withAnnotatedLock { table in
             let hold = RetentionHold(id: table.nextID, streamName: streamName, range: range)
             table.nextID += 1
             table.holds[hold.id] = hold
@@ -33,21 +33,13 @@ extension SegmentStore {
 
     /// Lets retention take the frames `hold` kept (unless another hold keeps them).
     public func removeHold(_ hold: RetentionHold) {
-        _ = withLiveHolds { $0.holds.removeValue(forKey: hold.id) }
-    }
-
-    /// Runs `body` under the live holds' lock, announced to ThreadSanitizer (retention reads the holds on the spill
-    /// thread while the control adds and removes them).
-    private func withLiveHolds<Result: Sendable>(_ body: (inout HoldTable) -> Result) -> Result {
-        liveHolds.withAnnotatedLock { table in
-            return body(&table)
-        }
+        _ = liveHolds.withAnnotatedLock { $0.holds.removeValue(forKey: hold.id) }
     }
 
     /// Every range retention must keep, by stream id: live holds and markers' holds.
     func heldRanges() throws -> [Int64: [Range<Int64>]] {
         var held: [Int64: [Range<Int64>]] = [:]
-        let live = withLiveHolds { Array($0.holds.values) }
+        let live = liveHolds.withAnnotatedLock { Array($0.holds.values) }
         if !live.isEmpty {
             let ids = Dictionary(try index.streams().map { ($0.name, $0.id) }, uniquingKeysWith: { first, _ in first })
             for hold in live {
