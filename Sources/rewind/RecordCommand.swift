@@ -172,6 +172,9 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
             showsHelp: false)
     }
 
+    // From here on a stop signal stops the recording cleanly, also while the inputs are opened, the store recovered
+    // and the ring's memory set up: the recording then ends before its first frame and says so.
+    installStopHandlers()
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
     try checkFloorFits(options, directory: directory, given: arguments.string("min-free") != nil)
@@ -230,6 +233,12 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
     while true {
         _ = done.wait(timeout: .now() + .milliseconds(100))
         let finished = results.withAnnotatedLock { $0 }
+        if stopRequested.load(ordering: .relaxed) && finished.count < inputs.count {
+            let pending = inputs.indices.filter { finished[$0] == nil }.map { "'\(inputs[$0].name)'" }
+            throw CommandError(
+                "stopped while waiting for the Y4M header of input \(pending.joined(separator: ", ")): nothing was "
+                    + "recorded", status: ExitStatus.interrupted)
+        }
         // The first failure in input order, as the inputs were opened one after the other before.
         for index in inputs.indices {
             if case .failure(let error)? = finished[index] { throw error }
@@ -329,7 +338,6 @@ private func record(
                 + "than real time, or the wall clock was set back since): this recording comes after them, \(lead) "
                 + "ahead of the wall clock, so a wall-clock time (--from 12:00:00) finds what it records \(lead) later")
     }
-    installStopHandlers()
     // The HTTP API on DIR/rewind.sock (and --listen): saves, markers, status, events; SIGUSR1 saves the whole
     // window into DIR/exports/.
     var control: RecorderControl?

@@ -636,6 +636,47 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
     }
 
+    /// A recording stopped while it starts (the store opened, the ring's memory set up) stops cleanly at its first
+    /// frame and says what it recorded; one stopped while its input has sent no header yet says so, records nothing
+    /// and makes no store.
+    @Test func aRecordingStoppedWhileItStartsSaysSoAndStops() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+
+        let starting = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:1920x1080@60", "--memory", "1536MiB", "--duration",
+            "600s", "--realtime",
+        ])
+        defer { if starting.process.isRunning { starting.process.terminate() } }
+        try waitUntil("the recorder makes its store", interval: .milliseconds(5)) {
+            FileManager.default.fileExists(atPath: store)
+        }
+        starting.process.interrupt()
+        let stopped = try starting.finish(timeout: .seconds(120))
+        #expect(stopped.status == 0, "a clean stop, not a death by the signal: \(stopped.output)\n\(stopped.stderr)")
+        #expect(stopped.output.contains("; stopped"), "\(stopped.output)")
+        #expect(!stopped.output.contains("duration reached"), "\(stopped.output)")
+        #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
+
+        let fifo = directory.appendingPathComponent("camera.y4m").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let other = directory.appendingPathComponent("other").path
+        let waiting = try Tool.startRewind(["record", "--store", other, "--input", "y4m:" + fifo])
+        defer { if waiting.process.isRunning { waiting.process.terminate() } }
+        try waitUntil("the recorder says it waits", timeout: .seconds(60)) {
+            waiting.stderr.contains("waiting for the Y4M header of input 'camera'")
+        }
+        waiting.process.interrupt()
+        let gaveUp = try waiting.finish(timeout: .seconds(60))
+        #expect(gaveUp.status == 130, "\(gaveUp.stderr)")
+        #expect(
+            gaveUp.stderr.contains(
+                "stopped while waiting for the Y4M header of input 'camera': nothing was recorded"),
+            "\(gaveUp.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: other))
+    }
+
     /// A `--disk` smaller than one segment deletes each segment as it is sealed: the run fails and says so instead
     /// of ending with an empty store and exit 0. A budget of a few segments keeps the newest ones and succeeds. One
     /// smaller than a frame stored raw (a bare `1`, in bytes) is refused before the store is touched.
