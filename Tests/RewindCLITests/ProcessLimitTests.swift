@@ -271,9 +271,8 @@ struct OpenFileLimitTests {
                 ]))
         defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
         try waitUntil("the recorder answers", timeout: .seconds(60)) { Tool.firstStreamStatus(store: store) != nil }
-        let port = try #require(
-            recorder.stderr.split(separator: "\n").first { $0.hasPrefix("serving the API on 127.0.0.1:") }
-                .flatMap { $0.split(separator: ":").last?.split(separator: " ").first }.flatMap { Int($0) })
+        // The socket answers a moment before the TCP listener's line is written: waited for, not read once.
+        let port = try #require(Int(try Tool.listeningPort(of: recorder)))
         // 150 event followers on the socket and 150 idle connections on TCP, held open for 5 s: every follower the
         // recorder accepts is answered, 200 or 503, none is closed unanswered (the rest wait in the full backlog). (Both servers at their full default limits would take
         // more descriptors than the 128 allowed.)
