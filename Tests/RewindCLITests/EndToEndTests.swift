@@ -662,18 +662,10 @@ func info(_ store: String) throws -> [String: Any] {
         let fifo = directory.appendingPathComponent("camera.y4m").path
         try #require(mkfifo(fifo, 0o600) == 0)
         let other = directory.appendingPathComponent("other").path
-        let waiting = try Tool.startRewind(["record", "--store", other, "--input", "y4m:" + fifo])
-        defer { if waiting.process.isRunning { waiting.process.terminate() } }
-        try waitUntil("the recorder says it waits", timeout: .seconds(60)) {
-            waiting.stderr.contains("waiting for the Y4M header of input 'camera'")
-        }
-        waiting.process.interrupt()
-        let gaveUp = try waiting.finish(timeout: .seconds(60))
-        #expect(gaveUp.status == 130, "\(gaveUp.stderr)")
-        #expect(
-            gaveUp.stderr.contains(
-                "stopped while waiting for the Y4M header of input 'camera': nothing was recorded"),
-            "\(gaveUp.stderr)")
+        try Tool.expectWaitEndsOnInterrupt(
+            ["record", "--store", other, "--input", "y4m:" + fifo],
+            saying: "waiting for the Y4M header of input 'camera'",
+            then: "stopped while waiting for the Y4M header of input 'camera': nothing was recorded")
         #expect(!FileManager.default.fileExists(atPath: other))
     }
 

@@ -67,16 +67,27 @@ enum Tool {
     /// Starts `rewind` with `arguments`, which write to `fifo` that nobody reads: checks that it says it waits for
     /// a reader, and that Ctrl-C then ends it (130), saying so.
     static func expectWaitForAReaderEndsOnInterrupt(_ arguments: [String], fifo: String) throws {
+        _ = try expectWaitEndsOnInterrupt(
+            arguments, saying: "waiting for a reader of the FIFO \(fifo)",
+            then: "interrupted while waiting for a reader of \(fifo)")
+    }
+
+    /// Starts `rewind` with `arguments`, which wait for something that never comes: checks that it says `waiting`,
+    /// and that Ctrl-C then ends it (130), saying `interrupted`.
+    ///
+    /// - Returns: what it wrote.
+    @discardableResult
+    static func expectWaitEndsOnInterrupt(_ arguments: [String], saying waiting: String, then interrupted: String)
+        throws -> ToolResult
+    {
         let unread = try startRewind(arguments)
         defer { if unread.process.isRunning { kill(unread.process.processIdentifier, SIGKILL) } }
-        try waitUntil("it waits for a reader", timeout: .seconds(60)) {
-            unread.stderr.contains("waiting for a reader of the FIFO \(fifo)")
-        }
+        try waitUntil("it says it waits", timeout: .seconds(60)) { unread.stderr.contains(waiting) }
         unread.process.interrupt()
-        let interrupted = try unread.finish(timeout: .seconds(10))
-        #expect(interrupted.status == 130, "\(interrupted.stderr)")
-        #expect(
-            interrupted.stderr.contains("interrupted while waiting for a reader of \(fifo)"), "\(interrupted.stderr)")
+        let result = try unread.finish(timeout: .seconds(10))
+        #expect(result.status == 130, "\(result.stderr)")
+        #expect(result.stderr.contains(interrupted), "\(result.stderr)")
+        return result
     }
 
     /// Waits until `recorder` (a `rewind record … --listen HOST:0`) says where it listens; its TCP port.
