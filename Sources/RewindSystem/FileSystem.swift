@@ -367,9 +367,7 @@ public struct POSIXFileSystem: FileSystem {
         defer { closedir(dir) }
         var names: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
+            let name = String(cString: System.directoryEntryName(entry))
             if name != "." && name != ".." { names.append(name) }
         }
         return names

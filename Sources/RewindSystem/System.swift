@@ -143,11 +143,17 @@ public enum System {
         defer { closedir(directory) }
         var count = 0
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { $0.first ?? 0 }
-            if name != UInt8(ascii: ".") { count += 1 }
+            if System.directoryEntryName(entry).pointee != CChar(UInt8(ascii: ".")) { count += 1 }
         }
         // Less the one opendir holds.
         return max(0, count - 1)
+    }
+
+    /// The name of a `readdir(3)` entry, in place. The entry is only as long as its name needs (`d_reclen`), not
+    /// `sizeof(struct dirent)`: copying its `d_name` array whole (as `withUnsafeBytes(of: entry.pointee.d_name)`
+    /// does) reads past the end of the last entry in the directory stream's buffer.
+    public static func directoryEntryName(_ entry: UnsafeMutablePointer<dirent>) -> UnsafePointer<CChar> {
+        (UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \.d_name)!).assumingMemoryBound(to: CChar.self)
     }
 
     /// The wall-clock time now, in Unix epoch nanoseconds (`CLOCK_REALTIME`).
