@@ -118,14 +118,14 @@ public final class MemoryPressureMonitor: Sendable {
         let probe = open(options.systemPressurePath, O_RDONLY | O_CLOEXEC)
         guard probe >= 0 else { throw Unavailable(path: options.systemPressurePath, errno: .current) }
         close(probe)
-        guard Self.readText(options.systemPressurePath).flatMap(PressureStallReading.init(parsing:)) != nil else {
+        guard System.readText(options.systemPressurePath).flatMap(PressureStallReading.init(parsing:)) != nil else {
             // Present but not PSI (psi=0 makes reads fail with EOPNOTSUPP).
             throw Unavailable(path: options.systemPressurePath, errno: Errno(rawValue: EOPNOTSUPP))
         }
         self.options = options
         var paths = [options.systemPressurePath]
         if let cgroup = options.cgroupPressurePath,
-            Self.readText(cgroup).flatMap(PressureStallReading.init(parsing:)) != nil
+            System.readText(cgroup).flatMap(PressureStallReading.init(parsing:)) != nil
         {
             paths.append(cgroup)
         }
@@ -139,7 +139,7 @@ public final class MemoryPressureMonitor: Sendable {
     /// Whether this kernel offers memory PSI: `/proc/pressure/memory` reads (kernels since 4.20 built with
     /// `CONFIG_PSI`, and not booted with `psi=0`).
     public static var isAvailable: Bool {
-        readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)) != nil
+        System.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)) != nil
     }
 
     /// The level the monitor last applied.
@@ -297,7 +297,7 @@ public final class MemoryPressureMonitor: Sendable {
     {
         var sample = PressureSample(some: 0, full: 0)
         for index in sources.indices {
-            guard let reading = Self.readText(sources[index].path).flatMap(PressureStallReading.init(parsing:))
+            guard let reading = System.readText(sources[index].path).flatMap(PressureStallReading.init(parsing:))
             else { continue }
             let full = reading.full?.totalMicroseconds ?? 0
             if let elapsedMicroseconds, let previous = sources[index].previous {
@@ -315,7 +315,7 @@ public final class MemoryPressureMonitor: Sendable {
         // A trigger fires when the stall in its window reached the warning threshold, even if the interval since
         // the last sample (shorter or longer than the window) shows less.
         if triggered { sample.some = max(sample.some, options.thresholds.warningSome) }
-        sample.memory = Self.readText(options.memoryInfoPath).flatMap(MemoryAvailability.init(parsing:))
+        sample.memory = System.readText(options.memoryInfoPath).flatMap(MemoryAvailability.init(parsing:))
         return sample
     }
 
@@ -339,7 +339,7 @@ public final class MemoryPressureMonitor: Sendable {
     /// `/sys/fs/cgroup` (pure v2) or `/sys/fs/cgroup/unified` (hybrid); nil in the root cgroup (whose file
     /// repeats the machine's) or when there is no such file.
     public static func cgroupPressurePath() -> String? {
-        guard let text = readText("/proc/self/cgroup") else { return nil }
+        guard let text = System.readText("/proc/self/cgroup") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("0::") {
             let path = line.dropFirst(3)
             guard path != "/" else { return nil }
@@ -355,7 +355,7 @@ public final class MemoryPressureMonitor: Sendable {
     /// (v1) on the way from its cgroup up to the root, as `/proc/self/cgroup` names it; nil when none is set or none
     /// can be read (a cgroup namespace that hides the files).
     public static func cgroupMemoryLimit() -> Int? {
-        guard let text = readText("/proc/self/cgroup") else { return nil }
+        guard let text = System.readText("/proc/self/cgroup") else { return nil }
         var limits: [Int] = []
         for line in text.split(separator: "\n") {
             let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
@@ -372,7 +372,7 @@ public final class MemoryPressureMonitor: Sendable {
             while true {
                 for (mount, file) in files {
                     // "max" (v2) or a value near Int64.max (v1): no limit at this level.
-                    if let value = readText(mount + (path == "/" ? "" : path) + "/" + file)
+                    if let value = System.readText(mount + (path == "/" ? "" : path) + "/" + file)
                         .flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }), value < 1 << 60
                     {
                         limits.append(value)
@@ -383,22 +383,6 @@ public final class MemoryPressureMonitor: Sendable {
             }
         }
         return limits.min()
-    }
-
-    /// A small text file's contents (PSI, meminfo, cgroup), read whole; nil when it cannot be opened or read.
-    package static func readText(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = System.retryingInterrupts { read(fd, &buffer, buffer.count) }
-            guard count >= 0 else { return nil }
-            if count == 0 { break }
-            bytes += buffer[0..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     private static func monotonicNanoseconds() -> Int64 {

@@ -28,7 +28,7 @@ public enum ControlToken {
             guard information.st_mode & 0o077 == 0 else {
                 throw ControlError.tokenFile(path: path, .readableByOthers(mode: information.st_mode & 0o777))
             }
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            guard let text = System.readText(path) else {
                 throw ControlError.tokenFile(path: path, .unreadable)
             }
             let token = text.trimmingCharacters(in: .whitespacesAndNewlines)

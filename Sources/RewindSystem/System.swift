@@ -149,6 +149,24 @@ public enum System {
         return max(0, count - 1)
     }
 
+    /// A small file's contents (PSI, meminfo, a cgroup's files, a token, a tool's log), read whole as UTF-8; nil when
+    /// it cannot be opened or read. Foundation's `String(contentsOfFile:)` keeps its 4 KiB buffer of a file that
+    /// reports no size (an empty log, `/proc` and cgroup files): a leak per read in a long-running recorder.
+    public static func readText(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = System.retryingInterrupts { read(fd, &buffer, buffer.count) }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// The name of a `readdir(3)` entry, in place. The entry is only as long as its name needs (`d_reclen`), not
     /// `sizeof(struct dirent)`: copying its `d_name` array whole (as `withUnsafeBytes(of: entry.pointee.d_name)`
     /// does) reads past the end of the last entry in the directory stream's buffer.

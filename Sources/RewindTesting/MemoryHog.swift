@@ -1,5 +1,6 @@
 import Foundation
 import RewindCapture
+import RewindSystem
 
 /// Real memory pressure for tests: a memory cgroup with a small limit, and processes in it re-reading a file much
 /// larger than the limit, so the kernel reclaims and refaults page cache all the time and PSI's stall figures rise
@@ -37,7 +38,7 @@ public final class MemoryHog: @unchecked Sendable {
     /// The memory cgroup hierarchy: v1's memory mount, or v2's root when its memory controller is on.
     private static func hierarchy() -> String? {
         if access("/sys/fs/cgroup/memory/cgroup.procs", W_OK) == 0 { return "/sys/fs/cgroup/memory" }
-        let controllers = (try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.controllers", encoding: .utf8)) ?? ""
+        let controllers = System.readText("/sys/fs/cgroup/cgroup.controllers") ?? ""
         return controllers.split(whereSeparator: { $0 == " " || $0 == "\n" }).contains("memory")
             ? "/sys/fs/cgroup" : nil
     }
@@ -92,7 +93,7 @@ public final class MemoryHog: @unchecked Sendable {
     public func stop() {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            let text = (try? String(contentsOfFile: cgroup + "/cgroup.procs", encoding: .utf8)) ?? ""
+            let text = System.readText(cgroup + "/cgroup.procs") ?? ""
             let pids = text.split(separator: "\n").compactMap { Int32($0) }
             if pids.isEmpty { break }
             for pid in pids { kill(pid, SIGKILL) }

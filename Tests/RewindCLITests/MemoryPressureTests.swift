@@ -1,6 +1,7 @@
 import Foundation
 import RewindCapture
 import RewindCore
+import RewindSystem
 import RewindTesting
 import Synchronization
 import Testing
@@ -32,7 +33,7 @@ struct MemoryPressureTests {
         try monitor.start()
         defer { monitor.stop() }
         let before = try #require(
-            MemoryPressureMonitor.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))
+            System.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))
 
         let hog = try MemoryHog(directory: directory.path)
         defer { hog.stop() }
@@ -44,7 +45,7 @@ struct MemoryPressureTests {
             return levels.withAnnotatedLock { $0.contains(.critical) }
         }
         let during = try #require(
-            MemoryPressureMonitor.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))
+            System.readText("/proc/pressure/memory").flatMap(PressureStallReading.init(parsing:)))
         #expect(during.some.totalMicroseconds > before.some.totalMicroseconds, "PSI's stall total did not move")
         hog.stop()
         try waitUntil(

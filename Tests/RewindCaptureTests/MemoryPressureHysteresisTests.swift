@@ -1,5 +1,6 @@
 import RewindCapture
 import RewindCore
+import RewindSystem
 import Testing
 
 /// The PSI file format, and the rule that turns readings into levels: rises at once, falls after a quiet period.
@@ -33,10 +34,10 @@ struct MemoryPressureHysteresisTests {
             Issue.record("/proc/pressure/memory cannot be read: this kernel offers no PSI")
             return
         }
-        let text = try #require(MemoryPressureMonitor.readText("/proc/pressure/memory"))
+        let text = try #require(System.readText("/proc/pressure/memory"))
         #expect(PressureStallReading(parsing: text)?.full != nil)
         let memory = try #require(
-            MemoryPressureMonitor.readText("/proc/meminfo").flatMap(MemoryAvailability.init(parsing:)))
+            System.readText("/proc/meminfo").flatMap(MemoryAvailability.init(parsing:)))
         #expect(memory.totalBytes > 0 && memory.availableBytes > 0 && memory.availableBytes <= memory.totalBytes)
     }
 

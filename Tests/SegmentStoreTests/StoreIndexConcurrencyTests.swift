@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import RewindSystem
 import RewindTesting
 import Synchronization
 import Testing
@@ -111,7 +112,7 @@ import Testing
 
         var outputs: [[Int]] = []
         for number in 0..<2 {
-            let err = (try? String(contentsOfFile: "\(directory.path)/err-\(number)", encoding: .utf8)) ?? ""
+            let err = System.readText("\(directory.path)/err-\(number)") ?? ""
             #expect(err.isEmpty, "sqlite3 shell \(number) reported: \(err)")
             let out = try String(contentsOfFile: "\(directory.path)/out-\(number)", encoding: .utf8)
             outputs.append(out.split(separator: "\n").compactMap { Int($0) })

@@ -218,7 +218,7 @@ public final class MP4Exporter: Exporter {
             if let interrupted = error as? ExportError, case .interrupted = interrupted.reason { return interrupted }
             return ExportError(destination: destination.description, reason: .interrupted(waiting: "ffmpeg to finish"))
         }
-        let log = (try? String(contentsOfFile: errorLog, encoding: .utf8)) ?? ""
+        let log = System.readText(errorLog) ?? ""
         let tail = log.split(separator: "\n").suffix(8).joined(separator: "\n")
         return ExportError(
             destination: destination.description,
