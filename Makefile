@@ -7,7 +7,7 @@ PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin
 UNITDIR := $(PREFIX)/lib/systemd/system
 
-.PHONY: deps build release demo test test-tsan lint format bench clean install
+.PHONY: deps build release demo test test-tsan test-asan lint format bench clean install
 
 deps:
 	@missing=""; \
@@ -57,6 +57,15 @@ TSAN_SKIP := $(TSAN_SKIP)|sigtermEndsASoakWaitingForASlowDisk|a1080p60SoakWith64
 test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --disable-xctest --sanitize=thread --scratch-path .build/tsan --skip "$(TSAN_SKIP)"
+
+# Every test under AddressSanitizer with LeakSanitizer (a leak ends the process that has it with status 23) but
+# those of TSAN_SKIP and the thread-limit tests (LeakSanitizer needs a thread of its own at exit).
+ASAN_SKIP := $(TSAN_SKIP)|ThreadLimitTests
+
+test-asan: deps
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp $(SWIFT) test --skip-build --disable-xctest --sanitize=address \
+		--scratch-path .build/asan --skip "$(ASAN_SKIP)"
 
 bench: release
 	.build/release/rewind bench
