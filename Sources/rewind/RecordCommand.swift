@@ -233,27 +233,27 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
     while true {
         _ = done.wait(timeout: .now() + .milliseconds(100))
         let finished = results.withAnnotatedLock { $0 }
-        if stopRequested.load(ordering: .relaxed) && finished.count < inputs.count {
-            let pending = inputs.indices.filter { finished[$0] == nil }.map { "'\(inputs[$0].name)'" }
-            throw CommandError(
-                "stopped while waiting for the Y4M header of input \(pending.joined(separator: ", ")): nothing was "
-                    + "recorded", status: ExitStatus.interrupted)
-        }
         // The first failure in input order, as the inputs were opened one after the other before.
         for index in inputs.indices {
             if case .failure(let error)? = finished[index] { throw error }
         }
         let ready = finished.count
         if ready == inputs.count { break }
+        let pending = inputs.indices.filter { finished[$0] == nil }.map { "'\(inputs[$0].name)'" }
+            .joined(separator: ", ")
+        if stopRequested.load(ordering: .relaxed) {
+            throw CommandError(
+                "stopped while waiting for the Y4M header of input \(pending): nothing was recorded",
+                status: ExitStatus.interrupted)
+        }
         let now = ContinuousClock.now
         if ready > 0 {
             firstReady = firstReady ?? now
             if now - firstReady! >= inputHeaderTimeout { break }
         }
         if !saidWaiting && now - start >= .seconds(2) {
-            let pending = inputs.indices.filter { finished[$0] == nil }.map { "'\(inputs[$0].name)'" }
             printError(
-                "rewind record: waiting for the Y4M header of input \(pending.joined(separator: ", "))"
+                "rewind record: waiting for the Y4M header of input \(pending)"
                     + (ready > 0
                         ? "; recording starts without it after \(inputHeaderTimeout.components.seconds) s" : ""))
             saidWaiting = true
