@@ -1,5 +1,8 @@
 import CLZ4
+import Foundation
 import RewindCore
+import RewindSystem
+import RewindTesting
 import Testing
 
 @testable import SegmentStore
@@ -297,6 +300,88 @@ import Testing
                     try decoder.decode($0, expectedCRC: encoded.storedCRC, hasPrevious: false)
                 }
             }
+        }
+    }
+
+    /// A chunk says more stored bytes than LZ4 can make of its length: damage, whatever its checksums say.
+    @Test func aChunkLongerThanLZ4CanMakeIsRefusedWhateverItsChecksums() throws {
+        let layout = try FrameLayout(format: .gray8, width: 64, height: 64)
+        let plan = ChunkPlan(layout: layout, chunkSize: 4096)
+        try #require(plan.count == 1)
+        let decoder = FrameDecoder(layout: layout, chunkSize: 4096)
+        for extra in [0, 1] {
+            let length = plan.largestStored(0) + extra
+            let chunk = [UInt8](repeating: 0, count: length)
+            var payload: [UInt8] = []
+            for word in [UInt32(1), 1, UInt32(length), CRC32C.checksum(chunk)] {
+                withUnsafeBytes(of: word.littleEndian) { payload += $0 }
+            }
+            let tableCRC = CRC32C.checksum(payload)
+            payload += chunk
+            let error = #expect(throws: FrameDecodeError.self) {
+                try payload.withUnsafeBytes { try decoder.decode($0, expectedCRC: tableCRC, hasPrevious: false) }
+            }
+            #expect((error == .chunkLengthInvalid(chunk: 0)) == (extra == 1), "\(length): \(String(describing: error))")
+        }
+        #expect(plan.largestPayload == plan.tableLength + 4096 + 4096 / 255 + 16)
+    }
+
+    /// A record whose header, checksum intact, says more stored bytes than any frame of its stream can take is
+    /// damage, refused before a buffer of that size is asked for (it was: hundreds of gigabytes, and the reader died).
+    @Test func aRecordLongerThanAnyPayloadIsDamageNotAnAllocation() throws {
+        let directory = TemporaryDirectory.shared
+        let layout = try FrameLayout(format: .gray8, width: 64, height: 64)
+        let stream = StreamDescription(
+            layout: layout, frameDuration: FrameTime(value: 1, timescale: 30),
+            color: ColorInfo(matrix: .bt709, range: .video))
+        let header = SegmentHeader(
+            stream: stream, streamName: "camera", sequence: 1, keyInterval: 1, chunkSize: 4096,
+            createdWallNanoseconds: 0)
+        let folder = try directory.directory("huge-record")
+        let writer = try SegmentFileWriter(directory: folder, header: header, fileSystem: POSIXFileSystem())
+        let encoder = FrameEncoder(
+            layout: layout, workerCount: 1, chunkSize: 4096, headerSpace: SegmentFormat.recordHeaderLength)
+        let frame = [UInt8](repeating: 7, count: layout.byteCount)
+        let encoded = frame.withUnsafeBytes { encoder.encode($0, key: true) }
+        let entry = try writer.append(pieces: encoder.pieces, ptsNanoseconds: 0, wallNanoseconds: 0, encoded: encoded)
+        let path = writer.path
+        writer.close()
+        var bytes = try #require(FileManager.default.contents(atPath: path)).map { $0 }
+        let record = Int(entry.offset)
+        bytes.withUnsafeMutableBytes { raw in
+            let base = raw.baseAddress! + record
+            base.put(UInt64(1) << 39, at: 32)
+            base.put(CRC32C.checksum(UnsafeRawBufferPointer(start: base, count: 52)), at: 52)
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+        defer { reader.close() }
+        let error = #expect(throws: SegmentStoreError.self) { try reader.readRecord(at: entry.offset, frame: 0) }
+        #expect(
+            String(describing: error).contains("more than a frame of this stream can take"),
+            "\(String(describing: error))")
+        let scan = try reader.scan()
+        #expect(scan.entries.isEmpty && scan.damage != nil)
+    }
+
+    /// A stream name that is not UTF-8 (checksum intact) makes the header invalid: read with replacement characters
+    /// it would be longer than its bytes, and every record would be looked for at the wrong offset.
+    @Test func aSegmentHeaderWhoseStreamNameIsNotUTF8IsRefused() throws {
+        let stream = StreamDescription(
+            layout: try FrameLayout(format: .gray8, width: 16, height: 16),
+            frameDuration: FrameTime(value: 1, timescale: 30),
+            color: ColorInfo(matrix: .bt709, range: .video))
+        let header = SegmentHeader(
+            stream: stream, streamName: "camera", sequence: 1, keyInterval: 1, chunkSize: 4096,
+            createdWallNanoseconds: 0)
+        var bytes = header.encoded()
+        #expect(try bytes.withUnsafeBytes { try SegmentHeader.parse($0) } == header)
+        bytes.replaceSubrange(66..<72, with: [0x9A, 0x92, 0x9E, 0x9A, 0x8D, 0x9E])
+        bytes.withUnsafeMutableBytes { raw in
+            raw.baseAddress!.put(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<72])), at: 72)
+        }
+        #expect(throws: SegmentHeader.ParseError.invalidField("stream name (not UTF-8)")) {
+            try bytes.withUnsafeBytes { try SegmentHeader.parse($0) }
         }
     }
 }

@@ -78,12 +78,24 @@ package struct ChunkPlan: Sendable, Hashable {
         self.offsets = offsets
         self.lengths = lengths
         self.chunkSize = chunkSize
+        largestPayload = 4 + 12 * lengths.count + lengths.reduce(0) { $0 + Self.largestStored(length: $1) }
     }
 
     package var count: Int { offsets.count }
 
     /// Bytes of a payload's chunk table: a 4-byte count and 12 bytes per chunk.
     package var tableLength: Int { 4 + 12 * count }
+
+    /// The most bytes a payload of this plan can take: its table and every chunk at its largest. A record that
+    /// says more is damaged, whatever its checksums say (and is refused before anything of its size is allocated).
+    package let largestPayload: Int
+
+    /// The most stored bytes chunk `chunk` can take: LZ4's bound for its length (an LZ4 chunk of bytes that do not
+    /// compress grows a little; a raw chunk is exactly its length).
+    package func largestStored(_ chunk: Int) -> Int { Self.largestStored(length: lengths[chunk]) }
+
+    /// `LZ4_COMPRESSBOUND(length)`, without its 32-bit limit.
+    private static func largestStored(length: Int) -> Int { length + length / 255 + 16 }
 }
 
 /// Why stored bytes could not be turned back into a frame.

@@ -217,7 +217,9 @@ struct ChunkTable: Sendable {
             let codec = UInt8(truncatingIfNeeded: UInt32(littleEndian: entry.loadUnaligned(as: UInt32.self)))
             let length = Int(UInt32(littleEndian: entry.loadUnaligned(fromByteOffset: 4, as: UInt32.self)))
             guard codec <= 2 else { throw .unknownChunkCodec(chunk: chunk, codec: codec) }
-            guard length <= payload.count - cursor else { throw .chunkLengthInvalid(chunk: chunk) }
+            guard length <= payload.count - cursor, length <= plan.largestStored(chunk) else {
+                throw .chunkLengthInvalid(chunk: chunk)
+            }
             if codec == 0 && length != plan.lengths[chunk] { throw .chunkLengthInvalid(chunk: chunk) }
             if codec == 1 && prefixDictionaryLength(offset: plan.offsets[chunk]) > 0 { needsOrder = true }
             codecs.append(codec)

@@ -118,14 +118,14 @@ package enum SegmentFormat {
 /// Little-endian field access on raw bytes.
 extension UnsafeMutableRawPointer {
     @inline(__always)
-    func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+    package func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
         storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
     }
 }
 
 extension UnsafeRawPointer {
     @inline(__always)
-    func get<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
+    package func get<T: FixedWidthInteger>(_ type: T.Type, at offset: Int) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 }
@@ -247,7 +247,10 @@ package struct SegmentHeader: Sendable, Hashable {
         let keyInterval = Int(p.get(UInt32.self, at: 36))
         let chunkSize = Int(p.get(UInt32.self, at: 40))
         guard keyInterval >= 1, chunkSize >= 4096 else { throw .invalidField("key interval or chunk size") }
-        let name = String(decoding: UnsafeRawBufferPointer(start: p + 66, count: nameLength), as: UTF8.self)
+        // Not UTF-8, the name would read back longer than it is (each bad byte a 3-byte U+FFFD), and so would the
+        // header (``SegmentHeader/length``), putting every record at the wrong offset.
+        guard let name = String(validating: UnsafeRawBufferPointer(start: p + 66, count: nameLength), as: UTF8.self)
+        else { throw .invalidField("stream name (not UTF-8)") }
         return SegmentHeader(
             stream: StreamDescription(
                 layout: layout, frameDuration: FrameTime(value: durationValue, timescale: timescale),

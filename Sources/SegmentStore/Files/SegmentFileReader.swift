@@ -135,6 +135,11 @@ package final class SegmentFileReader {
         guard record.rawLength == header.stream.layout.byteCount else {
             throw damaged("raw length \(record.rawLength) does not match the stream's \(header.stream.layout)")
         }
+        guard record.storedLength <= plan.largestPayload else {
+            throw damaged(
+                "record says \(record.storedLength) stored bytes, more than a frame of this stream can take "
+                    + "(\(plan.largestPayload))")
+        }
         buffer.ensureCapacity(record.storedLength)
         let payloadBuffer = UnsafeMutableRawBufferPointer(start: buffer.base, count: record.storedLength)
         let payloadGot: Int
@@ -243,7 +248,7 @@ package final class SegmentFileReader {
             guard entry.codec <= 2 else {
                 throw damaged(FrameDecodeError.unknownChunkCodec(chunk: chunk, codec: entry.codec).description)
             }
-            guard entry.length <= record.storedLength - consumed,
+            guard entry.length <= record.storedLength - consumed, entry.length <= plan.largestStored(chunk),
                 entry.codec != 0 || entry.length == plan.lengths[chunk]
             else { throw damaged(FrameDecodeError.chunkLengthInvalid(chunk: chunk).description) }
             let target =
