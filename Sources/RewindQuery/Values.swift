@@ -250,8 +250,8 @@ public enum TimeSpec: Sendable, Equatable {
             let hours = Int64(parts[0]), let minutes = Int64(parts[1]), (0..<24).contains(hours),
             (0..<60).contains(minutes), let (digits, scale) = Values.decimal(parts[2]), scale <= 1_000_000_000
         else { return nil }
-        let secondsNs = digits * (1_000_000_000 / scale)
-        guard secondsNs < 61 * 1_000_000_000 else { return nil }
+        let (secondsNs, overflow) = digits.multipliedReportingOverflow(by: 1_000_000_000 / scale)
+        guard !overflow, secondsNs < 61 * 1_000_000_000 else { return nil }
         return (hours * 3600 + minutes * 60) * 1_000_000_000 + secondsNs
     }
 

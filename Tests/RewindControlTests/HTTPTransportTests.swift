@@ -401,6 +401,11 @@ final class RawConnection {
         for body in ["{", "[1,2]", #"{"unknown":1}"#, #"{"after":true}"#, "\u{1}\u{2}"] {
             #expect(try curl(socket, "POST", "/v1/saves", body: body).status == 400, "\(body)")
         }
+        // Times past what 64-bit nanoseconds hold (a time of day's seconds once trapped, ending the recorder).
+        for body in [#"{"from":"14:01:8565705100000000000","to":"1s"}"#, #"{"from":"0s","to":"99999999999d"}"#] {
+            #expect(try curl(socket, "POST", "/v1/clips", body: body).status == 400, "\(body)")
+        }
+        #expect(try curl(socket, "GET", "/v1/health").status == 200)
         // A slow client sending its headers a byte at a time: closed at the idle timeout; others are served.
         let slow = try RawConnection(socket)
         for byte in request("GET /v1/sta") {

@@ -146,6 +146,8 @@ import Testing
             // Impossible dates and zones; years whose nanoseconds do not fit in 64 bits.
             "2026-02-30T10:00:00Z", "2025-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-11-30T10:00:00+99:99",
             "9999-12-31T23:59:59Z", "2300-01-01T00:00:00Z", "1600-01-01T00:00:00Z", "0001-01-01T00:00:00Z",
+            // Seconds whose nanoseconds do not fit in 64 bits (they trapped, ending the recorder that parsed them).
+            "14:01:8565705100000000000", "2026-11-30T14:01:9223372037Z", "14:01:9223372036.9Z",
         ] {
             #expect(throws: ValueError.self, "\(bad)") { try TimeSpec(parsing: bad) }
         }
