@@ -199,6 +199,21 @@ import Testing
 
     /// A stretch extended frame by frame and a counter raised again and again grow the journal by one record each,
     /// merged in place, not one per change; what it replays is still what the index holds.
+    /// Drop counts that add past 64 bits (damage with intact checksums) read as the most there can be, not a trap.
+    @Test func dropCountsPastSixtyFourBitsSaturate() {
+        let half = Int64.max / 2 + 1
+        let records: [LossJournal.Record] = [
+            .dropsAdded(stream: "camera", reason: .spillBehind, count: half),
+            .dropsAdded(stream: "camera", reason: .spillBehind, count: half),
+            .dropsAdded(stream: "camera", reason: .memoryBudget, count: 3),
+        ]
+        let file = JournalFraming.header(magic: LossJournal.Contents.magic) + records.flatMap(LossJournal.encode)
+        let contents = LossJournal.Contents.parse(file)
+        #expect(contents.records == 3 && contents.damage == nil)
+        #expect(contents.drops["camera"] == [.spillBehind: .max, .memoryBudget: 3])
+        #expect(LossJournal.merged(records[0], records[1]) == nil)
+    }
+
     @Test func aStretchAndARisingCounterAreOneRecordEach() throws {
         let frames = try TestFrames(format: .nv12, width: 64, height: 48)
         defer { frames.deallocate() }

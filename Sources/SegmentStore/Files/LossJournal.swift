@@ -80,7 +80,10 @@ package enum LossJournal {
                 replays[stream]?.removeAll(startingBefore: pts, at: records)
                 removedBefore[stream] = max(removedBefore[stream] ?? .min, pts)
             case .dropsAdded(let stream, let reason, let count):
-                drops[stream, default: [:]][reason, default: 0] += count
+                // Saturating: counts that add past 64 bits (only damage with intact checksums can say so) stay the
+                // most there can be rather than trap.
+                let (sum, overflow) = drops[stream, default: [:]][reason, default: 0].addingReportingOverflow(count)
+                drops[stream, default: [:]][reason] = overflow ? .max : sum
             }
         }
     }
