@@ -7,7 +7,7 @@ PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin
 UNITDIR := $(PREFIX)/lib/systemd/system
 
-.PHONY: deps build release demo test test-tsan test-asan lint format bench clean install
+.PHONY: deps build release demo test test-tsan test-asan fuzz lint format bench clean install
 
 deps:
 	@missing=""; \
@@ -66,6 +66,31 @@ test-asan: deps
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp $(SWIFT) test --skip-build --disable-xctest --sanitize=address \
 		--scratch-path .build/asan --skip "$(ASAN_SKIP)"
+
+# Each fuzz target of FUZZ_TARGETS (`rewind-fuzz --list`) under libFuzzer for FUZZ_SECONDS, with AddressSanitizer,
+# starting from its seeds, the reproducers the tests replay, and what earlier runs found (.build/fuzz/corpus). An
+# input that breaks a target is kept in .build/fuzz/crashes and fails the run: add it to the target's reproducers.
+FUZZ_TARGETS ?= segment payload codec journal y4m values request
+FUZZ_SECONDS ?= 60
+FUZZ_RUNTIME = $(firstword $(wildcard $(dir $(realpath $(shell command -v swiftc)))../lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-$(shell uname -m).a))
+FUZZ_REPRODUCERS := Tests/RewindFuzzingTests/Reproducers
+
+fuzz: deps
+	@[ -n "$(FUZZ_RUNTIME)" ] || { echo "libFuzzer's runtime (libclang_rt.fuzzer_no_main) is not in this Swift toolchain" >&2; exit 1; }
+	$(SWIFT) build -c release --product rewind-fuzz --scratch-path .build/fuzz \
+		-Xswiftc -sanitize=address -Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp \
+		-Xlinker -u -Xlinker LLVMFuzzerRunDriver -Xlinker $(FUZZ_RUNTIME) -Xlinker -lstdc++
+	@mkdir -p .build/fuzz/crashes; status=0; \
+	for t in $(FUZZ_TARGETS); do \
+		mkdir -p .build/fuzz/corpus/$$t; kept=$(FUZZ_REPRODUCERS)/$$t; [ -d $$kept ] || kept=; \
+		.build/fuzz/release/rewind-fuzz $$t --seeds .build/fuzz/seeds/$$t || exit 1; \
+		echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+		.build/fuzz/release/rewind-fuzz $$t --fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+			-max_len=65536 -print_final_stats=1 -artifact_prefix=.build/fuzz/crashes/$$t- \
+			.build/fuzz/corpus/$$t .build/fuzz/seeds/$$t $$kept > .build/fuzz/$$t.log 2>&1 \
+			|| { status=1; echo "$$t: an input broke it (.build/fuzz/$$t.log, .build/fuzz/crashes/)"; }; \
+		grep -E '^stat::(number_of_executed_units|new_units_added)|^#[0-9]+.*DONE' .build/fuzz/$$t.log | tail -3; \
+	done; exit $$status
 
 bench: release
 	.build/release/rewind bench

@@ -35,6 +35,8 @@ let package = Package(
             name: "CMicroHTTPD",
             providers: [.apt(["libmicrohttpd-dev"]), .yum(["libmicrohttpd-devel"]), .brew(["libmicrohttpd"])]
         ),
+        // libFuzzer's driver, declared weak: linked in only by `make fuzz`.
+        .systemLibrary(name: "CFuzzer"),
         .target(name: "CCRC32C"),
         .target(name: "CPlatform"),
         .target(
@@ -75,8 +77,10 @@ let package = Package(
         .target(name: "RewindSoak", dependencies: ["RewindQuery", "RewindTesting", "CPlatform"]),
         .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindControl", "RewindTesting"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit", "RewindSoak", "RewindBenchmarks"]),
+        .target(name: "RewindFuzzing", dependencies: ["SegmentStore", "RewindMedia", "RewindQuery", "RewindControl"]),
+        .executableTarget(name: "rewind-fuzz", dependencies: ["RewindFuzzing", "CFuzzer"]),
 
-        .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore"]),
+        .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore", "RewindTesting"]),
         .testTarget(name: "RewindSQLiteTests", dependencies: ["RewindSQLite", "RewindTesting"]),
         .testTarget(name: "SegmentStoreTests", dependencies: ["SegmentStore", "RewindSQLite", "RewindTesting"]),
         .testTarget(
@@ -88,6 +92,12 @@ let package = Package(
         .testTarget(name: "RewindBenchmarksTests", dependencies: ["RewindBenchmarks", "SegmentStore"]),
         .testTarget(name: "RewindKitTests", dependencies: ["RewindKit", "RewindTesting"]),
         .testTarget(name: "RewindCLITests", dependencies: ["rewind", "RewindTesting"]),
+        .testTarget(
+            name: "RewindFuzzingTests",
+            dependencies: [
+                "RewindFuzzing", "SegmentStore", "RewindMedia", "RewindQuery", "RewindControl", "RewindTesting",
+            ],
+            exclude: ["Reproducers"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -600,6 +600,44 @@ public struct MarkerBody: Sendable, Hashable, Codable {
     }
 }
 
+/// A request body the API decodes strictly: one JSON object of known fields (see
+/// ``APICoding/decodeRequest(_:from:fields:nested:)``).
+package protocol APIRequestBody: Decodable {
+    /// The fields the body may have.
+    static var fields: [String] { get }
+    /// The fields of the objects nested in it, by the field that holds each.
+    static var nestedFields: [String: [String]] { get }
+}
+
+extension APIRequestBody {
+    package static var nestedFields: [String: [String]] { [:] }
+
+    /// Decodes `body` (empty: `{}`).
+    ///
+    /// - Throws: ``APIError`` (400) naming what is wrong: not JSON, not an object, an unknown or repeated field, a
+    ///   field of the wrong type or a NUL in a string.
+    package static func decode(_ body: [UInt8]) throws(APIError) -> Self {
+        try APICoding.decodeRequest(Self.self, from: body, fields: fields, nested: nestedFields)
+    }
+}
+
+extension SaveRequest: APIRequestBody {
+    package static var fields: [String] { CodingKeys.allCases.map(\.rawValue) }
+}
+
+extension ClipRequest: APIRequestBody {
+    package static var fields: [String] { CodingKeys.allCases.map(\.rawValue) }
+}
+
+extension ExtendRequest: APIRequestBody {
+    package static var fields: [String] { CodingKeys.allCases.map(\.rawValue) }
+}
+
+extension MarkerRequest: APIRequestBody {
+    package static var fields: [String] { CodingKeys.allCases.map(\.rawValue) }
+    package static var nestedFields: [String: [String]] { ["hold": Hold.CodingKeys.allCases.map(\.rawValue)] }
+}
+
 /// The JSON settings both ends share, and the strict decoding of request bodies.
 enum APICoding {
     static func encode(_ value: some Encodable) -> [UInt8] {

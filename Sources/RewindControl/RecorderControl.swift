@@ -536,13 +536,11 @@ public final class RecorderControl: Sendable {
         case ["saves"]:
             try allow("GET", "POST")
             if method == "GET" { return json(SaveList(saves: book.objects)) }
-            let body = try APICoding.decodeRequest(
-                SaveRequest.self, from: request.body, fields: SaveRequest.CodingKeys.allCases.map(\.rawValue))
+            let body = try SaveRequest.decode(request.body)
             return try answer(try startSave(body), wait: body.wait ?? false)
         case ["clips"]:
             try allow("POST")
-            let body = try APICoding.decodeRequest(
-                ClipRequest.self, from: request.body, fields: ClipRequest.CodingKeys.allCases.map(\.rawValue))
+            let body = try ClipRequest.decode(request.body)
             return try answer(try startClip(body), wait: body.wait ?? false)
         case let path where path.count == 2 && path[0] == "saves":
             let id = try saveID(path[1])
@@ -553,8 +551,7 @@ public final class RecorderControl: Sendable {
         case let path where path.count == 3 && path[0] == "saves" && path[2] == "extend":
             let id = try saveID(path[1])
             try allow("POST")
-            let body = try APICoding.decodeRequest(
-                ExtendRequest.self, from: request.body, fields: ExtendRequest.CodingKeys.allCases.map(\.rawValue))
+            let body = try ExtendRequest.decode(request.body)
             let more = try duration(body.after, field: "after")
             guard more > 0 else { throw APIError(.badRequest, "after must be longer than 0s") }
             // The longer range is held on disk while the save waits: it must fit the budget, as a new save's must.
@@ -601,9 +598,7 @@ public final class RecorderControl: Sendable {
         case ["markers"]:
             try allow("GET", "POST")
             if method == "GET" { return json(try markers(query: request.query)) }
-            let body = try APICoding.decodeRequest(
-                MarkerRequest.self, from: request.body, fields: MarkerRequest.CodingKeys.allCases.map(\.rawValue),
-                nested: ["hold": MarkerRequest.Hold.CodingKeys.allCases.map(\.rawValue)])
+            let body = try MarkerRequest.decode(request.body)
             return json(try addMarkers(body), status: 201)
         case let path where path.count == 2 && path[0] == "markers":
             try allow("DELETE")

@@ -1,3 +1,4 @@
+import RewindTesting
 import Synchronization
 import Testing
 

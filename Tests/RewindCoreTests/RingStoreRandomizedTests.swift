@@ -1,3 +1,4 @@
+import RewindTesting
 import Testing
 
 @testable import RewindCore

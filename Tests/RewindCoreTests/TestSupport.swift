@@ -1,3 +1,4 @@
+import RewindTesting
 import Synchronization
 import Testing
 
@@ -8,21 +9,6 @@ import Testing
 #elseif canImport(Musl)
     import Musl
 #endif
-
-/// A small, fast, seeded generator so randomized runs repeat exactly.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The byte at `index` of the test frame identified by `seed` (its pts): every frame's bytes differ.
 @inline(__always)

@@ -26,7 +26,7 @@ package enum JournalFraming {
         package var tornTail = false
     }
 
-    static func header(magic: [UInt8]) -> [UInt8] {
+    package static func header(magic: [UInt8]) -> [UInt8] {
         var bytes = magic
         bytes.put(version)
         return bytes
@@ -64,7 +64,7 @@ package enum JournalFraming {
 
     /// Hands each valid record's payload to `take` in order (which returns false for one it cannot decode: damage
     /// like a failed checksum), and says where and why the records stop.
-    static func scan(_ bytes: [UInt8], magic: [UInt8], _ take: (UnsafeRawBufferPointer) -> Bool) -> Scan {
+    package static func scan(_ bytes: [UInt8], magic: [UInt8], _ take: (UnsafeRawBufferPointer) -> Bool) -> Scan {
         var scan = Scan()
         guard bytes.count >= headerSize else {
             // A journal being created when the process stopped: nothing in it was acknowledged.
