@@ -66,9 +66,9 @@ enum ChecksumRepair {
     private static func footer(_ base: UnsafeMutableRawPointer, at offset: Int, count: Int) {
         guard count - offset >= 16 else { return }
         let entries = UnsafeRawPointer(base).get(UInt64.self, at: offset + 8)
-        let length = 16 + UInt64(SegmentFormat.footerEntryLength) &* entries
-        if entries < UInt64(count), length + 4 <= UInt64(count - offset) {
-            seal(base, from: offset, to: offset + Int(length))
+        if entries < UInt64(count) {
+            let length = 16 + SegmentFormat.footerEntryLength * Int(entries)
+            if length + 4 <= count - offset { seal(base, from: offset, to: offset + length) }
         }
         let trailer = count - SegmentFormat.trailerLength
         if trailer >= offset { seal(base, from: trailer, to: trailer + 16) }
