@@ -1,3 +1,4 @@
+import Foundation
 import RewindSystem
 
 #if canImport(Glibc)
@@ -42,11 +43,7 @@ public struct FuzzTarget: Sendable {
 
     /// Reads `bytes` as this target's input.
     public func run(_ bytes: [UInt8]) throws(FuzzFailure) {
-        var failure: FuzzFailure?
-        bytes.withUnsafeBytes { raw in
-            do throws(FuzzFailure) { try run(raw) } catch { failure = error }
-        }
-        if let failure { throw failure }
+        try bytes.withUnsafeBytes { raw in Result { () throws(FuzzFailure) in try run(raw) } }.get()
     }
 
     /// Every target, in the order `rewind-fuzz --list` shows them.
@@ -112,11 +109,16 @@ final class FuzzScratch: Sendable {
         atexit { FuzzScratch.shared.remove() }
     }
 
-    /// Writes `bytes` to the file `name` in the scratch directory, replacing it, and returns its path.
+    /// Writes `bytes` to the file `name` in the calling thread's folder of the scratch directory (tests run targets
+    /// on several threads at once), replacing it, and returns its path.
     ///
     /// - Throws: ``FuzzFailure`` when it cannot be written (not the reader's fault, but no input can be tried).
     func write(_ bytes: [UInt8], as name: String) throws(FuzzFailure) -> String {
-        let path = directory + "/" + name
+        let folder = directory + "/thread-\(pthread_self())"
+        let path = folder + "/" + name
+        if mkdir(folder, 0o700) != 0 && errno != EEXIST {
+            throw FuzzFailure("cannot create \(folder): \(Errno.current)")
+        }
         do {
             let fileSystem = POSIXFileSystem()
             let fd = try fileSystem.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode: 0o600)
@@ -128,11 +130,14 @@ final class FuzzScratch: Sendable {
         return path
     }
 
-    private func remove() {
-        let fileSystem = POSIXFileSystem()
-        for name in (try? fileSystem.contentsOfDirectory(directory)) ?? [] {
-            try? fileSystem.unlink(directory + "/" + name)
+    /// A new, empty folder in the scratch directory, for one caller.
+    func makeFolder() throws(FuzzFailure) -> String {
+        var template = Array("\(directory)/folder-XXXXXX".utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw FuzzFailure("cannot create a folder in \(directory): \(Errno.current)")
         }
-        rmdir(directory)
+        return String(cString: made)
     }
+
+    private func remove() { try? FileManager.default.removeItem(atPath: directory) }
 }

@@ -25,6 +25,8 @@ enum StoreSeeds {
     /// frames, behind the target's first byte (repair or not).
     @Sendable static func segments() throws -> [[UInt8]] {
         var seeds: [[UInt8]] = []
+        let folder = try FuzzScratch.shared.makeFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         for (index, (layout, chunkSize)) in layouts.enumerated() {
             let stream = StreamDescription(
                 layout: layout, frameDuration: FrameTime(value: 1, timescale: 30),
@@ -35,7 +37,7 @@ enum StoreSeeds {
                     chunkSize: chunkSize, createdWallNanoseconds: 1_700_000_000_000_000_000)
                 let fileSystem = POSIXFileSystem()
                 let writer = try SegmentFileWriter(
-                    directory: FuzzScratch.shared.directory, header: header, fileSystem: fileSystem)
+                    directory: folder, header: header, fileSystem: fileSystem)
                 let encoder = FrameEncoder(
                     layout: layout, workerCount: 1, chunkSize: chunkSize,
                     headerSpace: SegmentFormat.recordHeaderLength)
@@ -45,7 +47,7 @@ enum StoreSeeds {
                         pieces: encoder.pieces, ptsNanoseconds: Int64(k) * 33_333_333,
                         wallNanoseconds: 1_700_000_000_000_000_000 + Int64(k) * 33_333_333, encoded: encoded)
                 }
-                let path = sealed ? FuzzScratch.shared.directory + "/" + (try writer.seal()) : writer.path
+                let path = sealed ? folder + "/" + (try writer.seal()) : writer.path
                 writer.close()
                 guard let bytes = FileManager.default.contents(atPath: path) else {
                     throw FuzzFailure("the seed segment \(path) cannot be read")

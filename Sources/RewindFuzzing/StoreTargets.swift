@@ -103,17 +103,13 @@ extension FuzzTarget {
             raw.baseAddress.map { ChecksumRepair.table($0, count: raw.count, plan: plan) } ?? 0
         }
         let decoder = FrameDecoder(layout: layout, chunkSize: chunkSize)
-        var failure: FuzzFailure?
-        payload.withUnsafeBytes { raw in
-            let bytes =
-                raw.baseAddress == nil ? UnsafeRawBufferPointer(start: decoder.frame.baseAddress, count: 0) : raw
-            let verified = (try? FrameDecoder.verify(bytes, plan: plan, expectedCRC: tableCRC)) != nil
-            let decoded = (try? decoder.decode(bytes, expectedCRC: tableCRC, hasPrevious: hasPrevious)) != nil
-            if decoded && !verified {
-                failure = FuzzFailure("a payload that does not verify decodes")
-            }
+        let (verified, decoded) = payload.withUnsafeBytes { bytes in
+            (
+                (try? FrameDecoder.verify(bytes, plan: plan, expectedCRC: tableCRC)) != nil,
+                (try? decoder.decode(bytes, expectedCRC: tableCRC, hasPrevious: hasPrevious)) != nil
+            )
         }
-        if let failure { throw failure }
+        if decoded && !verified { throw FuzzFailure("a payload that does not verify decodes") }
     }
 
     /// Frames encoded by the spill's encoder and decoded again.
@@ -168,20 +164,17 @@ extension FuzzTarget {
             if !growing && encoded.storedLength > largestPayload {
                 throw FuzzFailure("frame \(k) stored in \(encoded.storedLength) bytes, more than raw")
             }
-            var failure: FuzzFailure?
-            record.withUnsafeBytes { bytes in
+            let problem: String? = record.withUnsafeBytes { bytes in
                 do throws(FrameDecodeError) {
                     try decoder.decode(
                         UnsafeRawBufferPointer(rebasing: bytes[headerSpace...]), expectedCRC: encoded.storedCRC,
                         hasPrevious: k > 0)
-                    if !decoder.frame.elementsEqual(frame) {
-                        failure = FuzzFailure("frame \(k) (\(encoded.codec)) decodes to other bytes")
-                    }
+                    return decoder.frame.elementsEqual(frame) ? nil : "decodes to other bytes"
                 } catch {
-                    failure = FuzzFailure("frame \(k) (\(encoded.codec)) does not decode: \(error)")
+                    return "does not decode: \(error)"
                 }
             }
-            if let failure { throw failure }
+            if let problem { throw FuzzFailure("frame \(k) (\(encoded.codec)) \(problem)") }
             previous = frame
         }
     }
