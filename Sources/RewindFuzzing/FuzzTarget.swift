@@ -102,7 +102,8 @@ final class FuzzScratch: Sendable {
 
     private init() {
         let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp")
-        var template = Array("\(base)/rewind-fuzz-XXXXXX".utf8CString)
+        Self.removeAbandoned(in: base)
+        var template = Array("\(base)/\(Self.prefix)\(getpid())-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(made != nil, "cannot create a scratch directory in \(base): \(Errno.current)")
         directory = String(cString: made!)
@@ -140,4 +141,19 @@ final class FuzzScratch: Sendable {
     }
 
     private func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// The start of a scratch directory's name, before its process's id.
+    static let prefix = "rewind-fuzz-"
+
+    /// Removes the scratch directories in `base` of processes that ended without removing theirs: a fuzzing run
+    /// ends at its first finding by a crash, which skips `atexit`.
+    static func removeAbandoned(in base: String) {
+        for name in (try? POSIXFileSystem().contentsOfDirectory(base)) ?? [] where name.hasPrefix(prefix) {
+            let fields = name.dropFirst(prefix.count).split(separator: "-")
+            guard fields.count == 2, let pid = pid_t(fields[0]), pid > 0, kill(pid, 0) != 0, errno == ESRCH else {
+                continue
+            }
+            try? FileManager.default.removeItem(atPath: base + "/" + name)
+        }
+    }
 }

@@ -1,12 +1,13 @@
 import Foundation
 import RewindControl
-import RewindFuzzing
 import RewindMedia
 import RewindQuery
 import RewindSystem
 import RewindTesting
 import SegmentStore
 import Testing
+
+@testable import RewindFuzzing
 
 /// The fuzz targets in every test run: their seeds, the inputs fuzzing once broke them with (the reproducers), and
 /// a few thousand mutations of each seed, all read without a broken invariant or a crash.
@@ -54,6 +55,27 @@ import Testing
                 #expect(throws: Never.self, "\(name) mutation \(round): \(bytes.prefix(64))") { try target.run(bytes) }
             }
         }
+    }
+
+    /// A fuzzing run ends at its first finding by a crash, which leaves its scratch directory: the next run removes
+    /// those of processes that ended, and nothing else.
+    @Test func scratchDirectoriesOfEndedRunsAreRemoved() throws {
+        let base = try TemporaryDirectory.shared.directory("scratch")
+        let ended = Process()
+        ended.executableURL = URL(fileURLWithPath: "/bin/true")
+        try ended.run()
+        ended.waitUntilExit()
+        let names = [
+            "rewind-fuzz-\(ended.processIdentifier)-a1b2c3", "rewind-fuzz-\(getpid())-d4e5f6", "rewind-fuzz-1-g7h8i9",
+            "rewind-fuzz-k1l2m3", "rewind-fuzz-x-n4o5p6", "other-\(ended.processIdentifier)-q7r8s9",
+        ]
+        for name in names {
+            try FileManager.default.createDirectory(
+                atPath: "\(base)/\(name)/thread-1", withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: "\(base)/\(name)/thread-1/input.seg", contents: Data([1])))
+        }
+        FuzzScratch.removeAbandoned(in: base)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: base).sorted() == names.dropFirst().sorted())
     }
 
     /// The Makefile's `make fuzz` runs every target.
