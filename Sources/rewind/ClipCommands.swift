@@ -3,6 +3,9 @@ import RewindKit
 
 func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
+    // Interrupted from the start (even while a recorder that does not answer is asked which streams it records), the
+    // command stops cleanly: nothing asked of a recorder is left to be made for nobody.
+    installStopHandlers(interruptsWaits: true)
     let output = arguments.string("output")!
     let format = try exportFormat(ofOutput: output)
     try checkQuality(arguments, format: format, output: output)
@@ -216,6 +219,9 @@ private func exportAll(
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
+    // Interrupted from the start (even while a recorder that does not answer is asked which streams it records), the
+    // command stops cleanly: nothing asked of a recorder is left to be made for nobody.
+    installStopHandlers(interruptsWaits: true)
     let last = try arguments.duration("last")
     let before = try arguments.duration("before")
     let after = try arguments.duration("after")
@@ -372,6 +378,13 @@ private func liveExport(
             URL(fileURLWithPath: exports).standardizedFileURL.path
             + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
     }
+    // Interrupted from here on, the client stops cleanly: before the request is sent, nothing is asked for; after,
+    // what the recorder started is cancelled (below) instead of being made for nobody.
+    installStopHandlers(interruptsWaits: true)
+    if stopRequested.load(ordering: .relaxed) {
+        throw CommandError(
+            "interrupted: no \(what) was requested; no file was kept", status: ExitStatus.interrupted)
+    }
     let started: SaveObject?
     do {
         started = try start(path)
@@ -415,9 +428,8 @@ private func liveExport(
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
     var object = started
-    // Interrupted while the recorder works on it: the save is cancelled (its partial file removed), not left to
-    // finish unseen; a second signal ends this process at once.
-    installStopHandlers(interruptsWaits: true)
+    // Interrupted while the recorder works on it (or while its request was on the way): the save is cancelled (its
+    // partial file removed), not left to finish unseen; a second signal ends this process at once.
     while !object.state.isFinal {
         if stopRequested.load(ordering: .relaxed) {
             progress.clear()

@@ -455,6 +455,48 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
+    /// A client interrupted before the recorder answers (here it is stopped by SIGSTOP, so the client waits on its
+    /// first question, which streams the recorder records) ends cleanly: exit 130, no save requested or a save
+    /// cancelled, no file kept. (The handlers were once installed only once the save had started: the signal ended the
+    /// client at once, and a request already sent was made into a file for nobody.)
+    @Test func aClientInterruptedBeforeTheAnswerCancelsItsSave() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--window", "5s",
+        ])
+        let process = recorder.process
+        defer {
+            kill(process.processIdentifier, SIGCONT)
+            if process.isRunning { process.terminate() }
+        }
+        try waitUntil("the recorder answers", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
+        kill(process.processIdentifier, SIGSTOP)
+        let output = directory.appendingPathComponent("last.mkv").path
+        let client = try ExternalTools.Child(Tool.rewindPath, ["save", "--store", store, "--last", "1s", "-o", output])
+        // Time to ask the stopped recorder, which does not answer.
+        Thread.sleep(forTimeInterval: 1)
+        client.process.interrupt()
+        Thread.sleep(forTimeInterval: 0.3)
+        kill(process.processIdentifier, SIGCONT)
+        let interrupted = try client.finish(timeout: .seconds(60))
+        #expect(interrupted.status == 130, "a clean stop, not a death by the signal: \(interrupted.stderr)")
+        #expect(interrupted.stderr.contains("interrupted: "), "\(interrupted.stderr)")
+        #expect(interrupted.stderr.contains("no file was kept"), "\(interrupted.stderr)")
+        // What the recorder was asked for, if the request got there: cancelled.
+        let list = try ExternalTools.run(
+            "curl", ["-s", "--max-time", "30", "--unix-socket", store + "/rewind.sock", "http://rewind/v1/saves"])
+        let saves = try #require(
+            (try JSONSerialization.jsonObject(with: list) as? [String: Any])?["saves"] as? [[String: Any]])
+        #expect(saves.allSatisfy { $0["state"] as? String == "cancelled" }, "\(saves)")
+        process.interrupt()
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
     /// Stopping the recorder's whole process group (Ctrl-C in its terminal, `timeout`, a service manager) while it
     /// encodes a `.mp4` clip lets the clip finish: ffmpeg runs in a process group of its own, so the signal asks only
     /// the recorder to stop, and the recorder finishes its running exports before it exits. (ffmpeg shared the
