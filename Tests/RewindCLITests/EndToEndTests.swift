@@ -245,6 +245,13 @@ func info(_ store: String) throws -> [String: Any] {
         }
         let segments = try FileManager.default.contentsOfDirectory(atPath: "\(store)/segments")
         #expect(!segments.isEmpty, "nothing was deleted")
+        // A folder holding only such an index is left as it was found: no segments/ made for a store refused.
+        let bare = directory.appendingPathComponent("bare").path
+        try FileManager.default.createDirectory(atPath: bare, withIntermediateDirectories: false)
+        try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: "\(bare)/index.sqlite"))
+        let refused = try Tool.rewind(["record", "--store", bare, "--input", "synthetic:160x90@30"])
+        #expect(refused.status == 1 && refused.stderr.contains("is not a SQLite database"), "\(refused.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: bare) == ["index.sqlite"])
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the damaged index to"))

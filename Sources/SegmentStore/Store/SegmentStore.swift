@@ -99,7 +99,6 @@ public final class SegmentStore: Sendable {
         try wrapIO { () throws(FileSystemError) in
             // The owner's alone, as its socket and token are: the frames of a camera are nobody else's to read.
             try fs.makeDirectory(directory, mode: 0o700)
-            try fs.makeDirectory(directory + "/segments")
         }
         // A store this process may not write is refused now, not when its first frames are written: SQLite would
         // open a read-only index without a word.
@@ -124,6 +123,9 @@ public final class SegmentStore: Sendable {
                 System.sleep(for: .milliseconds(10))
             }
             let index = try openIndexMakingRoom(directory: directory, fileSystem: fs)
+            // Made once the index opens: a store refused for its index (not a database, a newer schema) is left as
+            // it was found.
+            try wrapIO { () throws(FileSystemError) in try fs.makeDirectory(directory + "/segments") }
             let store = SegmentStore(
                 directory: directory, index: index, options: options, readOnly: false, lockFD: lockFD)
             storeOwnsLock = true
