@@ -70,7 +70,7 @@ test-asan: deps
 # Each fuzz target of FUZZ_TARGETS (`rewind-fuzz --list`) under libFuzzer for FUZZ_SECONDS, with AddressSanitizer,
 # starting from its seeds, the reproducers the tests replay, and what earlier runs found (.build/fuzz/corpus). An
 # input that breaks a target is kept in .build/fuzz/crashes and fails the run: add it to the target's reproducers.
-FUZZ_TARGETS ?= segment payload codec journal y4m values request
+FUZZ_TARGETS ?= segment payload codec journal y4m values request api
 FUZZ_SECONDS ?= 60
 FUZZ_RUNTIME = $(firstword $(wildcard $(dir $(realpath $(shell command -v swiftc)))../lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-$(shell uname -m).a))
 FUZZ_REPRODUCERS := Tests/RewindFuzzingTests/Reproducers
@@ -85,7 +85,7 @@ fuzz: deps
 		mkdir -p .build/fuzz/corpus/$$t; kept=$(FUZZ_REPRODUCERS)/$$t; [ -d $$kept ] || kept=; \
 		.build/fuzz/release/rewind-fuzz $$t --seeds .build/fuzz/seeds/$$t || exit 1; \
 		echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
-		.build/fuzz/release/rewind-fuzz $$t --fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+		LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp .build/fuzz/release/rewind-fuzz $$t --fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
 			-max_len=65536 -print_final_stats=1 -artifact_prefix=.build/fuzz/crashes/$$t- \
 			.build/fuzz/corpus/$$t .build/fuzz/seeds/$$t $$kept > .build/fuzz/$$t.log 2>&1 \
 			|| { status=1; echo "$$t: an input broke it (.build/fuzz/$$t.log, .build/fuzz/crashes/)"; }; \

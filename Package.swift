@@ -77,7 +77,12 @@ let package = Package(
         .target(name: "RewindSoak", dependencies: ["RewindQuery", "RewindTesting", "CPlatform"]),
         .target(name: "RewindBenchmarks", dependencies: ["RewindQuery", "RewindControl", "RewindTesting"]),
         .executableTarget(name: "rewind", dependencies: ["RewindKit", "RewindSoak", "RewindBenchmarks"]),
-        .target(name: "RewindFuzzing", dependencies: ["SegmentStore", "RewindMedia", "RewindQuery", "RewindControl"]),
+        .target(
+            name: "RewindFuzzing",
+            dependencies: [
+                "SegmentStore", "RewindCapture", "RewindMedia", "RewindQuery", "RewindControl", "RewindTesting",
+            ]
+        ),
         .executableTarget(name: "rewind-fuzz", dependencies: ["RewindFuzzing", "CFuzzer"]),
 
         .testTarget(name: "RewindCoreTests", dependencies: ["RewindCore", "RewindTesting"]),

@@ -47,7 +47,7 @@ public struct FuzzTarget: Sendable {
     }
 
     /// Every target, in the order `rewind-fuzz --list` shows them.
-    public static let all: [FuzzTarget] = [segment, payload, codec, journal, y4m, values, request]
+    public static let all: [FuzzTarget] = [segment, payload, codec, journal, y4m, values, request, api]
 
     /// The target called `name`, or nil.
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
