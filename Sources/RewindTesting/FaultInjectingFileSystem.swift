@@ -32,6 +32,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var syncFaults: [Int32] = []
         var syncsHeld = false
         var syncs = 0
+        var syncsByName: [String: Int] = [:]
         var heldSyncs = 0
         var failedWrites = 0
         var writeDelay: Int64 = 0
@@ -109,6 +110,9 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     /// `fsync`/`fdatasync` calls seen so far (including failed and held ones).
     public var syncCount: Int { locked { $0.syncs } }
+
+    /// `fsync`/`fdatasync` calls seen so far of the file named `fileName` (the last component of its path).
+    public func syncCount(of fileName: String) -> Int { locked { $0.syncsByName[fileName] ?? 0 } }
 
     /// `fsync`/`fdatasync` calls waiting because syncs are held (``holdSyncs(_:)``).
     public var heldSyncCount: Int { locked { $0.heldSyncs } }
@@ -219,9 +223,11 @@ public final class FaultInjectingFileSystem: FileSystem {
         return try base.pread(fd, into: buffer, offset: offset, path: path)
     }
 
-    private func takeSyncFault() -> Int32? {
+    private func takeSyncFault(path: String) -> Int32? {
+        let name = String(path.split(separator: "/").last ?? "")
         let held = locked { s in
             s.syncs += 1
+            s.syncsByName[name, default: 0] += 1
             if s.syncsHeld { s.heldSyncs += 1 }
             return s.syncsHeld
         }
@@ -233,12 +239,14 @@ public final class FaultInjectingFileSystem: FileSystem {
     }
 
     public func fsync(_ fd: Int32, path: String) throws(FileSystemError) {
-        if let code = takeSyncFault() { throw FileSystemError(operation: "fsync", path: path, code: code) }
+        if let code = takeSyncFault(path: path) { throw FileSystemError(operation: "fsync", path: path, code: code) }
         try base.fsync(fd, path: path)
     }
 
     public func fdatasync(_ fd: Int32, path: String) throws(FileSystemError) {
-        if let code = takeSyncFault() { throw FileSystemError(operation: "fdatasync", path: path, code: code) }
+        if let code = takeSyncFault(path: path) {
+            throw FileSystemError(operation: "fdatasync", path: path, code: code)
+        }
         try base.fdatasync(fd, path: path)
     }
 

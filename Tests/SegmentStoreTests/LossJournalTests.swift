@@ -40,6 +40,44 @@ import Testing
         }
     }
 
+    /// A loss is made durable with the frames after it, while the writer stays open: the periodic sync of the segment
+    /// syncs the losses' journal too when it has new records (the index's WAL is synced only at its checkpoints, so
+    /// until then a power cut would lose the count from both). Without new records, it is not synced again.
+    @Test func lossesAreSyncedWithTheSegmentsPeriodicSync() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48, fps: 30)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let fs = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(syncInterval: .milliseconds(100), fileSystem: fs))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        var next = 0
+        func appendNext() throws {
+            try writer.append(frames.frame(next))
+            next += 1
+        }
+        for _ in 0..<10 { try appendNext() }
+        let created = fs.syncCount(of: LossJournal.fileName)
+        try writer.addDrops(reason: .spillBehind, count: 4)
+        try waitUntil("the losses' journal is synced", interval: .milliseconds(5)) {
+            try appendNext()
+            return fs.syncCount(of: LossJournal.fileName) > created
+        }
+        let synced = fs.syncCount(of: LossJournal.fileName)
+        // Three more periodic syncs of the segment, and no new loss: the journal is left alone.
+        let segment = try #require(store.index.segments().last).fileName
+        #expect(segment.hasSuffix(".partial"))
+        let segmentSyncs = fs.syncCount(of: segment)
+        try waitUntil("three more syncs of the segment", interval: .milliseconds(5)) {
+            try appendNext()
+            return fs.syncCount(of: segment) >= segmentSyncs + 3
+        }
+        #expect(fs.syncCount(of: LossJournal.fileName) == synced)
+        try writer.close()
+        #expect(try store.drops() == [.spillBehind: 4])
+    }
+
     @Test func aRebuiltIndexGetsItsGapsAndDropCountsBack() throws {
         let frames = try TestFrames(format: .nv12, width: 64, height: 48)
         defer { frames.deallocate() }

@@ -208,9 +208,10 @@ package final class SegmentFileWriter {
     package var isSyncing: Bool { runningSync != nil }
 
     /// Starts making every record appended so far durable on `thread` (`fdatasync`, and the directory the first
-    /// time), while appends go on. ``finishSync(waiting:)`` collects the outcome; until then only appends may
-    /// follow (``sync()``, ``seal()`` and ``rollBackToDurable()`` need it collected first).
-    package func startSync(on thread: SyncThread) {
+    /// time), while appends go on, then runs `alsoSync` on the same thread (after a sync that succeeded).
+    /// ``finishSync(waiting:)`` collects the outcome; until then only appends may follow (``sync()``, ``seal()`` and
+    /// ``rollBackToDurable()`` need it collected first).
+    package func startSync(on thread: SyncThread, then alsoSync: (@Sendable () -> Void)? = nil) {
         precondition(runningSync == nil && fd >= 0 && !isSealed, "sync started twice, or on a closed segment")
         let (fd, path, directory, fileSystem, ioTimer) = (fd, path, directory, fileSystem, ioTimer)
         let syncsDirectory = !directorySynced
@@ -219,6 +220,7 @@ package final class SegmentFileWriter {
             do throws(FileSystemError) {
                 try ioTimer.time { () throws(FileSystemError) in try fileSystem.fdatasync(fd, path: path) }
                 if syncsDirectory { try fileSystem.syncDirectory(directory) }
+                alsoSync?()
                 return nil
             } catch {
                 return error

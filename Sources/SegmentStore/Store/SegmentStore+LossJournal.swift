@@ -1,3 +1,4 @@
+import Glibc
 import RewindCore
 import RewindSystem
 
@@ -13,6 +14,8 @@ struct LossJournalState: ~Copyable {
     /// stream's counter of a reason, or its gap of a reason ending at a pts), with where they lie: a stretch extended
     /// frame by frame and a counter raised batch by batch grow the journal by one record each, not one per change.
     var mergeable: [LossJournal.MergeKey: (record: LossJournal.Record, offset: Int64)] = [:]
+    /// Records were written since the journal was last synced.
+    var unsynced = false
 }
 
 extension SegmentStore {
@@ -20,7 +23,8 @@ extension SegmentStore {
     var lossJournalPath: String { directory + "/" + LossJournal.fileName }
 
     /// Writes a committed change of the index's gaps or drop counters to the losses' journal (the index's observer:
-    /// see ``StoreIndex/observeLosses(_:)``). Not synced here. A journal that cannot take a record (a full disk) is
+    /// see ``StoreIndex/observeLosses(_:)``). Not synced here: the next periodic sync of a segment does it
+    /// (``syncLossJournalIfWritten()``), and the last writer's close. A journal that cannot take a record (a full disk) is
     /// removed rather than left without it (a removal it missed would bring a gap back), and the next open writes it
     /// again from the index.
     func journalLoss(_ change: LossChange) {
@@ -68,6 +72,7 @@ extension SegmentStore {
                     try appendToJournal(at: path, magic: LossJournal.magic, bytes, sync: false, file: &state.file)
                     offset = state.file.length - Int64(bytes.count)
                 }
+                state.unsynced = true
                 if let key = LossJournal.MergeKey(after: record), let offset {
                     if state.mergeable.count >= 1024 { state.mergeable = [:] }
                     state.mergeable[key] = (record, offset)
@@ -100,6 +105,29 @@ extension SegmentStore {
         let path = lossJournalPath
         lossJournal.withAnnotatedLock { state in
             if state.file.fd >= 0 { try? fs.fdatasync(state.file.fd, path: path) }
+            state.unsynced = false
+        }
+    }
+
+    /// Syncs the losses' journal if records were written since its last sync: on a segment's sync thread, after
+    /// the segment's own sync. The sync goes through a duplicate of the journal's descriptor, outside the lock, so
+    /// that the spill thread recording a loss meanwhile never waits for the disk. One that fails is tried again at
+    /// the next (and at the last writer's close).
+    func syncLossJournalIfWritten() {
+        let fs = fileSystem
+        let path = lossJournalPath
+        let fd: Int32 = lossJournal.withAnnotatedLock { state in
+            guard state.unsynced, state.file.fd >= 0 else { return -1 }
+            let duplicate = dup(state.file.fd)
+            if duplicate >= 0 { state.unsynced = false }
+            return duplicate
+        }
+        guard fd >= 0 else { return }
+        defer { Glibc.close(fd) }
+        do throws(FileSystemError) {
+            try fs.fdatasync(fd, path: path)
+        } catch {
+            lossJournal.withAnnotatedLock { $0.unsynced = true }
         }
     }
 

@@ -145,7 +145,9 @@ public final class StreamWriter {
     /// (``collectFinishedSync()`` then indexes them). Never waits.
     public func startSyncIfNeeded() {
         guard let open = segment, !open.isSyncing, open.durableCount < open.frameCount else { return }
-        open.startSync(on: syncThread)
+        // The losses recorded since the last sync become durable with the frames (the index's WAL is synced only at
+        // its checkpoints): a power cut then loses neither.
+        open.startSync(on: syncThread) { [store] in store.syncLossJournalIfWritten() }
         lastSyncPTS = lastPTS
     }
 
