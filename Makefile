@@ -70,7 +70,7 @@ test-asan: deps
 # Each fuzz target of FUZZ_TARGETS (`rewind-fuzz --list`) under libFuzzer for FUZZ_SECONDS, with AddressSanitizer,
 # starting from its seeds, the reproducers the tests replay, and what earlier runs found (.build/fuzz/corpus). An
 # input that breaks a target is kept in .build/fuzz/crashes and fails the run: add it to the target's reproducers.
-FUZZ_TARGETS ?= segment payload codec journal y4m values request api
+FUZZ_TARGETS ?= segment payload codec journal y4m values request api query
 FUZZ_SECONDS ?= 60
 FUZZ_RUNTIME = $(firstword $(wildcard $(dir $(realpath $(shell command -v swiftc)))../lib/clang/*/lib/linux/libclang_rt.fuzzer_no_main-$(shell uname -m).a))
 FUZZ_REPRODUCERS := Tests/RewindFuzzingTests/Reproducers

@@ -47,7 +47,7 @@ public struct FuzzTarget: Sendable {
     }
 
     /// Every target, in the order `rewind-fuzz --list` shows them.
-    public static let all: [FuzzTarget] = [segment, payload, codec, journal, y4m, values, request, api]
+    public static let all: [FuzzTarget] = [segment, payload, codec, journal, y4m, values, request, api, query]
 
     /// The target called `name`, or nil.
     public static func named(_ name: String) -> FuzzTarget? { all.first { $0.name == name } }
@@ -87,6 +87,9 @@ struct FuzzInput {
     mutating func choice<T>(_ choices: [T]) -> T { choices[Int(byte()) % choices.count] }
 
     /// Every byte not consumed yet (and none are left after).
+    /// Whether every byte was used.
+    var isEmpty: Bool { offset >= bytes.count }
+
     mutating func rest() -> [UInt8] {
         defer { offset = bytes.count }
         return offset < bytes.count ? Array(bytes[offset...]) : []

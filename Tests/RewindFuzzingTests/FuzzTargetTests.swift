@@ -169,6 +169,23 @@ import Testing
         #expect(statuses == expected)
     }
 
+    /// The `query` seeds record frames with gaps and pressure, and query them from memory and from disk while
+    /// recording, under each spill policy.
+    @Test func querySeedsReadFromMemoryAndDisk() throws {
+        for (number, seed) in try Self.seeds("query").enumerated() {
+            let directory = try TemporaryDirectory.store("query")
+            let summary = try seed.withUnsafeBytes { bytes in
+                try Result { () throws(FuzzFailure) in
+                    var input = FuzzInput(bytes)
+                    var run = try QueryRun(&input, directory: directory)
+                    return try run.play(&input)
+                }.get()
+            }
+            #expect(summary.accepted >= 32 && summary.queries == 2, "seed \(number): \(summary)")
+            #expect(summary.fromMemory > 0 && summary.fromDisk > 0, "seed \(number): \(summary)")
+        }
+    }
+
     @Test func valueAndRequestSeedsAreAccepted() throws {
         for seed in try Self.seeds("values") {
             let text = String(decoding: seed.dropFirst(), as: UTF8.self)
