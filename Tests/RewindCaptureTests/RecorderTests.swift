@@ -470,6 +470,44 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(statistics.framesDurable == 100)
     }
 
+    /// With on-evict, a jump in pts further than the window pushes the frames kept unwritten out of the ring: they
+    /// are counted as lost at once, so a producer that waits for room (a file input) goes on. (It once waited for
+    /// them forever: the spill stage counted them only when it next wrote a frame, and the frames after the jump,
+    /// within the on-evict lead, were not due.)
+    @Test func onEvictFramesPushedOutByAJumpInPTSAreCountedAndRecordingGoesOn() throws {
+        var feed = try CameraFeed(width: 64, height: 16, fps: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        // 64 slabs and a window of 128 frames: the spill stage keeps the newest frames unwritten (those within the
+        // lead, up to what the room allows); a producer waits past about 50 unwritten.
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: .nanoseconds(feed.stream.frameStepNanoseconds * 128), memoryBudget: 64 * 4096,
+                spill: .onEvict))
+        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
+        let before = kept - 2
+        for _ in 0..<before {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        var appended = 0
+        feed.index += 200
+        for _ in 0..<100 {
+            recorder.waitForSpillRoom(until: { ContinuousClock.now > deadline })
+            try #require(
+                ContinuousClock.now < deadline, "the producer waited for room for 30 s after \(appended) frames")
+            if case .stored = try feed.appendNext(to: recorder) { appended += 1 }
+        }
+        let statistics = try recorder.finish()
+        #expect(appended == 100)
+        // Those pushed out unwritten are lost and counted; all the others are durable.
+        let lost = statistics.drops[.evictedBeforeSpill] ?? 0
+        #expect(lost > 0 && lost <= before, "\(statistics.drops)")
+        #expect(statistics.framesDurable + lost == before + 100, "\(statistics)")
+        #expect(statistics.totalDrops == lost, "\(statistics.drops)")
+    }
+
     /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
     /// runs at once: four saves that start together do not make the producer drop a frame as spill behind (they
     /// did, before the spill stage could write the frames their pins needed room from).
