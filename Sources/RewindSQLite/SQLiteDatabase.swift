@@ -6,6 +6,12 @@ import Synchronization
     import Glibc
 #endif
 
+/// What ``SQLiteDatabase/onDiskFull(_:)`` keeps: the closure in a struct, since a bare closure kept in a `Mutex` comes
+/// back from each generic `inout` access wrapped in two more reabstraction thunks.
+struct FreeSpaceHandler: Sendable {
+    let free: @Sendable () -> Bool
+}
+
 /// One SQLite connection, shared safely between threads.
 ///
 /// The connection lives behind a `Mutex`: every use runs inside ``withConnection(_:)``, one caller at a time, and
@@ -29,7 +35,7 @@ package final class SQLiteDatabase: Sendable {
     package let isReadOnly: Bool
     private let connection: Mutex<SQLiteConnection>
     /// What frees space for a write that found the disk full (``onDiskFull(_:)``).
-    private let freeSpace = Mutex<(@Sendable () -> Bool)?>(nil)
+    private let freeSpace = Mutex<FreeSpaceHandler?>(nil)
 
     /// Opens (or, unless `readOnly`, creates) the database at `path` and applies the pragmas above.
     ///
@@ -148,14 +154,16 @@ package final class SQLiteDatabase: Sendable {
     /// once more when `free` returns true (it freed something).
     ///
     /// - Parameter free: called outside the connection's lock; returns whether it freed space.
-    package func onDiskFull(_ free: @escaping @Sendable () -> Bool) { freeSpace.withAnnotatedLock { $0 = free } }
+    package func onDiskFull(_ free: @escaping @Sendable () -> Bool) {
+        freeSpace.withAnnotatedLock { $0 = FreeSpaceHandler(free: free) }
+    }
 
     /// Runs `attempt`; when it fails with `SQLITE_FULL` and ``onDiskFull(_:)``'s handler frees space, once more.
     private func retryingWhenFull<Result>(_ attempt: () throws -> Result) throws -> Result {
         do {
             return try attempt()
         } catch let error as SQLiteError where error.isFull {
-            guard let free = freeSpace.withAnnotatedLock({ $0 }), free() else { throw error }
+            guard let handler = freeSpace.withAnnotatedLock({ $0 }), handler.free() else { throw error }
             return try attempt()
         }
     }

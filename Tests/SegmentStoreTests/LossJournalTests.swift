@@ -3,6 +3,7 @@ import RewindCore
 import RewindSystem
 import RewindTesting
 import SegmentStore
+import Synchronization
 import Testing
 
 /// `DIR/losses.journal`: gaps and drop counts, what the store lost, are still counted when the index is lost; a
@@ -76,6 +77,30 @@ import Testing
         #expect(fs.syncCount(of: LossJournal.fileName) == synced)
         try writer.close()
         #expect(try store.drops() == [.spillBehind: 4])
+    }
+
+    /// Announcing a loss costs the same however many came before: the observer is called at the same depth of the
+    /// stack the 3000th time as the first. (Kept as a bare closure in a `Mutex`, it came back from each access wrapped
+    /// in two more reabstraction thunks: a recorder dropping frames for a day overflowed its spill thread's stack.)
+    @Test func theLossObserverIsCalledAtTheSameDepthEveryTime() throws {
+        let frames = try TestFrames(format: .nv12, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let store = try SegmentStore.open(directory: dir.path)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        let depths = Mutex<[UInt]>([])
+        store.index.observeLosses { _ in
+            var local = 0
+            let address = withUnsafeMutablePointer(to: &local) { UInt(bitPattern: $0) }
+            depths.withLock { $0.append(address) }
+        }
+        for _ in 0..<3000 { try writer.addDrops(reason: .spillBehind, count: 1) }
+        try writer.close()
+        let seen = depths.withLock { $0 }
+        #expect(seen.count == 3000)
+        let (first, last) = (try #require(seen.first), try #require(seen.last))
+        #expect(first == last, "called \(Int(bitPattern: first &- last)) bytes deeper in the stack the 3000th time")
     }
 
     @Test func aRebuiltIndexGetsItsGapsAndDropCountsBack() throws {

@@ -13,17 +13,25 @@ package enum LossChange: Sendable, Hashable {
     case dropsAdded(streamID: Int64, reason: LossReason, count: Int)
 }
 
+/// What ``StoreIndex/observeLosses(_:)`` keeps: the closure in a struct. A bare closure kept in a `Mutex` is taken
+/// out and put back through a generic `inout`, and each time comes back wrapped in two more reabstraction thunks: a
+/// store announcing a loss a second grew a chain of them that each call ran through, until the spill thread's stack
+/// overflowed.
+struct LossObserver: Sendable {
+    let hear: @Sendable (LossChange) -> Void
+}
+
 extension StoreIndex {
     // MARK: Gaps and drops
 
     /// Has `observer` hear every committed change to the gaps and drop counters (on the thread that made it, after
     /// the commit), except those made with `announcing: false`.
     package func observeLosses(_ observer: @escaping @Sendable (LossChange) -> Void) {
-        lossObserver.withAnnotatedLock { $0 = observer }
+        lossObserver.withAnnotatedLock { $0 = LossObserver(hear: observer) }
     }
 
     private func announce(_ change: LossChange) {
-        if let observer = lossObserver.withAnnotatedLock({ $0 }) { observer(change) }
+        if let observer = lossObserver.withAnnotatedLock({ $0 }) { observer.hear(change) }
     }
 
     /// Records a gap.

@@ -17,7 +17,7 @@ package final class StoreIndex: Sendable {
     /// The underlying connection.
     package let database: SQLiteDatabase
     /// Hears every change to the gaps and drop counters once it is committed (``observeLosses(_:)``).
-    let lossObserver = Mutex<(@Sendable (LossChange) -> Void)?>(nil)
+    let lossObserver = Mutex<LossObserver?>(nil)
     /// `SELECT` of every column of a ``StreamRow``; read-only over a store not yet migrated to keep chroma siting and
     /// pixel aspect (migration 7), it reads them as not known.
     let streamColumns: String
