@@ -93,11 +93,11 @@ import Testing
         store.index.observeLosses { _ in
             var local = 0
             let address = withUnsafeMutablePointer(to: &local) { UInt(bitPattern: $0) }
-            depths.withLock { $0.append(address) }
+            depths.withAnnotatedLock { $0.append(address) }
         }
         for _ in 0..<3000 { try writer.addDrops(reason: .spillBehind, count: 1) }
         try writer.close()
-        let seen = depths.withLock { $0 }
+        let seen = depths.withAnnotatedLock { $0 }
         #expect(seen.count == 3000)
         let (first, last) = (try #require(seen.first), try #require(seen.last))
         #expect(first == last, "called \(Int(bitPattern: first &- last)) bytes deeper in the stack the 3000th time")
