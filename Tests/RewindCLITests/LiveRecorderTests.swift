@@ -471,9 +471,7 @@ import Testing
             kill(process.processIdentifier, SIGCONT)
             if process.isRunning { process.terminate() }
         }
-        try waitUntil("the recorder answers", interval: .milliseconds(50)) {
-            try Tool.rewind(["status", "--store", store]).status == 0
-        }
+        try Tool.waitUntilAnswering(store)
         kill(process.processIdentifier, SIGSTOP)
         let output = directory.appendingPathComponent("last.mkv").path
         let client = try ExternalTools.Child(Tool.rewindPath, ["save", "--store", store, "--last", "1s", "-o", output])

@@ -152,9 +152,7 @@ import Testing
         let record = ["record", "--store", store, "--input", "synthetic:160x120@30", "--realtime"]
         let child = try Tool.startRewind(record)
         defer { if child.process.isRunning { kill(child.process.processIdentifier, SIGKILL) } }
-        try waitUntil("the recorder answers", timeout: .seconds(60), interval: .milliseconds(50)) {
-            try Tool.rewind(["status", "--store", store]).status == 0
-        }
+        try Tool.waitUntilAnswering(store)
         kill(child.process.processIdentifier, SIGHUP)
         let result = try child.finish(timeout: .seconds(30))
         #expect(result.status == 0, "\(result.stderr)")

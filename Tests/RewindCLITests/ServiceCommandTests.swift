@@ -321,10 +321,7 @@ import Testing
             kill(process.processIdentifier, SIGCONT)
             if process.isRunning { process.terminate() }
         }
-        // Stopped once it answers (the socket's file appears before it listens).
-        try waitUntil("the recorder answers", interval: .milliseconds(50)) {
-            try Tool.rewind(["status", "--store", store]).status == 0
-        }
+        try Tool.waitUntilAnswering(store)
         let waitingOutput = directory.appendingPathComponent("waiting.mkv").path
         let waiting = try Tool.startRewind([
             "save", "--store", store, "--before", "1s", "--after", "10m", "-o", waitingOutput,

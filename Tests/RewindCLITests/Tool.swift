@@ -103,6 +103,13 @@ enum Tool {
     }
 
     /// Waits until the recorder started on `store` serves its control socket.
+    /// Waits until the recorder of `store` answers `rewind status` (its socket's file appears before it listens).
+    static func waitUntilAnswering(_ store: String) throws {
+        try waitUntil("the recorder answers", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).status == 0
+        }
+    }
+
     static func waitForSocket(of store: String) throws {
         try waitUntil("the recorder serves its socket") {
             FileManager.default.fileExists(atPath: store + "/rewind.sock")
