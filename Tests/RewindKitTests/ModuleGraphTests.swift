@@ -141,4 +141,25 @@ import Testing
         }
         #expect(checked > 20, "no file making a Mutex found")
     }
+
+    /// No `Mutex` holds a bare closure (or an optional one): taken out and put back through the lock's generic
+    /// `inout`, it comes back wrapped in two more reabstraction thunks each time, a chain every call then runs
+    /// through (the loss observer's overflowed the spill thread's stack). Such a closure goes in a struct.
+    @Test func noMutexHoldsABareClosure() throws {
+        // Spelled in two pieces, so that this file makes no `Mutex` for the rule above.
+        let mutex = "Mu" + "tex<"
+        let closureMutex = try Regex(mutex + #"\(*(@Sendable\s*)?\([^<>]*\)\s*(throws\s*)?->"#)
+        #expect((mutex + "(@Sendable (LossChange) -> Void)?>(nil)").contains(closureMutex))
+        #expect(!(mutex + "LossObserver?>(nil)").contains(closureMutex))
+        for folder in ["Sources", "Tests"] {
+            let root = ModuleGraphTests.root.appendingPathComponent(folder)
+            for case let url as URL in FileManager.default.enumerator(at: root, includingPropertiesForKeys: nil)!
+            where url.pathExtension == "swift" {
+                let text = try String(contentsOf: url, encoding: .utf8)
+                for line in text.split(separator: "\n") where line.contains(closureMutex) {
+                    Issue.record("\(url.lastPathComponent): \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+    }
 }
