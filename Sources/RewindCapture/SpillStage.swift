@@ -276,18 +276,17 @@ final class SpillLane {
             snapshot.release()
             shared.spillPinnedFrames.subtract(pinned, ordering: .releasing)
         }
-        let hasNewFrame =
-            snapshot.count > 1
-            || (!snapshot.isEmpty && snapshot.withFrame(at: 0) { _, sequence in sequence > lastSequence })
-        guard hasNewFrame else { return skipEvicted(upTo: storedBeforePin) }
+        // The first frame after the last one written (the reference, when pinned, comes before it).
+        var firstNew: UInt64?
+        for index in 0..<snapshot.count {
+            firstNew = snapshot.withFrame(at: index) { _, sequence in sequence > lastSequence ? sequence : nil }
+            if firstNew != nil { break }
+        }
+        guard let firstNew else { return skipEvicted(upTo: storedBeforePin) }
         // Frames between the last one written and the first the pin found left the ring unwritten (a jump in pts
         // moved the window past them, or a pressure cut): counted now, not when the next frame is written, which
         // with on-evict may not be due for a while — and a producer waiting for room counts them as still to write.
-        var firstNew: UInt64?
-        for index in 0..<snapshot.count where firstNew == nil {
-            firstNew = snapshot.withFrame(at: index) { _, sequence in sequence > lastSequence ? sequence : nil }
-        }
-        if let firstNew, firstNew > lastSequence + 1 { _ = skipEvicted(upTo: firstNew - 1) }
+        if firstNew > lastSequence + 1 { _ = skipEvicted(upTo: firstNew - 1) }
         var horizon = Int64.max
         if configuration.spill == .onEvict && !all, let newest = ring.statistics.lastPTSNanoseconds {
             // Held frames are due at once: a hold keeps them on disk, which they reach only when written.

@@ -378,9 +378,8 @@ private func liveExport(
             URL(fileURLWithPath: exports).standardizedFileURL.path
             + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
     }
-    // Interrupted from here on, the client stops cleanly: before the request is sent, nothing is asked for; after,
-    // what the recorder started is cancelled (below) instead of being made for nobody.
-    installStopHandlers(interruptsWaits: true)
+    // Interrupted (the callers install the stop handlers as they start): before the request is sent, nothing is
+    // asked for; after, what the recorder started is cancelled (below) instead of being made for nobody.
     if stopRequested.load(ordering: .relaxed) {
         throw CommandError(
             "interrupted: no \(what) was requested; no file was kept", status: ExitStatus.interrupted)
