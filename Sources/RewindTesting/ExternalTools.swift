@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import RewindSystem
 import Synchronization
 
 /// What a program printed and how it ended.
@@ -59,9 +60,45 @@ public enum ExternalTools {
         /// What it wrote before it was killed.
         public var stdout: Data
         public var stderr: String
+        /// What its threads were doing when the time ran out (``threadReport(of:)``).
+        public var threads: String = ""
         public var description: String {
             "\(command) did not exit within \(timeout) and was killed; stderr: \(stderr.suffix(2000))"
+                + (threads.isEmpty ? "" : "\nits threads then:\n\(threads.suffix(12000))")
         }
+    }
+
+    /// What each thread of process `pid` is doing, for the message of a program that did not end in time: its name,
+    /// state, the kernel function it sleeps in and the system call it is in (from `/proc`), and with `gdb` on PATH,
+    /// every thread's backtrace (gdb stops the process for a moment while it reads them).
+    public static func threadReport(of pid: Int32) -> String {
+        let task = "/proc/\(pid)/task"
+        let threads = ((try? FileManager.default.contentsOfDirectory(atPath: task)) ?? []).sorted {
+            (Int($0) ?? 0) < (Int($1) ?? 0)
+        }
+        var lines: [String] = []
+        for thread in threads {
+            func field(_ name: String) -> String {
+                (System.readText("\(task)/\(thread)/\(name)") ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            // stat: "tid (name) state …": the state is the first field after the name's closing parenthesis.
+            let stat = field("stat")
+            let state = stat.lastIndex(of: ")").map { String(stat[stat.index($0, offsetBy: 2)...].prefix(1)) } ?? "?"
+            lines.append(
+                "  \(thread) \(field("comm")) state \(state) wchan \(field("wchan")) syscall \(field("syscall"))")
+        }
+        if lines.isEmpty { return "  (no /proc/\(pid)/task: the process is gone)" }
+        if let gdb = try? locate("gdb"),
+            let traces = try? execute(
+                gdb, ["-p", "\(pid)", "-batch", "-nx", "-ex", "thread apply all bt 30"], timeout: .seconds(60))
+        {
+            let kept = traces.output.split(separator: "\n").filter {
+                $0.hasPrefix("Thread ") || $0.hasPrefix("#")
+            }
+            lines.append(
+                kept.isEmpty ? "  gdb read no backtrace: \(traces.stderr.suffix(300))" : kept.joined(separator: "\n"))
+        }
+        return lines.joined(separator: "\n")
     }
 
     /// The default time a program may run: a liveness bound for a loaded two-core machine, not a performance limit.
@@ -175,8 +212,10 @@ public enum ExternalTools {
         /// - Throws: ``TimedOut`` when it had to be killed.
         public func finish(timeout: Duration = ExternalTools.defaultTimeout) throws -> ToolResult {
             var timedOut = false
+            var threads = ""
             if exited.wait(timeout: .now() + timeout.seconds) != .success {
                 timedOut = true
+                threads = ExternalTools.threadReport(of: process.processIdentifier)
                 process.terminate()
                 if exited.wait(timeout: .now() + 5) != .success {
                     kill(process.processIdentifier, SIGKILL)
@@ -187,7 +226,7 @@ public enum ExternalTools {
             _ = readers.wait(timeout: .now() + (timedOut ? 5 : 30))
             exited.signal()  // for a later finish()
             if timedOut || process.isRunning {
-                throw TimedOut(command: command, timeout: timeout, stdout: stdout, stderr: stderr)
+                throw TimedOut(command: command, timeout: timeout, stdout: stdout, stderr: stderr, threads: threads)
             }
             process.waitUntilExit()  // returns at once: the status is set
             return ToolResult(status: process.terminationStatus, stdout: stdout, stderr: stderr)
