@@ -179,6 +179,15 @@ int rewind_limit_malloc_arenas(int count) {
 #endif
 }
 
+int64_t rewind_heap_bytes_in_use(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 info = mallinfo2();
+    return (int64_t)(info.uordblks + info.hblkhd);
+#else
+    return -1;
+#endif
+}
+
 int rewind_flush_standard_output(void) {
     if (fflush(stdout) != 0) return errno != 0 ? errno : EIO;
     return ferror(stdout) ? EIO : 0;

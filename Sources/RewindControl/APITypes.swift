@@ -358,11 +358,23 @@ public struct StatusResponse: Sendable, Hashable, Codable {
     public var diskBudgetBytes: Int?
     /// Segment files the store holds; nil without a store.
     public var segments: Int?
+    /// The memory budget in force for the whole recorder, bytes: the sum of the streams' `memory_budget_bytes`
+    /// (lowered under memory pressure). The process's resident size stays within it plus 48 MiB.
+    public var memoryBudgetBytes: Int?
+    /// The recorder process's resident size (its pages in RAM, as the kernel counts them: the rings' frames, the
+    /// heap, code), bytes; nil where `/proc` cannot be read.
+    public var residentBytes: Int?
+    /// What the process's own allocations hold (malloc's heaps and its large blocks; the rings' frames are mapped
+    /// apart and not in it), bytes; nil where the C library cannot say.
+    public var heapBytes: Int?
+    /// What SQLite holds for the store's index (page caches, prepared statements; part of `heap_bytes`), bytes.
+    public var indexMemoryBytes: Int?
 
     /// Makes a status; each parameter is the field of the same name.
     public init(
         streams: [StreamStatus], savesWaiting: Int, savesExporting: Int, stopping: Bool, diskBytes: Int64? = nil,
-        diskBudgetBytes: Int? = nil, segments: Int? = nil
+        diskBudgetBytes: Int? = nil, segments: Int? = nil, memoryBudgetBytes: Int? = nil, residentBytes: Int? = nil,
+        heapBytes: Int? = nil, indexMemoryBytes: Int? = nil
     ) {
         self.streams = streams
         self.savesWaiting = savesWaiting
@@ -371,6 +383,10 @@ public struct StatusResponse: Sendable, Hashable, Codable {
         self.diskBytes = diskBytes
         self.diskBudgetBytes = diskBudgetBytes
         self.segments = segments
+        self.memoryBudgetBytes = memoryBudgetBytes
+        self.residentBytes = residentBytes
+        self.heapBytes = heapBytes
+        self.indexMemoryBytes = indexMemoryBytes
     }
 
     enum CodingKeys: String, CodingKey {
@@ -379,6 +395,10 @@ public struct StatusResponse: Sendable, Hashable, Codable {
         case savesExporting = "saves_exporting"
         case diskBytes = "disk_bytes"
         case diskBudgetBytes = "disk_budget_bytes"
+        case memoryBudgetBytes = "memory_budget_bytes"
+        case residentBytes = "resident_bytes"
+        case heapBytes = "heap_bytes"
+        case indexMemoryBytes = "index_memory_bytes"
     }
 }
 

@@ -954,7 +954,10 @@ public final class RecorderControl: Sendable {
                 return status
             }, savesWaiting: counts.waiting, savesExporting: counts.exporting,
             stopping: isStopping.load(ordering: .acquiring), diskBytes: try? recorder.store?.segmentFileBytes(),
-            diskBudgetBytes: recorder.store?.options.diskBudget, segments: summary?.segments)
+            diskBudgetBytes: recorder.store?.options.diskBudget, segments: summary?.segments,
+            memoryBudgetBytes: recorder.streams.reduce(0) { $0 + $1.memoryBudget(under: $1.memoryStatistics.pressure) },
+            residentBytes: ResidentMemory.current(), heapBytes: ResidentMemory.heapInUse(),
+            indexMemoryBytes: recorder.store == nil ? nil : SegmentStore.indexMemoryInUse)
     }
 
     /// How `GET /v1/streams` describes a stream.

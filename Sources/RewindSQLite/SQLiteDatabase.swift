@@ -37,6 +37,10 @@ package final class SQLiteDatabase: Sendable {
     /// What frees space for a write that found the disk full (``onDiskFull(_:)``).
     private let freeSpace = Mutex<FreeSpaceHandler?>(nil)
 
+    /// The bytes SQLite's allocator holds in this process, for every connection (page caches, prepared statements,
+    /// schemas): `sqlite3_memory_used()`.
+    package static var memoryInUse: Int { Int(sqlite3_memory_used()) }
+
     /// Opens (or, unless `readOnly`, creates) the database at `path` and applies the pragmas above.
     ///
     /// - Parameters:

@@ -34,6 +34,14 @@ public enum ResidentMemory {
         rewind_limit_malloc_arenas(Int32(clamping: max(1, count))) == 1
     }
 
+    /// The bytes malloc has handed out and not had back: what the process's own allocations hold (including large
+    /// blocks mapped on their own), whether resident or not; nil where the C library cannot say. Not for a hot path:
+    /// it walks malloc's free lists under their locks.
+    public static func heapInUse() -> Int? {
+        let bytes = rewind_heap_bytes_in_use()
+        return bytes >= 0 ? Int(bytes) : nil
+    }
+
     /// The resident size in bytes, from the second field of `/proc/self/statm` (resident pages) times the page
     /// size: the figure `VmRSS` in `/proc/self/status` shows, read without parsing text lines. Allocates nothing.
     ///

@@ -1,5 +1,6 @@
 import Foundation
 import RewindKit
+import RewindSoak
 
 /// The client of a running recorder serving `directory`, or a failure saying none runs there, or that the one
 /// recording there does not answer (exit 69).
@@ -50,7 +51,29 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
                 + (drops.isEmpty ? "" : " (\(drops.joined(separator: ", ")))"))
     }
     print("  saves: \(status.savesWaiting) waiting, \(status.savesExporting) exporting")
+    if let line = processLine(status) { print(line) }
+    if let bytes = status.diskBytes, let segments = status.segments {
+        print(
+            "  disk: \(formatBytes(bytes)) in \(count(segments, "segment file"))"
+                + (status.diskBudgetBytes.map { " of a \(formatBytes(Int64($0))) budget" } ?? " (no --disk budget)"))
+    }
     return ExitStatus.success
+}
+
+/// The recorder process's memory against its limit (the budget in force plus the allowance the soak holds it to),
+/// and what of it the heap and the index hold; nil from a recorder that does not say.
+private func processLine(_ status: StatusResponse) -> String? {
+    guard let resident = status.residentBytes, let budget = status.memoryBudgetBytes else { return nil }
+    let limit = budget + SoakConfiguration.processAllowance
+    var line =
+        "  process: resident \(formatBytes(Int64(resident))) "
+        + (resident <= limit ? "within" : "OVER") + " its limit of \(formatBytes(Int64(limit))) (budget "
+        + "\(formatBytes(Int64(budget))) + \(formatBytes(Int64(SoakConfiguration.processAllowance))))"
+    if let heap = status.heapBytes {
+        line += "; heap \(formatBytes(Int64(heap)))"
+        if let index = status.indexMemoryBytes { line += ", of it the index \(formatBytes(Int64(index)))" }
+    }
+    return line
 }
 
 func runEvents(_ arguments: ParsedArguments) throws -> Int32 {

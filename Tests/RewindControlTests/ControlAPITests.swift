@@ -15,7 +15,24 @@ import Testing
         let status = control.handle(HTTPRequest(method: "GET", path: "/v1/status"))
         #expect(status.status == 200)
         #expect(status.headers.contains { $0 == ("Content-Type", "application/json") })
-        #expect(try decode(StatusResponse.self, body(status)).streams[0].framesAccepted == 180)
+        let decoded = try decode(StatusResponse.self, body(status))
+        #expect(decoded.streams[0].framesAccepted == 180)
+        // The process beside the streams: its budget in force is the streams' sum; its resident size, heap and the
+        // index's share of the heap are measured (this test process's, shared with the other tests).
+        #expect(decoded.memoryBudgetBytes == decoded.streams.reduce(0) { $0 + $1.memoryBudgetBytes })
+        #expect((decoded.memoryBudgetBytes ?? 0) > 0 && (decoded.memoryBudgetBytes ?? 0) <= 64 << 20)
+        #expect((decoded.residentBytes ?? 0) > 0, "\(body(status))")
+        let index = try #require(decoded.indexMemoryBytes, "\(body(status))")
+        #expect(index > 0 && index < (decoded.heapBytes ?? 0), "\(body(status))")
+        for key in ["\"memory_budget_bytes\":", "\"resident_bytes\":", "\"heap_bytes\":", "\"index_memory_bytes\":"] {
+            #expect(body(status).contains(key), "\(key) \(body(status))")
+        }
+        // A recorder without a store has no index to hold memory for.
+        let memoryOnly = try LiveRecorder(spill: .off)
+        defer { try? memoryOnly.finish() }
+        let unstored = try decode(
+            StatusResponse.self, body(memoryOnly.control.handle(HTTPRequest(method: "GET", path: "/v1/status"))))
+        #expect(unstored.indexMemoryBytes == nil && unstored.residentBytes != nil && unstored.segments == nil)
 
         let cases: [(HTTPRequest, Int, String)] = [
             (

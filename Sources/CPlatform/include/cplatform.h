@@ -55,6 +55,11 @@ int rewind_limit_heap_retention(void);
 /// library has no such setting.
 int rewind_limit_malloc_arenas(int count);
 
+/// The bytes malloc has handed out and not had back (glibc's `mallinfo2`: in use in its heaps plus blocks mapped on
+/// their own), or −1 where the C library cannot say. Walks malloc's free lists under its locks: for a status
+/// request, not a hot path.
+int64_t rewind_heap_bytes_in_use(void);
+
 /// Whether signal `number` is ignored (`SIG_IGN`, as `nohup` leaves SIGHUP): 1 when it is, 0 otherwise.
 int rewind_signal_is_ignored(int number);
 

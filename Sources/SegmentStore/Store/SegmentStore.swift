@@ -148,6 +148,10 @@ public final class SegmentStore: Sendable {
     /// database only when its path and its journal's (`DIR/index.sqlite-journal`) fit in 512 bytes.
     public static let longestDirectoryPath = 512 - "/index.sqlite-journal".utf8.count
 
+    /// The bytes the indexes of every store open in this process hold in memory (SQLite's page caches, prepared
+    /// statements and schemas, for all its connections).
+    public static var indexMemoryInUse: Int { SQLiteDatabase.memoryInUse }
+
     /// Whether a process holds the store open for recording (its lock on the directory), looked at without taking
     /// the lock for more than a moment.
     public static func isOpenForRecording(directory: String) -> Bool {
