@@ -130,48 +130,34 @@ extension RecorderControl {
             needed += try store.heldBytes(streamName: row.name, ranges: holds)
             needed += try bytesToCome(in: holds, store: store, stream: row.name)
         }
-        guard needed <= budget else {
+        let reserve = try recordingReserve(store: store)
+        guard needed + reserve <= budget else {
             let bound =
-                capacity.byFreeSpace
-                ? "more than the disk can give the store above its free-space floor (\(budget) bytes: the segment "
-                    + "files and the space free above the floor)"
-                : "more than the disk budget of \(budget) bytes"
+                (capacity.byFreeSpace
+                    ? "the disk can give the store above its free-space floor (\(budget) bytes: the segment files and "
+                        + "the space free above the floor)"
+                    : "the disk budget of \(budget) bytes")
+                + (reserve > 0
+                    ? " less the \(reserve) bytes the recorded streams keep for what they record (two segments each)"
+                    : "")
             if save {
                 throw APIError(
                     .conflict,
                     "the save cannot be held on disk while it waits for its post-roll: with the holds already kept "
-                        + "(of every stream) its range needs \(needed) bytes, \(bound); save a shorter range (less "
-                        + "after), delete a marker, or cancel a waiting save")
+                        + "(of every stream) its range needs \(needed) bytes, more than \(bound); save a shorter "
+                        + "range (less after), delete a marker, or cancel a waiting save")
             }
             throw APIError(
                 .conflict,
                 "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "
-                    + "\(bound); hold less, delete a marker, or cancel a waiting save")
+                    + "more than \(bound); hold less, delete a marker, or cancel a waiting save")
         }
     }
 
     /// What is still to be recorded inside `holds` of one stream (their union, each stretch counted once), at the
-    /// stream's stored bytes per nanosecond so far; before the index has two frames of it (the spill stage commits
-    /// its rows in batches), at the ring's raw bytes per nanosecond, which stored frames never exceed by much.
+    /// stream's bytes per nanosecond (``recordingRate(of:store:)``).
     private func bytesToCome(in holds: [Range<Int64>], store: SegmentStore, stream: String) throws -> Int64 {
-        let summary = try store.summary(streamName: stream)
-        let rate: Double
-        let last: Int64
-        if let first = summary.firstPTS, let newest = summary.lastPTS, newest > first {
-            rate = Double(summary.storedBytes) / Double(newest - first)
-            last = newest
-        } else if let memory = recorder.streams.first(where: { $0.name == stream })?.memoryStatistics,
-            let first = memory.firstPTSNanoseconds, let newest = memory.lastPTSNanoseconds, newest > first,
-            memory.frames > 1
-        {
-            // The ring's slab bytes cover `frames` frames; its pts span, one frame fewer.
-            rate =
-                Double(memory.bytesInRing) * Double(memory.frames - 1) / Double(memory.frames)
-                / Double(newest - first)
-            last = summary.lastPTS ?? first
-        } else {
-            return 0
-        }
+        guard let (rate, last) = try recordingRate(of: stream, store: store) else { return 0 }
         let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
             .sorted { $0.lowerBound < $1.lowerBound }
         var covered: Int64 = 0
@@ -181,6 +167,44 @@ extension RecorderControl {
             reached = stretch.upperBound
         }
         return Int64(min(rate * Double(covered), Double(Int64.max / 2)))
+    }
+
+    /// The bytes per nanosecond a stream takes on disk, and the pts from which it is still to be written: its stored
+    /// bytes per nanosecond so far; before the index has two frames of it (the spill stage commits its rows in
+    /// batches), the ring's raw bytes per nanosecond, which stored frames never exceed by much. Nil before either
+    /// can say.
+    private func recordingRate(of stream: String, store: SegmentStore) throws -> (rate: Double, last: Int64)? {
+        let summary = try store.summary(streamName: stream)
+        if let first = summary.firstPTS, let newest = summary.lastPTS, newest > first {
+            return (Double(summary.storedBytes) / Double(newest - first), newest)
+        }
+        if let memory = recorder.streams.first(where: { $0.name == stream })?.memoryStatistics,
+            let first = memory.firstPTSNanoseconds, let newest = memory.lastPTSNanoseconds, newest > first,
+            memory.frames > 1
+        {
+            // The ring's slab bytes cover `frames` frames; its pts span, one frame fewer.
+            let rate =
+                Double(memory.bytesInRing) * Double(memory.frames - 1) / Double(memory.frames)
+                / Double(newest - first)
+            return (rate, summary.lastPTS ?? first)
+        }
+        return nil
+    }
+
+    /// The disk every stream the recorder records keeps for itself, whatever the holds take: two segments of it (the
+    /// one being written and the last one sealed; each the store's segment duration at the stream's rate, at most
+    /// the size its segments are sealed at), so that holds of one stream, each fitting when it was made, cannot leave
+    /// retention deleting every other stream's frames as soon as their segments are sealed.
+    func recordingReserve(store: SegmentStore) throws -> Int64 {
+        var reserve: Int64 = 0
+        for stream in recorder.streams {
+            guard let (rate, _) = try recordingRate(of: stream.name, store: store),
+                let largest = recorder.segmentMaxBytes(ofStream: stream.name, in: store)
+            else { continue }
+            let segment = min(rate * Double(store.options.segmentMaxNanoseconds), Double(largest))
+            reserve += 2 * Int64(segment.rounded(.up))
+        }
+        return reserve
     }
 
     /// The markers of every stream whose time lies in [`from`, `to`) (recorder time) or whose hold overlaps it, by

@@ -605,7 +605,8 @@ import Testing
 
     /// `--disk` covers every stream's segments together, so holds of several streams count together: a hold of
     /// what one stream records next fits; the same of a second stream, which would double it past the budget, is
-    /// refused (409, exit 1) instead of leaving retention nothing but new segments to delete.
+    /// refused (409, exit 1) instead of leaving retention nothing but new segments to delete. Every recorded stream
+    /// keeps two segments of its own beside the holds.
     @Test func holdsOfSeveralStreamsCountTogetherAgainstTheDiskBudget() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -614,7 +615,7 @@ import Testing
         // would fill the budget with a fraction of a second).
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:160x120@30",
-            "--realtime", "--duration", "8s", "--segment", "500ms", "--disk", "768KiB",
+            "--realtime", "--duration", "8s", "--segment", "250ms", "--disk", "768KiB",
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
         try waitUntil("half a second of both streams is on disk") {
@@ -660,29 +661,31 @@ import Testing
         let unnamed = try Tool.rewind(["mark", "--store", store, "--label", "which"])
         #expect(unnamed.status == 64, "\(unnamed.output) \(unnamed.stderr)")
         #expect(unnamed.stderr.contains("the recorder records several streams (a, b): choose one"), "\(unnamed.stderr)")
-        // A stream's next 3 s take about 60 % of 768 KiB (470 KB; the first hold fits; two do not). A save waiting
-        // for 3 s of b holds as much: a marker's hold beside it is refused, whichever came first, until the save
-        // is cancelled.
+        // A stream's next 2.5 s take about 50 % of 768 KiB (390 KB), and two segments of each stream (250 ms) about
+        // 20 %: the first hold fits, two do not. A save waiting for 2.5 s of b holds as much: a marker's hold beside
+        // it is refused, whichever came first, until the save is cancelled.
         let waiting = try Tool.run(
             try Tool.path(of: "curl"),
             [
                 "-s", "--max-time", "30", "--unix-socket", socket, "-X", "POST", "http://rewind/v1/saves", "-d",
-                "{\"stream\":\"b\",\"before\":\"100ms\",\"after\":\"3s\"}",
+                "{\"stream\":\"b\",\"before\":\"100ms\",\"after\":\"2500ms\"}",
             ])
         let waitingID = try #require(
             (try JSONSerialization.jsonObject(with: waiting.stdout) as? [String: Any])?["id"] as? Int,
             "\(waiting.output)")
-        let beside = try Tool.rewind(["mark", "--store", store, "--stream", "a", "--label", "x", "--hold-after", "3s"])
+        let beside = try Tool.rewind([
+            "mark", "--store", store, "--stream", "a", "--label", "x", "--hold-after", "2500ms",
+        ])
         #expect(beside.status == 1, "\(beside.output) \(beside.stderr)")
         #expect(beside.stderr.contains("or cancel a waiting save"), "\(beside.stderr)")
         _ = try Tool.run(
             try Tool.path(of: "curl"),
             ["-s", "--max-time", "30", "--unix-socket", socket, "-X", "DELETE", "http://rewind/v1/saves/\(waitingID)"])
-        // Six asked at once, each of 3 s of its own (each alone would fit): one is kept and five are refused.
+        // Six asked at once, each of 2.5 s of its own (each alone would fit): one is kept and five are refused.
         let marks = try (0..<6).map { index in
             try Tool.startRewind([
                 "mark", "--store", store, "--stream", index % 2 == 0 ? "a" : "b", "--label", "m\(index)",
-                "--at", "\(10 * (index + 1))s", "--hold-after", "3s",
+                "--at", "\(10 * (index + 1))s", "--hold-after", "2500ms",
             ])
         }
         let results = try marks.map { try $0.finish(timeout: .seconds(60)) }

@@ -272,6 +272,34 @@ import Testing
         #expect(try hold("later", at: start + 3 * length) == 409, "together they need about 130 % of the budget")
     }
 
+    /// Holds leave every stream the recorder records two segments of its own (the one being written and the last one
+    /// sealed): a hold that fits the budget alone but not beside them is refused, saying how much they keep, so holds
+    /// made one by one cannot leave retention deleting each new segment as soon as it is sealed.
+    @Test func holdsLeaveEveryRecordedStreamTwoSegments() throws {
+        let (live, last, length) = try Self.recorderForHoldsToCome()
+        defer { try? live.finish() }
+        let start = last + 1_000_000_000
+        // About 93 % of the budget: it fits alone.
+        let large = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"large","at":"\#(start)ns","hold":{"after":"\#(length * 155 / 100)ns"}}"#)
+        #expect(large.status == 409, "\(large.body)")
+        func number(after words: String) -> Int64? {
+            guard let found = large.body.range(of: words) else { return nil }
+            return Int64(large.body[found.upperBound...].prefix { $0.isNumber })
+        }
+        let needed = try #require(number(after: "it needs "), "\(large.body)")
+        let reserve = try #require(number(after: "less the "), "\(large.body)")
+        #expect(needed <= 64 << 20 && needed + reserve > 64 << 20, "\(large.body)")
+        // At most two segments of the size they are sealed at (an eighth of the budget).
+        #expect(reserve > 0 && reserve <= 2 * (8 << 20), "\(large.body)")
+        #expect(large.body.contains("bytes the recorded streams keep for what they record (two segments each)"))
+        let kept = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"kept","at":"\#(start)ns","hold":{"after":"\#(length)ns"}}"#)
+        #expect(kept.status == 201, "\(kept.body)")
+    }
+
     /// Holds asked for at the same moment are counted together: of sixteen that each need about 60 % of the budget,
     /// one is kept and fifteen refused, as they would be one after another (twenty rounds, the kept one deleted
     /// after each).
