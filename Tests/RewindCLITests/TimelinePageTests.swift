@@ -174,7 +174,7 @@ import Testing
         let labels = result["marker_texts"] as? [String] ?? []
         #expect(labels.contains { $0.contains(#"<img src=x onerror="window.__xss=1">"#) }, "\(labels)")
         let panel = result["status_panel"] as? String ?? ""
-        for entry in ["frames durable", "spill lag", "pressure", "disk", "segments"] {
+        for entry in ["frames durable", "spill lag", "pressure", "disk", "segments", "resident within its limit of"] {
             #expect(panel.contains(entry), "the status panel shows \(entry): \(panel)")
         }
 

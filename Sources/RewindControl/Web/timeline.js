@@ -465,6 +465,13 @@ function renderStatus() {
       formatBytes(status.disk_budget_bytes) : ""));
   }
   if (status.segments != null) add("segments", String(status.segments));
+  // The process against the memory contract: resident within the budget in force + 48 MiB.
+  if (status.resident_bytes != null && status.memory_budget_bytes != null) {
+    const limit = status.memory_budget_bytes + 48 * 1024 * 1024;
+    add("process", formatBytes(status.resident_bytes) + " resident " +
+      (status.resident_bytes <= limit ? "within" : "OVER") + " its limit of " + formatBytes(limit) +
+      (status.heap_bytes != null ? "; heap " + formatBytes(status.heap_bytes) : ""));
+  }
 }
 
 function renderSaves() {
