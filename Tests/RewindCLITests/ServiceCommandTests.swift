@@ -699,4 +699,46 @@ import Testing
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
+
+    /// Holds of one stream made one after another, each keeping the second before it and the second after (a client
+    /// marking every event on one camera), stop being admitted while the other stream still has room for its open
+    /// segment and its newest sealed one: it keeps frames of this recording on disk to the end, and the recording
+    /// ends well (exit 0). Without the
+    /// reserve they took the whole --disk, retention deleted each of the other stream's segments as it was sealed,
+    /// and the recording ended with "retention deleted all … durable frames" (exit 1).
+    @Test func holdsOfOneStreamLeaveTheOtherItsOwnRecording() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "front=synthetic:160x120@30", "--input",
+            "rear=synthetic:160x120@30", "--realtime", "--duration", "14s", "--segment", "250ms", "--disk", "768KiB",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        var kept = 0
+        var refused = 0
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(9) {
+            let mark = try Tool.rewind([
+                "mark", "--store", store, "--stream", "rear", "--label", "event", "--hold-before", "1s",
+                "--hold-after", "1s",
+            ])
+            if mark.status == 0 {
+                kept += 1
+            } else {
+                #expect(mark.status == 1 && mark.stderr.contains("the hold cannot fit"), "\(mark.stderr)")
+                #expect(mark.stderr.contains("bytes the recorded streams keep for what they record"), "\(mark.stderr)")
+                refused += 1
+            }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(kept > 0 && refused > 0, "kept \(kept), refused \(refused)")
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.output) \(ended.stderr)")
+        #expect(!ended.stderr.contains("retention deleted all"), "\(ended.stderr)")
+        let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
+        let front = (info["streams"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "front" }
+        #expect((front?["frames"] as? Int ?? 0) > 0, "front keeps frames of this recording: \(info)")
+    }
 }
