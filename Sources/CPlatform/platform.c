@@ -188,6 +188,14 @@ int64_t rewind_heap_bytes_in_use(void) {
 #endif
 }
 
+int rewind_trim_heap(void) {
+#ifdef __GLIBC__
+    return malloc_trim(0);
+#else
+    return 0;
+#endif
+}
+
 int rewind_flush_standard_output(void) {
     if (fflush(stdout) != 0) return errno != 0 ? errno : EIO;
     return ferror(stdout) ? EIO : 0;

@@ -417,6 +417,8 @@ private let completedCallback: MHD_RequestCompletedCallback = { context, connect
     guard let state, let exchange = state.pointee, !isTargetHoldingNUL(exchange) else { return }
     Unmanaged<HTTPServer.Exchange>.fromOpaque(exchange).release()
     state.pointee = nil
+    // What the request allocated is free now; the holes it left in malloc's heaps go back now and then.
+    ResidentMemory.trimHeapIfDue()
 }
 
 private let notifyCallback: MHD_NotifyConnectionCallback = { context, connection, _, code in

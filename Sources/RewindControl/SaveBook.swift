@@ -406,7 +406,11 @@ final class SaveBook: Sendable {
         for entry in due {
             events.publish("save", entry.object)
             do {
-                try Threads.start(named: "rewind-save", priority: .background) { [self] in export(entry) }
+                try Threads.start(named: "rewind-save", priority: .background) { [self] in
+                    export(entry)
+                    // The export's buffers are free: the holes they leave in malloc's heaps go back at once.
+                    ResidentMemory.trimHeap()
+                }
             } catch {
                 // Without a thread of its own the save fails at once, saying why (its pins and holds go).
                 export(entry, refused: error)

@@ -1,4 +1,5 @@
 import CPlatform
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -32,6 +33,45 @@ public enum ResidentMemory {
     @discardableResult
     public static func limitMallocArenas(to count: Int) -> Bool {
         rewind_limit_malloc_arenas(Int32(clamping: max(1, count))) == 1
+    }
+
+    /// Gives the free memory inside malloc's heaps back to the system (`malloc_trim`). `free` gives back only what
+    /// lies at the top of a heap; a long-running process whose requests and exports allocate and free buffers
+    /// between longer-lived allocations keeps the pages of those holes resident (a recorder serving a client grew
+    /// about 1 MB a minute, with 14 MB free in its heaps after 15 minutes). Takes each arena's lock while it walks
+    /// it: a few milliseconds, off the recording path.
+    ///
+    /// - Returns: whether some memory was released.
+    @discardableResult
+    public static func trimHeap() -> Bool {
+        lastTrim.store(monotonicNanoseconds(), ordering: .relaxed)
+        return rewind_trim_heap() == 1
+    }
+
+    /// ``trimHeap()`` when it last ran `interval` or longer ago (in this process, from any thread); nothing
+    /// otherwise. Cheap to call after every request.
+    ///
+    /// - Returns: whether it trimmed.
+    @discardableResult
+    public static func trimHeapIfDue(every interval: Duration = .seconds(10)) -> Bool {
+        let now = monotonicNanoseconds()
+        let last = lastTrim.load(ordering: .relaxed)
+        let (seconds, attoseconds) = interval.components
+        let wait =
+            seconds >= Int64.max / 1_000_000_000 ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        guard now - last >= wait,
+            lastTrim.compareExchange(expected: last, desired: now, ordering: .relaxed).exchanged
+        else { return false }
+        _ = rewind_trim_heap()
+        return true
+    }
+
+    private static let lastTrim = Atomic<Int64>(0)
+
+    private static func monotonicNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
     /// The bytes malloc has handed out and not had back: what the process's own allocations hold (including large

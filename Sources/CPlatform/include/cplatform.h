@@ -60,6 +60,11 @@ int rewind_limit_malloc_arenas(int count);
 /// request, not a hot path.
 int64_t rewind_heap_bytes_in_use(void);
 
+/// Gives the pages of free memory inside malloc's heaps back to the system (glibc's `malloc_trim(0)`: free chunks
+/// anywhere in every arena, not only at a heap's top, which is all `free` itself gives back). Returns 1 when some
+/// memory was released, 0 when none was or where the C library has no such call.
+int rewind_trim_heap(void);
+
 /// Whether signal `number` is ignored (`SIG_IGN`, as `nohup` leaves SIGHUP): 1 when it is, 0 otherwise.
 int rewind_signal_is_ignored(int number);
 
