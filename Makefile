@@ -50,9 +50,11 @@ test: deps lint
 	$(SWIFT) test --skip-build --disable-xctest
 
 # Every test under ThreadSanitizer but those that hold a process to a memory or address-space limit (the
-# sanitizer's shadow memory counts in RSS, and it needs terabytes of address space).
+# sanitizer's shadow memory counts in RSS, and it needs terabytes of address space), and the one of glibc's malloc
+# giving its free holes back (a sanitizer's allocator is its own).
 TSAN_SKIP := RewindCLITests\.SoakTests|AddressSpaceLimitTests|aSoakOnADiskThatFillsUpByItselfFails
 TSAN_SKIP := $(TSAN_SKIP)|sigtermEndsASoakWaitingForASlowDisk|a1080p60SoakWith64MiBPassesThroughCriticalPressure
+TSAN_SKIP := $(TSAN_SKIP)|trimmingTheHeapGivesBackTheHolesFreedBuffersLeave
 
 test-tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
