@@ -365,7 +365,7 @@ public struct StatusResponse: Sendable, Hashable, Codable {
     /// heap, code), bytes; nil where `/proc` cannot be read.
     public var residentBytes: Int?
     /// What the process's own allocations hold (malloc's heaps and its large blocks; the rings' frames are mapped
-    /// apart and not in it), bytes; nil where the C library cannot say.
+    /// apart and not in it), bytes; nil where the C library cannot say or malloc is not its own (a sanitizer's).
     public var heapBytes: Int?
     /// What SQLite holds for the store's index (page caches, prepared statements; part of `heap_bytes`), bytes.
     public var indexMemoryBytes: Int?

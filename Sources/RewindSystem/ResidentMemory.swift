@@ -75,11 +75,12 @@ public enum ResidentMemory {
     }
 
     /// The bytes malloc has handed out and not had back: what the process's own allocations hold (including large
-    /// blocks mapped on their own), whether resident or not; nil where the C library cannot say. Not for a hot path:
-    /// it walks malloc's free lists under their locks.
+    /// blocks mapped on their own), whether resident or not; nil where the C library cannot say, or where malloc is
+    /// not its own (a sanitizer's allocator, or another one preloaded: glibc's heaps then hold nothing). Not for a
+    /// hot path: it walks malloc's free lists under their locks.
     public static func heapInUse() -> Int? {
         let bytes = rewind_heap_bytes_in_use()
-        return bytes >= 0 ? Int(bytes) : nil
+        return bytes > 0 ? Int(bytes) : nil
     }
 
     /// The resident size in bytes, from the second field of `/proc/self/statm` (resident pages) times the page
