@@ -710,9 +710,9 @@ import Testing
     /// Holds of one stream made one after another, each keeping the second before it and the second after (a client
     /// marking every event on one camera), stop being admitted while the other stream still has room for its open
     /// segment and its newest sealed one: it keeps frames of this recording on disk to the end, and the recording
-    /// ends well (exit 0). Without the
-    /// reserve they took the whole --disk, retention deleted each of the other stream's segments as it was sealed,
-    /// and the recording ended with "retention deleted all … durable frames" (exit 1).
+    /// ends well (exit 0). Without the reserve they took the whole --disk, retention deleted each of the other
+    /// stream's segments as it was sealed, and the recording ended with "retention deleted all … durable frames"
+    /// (exit 1).
     @Test func holdsOfOneStreamLeaveTheOtherItsOwnRecording() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
