@@ -124,22 +124,6 @@ public final class Recorder: Sendable {
         return proportional(total, slabs.map(Double.init))
     }
 
-    /// Each stream's share of a disk budget, which its segments are sealed at (``StoreOptions/segmentMaxBytes(forShareOfBudget:)``):
-    /// its part of the streams' raw bytes per second, so their segments span about as long and retention leaves
-    /// every stream about the same history.
-    package static func diskShares(of streams: [StreamDescription]) -> [Double] {
-        let rates = streams.map { Double($0.layout.byteCount) / $0.frameDuration.seconds }
-        let total = rates.reduce(0, +)
-        return rates.map { total > 0 ? $0 / total : 1 / Double(rates.count) }
-    }
-
-    /// The size the segments of the stream called `name` are sealed at in `store`, bytes; nil when the recorder
-    /// does not record it.
-    package func segmentMaxBytes(ofStream name: String, in store: SegmentStore) -> Int? {
-        guard let index = streams.firstIndex(where: { $0.name == name }) else { return nil }
-        return store.options.segmentMaxBytes(forShareOfBudget: Self.diskShares(of: streams.map(\.stream))[index])
-    }
-
     /// Starts a recorder of one stream, named ``RecorderConfiguration/streamName`` (and, unless spill is `off`,
     /// its spill thread writing to `store`).
     ///
@@ -191,7 +175,10 @@ public final class Recorder: Sendable {
         let shares = Self.budgetShares(total: ringTotal, streams: specs.map(\.stream), window: configuration.window)
         let spill = store.map { _ in SpillStage(configuration: configuration) }
         self.spill = spill
-        let diskShares = Self.diskShares(of: specs.map(\.stream))
+        // Each stream's segments are sealed at its share of a disk budget, by raw bytes per second: they span about
+        // as long, so retention leaves every stream about the same history.
+        let rates = specs.map { Double($0.stream.layout.byteCount) / $0.stream.frameDuration.seconds }
+        let totalRate = rates.reduce(0, +)
         var made: [RecorderStream] = []
         var firstWriter: StreamWriter?
         var writers: [StreamWriter] = []
@@ -229,7 +216,7 @@ public final class Recorder: Sendable {
                 // One thread writes every stream, one frame at a time: the writers share the encoder's workers.
                 let writer = try store.makeWriter(
                     streamName: spec.name, stream: stream, sharingWorkersWith: firstWriter,
-                    segmentMaxBytes: store.options.segmentMaxBytes(forShareOfBudget: diskShares[index]))
+                    segmentMaxBytes: store.options.segmentMaxBytes(forShareOfBudget: rates[index] / totalRate))
                 firstWriter = firstWriter ?? writer
                 writers.append(writer)
                 spill.addLane(

@@ -193,13 +193,14 @@ extension RecorderControl {
 
     /// The disk every stream the recorder records keeps for itself, whatever the holds take: two segments of it (the
     /// one being written and the last one sealed; each the store's segment duration at the stream's rate, at most
-    /// the size its segments are sealed at), so that holds of one stream, each fitting when it was made, cannot leave
-    /// retention deleting every other stream's frames as soon as their segments are sealed.
+    /// the size its segments are sealed at, ``SegmentStore/segmentSealBytes(ofStream:)``), so that holds of one
+    /// stream, each fitting when it was made, cannot leave retention deleting every other stream's frames as soon as
+    /// their segments are sealed.
     func recordingReserve(store: SegmentStore) throws -> Int64 {
         var reserve: Int64 = 0
         for stream in recorder.streams {
             guard let (rate, _) = try recordingRate(of: stream.name, store: store),
-                let largest = recorder.segmentMaxBytes(ofStream: stream.name, in: store)
+                let largest = store.segmentSealBytes(ofStream: stream.name)
             else { continue }
             let segment = min(rate * Double(store.options.segmentMaxNanoseconds), Double(largest))
             reserve += 2 * Int64(segment.rounded(.up))

@@ -934,29 +934,30 @@ public final class RecorderControl: Sendable {
     public var status: StatusResponse {
         let counts = book.counts
         let summary = try? recorder.store?.summary()
+        let streams = recorder.streams.map { stream in
+            let statistics = stream.statistics
+            let ring = stream.memoryStatistics
+            var status = StreamStatus(
+                stream: stream.name, layout: "\(stream.stream.layout)",
+                framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
+                drops: statistics.drops.keyedByRawValue,
+                windowNanoseconds: recorder.configuration.windowNanoseconds,
+                memoryFrames: ring.frames, memoryBytes: ring.mappedBytes,
+                memoryBudgetBytes: stream.memoryBudget(under: ring.pressure),
+                memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
+                memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, pressure: ring.pressure.name,
+                pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,
+                clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
+                clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
+            status.spillLagFrames = stream.unspilledFrames
+            return status
+        }
         return StatusResponse(
-            streams: recorder.streams.map { stream in
-                let statistics = stream.statistics
-                let ring = stream.memoryStatistics
-                var status = StreamStatus(
-                    stream: stream.name, layout: "\(stream.stream.layout)",
-                    framesAccepted: statistics.framesAccepted, framesDurable: statistics.framesDurable,
-                    drops: statistics.drops.keyedByRawValue,
-                    windowNanoseconds: recorder.configuration.windowNanoseconds,
-                    memoryFrames: ring.frames, memoryBytes: ring.mappedBytes,
-                    memoryBudgetBytes: stream.memoryBudget(under: ring.pressure),
-                    memoryFirstPTSNanoseconds: ring.firstPTSNanoseconds,
-                    memoryLastPTSNanoseconds: ring.lastPTSNanoseconds, pressure: ring.pressure.name,
-                    pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,
-                    clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
-                    clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
-                status.spillLagFrames = stream.unspilledFrames
-                return status
-            }, savesWaiting: counts.waiting, savesExporting: counts.exporting,
+            streams: streams, savesWaiting: counts.waiting, savesExporting: counts.exporting,
             stopping: isStopping.load(ordering: .acquiring), diskBytes: try? recorder.store?.segmentFileBytes(),
             diskBudgetBytes: recorder.store?.options.diskBudget, segments: summary?.segments,
-            memoryBudgetBytes: recorder.streams.reduce(0) { $0 + $1.memoryBudget(under: $1.memoryStatistics.pressure) },
-            residentBytes: ResidentMemory.current(), heapBytes: ResidentMemory.heapInUse(),
+            memoryBudgetBytes: streams.reduce(0) { $0 + $1.memoryBudgetBytes }, residentBytes: ResidentMemory.current(),
+            heapBytes: ResidentMemory.heapInUse(),
             indexMemoryBytes: recorder.store == nil ? nil : SegmentStore.indexMemoryInUse)
     }
 

@@ -269,6 +269,13 @@ public final class SegmentStore: Sendable {
         return StreamWriter(store: self, stream: row, segmentMaxBytes: options.segmentMaxBytes)
     }
 
+    /// The size the segments of `streamName` are sealed at while a writer writes it (``openSegmentLimits``, or the
+    /// store's ``StoreOptions/segmentMaxBytes`` for a writer made without a size of its own); nil when none does.
+    package func segmentSealBytes(ofStream streamName: String) -> Int? {
+        if let limit = openSegmentLimits.withAnnotatedLock({ $0[streamName] }) { return limit }
+        return activeStreams.withAnnotatedLock { $0.contains(streamName) } ? options.segmentMaxBytes : nil
+    }
+
     /// Forgets the writer of `streamName`. When it was the last one, the WAL's pages are copied into the index
     /// file (best effort, without waiting for readers): a process ends without closing its connections, which
     /// would leave the last stretch of a recording in `index.sqlite-wal` alone, so that a copy of `index.sqlite`
