@@ -230,7 +230,7 @@ public final class MemoryPressureMonitor: Sendable {
             state.withAnnotatedLock { $0.triggerWindow = nil }
         }
         var hysteresis = MemoryPressureHysteresis(thresholds: options.thresholds)
-        var previousNanoseconds = Self.monotonicNanoseconds()
+        var previousNanoseconds = System.monotonicNanoseconds()
         // The first sample takes the 10-second averages: a recorder starting under pressure feels it at once.
         var sample = takeSample(&sources, elapsedMicroseconds: nil, triggered: false)
         while true {
@@ -255,7 +255,7 @@ public final class MemoryPressureMonitor: Sendable {
                     sources[index].trigger = -1
                 }
             }
-            let now = Self.monotonicNanoseconds()
+            let now = System.monotonicNanoseconds()
             let elapsed = max(1, (now - previousNanoseconds) / 1000)
             previousNanoseconds = now
             sample = takeSample(&sources, elapsedMicroseconds: elapsed, triggered: triggered)
@@ -383,11 +383,5 @@ public final class MemoryPressureMonitor: Sendable {
             }
         }
         return limits.min()
-    }
-
-    private static func monotonicNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 }

@@ -44,7 +44,7 @@ public enum ResidentMemory {
     /// - Returns: whether some memory was released.
     @discardableResult
     public static func trimHeap() -> Bool {
-        lastTrim.store(monotonicNanoseconds(), ordering: .relaxed)
+        lastTrim.store(System.monotonicNanoseconds(), ordering: .relaxed)
         return rewind_trim_heap() == 1
     }
 
@@ -54,7 +54,7 @@ public enum ResidentMemory {
     /// - Returns: whether it trimmed.
     @discardableResult
     public static func trimHeapIfDue(every interval: Duration = .seconds(10)) -> Bool {
-        let now = monotonicNanoseconds()
+        let now = System.monotonicNanoseconds()
         let last = lastTrim.load(ordering: .relaxed)
         let (seconds, attoseconds) = interval.components
         let wait =
@@ -67,12 +67,6 @@ public enum ResidentMemory {
     }
 
     private static let lastTrim = Atomic<Int64>(0)
-
-    private static func monotonicNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
 
     /// The bytes malloc has handed out and not had back: what the process's own allocations hold (including large
     /// blocks mapped on their own), whether resident or not; nil where the C library cannot say, or where malloc is

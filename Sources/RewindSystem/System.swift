@@ -181,6 +181,14 @@ public enum System {
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
+    /// The monotonic clock now, in nanoseconds (`CLOCK_MONOTONIC`: steady, unaffected by changes of the wall clock;
+    /// async-signal-safe).
+    public static func monotonicNanoseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
     /// Sleeps for `duration`, resuming after signals until all of it has passed. Negative durations return at once.
     package static func sleep(for duration: Duration) {
         guard duration > .zero else { return }

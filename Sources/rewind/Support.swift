@@ -34,13 +34,6 @@ private let firstStopSignal = Atomic<Int64>(0)
 /// `timeout` sends its signal to the child and then to its own process group, which holds the child.
 private let repeatedSignalNanoseconds: Int64 = 250_000_000
 
-/// CLOCK_MONOTONIC in nanoseconds (async-signal-safe).
-private func monotonicNanoseconds() -> Int64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
-}
-
 /// Whether a stop signal also requests an ``Interruption`` (commands that export, whose waits on a reader or on
 /// ffmpeg then end at the first signal).
 private let stopInterruptsWaits = Atomic<Bool>(false)
@@ -62,7 +55,7 @@ func installStopHandlers(interruptsWaits: Bool = false) {
     pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
     for signalNumber in signals {
         signal(signalNumber) { number in
-            let now = monotonicNanoseconds()
+            let now = System.monotonicNanoseconds()
             if !stopRequested.exchange(true, ordering: .relaxed) {
                 firstStopSignal.store(now, ordering: .relaxed)
                 if stopInterruptsWaits.load(ordering: .relaxed) { Interruption.request() }
