@@ -72,10 +72,20 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A sentence for people, naming what was wrong.
     public var message: String
 
+    /// The methods the path takes, for a 405's `Allow` header (RFC 9110 requires it there).
+    var allowedMethods: [String] = []
+
     /// Makes an error.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
+    }
+
+    /// 405: `path` takes `methods` (`HEAD` wherever `GET`: it is answered as `GET`), not `method`.
+    static func methodNotAllowed(_ path: String, takes methods: [String], not method: String) -> APIError {
+        var error = APIError(.methodNotAllowed, "\(path) takes \(methods.joined(separator: " or ")), not \(method)")
+        error.allowedMethods = methods.contains("GET") ? methods + ["HEAD"] : methods
+        return error
     }
 
     /// The error as the wire carries it inside a save object.
@@ -113,9 +123,9 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The response carrying this error with `status`.
     func response(status: Int) -> HTTPResponse {
-        HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json")],
-            body: .bytes(APICoding.encode(Body(error: detail))))
+        var headers = [("Content-Type", "application/json")]
+        if code == .methodNotAllowed { headers.append(("Allow", allowedMethods.joined(separator: ", "))) }
+        return HTTPResponse(status: status, headers: headers, body: .bytes(APICoding.encode(Body(error: detail))))
     }
 
     /// An error response's body: `{"error": {…}}`.

@@ -96,7 +96,8 @@ extension RecorderControl {
         }
         let isTokenForm = request.method == "POST" && request.path == "/"
         guard request.method == "GET" || request.method == "HEAD" || isTokenForm else {
-            throw APIError(.methodNotAllowed, "\(request.path) takes GET, not \(request.method)")
+            throw APIError.methodNotAllowed(
+                request.path, takes: request.path == "/" ? ["GET", "POST"] : ["GET"], not: request.method)
         }
         if isTokenForm {
             try checkOrigin(request)

@@ -515,9 +515,7 @@ public final class RecorderControl: Sendable {
         // 405 whatever the query holds; then the query must hold only parameters the endpoint knows.
         func allow(_ methods: String...) throws {
             guard methods.contains(method) else {
-                throw APIError(
-                    .methodNotAllowed,
-                    "\(request.path) takes \(methods.joined(separator: " or ")), not \(method)")
+                throw APIError.methodNotAllowed(request.path, takes: methods, not: method)
             }
             try Self.requireKnown(request.query, Self.queryParameters(route, method: method))
         }
@@ -758,7 +756,7 @@ public final class RecorderControl: Sendable {
     ) {
         var chosen: ExportFormat?
         if let format {
-            guard let named = ExportFormat(path: "x." + format) else {
+            guard let named = ExportFormat.allCases.first(where: { $0.fileExtension == format }) else {
                 throw APIError(.badRequest, "unknown format '\(format)': mkv, y4m or mp4")
             }
             chosen = named

@@ -75,6 +75,19 @@ import Testing
             #expect(body(response).contains(word), "\(body(response))")
         }
         #expect(!FileManager.default.fileExists(atPath: live.directory + "/exports"), "nothing was written")
+
+        // A 405 says which methods the path takes (RFC 9110 requires `Allow` there), HEAD wherever GET.
+        for (method, path, allowed) in [
+            ("PUT", "/v1/saves", "GET, POST, HEAD"), ("POST", "/v1/status", "GET, HEAD"),
+            ("GET", "/v1/markers/1", "DELETE"), ("GET", "/v1/saves/1/extend", "POST"),
+            ("DELETE", "/", "GET, POST, HEAD"),
+            ("PUT", "/timeline.js", "GET, HEAD"),
+        ] {
+            let response = control.handle(HTTPRequest(method: method, path: path))
+            #expect(response.status == 405, "\(method) \(path): \(body(response))")
+            #expect(response.headers.first { $0.0 == "Allow" }?.1 == allowed, "\(method) \(path): \(response.headers)")
+        }
+        #expect(!control.handle(HTTPRequest(method: "GET", path: "/v1/nothing")).headers.contains { $0.0 == "Allow" })
     }
 
     @Test func saveObjectsAndErrorsRoundTripWithTheirWireKeys() throws {

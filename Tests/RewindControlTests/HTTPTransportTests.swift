@@ -198,6 +198,9 @@ final class RawConnection {
             ("PUT", "/v1/saves", "{}", 405, "method_not_allowed"),
             ("POST", "/v1/saves", #"{"before":"1s","bfore":"2s"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"before":5}"#, 400, "bad_request"),
+            // A format is one of the three names, as written: not a file name, not another case.
+            ("POST", "/v1/saves", #"{"format":"x.mkv"}"#, 400, "bad_request"),
+            ("POST", "/v1/clips", #"{"from":"0s","to":"1s","format":"MP4"}"#, 400, "bad_request"),
             ("POST", "/v1/saves", "not json", 400, "bad_request"),
             // A field given twice, as written or escaped, at the top or inside "hold".
             ("POST", "/v1/saves", #"{"last":"1s","wait":true,"last":"1h"}"#, 400, "bad_request"),
