@@ -1,13 +1,18 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev liblz4-dev libturbojpeg0-dev zlib1g-dev libmicrohttpd-dev pkg-config ffmpeg lz4 sqlite3 \
-	systemd curl chromium chromium-driver python3-selenium
+	systemd curl chromium chromium-driver python3-selenium python3-venv
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin
 UNITDIR := $(PREFIX)/lib/systemd/system
 
 .PHONY: deps build release demo test test-tsan test-asan fuzz lint format bench clean install
+
+# schemathesis (PyPI), which checks a live recorder's answers against its OpenAPI document, in a virtual environment
+# of Debian's Python: Tests/API/requirements.txt pins it and everything it needs.
+API_VENV := .build/venv
+API_TESTER := $(API_VENV)/installed
 
 deps:
 	@missing=""; \
@@ -19,6 +24,13 @@ deps:
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing \
 			</dev/null || { echo "could not install:$$missing (apt-get failed)" >&2; exit 1; }; \
 	fi
+
+$(API_TESTER): Tests/API/requirements.txt | deps
+	rm -rf $(API_VENV)
+	/usr/bin/python3 -m venv $(API_VENV)
+	$(API_VENV)/bin/pip install --quiet --disable-pip-version-check --no-input -r Tests/API/requirements.txt
+	$(API_VENV)/bin/st --version
+	touch $@
 
 build: deps
 	$(SWIFT) build
@@ -45,7 +57,7 @@ lint:
 format:
 	$(SWIFT) format format --in-place --recursive $(SWIFT_FORMAT_PATHS)
 
-test: deps lint
+test: deps lint $(API_TESTER)
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --disable-xctest
 
@@ -56,7 +68,7 @@ TSAN_SKIP := RewindCLITests\.SoakTests|AddressSpaceLimitTests|aSoakOnADiskThatFi
 TSAN_SKIP := $(TSAN_SKIP)|sigtermEndsASoakWaitingForASlowDisk|a1080p60SoakWith64MiBPassesThroughCriticalPressure
 TSAN_SKIP := $(TSAN_SKIP)|trimmingTheHeapGivesBackTheHolesFreedBuffersLeave
 
-test-tsan: deps
+test-tsan: deps $(API_TESTER)
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
 	$(SWIFT) test --skip-build --disable-xctest --sanitize=thread --scratch-path .build/tsan --skip "$(TSAN_SKIP)"
 
@@ -64,7 +76,7 @@ test-tsan: deps
 # those of TSAN_SKIP and the thread-limit tests (LeakSanitizer needs a thread of its own at exit).
 ASAN_SKIP := $(TSAN_SKIP)|ThreadLimitTests
 
-test-asan: deps
+test-asan: deps $(API_TESTER)
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp $(SWIFT) test --skip-build --disable-xctest --sanitize=address \
 		--scratch-path .build/asan --skip "$(ASAN_SKIP)"

@@ -64,6 +64,7 @@ let package = Package(
             name: "RewindControl", dependencies: ["RewindQuery", "CPlatform", "CMicroHTTPD"],
             resources: [
                 .embedInCode("Web/timeline.html"), .embedInCode("Web/timeline.css"), .embedInCode("Web/timeline.js"),
+                .embedInCode("API/openapi.json"),
             ]),
         .target(
             name: "RewindKit",

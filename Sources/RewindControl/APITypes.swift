@@ -4,8 +4,8 @@ import RewindCore
 // The typed protocol of a recorder's HTTP API under /v1: request and response bodies, shared by the server
 // (RecorderControl) and the client (ControlClient). JSON keys are snake_case; times and durations in requests are
 // written as on the command line (`5s`, `1500ms`, ISO-8601); times in responses are integer nanoseconds (`*_ns`)
-// on the stream clock. Every request and object names its `stream`, so a recorder of several streams speaks the
-// same protocol.
+// on the recorder clock every stream shares (a stream's own pts are `*_pts_ns`). Every request and object names its
+// `stream`, so a recorder of several streams speaks the same protocol. `API/openapi.json` describes it all.
 
 /// The body of `POST /v1/saves`: the last seconds, or seconds before and after now.
 ///
@@ -131,9 +131,9 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var state: SaveState
     /// The stream it saves.
     public var stream: String
-    /// The range's start, inclusive, pts nanoseconds.
+    /// The range's start, inclusive, recorder time in nanoseconds.
     public var fromNanoseconds: Int64
-    /// The range's end, exclusive, pts nanoseconds (grows with `extend`).
+    /// The range's end, exclusive, recorder time in nanoseconds (grows with `extend`).
     public var toNanoseconds: Int64
     /// The export format's file extension.
     public var format: String

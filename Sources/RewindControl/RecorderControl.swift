@@ -527,6 +527,11 @@ public final class RecorderControl: Sendable {
         case ["status"]:
             try allow("GET")
             return json(status)
+        case ["openapi.json"]:
+            try allow("GET")
+            return HTTPResponse(
+                status: 200, headers: [("Content-Type", "application/json")],
+                body: .bytes(PackageResources.openapi_json))
         case ["streams"]:
             try allow("GET")
             let stored = try storedStreams().map { Self.describe($0, recording: false) }
