@@ -243,11 +243,18 @@ public enum TimeSpec: Sendable, Equatable {
         }
     }
 
+    /// The number `count` ASCII digits write (no sign: `Int64("+1")` would take `+1` for two digits); nil for
+    /// anything else.
+    static func digits(_ text: Substring, count: Int) -> Int64? {
+        guard text.count == count, text.allSatisfy({ $0.isASCII && $0.isWholeNumber }) else { return nil }
+        return Int64(text)
+    }
+
     /// `HH:MM:SS[.fraction]` → nanoseconds after midnight.
     static func parseClock(_ text: Substring) -> Int64? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].count == 2, parts[1].count == 2,
-            let hours = Int64(parts[0]), let minutes = Int64(parts[1]), (0..<24).contains(hours),
+        guard parts.count == 3, let hours = digits(parts[0], count: 2), let minutes = digits(parts[1], count: 2),
+            (0..<24).contains(hours),
             (0..<60).contains(minutes), let (digits, scale) = Values.decimal(parts[2]), scale <= 1_000_000_000
         else { return nil }
         let (secondsNs, overflow) = digits.multipliedReportingOverflow(by: 1_000_000_000 / scale)
@@ -259,8 +266,8 @@ public enum TimeSpec: Sendable, Equatable {
     static func parseISO8601(_ text: String) -> Int64? {
         guard let t = text.firstIndex(of: "T") else { return nil }
         let date = text[..<t].split(separator: "-", omittingEmptySubsequences: false)
-        guard date.count == 3, date[0].count == 4, date[1].count == 2, date[2].count == 2,
-            let year = Int64(date[0]), let month = Int64(date[1]), let day = Int64(date[2]),
+        guard date.count == 3, let year = digits(date[0], count: 4), let month = digits(date[1], count: 2),
+            let day = digits(date[2], count: 2),
             (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
             // Nanoseconds since 1970 in 64 bits reach from 1677-09-21 to 2262-04-11.
             (1678...2261).contains(year)
@@ -280,8 +287,8 @@ public enum TimeSpec: Sendable, Equatable {
         if text.hasSuffix("Z") { return (text.dropLast(), 0) }
         guard let sign = text.lastIndex(where: { $0 == "+" || $0 == "-" }) else { return (text, nil) }
         let zone = text[text.index(after: sign)...].split(separator: ":")
-        guard zone.count == 2, zone[0].count == 2, zone[1].count == 2, let zh = Int64(zone[0]),
-            let zm = Int64(zone[1]), (0...18).contains(zh), (0..<60).contains(zm)
+        guard zone.count == 2, let zh = digits(zone[0], count: 2), let zm = digits(zone[1], count: 2),
+            (0...18).contains(zh), (0..<60).contains(zm)
         else { return nil }
         return (text[..<sign], (zh * 3600 + zm * 60) * (text[sign] == "-" ? -1 : 1))
     }

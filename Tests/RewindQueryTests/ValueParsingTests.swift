@@ -148,6 +148,9 @@ import Testing
             "9999-12-31T23:59:59Z", "2300-01-01T00:00:00Z", "1600-01-01T00:00:00Z", "0001-01-01T00:00:00Z",
             // Seconds whose nanoseconds do not fit in 64 bits (they trapped, ending the recorder that parsed them).
             "14:01:8565705100000000000", "2026-11-30T14:01:9223372037Z", "14:01:9223372036.9Z",
+            // Two characters that are not two digits: a sign is not a digit.
+            "+1:00:00", "2026-11-30T+1:00:00Z", "2026-+1-30T10:00:00Z", "2026-11-+3T10:00:00Z", "14:+3:05",
+            "14:03:05++1:00", "2026-11-30T14:03:05Z+01:+0",
         ] {
             #expect(throws: ValueError.self, "\(bad)") { try TimeSpec(parsing: bad) }
         }
