@@ -247,7 +247,7 @@ enum APISeeds {
                     + #"{"label":"goal","stream":"front","at":"1s","hold":{"before":"1s","after":"1s"}}"#
             ),
             (2, "/v1/markers/1"), (0, "/v1/health"), (0, "/v1/status"), (0, "/v1/streams"), (0, "/v1/saves"),
-            (0, "/v1/saves/1"), (0, "/v1/files/1"), (0, "/v1/markers?from=0s&to=60s"),
+            (0, "/v1/openapi.json"), (0, "/v1/saves/1"), (0, "/v1/files/1"), (0, "/v1/markers?from=0s&to=60s"),
             (0, "/v1/streams/front/timeline?from=0s&to=10s&buckets=50"),
             (0, "/v1/streams/rear/timeline?from=1970-01-01T00:00:00Z&to=1970-01-01T00:01:00Z"),
             (0, "/v1/streams/front/frame?at=1.5s&width=32"), (0, "/v1/streams/rear/frame?at=0s&step=after&format=png"),

@@ -161,10 +161,10 @@ import Testing
             statuses.append(try fixture.serve(request).status)
         }
         // Saves (waiting on a post-roll, extended and cancelled; mp4, since the last save, a clip), a marker with a
-        // hold and its removal; each GET endpoint; the page; TCP without and with the token; a browser's request by
+        // hold and its removal; each GET endpoint (the API's document among them); the page; TCP without and with the token; a browser's request by
         // an address and by a name not allowed.
         let expected =
-            [200, 202, 200, 200, 202, 202, 200, 201, 200] + Array(repeating: 200, count: 15) + [401, 200]
+            [200, 202, 200, 200, 202, 202, 200, 201, 200] + Array(repeating: 200, count: 16) + [401, 200]
             + [401, 202, 403]
         #expect(statuses == expected)
     }
