@@ -6,6 +6,7 @@ SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin
 UNITDIR := $(PREFIX)/lib/systemd/system
+DOCDIR := $(PREFIX)/share/rewind
 
 .PHONY: deps build release demo test test-tsan test-asan fuzz lint format bench clean install
 
@@ -42,11 +43,12 @@ release: deps
 # libc) at run time, no Swift toolchain. Its own build folder, so it never mixes with the debug or release builds.
 install: deps
 	$(SWIFT) build -c release --static-swift-stdlib --product rewind --scratch-path .build/static
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 .build/static/release/rewind $(DESTDIR)$(BINDIR)/rewind
+	install -m 0644 Sources/RewindControl/API/openapi.json $(DESTDIR)$(DOCDIR)/openapi.json
 	sed 's|@BINDIR@|$(BINDIR)|g' contrib/rewind@.service > $(DESTDIR)$(UNITDIR)/rewind@.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/rewind@.service
-	@echo "installed $(DESTDIR)$(BINDIR)/rewind and $(DESTDIR)$(UNITDIR)/rewind@.service"
+	@echo "installed $(DESTDIR)$(BINDIR)/rewind, $(DESTDIR)$(UNITDIR)/rewind@.service and $(DESTDIR)$(DOCDIR)/openapi.json"
 
 demo: release
 	.build/release/rewind demo

@@ -53,5 +53,11 @@ import Testing
         try FileManager.default.copyItem(atPath: unit, toPath: instance)
         let verify = try Tool.run(try Tool.path(of: "systemd-analyze"), ["verify", instance])
         #expect(verify.status == 0 && verify.stderr.isEmpty, "\(verify.stderr)")
+
+        // The API's document beside them, for clients made without a recorder running.
+        let document = prefix.path + "/share/rewind/openapi.json"
+        #expect(
+            FileManager.default.contents(atPath: document)
+                == FileManager.default.contents(atPath: APIDocumentTests.documentPath))
     }
 }
