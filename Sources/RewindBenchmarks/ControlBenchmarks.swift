@@ -50,7 +50,7 @@ public enum ControlBenchmarks {
         }
         // An events client.
         DispatchQueue.global().async(group: group) {
-            _ = try? client.events { _, _ in !stop.load(ordering: .relaxed) }
+            _ = try? client.events { _, _, _ in !stop.load(ordering: .relaxed) }
         }
         // A save of the last second every second.
         DispatchQueue.global().async(group: group) {

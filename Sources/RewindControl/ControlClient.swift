@@ -90,12 +90,21 @@ public struct ControlClient: Sendable {
         }
     }
 
-    /// Reads `GET /v1/events` and calls `body` with each event's name and JSON data until it returns false or the
-    /// recorder ends the stream. Returns false when no recorder serves the endpoint.
-    public func events(_ body: (String, String) throws -> Bool) throws -> Bool {
+    /// Reads `GET /v1/events` and calls `body` with each event's name, JSON data and id (nil for `status` and the
+    /// events the recorder makes for one client) until it returns false or the recorder ends the stream. Returns
+    /// false when no recorder serves the endpoint.
+    ///
+    /// - Parameter lastEventID: the id of the last event had before: the stream starts with the events after it.
+    public func events(
+        after lastEventID: String? = nil, _ body: (_ name: String, _ data: String, _ id: String?) throws -> Bool
+    ) throws -> Bool {
         guard let connection = try connect() else { return false }
         connection.limitWaits(what: "the event stream")
-        try connection.send(request(method: "GET", path: "/v1/events", body: nil))
+        var path = "/v1/events"
+        if let lastEventID {
+            path += "?last_event_id=" + (lastEventID.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")
+        }
+        try connection.send(request(method: "GET", path: path, body: nil))
         let head = try connection.readHead(what: "the event stream")
         guard head.status == 200 else {
             let rest = try connection.readBody(head, what: "the event stream")
@@ -104,6 +113,7 @@ public struct ControlClient: Sendable {
         var pending: [UInt8] = []
         var name = "message"
         var data = ""
+        var id: String?
         // A connection cut in the middle (no closing chunk) is a recorder that was killed, not a finished stream.
         func nextChunk() throws -> [UInt8]? {
             do {
@@ -119,10 +129,13 @@ public struct ControlClient: Sendable {
                 pending.removeSubrange(...end)
                 if line.isEmpty {
                     if !data.isEmpty {
-                        guard try body(name, data) else { return true }
+                        guard try body(name, data, id) else { return true }
                     }
                     name = "message"
                     data = ""
+                    id = nil
+                } else if line.hasPrefix("id: ") {
+                    id = String(line.dropFirst(4))
                 } else if line.hasPrefix("event: ") {
                     name = String(line.dropFirst(7))
                 } else if line.hasPrefix("data: ") {

@@ -7,20 +7,72 @@ import Synchronization
 /// Publishing never waits: each client has a bounded queue (``queueCapacity`` events); an event that does not fit
 /// is dropped for that client and counted, and the client then receives `events_lost` with the count before the
 /// next event. So a slow client never slows the recorder or other clients.
+///
+/// Every event but the once-a-second `status` carries an id, `RUN-NUMBER` (`RUN` this hub's ``run``, `NUMBER`
+/// counting from 1), and the hub keeps the last ``historyCapacity`` of them: a client that comes back with the id
+/// of the last event it had (`Last-Event-ID`, which a browser's `EventSource` sends by itself when it reconnects)
+/// gets what it missed first, and `events_lost` with the count of what is no longer kept; with an id of another run
+/// (the recorder restarted) or none it could have had, `resync` says it must read the state again.
 package final class EventHub: Sendable {
     /// Events a client may have queued.
     package static let queueCapacity = 256
+    /// Events kept for clients that come back: as many as a new client's queue takes.
+    package static let historyCapacity = queueCapacity
+
+    /// The events kept, by number: event `n` at `messages[(n − 1) % historyCapacity]` while `n ≥ next − count`.
+    private struct History {
+        var next: UInt64 = 1
+        var messages: [[UInt8]] = []
+
+        /// The oldest number kept (`next` when none is).
+        var oldest: UInt64 { next - UInt64(messages.count) }
+
+        mutating func keep(_ message: [UInt8]) {
+            if messages.count < EventHub.historyCapacity {
+                messages.append(message)
+            } else {
+                messages[Int((next - 1) % UInt64(EventHub.historyCapacity))] = message
+            }
+            next += 1
+        }
+
+        func message(_ number: UInt64) -> [UInt8] { messages[Int((number - 1) % UInt64(EventHub.historyCapacity))] }
+    }
 
     private let subscribers = Mutex<[ObjectIdentifier: EventSubscription]>([:])
+    private let history = Mutex(History())
+    /// This run's part of every event id: eight hexadecimal digits drawn when the hub is made, so an id from before
+    /// a restart is not taken for one of this run's.
+    package let run: String
 
     /// A hub with no clients.
-    package init() {}
+    package init() {
+        let drawn = String(UInt32.random(in: .min ... .max), radix: 16)
+        run = String(repeating: "0", count: 8 - drawn.count) + drawn
+    }
 
     /// Sends `value` as event `name` to every client, or to those `include` accepts.
+    ///
+    /// - Parameter kept: whether the event gets an id and is kept for clients that come back (`status`, sent once
+    ///   a second and stale at once, is not).
     package func publish(
-        _ name: String, _ value: some Encodable, to include: ((EventSubscription) -> Bool)? = nil
+        _ name: String, _ value: some Encodable, kept: Bool = true, to include: ((EventSubscription) -> Bool)? = nil
     ) {
-        let message = Self.message(name, value)
+        let data = APICoding.encode(value)
+        guard kept else {
+            fanOut(Self.message(name, data: data), to: include)
+            return
+        }
+        // Numbered, kept and queued under one lock: a client coming back meanwhile gets each event once, either
+        // from the history or queued.
+        history.withAnnotatedLock { history in
+            let message = Self.message(name, data: data, id: "\(run)-\(history.next)")
+            history.keep(message)
+            fanOut(message, to: include)
+        }
+    }
+
+    private func fanOut(_ message: [UInt8], to include: ((EventSubscription) -> Bool)?) {
         for subscriber in subscribers.withAnnotatedLock({ Array($0.values) }) where include?(subscriber) ?? true {
             subscriber.enqueue(message)
         }
@@ -34,17 +86,51 @@ package final class EventHub: Sendable {
 
     /// Event `name` with `value` as its data, as Server-Sent Events lines.
     static func message(_ name: String, _ value: some Encodable) -> [UInt8] {
-        Array("event: \(name)\ndata: ".utf8) + APICoding.encode(value) + Array("\n\n".utf8)
+        message(name, data: APICoding.encode(value))
+    }
+
+    static func message(_ name: String, data: [UInt8], id: String? = nil) -> [UInt8] {
+        Array(((id.map { "id: \($0)\n" } ?? "") + "event: \(name)\ndata: ").utf8) + data + Array("\n\n".utf8)
     }
 
     /// A new client's stream.
     ///
-    /// - Parameter sealedBefore: each stream's highest sealed segment id when the client came: it gets `segment`
-    ///   events of later seals only.
-    package func subscribe(sealedBefore: [String: Int64] = [:]) -> EventSubscription {
+    /// - Parameters:
+    ///   - sealedBefore: each stream's highest sealed segment id when the client came: it gets `segment` events of
+    ///     later seals only.
+    ///   - lastEventID: the id of the last event a client that comes back had: it gets the kept events after it
+    ///     first (and `events_lost` for those no longer kept, or `resync` for an id this run never gave).
+    package func subscribe(sealedBefore: [String: Int64] = [:], lastEventID: String? = nil) -> EventSubscription {
         let subscription = EventSubscription(hub: self, sealedBefore: sealedBefore)
-        subscribers.withAnnotatedLock { $0[ObjectIdentifier(subscription)] = subscription }
+        history.withAnnotatedLock { history in
+            if let lastEventID {
+                if let last = number(lastEventID), last < history.next {
+                    // Missed and no longer kept: those between it and the oldest kept.
+                    subscription.countLost(Int(last < history.oldest - 1 ? history.oldest - 1 - last : 0))
+                    for number in max(last + 1, history.oldest)..<history.next {
+                        subscription.enqueue(history.message(number))
+                    }
+                } else {
+                    let reason = ResyncEvent(
+                        lastEventID: lastEventID,
+                        message:
+                            "no event '\(lastEventID)' was sent by this run of the recorder (it restarted, or the id is "
+                            + "not one it gives): what happened meanwhile is unknown; read /v1/status, /v1/saves and "
+                            + "/v1/markers again")
+                    subscription.enqueue(Self.message("resync", reason))
+                }
+            }
+            subscribers.withAnnotatedLock { $0[ObjectIdentifier(subscription)] = subscription }
+        }
         return subscription
+    }
+
+    /// The number of an id of this run (`RUN-NUMBER`); nil for any other text.
+    private func number(_ id: String) -> UInt64? {
+        guard let dash = id.lastIndex(of: "-"), id[..<dash] == run else { return nil }
+        let digits = id[id.index(after: dash)...]
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return UInt64(digits)
     }
 
     func remove(_ subscription: EventSubscription) {
@@ -81,6 +167,11 @@ package final class EventSubscription: HTTPStreamBody {
         self.sealedBefore = sealedBefore
         // A first comment, so the client sees the stream open at once.
         queue.withAnnotatedLock { $0.pending = Array(": rewind events\n\n".utf8) }
+    }
+
+    /// Counts `count` events this client missed before it came back (told as `events_lost` first).
+    func countLost(_ count: Int) {
+        queue.withAnnotatedLock { $0.lost += count }
     }
 
     func enqueue(_ message: [UInt8]) {
@@ -137,5 +228,16 @@ package final class EventSubscription: HTTPStreamBody {
         queue.withAnnotatedLock { $0.closed = true }
         ready.signal()
         hub?.remove(self)
+    }
+}
+
+/// The data of `resync`: the id a client came back with, which this run of the recorder never gave.
+private struct ResyncEvent: Encodable {
+    var lastEventID: String
+    var message: String
+
+    enum CodingKeys: String, CodingKey {
+        case message
+        case lastEventID = "last_event_id"
     }
 }

@@ -385,6 +385,7 @@ extension RecorderControl {
             ["at", "step", "format", "width"]
         case let path where path.count == 2 && path[0] == "files": ["file"]
         case ["markers"] where method == "GET": ["from", "to"]
+        case ["events"]: ["last_event_id"]
         default: []
         }
     }

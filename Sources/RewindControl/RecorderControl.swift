@@ -339,7 +339,7 @@ public final class RecorderControl: Sendable {
             // The status once a second for clients following the events (the timeline page's panel).
             if events.count > 0 && ContinuousClock.now - lastStatus >= .seconds(1) {
                 lastStatus = .now
-                events.publish("status", status)
+                events.publish("status", status, kept: false)
             }
         }
     }
@@ -579,7 +579,10 @@ public final class RecorderControl: Sendable {
                         (try? CounterWatcher.sealedSegments(of: stream.name, in: store))?.last?.id ?? 0
                 }
             }
-            let subscription = events.subscribe(sealedBefore: sealed)
+            // A client that comes back names the last event it had: the header a browser's EventSource sends when
+            // it reconnects, or the parameter for a page or program that opens the stream again itself.
+            let subscription = events.subscribe(
+                sealedBefore: sealed, lastEventID: request.headers["last-event-id"] ?? request.query["last_event_id"])
             if isStopping.load(ordering: .acquiring) {
                 // A client that comes while the recorder stops hears so first, then its stream ends.
                 subscription.enqueue(EventHub.message("stopping", HealthResponse(status: "stopping")))

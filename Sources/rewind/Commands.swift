@@ -192,7 +192,12 @@ let eventsCommand = Command(
         name: "events",
         summary:
             "follow a running recorder's events (saves, markers, gaps, drops, pressure, segments), one JSON line each",
-        options: [storeOption]),
+        options: [
+            storeOption,
+            .value(
+                "since", "ID",
+                "start after the event of this id (an earlier run's last line's \"id\"): first what came since"),
+        ]),
     run: runEvents)
 
 let markCommand = Command(

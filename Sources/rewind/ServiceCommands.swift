@@ -80,10 +80,11 @@ func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     installStopHandlers()
     var failure: (any Error)?
-    let served = try ControlClient(directory: directory).events { name, data in
+    let served = try ControlClient(directory: directory).events(after: arguments.string("since")) { name, data, id in
         // Unbuffered: a reader of a pipe sees each event as it happens.
         do {
-            try writeAll(Data("{\"event\":\"\(name)\",\"data\":\(data)}\n".utf8), to: STDOUT_FILENO)
+            let idField = id.map { ",\"id\":\"\($0)\"" } ?? ""
+            try writeAll(Data("{\"event\":\"\(name)\"\(idField),\"data\":\(data)}\n".utf8), to: STDOUT_FILENO)
         } catch {
             failure = error
             return false

@@ -165,6 +165,22 @@ import Testing
         follower.process.interrupt()
         let interrupted = try follower.finish(timeout: .seconds(60))
         #expect(interrupted.status == 130, "\(interrupted.stderr)")
+        // Back with the id of the last event it had, it gets first what came meanwhile; with an id the recorder
+        // never gave, `resync` says to read the state again.
+        let lastLine = try #require(interrupted.output.split(separator: "\n").last { $0.contains("\"id\":") })
+        let lastID = try #require(
+            (try JSONSerialization.jsonObject(with: Data(lastLine.utf8)) as? [String: Any])?["id"] as? String)
+        #expect(try Tool.rewind(["mark", "--store", store, "--label", "while away"]).status == 0)
+        let back = try Tool.startRewind(["events", "--store", store, "--since", lastID])
+        let stranger = try Tool.startRewind(["events", "--store", store, "--since", "0-1"])
+        try waitUntil("the client that came back hears the marker it missed, the other to resync") {
+            back.output.contains("\"label\":\"while away\"") && stranger.output.contains("\"event\":\"resync\"")
+        }
+        #expect(!back.output.contains("\"label\":\"probe\""), "had before: \(back.output)")
+        #expect(stranger.output.hasPrefix("{\"event\":\"resync\",\"data\":{"), "\(stranger.output)")
+        for client in [back, stranger] { client.process.interrupt() }
+        #expect(try back.finish(timeout: .seconds(60)).status == 130)
+        #expect(try stranger.finish(timeout: .seconds(60)).status == 130)
         process.interrupt()
         let finished = try recorder.finish()
         #expect(finished.status == 0, "\(finished.stderr)")

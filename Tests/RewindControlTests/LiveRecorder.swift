@@ -47,7 +47,7 @@ final class EventFollower: Sendable {
         Thread { [self] in
             let how: String
             do {
-                let served = try client.events { name, data in
+                let served = try client.events { name, data, _ in
                     received.withAnnotatedLock { $0.append((name, data)) }
                     return true
                 }
