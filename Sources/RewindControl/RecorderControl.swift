@@ -764,7 +764,7 @@ public final class RecorderControl: Sendable {
     ) {
         var chosen: ExportFormat?
         if let format {
-            guard let named = ExportFormat.allCases.first(where: { $0.fileExtension == format }) else {
+            guard let named = ExportFormat(fileExtension: format) else {
                 throw APIError(.badRequest, "unknown format '\(format)': mkv, y4m or mp4")
             }
             chosen = named

@@ -472,9 +472,9 @@ private func liveExport(
         + "\(formatSeconds(covered.1))"
     // A file per stream: the streams that had no frame in the range got none. One .mkv: a track per stream, as
     // from the disk.
-    if let streams, ExportFormat(path: "x." + object.format) != .matroska, object.files.count < streams {
+    if let streams, ExportFormat(fileExtension: object.format) != .matroska, object.files.count < streams {
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
-    } else if let streams, streams > 1, ExportFormat(path: "x." + object.format) == .matroska {
+    } else if let streams, streams > 1, ExportFormat(fileExtension: object.format) == .matroska {
         let tracks = object.tracks?.count ?? streams
         message += " (\(count(tracks, "stream")), a track each"
         if tracks < streams { message += "; \(count(streams - tracks, "stream")) without frames in the range" }

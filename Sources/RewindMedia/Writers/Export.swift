@@ -14,12 +14,13 @@ public enum ExportFormat: String, Sendable, Hashable, CaseIterable {
     /// The format a file name's extension names (`.y4m`, `.mkv`, `.mp4`, any case); nil for anything else.
     public init?(path: String) {
         guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return nil }
-        switch path[path.index(after: dot)...].lowercased() {
-        case "y4m": self = .y4m
-        case "mkv": self = .matroska
-        case "mp4": self = .mp4
-        default: return nil
-        }
+        self.init(fileExtension: path[path.index(after: dot)...].lowercased())
+    }
+
+    /// The format of ``fileExtension`` `text` (`y4m`, `mkv`, `mp4`, as written); nil for anything else.
+    public init?(fileExtension text: String) {
+        guard let format = Self.allCases.first(where: { $0.fileExtension == text }) else { return nil }
+        self = format
     }
 
     /// The file name extension, without the dot.
