@@ -175,17 +175,15 @@ public enum System {
     }
 
     /// The wall-clock time now, in Unix epoch nanoseconds (`CLOCK_REALTIME`).
-    public static func wallClockNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
+    public static func wallClockNanoseconds() -> Int64 { nanoseconds(of: CLOCK_REALTIME) }
 
     /// The monotonic clock now, in nanoseconds (`CLOCK_MONOTONIC`: steady, unaffected by changes of the wall clock;
     /// async-signal-safe).
-    public static func monotonicNanoseconds() -> Int64 {
+    public static func monotonicNanoseconds() -> Int64 { nanoseconds(of: CLOCK_MONOTONIC) }
+
+    private static func nanoseconds(of clock: clockid_t) -> Int64 {
         var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
+        clock_gettime(clock, &now)
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 

@@ -7,16 +7,14 @@ import Testing
 /// the recorder that serves it: schemathesis (`Tests/API`, installed by `make test`) sends every operation requests
 /// made from the document, valid ones and ones it says are invalid, and checks each answer by it.
 @Suite(.timeLimit(.minutes(15))) struct APIDocumentTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().path
-    static let documentPath = packageRoot + "/Sources/RewindControl/API/openapi.json"
+    static let documentPath = Tool.packageRoot + "/Sources/RewindControl/API/openapi.json"
 
     /// Every answer of a live recorder of two streams, on TCP with its token, is one its document describes: a
     /// status listed for the operation (no 5xx), its media type, a body valid against the schema with every object
     /// closed (a field the document does not name fails: the document cannot fall behind the code), and a request
     /// without the token refused. Capture loses nothing meanwhile, and the recorder stops cleanly after.
     @Test func aLiveRecorderAnswersAsItsDocumentSays() throws {
-        let tester = Self.packageRoot + "/.build/venv/bin/st"
+        let tester = Tool.packageRoot + "/.build/venv/bin/st"
         #expect(FileManager.default.isExecutableFile(atPath: tester), "\(tester) is missing: run make test")
         let directory = try Tool.temporaryDirectory("openapi")
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -44,7 +42,7 @@ import Testing
         }
         let strict = directory.appendingPathComponent("strict.json")
         try Self.closingEveryObject(document).write(to: strict)
-        let hooks = Self.packageRoot + "/Tests/API/hooks.py"
+        let hooks = Tool.packageRoot + "/Tests/API/hooks.py"
         let environment = ProcessInfo.processInfo.environment.merging(["SCHEMATHESIS_HOOKS": hooks]) { $1 }
         // In the test's directory: schemathesis keeps a cache in the one it runs in.
         let run = try Tool.run(
@@ -52,8 +50,8 @@ import Testing
             [
                 "--chdir", directory.path, tester, "run", strict.path, "--url", base, "--header", authorization,
                 "--checks", "all",
-                // Valid by the schema is not valid by the recorder: a duration is a string, but not every string is
-                // a duration; a save cancelled stays readable (its state says cancelled).
+                // Valid by the schema is not always valid by the recorder (a stream it does not have, `to` before
+                // `from`, a hold that does not fit the disk); a save cancelled stays readable (its state says so).
                 "--exclude-checks", "positive_data_acceptance,use_after_free",
                 "--max-examples", "40", "--workers", "1", "--request-timeout", "60", "--no-color",
                 "--suppress-health-check", "all", "--generation-database", "none",

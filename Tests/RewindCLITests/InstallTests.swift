@@ -4,15 +4,11 @@ import Testing
 
 /// `make install PREFIX=…` installs a `rewind` that carries the Swift runtime inside it, and the systemd unit.
 @Suite(.timeLimit(.minutes(20))) struct InstallTests {
-    /// The package's root folder: this file is `Tests/RewindCLITests/InstallTests.swift`.
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().path
-
     @Test func theInstalledBinaryNeedsNoSwiftRuntimeAndTheUnitVerifies() throws {
         let prefix = try Tool.temporaryDirectory("rewind-prefix")
         defer { try? FileManager.default.removeItem(at: prefix) }
         let make = try Tool.run(
-            try Tool.path(of: "make"), ["-C", InstallTests.packageRoot, "install", "PREFIX=\(prefix.path)"],
+            try Tool.path(of: "make"), ["-C", Tool.packageRoot, "install", "PREFIX=\(prefix.path)"],
             timeout: .seconds(900))
         #expect(make.status == 0, "make install failed: \(make.stderr.suffix(3000))")
         let binary = prefix.path + "/bin/rewind"

@@ -9,8 +9,6 @@ import Testing
 /// against a live recorder of two streams on TCP with its token; and every request that changes state refused
 /// without the token or from another site.
 @Suite(.timeLimit(.minutes(15))) struct TimelinePageTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().path
 
     /// A recorder of two synthetic streams (front 640×360 at 30 fps, rear 320×240 at 15 fps) in real time, serving
     /// TCP on a port of its choosing.
@@ -62,7 +60,7 @@ import Testing
         }
         let output = directory.appendingPathComponent("browser").path
         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-        let script = Self.packageRoot + "/Tests/Browser/timeline_page.py"
+        let script = Tool.packageRoot + "/Tests/Browser/timeline_page.py"
         // Debian's Python, which has Debian's Selenium (another python3 may come first on PATH).
         let python = "/usr/bin/python3"
         #expect(FileManager.default.isExecutableFile(atPath: python), "\(python) is missing: run make test")
@@ -298,8 +296,8 @@ import Testing
         let screenshot = output + "/timeline.png"
         #expect(FileManager.default.fileExists(atPath: screenshot))
         if ProcessInfo.processInfo.environment["REWIND_UPDATE_SCREENSHOT"] == "1" {
-            try? FileManager.default.removeItem(atPath: Self.packageRoot + "/docs/timeline.png")
-            try FileManager.default.copyItem(atPath: screenshot, toPath: Self.packageRoot + "/docs/timeline.png")
+            try? FileManager.default.removeItem(atPath: Tool.packageRoot + "/docs/timeline.png")
+            try FileManager.default.copyItem(atPath: screenshot, toPath: Tool.packageRoot + "/docs/timeline.png")
         }
         try live.stop()
 
@@ -350,7 +348,7 @@ import Testing
         }
         let output = directory.appendingPathComponent("browser").path
         try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-        let script = Self.packageRoot + "/Tests/Browser/timeline_page.py"
+        let script = Tool.packageRoot + "/Tests/Browser/timeline_page.py"
         let run = try Tool.run(
             "/usr/bin/python3",
             [script, live.base, live.token, output, "restart", "\(live.recorder.process.processIdentifier)", command],

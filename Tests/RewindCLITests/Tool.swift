@@ -17,6 +17,10 @@ enum Tool {
         return folder.appendingPathComponent("rewind").path
     }()
 
+    /// The package's root folder: this file is `Tests/RewindCLITests/Tool.swift`.
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().path
+
     /// The full path of `name` on PATH.
     ///
     /// - Throws: ``ExternalTools/Missing`` (a test that needs a missing tool fails, saying to run `make test`).
