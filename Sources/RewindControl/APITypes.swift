@@ -660,10 +660,17 @@ extension MarkerRequest: APIRequestBody {
 
 /// The JSON settings both ends share, and the strict decoding of request bodies.
 enum APICoding {
-    static func encode(_ value: some Encodable) -> [UInt8] {
+    /// `value` as JSON; a value JSON cannot carry (a number that is not finite) throws.
+    static func encoded(_ value: some Encodable) throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? Array(encoder.encode(value))) ?? Array(#"{"error":{"code":"failed","message":"encoding"}}"#.utf8)
+        return try Array(encoder.encode(value))
+    }
+
+    /// `value` as JSON, or an error object saying it could not be encoded (for bodies that have no status to
+    /// change: events, requests, error bodies).
+    static func encode(_ value: some Encodable) -> [UInt8] {
+        (try? encoded(value)) ?? Array(#"{"error":{"code":"failed","message":"encoding"}}"#.utf8)
     }
 
     /// Decodes a request body, refusing a body that is not one JSON object, an unknown field (a typo must not be

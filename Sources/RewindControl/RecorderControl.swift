@@ -621,8 +621,18 @@ public final class RecorderControl: Sendable {
     }
 
     private func json(_ value: some Encodable, status: Int = 200) -> HTTPResponse {
-        HTTPResponse(
-            status: status, headers: [("Content-Type", "application/json")], body: .bytes(APICoding.encode(value)))
+        Self.jsonResponse(value, status: status)
+    }
+
+    /// `value` as a JSON answer with `status`, or a 500 naming the failure when it cannot be encoded: an error body
+    /// must never go out under a success status.
+    package static func jsonResponse(_ value: some Encodable, status: Int) -> HTTPResponse {
+        do {
+            let body = try APICoding.encoded(value)
+            return HTTPResponse(status: status, headers: [("Content-Type", "application/json")], body: .bytes(body))
+        } catch {
+            return APIError(.failed, "the answer could not be encoded as JSON (\(error))").response
+        }
     }
 
     /// 202 with the save as it stands; with `wait`, 200 once done (or the error it failed with).

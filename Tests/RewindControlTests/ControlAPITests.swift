@@ -111,6 +111,18 @@ import Testing
         #expect(statuses == [400, 401, 403, 404, 404, 405, 409, 413, 429, 503, 503, 503, 500])
     }
 
+    /// An answer JSON cannot carry goes out as a 500 naming why, never as an error body under the success status.
+    @Test func anAnswerThatCannotBeEncodedIsA500() throws {
+        var object = SaveObject(
+            id: 1, state: .exporting, stream: "camera", fromNanoseconds: 0, toNanoseconds: 1, format: "mkv", files: [])
+        #expect(RecorderControl.jsonResponse(object, status: 202).status == 202)
+        object.progress = .nan
+        let response = RecorderControl.jsonResponse(object, status: 202)
+        #expect(response.status == 500)
+        let text = body(response)
+        #expect(text.contains("\"code\":\"failed\"") && text.contains("could not be encoded"), "\(text)")
+    }
+
     /// An address is shown as `--listen` takes it: an IPv6 one in brackets (it was printed as `::1:18441`).
     @Test func listenAddressesAreShownAsTheyAreGiven() throws {
         for text in ["127.0.0.1:8080", "[::1]:18441", "[fe80::1]:0"] {
