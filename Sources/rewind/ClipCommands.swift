@@ -27,7 +27,6 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     default:
         break
     }
-    let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
     // The range on the recorder clock, as the store's index places it: whether a live recorder must export it.
     let range: Range<Int64>? = {
         guard let store = try? SegmentStore.openReadOnly(directory: directory), let set = try? StreamSet(store: store),
@@ -37,18 +36,32 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         return from..<to
     }()
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let live = try liveExport(
-        directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
-    ) { path in
-        try namingFlags(["from": "--from", "to": "--to"]) {
-            try ControlClient(directory: directory).clip(
-                ClipRequest(
-                    stream: selection?.requestName ?? arguments.string("stream"),
-                    // A time without a zone is this shell's local time, wherever the recorder runs.
-                    from: TimeSpec.withLocalZone(arguments.string("from")!),
-                    to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
-                    quality: givenQuality(arguments)))
+    let live: Bool
+    do {
+        let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
+        live = try liveExport(
+            directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
+        ) { path in
+            try namingFlags(["from": "--from", "to": "--to"]) {
+                try ControlClient(directory: directory).clip(
+                    ClipRequest(
+                        stream: selection?.requestName ?? arguments.string("stream"),
+                        // A time without a zone is this shell's local time, wherever the recorder runs.
+                        from: TimeSpec.withLocalZone(arguments.string("from")!),
+                        to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
+                        quality: givenQuality(arguments)))
+            }
         }
+    } catch let error as ControlError {
+        // A recorder that takes the connection and answers nothing (stopped with Ctrl-Z, stuck): a range the disk
+        // holds whole is read from it, said so, as when no connection is taken at all.
+        guard case .noAnswer = error, let range, !stopRequested.load(ordering: .relaxed),
+            let store = try? SegmentStore.openReadOnly(directory: directory),
+            let asked = try? selectStreams(in: store, named: arguments.string("stream")).names,
+            !reachesPastDisk(directory: directory, range: range, streams: asked)
+        else { throw error }
+        printError("rewind clip: \(error): exported from the store on disk, which holds the whole range")
+        live = false
     }
     if live { return ExitStatus.success }
     let store = try openStoreForReading(directory)
@@ -58,15 +71,18 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let from = try source.resolve(try arguments.time("from")!)
         let to = try source.resolve(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try export(
-            from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip")
+        return checkedAgainstSegmentFiles(
+            directory, command: "clip",
+            try export(from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip"))
     case .all:
         let set = try StreamSet(store: store)
         let from = try set.recorderTime(try arguments.time("from")!)
         let to = try set.recorderTime(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return try exportAll(
-            set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip")
+        return checkedAgainstSegmentFiles(
+            directory, command: "clip",
+            try exportAll(
+                set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip"))
     }
 }
 
@@ -100,11 +116,7 @@ private func streamsOutsideRecorder(directory: String, _ selection: StreamSelect
         return ([], [])
     }
     let recording = Set(live.streams.filter(\.recording).map(\.name))
-    let names =
-        switch selection {
-        case .one(let row): [row.name]
-        case .all(let rows): rows.map(\.name)
-        }
+    let names = selection.names
     return (names.filter { !recording.contains($0) }, names.filter { recording.contains($0) })
 }
 
@@ -283,8 +295,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try source.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try export(
-            from: source, range: range, output: output, quality: quality(arguments), command: "save")
+        return checkedAgainstSegmentFiles(
+            directory, command: "save",
+            try export(from: source, range: range, output: output, quality: quality(arguments), command: "save"))
     case .all:
         if output == "-" {
             throw UsageError(
@@ -295,9 +308,11 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try set.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return try exportAll(
-            set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments),
-            command: "save")
+        return checkedAgainstSegmentFiles(
+            directory, command: "save",
+            try exportAll(
+                set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments),
+                command: "save"))
     }
 }
 
@@ -406,12 +421,7 @@ private func liveExport(
         // from the disk; a clip the disk holds whole is read from it, said so.
         guard SegmentStore.isOpenForRecording(directory: directory) else { return false }
         // Which streams it records is unknown (it did not answer): every stream asked for counts.
-        let asked: [String] =
-            switch selection {
-            case .one(let row): [row.name]
-            case .all(let rows): rows.map(\.name)
-            case nil: []
-            }
+        let asked = selection?.names ?? []
         guard what == "clip", let range, !asked.isEmpty,
             !reachesPastDisk(directory: directory, range: range, streams: asked)
         else {

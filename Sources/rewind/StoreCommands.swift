@@ -56,6 +56,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         try printJSON(object)
         return try adviseOnProblems(outOfStep)
     }
+    // When the frames were captured, by the wall clock, as `--from`/`--to` take it (reading each stream's first and
+    // last frame rows also finds rows missing there, as `--json` does, before a line is printed).
+    var walls: (first: Int64, last: Int64)?
+    for row in streams {
+        guard let own = try store.wallTimes(streamName: row.name) else { continue }
+        walls = (min(walls?.first ?? own.first, own.first), max(walls?.last ?? own.last, own.last))
+    }
     print("store \(directory)")
     for row in streams {
         let stream = row.description
@@ -93,6 +100,11 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         print("  time span: \(clock) \(formatSeconds(first)) … \(formatSeconds(last)) (\(formatSeconds(last - first)))")
     } else {
         print("  time span: no frames yet")
+    }
+    if let walls {
+        print(
+            "  wall clock: \(SegmentStore.utcText(walls.first, iso8601: true)) … "
+                + "\(SegmentStore.utcText(walls.last, iso8601: true))")
     }
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
     let open = segments.filter { $0.state == .open }.count
@@ -187,7 +199,8 @@ private func storeProblems(_ store: SegmentStore, directory: String, recorderRun
 /// the index lost, or files gone): nil when they agree, or the store cannot be opened.
 func outOfStepAdvice(_ directory: String) -> String? {
     guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
-    let recorderRuns = FileManager.default.fileExists(atPath: directory + "/rewind.sock")
+    // A recorder holds the store's lock while it records (a socket left by one that was killed says nothing).
+    let recorderRuns = SegmentStore.isOpenForRecording(directory: directory)
     let problems = storeProblems(store, directory: directory, recorderRuns: recorderRuns)
     guard let first = problems.first else { return nil }
     let more = problems.count > 1 ? " and \(count(problems.count - 1, "more problem"))" : ""
@@ -195,6 +208,14 @@ func outOfStepAdvice(_ directory: String) -> String? {
     let repair = recorderRuns ? "stop the recorder, then run 'rewind verify --repair'" : "run 'rewind verify --repair'"
     return "the index and the files in segments/ disagree (\(first)\(more)): put back what is missing, or \(repair) "
         + "to index the files again and count the frames of missing ones as lost"
+}
+
+/// The exit status of a save or clip from the disk that ended with `status`: 1 when the index and `segments/`
+/// disagree, since the file may then lack frames the store holds (files the index lost), said with the advice.
+func checkedAgainstSegmentFiles(_ directory: String, command: String, _ status: Int32) -> Int32 {
+    guard status == ExitStatus.success, let advice = outOfStepAdvice(directory) else { return status }
+    printError("rewind \(command): the file written may lack frames of the range: \(advice)")
+    return ExitStatus.failure
 }
 
 /// The exit status of an `info` that found `problems`: 1, with advice on stderr, when there are any.

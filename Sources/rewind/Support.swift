@@ -188,6 +188,14 @@ enum StreamSelection {
         if case .all(let rows) = self { rows.count } else { nil }
     }
 
+    /// The names of the streams selected.
+    var names: [String] {
+        switch self {
+        case .one(let row): [row.name]
+        case .all(let rows): rows.map(\.name)
+        }
+    }
+
     /// The value to send a live recorder as the request's stream.
     var requestName: String {
         switch self {

@@ -306,6 +306,49 @@ import Testing
         #expect(after.status == 0 && after.output.contains("frames: 120 in 4 segments"), "\(after.output)")
     }
 
+    /// A clip or save from the disk of a store whose index lost a segment's rows writes the frames the index has and
+    /// fails (1), saying the file may lack frames and what to do, also beside the socket a killed recorder leaves
+    /// (which said a recorder ran, and kept the advice back); a text `info` finds rows missing at a stream's end, as
+    /// `--json` does, before it prints a figure.
+    @Test func anExportFromAStoreWhoseIndexLostRowsSaysTheFileMayLackFrames() throws {
+        let (directory, store) = try recordedStore(seconds: 4)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let python = "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])"
+        _ = try runChecked("python3", ["-c", python, store + "/rewind.sock"])
+        _ = try runChecked(
+            "sqlite3",
+            [
+                store + "/index.sqlite",
+                "DELETE FROM frames WHERE segment_id = (SELECT id FROM segments WHERE file_name = '000002.seg'); "
+                    + "DELETE FROM segments WHERE file_name = '000002.seg';",
+            ])
+        for command in [["clip", "--from", "0s", "--to", "100s"], ["save", "--last", "100s"]] {
+            let output = directory.appendingPathComponent("\(command[0]).mkv").path
+            let result = try Tool.rewind(command + ["--store", store, "-o", output])
+            #expect(result.status == 1, "\(command[0]): \(result.stderr)")
+            #expect(result.output.contains("wrote 90 frames"), "\(command[0]): \(result.output)")
+            #expect(
+                result.stderr.contains(
+                    "rewind \(command[0]): the file written may lack frames of the range: the index and the files in "
+                        + "segments/ disagree (segments/000002.seg is not in the index: its frames are left out): put "
+                        + "back what is missing, or run 'rewind verify --repair'"), "\(command[0]): \(result.stderr)")
+        }
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        let whole = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "100s", "-o",
+            directory.appendingPathComponent("whole.mkv").path,
+        ])
+        #expect(whole.status == 0 && whole.output.contains("wrote 120 frames"), "\(whole.output)\(whole.stderr)")
+        #expect(!whole.stderr.contains("may lack"), "\(whole.stderr)")
+
+        _ = try runChecked("sqlite3", [store + "/index.sqlite", "DELETE FROM frames WHERE pts_ns > 3900000000;"])
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 1, "\(info.output)")
+        #expect(info.stderr.contains("rows are missing"), "\(info.stderr)")
+        #expect(info.output.isEmpty, "no figure of an index that lacks rows: \(info.output)")
+    }
+
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {

@@ -359,18 +359,22 @@ import Testing
         let waiting = try Tool.startRewind([
             "save", "--store", store, "--before", "1s", "--after", "10m", "-o", waitingOutput,
         ])
-        try waitUntil("the save waits for its post-roll", interval: .milliseconds(50)) {
+        try waitUntil("the save waits, and 1.5 s are on disk", interval: .milliseconds(50)) {
             let status = try json(try Tool.rewind(["status", "--store", store, "--json"]))
-            return status["saves_waiting"] as? Int == 1
+            let durable = ((status["streams"] as? [[String: Any]])?.first?["frames_durable"] as? Int) ?? 0
+            return status["saves_waiting"] as? Int == 1 && durable >= 45
         }
         kill(process.processIdentifier, SIGSTOP)
         let save = try Tool.startRewind([
             "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("last.mkv").path,
         ])
         let clip = try Tool.startRewind([
-            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o",
+            "clip", "--store", store, "--from", "0s", "--to", "10m", "-o",
             directory.appendingPathComponent("clip.mkv").path,
         ])
+        // A range the disk holds whole needs nothing of the recorder: read from the disk, said so.
+        let onDisk = directory.appendingPathComponent("on-disk.mkv").path
+        let stored = try Tool.startRewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", onDisk])
         let status = try Tool.rewind(["status", "--store", store], timeout: .seconds(90))
         #expect(status.status == 69, "\(status.stderr)")
         #expect(status.stderr.contains("the recorder sent nothing for 30 s"), "\(status.stderr)")
@@ -379,6 +383,13 @@ import Testing
             #expect(result.status == 69, "\(name): \(result.stderr)")
             #expect(result.stderr.contains("the recorder sent nothing for 30 s"), "\(name): \(result.stderr)")
         }
+        let fromDisk = try stored.finish(timeout: .seconds(90))
+        #expect(fromDisk.status == 0, "\(fromDisk.stderr)")
+        #expect(
+            fromDisk.stderr.contains("sent nothing for 30 s")
+                && fromDisk.stderr.contains("exported from the store on disk, which holds the whole range"),
+            "\(fromDisk.stderr)")
+        #expect(fromDisk.output.contains("wrote 30 frames"), "\(fromDisk.output)")
         let info = try Tool.rewind(["info", "--store", store], timeout: .seconds(90))
         #expect(info.status == 0, "\(info.stderr)")
         #expect(info.stderr.contains("showing what the store on disk holds") && info.output.contains("stream camera"))

@@ -779,8 +779,9 @@ extension SegmentStore {
         report.segments -= 1
     }
 
-    /// `2026-12-04 06:10:00.123 UTC`, for a wall time in Unix epoch nanoseconds.
-    static func utcText(_ nanoseconds: Int64) -> String {
+    /// `2026-12-04 06:10:00.123 UTC`, or `2026-12-04T06:10:00.123Z` (`iso8601`, as `--from` takes it), for a wall
+    /// time in Unix epoch nanoseconds; the milliseconds truncated, so a time read is never after its frame.
+    package static func utcText(_ nanoseconds: Int64, iso8601: Bool = false) -> String {
         let (whole, fraction) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
         // Before 1970 the remainder is negative: a second earlier, the fraction counted up from it.
         var seconds = time_t(fraction < 0 ? whole - 1 : whole)
@@ -790,8 +791,8 @@ extension SegmentStore {
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let millis =
             milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):"
-            + "\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis) UTC"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))\(iso8601 ? "T" : " ")"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)\(iso8601 ? "Z" : " UTC")"
     }
 
     /// Dry run: says how the index differs from the file.
