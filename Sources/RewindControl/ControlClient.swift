@@ -114,12 +114,13 @@ public struct ControlClient: Sendable {
         var name = "message"
         var data = ""
         var id: String?
+        var stopping = false
         // A connection cut in the middle (no closing chunk) is a recorder that was killed, not a finished stream.
         func nextChunk() throws -> [UInt8]? {
             do {
                 return try connection.readChunk(head)
             } catch ControlError.recorderStopped {
-                throw ControlError.eventStreamBroken
+                throw ControlError.eventStreamBroken(afterStopping: stopping)
             }
         }
         while let chunk = try nextChunk() {
@@ -129,6 +130,7 @@ public struct ControlClient: Sendable {
                 pending.removeSubrange(...end)
                 if line.isEmpty {
                     if !data.isEmpty {
+                        stopping = stopping || name == "stopping"
                         guard try body(name, data, id) else { return true }
                     }
                     name = "message"

@@ -158,8 +158,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The recorder closed connections for `request` without answering while it still runs (at its limit on threads
     /// or connections).
     case connectionDropped(request: String)
-    /// The recorder's event stream broke off without its `stopping` event: the recorder was killed or crashed.
-    case eventStreamBroken
+    /// The recorder's event stream broke off before its end: the recorder was killed or crashed, or, when it had
+    /// sent its `stopping` event (`afterStopping`), was ended at once while it stopped (a second signal).
+    case eventStreamBroken(afterStopping: Bool)
     /// The recorder sent nothing for `seconds` while `request` waited for its answer: it is stopped (Ctrl-Z,
     /// `kill -STOP`) or stuck.
     case noAnswer(request: String, seconds: Int)
@@ -213,8 +214,11 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
         case .connectionDropped(let request):
             return "the recorder closed the connection without answering \(request), yet it still runs (it may be at "
                 + "a limit on threads or connections): 'rewind status' shows what it is doing"
-        case .eventStreamBroken:
-            return "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
+        case .eventStreamBroken(let afterStopping):
+            return afterStopping
+                ? "the recorder's event stream broke off while it was stopping, before its saves were done: it was "
+                    + "ended at once (a second signal) or killed"
+                : "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
         case .noAnswer(let request, let seconds):
             return "the recorder sent nothing for \(seconds) s while \(request) waited for it: it is stopped (Ctrl-Z, "
                 + "kill -STOP) or stuck"

@@ -277,8 +277,11 @@ extension RecorderControl {
                 case .before: "before"
                 case .atOrBefore: "at or before"
                 }
-            // As times are written in requests: to the millisecond, or to the nanosecond where that would round.
-            let time = at % 1_000_000 == 0 ? formatSeconds(at) : "\(at)ns"
+            // As times are written in requests: to the millisecond, or to the nanosecond where that would round; a
+            // time past what the clock reaches as it was given.
+            let time =
+                at.magnitude >= Self.farthestTime.magnitude
+                ? atText : at % 1_000_000 == 0 ? formatSeconds(at) : "\(at)ns"
             throw APIError(.notFound, "no frame of '\(name)' \(which) \(time)")
         }
         return HTTPResponse(

@@ -372,7 +372,8 @@ public final class RecorderControl: Sendable {
         } catch {
             response = APIError(error).response
         }
-        if let setCookie { response.headers.append(("Set-Cookie", setCookie)) }
+        // The token a refused request carried logs nobody in: a page of another site, a request in error.
+        if let setCookie, response.status < 400 { response.headers.append(("Set-Cookie", setCookie)) }
         return response
     }
 
@@ -463,10 +464,14 @@ public final class RecorderControl: Sendable {
         if let given = request.query["token"] ?? Self.formToken(request), Self.constantTimeEqual(given, token) {
             return .allowed(setCookie: "\(cookie)\(token); HttpOnly; SameSite=Strict; Path=/")
         }
+        let given =
+            request.headers["authorization"] != nil || request.query["token"] != nil || Self.formToken(request) != nil
+            || (request.headers["cookie"] ?? "").contains(cookie)
         return .refused(
             APIError(
                 .unauthorized,
-                "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in the "
+                (given ? "the token given is not this recorder's: " : "")
+                    + "this request needs the recorder's token: 'Authorization: Bearer TOKEN' (the token is in the "
                     + "recorder's DIR/token, or the file its --token-file names)"))
     }
 
@@ -608,7 +613,9 @@ public final class RecorderControl: Sendable {
             return json(try addMarkers(body), status: 201)
         case let path where path.count == 2 && path[0] == "markers":
             try allow("DELETE")
-            guard let id = Int64(path[1]) else { throw APIError(.notFound, "no marker '\(path[1])'") }
+            guard let id = Self.identifier(path[1]).map(Int64.init) else {
+                throw APIError(.notFound, "no marker '\(path[1])'")
+            }
             return json(try removeMarker(id))
         default:
             throw APIError(.notFound, "no such path '\(request.path)'")
@@ -616,8 +623,17 @@ public final class RecorderControl: Sendable {
     }
 
     private func saveID(_ text: String) throws -> Int {
-        guard let id = Int(text) else { throw APIError(.notFound, "no save '\(text)'") }
+        guard let id = Self.identifier(text) else { throw APIError(.notFound, "no save '\(text)'") }
         return id
+    }
+
+    /// A save's or marker's id as the API writes it: ASCII digits without a sign or a leading zero (`Int("+1")` and
+    /// `Int("01")` are 1, which would give `/v1/saves/+1` another name for save 1).
+    static func identifier(_ text: String) -> Int? {
+        guard let first = text.utf8.first, first != UInt8(ascii: "0") || text == "0",
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return nil }
+        return Int(text)
     }
 
     private func json(_ value: some Encodable, status: Int = 200) -> HTTPResponse {
@@ -801,8 +817,13 @@ public final class RecorderControl: Sendable {
             for file in files { try checkWritable(file) }
             var isDirectory: ObjCBool = false
             let parent = System.parentDirectory(of: path)
-            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
-            else { throw APIError(.notFound, "no directory '\(parent)' to write '\(path)' in") }
+            guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory) else {
+                throw APIError(.notFound, "no directory '\(parent)' to write '\(path)' in")
+            }
+            guard isDirectory.boolValue else {
+                throw APIError(
+                    .badRequest, "'\(parent)' is not a directory, so '\(path)' cannot be written in it")
+            }
             try checkCanCreateFiles(in: parent, for: path)
             return (named, path)
         }

@@ -528,19 +528,24 @@ final class SaveBook: Sendable {
         do {
             if let refused { throw refused }
             let parent = System.parentDirectory(of: path)
-            if entry.makesDirectory {
-                try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
-            } else {
-                // The directory was there when the save was asked for: one removed since (or a mount point whose
-                // file system went away) is not made again behind the client's back.
-                var isDirectory: ObjCBool = false
-                guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue
-                else {
-                    throw APIError(
-                        .notFound,
-                        "the directory '\(parent)' to write '\(path)' in was removed after the save was asked for; "
-                            + "nothing was written")
-                }
+            if entry.makesDirectory, let (failed, error) = System.makeParentDirectories(of: path) {
+                throw APIError(.failed, "could not make the directory '\(failed)' to write '\(path)' in: \(error)")
+            }
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory)
+            if exists && !isDirectory.boolValue {
+                throw APIError(
+                    .failed,
+                    "'\(parent)' is not a directory, so '\(path)' cannot be written in it: move what is there away, "
+                        + "or give the save a path")
+            }
+            // The directory was there when the save was asked for: one removed since (or a mount point whose file
+            // system went away) is not made again behind the client's back.
+            guard exists || entry.makesDirectory else {
+                throw APIError(
+                    .notFound,
+                    "the directory '\(parent)' to write '\(path)' in was removed after the save was asked for; "
+                        + "nothing was written")
             }
             switch entry.target {
             case .one(let stream):

@@ -388,6 +388,12 @@ private func liveExport(
     if toStandardOutput || toSpecialFile {
         let exports = directory + "/exports"
         try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: exports, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw CommandError(
+                "'\(exports)' is not a directory: the recorder writes a file there for "
+                    + (toStandardOutput ? "-o -" : "'\(output ?? "")'") + " first; move what is there away")
+        }
         removeFilesOfEndedClients(in: exports)
         path =
             URL(fileURLWithPath: exports).standardizedFileURL.path

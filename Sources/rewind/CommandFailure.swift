@@ -80,9 +80,12 @@ struct CommandFailure {
             case .connectionDropped:
                 status = ExitStatus.unavailable
                 advice = "check the recorder's log; raise its limit on threads (a pids cgroup, TasksMax, ulimit -u)"
-            case .eventStreamBroken:
+            case .eventStreamBroken(let afterStopping):
                 status = ExitStatus.unavailable
-                advice = "check the recorder's log (and dmesg for a kill)"
+                advice =
+                    afterStopping
+                    ? "saves it had not finished were not written: 'rewind clip' makes them from the store on disk"
+                    : "check the recorder's log (and dmesg for a kill)"
             case .noAnswer:
                 status = ExitStatus.unavailable
                 advice = "resume it ('fg', or kill -CONT PID) or stop it; 'ps' shows its state (T: stopped)"

@@ -68,6 +68,10 @@ import Testing
             ),
             (HTTPRequest(method: "POST", path: "/v1/markers", body: Array("[1]".utf8)), 400, "is not a JSON object"),
             (HTTPRequest(method: "GET", path: "/v1/status", isTCP: true), 401, "token"),
+            // An id is written one way: no sign, no leading zero (either read as another name of save 1 before).
+            (HTTPRequest(method: "GET", path: "/v1/saves/+1"), 404, "no save '+1'"),
+            (HTTPRequest(method: "GET", path: "/v1/saves/01"), 404, "no save '01'"),
+            (HTTPRequest(method: "DELETE", path: "/v1/markers/+1"), 404, "no marker '+1'"),
         ]
         for (request, expected, word) in cases {
             let response = control.handle(request)

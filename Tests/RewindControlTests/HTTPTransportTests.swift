@@ -473,7 +473,9 @@ final class RawConnection {
         let none = try get([url])
         #expect(none.0 == 401)
         #expect(try decode(APIError.Body.self, none.1).error.code == "unauthorized")
-        #expect(try get(["-H", "Authorization: Bearer wrong", url]).0 == 401)
+        #expect(!none.1.contains("the token given is not this recorder's"), "\(none.1)")
+        let wrong = try get(["-H", "Authorization: Bearer wrong", url])
+        #expect(wrong.0 == 401 && wrong.1.contains("the token given is not this recorder's"), "\(wrong.1)")
         #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
         #expect(try get(["-H", "Authorization: bearer \(token)", url]).0 == 200, "the scheme is case-insensitive")
@@ -491,6 +493,13 @@ final class RawConnection {
             as: UTF8.self)
         #expect(
             headers.contains("Set-Cookie: rewind_token_\(port)=\(token); HttpOnly; SameSite=Strict"), "\(headers)")
+        // A request refused for what else it is logs nobody in.
+        let refused = String(
+            decoding: try ExternalTools.run(
+                "curl",
+                ["-s", "-D", "-", "-o", "/dev/null", "http://127.0.0.1:\(port)/v1/nothing?token=\(token)"]),
+            as: UTF8.self)
+        #expect(refused.hasPrefix("HTTP/1.1 404") && !refused.contains("Set-Cookie"), "\(refused)")
         #expect(try ControlClient(port: port, token: token).status()?.streams.count == 1)
         #expect(throws: ControlError.self) { try ControlClient(port: port, token: "nope").status() }
         // The Unix socket needs no token.
@@ -606,6 +615,56 @@ final class RawConnection {
         let page = try ExternalTools.run(
             "curl", ["-s", "--max-time", "30", "-H", "Accept: text/html", "http://127.0.0.1:\(port)/"])
         #expect(String(decoding: page, as: UTF8.self).contains("URL-encoded"))
+    }
+
+    /// An event stream cut before its closing chunk is a recorder killed, or, after its `stopping` event, one ended
+    /// at once while it stopped: each said so. A one-shot server on the socket plays the recorder.
+    @Test(arguments: [false, true]) func anEventStreamCutOffSaysWhetherTheRecorderWasStopping(stopping: Bool) throws {
+        let directory = try FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rewind-cut-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.path + "/" + RecorderControl.socketName
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8).prefix($0.count - 1)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0 && listen(listener, 1) == 0
+            }
+        }
+        try #require(bound, "\(Errno(rawValue: errno))")
+        let events =
+            stopping ? "event: marker\ndata: {}\n\nevent: stopping\ndata: {}\n\n" : "event: marker\ndata: {}\n\n"
+        let chunk = String(events.utf8.count, radix: 16) + "\r\n" + events + "\r\n"
+        let server = Thread {
+            let connection = accept(listener, nil, nil)
+            guard connection >= 0 else { return }
+            var request = [UInt8](repeating: 0, count: 4096)
+            _ = read(connection, &request, request.count)
+            let reply = Array(
+                ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
+                    .utf8)
+            _ = reply.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            close(connection)
+        }
+        server.start()
+        var names: [String] = []
+        #expect {
+            _ = try ControlClient(directory: directory.path).events { name, _, _ in
+                names.append(name)
+                return true
+            }
+        } throws: { error in
+            guard case ControlError.eventStreamBroken(let afterStopping) = error else { return false }
+            return afterStopping == stopping
+        }
+        #expect(names == (stopping ? ["marker", "stopping"] : ["marker"]))
+        let text = "\(ControlError.eventStreamBroken(afterStopping: stopping))"
+        #expect(text.contains(stopping ? "while it was stopping" : "without saying it was stopping"), "\(text)")
     }
 
     @Test func constantTimeComparison() {

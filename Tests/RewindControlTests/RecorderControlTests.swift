@@ -550,6 +550,8 @@ import Testing
         #expect(after.body.contains("no frame of 'rear' after 3.000s"), "as the time was asked: \(after.body)")
         let odd = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=3000000001ns&step=after")
         #expect(odd.body.contains("after 3000000001ns"), "to the nanosecond where that would round: \(odd.body)")
+        let far = try curl(live.control.socketPath, "GET", "/v1/streams/rear/frame?at=99999d&step=after")
+        #expect(far.status == 404 && far.body.contains("after 99999d"), "beyond the clock, as given: \(far.body)")
 
         // A clip of its first second: frames 0…29, the stored frames bit for bit.
         let clipPath = directory + "/rear.mkv"
@@ -722,6 +724,34 @@ import Testing
         let window = try #require(windowSave, "requestSave() made no file")
         #expect(window.frames == 120)
         #expect(try exportedIndexes(window.path!, layout: live.feed.stream.layout) == Array(90..<210))
+    }
+
+    /// `DIR/exports` that is a file: a save without a path fails saying so (it was Foundation's error object, dumped
+    /// whole), and a path in a directory that is a file is refused naming it.
+    @Test func aFileWhereTheExportsDirectoryGoesIsNamed() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let exports = live.directory + "/exports"
+        try? FileManager.default.removeItem(atPath: exports)
+        #expect(FileManager.default.createFile(atPath: exports, contents: Data("x".utf8)))
+        do {
+            _ = try live.client.save(SaveRequest(last: "250ms", wait: true))
+            Issue.record("a save into a file succeeded")
+        } catch ControlError.refused(let error) {
+            #expect(error.code == .failed, "\(error)")
+            #expect(
+                error.message.hasPrefix("'\(exports)' is not a directory, so '\(exports)/save-")
+                    && error.message.hasSuffix(
+                        "cannot be written in it: move what is there away, or give the save a path"),
+                "\(error.message)")
+        }
+        do {
+            _ = try live.client.save(SaveRequest(last: "250ms", path: exports + "/a.mkv", wait: true))
+            Issue.record("a save into a file succeeded")
+        } catch ControlError.refused(let error) {
+            #expect(error.code == .badRequest, "\(error)")
+            #expect(error.message == "'\(exports)' is not a directory, so '\(exports)/a.mkv' cannot be written in it")
+        }
     }
 
     /// `quality` reaches the `.mp4` export of a save and of a clip: `lossless` decodes to exactly the frames the
