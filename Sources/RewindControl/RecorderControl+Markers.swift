@@ -119,16 +119,20 @@ extension RecorderControl {
     func checkHoldsFit(_ added: [String: Range<Int64>], store: SegmentStore, save: Bool = false) throws {
         guard let capacity = try store.segmentCapacity() else { return }
         let budget = capacity.bytes
-        var needed: Int64 = 0
         // Everything retention must keep already: markers' holds, and the ranges of saves waiting for their
         // post-roll or exporting.
         let saves = book.pendingRanges()
-        for row in try store.streams() {
+        /// What `holds` of `stream` need: what is stored of them and what is still to be recorded.
+        func bytes(_ holds: [Range<Int64>], of stream: String) throws -> Int64 {
+            guard !holds.isEmpty else { return 0 }
+            return try store.heldBytes(streamName: stream, ranges: holds)
+                + bytesToCome(in: holds, store: store, stream: stream)
+        }
+        let rows = try store.streams()
+        var needed: Int64 = 0
+        for row in rows {
             let existing = try store.markers(streamName: row.name).compactMap(\.hold) + (saves[row.name] ?? [])
-            let holds = existing + (added[row.name].map { [$0] } ?? [])
-            guard !holds.isEmpty else { continue }
-            needed += try store.heldBytes(streamName: row.name, ranges: holds)
-            needed += try bytesToCome(in: holds, store: store, stream: row.name)
+            needed += try bytes(existing + (added[row.name].map { [$0] } ?? []), of: row.name)
         }
         let reserve = try recordingReserve(store: store)
         guard needed + reserve <= budget else {
@@ -140,17 +144,33 @@ extension RecorderControl {
                 + (reserve > 0
                     ? " less the \(reserve) bytes the recorded streams keep for what they record (two segments each)"
                     : "")
+            // What takes the room (each part alone; overlapping parts share bytes): said, with what can free it.
+            var (own, markers, pending): (Int64, Int64, Int64) = (0, 0, 0)
+            for row in rows {
+                let held = try store.markers(streamName: row.name).compactMap(\.hold)
+                own += try bytes(added[row.name].map { [$0] } ?? [], of: row.name)
+                markers += try bytes(held, of: row.name)
+                pending += try bytes(saves[row.name] ?? [], of: row.name)
+            }
+            let names = book.pendingNames()
+            let inProgress = names.map { "\($0.name) \($0.state.rawValue)" }.joined(separator: ", ")
+            let parts =
+                "\(needed) bytes with the holds already kept (of every stream), more than \(bound); of them its own "
+                + "range \(own), markers' holds \(markers)"
+                + (names.isEmpty ? "" : ", saves and clips in progress \(pending) (\(inProgress))")
+            let saveAdvice =
+                names.isEmpty
+                ? "" : ", or wait for or cancel " + (names.count == 1 ? names[0].name : "those saves and clips")
             if save {
                 throw APIError(
                     .conflict,
-                    "the save cannot be held on disk while it waits for its post-roll: with the holds already kept "
-                        + "(of every stream) its range needs \(needed) bytes, more than \(bound); save a shorter "
-                        + "range (less after), delete a marker, or cancel a waiting save")
+                    "the save cannot be held on disk while it waits for its post-roll: it needs \(parts); save a "
+                        + "shorter range (less after)" + (markers > 0 ? ", delete a marker" : "") + saveAdvice)
             }
             throw APIError(
                 .conflict,
-                "the hold cannot fit: with the holds already kept (of every stream) it needs \(needed) bytes on disk, "
-                    + "more than \(bound); hold less, delete a marker, or cancel a waiting save")
+                "the hold cannot fit: it needs \(parts); hold less" + (markers > 0 ? ", delete a marker" : "")
+                    + saveAdvice)
         }
     }
 

@@ -303,6 +303,16 @@ final class SaveBook: Sendable {
         }
     }
 
+    /// The saves and clips whose ranges retention keeps, oldest first: each named for a person (`clip 5`), and its
+    /// state.
+    func pendingNames() -> [(name: String, state: SaveState)] {
+        state.withAnnotatedLock { state in
+            state.entries.values.filter { !$0.object.state.isFinal }.sorted { $0.object.id < $1.object.id }.map {
+                ("\($0.isClip ? "clip" : "save") \($0.object.id)", $0.object.state)
+            }
+        }
+    }
+
     /// Cancels a save: a waiting one ends at once, an exporting one at its next frame (its partial file removed).
     ///
     /// - Throws: ``APIError`` 404 for an unknown id.
