@@ -483,9 +483,10 @@ private func liveExport(
     if let repeated = object.repeatedFrames, repeated > 0 {
         message += " (\(object.frames - repeated) stored + \(repeated) repeated to fill gaps at a constant frame rate)"
     }
+    let (first, last) = formatSecondsApart(covered.0, covered.1)
     message +=
-        " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts \(formatSeconds(covered.0)) … "
-        + "\(formatSeconds(covered.1))"
+        " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts "
+        + "\(first) … \(last)"
     // A file per stream: the streams that had no frame in the range got none. One .mkv: a track per stream, as
     // from the disk.
     if let streams, ExportFormat(fileExtension: object.format) != .matroska, object.files.count < streams {

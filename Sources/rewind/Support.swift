@@ -252,7 +252,9 @@ func describe(_ summary: ExportSummary, destination: String) -> String {
     }
     text += " (\(formatBytes(summary.bytes))) to \(destination)"
     if let first = summary.firstPTSNanoseconds, let last = summary.lastPTSNanoseconds {
-        text += ", pts \(formatSeconds(first)) … \(formatSeconds(last))"
+        // To the nanosecond where to the millisecond the two would read alike (frames less than 1 ms apart).
+        let (from, to) = formatSecondsApart(first, last)
+        text += ", pts \(from) … \(to)"
     }
     return text
 }
