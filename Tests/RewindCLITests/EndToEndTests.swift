@@ -82,7 +82,8 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(stored["drops"] as? Int == 0, "\(stored["drops_by_reason"] ?? "")")
         // Frames 10 µs apart: the pts they span are said to the nanosecond, not as `0.000s … 0.000s`.
         let clip = try Tool.rewind([
-            "clip", "--store", store, "--from", "0s", "--to", "1ms", "-o", directory.appendingPathComponent("c.y4m").path,
+            "clip", "--store", store, "--from", "0s", "--to", "1ms", "-o",
+            directory.appendingPathComponent("c.y4m").path,
         ])
         #expect(clip.status == 0 && clip.output.contains("wrote 100 frames"), "\(clip.output)\(clip.stderr)")
         #expect(clip.output.contains("pts 0ns … 990000ns"), "\(clip.output)")
