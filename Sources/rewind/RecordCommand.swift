@@ -706,10 +706,13 @@ private func checkStreamsMatch(_ specs: [RecorderStreamSpec], store: SegmentStor
                 "frame rate \(describeRate(stored.frameDuration)) → \(describeRate(given.frameDuration))")
         }
         if stored.color != given.color { differences.append("colour \(stored.color) → \(given.color)") }
-        if stored.chromaSiting != given.chromaSiting {
+        // Siting and aspect differ only where both say one (an unknown one takes the stream's).
+        if stored.chromaSiting != given.chromaSiting && stored.chromaSiting != .unspecified
+            && given.chromaSiting != .unspecified
+        {
             differences.append("chroma siting \(stored.chromaSiting.name) → \(given.chromaSiting.name)")
         }
-        if stored.pixelAspect != given.pixelAspect {
+        if stored.pixelAspect != given.pixelAspect && stored.pixelAspect.isKnown && given.pixelAspect.isKnown {
             differences.append("pixel aspect \(stored.pixelAspect) → \(given.pixelAspect)")
         }
         let names = Set(rows.map(\.name))

@@ -434,6 +434,15 @@ import Testing
         let refused = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(other)"])
         #expect(refused.status == 64, "\(refused.stderr)")
         #expect(refused.stderr.contains("chroma siting left → topleft"), "\(refused.stderr)")
+        // An aspect the input does not say is no difference: only the siting is named.
+        let unsaidAspect = directory.appendingPathComponent("topleft.y4m").path
+        let headerEnd = try #require(bytes.firstIndex(of: 0x0A))
+        bytes.replaceSubrange(0..<headerEnd, with: Data("YUV4MPEG2 W320 H240 F1:1 Ip A0:0 C420paldv".utf8))
+        try bytes.write(to: URL(fileURLWithPath: unsaidAspect))
+        let sitingOnly = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(unsaidAspect)"])
+        #expect(sitingOnly.status == 64, "\(sitingOnly.stderr)")
+        #expect(
+            sitingOnly.stderr.contains("this input differs (chroma siting left → topleft)"), "\(sitingOnly.stderr)")
         let columns = try SQLiteShell.run([
             "\(store)/index.sqlite", "SELECT chroma_siting, pixel_aspect_num, pixel_aspect_den FROM streams",
         ])
