@@ -101,7 +101,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The error for anything a handler threw: API errors as they are, bad values as 400, empty ranges as `empty`,
     /// a thread or process the system refused as `system_limit`.
-    init(_ error: any Error) {
+    package init(_ error: any Error) {
         switch error {
         case let error as APIError: self = error
         case let error as ValueError: self.init(.badRequest, "\(error)")
@@ -109,10 +109,11 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         case ClipError.empty, ClipError.noFrames: self.init(.empty, "\(error)")
         case let error as ThreadStartFailed: self.init(.systemLimit, "\(error)")
         case let error as ExportError:
-            if case .toolRefused = error.reason {
-                self.init(.systemLimit, "\(error)")
-            } else {
-                self.init(.failed, "\(error)")
+            switch error.reason {
+            case .toolRefused: self.init(.systemLimit, "\(error)")
+            case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
+                self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
+            default: self.init(.failed, "\(error)")
             }
         default: self.init(.failed, "\(error)")
         }

@@ -206,6 +206,8 @@ struct CommandFailure {
             "free some space or write elsewhere"
         case .gapTooLarge:
             "export .mkv, which keeps each frame's time with no repeats, or clip the parts before and after the gap"
+        case .frameTooLarge:
+            "export .mkv or .y4m, which take any size"
         default:
             nil
         }

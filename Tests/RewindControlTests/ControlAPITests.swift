@@ -1,5 +1,6 @@
 import Foundation
 import RewindControl
+import RewindMedia
 import RewindSystem
 import RewindTesting
 import Testing
@@ -125,6 +126,18 @@ import Testing
         #expect(response.status == 500)
         let text = body(response)
         #expect(text.contains("\"code\":\"failed\"") && text.contains("could not be encoded"), "\(text)")
+    }
+
+    /// A save that met a full disk says what to do, as an export from the disk does.
+    @Test func aFullDiskSaysToFreeSpaceOrWriteElsewhere() {
+        let full = APIError(
+            ExportError(destination: "/d/a.mkv", reason: .system(action: "writing failed", Errno(rawValue: ENOSPC))))
+        #expect(full.code == .failed)
+        #expect(
+            full.message.hasSuffix(": free some space, or write elsewhere (give a path on another disk)"), "\(full)")
+        let other = APIError(
+            ExportError(destination: "/d/a.mkv", reason: .system(action: "writing failed", Errno(rawValue: EIO))))
+        #expect(!other.message.contains("free some space"), "\(other)")
     }
 
     /// An address is shown as `--listen` takes it: an IPv6 one in brackets (it was printed as `::1:18441`).

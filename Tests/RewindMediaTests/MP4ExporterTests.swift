@@ -218,6 +218,32 @@ import Testing
         }
     }
 
+    /// A side over x264's 16384 pixels is refused before ffmpeg starts, naming the size and the limit (ffmpeg
+    /// failed after the first frame, with x264's words); 16384 itself is encoded.
+    @Test func framesWiderThanTheEncoderTakesAreRefusedUpFront() throws {
+        for (width, height) in [(16385, 2), (2, 16385)] {
+            var stream = try synthetic(.i420, pts: []).0
+            stream.layout = try FrameLayout(format: .i420, width: width, height: height)
+            #expect {
+                _ = try MP4Exporter(stream: stream, destination: .path(TemporaryDirectory.shared.file("wide.mp4")))
+            } throws: {
+                ($0 as? ExportError)?.reason == .frameTooLarge(width: width, height: height, limit: 16384)
+                    && "\($0)".contains("\(width)x\(height) frames cannot be written to .mp4")
+            }
+        }
+        _ = try ExternalTools.locate("ffmpeg")
+        let camera = SyntheticCamera(
+            layout: try FrameLayout(format: .i420, width: 16384, height: 2),
+            frameDuration: FrameTime(value: 1, timescale: 30), color: .bt709Video)
+        let output = TemporaryDirectory.shared.file("widest.mp4")
+        var exporter = try MP4Exporter(stream: camera.stream, destination: .path(output))
+        try writeFrames(
+            [(info: try info(ns: 0, color: .bt709Video), bytes: try camera.frameBytes(at: 0))],
+            layout: camera.stream.layout,
+            to: &exporter)
+        #expect(try exporter.finish().frames == 1)
+    }
+
     @Test func ffmpegFailureCarriesItsStderr() throws {
         let (stream, frames) = try synthetic(.i420, pts: [0, 33_333_333])
         let output = "/nonexistent-directory/clip.mp4"

@@ -115,6 +115,8 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case unsupportedPixelFormat(PixelFormat, format: ExportFormat)
         /// A frame's pts is negative and the format's timestamps start at 0.
         case negativePTS(Int64)
+        /// Frames of `width` x `height` exceed what the format's encoder takes on a side (`limit`: x264's 16384).
+        case frameTooLarge(width: Int, height: Int, limit: Int)
         /// Filling a gap at a constant frame rate (`.y4m`) would repeat `frames` frames, `bytes` bytes, where the
         /// file system has `available` bytes free, less what is kept free for recordings.
         case gapTooLarge(frames: Int, bytes: Int64, available: Int64)
@@ -165,6 +167,9 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             }
         case .negativePTS(let pts):
             return "pts \(pts) ns is negative; Matroska timestamps start at 0"
+        case .frameTooLarge(let width, let height, let limit):
+            return "\(width)x\(height) frames cannot be written to .mp4: its H.264 encoder (x264) takes at most "
+                + "\(limit) pixels a side"
         case .gapTooLarge(let frames, let bytes, let available):
             let fill =
                 "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a constant "

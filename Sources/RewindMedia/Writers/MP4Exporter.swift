@@ -54,6 +54,14 @@ public final class MP4Exporter: Exporter {
         guard let ffmpeg = MP4Exporter.locate("ffmpeg", in: path) else {
             throw ExportError(destination: destination.description, reason: .missingTool("ffmpeg"))
         }
+        // Refused before ffmpeg starts (it would fail after its first frame, with x264's words).
+        let largest = max(stream.layout.width, stream.layout.height)
+        guard largest <= MP4Exporter.largestSide else {
+            throw ExportError(
+                destination: destination.description,
+                reason: .frameTooLarge(
+                    width: stream.layout.width, height: stream.layout.height, limit: MP4Exporter.largestSide))
+        }
         self.stream = stream
         self.destination = destination
         self.tally = ExportTally(stream: stream)
@@ -271,6 +279,9 @@ public final class MP4Exporter: Exporter {
         }
         return nil
     }
+
+    /// The most pixels x264 takes on a side (an odd side is fed grown by one: 16383 is the largest odd one).
+    static let largestSide = 16384
 
     /// Whether the stream's frames come faster than 90 000 a second: closer than a 90 kHz clock can tell apart.
     static func isFasterThan90kHz(_ stream: StreamDescription) -> Bool {
