@@ -71,16 +71,16 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let from = try source.resolve(try arguments.time("from")!)
         let to = try source.resolve(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return checkedAgainstSegmentFiles(
-            directory, command: "clip",
+        return checkedExport(
+            directory, command: "clip", format: format,
             try export(from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip"))
     case .all:
         let set = try StreamSet(store: store)
         let from = try set.recorderTime(try arguments.time("from")!)
         let to = try set.recorderTime(try arguments.time("to")!)
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
-        return checkedAgainstSegmentFiles(
-            directory, command: "clip",
+        return checkedExport(
+            directory, command: "clip", format: format,
             try exportAll(
                 set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip"))
     }
@@ -295,8 +295,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try source.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return checkedAgainstSegmentFiles(
-            directory, command: "save",
+        return checkedExport(
+            directory, command: "save", format: format ?? .matroska,
             try export(from: source, range: range, output: output, quality: quality(arguments), command: "save"))
     case .all:
         if output == "-" {
@@ -308,8 +308,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         guard let range = try set.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")
         }
-        return checkedAgainstSegmentFiles(
-            directory, command: "save",
+        return checkedExport(
+            directory, command: "save", format: format ?? .matroska,
             try exportAll(
                 set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments),
                 command: "save"))

@@ -210,12 +210,27 @@ func outOfStepAdvice(_ directory: String) -> String? {
         + "to index the files again and count the frames of missing ones as lost"
 }
 
-/// The exit status of a save or clip from the disk that ended with `status`: 1 when the index and `segments/`
-/// disagree, since the file may then lack frames the store holds (files the index lost), said with the advice.
-func checkedAgainstSegmentFiles(_ directory: String, command: String, _ status: Int32) -> Int32 {
-    guard status == ExitStatus.success, let advice = outOfStepAdvice(directory) else { return status }
-    printError("rewind \(command): the file written may lack frames of the range: \(advice)")
-    return ExitStatus.failure
+/// The exit status of a save or clip from the disk that ended with `status`: 1, said with the advice, when the
+/// index and `segments/` disagree (the file may then lack frames the store holds: files the index lost), or when the
+/// store's markers, which a `.mkv` carries as chapters (an export never fails for them), could not be read.
+func checkedExport(_ directory: String, command: String, format: ExportFormat, _ status: Int32) -> Int32 {
+    guard status == ExitStatus.success else { return status }
+    var checked = status
+    if let advice = outOfStepAdvice(directory) {
+        printError("rewind \(command): the file written may lack frames of the range: \(advice)")
+        checked = ExitStatus.failure
+    }
+    if format == .matroska, let store = try? SegmentStore.openReadOnly(directory: directory) {
+        do {
+            _ = try MarkerBody.list(in: store)
+        } catch {
+            printError(
+                "rewind \(command): the store's markers could not be read (\(error)), so the file has no chapters: "
+                    + "run 'rewind verify --repair', which rebuilds them from markers.journal, and export again")
+            checked = ExitStatus.failure
+        }
+    }
+    return checked
 }
 
 /// The exit status of an `info` that found `problems`: 1, with advice on stderr, when there are any.

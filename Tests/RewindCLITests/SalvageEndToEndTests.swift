@@ -349,6 +349,41 @@ import Testing
         #expect(info.output.isEmpty, "no figure of an index that lacks rows: \(info.output)")
     }
 
+    /// A markers table the index cannot read: a `.mkv` from the disk is written without chapters (they never fail an
+    /// export) and the command exits 1 saying so; after the repair (markers from `markers.journal`) it has them.
+    @Test func anExportWhoseMarkersCannotBeReadSaysItHasNoChapters() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "3s",
+        ])
+        try Tool.waitUntilAnswering(store)
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "door"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+        let page = try runChecked(
+            "sqlite3", ["-readonly", store + "/index.sqlite", "SELECT pageno FROM dbstat WHERE name = 'markers'"])
+        let number = try #require(Int(page.output.trimmingCharacters(in: .whitespacesAndNewlines)), "\(page.output)")
+        let index = try #require(FileHandle(forUpdatingAtPath: store + "/index.sqlite"))
+        try index.seek(toOffset: UInt64(4096 * (number - 1) + 8))
+        try index.write(contentsOf: Data(repeating: 0xFF, count: 40))
+        try index.close()
+        let output = directory.appendingPathComponent("clip.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1m", "-o", output])
+        #expect(clip.status == 1, "\(clip.stderr)")
+        #expect(clip.output.contains("wrote 90 frames"), "\(clip.output)")
+        #expect(
+            clip.stderr.contains("the store's markers could not be read (")
+                && clip.stderr.contains("so the file has no chapters: run 'rewind verify --repair'"), "\(clip.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        let again = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1m", "-o", output])
+        #expect(again.status == 0, "\(again.stderr)")
+        let chapters = try runChecked("ffprobe", ["-v", "error", "-show_chapters", "-of", "csv=p=0", output])
+        #expect(chapters.output.contains("door"), "\(chapters.output)")
+    }
+
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {
