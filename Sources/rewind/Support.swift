@@ -116,12 +116,45 @@ func checkStoreDirectory(_ path: String) throws {
                 + "\(SegmentStore.longestDirectoryPath) bytes; give a shorter one", showsHelp: false)
     }
     var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
-        return
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return }
+    guard isDirectory.boolValue else {
+        throw UsageError(
+            "--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite",
+            showsHelp: false)
     }
-    throw UsageError(
-        "--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite",
-        showsHelp: false)
+    try checkStoreEntries(path)
+}
+
+/// Refuses a store whose own entries are of the wrong kind (the index a directory, `segments` a file, a link to
+/// nothing), naming the entry and what to do: SQLite and the segment reader would otherwise fail with the system's
+/// words alone (`disk I/O error`, `Not a directory`), or a read see no segment file at all.
+private func checkStoreEntries(_ directory: String) throws {
+    let entries: [(name: String, isDirectory: Bool, keeps: String)] = [
+        ("index.sqlite", false, "its index"), ("index.sqlite-wal", false, "its index's write-ahead log"),
+        ("index.sqlite-shm", false, "its index's shared memory"), ("segments", true, "its segment files"),
+    ]
+    for entry in entries {
+        let path = directory + "/" + entry.name
+        var link = stat()
+        guard lstat(path, &link) == 0 else { continue }
+        var target = stat()
+        let kind: String
+        if stat(path, &target) != 0 {
+            kind =
+                "a symbolic link to nothing ('\((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")')"
+        } else {
+            let isDirectory = target.st_mode & S_IFMT == S_IFDIR
+            let isFile = target.st_mode & S_IFMT == S_IFREG
+            if entry.isDirectory ? isDirectory : isFile { continue }
+            kind = isDirectory ? "a directory" : isFile ? "a file" : "neither a file nor a directory"
+        }
+        let repair =
+            entry.name == "segments"
+            ? "" : "; 'rewind verify --repair' then rebuilds the index from the segment files"
+        throw CommandError(
+            "'\(path)' is \(kind), where the store keeps \(entry.keeps) (\(entry.isDirectory ? "a directory" : "a file")): "
+                + "move it away\(repair)")
+    }
 }
 
 /// Refuses an `-o` that would overwrite the store's own files (through a symbolic link too): anything in

@@ -384,6 +384,44 @@ import Testing
         #expect(chapters.output.contains("door"), "\(chapters.output)")
     }
 
+    /// A store entry of the wrong kind (the index a directory, `segments` a file or a link to nothing) is named by
+    /// every command, with what to do, before SQLite or the segment reader fail in the system's words (`disk I/O
+    /// error`, `Not a directory`) or a read finds no segment file and calls the store healthy.
+    @Test(arguments: ["index-directory", "segments-file", "segments-dangling"])
+    func aStoreEntryOfTheWrongKindIsNamed(case name: String) throws {
+        let (directory, store) = try recordedStore(seconds: 1)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let expected: String
+        switch name {
+        case "index-directory":
+            for suffix in ["", "-wal", "-shm"] {
+                try? FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+            }
+            try FileManager.default.createDirectory(atPath: store + "/index.sqlite", withIntermediateDirectories: false)
+            expected =
+                "'\(store)/index.sqlite' is a directory, where the store keeps its index (a file): move it away; "
+                + "'rewind verify --repair' then rebuilds the index from the segment files"
+        case "segments-file":
+            try FileManager.default.moveItem(atPath: store + "/segments", toPath: directory.path + "/away")
+            #expect(FileManager.default.createFile(atPath: store + "/segments", contents: Data("x".utf8)))
+            expected =
+                "'\(store)/segments' is a file, where the store keeps its segment files (a directory): move it away"
+        default:
+            try FileManager.default.moveItem(atPath: store + "/segments", toPath: directory.path + "/away")
+            try FileManager.default.createSymbolicLink(atPath: store + "/segments", withDestinationPath: "/nonexistent")
+            expected = "'\(store)/segments' is a symbolic link to nothing ('/nonexistent'), where the store keeps"
+        }
+        for command in [
+            ["info"], ["verify"], ["verify", "--repair"],
+            ["clip", "--from", "0s", "--to", "1s", "-o", directory.path + "/c.mkv"],
+            ["record", "--input", "synthetic:160x120@30", "--duration", "1s"],
+        ] {
+            let result = try Tool.rewind([command[0], "--store", store] + command.dropFirst())
+            #expect(result.status == 1, "\(command): \(result.output)\(result.stderr)")
+            #expect(result.stderr.contains(expected), "\(command): \(result.stderr)")
+        }
+    }
+
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {
