@@ -623,6 +623,12 @@ func exportFormat(named output: String) throws -> ExportFormat {
 /// ``exportFormat(named:)`` of an `-o` as the command line gave it: a directory is told to take a file name in it
 /// before its missing extension is.
 func exportFormat(ofOutput output: String) throws -> ExportFormat {
+    // As a live recorder refuses it: a name that would not stay one line where it is printed or logged.
+    if output.holdsLineBreakingCharacters {
+        throw UsageError(
+            "-o \(output.debugDescription) holds control characters (newlines, escapes, tabs): name the file "
+                + "without them", showsHelp: false)
+    }
     try checkNotADirectory(output)
     return try exportFormat(named: output)
 }

@@ -25,6 +25,21 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
+    /// An `-o` with a control character is refused with or without a recorder (only a recorder refused it: from
+    /// the disk the printed line then broke in two).
+    @Test func anOutputNameWithAControlCharacterIsAUsageError() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try recordedStore(in: directory)
+        let output = directory.appendingPathComponent("a\nb.mkv").path
+        for command in [["clip", "--from", "0s", "--to", "1s"], ["save", "--last", "1s"]] {
+            let result = try Tool.rewind([command[0], "--store", store] + command.dropFirst() + ["-o", output])
+            #expect(result.status == 64, "\(command[0]): \(result.output)\(result.stderr)")
+            #expect(result.stderr.contains("holds control characters"), "\(command[0]): \(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: output))
+    }
+
     @Test(arguments: [
         (["save", "--last", "5"], "--last: '5' has no unit", "5s"),
         (["clip", "--from", "3", "--to", "4s"], "--from: '3' has no unit", "3s"),
