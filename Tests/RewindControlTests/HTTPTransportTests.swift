@@ -400,6 +400,13 @@ final class RawConnection {
         var chunked = request("POST /v1/saves HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")
         for _ in 0..<8 { chunked += request("2710\r\n") + [UInt8](repeating: 32, count: 10_000) + request("\r\n") }
         #expect(try exchange(chunked + request("0\r\n\r\n")) == 413)
+        // A body framed two ways (a proxy in front could read the other one) is refused; no marker is made.
+        let body = #"{"label":"smuggled"}"#
+        let twoWays =
+            "POST /v1/markers HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n"
+            + "Transfer-Encoding: chunked\r\n\r\n\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"
+        #expect(try exchange(request(twoWays)) == 400)
+        #expect(try curl(socket, "GET", "/v1/markers").body.contains("smuggled") == false)
         // Invalid JSON, unknown fields, wrong types.
         for body in ["{", "[1,2]", #"{"unknown":1}"#, #"{"after":true}"#, "\u{1}\u{2}"] {
             #expect(try curl(socket, "POST", "/v1/saves", body: body).status == 400, "\(body)")
