@@ -257,11 +257,12 @@ final class HTTPServer: @unchecked Sendable {
                 ).response(status: 503)
             } else if header(connection, "Content-Length") != nil, header(connection, "Transfer-Encoding") != nil {
                 // Two framings of one body: a proxy in front may read the other one (request smuggling).
-                exchange.refusal = APIError(
-                    .badRequest,
-                    "the request gives both Content-Length and Transfer-Encoding, which HTTP/1.1 forbids (RFC 9112): "
-                        + "frame the body one way"
-                ).response
+                exchange.refusal =
+                    APIError(
+                        .badRequest,
+                        "the request gives both Content-Length and Transfer-Encoding, which HTTP/1.1 forbids (RFC 9112): "
+                            + "frame the body one way"
+                    ).response
             } else if let length = header(connection, "Content-Length").flatMap(Int.init),
                 length > limits.maximumBodyBytes
             {
