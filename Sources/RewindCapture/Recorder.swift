@@ -105,10 +105,16 @@ public final class Recorder: Sendable {
         }
         let floorTotal = floors.reduce(0, +)
         let slabTotal = slabs.reduce(0, +)
+        // `amount` in parts by `weights`, whole: the bytes rounding leaves go one each to the largest remainders.
         func proportional(_ amount: Int, _ weights: [Double]) -> [Int] {
             let sum = weights.reduce(0, +)
             guard sum > 0 else { return weights.map { _ in 0 } }
-            return weights.map { Int((Double(amount) * $0 / sum).rounded(.down)) }
+            let exact = weights.map { Double(amount) * $0 / sum }
+            var parts = exact.map { min(amount, Int($0.rounded(.down))) }
+            let left = amount - parts.reduce(0, +)
+            let byRemainder = exact.indices.sorted { exact[$0] - Double(parts[$0]) > exact[$1] - Double(parts[$1]) }
+            for index in byRemainder.prefix(max(0, left)) { parts[index] += 1 }
+            return parts
         }
         if total >= floorTotal {
             let rates = zip(streams, slabs).map { stream, slab -> Double in
