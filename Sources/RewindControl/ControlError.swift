@@ -185,7 +185,7 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
         public var description: String {
             switch self {
             case .malformed: "expected HOST:PORT with a port in 0…65535, e.g. 127.0.0.1:8080"
-            case .notNumeric: "not a numeric IP address"
+            case .notNumeric: "not a numeric IP address (for this machine, 127.0.0.1 or [::1])"
             case .notLoopback: "not a loopback address"
             case .system(let errno): "\(errno)"
             }

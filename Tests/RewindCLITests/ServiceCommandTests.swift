@@ -410,7 +410,10 @@ import Testing
         ])
         #expect(refused.status == 64 && refused.stderr.contains("--listen-any"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: store), "refused before the store or its token was made")
-        for (address, words) in [("127.0.0.1:99999", "port in 0…65535"), ("localhost:80", "not a numeric IP address")] {
+        for (address, words) in [
+            ("127.0.0.1:99999", "port in 0…65535"),
+            ("localhost:80", "not a numeric IP address (for this machine, 127.0.0.1 or [::1])"),
+        ] {
             let bad = try Tool.rewind([
                 "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s", "--listen", address,
             ])
