@@ -65,7 +65,7 @@ import Testing
             ),
             (
                 .index(path: "/s/i", problem: .schemaOutdated(databaseVersion: 1, codeVersion: 2), detail: ""),
-                ["/s/i", "schema 1", "needs 2"]
+                ["/s/i", "schema 1", "needs 2", "an older build made it, or the index.sqlite-wal"]
             ),
             (
                 .index(path: "/s/i", problem: .schemaOutdated(databaseVersion: 0, codeVersion: 2), detail: ""),

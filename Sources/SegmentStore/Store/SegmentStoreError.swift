@@ -153,7 +153,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     + "still in the index.sqlite-wal file beside it, which is missing (a crash, or a copy without it)"
             case .schemaOutdated(let databaseVersion, let codeVersion):
                 return "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "
-                    + "read-only"
+                    + "read-only (an older build made it, or the index.sqlite-wal beside it, which holds the newer "
+                    + "schema's pages, is cut short or damaged)"
             case .editedMigration(let version, let fileName, let recordedFileName):
                 return "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than "
                     + "this build's \(fileName): it was made by a different build"
