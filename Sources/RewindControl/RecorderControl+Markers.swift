@@ -174,29 +174,72 @@ extension RecorderControl {
         }
     }
 
-    /// What is still to be recorded inside `holds` of one stream (their union, each stretch counted once), at the
-    /// stream's bytes per nanosecond (``recordingRate(of:store:)``).
+    /// What retention will keep of `holds` of one stream beyond what is stored now: the segments still to be written
+    /// that the holds reach into, whole (retention keeps or deletes whole segments), each the stream's segment size
+    /// (``segmentBytes(of:rate:store:)``) at its stored bytes per nanosecond (``recordingRate(of:store:)``), the open
+    /// one less what it holds already when a hold reaches into that (which the stored part counts). Counting only
+    /// the stretch a hold covers, holds of less than a segment, each fitting by its own bytes, kept more than
+    /// `--disk`, and retention deleted every segment after them as soon as it was sealed.
     private func bytesToCome(in holds: [Range<Int64>], store: SegmentStore, stream: String) throws -> Int64 {
-        guard let (rate, last) = try recordingRate(of: stream, store: store) else { return 0 }
+        guard let (rate, last) = try recordingRate(of: stream, store: store), rate > 0 else { return 0 }
         let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
-            .sorted { $0.lowerBound < $1.lowerBound }
-        var covered: Int64 = 0
-        var reached = last
-        for stretch in future where stretch.upperBound > reached {
-            covered += stretch.upperBound - max(reached, stretch.lowerBound)
-            reached = stretch.upperBound
+        guard !future.isEmpty else { return 0 }
+        let segment = Double(segmentBytes(of: stream, rate: rate, store: store) ?? 0)
+        guard segment > 0 else {
+            return Int64(min(rate * Double(future.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }), 1e18))
         }
-        return Int64(min(rate * Double(covered), Double(Int64.max / 2)))
+        // Segments counted from the open one (0), each `span` nanoseconds long.
+        let open = try store.segments(streamName: stream).last { $0.state == .open }
+        let start = open?.firstPTS ?? last
+        let span = segment / rate
+        let indices = future.map { stretch in
+            (
+                (Double(stretch.lowerBound - start) / span).rounded(.down),
+                (Double(stretch.upperBound - 1 - start) / span).rounded(.down)
+            )
+        }.sorted { $0.0 < $1.0 }
+        var segments: Double = 0
+        var reached = -Double.infinity
+        for (low, high) in indices where high > reached {
+            segments += high - max(low, reached + 1) + 1
+            reached = high
+        }
+        var bytes = segments * segment
+        // The open segment's frames so far are stored bytes, which a hold reaching into them counts already.
+        if let open, let first = open.firstPTS, indices.contains(where: { $0.0 <= 0 }),
+            holds.contains(where: { $0.lowerBound <= last && $0.upperBound > first })
+        {
+            bytes -= Double(open.storedBytes)
+        }
+        return Int64(min(max(0, bytes), 1e18))
     }
 
-    /// The bytes per nanosecond a stream takes on disk, and the pts from which it is still to be written: its stored
-    /// bytes per nanosecond so far; before the index has two frames of it (the spill stage commits its rows in
-    /// batches), the ring's raw bytes per nanosecond, which stored frames never exceed by much. Nil before either
-    /// can say.
+    /// What one segment of `stream` takes on disk: the store's segment duration at `rate`, at most the size its
+    /// segments are sealed at (``SegmentStore/segmentSealBytes(ofStream:)``); nil when the stream has no writer.
+    private func segmentBytes(of stream: String, rate: Double, store: SegmentStore) -> Int64? {
+        guard let largest = store.segmentSealBytes(ofStream: stream) else { return nil }
+        return Int64(min(rate * Double(store.options.segmentMaxNanoseconds), Double(largest)).rounded(.up))
+    }
+
+    /// The bytes per nanosecond a stream takes on disk, and the pts from which it is still to be written: the stored
+    /// bytes per nanosecond of its newest segments (their own spans: the store's first and last frames would span
+    /// what retention deleted between holds, and the rate fall with each deletion); before the index has two frames
+    /// of it (the spill stage commits its rows in batches), the ring's raw bytes per nanosecond, which stored frames
+    /// never exceed by much. Nil before either can say.
     private func recordingRate(of stream: String, store: SegmentStore) throws -> (rate: Double, last: Int64)? {
         let summary = try store.summary(streamName: stream)
-        if let first = summary.firstPTS, let newest = summary.lastPTS, newest > first {
-            return (Double(summary.storedBytes) / Double(newest - first), newest)
+        if let newest = summary.lastPTS {
+            var bytes: Int64 = 0
+            var span: Double = 0
+            let recent = try store.segments(streamName: stream).filter { $0.frameCount > 1 }
+                .sorted { ($0.lastPTS ?? 0) < ($1.lastPTS ?? 0) }.suffix(4)
+            for segment in recent {
+                guard let first = segment.firstPTS, let last = segment.lastPTS, last > first else { continue }
+                bytes += segment.storedBytes
+                // Its frames cover one frame more than first to last.
+                span += Double(last - first) * Double(segment.frameCount) / Double(segment.frameCount - 1)
+            }
+            if span > 0 { return (Double(bytes) / span, newest) }
         }
         if let memory = recorder.streams.first(where: { $0.name == stream })?.memoryStatistics,
             let first = memory.firstPTSNanoseconds, let newest = memory.lastPTSNanoseconds, newest > first,
@@ -220,10 +263,9 @@ extension RecorderControl {
         var reserve: Int64 = 0
         for stream in recorder.streams {
             guard let (rate, _) = try recordingRate(of: stream.name, store: store),
-                let largest = store.segmentSealBytes(ofStream: stream.name)
+                let segment = segmentBytes(of: stream.name, rate: rate, store: store)
             else { continue }
-            let segment = min(rate * Double(store.options.segmentMaxNanoseconds), Double(largest))
-            reserve += 2 * Int64(segment.rounded(.up))
+            reserve += 2 * segment
         }
         return reserve
     }

@@ -270,7 +270,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let needsRecorder = postRoll || arguments.flag("since-last-save")
     let live = try liveExport(
         directory: directory, output: output, format: format, what: "save", selection: selection,
-        needsRecorder: needsRecorder
+        needsRecorder: needsRecorder, postRoll: postRoll
     ) { path in
         var request = request
         request.path = path
@@ -336,7 +336,8 @@ private func removeFilesOfEndedClients(in exports: String) {
 /// is made absolute (the recorder runs elsewhere).
 private func liveExport(
     directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
-    range: Range<Int64>? = nil, needsRecorder: Bool = false, start: (String?) throws -> SaveObject?
+    range: Range<Int64>? = nil, needsRecorder: Bool = false, postRoll: Bool = false,
+    start: (String?) throws -> SaveObject?
 ) throws -> Bool {
     let (outside, recorded) = try streamsOutsideRecorder(directory: directory, selection)
     // `all` of recorded and stored streams over a range that needs the recorder (a save, which ends at its newest
@@ -453,9 +454,13 @@ private func liveExport(
             throw CommandError(
                 "interrupted: \(what) \(object.id) was cancelled; no file was kept", status: ExitStatus.interrupted)
         }
+        // Waiting: for its post-roll to be recorded, or (any save or clip) for one of the recorder's export slots.
+        let waitsFor =
+            postRoll
+            ? ", recording until pts \(formatSeconds(object.toNanoseconds))" : " for an export slot (4 run at once)"
         progress.update(
             "\(what) \(object.id) \(object.state.rawValue) … \(object.frames) frames"
-                + (object.state == .waiting ? ", recording until pts \(formatSeconds(object.toNanoseconds))" : ""))
+                + (object.state == .waiting ? waitsFor : ""))
         System.sleep(for: .milliseconds(50))
         guard let next = try client.save(id: object.id) else {
             progress.clear()

@@ -150,7 +150,15 @@ private func prepareFreshStore(_ directory: String) throws {
     guard manager.fileExists(atPath: directory) else { return }
     let entries = try manager.contentsOfDirectory(atPath: directory)
     guard !entries.isEmpty else { return }
-    let storeEntries = Set(SegmentStore.indexFileNames + ["segments", "exports", "rewind.sock", "store.lock"])
+    // A recorder first: what it made (its token, say) is no stranger's file.
+    if SegmentStore.isOpenForRecording(directory: directory)
+        || (try? ControlClient(directory: directory).status()) != nil
+    {
+        throw CommandError("a recorder is running on '\(directory)'; choose another --store for the demo")
+    }
+    // `token`: what `rewind record --listen` makes for its TCP listener.
+    let storeEntries = Set(
+        SegmentStore.indexFileNames + ["segments", "exports", "rewind.sock", "store.lock", "token"])
     let foreign = entries.filter { !storeEntries.contains($0) }
     guard foreign.isEmpty else {
         throw CommandError(
@@ -165,9 +173,6 @@ private func prepareFreshStore(_ directory: String) throws {
         let others = Set(exports).subtracting(ownExports).sorted().joined(separator: ", ")
         throw CommandError(
             "'\(directory)/exports' holds files the demo did not write (\(others)); choose another --store")
-    }
-    if try ControlClient(directory: directory).status() != nil {
-        throw CommandError("a recorder is running on '\(directory)'; choose another --store for the demo")
     }
     if manager.fileExists(atPath: directory + "/index.sqlite") {
         let store = try SegmentStore.openReadOnly(directory: directory)

@@ -122,6 +122,14 @@ enum Rewind {
             return ExitStatus.usage
         }
         switch first {
+        case "help" where arguments.count > 1:
+            // `rewind help info` is `rewind info --help`.
+            guard let command = commands.first(where: { $0.spec.name == arguments[1] }) else {
+                printError("rewind: unknown command '\(arguments[1])'\n\n\(overview)")
+                return ExitStatus.usage
+            }
+            print(command.spec.help)
+            return ExitStatus.success
         case "--help", "-h", "help":
             print(overview)
             return ExitStatus.success

@@ -278,6 +278,7 @@ def page_scenario(driver, wait, result):
             lanes.dispatchEvent(new WheelEvent('wheel', {deltaY: 1e6, clientX: box.left + 100,
                 clientY: box.top + 50, bubbles: true, cancelable: true}));
             return {seconds: formatSeconds(113712e6), tick: formatSeconds(113710e6, 1e7),
+                    cut: formatSeconds(21333651668), cut_tick: formatSeconds(1999999999, 1e9),
                     finite: Number.isFinite(state.from) && Number.isFinite(state.to), zoomed_out: state.to - state.from
                     > before[1] - before[0]};
         """)
@@ -311,6 +312,11 @@ def page_scenario(driver, wait, result):
         wait.until(lambda d: "choose at least one stream" in (text_of(d, "message") or ""))
         edges["no_stream_message"] = text_of(driver, "message")
         edges["new_saves"] = len(json.loads(api("GET", "/v1/saves"))["saves"]) - saves
+        # The next range starts with the recorded streams ticked again.
+        driver.execute_script("openExport(1e9, 2e9);")
+        edges["ticks_on_reopen"] = driver.execute_script(
+            "return [...document.querySelectorAll('#export-streams input')].map(box => box.checked);")
+        driver.execute_script("document.getElementById('export-dialog').close('cancel');")
         result["page_edges"] = edges
     part(driver, result, "page edges", page_edges)
 
@@ -439,6 +445,21 @@ def page_scenario(driver, wait, result):
         result["message_without_cookie"] = text_of(driver, "message")
     part(driver, result, "without the cookie", without_cookie)
 
+    def narrow():
+        """In a window narrower than the thumbnail, the thumbnail starts at the lane's left edge, not off it."""
+        driver.set_window_size(320, 1000)
+        time.sleep(0.5)
+        driver.execute_script("setView(0, state.liveEdge, false);")
+        narrow_lane = driver.find_element(By.CSS_SELECTOR, '#lanes [data-stream="front"] canvas')
+        ActionChains(driver).move_to_element_with_offset(
+            narrow_lane, -narrow_lane.size["width"] // 2 + 40, 0).perform()
+        wait.until(lambda d: not d.find_element(By.ID, "thumbnail").get_attribute("hidden"))
+        result["narrow"] = {"lane_width": narrow_lane.size["width"],
+                            "left": driver.execute_script("return document.getElementById('thumbnail').style.left;")}
+        driver.set_window_size(1400, 1000)
+        time.sleep(0.5)
+    part(driver, result, "narrow window", narrow)
+
     def token_ways():
         """A token link opened from another site's page opens the timeline, also on a reload; the 401 page's token
         box opens it without the token in any address."""
@@ -488,6 +509,23 @@ def restart_scenario(driver, wait, result, pid, command):
     # A save of this run, which the page lists.
     api("POST", "/v1/saves", {"last": "500ms", "wait": True})
     wait.until(lambda d: d.execute_script("return state.saves.size") >= 1)
+
+    # SIGSTOP: the recorder keeps its connections and answers nothing; the page notices the silence, says so, and
+    # is back once the recorder runs again.
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        WebDriverWait(driver, 60, poll_frequency=0.2).until(
+            lambda d: d.execute_script("return state.connection") == "silent")
+        result["silent"] = driver.execute_script("""
+            const banner = document.getElementById('connection');
+            return {banner: banner.textContent, banner_hidden: banner.hidden,
+                    status_stale: document.getElementById('status').classList.contains('stale')};
+        """)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    WebDriverWait(driver, 60, poll_frequency=0.2).until(
+        lambda d: d.execute_script("return state.connection") == "live")
+    result["resumed_banner_hidden"] = driver.execute_script("return document.getElementById('connection').hidden")
 
     # SIGTERM: the recorder stops; the page says so and keeps saying so.
     os.kill(pid, signal.SIGTERM)

@@ -11,6 +11,15 @@ import Testing
         }
     }
 
+    /// `rewind help CMD` is `rewind CMD --help`; an unknown one is a usage error.
+    @Test func helpOfACommandIsItsOwnHelp() throws {
+        let help = try Tool.rewind(["help", "info"])
+        let own = try Tool.rewind(["info", "--help"])
+        #expect(help.status == 0 && help.output == own.output, "\(help.output)")
+        let unknown = try Tool.rewind(["help", "rewrite"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("unknown command 'rewrite'"), "\(unknown.stderr)")
+    }
+
     @Test func versionPrintsTheVersion() throws {
         let result = try Tool.rewind(["--version"])
         #expect(result.status == 0)

@@ -568,12 +568,16 @@ func info(_ store: String) throws -> [String: Any] {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let recorded = directory.appendingPathComponent("cams").path
+        // With --listen: its token is the recording's own file, not a stranger's.
         let record = try Tool.rewind([
-            "record", "--store", recorded, "--input", "synthetic:160x90@30", "--duration", "1s",
+            "record", "--store", recorded, "--input", "synthetic:160x90@30", "--duration", "1s", "--listen",
+            "127.0.0.1:0",
         ])
         try #require(record.status == 0, "\(record.stderr)")
         let refused = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
-        #expect(refused.status == 1 && refused.stderr.contains("did not make"), "\(refused.stderr)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("holds a store that 'rewind demo' did not make"),
+            "\(refused.stderr)")
         #expect(try Tool.rewind(["info", "--store", recorded]).output.contains("160x90"), "the recording is intact")
 
         let demo = directory.appendingPathComponent("demo").path
@@ -590,7 +594,7 @@ func info(_ store: String) throws -> [String: Any] {
         defer { if live.process.isRunning { live.process.terminate() } }
         try Tool.waitForSocket(of: recorded)
         let busy = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
-        #expect(busy.status == 1, "\(busy.stderr)")
+        #expect(busy.status == 1 && busy.stderr.contains("a recorder is running on"), "\(busy.stderr)")
         live.process.terminate()
         let finished = try live.finish(timeout: .seconds(60))
         #expect(finished.status == 0, "the recording was not disturbed: \(finished.stderr)")

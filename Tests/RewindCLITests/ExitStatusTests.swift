@@ -25,6 +25,16 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
+    /// The window a refusal suggests is written as the value's own unit, rounded up: `1h`, not `3600000ms`.
+    @Test func theSuggestedWindowIsWrittenInItsOwnUnit() {
+        #expect(roundedUpDuration(3_600_000_000_000) == "1h")
+        #expect(roundedUpDuration(5_000_000_000) == "5s")
+        #expect(roundedUpDuration(12_500_000_000) == "13s")
+        #expect(roundedUpDuration(2_500_000_000) == "2500ms")
+        #expect(roundedUpDuration(33_333_333) == "34ms")
+        #expect(roundedUpDuration(100_000_000) == "100ms")
+    }
+
     /// An `-o` with a control character is refused with or without a recorder (only a recorder refused it: from
     /// the disk the printed line then broke in two).
     @Test func anOutputNameWithAControlCharacterIsAUsageError() throws {

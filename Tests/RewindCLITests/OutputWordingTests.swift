@@ -17,6 +17,7 @@ import Testing
         // whole store then has a 2.5 s hole to fill.
         try runChecked(
             "sqlite3", ["\(store)/index.sqlite", "PRAGMA foreign_keys = ON; DELETE FROM segments WHERE id = 2;"])
+        try FileManager.default.removeItem(atPath: "\(store)/segments/000002.seg")
         let output = directory.appendingPathComponent("gap.y4m").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "8s", "-o", output])
         #expect(clip.status == 0, "\(clip.stderr)")

@@ -140,6 +140,9 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.output.contains("recorded 1 frame of"), "\(result.output)")
         #expect(result.output.hasSuffix("; stopped\n"), "\(result.output)")
+        // Slower than a frame a second: said as the time between frames, not as 0.200 fps rounded towards none.
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.output.contains("one frame every 5.000s, colour"), "\(info.output)")
     }
 
     /// SIGHUP (the terminal went away, or the kernel's notice to a stopped job whose shell is gone) stops a recording

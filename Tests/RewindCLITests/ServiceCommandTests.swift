@@ -782,4 +782,40 @@ import Testing
         let front = (info["streams"] as? [[String: Any]] ?? []).first { $0["name"] as? String == "front" }
         #expect((front?["frames"] as? Int ?? 0) > 0, "front keeps frames of this recording: \(info)")
     }
+
+    /// Holds shorter than a segment, of every stream, made one after another: each is admitted counting the whole
+    /// segments retention keeps around it, so the recording keeps its last seconds on disk (retention deleted every
+    /// segment after the third such hold as soon as it was sealed, and the run ended with 0, half its time gone).
+    @Test func holdsShorterThanASegmentLeaveTheRecordingItsEnd() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30", "--input", "b=synthetic:160x120@7",
+            "--realtime", "--duration", "24s", "--disk", "4MiB", "--segment", "1s", "--window", "2s", "--memory",
+            "8MiB",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        var kept = 0
+        let started = ContinuousClock.now
+        while ContinuousClock.now - started < .seconds(12) {
+            let mark = try Tool.rewind(["mark", "--store", store, "--stream", "all", "--label", "h", "--hold", "600ms"])
+            if mark.status == 0 {
+                kept += 1
+            } else {
+                #expect(mark.status == 1 && mark.stderr.contains("the hold cannot fit"), "\(mark.stderr)")
+            }
+            Thread.sleep(forTimeInterval: 0.4)
+        }
+        #expect(kept > 0, "some holds fit")
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.output) \(ended.stderr)")
+        let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
+        for stream in info["streams"] as? [[String: Any]] ?? [] {
+            let last = stream["last_time_ns"] as? Int ?? 0
+            #expect(last >= 22_000_000_000, "\(stream["name"] ?? "?") keeps the recording's end: \(last) ns")
+        }
+        #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
+    }
 }

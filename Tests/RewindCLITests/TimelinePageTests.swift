@@ -219,6 +219,9 @@ import Testing
         // stream chosen says so and sends nothing.
         let edges = result["page_edges"] as? [String: Any] ?? [:]
         #expect(edges["seconds"] as? String == "113.712s" && edges["tick"] as? String == "113.71s", "\(edges)")
+        // Cut, not rounded, as the command line says times: never after the frame (21.334s left it out of a clip).
+        #expect(edges["cut"] as? String == "21.333s" && edges["cut_tick"] as? String == "1s", "\(edges)")
+        #expect(edges["ticks_on_reopen"] as? [Bool] == [true, true], "the recorded streams ticked again: \(edges)")
         #expect(edges["finite"] as? Bool == true && edges["zoomed_out"] as? Bool == true, "\(edges)")
         #expect((edges["busy_banner"] as? String)?.hasPrefix("the recorder is busy") == true, "\(edges)")
         #expect(edges["proxy_503_state"] as? String == "lost", "\(edges)")
@@ -279,6 +282,9 @@ import Testing
         #expect(ticks.count >= 3 && Set(ticks).count == ticks.count, "\(ticks)")
 
         // A click without the token cookie says so, and how to open the page again.
+        // A window narrower than the thumbnail: it starts at the lane's left edge (it was 53 px off it, clipped).
+        let narrow = result["narrow"] as? [String: Any] ?? [:]
+        #expect(narrow["left"] as? String == "0px", "\(narrow)")
         let refused = result["message_without_cookie"] as? String ?? ""
         #expect(refused.contains("token cookie") && refused.contains("/?token="), "\(refused)")
 
@@ -360,6 +366,16 @@ import Testing
         let first = try live.recorder.finish()
         #expect(first.status == 0, "the recorder stopped by SIGTERM: \(first.stderr)")
         #expect(result["lanes_before"] as? [String] == ["front", "rear"])
+
+        // Stopped with SIGSTOP (connections kept, nothing answered): the silence is noticed and said, and the page is
+        // back when the recorder runs again.
+        let silent = result["silent"] as? [String: Any] ?? [:]
+        #expect(
+            (silent["banner"] as? String)?.hasPrefix("the recorder has sent nothing since ") == true
+                && (silent["banner"] as? String)?.contains("it is stopped (Ctrl-Z, kill -STOP) or stuck") == true,
+            "\(silent)")
+        #expect(silent["banner_hidden"] as? Bool == false && silent["status_stale"] as? Bool == true, "\(silent)")
+        #expect(result["resumed_banner_hidden"] as? Bool == true, "\(result)")
 
         // Stopped: one clear message that stays, stale live parts, and checks further and further apart.
         let stopped = result["stopped"] as? [String: Any] ?? [:]

@@ -236,53 +236,65 @@ import Testing
         #expect(inHole.body.contains("the stream has no frames there"), "\(inHole.body)")
     }
 
-    /// A live recorder with a 64 MiB disk budget and its first frames durable: its newest pts on disk, and the
-    /// length of a hold of what is still to come that needs about 60 % of the budget at the rate stored so far.
-    static func recorderForHoldsToCome() throws -> (live: LiveRecorder, last: Int64, length: Int64) {
+    /// A live recorder with a 64 MiB disk budget and its 180 frames durable (in its open segment, from pts 0), and
+    /// how long one of its segments spans: the segment bytes (its segment duration at the rate it stores, at most the
+    /// size it is sealed at: here an eighth of the budget) over that rate. Retention keeps whole segments, so a hold
+    /// of what is still to come needs the segments it reaches into, each of those bytes.
+    static func recorderForHoldsToCome() throws -> (live: LiveRecorder, span: Double, segment: Double) {
         var options = StoreOptions()
         options.diskBudget = 64 << 20
         let live = try LiveRecorder(options: options)
         do {
             let store = try #require(live.recorder.store)
-            try waitUntil("the first frames are durable") { try store.summary().frames > 60 }
+            try waitUntil("every frame is durable") { try store.summary().frames == 180 }
             let summary = try store.summary()
             let (first, last) = (try #require(summary.firstPTS), try #require(summary.lastPTS))
-            let rate = Double(summary.storedBytes) / Double(last - first)
-            return (live, last, Int64(0.6 * Double(64 << 20) / rate))
+            // As the recorder reads it: the open segment's bytes over the time its frames cover.
+            let rate = Double(summary.storedBytes) / (Double(last - first) * 180 / 179)
+            let sealed = Double(try #require(store.segmentSealBytes(ofStream: live.recorder.streams[0].name)))
+            let segment = min(rate * Double(store.options.segmentMaxNanoseconds), sealed)
+            return (live, segment / rate, segment)
         } catch {
             try? live.finish()
             throw error
         }
     }
 
+    /// A hold from the middle of segment `first` to the middle of segment `last` (0: the open one), which needs
+    /// segments `first` … `last` whole.
+    static func hold(_ label: String, segments first: Int, _ last: Int, span: Double) -> String {
+        let from = Int64((Double(first) + 0.5) * span)
+        let to = Int64((Double(last) + 0.5) * span)
+        return #"{"label":"\#(label)","at":"\#(from)ns","hold":{"after":"\#(to - from)ns"}}"#
+    }
+
     /// Holds of what is still to come count together: two that each fit alone but not both are refused, while one
-    /// that overlaps a kept hold adds only what it does not share.
+    /// that overlaps a kept hold adds only the segments it does not share.
     @Test func holdsStillToComeCountTogether() throws {
-        let (live, last, length) = try Self.recorderForHoldsToCome()
+        let (live, span, segment) = try Self.recorderForHoldsToCome()
         defer { try? live.finish() }
-        let start = last + 1_000_000_000
-        func hold(_ label: String, at: Int64) throws -> Int {
+        #expect(segment == Double(8 << 20), "segments sealed at an eighth of the budget")
+        func hold(_ label: String, _ first: Int, _ last: Int) throws -> Int {
             try curl(
                 live.control.socketPath, "POST", "/v1/markers",
-                body: #"{"label":"\#(label)","at":"\#(at)ns","hold":{"after":"\#(length)ns"}}"#
+                body: Self.hold(label, segments: first, last, span: span)
             ).status
         }
-        #expect(try hold("first", at: start) == 201)
-        #expect(try hold("overlapping", at: start + length / 10) == 201, "it shares nine tenths with the first")
-        #expect(try hold("later", at: start + 3 * length) == 409, "together they need about 130 % of the budget")
+        // Beside the two segments the stream keeps for itself (16 MiB): three (24 MiB), then one more (32 MiB).
+        #expect(try hold("first", 1, 3) == 201)
+        #expect(try hold("overlapping", 2, 4) == 201, "it adds one segment to the first's three")
+        #expect(try hold("later", 6, 8) == 409, "three more would need 56 MiB beside the 16 MiB")
     }
 
     /// Holds leave every stream the recorder records two segments of its own (the one being written and the last one
     /// sealed): a hold that fits the budget alone but not beside them is refused, saying how much they keep, so holds
     /// made one by one cannot leave retention deleting each new segment as soon as it is sealed.
     @Test func holdsLeaveEveryRecordedStreamTwoSegments() throws {
-        let (live, last, length) = try Self.recorderForHoldsToCome()
+        let (live, span, segment) = try Self.recorderForHoldsToCome()
         defer { try? live.finish() }
-        let start = last + 1_000_000_000
-        // About 93 % of the budget: it fits alone.
+        // Seven segments (56 MiB): within the budget alone, not beside the two segments kept.
         let large = try curl(
-            live.control.socketPath, "POST", "/v1/markers",
-            body: #"{"label":"large","at":"\#(start)ns","hold":{"after":"\#(length * 155 / 100)ns"}}"#)
+            live.control.socketPath, "POST", "/v1/markers", body: Self.hold("large", segments: 1, 7, span: span))
         #expect(large.status == 409, "\(large.body)")
         func number(after words: String) -> Int64? {
             guard let found = large.body.range(of: words) else { return nil }
@@ -290,29 +302,30 @@ import Testing
         }
         let needed = try #require(number(after: "it needs "), "\(large.body)")
         let reserve = try #require(number(after: "less the "), "\(large.body)")
-        #expect(needed <= 64 << 20 && needed + reserve > 64 << 20, "\(large.body)")
-        // At most two segments of the size they are sealed at (an eighth of the budget).
-        #expect(reserve > 0 && reserve <= 2 * (8 << 20), "\(large.body)")
+        #expect(needed == 7 * Int64(segment) && needed + reserve > 64 << 20, "\(large.body)")
+        // Two segments of the size they are sealed at (an eighth of the budget).
+        #expect(reserve == 2 * Int64(segment), "\(large.body)")
         #expect(large.body.contains("bytes the recorded streams keep for what they record (two segments each)"))
         let kept = try curl(
-            live.control.socketPath, "POST", "/v1/markers",
-            body: #"{"label":"kept","at":"\#(start)ns","hold":{"after":"\#(length)ns"}}"#)
+            live.control.socketPath, "POST", "/v1/markers", body: Self.hold("kept", segments: 1, 4, span: span))
         #expect(kept.status == 201, "\(kept.body)")
     }
 
-    /// Holds asked for at the same moment are counted together: of sixteen that each need about 60 % of the budget,
-    /// one is kept and fifteen refused, as they would be one after another (twenty rounds, the kept one deleted
-    /// after each).
+    /// Holds asked for at the same moment are counted together: of sixteen that each need four segments (half the
+    /// budget), one is kept and fifteen refused, as they would be one after another (twenty rounds, the kept one
+    /// deleted after each).
     @Test func holdsAskedAtOnceCountTogether() throws {
-        let (live, last, length) = try Self.recorderForHoldsToCome()
+        let (live, span, _) = try Self.recorderForHoldsToCome()
         defer { try? live.finish() }
         for round in 0..<20 {
             let kept = Mutex<[Int64]>([])
             let refused = Mutex<Int>(0)
             DispatchQueue.concurrentPerform(iterations: 16) { index in
-                let at = last + 1_000_000_000 + Int64(index) * 2 * length
+                let from = Int64((Double(1 + 5 * index) + 0.5) * span)
+                let length = Int64(3 * span)
                 let request = MarkerRequest(
-                    label: "round \(round) hold \(index)", at: "\(at)ns", hold: MarkerRequest.Hold(after: "\(length)ns")
+                    label: "round \(round) hold \(index)", at: "\(from)ns",
+                    hold: MarkerRequest.Hold(after: "\(length)ns")
                 )
                 do {
                     let ids = try ControlClient(directory: live.directory).mark(request)?.markers.map(\.id) ?? []

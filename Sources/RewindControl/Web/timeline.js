@@ -16,6 +16,9 @@ const GAP_COLOURS = {
 // Nothing is recorded before recorder time 0.
 const NOTHING_BEFORE_ZERO = "nothing is recorded before recorder time 0";
 const RETRY_FIRST = 1000, RETRY_MOST = 15000;
+// A request the recorder has not answered in this long is given up (a recorder stopped with Ctrl-Z or stuck takes
+// the connection and answers nothing); the event stream is silent when no `status` came in SILENT_AFTER.
+const REQUEST_TIMEOUT = 10000, SILENT_AFTER = 8000;
 const state = {
   streams: [],          // [{name, format, width, height, frame_duration_ns}]
   timelines: new Map(), // name → {buckets, wall_offset_ns}
@@ -39,6 +42,7 @@ const state = {
   retryDelay: RETRY_FIRST,
   retryTimer: null,
   events: null,
+  lastEventAt: 0,       // when the event stream last sent something (ms since the epoch)
   started: false,
 };
 const $ = (id) => document.getElementById(id);
@@ -57,10 +61,17 @@ class RequestError extends Error {
 }
 
 async function request(path, options) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), REQUEST_TIMEOUT);
   try {
-    return await fetch(path, { credentials: "same-origin", ...options });
+    return await fetch(path, { credentials: "same-origin", signal: controller.signal, ...options });
   } catch (_) {
+    if (controller.signal.aborted) {
+      throw new RequestError("the recorder sent nothing for " + REQUEST_TIMEOUT / 1000 + " s", 0, "silent");
+    }
     throw new RequestError("the recorder is not reachable", 0, "unreachable");
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -115,7 +126,10 @@ function forgetMessage(key) {
 // ticks are apart (`step`, nanoseconds).
 function formatSeconds(nanoseconds, step) {
   const digits = step == null ? 3 : step >= SECOND ? 0 : step >= 1e8 ? 1 : step >= 1e7 ? 2 : 3;
-  return (nanoseconds / SECOND).toFixed(digits) + "s";
+  // Cut, not rounded, as the command line cuts: a time shown is never after its frame, so `--from` that time
+  // starts at the frame shown.
+  const unit = 10 ** (9 - digits);
+  return (Math.floor(nanoseconds / unit) / 10 ** digits).toFixed(digits) + "s";
 }
 // Wall-clock times are local time, as `rewind clip --from 14:03:05.200` reads a time of day; the full form is
 // ISO-8601 with the zone's offset (2026-11-30T15:03:05.200+01:00), which the command line reads as the same instant.
@@ -254,6 +268,8 @@ async function loadTimelines() {
   if (failed) state.loadMessage = failed;
   else if (state.connection === "live") forgetMessage("loadMessage");
   if (state.connection !== "live") { render(); return; }
+  // A recorder without a store (`--spill off`, no `segments` in its status) keeps no markers: not asked.
+  if (state.status && state.status.segments == null) { state.markers = []; render(); return; }
   try {
     state.markers = (await api("GET", "/v1/markers?from=" + ns(from) + "&to=" + ns(to))).markers || [];
   } catch (error) { if (!noteConnectionFailure(error)) state.markers = []; }
@@ -582,7 +598,8 @@ function showThumbnail(name, t, event) {
   line.hidden = false;
   line.style.left = x + "px";
   figure.hidden = false;
-  figure.style.left = Math.min(Math.max(0, x - 160), laneWidth() - 330) + "px";
+  // Inside the lane, and never off its left edge when the lane is narrower than the picture.
+  figure.style.left = Math.max(0, Math.min(x - 160, laneWidth() - 330)) + "px";
   figure.style.top = (event.clientY - $("timeline").getBoundingClientRect().top + 16) + "px";
   figure.dataset.stream = name;
   const ticket = ++thumbnailRequest;
@@ -738,6 +755,10 @@ function noteSave(save) {
 
 function openExport(from, to) {
   state.exportRange = { from, to };
+  // Each range starts from the recorded streams ticked, whatever the last export chose.
+  for (const box of $("export-streams").querySelectorAll("input")) {
+    box.checked = state.streams.some((stream) => stream.name === box.value && stream.recording !== false);
+  }
   $("export-range").textContent = formatSeconds(from) + " … " + formatSeconds(to) + " (" +
     formatSeconds(to - from) + ")";
   $("export-dialog").showModal();
@@ -805,7 +826,12 @@ function listen() {
   if (state.events) state.events.close();
   const events = new EventSource("/v1/events", { withCredentials: true });
   state.events = events;
-  events.addEventListener("status", (event) => { applyStatus(JSON.parse(event.data)); followLiveEdge(); });
+  state.lastEventAt = Date.now();
+  events.addEventListener("status", (event) => {
+    state.lastEventAt = Date.now();
+    applyStatus(JSON.parse(event.data));
+    followLiveEdge();
+  });
   events.addEventListener("save", (event) => {
     const data = JSON.parse(event.data);
     const save = data.save || data;
@@ -836,7 +862,7 @@ function listen() {
 // A request failed for want of a recorder (no answer) or of a token (401): the page says so and waits for it.
 // Returns whether it was such a failure.
 function noteConnectionFailure(error) {
-  if (error && error.unreachable) { setConnection("lost"); return true; }
+  if (error && error.unreachable) { setConnection(error.code === "silent" ? "silent" : "lost"); return true; }
   if (error && error.status === 401) { setConnection("unauthorized"); return true; }
   return false;
 }
@@ -850,6 +876,9 @@ function connectionText() {
     case "lost":
       return "the recorder stopped or is not reachable (since " + formatClock(new Date(state.lostAt)) +
         "): memory and status are as of then" + retry;
+    case "silent":
+      return "the recorder has sent nothing since " + formatClock(new Date(state.lostAt)) +
+        ": it is stopped (Ctrl-Z, kill -STOP) or stuck; memory and status are as of then" + retry;
     case "unauthorized": return "the recorder no longer accepts this page's token cookie: " + REOPEN + retry;
     default: return "";
   }
@@ -864,7 +893,10 @@ function setConnection(connection) {
     clearTimeout(state.retryTimer);
     state.retryTimer = null;
   } else {
-    if (was === "live" || state.lostAt == null) state.lostAt = Date.now();
+    // Silent since its last event; anything else since now.
+    if (was === "live" || state.lostAt == null) {
+      state.lostAt = connection === "silent" && state.lastEventAt ? state.lastEventAt : Date.now();
+    }
     state.connection = connection;
     if (state.events) { state.events.close(); state.events = null; }
     if (!state.retryTimer) scheduleCheck();
@@ -894,8 +926,8 @@ async function checkConnection() {
   let response;
   try {
     response = await request("/v1/health");
-  } catch (_) {
-    setConnection("lost");
+  } catch (error) {
+    setConnection(error.code === "silent" ? "silent" : "lost");
     return;
   }
   if (response.ok) { await reconnected(); return; }
@@ -943,6 +975,11 @@ async function start() {
   window.addEventListener("resize", () => render());
   setInterval(() => {
     if (state.follow && state.connection === "live") loadStatus().then(followLiveEdge).catch(noteConnectionFailure);
+    // The recorder sends `status` every second while the page listens: silence is a recorder that no longer runs
+    // its loop (stopped with Ctrl-Z, stuck), whose connections stay open.
+    if (state.connection === "live" && state.events && Date.now() - state.lastEventAt > SILENT_AFTER) {
+      setConnection("silent");
+    }
   }, 1000);
   try {
     await connect();
