@@ -642,7 +642,8 @@ function showThumbnail(name, t, event) {
 document.addEventListener("mouseup", (event) => {
   if (state.panning) { state.panning = null; return; }
   const selection = state.selecting;
-  if (!selection) return;
+  // A click inside the open export dialog (ticking a stream) ends no drag: the range stays as it was opened.
+  if (!selection || $("export-dialog").open) return;
   if (!selection.moved || Math.abs(xAt(selection.end) - xAt(selection.start)) < 4) {
     state.selecting = null;
     renderSelection();
