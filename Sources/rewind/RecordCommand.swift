@@ -152,10 +152,24 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         guard age > .zero else { throw UsageError("--max-age must be longer than 0s") }
         options.maxAge = age
     }
-    let segment = try arguments.duration("segment")!
+    var segment = try arguments.duration("segment")!
     // Shorter segments would make a file (and its seal, sync and rows) per frame or two.
     guard segment >= .milliseconds(100) else {
         throw UsageError("--segment must be at least 100ms (a file every few frames at least; the default is 60s)")
+    }
+    // Retention deletes a segment whole once it is older than --max-age after its seal: its first frame lives up to a
+    // segment longer. A segment as long as the age would keep frames twice as long as asked; a default one is
+    // shortened to a quarter of the age, one given is refused.
+    if let age = options.maxAge, segment >= age {
+        let quarter = max(.milliseconds(100), age / 4)
+        guard !arguments.isGiven("segment") else {
+            throw UsageError(
+                "--max-age \(formatSeconds(age)) is not longer than --segment \(formatSeconds(segment)): retention "
+                    + "deletes a segment whole once it is older than --max-age, so frames would stay up to a segment "
+                    + "longer than asked; give --segment \(roundedUpDuration(quarter.nanosecondsClamped)) (a quarter "
+                    + "of --max-age) or less", showsHelp: false)
+        }
+        segment = quarter
     }
     options.segmentMaxDuration = segment
     let pacing: RecordLoopOptions.Pacing = arguments.flag("realtime") ? .realtime : .asFastAsPossible

@@ -25,6 +25,27 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
+    /// `--max-age` no longer than `--segment` would keep frames up to a segment longer than asked (a segment goes
+    /// whole): a given `--segment` is refused naming the one to give, the default one becomes a quarter of the age.
+    @Test func aMaxAgeNoLongerThanASegmentIsRefusedOrShortensTheDefaultSegment() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let input = ["--input", "synthetic:160x90@30", "--duration", "2s"]
+        let refused = try Tool.rewind(["record", "--store", store] + input + ["--max-age", "2s", "--segment", "10m"])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("--max-age 2.000s is not longer than --segment 600.000s")
+                && refused.stderr.contains("give --segment 500ms (a quarter of --max-age) or less"), "\(refused.stderr)"
+        )
+        #expect(!FileManager.default.fileExists(atPath: store))
+        let shortened = try Tool.rewind(["record", "--store", store] + input + ["--max-age", "2s"])
+        #expect(shortened.status == 0, "\(shortened.stderr)")
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let object = try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+        #expect((object?["segments"] as? Int ?? 0) >= 4, "500 ms segments over 2 s: \(info.output)")
+    }
+
     /// The window a refusal suggests is written as the value's own unit, rounded up: `1h`, not `3600000ms`.
     @Test func theSuggestedWindowIsWrittenInItsOwnUnit() {
         #expect(roundedUpDuration(3_600_000_000_000) == "1h")

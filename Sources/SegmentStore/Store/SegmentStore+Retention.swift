@@ -62,10 +62,16 @@ extension SegmentStore {
             total += size
         }
         let growth = openSegmentGrowth(rows: rows, sizes: sizes, streams: streams)
-        // The room kept for open segments to grow never takes a stream's newest sealed segment (a budget below a few
-        // segments of each stream): that goes only when the files themselves pass the budget.
+        // The room kept for open segments to grow never takes the newest sealed segment of a stream being written (a
+        // budget below a few segments of each stream): that goes only when the files themselves pass the budget. A
+        // stream no longer recorded keeps no such segment: its history goes oldest first like any other's (its one
+        // segment of an earlier run was kept whole while the recorded stream lost all but its newest seconds).
+        let writing = activeStreams.withAnnotatedLock { $0 }
+        let written = Set(streams.filter { writing.contains($0.name) }.map(\.id))
         var newestSealed: [Int64: SegmentRow] = [:]
-        for row in rows where row.state == .sealed { newestSealed[row.streamID] = row }
+        for row in rows where row.state == .sealed && written.contains(row.streamID) {
+            newestSealed[row.streamID] = row
+        }
         let now = options.now()
         let wantedFree = options.minimumFreeBytes.map { Int64($0) + indexRoomToKeep + bytes }
         var available = wantedFree == nil ? nil : availableSegmentBytes()

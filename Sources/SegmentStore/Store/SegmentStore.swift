@@ -36,7 +36,7 @@ public final class SegmentStore: Sendable {
     private let recoveryReport = Mutex(VerifyReport())
     private let lockFD: Int32
     private let nextSequence: Mutex<UInt64>
-    private let activeStreams = Mutex<Set<String>>([])
+    let activeStreams = Mutex<Set<String>>([])
     /// The size each writer given one seals its segments at, by stream name: with a ``StoreOptions/diskBudget``,
     /// retention keeps room for open segments to grow to it (``openSegmentGrowth(rows:sizes:streams:)``).
     let openSegmentLimits = Mutex<[String: Int]>([:])
