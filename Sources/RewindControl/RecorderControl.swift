@@ -899,6 +899,7 @@ public final class RecorderControl: Sendable {
         let quality = try quality(request.quality, format: format)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
+        var followsLastSave = false
         if request.sinceLastSave == true, let (end, anythingNew) = book.sinceLastSave(streams: target.streams) {
             guard anythingNew, end < range.upperBound else {
                 throw APIError(.conflict, "nothing new since the last save, which ended at \(formatSeconds(end))")
@@ -907,13 +908,14 @@ public final class RecorderControl: Sendable {
             // no longer holds): consecutive saves miss nothing. last/before cap it.
             let capped = request.last != nil || request.before != nil
             range = (capped ? max(range.lowerBound, end) : end)..<range.upperBound
+            followsLastSave = range.lowerBound == end
         }
         // A save that waits for its post-roll holds its range on disk meanwhile: like a marker's hold, it must fit
         // the disk budget, or retention would take every other stream's history to keep it.
         func add() throws -> SaveObject {
             try book.add(
                 target: target, range: range, format: format, quality: quality, path: path,
-                makesDirectory: request.path == nil)
+                makesDirectory: request.path == nil, followsLastSave: followsLastSave)
         }
         guard after > 0 else { return try add() }
         return try holdAdmission.withAnnotatedLock { _ in

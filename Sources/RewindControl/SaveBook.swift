@@ -59,6 +59,9 @@ final class SaveBook: Sendable {
         var quality: ExportQuality = .fast
         /// A clip (`POST /v1/clips`), not a save: `since_last_save` does not go on from it.
         var isClip = false
+        /// A save of `since_last_save` from right where the last one ended: what retention deleted of its range
+        /// before it was written is said in `lost`, since the saves would otherwise miss it unseen.
+        var followsLastSave = false
         /// Whether the export makes its directory (`DIR/exports`, the recorder's own); a path the client gave is
         /// written only into the directory that was there when it asked.
         var makesDirectory = false
@@ -182,7 +185,7 @@ final class SaveBook: Sendable {
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
     func add(
         target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
-        isClip: Bool = false, makesDirectory: Bool = false
+        isClip: Bool = false, makesDirectory: Bool = false, followsLastSave: Bool = false
     ) throws(APIError) -> SaveObject {
         let stream = target.name
         var holds: [RetentionHold] = []
@@ -227,7 +230,8 @@ final class SaveBook: Sendable {
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: files)
             state.entries[id] = Entry(
                 object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
-                makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins, pinnedDropsAtStart: pinnedDrops)
+                followsLastSave: followsLastSave, makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins,
+                pinnedDropsAtStart: pinnedDrops)
             return .success(object)
         }
         switch result {
@@ -300,6 +304,23 @@ final class SaveBook: Sendable {
                 }
             }
             return ranges
+        }
+    }
+
+    /// For a save that goes on from the last one: each stream whose oldest frame kept (on disk or in memory) comes
+    /// after the range's start, where retention deleted what was recorded since that save before this one took it,
+    /// as a `retention` gap from the start to that frame (recorder time).
+    static func deletedSinceLastSave(_ streams: [RecorderStream], range: Range<Int64>) -> [GapObject] {
+        streams.compactMap { stream in
+            guard let clock = stream.clock, let store = stream.store,
+                let stored = try? store.summary(streamName: stream.name).firstPTS
+            else { return nil }
+            let oldest = [stored, stream.memoryStatistics.firstPTSNanoseconds].compactMap { $0 }.min() ?? stored
+            let kept = clock.recorderTime(ofPTS: oldest)
+            guard kept > range.lowerBound else { return nil }
+            return GapObject(
+                stream: stream.name, startNanoseconds: range.lowerBound, endNanoseconds: min(kept, range.upperBound),
+                reason: LossReason.retention.rawValue)
         }
     }
 
@@ -634,6 +655,7 @@ final class SaveBook: Sendable {
                 case .one, .all: entry.target.streams.map(entry.source)
                 }
             lost = ((try? StreamSet(sources).lostGaps(in: range)) ?? []).map(GapObject.init)
+            if entry.followsLastSave { lost = Self.deletedSinceLastSave(entry.target.streams, range: range) + lost }
         }
         var finished: SaveObject?
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []

@@ -228,6 +228,7 @@ import Testing
             }
             let since = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
             #expect(since.fromNanoseconds == first.toNanoseconds)
+            #expect(since.lost == [], "nothing was deleted since the last save: \(since)")
             #expect(try exportedIndexes(since.files[0], layout: live.feed.stream.layout) == Array(180..<480))
             for _ in 0..<120 {
                 live.recorder.waitForSpillRoom()
@@ -248,6 +249,32 @@ import Testing
             guard case ControlError.refused(let refusal) = error else { return false }
             return refusal.code == .conflict && refusal.message.contains("nothing new since the last save")
         }
+    }
+
+    /// Retention deleting frames after the last save before the next `since_last_save` one: the next save says where,
+    /// a `retention` gap from its start to the oldest frame left (it went on from there with exit 0, the stretch
+    /// between missed unseen); with nothing deleted, no such gap.
+    @Test func sinceLastSaveSaysWhatRetentionDeletedSinceTheLastSave() throws {
+        var options = StoreOptions()
+        options.diskBudget = 200 << 10
+        options.segmentMaxDuration = .milliseconds(250)
+        let live = try LiveRecorder(options: options)
+        defer { try? live.finish() }
+        let store = try #require(live.recorder.store)
+        try waitUntil("the spill wrote every frame") { try store.summary().lastPTS == live.feed.pts(179) }
+        let end = try #require(try live.client.save(SaveRequest(last: "100ms", wait: true))).toNanoseconds
+        var feed = live.feed
+        while (try store.summary().firstPTS ?? 0) <= end + 500_000_000 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        let since = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
+        #expect(since.state == .done, "\(since)")
+        let deleted = (since.lost ?? []).filter { $0.reason == "retention" }
+        #expect(deleted.count == 1, "\(since)")
+        #expect(deleted.first?.startNanoseconds == since.fromNanoseconds, "\(deleted)")
+        #expect(deleted.first?.endNanoseconds == since.firstPTSNanoseconds, "to the file's first frame: \(since)")
+        #expect((since.firstPTSNanoseconds ?? 0) > end, "frames after the last save were deleted: \(since)")
     }
 
     /// A done save that is deleted (its client could not deliver it) no longer counts for `since_last_save`: the
