@@ -975,7 +975,10 @@ private func checkFloorCanBeKept(
     let stored = ((try? files.contentsOfDirectory(segments)) ?? []).reduce(Int64(0)) {
         $0 + (files.fileBytes(segments + "/" + $1) ?? 0)
     }
-    guard floor >= free + stored else { return }
+    // Retention also keeps the index's reserve free (or held in DIR/index.reserve, whose bytes are not free now).
+    let heldReserve = files.fileBytes((directory.isEmpty ? "." : directory) + "/index.reserve") ?? 0
+    let indexRoom = max(0, StoreOptions.indexReserveBytes - heldReserve)
+    guard floor + indexRoom >= free + stored else { return }
     let (floorText, freeText) = formatBytesApart(floor, free)
     let what =
         stored > 0
@@ -989,7 +992,8 @@ private func checkFloorCanBeKept(
                 + "\(freeText) free now, "
             : "the file system holding \(directory) has \(freeText) free now, less than the free space --disk keeps by "
                 + "default (--min-free \(floorText)), ")
-            + what + "; give a --min-free below the free space (--min-free 1MiB, say), or free space on the disk",
+            + what + " (retention keeps the floor free and \(formatBytes(indexRoom)) more for the index); give a "
+            + "--min-free below the free space less that (--min-free 1MiB, say), or free space on the disk",
         showsHelp: false)
 }
 
