@@ -217,7 +217,8 @@ extension SoakRun {
             readback.corruptCopies == 0
             ? "\(copies) copies read back (\(readback.copiesFromDisk) from disk, \(readback.copiesFromMemory) from "
                 + "memory), all bit-exact"
-            : "\(readback.corruptCopies) copies not bit-exact or unreadable (of \(copies + readback.corruptCopies)); "
+            : "\(readback.corruptCopies) \(readback.corruptCopies == 1 ? "copy" : "copies") not bit-exact or unreadable "
+                + "(of \(copies + readback.corruptCopies)); "
                 + (readback.problems.first ?? "")
         return .init(name: SoakInvariant.framesBitExact.rawValue, passed: readback.corruptCopies == 0, detail: detail)
     }

@@ -162,7 +162,9 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
     if configuration.speed == .realtime && report.wallNanoseconds > report.streamNanoseconds / 10 * 11 + 500_000_000 {
         print(
             "  warning: real-time pacing fell behind (\(formatSeconds(report.wallNanoseconds)) for "
-                + "\(formatSeconds(report.streamNanoseconds)) of stream time): events were applied late (see below)")
+                + "\(formatSeconds(report.streamNanoseconds)) of stream time)"
+                + (report.events.isEmpty
+                    ? ": the load was lighter than asked" : ": events were applied late (see below)"))
     }
     var memory =
         "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "
