@@ -163,8 +163,9 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     if let age = options.maxAge, segment >= age {
         let quarter = max(.milliseconds(100), age / 4)
         guard !arguments.isGiven("segment") else {
+            let ageText = age < .milliseconds(1) ? "\(age.nanosecondsClamped)ns" : formatSeconds(age)
             throw UsageError(
-                "--max-age \(formatSeconds(age)) is not longer than --segment \(formatSeconds(segment)): retention "
+                "--max-age \(ageText) is not longer than --segment \(formatSeconds(segment)): retention "
                     + "deletes a segment whole once it is older than --max-age, so frames would stay up to a segment "
                     + "longer than asked; give --segment \(roundedUpDuration(quarter.nanosecondsClamped)) (a quarter "
                     + "of --max-age) or less", showsHelp: false)

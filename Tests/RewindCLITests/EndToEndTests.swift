@@ -726,13 +726,20 @@ func info(_ store: String) throws -> [String: Any] {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("store").path
-        let record = try Tool.rewind([
+        // A --segment given as long as the age is refused before anything is recorded.
+        let refused = try Tool.rewind([
             "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--segment", "1s",
             "--max-age", "1ns",
         ])
+        #expect(refused.status == 64, "\(refused.output) \(refused.stderr)")
+        #expect(refused.stderr.contains("--max-age 1ns is not longer than --segment 1.000s"), "\(refused.stderr)")
+        // The default one shortened to its least, 100 ms, is still longer than an age of 1 ns.
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s", "--max-age", "1ns",
+        ])
         #expect(record.status == 1, "\(record.output) \(record.stderr)")
         #expect(record.stderr.contains("retention deleted all 60 durable frames of this recording (--max-age 1ns)"))
-        #expect(record.stderr.contains("give a --max-age longer than a segment (1.000s)"), "\(record.stderr)")
+        #expect(record.stderr.contains("give a --max-age longer than a segment (0.100s)"), "\(record.stderr)")
     }
 
     /// A `--min-free` that deleting every segment file could not reach (FLOOR: halfway from the free space to the file

@@ -113,6 +113,14 @@ final class LiveRecorder: @unchecked Sendable {
 
     var client: ControlClient { ControlClient(directory: directory) }
 
+    /// A recorder whose disk budget (200 KiB, segments of 250 ms) makes retention delete frames as it records.
+    static func onASmallDisk() throws -> LiveRecorder {
+        var options = StoreOptions()
+        options.diskBudget = 200 << 10
+        options.segmentMaxDuration = .milliseconds(250)
+        return try LiveRecorder(options: options)
+    }
+
     init(
         window: Duration = .seconds(2), options: StoreOptions = StoreOptions(), limits: HTTPLimits = HTTPLimits(),
         listen: RecorderControl.Listen? = nil, directory: String? = nil, prefill: Int = 180,

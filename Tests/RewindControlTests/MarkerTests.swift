@@ -197,10 +197,7 @@ import Testing
     /// A hold over frames retention already deleted would keep nothing: refused with 409 naming the oldest frame
     /// left; a hold over what is still kept is accepted.
     @Test func aHoldOverDeletedFramesIsAConflict() throws {
-        var options = StoreOptions()
-        options.diskBudget = 200 << 10
-        options.segmentMaxDuration = .milliseconds(250)
-        let live = try LiveRecorder(options: options)
+        let live = try LiveRecorder.onASmallDisk()
         defer { try? live.finish() }
         let store = try #require(live.recorder.store)
         try waitUntil("retention deleted the first half second") {

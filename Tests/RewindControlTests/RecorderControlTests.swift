@@ -255,10 +255,7 @@ import Testing
     /// a `retention` gap from its start to the oldest frame left (it went on from there with exit 0, the stretch
     /// between missed unseen); with nothing deleted, no such gap.
     @Test func sinceLastSaveSaysWhatRetentionDeletedSinceTheLastSave() throws {
-        var options = StoreOptions()
-        options.diskBudget = 200 << 10
-        options.segmentMaxDuration = .milliseconds(250)
-        let live = try LiveRecorder(options: options)
+        let live = try LiveRecorder.onASmallDisk()
         defer { try? live.finish() }
         let store = try #require(live.recorder.store)
         try waitUntil("the spill wrote every frame") { try store.summary().lastPTS == live.feed.pts(179) }

@@ -108,22 +108,24 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
-    /// A stream no longer written keeps no protected newest segment: when the written stream's open segment needs
-    /// room, the old stream's history goes oldest first, as any other's (its one segment of an earlier run stayed
-    /// whole while the written stream kept only its newest segment).
-    @Test func aStreamNoLongerWrittenKeepsNoSegmentFromRetention() throws {
+    /// A stream of an earlier run keeps no protected newest segment: when the written stream's open segment needs
+    /// room, the old stream's history goes oldest first, as any other's (its one segment stayed whole while the
+    /// written stream kept only its newest segment).
+    @Test func aStreamOfAnEarlierRunKeepsNoSegmentFromRetention() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let frames = try TestFrames(format: .gray8, width: 128, height: 96)
         defer { frames.deallocate() }
         let budget = 40 * frames.stream.layout.byteCount
-        let store = try SegmentStore.open(
-            directory: dir.path,
-            options: StoreOptions(workerCount: 1, diskBudget: budget, codecPolicy: .forced(.raw)))
-        let old = try store.makeWriter(
-            streamName: "old", stream: frames.stream, segmentMaxBytes: 30 * frames.stream.layout.byteCount)
-        for i in 0..<20 { try old.append(frames.frame(i)) }
-        try old.close()
+        let options = StoreOptions(workerCount: 1, diskBudget: budget, codecPolicy: .forced(.raw))
+        do {
+            let earlier = try SegmentStore.open(directory: dir.path, options: options)
+            let old = try earlier.makeWriter(
+                streamName: "old", stream: frames.stream, segmentMaxBytes: 30 * frames.stream.layout.byteCount)
+            for i in 0..<20 { try old.append(frames.frame(i)) }
+            try old.close()
+        }
+        let store = try SegmentStore.open(directory: dir.path, options: options)
         let new = try store.makeWriter(
             streamName: "new", stream: frames.stream, segmentMaxBytes: 8 * frames.stream.layout.byteCount)
         for i in 0..<60 { try new.append(frames.frame(i)) }

@@ -62,11 +62,12 @@ extension SegmentStore {
             total += size
         }
         let growth = openSegmentGrowth(rows: rows, sizes: sizes, streams: streams)
-        // The room kept for open segments to grow never takes the newest sealed segment of a stream being written (a
-        // budget below a few segments of each stream): that goes only when the files themselves pass the budget. A
-        // stream no longer recorded keeps no such segment: its history goes oldest first like any other's (its one
-        // segment of an earlier run was kept whole while the recorded stream lost all but its newest seconds).
-        let writing = activeStreams.withAnnotatedLock { $0 }
+        // The room kept for open segments to grow never takes the newest sealed segment of a stream this store has
+        // written since it opened (a budget below a few segments of each stream; also once its writer closed, while
+        // the others seal their last): that goes only when the files themselves pass the budget. A stream of an
+        // earlier run keeps no such segment: its history goes oldest first like any other's (its one segment was
+        // kept whole while the recorded stream lost all but its newest seconds).
+        let writing = streamsWritten.withAnnotatedLock { $0 }
         let written = Set(streams.filter { writing.contains($0.name) }.map(\.id))
         var newestSealed: [Int64: SegmentRow] = [:]
         for row in rows where row.state == .sealed && written.contains(row.streamID) {

@@ -36,7 +36,10 @@ public final class SegmentStore: Sendable {
     private let recoveryReport = Mutex(VerifyReport())
     private let lockFD: Int32
     private let nextSequence: Mutex<UInt64>
-    let activeStreams = Mutex<Set<String>>([])
+    private let activeStreams = Mutex<Set<String>>([])
+    /// Every stream a writer of this store has written since it opened (kept after the writer closes): retention
+    /// protects their newest sealed segments, not those of streams of earlier runs.
+    let streamsWritten = Mutex<Set<String>>([])
     /// The size each writer given one seals its segments at, by stream name: with a ``StoreOptions/diskBudget``,
     /// retention keeps room for open segments to grow to it (``openSegmentGrowth(rows:sizes:streams:)``).
     let openSegmentLimits = Mutex<[String: Int]>([:])
@@ -253,6 +256,7 @@ public final class SegmentStore: Sendable {
             let row = try index.stream(named: streamName, description: stream)
             let inserted = activeStreams.withAnnotatedLock { $0.insert(streamName).inserted }
             precondition(inserted, "stream '\(streamName)' already has a writer")
+            streamsWritten.withAnnotatedLock { _ = $0.insert(streamName) }
             if let segmentMaxBytes { openSegmentLimits.withAnnotatedLock { $0[streamName] = segmentMaxBytes } }
             return StreamWriter(
                 store: self, stream: row, sharingWorkersWith: other,
@@ -266,6 +270,7 @@ public final class SegmentStore: Sendable {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("write stream '\(streamName)'") }
         let row = try index.stream(named: streamName, description: stream)
         guard activeStreams.withAnnotatedLock({ $0.insert(streamName).inserted }) else { return nil }
+        streamsWritten.withAnnotatedLock { _ = $0.insert(streamName) }
         return StreamWriter(store: self, stream: row, segmentMaxBytes: options.segmentMaxBytes)
     }
 
