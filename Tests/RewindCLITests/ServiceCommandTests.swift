@@ -818,4 +818,41 @@ import Testing
         }
         #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
     }
+
+    /// A hold near `--disk` and a recording that stops: the streams seal their last segments in turn, and the room
+    /// kept for the segments not sealed yet no longer takes each stream's last full segment (one stream ended with
+    /// four frames after its retention gap, and both lost their last full 250 ms, with the files under budget).
+    @Test func aStopKeepsEveryStreamsLastSegmentsBesideAHold() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30", "--input", "b=synthetic:320x240@30",
+            "--realtime", "--duration", "12s", "--segment", "250ms", "--disk", "3MiB",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 2)
+        // The longest hold that fits, to a tenth of a second: near the budget.
+        var held = false
+        for tenths in stride(from: 80, through: 5, by: -5) where !held {
+            let mark = try Tool.rewind([
+                "mark", "--store", store, "--stream", "a", "--label", "h", "--hold-before", "0s", "--hold-after",
+                "\(tenths * 100)ms",
+            ])
+            held = mark.status == 0
+        }
+        #expect(held, "a hold fits")
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.output) \(ended.stderr)")
+        let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
+        for stream in info["streams"] as? [[String: Any]] ?? [] {
+            let last = stream["last_pts_ns"] as? Int ?? 0
+            let retention = (stream["gaps"] as? [[String: Any]] ?? []).filter { $0["reason"] as? String == "retention" }
+            let end = retention.compactMap { $0["end_ns"] as? Int }.max() ?? 0
+            #expect(
+                last - end >= 200_000_000,
+                "\(stream["name"] ?? "?") keeps a full segment after its gap: \(end) … \(last)")
+        }
+    }
 }

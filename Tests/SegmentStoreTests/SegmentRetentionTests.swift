@@ -136,6 +136,37 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// Closing writers in turn (a recording that stops) deletes nothing while the files are within the budget: a
+    /// writer's last seal makes its previous segment no longer its newest, and the room kept for another writer's
+    /// open segment, which is about to be sealed too, took it.
+    @Test func closingTheWritersKeepsTheirLastSegments() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 128, height: 96)
+        defer { frames.deallocate() }
+        let frameBytes = frames.stream.layout.byteCount
+        // Segments sealed every four frames (133 ms at 30 fps), each with room to grow to twenty: a budget of thirty
+        // frames keeps the newest sealed segment and the open one of each stream only.
+        let store = try SegmentStore.open(
+            directory: dir.path,
+            options: StoreOptions(
+                workerCount: 1, segmentMaxDuration: .milliseconds(120), diskBudget: 30 * frameBytes,
+                codecPolicy: .forced(.raw)))
+        let writers = try ["a", "b"].map {
+            try store.makeWriter(streamName: $0, stream: frames.stream, segmentMaxBytes: 20 * frameBytes)
+        }
+        for i in 0..<42 { for writer in writers { try writer.append(frames.frame(i)) } }
+        // Each stream's frames from its newest sealed segment on: what closing must keep.
+        let kept = try ["a", "b"].map { name in
+            let newest = try #require(try store.segments(streamName: name).last { $0.state == .sealed })
+            return 42 - Int(try #require(newest.firstPTS) / frames.stream.frameDuration.nanoseconds!)
+        }
+        for writer in writers { try writer.close() }
+        let after = try ["a", "b"].map { try store.summary(streamName: $0).frames }
+        #expect(after == kept, "closing deleted the last sealed segments: \(kept) kept before, \(after) after")
+        #expect(try store.segmentFileBytes() <= Int64(30 * frameBytes))
+    }
+
     @Test func maxAgeDeletesSegmentsSealedLongerAgo() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

@@ -30,8 +30,14 @@ extension SegmentStore {
     }
 
     /// A retention pass that also keeps `bytes` free beyond the floor (the next frame a writer is about to write).
-    func enforceRetention(reserving bytes: Int64) throws -> RetentionReport {
-        try SegmentStoreError.translatingIndexErrors { try enforceRetentionUntranslated(reserving: bytes) }
+    ///
+    /// - Parameter growthRoom: whether the room the open segments may still grow takes sealed history too; not after
+    ///   a writer's last seal (the recording stops: every stream seals its last segment in turn, and the room kept
+    ///   for those not sealed yet took each stream's last full segment, leaving one a few frames).
+    func enforceRetention(reserving bytes: Int64, growthRoom: Bool = true) throws -> RetentionReport {
+        try SegmentStoreError.translatingIndexErrors {
+            try enforceRetentionUntranslated(reserving: bytes, growthRoom: growthRoom)
+        }
     }
 
     /// The bytes free on the file system holding the segments, or nil when it cannot say.
@@ -39,7 +45,9 @@ extension SegmentStore {
         try? fileSystem.availableBytes(segmentsDirectory)
     }
 
-    private func enforceRetentionUntranslated(reserving bytes: Int64) throws -> RetentionReport {
+    private func enforceRetentionUntranslated(reserving bytes: Int64, growthRoom: Bool = true) throws
+        -> RetentionReport
+    {
         guard !isReadOnly else { throw SegmentStoreError.readOnly("delete old segments") }
         var report = RetentionReport()
         // Oldest first by when their frames start on the recorder clock (streams read at different speeds make
@@ -61,7 +69,7 @@ extension SegmentStore {
             sizes[row.id] = size
             total += size
         }
-        let growth = openSegmentGrowth(rows: rows, sizes: sizes, streams: streams)
+        let growth = growthRoom ? openSegmentGrowth(rows: rows, sizes: sizes, streams: streams) : 0
         // The room kept for open segments to grow never takes the newest sealed segment of a stream this store has
         // written since it opened (a budget below a few segments of each stream; also once its writer closed, while
         // the others seal their last): that goes only when the files themselves pass the budget. A stream of an

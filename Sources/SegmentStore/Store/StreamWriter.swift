@@ -271,7 +271,7 @@ public final class StreamWriter {
             syncThread.stop()
             store.writerClosed(streamName: stream.name)
         }
-        if segment != nil { try sealCurrent() }
+        if segment != nil { try sealCurrent(closing: true) }
         retryUnsealed()
     }
 
@@ -445,7 +445,9 @@ public final class StreamWriter {
         try indexPending(open, count: durable)
     }
 
-    private func sealCurrent(reserving bytes: Int64 = 0) throws {
+    /// - Parameter closing: the writer's last seal: nothing it writes needs room any more, and retention after it
+    ///   deletes only past the budget itself (``SegmentStore/enforceRetention(reserving:growthRoom:)``).
+    private func sealCurrent(reserving bytes: Int64 = 0, closing: Bool = false) throws {
         try sync()
         guard let open = segment else { return }
         guard open.frameCount > 0 else {
@@ -468,7 +470,7 @@ public final class StreamWriter {
         sealedFileNames.append(sealedName)
         if store.options.hasRetention {
             do {
-                _ = try store.enforceRetention(reserving: bytes)
+                _ = try store.enforceRetention(reserving: bytes, growthRoom: !closing)
                 lastRetentionError = nil
             } catch {
                 lastRetentionError = error
