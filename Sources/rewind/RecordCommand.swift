@@ -161,14 +161,21 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     // segment longer. A segment as long as the age would keep frames twice as long as asked; a default one is
     // shortened to a quarter of the age, one given is refused.
     if let age = options.maxAge, segment >= age {
+        let ageText = age < .milliseconds(1) ? "\(age.nanosecondsClamped)ns" : formatSeconds(age)
+        // No segment is shorter than 100 ms: an age no longer than that cannot be kept to.
+        guard age > .milliseconds(100) else {
+            throw UsageError(
+                "--max-age \(ageText) is not longer than the shortest segment a store writes (100ms): retention "
+                    + "deletes a segment whole, so frames would stay longer than asked; give a --max-age above 100ms",
+                showsHelp: false)
+        }
         let quarter = max(.milliseconds(100), age / 4)
         guard !arguments.isGiven("segment") else {
-            let ageText = age < .milliseconds(1) ? "\(age.nanosecondsClamped)ns" : formatSeconds(age)
             throw UsageError(
                 "--max-age \(ageText) is not longer than --segment \(formatSeconds(segment)): retention "
                     + "deletes a segment whole once it is older than --max-age, so frames would stay up to a segment "
                     + "longer than asked; give --segment \(roundedUpDuration(quarter.nanosecondsClamped)) (a quarter "
-                    + "of --max-age) or less", showsHelp: false)
+                    + "of --max-age, at least 100ms)", showsHelp: false)
         }
         segment = quarter
     }

@@ -36,7 +36,8 @@ import Testing
         #expect(refused.status == 64, "\(refused.stderr)")
         #expect(
             refused.stderr.contains("--max-age 2.000s is not longer than --segment 600.000s")
-                && refused.stderr.contains("give --segment 500ms (a quarter of --max-age) or less"), "\(refused.stderr)"
+                && refused.stderr.contains("give --segment 500ms (a quarter of --max-age, at least 100ms)"),
+            "\(refused.stderr)"
         )
         #expect(!FileManager.default.fileExists(atPath: store))
         let shortened = try Tool.rewind(["record", "--store", store] + input + ["--max-age", "2s"])
