@@ -184,10 +184,9 @@ extension RecorderControl {
         guard let (rate, last) = try recordingRate(of: stream, store: store), rate > 0 else { return 0 }
         let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
         guard !future.isEmpty else { return 0 }
-        let segment = Double(segmentBytes(of: stream, rate: rate, store: store) ?? 0)
-        guard segment > 0 else {
-            return Int64(min(rate * Double(future.reduce(0) { $0 + ($1.upperBound - $1.lowerBound) }), 1e18))
-        }
+        // A stream no writer writes (a camera of an earlier run) has nothing more to come.
+        guard let written = segmentBytes(of: stream, rate: rate, store: store), written > 0 else { return 0 }
+        let segment = Double(written)
         // Segments counted from the open one (0), each `span` nanoseconds long.
         let open = try store.segments(streamName: stream).last { $0.state == .open }
         let start = open?.firstPTS ?? last

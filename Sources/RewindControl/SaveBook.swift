@@ -315,8 +315,7 @@ final class SaveBook: Sendable {
             guard let clock = stream.clock, let store = stream.store,
                 let stored = try? store.summary(streamName: stream.name).firstPTS
             else { return nil }
-            let oldest = [stored, stream.memoryStatistics.firstPTSNanoseconds].compactMap { $0 }.min() ?? stored
-            let kept = clock.recorderTime(ofPTS: oldest)
+            let kept = clock.recorderTime(ofPTS: min(stored, stream.memoryStatistics.firstPTSNanoseconds ?? stored))
             guard kept > range.lowerBound else { return nil }
             return GapObject(
                 stream: stream.name, startNanoseconds: range.lowerBound, endNanoseconds: min(kept, range.upperBound),

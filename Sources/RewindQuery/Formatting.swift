@@ -37,6 +37,16 @@ package func formatSecondsApart(_ values: [Int64]) -> [String] {
     }
 }
 
+/// `nanoseconds` rounded up to a whole number of the largest unit that keeps it near: `1h` for an hour, `5s`, `34ms`
+/// for 33.3 ms (what a flag takes, never less than the value).
+package func roundedUpDuration(_ nanoseconds: Int64) -> String {
+    for (unit, size) in [("h", Int64(3_600_000_000_000)), ("s", 1_000_000_000)] where nanoseconds >= size {
+        if nanoseconds % size == 0 { return "\(nanoseconds / size)\(unit)" }
+    }
+    if nanoseconds >= 10_000_000_000 { return "\((nanoseconds + 999_999_999) / 1_000_000_000)s" }
+    return "\((nanoseconds + 999_999) / 1_000_000)ms"
+}
+
 /// Formats a duration as seconds with millisecond precision: `12.500s`.
 package func formatSeconds(_ duration: Duration) -> String { formatSeconds(duration.nanosecondsClamped) }
 

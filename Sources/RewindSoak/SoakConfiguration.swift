@@ -138,7 +138,7 @@ public struct SoakConfiguration: Sendable {
             let (window, frame) = formatSecondsApart(windowNanoseconds, frameNanoseconds)
             throw .init(
                 "a window of \(window) is shorter than one frame (\(frame)), so it holds no frame before the newest; "
-                    + "give at least \((frameNanoseconds + 999_999) / 1_000_000)ms")
+                    + "give at least \(roundedUpDuration(frameNanoseconds))")
         }
         // Each frame takes whole pages in the ring.
         let slab = Recorder.smallestMemoryBudget(for: [layout])

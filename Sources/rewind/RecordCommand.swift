@@ -1055,13 +1055,3 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
     return RecorderControl.Listen(
         host: host, port: port, allowsAnyAddress: arguments.flag("listen-any"), token: token, tokenFile: tokenFile)
 }
-
-/// `nanoseconds` rounded up to a whole number of the largest unit that keeps it near: `1h` for an hour, `5s`, `34ms`
-/// for 33.3 ms (what a flag takes, never less than the value).
-func roundedUpDuration(_ nanoseconds: Int64) -> String {
-    for (unit, size) in [("h", Int64(3_600_000_000_000)), ("s", 1_000_000_000)] where nanoseconds >= size {
-        if nanoseconds % size == 0 { return "\(nanoseconds / size)\(unit)" }
-    }
-    if nanoseconds >= 10_000_000_000 { return "\((nanoseconds + 999_999_999) / 1_000_000_000)s" }
-    return "\((nanoseconds + 999_999) / 1_000_000)ms"
-}

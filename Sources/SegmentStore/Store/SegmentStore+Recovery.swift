@@ -967,13 +967,12 @@ extension SegmentStore {
                     try trimDamagedGaps(
                         streamID: streamID, around: first...last, frameDuration: header.stream.frameDuration)
                 }
+                let rows = "\(missing.count) index row" + (missing.count == 1 ? "" : "s")
                 report.repaired.append(
                     rebuilt.map {
                         "rebuilt the index rows of segment \(fileName) from its file: \(Self.frames(missing.count)) ("
                             + $0 + ")"
-                    }
-                        ?? "added \(missing.count) index row\(missing.count == 1 ? "" : "s") for segment \(fileName) from its file"
-                )
+                    } ?? "added \(rows) for segment \(fileName) from its file")
             } catch StoreIndexError.duplicatePTS(let stream, let pts) where mode.changes && firstMissing == 0 {
                 // Rows of a file not yet rebuilt may hold these pts (files swapped): come back to it after them.
                 guard continuesAfterStream else {
