@@ -166,6 +166,10 @@ public struct SaveObject: Sendable, Hashable, Codable {
     /// reach into `from_ns`…`to_ns`, on the recorder clock, by start: the file holds no frame of them. Nil before;
     /// empty when the range lost nothing.
     public var lost: [GapObject]?
+    /// For a clip of `all` (or of no stream named): the streams of the store that the recorder does not record (a
+    /// camera of an earlier run) with frames in the range asked for. Its files do not hold them: clip each by name,
+    /// which reads it from the disk. Nil when there are none.
+    public var notRecorded: [String]?
 
     /// Makes a save object; each parameter is the field of the same name.
     public init(
@@ -193,6 +197,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case lastPTSNanoseconds = "last_pts_ns"
         case repeatedFrames = "repeated_frames"
         case tracks, lost
+        case notRecorded = "not_recorded"
     }
 }
 

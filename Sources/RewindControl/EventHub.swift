@@ -125,11 +125,14 @@ package final class EventHub: Sendable {
         return subscription
     }
 
-    /// The number of an id of this run (`RUN-NUMBER`); nil for any other text.
+    /// The number of an id of this run (`RUN-NUMBER`, numbered from 1, written without leading zeros; `RUN-0`, before
+    /// the first, stands for none had yet); nil for any other text (`RUN-007` is no id it gives).
     private func number(_ id: String) -> UInt64? {
         guard let dash = id.lastIndex(of: "-"), id[..<dash] == run else { return nil }
         let digits = id[id.index(after: dash)...]
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        guard digits == "0" || digits.first != "0", digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            return nil
+        }
         return UInt64(digits)
     }
 

@@ -962,9 +962,20 @@ public final class RecorderControl: Sendable {
         }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
+        let namesAll = !target.isStored && (request.stream == nil || request.stream == "all")
+        let notRecorded = namesAll ? try storedStreams(withFramesIn: asked) : []
         return try book.add(
             target: target, range: from..<end, format: format, quality: quality, path: path, isClip: true,
-            makesDirectory: request.path == nil)
+            makesDirectory: request.path == nil, notRecorded: notRecorded)
+    }
+
+    /// The streams of the store that the recorder does not record with frames in `range` (recorder time), by name.
+    private func storedStreams(withFramesIn range: Range<Int64>) throws -> [String] {
+        guard let store = recorder.store else { return [] }
+        return try storedStreams().filter { row in
+            let source = ClipSource.store(store, stream: row)
+            return try source.hasFrames(in: source.clock().ptsRange(range))
+        }.map(\.name)
     }
 
     // MARK: Status

@@ -185,7 +185,7 @@ final class SaveBook: Sendable {
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
     func add(
         target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
-        isClip: Bool = false, makesDirectory: Bool = false, followsLastSave: Bool = false
+        isClip: Bool = false, makesDirectory: Bool = false, followsLastSave: Bool = false, notRecorded: [String] = []
     ) throws(APIError) -> SaveObject {
         let stream = target.name
         var holds: [RetentionHold] = []
@@ -225,9 +225,10 @@ final class SaveBook: Sendable {
             // A recorder that runs for months keeps the newest finished saves only (their files stay on disk).
             let finished = state.entries.values.filter { $0.object.state.isFinal }.map(\.object.id).sorted()
             for old in finished.prefix(max(0, finished.count - finishedKept + 1)) { state.entries[old] = nil }
-            let object = SaveObject(
+            var object = SaveObject(
                 id: id, state: .waiting, stream: stream, fromNanoseconds: range.lowerBound,
                 toNanoseconds: range.upperBound, format: format.fileExtension, files: files)
+            object.notRecorded = notRecorded.isEmpty ? nil : notRecorded
             state.entries[id] = Entry(
                 object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
                 followsLastSave: followsLastSave, makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins,

@@ -884,6 +884,21 @@ import Testing
         #expect(
             reaching.stderr.contains("b has frames in the range, and the running recorder does not record it")
                 && reaching.stderr.contains("--stream b --from 0.000s --to 600.000s"), "\(reaching.stderr)")
+        // The API's clip of `all` names b under `not_recorded`; one of a alone does not.
+        func apiClip(_ stream: String) throws -> [String: Any] {
+            let body = "{\"stream\":\"\(stream)\",\"from\":\"0s\",\"to\":\"600s\",\"wait\":true}"
+            let answer = try runChecked(
+                "curl",
+                [
+                    "-s", "--max-time", "60", "--unix-socket", store + "/rewind.sock", "-X", "POST", "-d", body,
+                    "http://rewind/v1/clips",
+                ])
+            return try #require(try JSONSerialization.jsonObject(with: answer.stdout) as? [String: Any])
+        }
+        let apiAll = try apiClip("all")
+        #expect(apiAll["state"] as? String == "done" && apiAll["not_recorded"] as? [String] == ["b"], "\(apiAll)")
+        let apiA = try apiClip("a")
+        #expect(apiA["state"] as? String == "done" && apiA["not_recorded"] == nil, "\(apiA)")
         let postRoll = try Tool.rewind([
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])

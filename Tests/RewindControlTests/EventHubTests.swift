@@ -98,7 +98,10 @@ import Testing
         hub.publish("marker", ["n": 5])
         #expect(readEvents(current, count: 1) == ["id: \(hub.run)-6\nevent: marker\ndata: {\"n\":5}"])
         // An id of another run, one this run has not given yet, or no id at all: resync, then only new events.
-        for id in ["0badc0de-3", "\(hub.run)-99", "\(hub.run)-", "\(hub.run)-+1", "garbage", ""] {
+        for id in [
+            "0badc0de-3", "\(hub.run)-99", "\(hub.run)-", "\(hub.run)-+1", "\(hub.run)-01", "\(hub.run)-00", "garbage",
+            "",
+        ] {
             let lost = hub.subscribe(lastEventID: id)
             hub.publish("marker", ["n": 6])
             let events = readEvents(lost, count: 2)
