@@ -132,6 +132,8 @@ private func checkStoreEntries(_ directory: String) throws {
     let entries: [(name: String, isDirectory: Bool, keeps: String)] = [
         ("index.sqlite", false, "its index"), ("index.sqlite-wal", false, "its index's write-ahead log"),
         ("index.sqlite-shm", false, "its index's shared memory"), ("segments", true, "its segment files"),
+        ("index.reserve", false, "the room its index keeps on a full disk"),
+        ("markers.journal", false, "its markers' journal"), ("losses.journal", false, "its losses' journal"),
     ]
     for entry in entries {
         let path = directory + "/" + entry.name
@@ -149,8 +151,8 @@ private func checkStoreEntries(_ directory: String) throws {
             kind = isDirectory ? "a directory" : isFile ? "a file" : "neither a file nor a directory"
         }
         let repair =
-            entry.name == "segments"
-            ? "" : "; 'rewind verify --repair' then rebuilds the index from the segment files"
+            entry.name.hasPrefix("index.sqlite")
+            ? "; 'rewind verify --repair' then rebuilds the index from the segment files" : ""
         throw CommandError(
             "'\(path)' is \(kind), where the store keeps \(entry.keeps) (\(entry.isDirectory ? "a directory" : "a file")): "
                 + "move it away\(repair)")

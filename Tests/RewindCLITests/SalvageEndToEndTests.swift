@@ -387,7 +387,7 @@ import Testing
     /// A store entry of the wrong kind (the index a directory, `segments` a file or a link to nothing) is named by
     /// every command, with what to do, before SQLite or the segment reader fail in the system's words (`disk I/O
     /// error`, `Not a directory`) or a read finds no segment file and calls the store healthy.
-    @Test(arguments: ["index-directory", "segments-file", "segments-dangling"])
+    @Test(arguments: ["index-directory", "segments-file", "segments-dangling", "reserve-directory"])
     func aStoreEntryOfTheWrongKindIsNamed(case name: String) throws {
         let (directory, store) = try recordedStore(seconds: 1)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -406,6 +406,14 @@ import Testing
             #expect(FileManager.default.createFile(atPath: store + "/segments", contents: Data("x".utf8)))
             expected =
                 "'\(store)/segments' is a file, where the store keeps its segment files (a directory): move it away"
+        case "reserve-directory":
+            // Without the reserve file the index would have no room of its own on a full disk, silently.
+            try? FileManager.default.removeItem(atPath: store + "/index.reserve")
+            try FileManager.default.createDirectory(
+                atPath: store + "/index.reserve", withIntermediateDirectories: false)
+            expected =
+                "'\(store)/index.reserve' is a directory, where the store keeps the room its index keeps on a full disk "
+                + "(a file): move it away"
         default:
             try FileManager.default.moveItem(atPath: store + "/segments", toPath: directory.path + "/away")
             try FileManager.default.createSymbolicLink(atPath: store + "/segments", withDestinationPath: "/nonexistent")
