@@ -350,7 +350,11 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
         try printJSON([
             "clean": report.clean, "segments": report.segments, "frames": report.frames,
             "damaged": report.damaged.map {
-                ["segment": $0.segment, "frame": $0.frame, "offset": $0.offset, "message": $0.message] as [String: Any]
+                // A damaged file header or footer is no frame's.
+                [
+                    "segment": $0.segment, "frame": $0.frame >= 0 ? $0.frame : NSNull(), "offset": $0.offset,
+                    "message": $0.message,
+                ] as [String: Any]
             },
             "problems": report.problems, "repaired": report.repaired,
             "salvage": report.salvage.map(salvageJSON),

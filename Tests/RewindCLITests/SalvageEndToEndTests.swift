@@ -80,6 +80,12 @@ import Testing
         #expect(
             again.stderr.contains("store problem: segment 000001.seg.partial has a damaged header"), "\(again.stderr)")
         #expect(again.stderr.contains("'rewind verify --repair' rebuilds it"), "\(again.stderr)")
+        // Damage of the file, not of a frame: `--json` has no frame number for it.
+        let json = try Tool.rewind(["verify", "--store", store, "--json"])
+        let document = try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any]
+        let damage = (document?["damaged"] as? [[String: Any]])?.first
+        #expect(json.status == 1 && damage?["segment"] as? String == "000001.seg.partial", "\(json.output)")
+        #expect(damage?["frame"] is NSNull, "\(json.output)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
