@@ -51,6 +51,7 @@ package struct MigrationRunner: Sendable {
     @discardableResult
     package func migrate(_ database: SQLiteDatabase) throws -> [Int] {
         try database.withConnection { connection in
+            try Self.checkSchemaIsRecorded(connection)
             try connection.execute(Self.createTable)
             var applied: [Int] = []
             for migration in migrations {
@@ -91,6 +92,7 @@ package struct MigrationRunner: Sendable {
     ///   and the errors of ``migrate(_:)`` for newer or edited schemas.
     package func validate(_ database: SQLiteDatabase) throws {
         try database.withConnection { connection in
+            try Self.checkSchemaIsRecorded(connection)
             let hasTable = try connection.scalarInt64(
                 "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
             let recorded = hasTable == 1 ? try Self.recorded(connection) : []
@@ -141,6 +143,16 @@ package struct MigrationRunner: Sendable {
         ) STRICT
         """
 
+    /// Refuses a database with tables but no `schema_migrations` (another program dropped it): the migrations
+    /// would run again over tables they made.
+    private static func checkSchemaIsRecorded(_ connection: SQLiteConnection) throws {
+        let tables = try connection.scalarInt64(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        let hasTable = try connection.scalarInt64(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
+        if (tables ?? 0) > 0 && hasTable == 0 { throw MigrationError.unrecordedSchema(path: connection.path) }
+    }
+
     private static func recorded(_ connection: SQLiteConnection) throws -> [AppliedMigration] {
         let select = try connection.statement(
             "SELECT version, file_name, sql_fnv1a64, sql, applied_wall_ns FROM schema_migrations ORDER BY version")
@@ -190,6 +202,8 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
     case schemaOutdated(path: String, databaseVersion: Int, codeVersion: Int)
     /// A migration failed and was rolled back; the schema stays at the previous version.
     case failed(path: String, version: Int, fileName: String, cause: any Error)
+    /// The database has tables but no `schema_migrations` table saying which migrations made them.
+    case unrecordedSchema(path: String)
 
     package var description: String {
         switch self {
@@ -207,6 +221,8 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
             return
                 "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                 + "\(version - 1)): \(cause)"
+        case .unrecordedSchema(let path):
+            return "\(path) has tables but no schema_migrations table saying which schema they are"
         }
     }
 }

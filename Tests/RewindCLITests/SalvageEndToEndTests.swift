@@ -436,6 +436,30 @@ import Testing
         }
     }
 
+    /// An index whose record of its schema another program changed (a `schema_migrations` row deleted, so the
+    /// migration would run again over its own tables; the table dropped) is refused by `record` with the repair to
+    /// run, not SQLite's words over a migration's text, and the repair rebuilds it from the segment files.
+    @Test(arguments: ["DELETE FROM schema_migrations WHERE version = 2", "DROP TABLE schema_migrations"])
+    func anIndexWhoseSchemaRecordWasChangedIsRebuiltByTheRepair(edit: String) throws {
+        let (directory, store) = try recordedStore(seconds: 1)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try runChecked("sqlite3", ["\(store)/index.sqlite", edit])
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("another program changed it"), "\(record.stderr)")
+        #expect(record.stderr.contains("run 'rewind verify --repair', which moves the index aside and rebuilds it"))
+        #expect(!record.stderr.contains("CREATE TABLE"), "\(record.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved the damaged index"), "\(repair.output)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 0 && info.output.contains("frames: 60"), "\(info.output)")
+    }
+
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import RewindMigrations
 import RewindTesting
@@ -142,6 +143,52 @@ import Testing
         try runner.validate(database)
         // Fixed in a later build, the upgrade goes through.
         #expect(try MigrationRunner(migrations: [Self.one, Self.two]).migrate(database) == [2])
+    }
+
+    /// Tables without a `schema_migrations` table (another program dropped it) are refused, read-only or not, rather
+    /// than taken for an empty database or migrated again over the tables the migrations made.
+    @Test func tablesWithoutARecordOfTheirSchemaAreRefused() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let runner = MigrationRunner(migrations: [Self.one, Self.two])
+        try runner.migrate(database)
+        try database.withConnection { try $0.execute("DROP TABLE schema_migrations") }
+        for check in [{ try runner.validate(database) }, { _ = try runner.migrate(database) }] {
+            let error = try #require(throws: MigrationError.self) { try check() }
+            guard case .unrecordedSchema = error else {
+                Issue.record("expected unrecordedSchema, got \(error)")
+                continue
+            }
+            #expect(error.description.contains("no schema_migrations table"), "\(error)")
+        }
+        let translated = SegmentStoreError.translating(
+            try #require(throws: MigrationError.self) {
+                try runner.validate(database)
+            })
+        #expect(SegmentStoreError.indexDamage(translated) != nil, "a repair rebuilds it")
+    }
+
+    /// A migration whose statement SQLite refuses for what the index holds (its row deleted from
+    /// `schema_migrations`, so it runs again over its own table) is damage a repair rebuilds; one refused for the
+    /// disk is not.
+    @Test func aMigrationRefusedForTheTablesThereIsDamage() throws {
+        let directory = TemporaryDirectory()
+        defer { directory.remove() }
+        let database = try SQLiteDatabase(path: directory.indexPath)
+        let runner = MigrationRunner(migrations: [Self.one, Self.two])
+        try runner.migrate(database)
+        try database.withConnection { try $0.execute("DELETE FROM schema_migrations WHERE version = 2") }
+        let error = try #require(throws: MigrationError.self) { try runner.migrate(database) }
+        let translated = SegmentStoreError.translating(error)
+        #expect(SegmentStoreError.indexDamage(translated) != nil, "\(translated)")
+        #expect("\(translated)".contains("another program changed it"), "\(translated)")
+        #expect(!"\(translated)".contains("statement:"), "the migration is named, not quoted: \(translated)")
+        let full = SegmentStoreError.translating(
+            MigrationError.failed(
+                path: "/p", version: 2, fileName: "0002_b.sql",
+                cause: SQLiteError(code: SQLITE_FULL, message: "full", path: "/p")))
+        #expect(SegmentStoreError.indexDamage(full) == nil, "\(full)")
     }
 
     @Test func readOnlyOpenRefusesAnOutdatedSchema() throws {

@@ -63,8 +63,13 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case schemaOutdated(databaseVersion: Int, codeVersion: Int)
         /// An applied migration's recorded text differs from the one this build ships: another build made it.
         case editedMigration(version: Int, fileName: String, recordedFileName: String)
-        /// A migration failed and was rolled back; the schema stays at `version - 1`.
-        case migrationFailed(version: Int, fileName: String)
+        /// A migration failed and was rolled back; the schema stays at `version - 1`. `refused`: SQLite refused a
+        /// statement of it for what the index holds (a table or column it adds is there already): the index's record
+        /// of its schema disagrees with its tables, as only another program leaves it.
+        case migrationFailed(version: Int, fileName: String, refused: Bool = false)
+        /// The index has tables but no `schema_migrations` table saying which schema they are: another program
+        /// changed it.
+        case unrecordedSchema
 
         /// Whether SQLite refused one of the store's own statements (fixed, and right for its schema): a constraint,
         /// an unsupported file format, a sum that overflows. The index is damaged or was changed by another program.
@@ -87,6 +92,10 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         where IndexProblem.refusedStatementCodes.contains(codeName):
             "the damaged index (SQLite refused it: \(codeName), \(detail))"
         case let error as StoreIndexError where error.isDamage: "the damaged index (\(error))"
+        case SegmentStoreError.index(_, .migrationFailed(_, _, true), let detail):
+            "the damaged index (its record of its schema disagrees with its tables: \(detail))"
+        case SegmentStoreError.index(_, .unrecordedSchema, _):
+            "the damaged index (it has no record of its schema)"
         default: nil
         }
     }
@@ -158,9 +167,15 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             case .editedMigration(let version, let fileName, let recordedFileName):
                 return "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than "
                     + "this build's \(fileName): it was made by a different build"
-            case .migrationFailed(let version, let fileName):
+            case .migrationFailed(let version, let fileName, let refused):
                 return "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                     + "\(version - 1)): \(detail)"
+                    + (refused
+                        ? " (the index's schema_migrations table disagrees with its tables: another program changed "
+                            + "it)" : "")
+            case .unrecordedSchema:
+                return "\(path) has tables but no schema_migrations table saying which schema they are (another "
+                    + "program changed it)"
             }
         }
     }
@@ -206,8 +221,16 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     problem: .editedMigration(version: version, fileName: fileName, recordedFileName: recordedFileName),
                     detail: "")
             case .failed(let path, let version, let fileName, let cause):
+                // The statement is the migration's file, named already.
+                let sqlite = cause as? SQLiteError
                 return SegmentStoreError.index(
-                    path: path, problem: .migrationFailed(version: version, fileName: fileName), detail: "\(cause)")
+                    path: path,
+                    problem: .migrationFailed(
+                        version: version, fileName: fileName,
+                        refused: sqlite.map { IndexProblem.refusedStatementCodes.contains($0.codeName) } ?? false),
+                    detail: sqlite.map { "\($0.codeName): \($0.message)" } ?? "\(cause)")
+            case .unrecordedSchema(let path):
+                return SegmentStoreError.index(path: path, problem: .unrecordedSchema, detail: "")
             }
         default:
             return error
