@@ -158,6 +158,7 @@ extension RecorderControl {
                 "\(needed) bytes with the holds already kept (of every stream), more than \(bound); of them its own "
                 + "range \(own), markers' holds \(markers)"
                 + (names.isEmpty ? "" : ", saves and clips in progress \(pending) (\(inProgress))")
+                + (own + markers + pending > needed ? " (each alone: segments they share count once in the total)" : "")
             let saveAdvice =
                 names.isEmpty
                 ? "" : ", or wait for or cancel " + (names.count == 1 ? names[0].name : "those saves and clips")

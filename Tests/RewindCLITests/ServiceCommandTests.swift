@@ -737,6 +737,17 @@ import Testing
                     && refused.stderr.contains(" bytes with the holds already kept (of every stream), more than ")
                     && refused.stderr.contains("; hold less, delete a marker"), "\(refused.stderr)")
         }
+        // A longer hold over the kept one: its own range and the marker's share segments, which the total counts
+        // once, and the refusal says its parts do not add up to it.
+        if let kept = results.firstIndex(where: { $0.status == 0 }) {
+            let over = try Tool.rewind([
+                "mark", "--store", store, "--stream", kept % 2 == 0 ? "a" : "b", "--label", "over",
+                "--at", "\(10 * (kept + 1))s", "--hold-after", "5s",
+            ])
+            #expect(over.status == 1, "\(over.output) \(over.stderr)")
+            #expect(
+                over.stderr.contains("(each alone: segments they share count once in the total)"), "\(over.stderr)")
+        }
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
