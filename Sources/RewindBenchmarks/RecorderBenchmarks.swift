@@ -440,4 +440,7 @@ public enum RecorderBenchmarks {
 public struct BenchmarkError: Error, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
+
+    /// Whether `error` says a tool a figure is measured against (ffmpeg, lz4) is not installed.
+    public static func isMissingTool(_ error: any Error) -> Bool { error is ExternalTools.Missing }
 }

@@ -63,6 +63,7 @@ extension SoakRun {
         let counted = lossReasons.reduce(0) { $0 + (report.drops[$1] ?? 0) }
         let firstOnDisk = readback.firstDiskPTS ?? .max
         var covered = 0
+        var coveredByDiskErrors = 0
         var uncovered = 0
         var gapIndex = 0
         let frameDuration = configuration.frameDuration
@@ -76,6 +77,7 @@ extension SoakRun {
                 && pts < lossGaps[gapIndex].endNanoseconds
             if pts < firstOnDisk || inGap {
                 covered += 1
+                if inGap && lossGaps[gapIndex].reason == .diskError { coveredByDiskErrors += 1 }
             } else {
                 uncovered += 1
                 if problems.count < Readback.maximumProblems {
@@ -86,8 +88,14 @@ extension SoakRun {
             }
         }
         report.problems += problems
-        report.framesLostToCountedDrops = min(covered, counted)
-        report.framesLost = uncovered + max(0, covered - counted)
+        // Disk errors are an expected loss only where a `disk=full` event made them: else the disk itself failed, and
+        // the frames they cost are lost, counted or not.
+        let injected = configuration.events.contains { $0.action == .disk(.full) }
+        let expected = min(covered, counted)
+        let failedDisk = injected ? 0 : min(expected, coveredByDiskErrors)
+        report.framesLostToDiskFailure = failedDisk
+        report.framesLostToCountedDrops = expected - failedDisk
+        report.framesLost = uncovered + max(0, covered - counted) + failedDisk
         if covered > counted {
             report.problems.append(
                 "\(covered) accepted frames are missing where losses were recorded, but only \(counted) were counted")
@@ -206,12 +214,14 @@ extension SoakRun {
 
     private func framesBitExact(_ readback: Readback) -> SoakReport.Invariant {
         let copies = readback.copiesFromDisk + readback.copiesFromMemory
-        // A run that read nothing back checked nothing: it does not pass.
+        // A run that read nothing back checked nothing: it does not pass, unless it was stopped before its first
+        // frame was read back (then it is a stopped run, as any other).
         guard copies + readback.corruptCopies > 0 else {
+            let stopped = report.endReason == .stopped
             return .init(
-                name: SoakInvariant.framesBitExact.rawValue, passed: false,
+                name: SoakInvariant.framesBitExact.rawValue, passed: stopped,
                 detail: "no frame was read back (\(report.framesAccepted) accepted, \(report.framesDurable) durable): "
-                    + "nothing was checked")
+                    + "nothing was checked" + (stopped ? " before the run was stopped" : ""))
         }
         let detail =
             readback.corruptCopies == 0
@@ -238,8 +248,10 @@ extension SoakRun {
         let realDiskErrors = injected ? 0 : report.drops[.diskError] ?? 0
         if realDiskErrors > 0 {
             detail +=
-                "; \(realDiskErrors) lost to disk errors no disk=full event made"
-                + (report.lastError.map { " (\($0))" } ?? "")
+                " (\(report.framesLostToDiskFailure) of them to the disk: \(realDiskErrors) disk errors counted that no "
+                + "disk=full event made"
+                + (report.framesLostToDiskFailure < realDiskErrors ? ", the other frames read back from memory" : "")
+                + ")" + (report.lastError.map { " (\($0))" } ?? "")
         }
         return .init(
             name: SoakInvariant.noFramesLost.rawValue, passed: report.framesLost == 0 && realDiskErrors == 0,

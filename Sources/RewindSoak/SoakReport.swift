@@ -115,8 +115,12 @@ public struct SoakReport: Sendable {
     public var framesLost = 0
     /// Copies read back that were not bit-exact (or could not be read).
     public var corruptFrames = 0
-    /// Accepted frames missing because of a counted loss after acceptance (`disk error`, `evicted before spill`).
+    /// Accepted frames missing because of a counted loss after acceptance (`disk error` a `disk=full` event made,
+    /// `evicted before spill`).
     public var framesLostToCountedDrops = 0
+    /// Of ``framesLost``, those missing where the disk failed by itself (`disk error` gaps without a `disk=full`
+    /// event).
+    public var framesLostToDiskFailure = 0
     /// Every frame lost, by reason (the recorder's counters).
     public var drops: [LossReason: Int] = [:]
     /// Gaps the store recorded, by reason.

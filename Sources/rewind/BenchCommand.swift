@@ -53,6 +53,7 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
     #endif
     var results: [String: Double] = [:]
     var failures: [String] = []
+    var missingTool = false
     let only = arguments.string("only")
     func measure(_ part: String, _ name: String, _ body: () throws -> [String: Double]) {
         if let only, only != part { return }
@@ -60,6 +61,7 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
         do {
             results.merge(try body()) { _, new in new }
         } catch {
+            if BenchmarkError.isMissingTool(error) { missingTool = true }
             failures.append("\(name): \(error)")
         }
     }
@@ -74,21 +76,29 @@ func runBench(_ arguments: ParsedArguments) throws -> Int32 {
     if json {
         try printJSON(results)
     } else {
+        func shown(_ value: Double) -> String {
+            value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(format: "%.3f", value)
+        }
         for figure in figures {
             guard let value = results[figure.key] else { continue }
-            let shown =
-                value.rounded() == value && abs(value) < 1e15 ? String(Int64(value)) : String(format: "%.3f", value)
             let key = figure.key.padding(toLength: 28, withPad: " ", startingAt: 0)
-            let number = shown.padding(toLength: 12, withPad: " ", startingAt: 0)
-            print("\(key)\(number)\(figure.meaning)" + (figure.goal.isEmpty ? "" : " (goal \(figure.goal))"))
+            let number = shown(value).padding(toLength: 12, withPad: " ", startingAt: 0)
+            let meaning = quick ? quickMeaning(figure.meaning) : figure.meaning
+            print("\(key)\(number)\(meaning)" + (figure.goal.isEmpty ? "" : " (goal \(figure.goal))"))
         }
         let extra = results.keys.filter { key in !figures.contains { $0.key == key } }.sorted()
         if !extra.isEmpty {
-            print(
-                "also measured: "
-                    + extra.map { "\($0)=\(String(format: "%.3f", results[$0]!))" }.joined(separator: ", "))
+            print("also measured: " + extra.map { "\($0)=\(shown(results[$0]!))" }.joined(separator: ", "))
         }
     }
-    for failure in failures { printError("could not measure \(failure)") }
+    for failure in failures { printError("rewind bench: could not measure \(failure)") }
+    if missingTool { return ExitStatus.unavailable }
     return failures.isEmpty ? ExitStatus.success : ExitStatus.failure
+}
+
+/// A figure's meaning as `--quick` measures it: live recordings of 3 s (so saves of the last 3 s, not 5) and a
+/// timeline of ten minutes, not an hour.
+private func quickMeaning(_ meaning: String) -> String {
+    meaning.replacingOccurrences(of: "last 5 s", with: "last 3 s").replacingOccurrences(of: "÷ 5 s", with: "÷ 3 s")
+        .replacingOccurrences(of: "timeline of one hour", with: "timeline of ten minutes")
 }

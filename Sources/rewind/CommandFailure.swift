@@ -140,7 +140,9 @@ struct CommandFailure {
             }
         default:
             // Another recorder holds the store: the service is taken, as when its socket or port is (69).
-            if command == "record", case SegmentStoreError.storeLocked = error { status = ExitStatus.unavailable }
+            if ["record", "soak", "demo"].contains(command), case SegmentStoreError.storeLocked = error {
+                status = ExitStatus.unavailable
+            }
             advice = Self.advice(forStoreError: error, command: command)
         }
     }

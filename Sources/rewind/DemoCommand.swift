@@ -20,6 +20,9 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     print("rewind demo: synthetic 1080p60 NV12 camera → \(formatSeconds(window)) ring in \(formatBytes(Int64(budget)))")
     print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
 
+    if let failure = System.makeParentDirectories(of: directory) {
+        throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
+    }
     let store = try SegmentStore.open(directory: directory)
     try markAsDemo(store)
     var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
@@ -154,7 +157,9 @@ private func prepareFreshStore(_ directory: String) throws {
     if SegmentStore.isOpenForRecording(directory: directory)
         || (try? ControlClient(directory: directory).status()) != nil
     {
-        throw CommandError("a recorder is running on '\(directory)'; choose another --store for the demo")
+        throw CommandError(
+            "a recorder is running on '\(directory)'; choose another --store for the demo",
+            status: ExitStatus.unavailable)
     }
     // `token`: what `rewind record --listen` makes for its TCP listener.
     let storeEntries = Set(
@@ -182,7 +187,10 @@ private func prepareFreshStore(_ directory: String) throws {
                     + "choose another --store (a demo store of an older rewind is not marked as one: remove it first)")
         }
     }
-    try manager.removeItem(atPath: directory)
+    // Its entries, each by the directory's real path: `dd/segments/..` would stop resolving once `segments` went,
+    // and the directory itself stays (it may be the working directory).
+    let real = URL(fileURLWithPath: directory).resolvingSymlinksInPath().path
+    for entry in entries { try manager.removeItem(atPath: real + "/" + entry) }
 }
 
 /// Marks the store at `store` as the demo's, so the next demo may replace it.

@@ -30,7 +30,12 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let diskBudget = try arguments.size("disk")!
     let requestedStore = arguments.string("store")
-    if let requestedStore { try checkEmpty(requestedStore) }
+    if let requestedStore {
+        try checkEmpty(requestedStore)
+        if let failure = System.makeParentDirectories(of: requestedStore) {
+            throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
+        }
+    }
     if requestedStore == nil { removeStoresOfEndedSoaks() }
     let directory =
         requestedStore ?? NSTemporaryDirectory() + "rewind-soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
@@ -63,7 +68,17 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     }
     for option in ["report", "chart"] {
         guard let path = arguments.string(option), !isSpecialFile(path) else { continue }
-        try checkNotADirectory(path, option: "--\(option)", example: option == "report" ? "soak.json" : "soak.svg")
+        let example = option == "report" ? "soak.json" : "soak.svg"
+        guard !path.isEmpty else {
+            throw UsageError("--\(option): the file name is empty: give one, e.g. \(example)", showsHelp: false)
+        }
+        try checkNotADirectory(path, option: "--\(option)", example: example)
+        // `nodir/`, `r.json/`: a directory's name, which only the write at the end would find missing.
+        guard !path.hasSuffix("/") else {
+            throw UsageError(
+                "--\(option): '\(path)' ends in '/', a directory's name: give a file, e.g. \(path)\(example)",
+                showsHelp: false)
+        }
         var isDirectory: ObjCBool = false
         let parent = URL(fileURLWithPath: System.followingLinks(path)).deletingLastPathComponent().path
         guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue,

@@ -175,6 +175,15 @@ struct ThreadLimitTests {
         #expect(!bench.output.contains("spill_over_lz4"), "\(bench.output)")
     }
 
+    /// Without ffmpeg on PATH the bench says which tool is missing and exits 69, as any command missing a tool does.
+    @Test func aBenchWithoutFFmpegSaysSoAndIsUnavailable() throws {
+        let bench = try Tool.rewind(["bench", "--only", "store", "--quick"], environment: ["PATH": "/nonexistent"])
+        #expect(bench.status == 69, "\(bench.output) \(bench.stderr)")
+        #expect(
+            bench.stderr.contains("rewind bench: could not measure the segment store: ffmpeg is not on PATH"),
+            "\(bench.stderr)")
+    }
+
     @Test func aRecorderOutOfThreadsDropsRequestsSaysSoAndServesAgainOnceItCan() throws {
         let directory = try Tool.temporaryDirectory("threads")
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -160,6 +160,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
             ["--report", path("both"), "--chart", path("both")],
             ["--report", path("sub/../both"), "--chart", path("both")],
             ["--report", path("./both"), "--chart", path("both")], ["--report", "-"], ["--chart", "-"],
+            // An empty name, a directory's name: found before the run, not by the write after it.
+            ["--report", ""], ["--chart", ""], ["--report", path("nodir") + "/"], ["--chart", path("r.svg") + "/"],
         ] {
             let refused = try Tool.rewind(arguments + extra)
             #expect(refused.status == 64 && !refused.output.contains("soak passed"), "\(extra): \(refused.stderr)")
@@ -330,6 +332,27 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         ])
         #expect(result.status == 0, "\(result.output) \(result.stderr)")
         #expect(result.output.contains("1800 verified bit-exact"), "\(result.output)")
+    }
+
+    /// A `--store` whose directories above are missing gets them, as `record` makes them; a demo into a store a
+    /// recorder is recording into is refused as `record` refuses it (69).
+    @Test func aStoreIsMadeWithItsParentsAndOneBeingRecordedIsUnavailable() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let deep = directory.appendingPathComponent("a/b/store").path
+        let made = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--store", deep])
+        #expect(made.status == 0, "\(made.output)\n\(made.stderr)")
+        #expect(FileManager.default.fileExists(atPath: deep + "/index.sqlite"))
+        let busy = directory.appendingPathComponent("busy").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", busy, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: busy)
+        let demo = try Tool.rewind(["demo", "--store", busy, "--seconds", "17ms"])
+        #expect(demo.status == 69 && demo.stderr.contains("a recorder is running on"), "\(demo.stderr)")
+        recorder.process.interrupt()
+        _ = try recorder.finish()
     }
 
     @Test func aStoreThatIsNotEmptyIsRefused() throws {
