@@ -160,8 +160,17 @@ public struct SoakConfiguration: Sendable {
         let lastFrame = FrameTime.frame(Int64(frameCount - 1), duration: frameDuration)?.nanoseconds ?? .max
         if let event = events.first(where: { $0.at > lastFrame }) {
             throw .init(
-                "event '\(event)' is after the run's last frame (pts \(formatSeconds(lastFrame))), so it would never "
-                    + "happen")
+                "--events: event '\(event)' is after the run's last frame (pts \(formatSeconds(lastFrame))), so it "
+                    + "would never happen")
+        }
+        // The copies it keeps must outgrow the limit, or the sabotaged run passes and shows nothing.
+        let allFrames = Int64(frameCount) * Int64(layout.byteCount)
+        if sabotage == .retainBuffers && allFrames < Int64(memoryLimit) {
+            throw .init(
+                "--sabotage retain-buffers keeps a copy of every frame to break rss_within_limit, but the run's "
+                    + "\(frameCount) frames of \(formatBytes(Int64(layout.byteCount))) add up to "
+                    + "\(formatBytes(allFrames)), under the limit of \(formatBytes(Int64(memoryLimit))): give a longer "
+                    + "--duration or a larger --size")
         }
     }
 }

@@ -121,6 +121,8 @@ public struct SoakReport: Sendable {
     /// Of ``framesLost``, those missing where the disk failed by itself (`disk error` gaps without a `disk=full`
     /// event).
     public var framesLostToDiskFailure = 0
+    /// The store the run recorded into when it is kept (`--store`); nil when it was a temporary one, removed.
+    public var keptStore: String?
     /// Every frame lost, by reason (the recorder's counters).
     public var drops: [LossReason: Int] = [:]
     /// Gaps the store recorded, by reason.
@@ -147,6 +149,12 @@ public struct SoakReport: Sendable {
     /// The run in one word: `FAILED` (an invariant failed), `STOPPED` (stopped before its duration, nothing failed),
     /// or `passed`.
     public var verdict: String { !failedInvariants.isEmpty ? "FAILED" : passed ? "passed" : "STOPPED" }
+
+    /// Whether a real-time run took more than a tenth (and half a second) longer than its stream time: events came
+    /// late, and the load was lighter than asked (a slow machine, a debug build).
+    public var pacingFellBehind: Bool {
+        configuration.speed == .realtime && wallNanoseconds > streamNanoseconds / 10 * 11 + 500_000_000
+    }
 
     /// The report as JSON-compatible values, with the keys of the `rewind soak --report` contract.
     public var jsonObject: [String: Any] {
@@ -185,8 +193,9 @@ public struct SoakReport: Sendable {
             "wall_ns": wallNanoseconds,
             "recording_wall_ns": recordingWallNanoseconds,
             "end_reason": endReason.rawValue,
+            "pacing_fell_behind": pacingFellBehind,
             "problems": problems,
-            "store": configuration.storeDirectory,
+            "store": keptStore.map { $0 as Any } ?? NSNull(),
             "settings": [
                 "duration_ns": configuration.durationNanoseconds,
                 "speed": configuration.speed.rawValue,

@@ -246,6 +246,9 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
                 ])
             let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
             #expect((object as? [String: Any])?["passed"] as? Bool == true)
+            // The removed store is named by nobody; a run at max speed keeps no pace.
+            #expect((object as? [String: Any])?["store"] is NSNull, "\(object)")
+            #expect((object as? [String: Any])?["pacing_fell_behind"] as? Bool == false, "\(object)")
         }
     }
 
@@ -285,6 +288,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
             (["--disk", "100MiB"], "holds fewer than 256 frames"),
             (["--size", "32x32"], "at least 64x2"),
             (["--sabotage", "everything"], "--sabotage: 'everything' is not one of"),
+            // Copies of every frame that stay under the limit would break nothing.
+            (["--size", "320x240", "--sabotage", "retain-buffers"], "add up to 13.2 MiB, under the limit of"),
         ] as [([String], String)])
     func badSoakOptionsAreUsageErrors(arguments: [String], message: String) throws {
         let result = try Tool.rewind(["soak", "--duration", "2s"] + arguments)
@@ -353,6 +358,22 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(demo.status == 69 && demo.stderr.contains("a recorder is running on"), "\(demo.stderr)")
         recorder.process.interrupt()
         _ = try recorder.finish()
+    }
+
+    /// The temporary store under a TMPDIR too long for a store's path is refused before the run (64), naming the
+    /// limit, as a --store is; not SQLite's failure to open the index with advice to repair it.
+    @Test func aTemporaryStoreTooLongForTheIndexIsRefused() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var long = directory
+        for letter in ["e", "f", "g"] { long.appendPathComponent(String(repeating: letter, count: 150)) }
+        try FileManager.default.createDirectory(at: long, withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = long.path
+        let result = try Tool.rewind(
+            ["soak", "--duration", "1s", "--size", "64x2", "--memory", "1MiB"], environment: environment)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("set a shorter TMPDIR, or give --store DIR"), "\(result.stderr)")
     }
 
     @Test func aStoreThatIsNotEmptyIsRefused() throws {
