@@ -83,6 +83,43 @@ import Testing
         }
     }
 
+    /// A gap of six hours keeps its frames' times; one longer than an `.mp4` sample's duration holds at 90 kHz
+    /// (2³¹ ticks, about 6 h 37 min), which ffmpeg would squeeze onto the frame before it with exit 0, is refused
+    /// naming the interval. A stream faster than 90 kHz is timed to the nanosecond: its limit is 2.1 s.
+    @Test func anIntervalTooLongForAnMP4SampleIsRefused() throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let hours = { (count: Int64) in count * 3_600_000_000_000 }
+        let (stream, six) = try synthetic(.i420, pts: [0, 33_333_333, hours(6), hours(6) + 33_333_333])
+        let kept = TemporaryDirectory.shared.file("six-hours.mp4")
+        var exporter = try MP4Exporter(stream: stream, destination: .path(kept))
+        try writeFrames(six, layout: stream.layout, to: &exporter)
+        _ = try exporter.finish()
+        let times = try ExternalTools.probe(kept, ["-show_entries", "packet=pts_time"]).compactMap { Double($0[0]) }
+        #expect(times.sorted().last.map { abs($0 - 21600.0333) < 0.001 } == true, "\(times)")
+
+        let (_, seven) = try synthetic(.i420, pts: [0, 33_333_333, hours(7)])
+        var refused = try MP4Exporter(
+            stream: stream, destination: .path(TemporaryDirectory.shared.file("seven-hours.mp4")))
+        #expect {
+            try writeFrames(seven, layout: stream.layout, to: &refused)
+        } throws: { error in
+            guard let error = error as? ExportError, case .intervalTooLongForMP4(_, _, let at) = error.reason else {
+                return false
+            }
+            return at == 33_333_333 && "\(error)".contains("at most 23860.929s")
+        }
+
+        let fast = SyntheticCamera(
+            layout: try FrameLayout(format: .i420, width: 160, height: 90),
+            frameDuration: FrameTime(value: 1, timescale: 100_000))
+        var fastRefused = try MP4Exporter(
+            stream: fast.stream, destination: .path(TemporaryDirectory.shared.file("fast-gap.mp4")))
+        let gapped = try [0, 3_000_000_000].enumerated().map { index, ns in
+            (info: try info(ns: Int64(ns)), bytes: try fast.frameBytes(at: Int64(index)))
+        }
+        #expect(throws: ExportError.self) { try writeFrames(gapped, layout: fast.stream.layout, to: &fastRefused) }
+    }
+
     /// `lossless` decodes to exactly the frames written (framemd5 against the same frames as `.y4m`, which keeps
     /// their pixels); `fast` and `balanced` are lossy but keep every frame.
     @Test(arguments: [PixelFormat.nv12, .i420])

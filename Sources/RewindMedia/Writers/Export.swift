@@ -117,6 +117,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case negativePTS(Int64)
         /// Frames of `width` x `height` exceed what the format's encoder takes on a side (`limit`: x264's 16384).
         case frameTooLarge(width: Int, height: Int, limit: Int)
+        /// Two frames (or one frame and its end) `nanoseconds` apart, more than an `.mp4` sample's 32-bit duration
+        /// holds at the file's clock (`longest`: 2³¹ − 1 ticks of 90 kHz, about 6 h 37 min; 2.1 s for a stream
+        /// faster than 90 kHz, timed to the nanosecond). ffmpeg would squeeze the frames after it together.
+        case intervalTooLongForMP4(nanoseconds: Int64, longest: Int64, at: Int64)
         /// Filling a gap at a constant frame rate (`.y4m`) would repeat `frames` frames, `bytes` bytes, where the
         /// file system has `available` bytes free, less what is kept free for recordings.
         case gapTooLarge(frames: Int, bytes: Int64, available: Int64)
@@ -170,6 +174,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .frameTooLarge(let width, let height, let limit):
             return "\(width)x\(height) frames cannot be written to .mp4: its H.264 encoder (x264) takes at most "
                 + "\(limit) pixels a side"
+        case .intervalTooLongForMP4(let nanoseconds, let longest, let at):
+            let seconds = { (value: Int64) in String(format: "%.3fs", Double(value) / 1e9) }
+            return "frames \(seconds(nanoseconds)) apart (after pts \(seconds(at))) cannot be timed in .mp4: a "
+                + "sample's duration there may be at most \(seconds(longest)) at its clock"
         case .gapTooLarge(let frames, let bytes, let available):
             let fill =
                 "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a constant "

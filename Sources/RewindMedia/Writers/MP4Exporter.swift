@@ -30,6 +30,8 @@ public final class MP4Exporter: Exporter {
     private let errorLog: String
     private var matroska: MatroskaWriter?
     private var tally: ExportTally
+    /// The pts of the last frame written, to find intervals too long for a sample (``longestInterval(_:)``).
+    private var previousPTS: Int64?
     /// The frame as ffmpeg gets it, when that differs from the stored one:
     /// - a stream of odd width or height is grown to even sides (H.264 4:2:0 needs them), the last column and row
     ///   repeated. ffmpeg's `pad` filter would round an odd 4:2:0 input down first and lose the last column.
@@ -61,6 +63,12 @@ public final class MP4Exporter: Exporter {
                 destination: destination.description,
                 reason: .frameTooLarge(
                     width: stream.layout.width, height: stream.layout.height, limit: MP4Exporter.largestSide))
+        }
+        // A frame's own duration (its last frame's, in the file) must fit a sample too.
+        if let frame = stream.frameDuration.nanoseconds, frame > MP4Exporter.longestInterval(stream) {
+            throw ExportError(
+                destination: destination.description,
+                reason: .intervalTooLongForMP4(nanoseconds: frame, longest: MP4Exporter.longestInterval(stream), at: 0))
         }
         self.stream = stream
         self.destination = destination
@@ -182,7 +190,20 @@ public final class MP4Exporter: Exporter {
         guard let writer = matroska else {
             preconditionFailure("write after finish or after a failed write")
         }
+        let pts = frame.info.ptsNanoseconds
+        if let previous = previousPTS, pts > previous, pts - previous > Self.longestInterval(stream) {
+            // Refused before ffmpeg gets it (it would squeeze this frame and those after onto the previous one's
+            // time, and exit 0); the staged file goes.
+            matroska = nil
+            try? input.close()
+            _ = process.waitForExitUnlessInterrupted()
+            throw ExportError(
+                destination: destination.description,
+                reason: .intervalTooLongForMP4(
+                    nanoseconds: pts - previous, longest: Self.longestInterval(stream), at: previous))
+        }
         _ = try tally.accept(frame)
+        previousPTS = pts
         do {
             try writer.write(fed.map { fedFrame(frame, $0) } ?? frame)
         } catch let error as ExportError {
@@ -282,6 +303,14 @@ public final class MP4Exporter: Exporter {
 
     /// The most pixels x264 takes on a side (an odd side is fed grown by one: 16383 is the largest odd one).
     static let largestSide = 16384
+
+    /// The longest time between two frames an `.mp4` sample's duration (32 bits, of which ffmpeg takes 31) holds at
+    /// the file's clock: 2³¹ − 1 ticks of 90 kHz (about 6 h 37 min), or of a nanosecond for a stream faster than
+    /// that (about 2.1 s).
+    static func longestInterval(_ stream: StreamDescription) -> Int64 {
+        let ticks = Int64(Int32.max) - 1  // one tick for ffmpeg's rounding to its clock
+        return isFasterThan90kHz(stream) ? ticks : ticks * 1_000_000_000 / 90_000
+    }
 
     /// Whether the stream's frames come faster than 90 000 a second: closer than a 90 kHz clock can tell apart.
     static func isFasterThan90kHz(_ stream: StreamDescription) -> Bool {
