@@ -116,7 +116,10 @@ extension SoakRun {
         let framesInBudget = Int64(max(1, configuration.memoryBudget / slab))
         /// Stream time for the ring to hold only frames that arrived after a change, at one frame in `divisor`.
         func turnover(_ divisor: Int) -> Int64 {
-            min(configuration.windowNanoseconds, framesInBudget * frameNanoseconds * Int64(divisor))
+            // Saturating: a budget of petabytes holds more frames than 64 bits of nanoseconds count.
+            let (perFrame, over) = frameNanoseconds.multipliedReportingOverflow(by: Int64(divisor))
+            let (time, overAll) = framesInBudget.multipliedReportingOverflow(by: perFrame)
+            return over || overAll ? configuration.windowNanoseconds : min(configuration.windowNanoseconds, time)
         }
         // Warm-up: at least 1 s of stream time, and until the ring has filled at the rate the camera starts with.
         var divisor = 1

@@ -203,7 +203,7 @@ struct SoakRun {
             return
         }
         let camera = self.camera
-        let keepsCopy = configuration.sabotage == .retainBuffers && retainedBytes < 2 * configuration.memoryLimit
+        let keepsCopy = configuration.sabotage == .retainBuffers && retainedBytes / 2 < configuration.memoryLimit
         let (info, copy) = slab.withUnsafeMutableBytes { bytes -> (FrameInfo?, [UInt8]?) in
             let info = try? camera.frame(at: Int64(index), into: bytes)
             return (info, keepsCopy ? Array(bytes) : nil)

@@ -85,7 +85,10 @@ public struct SoakConfiguration: Sendable {
 
     /// The resident size allowed while the ring's budget is `budget`: it plus ``processAllowance`` plus the
     /// harness's own ``bookkeepingBytes``.
-    public func limit(forBudget budget: Int) -> Int { budget + Self.processAllowance + bookkeepingBytes }
+    public func limit(forBudget budget: Int) -> Int {
+        let extra = Self.processAllowance + bookkeepingBytes
+        return budget > Int.max - extra ? Int.max : budget + extra  // a budget near 2⁶³ has no limit above it
+    }
 
     /// What ``memoryLimit`` is made of, for reports: `budget 256.0 MiB + 48 MiB`, and the bookkeeping once it reaches
     /// 1 MiB.

@@ -64,7 +64,8 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
 /// and what of it the heap and the index hold; nil from a recorder that does not say.
 private func processLine(_ status: StatusResponse) -> String? {
     guard let resident = status.residentBytes, let budget = status.memoryBudgetBytes else { return nil }
-    let limit = budget + SoakConfiguration.processAllowance
+    let allowance = SoakConfiguration.processAllowance
+    let limit = budget > Int.max - allowance ? Int.max : budget + allowance  // a budget near 2⁶³ (--memory 8EiB)
     var line =
         "  process: resident \(formatBytes(Int64(resident))) "
         + (resident <= limit ? "within" : "OVER") + " its limit of \(formatBytes(Int64(limit))) (budget "

@@ -73,6 +73,27 @@ import Testing
 
     /// A window a fraction of a millisecond short of a frame is told to the nanosecond (to the millisecond both read
     /// 0.033s), as is one that would read 0.000s, without the whole help.
+    /// A memory budget at the top of 64 bits is taken as no limit by everything that adds to it: `status`'s process
+    /// line and the soak's limit and ring turnover, which trapped on the overflow.
+    @Test func aBudgetAtTheTopOfSixtyFourBitsTrapsNothing() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let largest = String(Int64.max)
+        let soak = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--memory", largest])
+        #expect(soak.status == 0, "\(soak.output)\n\(soak.stderr)")
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+            "--memory", largest,
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        let status = try Tool.rewind(["status", "--store", store])
+        #expect(status.status == 0 && status.output.contains("process: resident"), "\(status.output)\(status.stderr)")
+        recorder.process.interrupt()
+        #expect(try recorder.finish().status == 0)
+    }
+
     @Test func aWindowJustShortOfAFrameSaysByHowMuch() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
