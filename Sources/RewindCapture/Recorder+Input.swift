@@ -180,6 +180,15 @@ extension RecorderStream {
                 }
                 return true
             }
+            // Room is taken only for a frame that comes, and one past the duration is not read: neither the end of
+            // the input nor the duration may count a frame dropped for want of room that never was.
+            guard try source.nextFrameComes() else { break }
+            if let duration = options.durationNanoseconds, let first = firstPTS, let next = source.nextPTS,
+                next &- first >= duration
+            {
+                result.endReason = .durationReached
+                break
+            }
             if let reserved = reserve() {
                 guard let info = try reserved.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
                     admit(info)
@@ -193,6 +202,7 @@ extension RecorderStream {
                 if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: stream.layout.byteCount) }
                 guard let info = try scratch.withUnsafeMutableBytes({ try source.readFrame(into: $0) }), admit(info)
                 else { break }
+                noteDropped(info)
                 result.framesDropped += 1
                 progress?(result, info.ptsNanoseconds)
             }

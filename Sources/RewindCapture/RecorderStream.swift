@@ -106,15 +106,26 @@ public final class RecorderStream: Sendable {
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind { return droppedSpillBehind() }
         let info = try mapped(info)
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) {
+            return droppedSpillBehind(pts: info.ptsNanoseconds)
+        }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
     }
 
-    /// Counts a frame dropped on arrival because the spill stage is behind (`drop-newest`).
-    private func droppedSpillBehind() -> AppendOutcome {
+    /// Counts a frame dropped on arrival because the spill stage is behind (`drop-newest`), at `pts` (stream clock)
+    /// when it is known.
+    private func droppedSpillBehind(pts: Int64? = nil) -> AppendOutcome {
         shared.droppedSpillBehind.add(1, ordering: .relaxed)
         shared.noteDroppedOnArrival(.spillBehind)
+        if let pts { shared.lastDroppedPTS.store(pts, ordering: .relaxed) }
         return .dropped(.spillBehind)
+    }
+
+    /// Notes the frame `info` (as its source gave it) that ``reserve()`` found no room for, once it was read: the
+    /// gap of the drops ends after it.
+    func noteDropped(_ info: FrameInfo) {
+        guard let info = try? mapped(info) else { return }
+        shared.lastDroppedPTS.store(info.ptsNanoseconds, ordering: .relaxed)
     }
 
     /// Whether arriving frames are dropped when the spill stage is behind (`drop-newest`, with a spill stage).
@@ -191,7 +202,9 @@ public final class RecorderStream: Sendable {
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         let info = try mapped(info)
         // The slab goes back to the ring when it is dropped here.
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) { return droppedSpillBehind() }
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) {
+            return droppedSpillBehind(pts: info.ptsNanoseconds)
+        }
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
     }
 
@@ -216,6 +229,7 @@ public final class RecorderStream: Sendable {
             spill?.wake()
         case .dropped(let reason):
             shared.noteDroppedOnArrival(reason)
+            shared.lastDroppedPTS.store(pts, ordering: .relaxed)
         }
         return outcome
     }
@@ -533,6 +547,9 @@ final class RecorderShared: Sendable {
     /// The reasons of the frames dropped on arrival since the last stored frame, one bit each
     /// (``LossReason/arrivalBit``); set by the producer when it drops a frame, cleared by the next stored frame.
     let arrivalDropsSinceLastStore = Atomic<UInt8>(0)
+    /// The pts (stream clock) of the newest frame dropped on arrival, `.min` before any: where a gap of drops after
+    /// the last stored frame ends (one frame after it), not the recorder's clock when it stops.
+    let lastDroppedPTS = Atomic<Int64>(.min)
     /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
     /// (touched only when frames are dropped).
     let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])

@@ -668,15 +668,21 @@ final class SpillLane {
     private func noteTrailingDropsGap(recorderTime: Int64?) -> (any Error)? {
         let bits = shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed)
         guard let reason = LossReason.arrivalReason(of: bits) else { return nil }
-        return recordGapToEnd(reason: reason, recorderTime: recorderTime)
+        // One frame after the newest frame dropped, when its pts is known: the frames that were offered.
+        let lastDropped = shared.lastDroppedPTS.load(ordering: .relaxed)
+        return recordGapToEnd(
+            reason: reason, recorderTime: recorderTime, lastLost: lastDropped == .min ? nil : lastDropped)
     }
 
-    /// Records a gap from the last frame written to the end of the recording (at least one frame time).
-    private func recordGapToEnd(reason: LossReason, recorderTime: Int64?) -> (any Error)? {
+    /// Records a gap from the last frame written to one frame after `lastLost`, or else to the end of the
+    /// recording (at least one frame time).
+    private func recordGapToEnd(reason: LossReason, recorderTime: Int64?, lastLost: Int64? = nil) -> (any Error)? {
         guard let start = lastWrittenPTS else { return nil }
         let frame = max(1, stream.frameDuration.nanoseconds ?? 1)
         var end = start.addingSaturating(frame)
-        if let recorderTime, let clock = shared.clock.clock {
+        if let lastLost {
+            end = max(end, lastLost.addingSaturating(frame))
+        } else if let recorderTime, let clock = shared.clock.clock {
             end = max(end, clock.pts(atRecorderTime: recorderTime))
         }
         return recordGap(start: start, end: end, reason: reason)

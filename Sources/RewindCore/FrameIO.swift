@@ -41,6 +41,22 @@ public protocol FrameSource {
     /// - Returns: the frame's timing and colour, or nil at the end of the input.
     /// - Throws: when the input is malformed or unreadable; frames returned before stay valid.
     mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo?
+
+    /// Waits until the next frame begins to arrive: false at the end of the input, where ``readFrame(into:)`` would
+    /// return nil. A recorder asks before it takes room for a frame, so that the end of the input costs no frame
+    /// dropped for want of room. A source that cannot tell ahead says true.
+    mutating func nextFrameComes() throws -> Bool
+
+    /// The pts the next frame will have, when the source knows it before reading the frame; nil otherwise.
+    var nextPTS: Int64? { get }
+}
+
+extension FrameSource {
+    /// True: the source cannot tell ahead (``readFrame(into:)`` says nil at the end).
+    public mutating func nextFrameComes() throws -> Bool { true }
+
+    /// Nil: the source knows a frame's pts once it has read it.
+    public var nextPTS: Int64? { nil }
 }
 
 /// A consumer of frames in pts order: an exporter, a verifier, a counter.

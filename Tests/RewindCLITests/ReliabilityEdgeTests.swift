@@ -94,6 +94,43 @@ import Testing
         #expect(try recorder.finish().status == 0)
     }
 
+    /// Frames dropped because the spill stage is behind are counted once each, and only frames that came: the end
+    /// of the input or the duration costs no frame dropped (reserving room for a frame before reading it counted
+    /// one more than came); the gap they leave ends one frame after the last frame offered, not where the recorder's
+    /// clock stood when it had written everything.
+    @Test func dropsAtTheEndCountOnlyFramesThatCame() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // 20 frames a nanosecond apart, in real time: each comes before the one before it is written.
+        let made = directory.appendingPathComponent("made.y4m").path
+        try ExternalTools.makeY4M(made, width: 64, height: 48, rate: "30", frames: 20)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: made))
+        let header = try #require(bytes.firstIndex(of: 0x0A))
+        let line = String(decoding: bytes[..<header], as: UTF8.self)
+        bytes.replaceSubrange(
+            ..<header, with: Data(line.replacingOccurrences(of: "F30:1", with: "F1000000000:1").utf8))
+        let fast = directory.appendingPathComponent("fast.y4m")
+        try bytes.write(to: fast)
+        for (input, offered) in [("y4m:" + fast.path, 20), ("synthetic:1280x720@240", 240)] {
+            let store = directory.appendingPathComponent("store-\(offered)").path
+            let record = try Tool.rewind(
+                ["record", "--store", store, "--input", input, "--realtime", "--memory", "1384448"]
+                    + (offered == 240 ? ["--window", "5ms", "--duration", "1s"] : ["--window", "1ns"]))
+            #expect(record.status == 0, "\(record.stderr)")
+            let object = try info(store)
+            let stream = try #require((object["streams"] as? [[String: Any]])?.first)
+            let frames = stream["frames"] as? Int ?? 0
+            let drops = (stream["drops"] as? [String: Int])?.values.reduce(0, +) ?? -1
+            #expect(frames + drops == offered, "\(frames) stored + \(drops) dropped: \(record.output)")
+            let frameNanoseconds: Int64 = offered == 20 ? 1 : 4_166_666
+            let lastOffered = Int64(offered - 1) * frameNanoseconds
+            for gap in stream["gaps"] as? [[String: Any]] ?? [] {
+                let end = gap["end_ns"] as? Int64 ?? .max
+                #expect(end <= lastOffered + frameNanoseconds + 1, "\(input): \(gap)")
+            }
+        }
+    }
+
     @Test func aWindowJustShortOfAFrameSaysByHowMuch() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

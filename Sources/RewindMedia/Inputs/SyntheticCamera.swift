@@ -105,6 +105,12 @@ public struct SyntheticCamera: FrameSource, Sendable {
         return info
     }
 
+    /// False after `frameCount` frames.
+    public mutating func nextFrameComes() throws -> Bool { frameCount.map { nextIndex < Int64($0) } ?? true }
+
+    /// The next frame's pts: its index times the frame duration.
+    public var nextPTS: Int64? { FrameTime.frame(nextIndex, duration: stream.frameDuration)?.nanoseconds }
+
     /// Renders frame `index` into `buffer`: exactly the bytes ``readFrame(into:)`` produces for it.
     ///
     /// - Parameters:

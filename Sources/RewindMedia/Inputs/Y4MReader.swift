@@ -44,6 +44,8 @@ public struct Y4MReader: FrameSource {
     private let reader: BufferedFileReader
     /// Wall-clock time of frame 0: given, or read when the first frame is (nil until then).
     private var startWallNanoseconds: Int64?
+    /// Where the next frame's `FRAME` line began, once ``nextFrameComes()`` has read it.
+    private var pendingMarkerOffset: Int64?
     /// A `420p10` frame's Cb and Cr planes, copied out before they are interleaved in place (empty otherwise).
     private var chromaPlanes: [UInt16]
 
@@ -106,13 +108,24 @@ public struct Y4MReader: FrameSource {
     /// - Complexity: O(frame size); no allocation for a plain `FRAME` line.
     public mutating func readFrame(into buffer: UnsafeMutableRawBufferPointer) throws -> FrameInfo? {
         precondition(buffer.count == stream.layout.byteCount, "buffer \(buffer.count) != frame \(stream.layout)")
-        let index = framesRead
+        guard try nextFrameComes(), let markerOffset = pendingMarkerOffset else { return nil }
+        pendingMarkerOffset = nil
+        return try readPayload(index: framesRead, into: buffer, markerOffset: markerOffset)
+    }
+
+    /// Reads the next frame's `FRAME` line (once): false at a clean end of the input.
+    public mutating func nextFrameComes() throws -> Bool {
+        if pendingMarkerOffset != nil { return true }
         let markerOffset = reader.offset
         if try !reader.consume(ifNextBytesAre: Y4MReader.plainFrameLine) {
-            guard try readFrameLine(index: index, markerOffset: markerOffset) else { return nil }
+            guard try readFrameLine(index: framesRead, markerOffset: markerOffset) else { return false }
         }
-        return try readPayload(index: index, into: buffer, markerOffset: markerOffset)
+        pendingMarkerOffset = markerOffset
+        return true
     }
+
+    /// The next frame's pts: its index times the frame duration (nil past 64 bits, which reading it refuses).
+    public var nextPTS: Int64? { FrameTime.frame(framesRead, duration: stream.frameDuration)?.nanoseconds }
 
     /// Reads a `FRAME` line with parameters (or a bad one): the uncommon path, which allocates the line.
     ///
