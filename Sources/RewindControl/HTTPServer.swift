@@ -100,9 +100,9 @@ public struct HTTPLimits: Sendable {
     public var maximumBodyBytes = 64 * 1024
     /// Seconds a connection may stay idle (also while sending its headers) before it is closed.
     public var idleTimeoutSeconds = 10
-    /// Seconds a connection has to send a whole request line and its headers, from when it opened or its previous
-    /// response ended; then it is closed. A client sending a byte now and then is never idle, so without this a few
-    /// dozen of them would hold every connection.
+    /// Seconds a connection has to send a whole request, line, headers and body, from when it opened or its
+    /// previous response ended; then it is closed. A client sending a byte now and then is never idle, so without
+    /// this a few dozen of them would hold every connection.
     public var requestSeconds = 10
     /// Bytes a connection may use for its request line and headers (MHD answers 431 or 414 beyond).
     public var headerMemoryBytes = 32 * 1024
@@ -133,6 +133,8 @@ final class HTTPServer: @unchecked Sendable {
     typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
 
     private let handler: Handler
+    /// What refuses a request from its headers alone, before its body is read; nil when nothing does.
+    private let beforeBody: (@Sendable (HTTPRequest) -> HTTPResponse?)?
     let limits: HTTPLimits
     private let library: MicroHTTPD
     private let isTCP: Bool
@@ -141,8 +143,8 @@ final class HTTPServer: @unchecked Sendable {
     private let connections = Atomic<Int>(0)
     /// Open streamed bodies, closed at stop so their connection threads return.
     private let streams = Mutex<[ObjectIdentifier: any HTTPStreamBody]>([:])
-    /// Each open connection's socket, by connection, and since when it has been waiting for a request's headers
-    /// (nil while a request is served). Entries go when MHD says the connection closed, before it closes the socket.
+    /// Each open connection's socket, by connection, and since when it has been waiting for a whole request (nil
+    /// while a request is served). Entries go when MHD says the connection closed, before it closes the socket.
     private let sockets = Mutex<[UInt: (socket: Int32, waitingSince: ContinuousClock.Instant?)]>([:])
 
     /// Connections open now.
@@ -155,12 +157,18 @@ final class HTTPServer: @unchecked Sendable {
     /// ``stop()``.
     ///
     /// - Throws: ``ControlError/serverFailed(_:)`` when libmicrohttpd cannot start.
-    init(listener: Int32, isTCP: Bool, limits: HTTPLimits, handler: @escaping Handler) throws {
+    /// - Parameter beforeBody: called with a request's headers (an empty body) once they are in: a response it
+    ///   returns is sent at once, and the body is never read.
+    init(
+        listener: Int32, isTCP: Bool, limits: HTTPLimits, beforeBody: (@Sendable (HTTPRequest) -> HTTPResponse?)? = nil,
+        handler: @escaping Handler
+    ) throws {
         guard let library = MicroHTTPD.library else {
             close(listener)
             throw ControlError.serverFailed("cannot load libmicrohttpd: \(MicroHTTPD.loadError ?? "unknown error")")
         }
         self.handler = handler
+        self.beforeBody = beforeBody
         self.limits = limits
         self.isTCP = isTCP
         self.library = library
@@ -240,8 +248,8 @@ final class HTTPServer: @unchecked Sendable {
         uploadSize: UnsafeMutablePointer<Int>, state: UnsafeMutablePointer<UnsafeMutableRawPointer?>
     ) -> MHD_Result {
         guard let existing = state.pointee, !isTargetHoldingNUL(existing) else {
-            // The first call: headers only. Refuse early what must not be read.
-            requestChanged(connection, serving: true)
+            // The first call: headers only. Refuse early what must not be read. The request is not served yet: its
+            // body too must come within the time for a whole request (a byte every few seconds is never idle).
             let exchange = Exchange()
             let holdsNUL = state.pointee.map(isTargetHoldingNUL) ?? false
             state.pointee = Unmanaged.passRetained(exchange).toOpaque()
@@ -267,9 +275,21 @@ final class HTTPServer: @unchecked Sendable {
                 length > limits.maximumBodyBytes
             {
                 exchange.refusal = APIError.bodyTooLarge(limits.maximumBodyBytes).response
+            } else if let beforeBody {
+                // What the headers alone refuse (a TCP request without the token): its body is never read.
+                let headers = collect(connection, .HEADER_KIND, lowercased: true)
+                let query = collect(connection, .GET_ARGUMENT_KIND, lowercased: false)
+                exchange.refusal = beforeBody(
+                    HTTPRequest(
+                        method: method, path: url, query: query.values, repeatedQueryNames: query.repeated.sorted(),
+                        headers: headers.values, repeatedHeaderNames: headers.repeated.sorted(), body: [],
+                        isTCP: isTCP))
             }
             // A refusal goes out at once, before any body is read (MHD then closes the connection).
-            if let refusal = exchange.refusal { return queue(refusal, on: connection) }
+            if let refusal = exchange.refusal {
+                requestChanged(connection, serving: true)
+                return queue(refusal, on: connection)
+            }
             return .YES
         }
         let exchange = Unmanaged<Exchange>.fromOpaque(existing).takeUnretainedValue()
@@ -288,6 +308,8 @@ final class HTTPServer: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
+        // The whole request is in: it is served from now on, however long its response takes.
+        requestChanged(connection, serving: true)
         let response: HTTPResponse
         if let refusal = exchange.refusal {
             response = refusal

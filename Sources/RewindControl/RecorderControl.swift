@@ -215,9 +215,16 @@ public final class RecorderControl: Sendable {
         let watcher = CounterWatcher(recorder: recorder)
         do {
             let handler: HTTPServer.Handler = { [unowned self] request in handle(request) }
-            var started = [try HTTPServer(listener: fd, isTCP: false, limits: limits, handler: handler)]
+            let beforeBody: @Sendable (HTTPRequest) -> HTTPResponse? = { [unowned self] request in
+                refusalBeforeBody(request)
+            }
+            var started = [
+                try HTTPServer(listener: fd, isTCP: false, limits: limits, beforeBody: beforeBody, handler: handler)
+            ]
             if tcpListener >= 0 {
-                started.append(try HTTPServer(listener: tcpListener, isTCP: true, limits: limits, handler: handler))
+                started.append(
+                    try HTTPServer(
+                        listener: tcpListener, isTCP: true, limits: limits, beforeBody: beforeBody, handler: handler))
             }
             servers.withAnnotatedLock { $0 = started }
             try Threads.start(named: "rewind-control") { [self] in run(watcher) }
@@ -356,16 +363,9 @@ public final class RecorderControl: Sendable {
     ///
     /// - Returns: the answer: JSON with the right status, or an event stream.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        do { try checkHost(request) } catch { return APIError(error).response }
+        if let refusal = refusal(request) { return refusal }
         var setCookie: String?
-        if request.isTCP {
-            switch authorize(request) {
-            case .refused(let error):
-                let given = request.query["token"] != nil || Self.formToken(request) != nil
-                return wantsPage(request) ? pageWithoutToken(error, tokenWasGiven: given) : error.response
-            case .allowed(let cookie): setCookie = cookie
-            }
-        }
+        if request.isTCP, case .allowed(let cookie) = authorize(request) { setCookie = cookie }
         var response: HTTPResponse
         do {
             response = try route(request)
@@ -375,6 +375,22 @@ public final class RecorderControl: Sendable {
         // The token a refused request carried logs nobody in: a page of another site, a request in error.
         if let setCookie, response.status < 400 { response.headers.append(("Set-Cookie", setCookie)) }
         return response
+    }
+
+    /// What ``handle(_:)`` refuses before routing: a browser's request for a host it does not answer, a TCP request
+    /// without the token; nil when neither.
+    private func refusal(_ request: HTTPRequest) -> HTTPResponse? {
+        do { try checkHost(request) } catch { return APIError(error).response }
+        guard request.isTCP, case .refused(let error) = authorize(request) else { return nil }
+        let given = request.query["token"] != nil || Self.formToken(request) != nil
+        return wantsPage(request) ? pageWithoutToken(error, tokenWasGiven: given) : error.response
+    }
+
+    /// What a request's headers alone are refused for (``refusal(_:)``), so that its body is never read: a client
+    /// without the token cannot hold a connection by sending a body slowly. Nil for the 401 page's form, whose
+    /// token is in its body.
+    func refusalBeforeBody(_ request: HTTPRequest) -> HTTPResponse? {
+        request.method == "POST" && request.path == "/" ? nil : refusal(request)
     }
 
     /// A browser's request (it sends `Sec-Fetch-Site` or `Origin`) must name the recorder by an IP address,

@@ -33,6 +33,24 @@ final class RawConnection {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
     }
 
+    /// A connection to `port` on 127.0.0.1.
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        try #require(connected == 0, "connect to port \(port): \(Errno(rawValue: errno))")
+        var limit = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     deinit { close(fd) }
 
     /// Sends `bytes`; false when the server closed the connection first.
@@ -310,9 +328,10 @@ final class RawConnection {
         #expect(!FileManager.default.fileExists(atPath: gone), "the removed directory was made again")
     }
 
-    /// Clients that send their headers a byte now and then, never idle for long, are closed once they have taken
-    /// `requestSeconds` without a whole request: they cannot hold every connection from the clients that ask.
-    @Test func clientsTooSlowToSendTheirHeadersCannotHoldEveryConnection() throws {
+    /// Clients that send their headers, or their body, a byte now and then, never idle for long, are closed once
+    /// they have taken `requestSeconds` without a whole request: they cannot hold every connection from the clients
+    /// that ask.
+    @Test(arguments: [false, true]) func clientsTooSlowToSendTheirRequestCannotHoldEveryConnection(body: Bool) throws {
         var limits = HTTPLimits()
         limits.maximumConnections = 4
         limits.extraConnections = 1
@@ -323,11 +342,18 @@ final class RawConnection {
         let socket = live.control.socketPath
         let slow = try (0..<5).map { _ in try RawConnection(socket) }
         try waitUntil("the slow clients are connected") { live.control.openConnections == 5 }
-        let request = Array("GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "a", count: 100))".utf8)
+        let request =
+            body
+            ? Array("POST /v1/markers HTTP/1.1\r\nHost: x\r\nContent-Length: 600\r\n\r\n".utf8)
+                + [UInt8](repeating: UInt8(ascii: "a"), count: 100)
+            : Array("GET /v1/status HTTP/1.1\r\nHost: x\r\nX-Pad: \(String(repeating: "a", count: 100))".utf8)
+        // The body's headers whole at once: only its body comes slowly.
+        let whole = body ? request.count - 100 : 0
+        for connection in slow where whole > 0 { connection.send(Array(request[0..<whole])) }
         var open = [Bool](repeating: true, count: slow.count)
         let start = ContinuousClock.now
         // A byte every 200 ms from each: far within the idle timeout, far short of a request in 4 s.
-        for index in 0..<20 {
+        for index in whole..<(whole + 20) {
             for (number, connection) in slow.enumerated() where open[number] {
                 open[number] = connection.send([request[index]])
             }
@@ -493,6 +519,11 @@ final class RawConnection {
             #expect(twice.0 == 400, "\(pair): \(twice.1)")
             #expect(twice.1.contains("the Authorization header is given more than once"), "\(twice.1)")
         }
+        // Refused from its headers: the 401 comes before the body it announces, which is never read (a client
+        // without the token cannot hold a connection by sending one slowly).
+        let announced = try RawConnection(port: UInt16(port))
+        #expect(announced.send(Array("POST /v1/markers HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n".utf8)))
+        #expect(announced.status() == 401)
         #expect(try get(["-H", "Cookie: rewind_token_\(port)=\(token)", url]).0 == 200)
         #expect(try get(["-H", "Cookie: rewind_token_1=\(token)", url]).0 == 401, "another port's cookie")
         let headers = String(
