@@ -149,6 +149,13 @@ private func checkStoredStreamsLeftOut(
 
 /// Whether `range` (recorder time) reaches past the newest frame on disk of one of `streams`: then the running
 /// recorder, which holds the newest frames in memory, must export them. True when the disk cannot tell.
+/// `recorded`, or every stream of the store at `directory` when the recorder did not say which it records (it
+/// answered nothing, or 503).
+private func recordedOrAll(_ recorded: [String], directory: String) -> [String] {
+    guard recorded.isEmpty else { return recorded }
+    return (try? SegmentStore.openReadOnly(directory: directory).streams().map(\.name)) ?? []
+}
+
 private func reachesPastDisk(directory: String, range: Range<Int64>, streams: [String]) -> Bool {
     guard let store = try? SegmentStore.openReadOnly(directory: directory), let rows = try? store.streams() else {
         return true
@@ -415,10 +422,11 @@ private func liveExport(
         try checkStoredStreamsLeftOut(outside, directory: directory, object: nil, asked: range, what: what)
         throw ControlError.refused(error)
     } catch ControlError.refused(let error)
-        where error.code == .tooMany && what == "clip"
-        && range.map({ !reachesPastDisk(directory: directory, range: $0, streams: recorded) }) == true
+        where (error.code == .tooMany || error.code == .unavailable) && what == "clip"
+        && range.map({ !reachesPastDisk(directory: directory, range: $0, streams: recordedOrAll(recorded, directory: directory)) }) == true
     {
-        // The recorder takes no more exports for now, and the disk holds the whole range: read from it.
+        // The recorder takes no more exports, or connections, for now, and the disk holds the whole range: read
+        // from it.
         printError("rewind clip: \(error.message): exported from the store on disk")
         return false
     }

@@ -820,6 +820,54 @@ import Testing
         #expect(ContinuousClock.now - stopped < .seconds(10))
     }
 
+    /// A recorder whose every connection is taken (64 clients holding them) answers 503: a clip of a range the disk
+    /// holds whole is read from the disk, said so, as when it has 64 exports waiting.
+    @Test func aClipFromARecorderWithEveryConnectionTakenIsReadFromTheDisk() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+            "--segment", "1s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("two seconds are on disk", interval: .milliseconds(100)) {
+            let info =
+                try? JSONSerialization.jsonObject(
+                    with: try Tool.rewind(["info", "--store", store, "--json"]).stdout) as? [String: Any]
+            return (info?["frames"] as? Int ?? 0) >= 60
+        }
+        // 64 connections, each with a request begun and never finished, for 8 s (within the 10 s a request has).
+        let holder = try ExternalTools.Child(
+            try Tool.path(of: "python3"),
+            [
+                "-c",
+                """
+                import socket, sys, time
+                held = []
+                for _ in range(64):
+                    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.send(b"GET /v1/health HTTP/1.1\\r\\n")
+                    held.append(s)
+                print("held", flush=True); time.sleep(8)
+                """,
+                store + "/rewind.sock",
+            ])
+        defer { if holder.process.isRunning { holder.process.terminate() } }
+        try waitUntil("every connection is held") {
+            (try? Tool.rewind(["status", "--store", store]))?.stderr.contains("too many connections") == true
+        }
+        let output = directory.appendingPathComponent("clip.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(
+            clip.stderr.contains("too many connections") && clip.stderr.contains("exported from the store on disk"),
+            "\(clip.stderr)")
+        #expect(clip.output.contains("wrote 30 frames"), "\(clip.output)")
+        recorder.process.interrupt()
+        _ = try recorder.finish()
+    }
+
     /// While a recorder runs, a stream of the store it does not record (a camera of an earlier run) is exported from
     /// the disk, alone or in `all` over a range on disk, saying so; `all` over a range that needs the recorder is
     /// exported by it for the streams it records, failing when a stored one has frames there; a post-roll save or a
