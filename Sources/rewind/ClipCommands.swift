@@ -423,7 +423,9 @@ private func liveExport(
         throw ControlError.refused(error)
     } catch ControlError.refused(let error)
         where (error.code == .tooMany || error.code == .unavailable) && what == "clip"
-        && range.map({ !reachesPastDisk(directory: directory, range: $0, streams: recordedOrAll(recorded, directory: directory)) }) == true
+        && range.map({
+            !reachesPastDisk(directory: directory, range: $0, streams: recordedOrAll(recorded, directory: directory))
+        }) == true
     {
         // The recorder takes no more exports, or connections, for now, and the disk holds the whole range: read
         // from it.
