@@ -848,11 +848,8 @@ public final class RecorderControl: Sendable {
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")
         formatter.dateFormat = "yyyyMMdd'T'HHmmss.SSS'Z'"
-        let unique = exportCounter.wrappingAdd(1, ordering: .relaxed).newValue
-        return (
-            format,
-            "\(exportsDirectory)/\(kind)-\(formatter.string(from: Date()))-\(unique).\(format.fileExtension)"
-        )
+        // The save's id and the extension follow when it is added (``SaveBook/add``): `save-<time>-<id>.mkv`.
+        return (format, "\(exportsDirectory)/\(kind)-\(formatter.string(from: Date()))")
     }
 
     /// Refuses a directory the recorder cannot make a file in (no permission, a read-only file system, one such as

@@ -182,6 +182,8 @@ final class SaveBook: Sendable {
     /// passes its end. Its frames are held at once: on disk against retention, from the start on, and (without a
     /// store, one stream) pinned in memory.
     ///
+    /// - Parameter makesDirectory: the save goes to `DIR/exports`, made if missing: `path` is its file's name without
+    ///   the save's id and extension, which follow (`save-<time>-<id>.mkv`).
     /// - Throws: ``APIError`` 429 when too many saves are pending, 503 when stopping.
     func add(
         target: Target, range: Range<Int64>, format: ExportFormat, quality: ExportQuality = .fast, path: String,
@@ -206,13 +208,6 @@ final class SaveBook: Sendable {
             memoryPins[member.name] = [member.ring.pin(clock.ptsRange(range))]
         }
         let pinnedDrops = memoryPins.isEmpty ? 0 : Self.pinnedDrops(target.streams)
-        // The files the save will write: one, or one per stream for formats with a single track.
-        let files =
-            if case .all(let streams) = target, format != .matroska {
-                streams.map { StreamSet.fileName(for: path, stream: $0.name) }
-            } else {
-                [path]
-            }
         let result: Result<SaveObject, APIError> = state.withAnnotatedLock { state in
             if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
             let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
@@ -222,6 +217,14 @@ final class SaveBook: Sendable {
             }
             let id = state.nextID
             state.nextID += 1
+            let path = makesDirectory ? "\(path)-\(id).\(format.fileExtension)" : path
+            // The files the save will write: one, or one per stream for formats with a single track.
+            let files =
+                if case .all(let streams) = target, format != .matroska {
+                    streams.map { StreamSet.fileName(for: path, stream: $0.name) }
+                } else {
+                    [path]
+                }
             // A recorder that runs for months keeps the newest finished saves only (their files stay on disk).
             let finished = state.entries.values.filter { $0.object.state.isFinal }.map(\.object.id).sorted()
             for old in finished.prefix(max(0, finished.count - finishedKept + 1)) { state.entries[old] = nil }

@@ -720,10 +720,13 @@ import Testing
     @Test func savesIntoTheExportsFolderSinceTheLastSaveAndOnSignal() throws {
         let live = try LiveRecorder()
         defer { try? live.finish() }
-        // No path: DIR/exports/save-….mkv.
+        // No path: DIR/exports/save-<time>-<id>.mkv, numbered by the save's own id (a save to a path of its own
+        // before it takes an id too).
+        let elsewhere = live.directory + "/elsewhere.mkv"
+        #expect(try live.client.save(SaveRequest(last: "250ms", path: elsewhere, wait: true))?.files == [elsewhere])
         let named = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
         let namedPath = try #require(named.files.first)
-        #expect(namedPath.hasPrefix(live.directory + "/exports/save-") && namedPath.hasSuffix(".mkv"))
+        #expect(namedPath.hasPrefix(live.directory + "/exports/save-") && namedPath.hasSuffix("-\(named.id).mkv"))
         #expect(try exportedIndexes(namedPath, layout: live.feed.stream.layout) == Array(165..<180))
         // Nothing new since then: a save since the last one is a conflict; after 30 more frames it holds just those.
         do {
@@ -741,7 +744,7 @@ import Testing
         var windowSave: ExportSummary?
         try waitUntil("requestSave() has written the window into a file") {
             windowSave = live.log.summaries.withAnnotatedLock { saves in
-                saves.compactMap { $0 }.first { $0.path != namedPath && $0.path != since.files[0] }
+                saves.compactMap { $0 }.first { ![namedPath, since.files[0], elsewhere].contains($0.path) }
             }
             return windowSave != nil
         }
