@@ -329,6 +329,7 @@ private func record(
         throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
     }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
+    let entries = store.map { StoreEntryIdentities(store: $0) }
     if let store {
         if !store.recovery.repaired.isEmpty {
             printError("recovered the store: " + store.recovery.repaired.joined(separator: "; "))
@@ -558,6 +559,12 @@ private func record(
         }
     }
     if let finishError { throw finishError }
+    // The index or segments/ deleted (or replaced) under the recording: it wrote into what it had open, which no
+    // later command sees.
+    for problem in entries?.changed() ?? [] {
+        printError("rewind record: \(problem)")
+        status = ExitStatus.failure
+    }
     if !isSingle, let store {
         let summary = try store.summary()
         var line =
@@ -585,6 +592,48 @@ private func record(
     }
     if let first = failures.first { return first.failure.status }
     return status
+}
+
+/// The store's index file and `segments/` as a recording found them (device and inode), to tell when something
+/// deleted or replaced one under it.
+private struct StoreEntryIdentities {
+    let store: SegmentStore
+    let identities: [String: (device: UInt64, inode: UInt64)]
+    var directory: String { store.directory }
+
+    init(store: SegmentStore) {
+        self.store = store
+        var found: [String: (device: UInt64, inode: UInt64)] = [:]
+        for name in ["index.sqlite", "segments"] { found[name] = Self.identity(store.directory + "/" + name) }
+        identities = found
+    }
+
+    private static func identity(_ path: String) -> (device: UInt64, inode: UInt64)? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
+    /// What was deleted or replaced since, with what to do, in words; empty when nothing was.
+    func changed() -> [String] {
+        var problems: [String] = []
+        for (name, before) in identities.sorted(by: { $0.key < $1.key }) {
+            let now = Self.identity(directory + "/" + name)
+            // A directory made again may get the inode number the deleted one had: the store says it made it.
+            let remade = name == "segments" && store.segmentsDirectoryWasMadeAgain
+            guard now?.device != before.device || now?.inode != before.inode || remade else { continue }
+            let what = now == nil || remade ? "was deleted" : "was replaced"
+            problems.append(
+                name == "index.sqlite"
+                    ? "\(directory)/index.sqlite \(what) while recording: the rows this recording wrote went with the "
+                        + "file it had open, and its frames are in the segment files alone; run 'rewind verify --repair', "
+                        + "which rebuilds the index from them"
+                    : "\(directory)/segments \(what) while recording: the segment files written before are gone"
+                        + (remade ? " (it was made again for what came after)" : "")
+                        + "; run 'rewind verify --repair', which records their frames as lost")
+        }
+        return problems
+    }
 }
 
 /// What a recorder uses besides its `--memory` budget (code, heaps, the index's cache, an export's buffers), about.

@@ -312,6 +312,45 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)
     }
 
+    /// The index, or `segments/`, deleted under a running recorder: it ends with exit 1 saying so and what the
+    /// repair does (it said the store held every frame, exit 0); a deleted `segments/` is made again for what comes
+    /// after, which the repair keeps.
+    @Test(arguments: ["index", "segments"]) func aStoreEntryDeletedUnderARecordingIsNamedAtItsEnd(entry: String) throws
+    {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x90@30", "--realtime", "--duration", "4s",
+            "--segment", "1s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("a segment is sealed", interval: .milliseconds(50)) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: store + "/segments")) ?? []).contains("000001.seg")
+        }
+        if entry == "index" {
+            for suffix in ["", "-wal", "-shm"] {
+                try FileManager.default.removeItem(atPath: store + "/index.sqlite" + suffix)
+            }
+        } else {
+            try FileManager.default.removeItem(atPath: store + "/segments")
+        }
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 1, "\(ended.stderr)")
+        #expect(
+            ended.stderr.contains(
+                entry == "index"
+                    ? "index.sqlite was deleted while recording" : "segments was deleted while recording"),
+            "\(ended.stderr)")
+        #expect(ended.stderr.contains("run 'rewind verify --repair'"), "\(ended.stderr)")
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        let frames = try info(store)["frames"] as? Int ?? 0
+        // The index rebuilt from every file; or the files after the deletion kept.
+        #expect(entry == "index" ? frames == 120 : frames > 0 && frames < 120, "\(frames)")
+    }
+
     /// A segment of another store copied over one of this store's: `verify` names it, the repair sets it aside as
     /// `.foreign` (its place a `damaged` gap), and `info` lists what repairs set aside, with sizes, so the disk
     /// space it takes is not a mystery.

@@ -44,6 +44,12 @@ public final class SegmentStore: Sendable {
     /// retention keeps room for open segments to grow to it (``openSegmentGrowth(rows:sizes:streams:)``).
     let openSegmentLimits = Mutex<[String: Int]>([:])
     private let decodedFrames = Atomic<Int>(0)
+    /// Set when a writer found `segments/` deleted and made it again (``segmentsDirectoryWasMadeAgain``).
+    let madeSegmentsDirectoryAgain = Atomic<Bool>(false)
+
+    /// Whether `segments/` was deleted under this store while it recorded, and made again for the segments after:
+    /// the files it held before are gone, though the index still names them.
+    public var segmentsDirectoryWasMadeAgain: Bool { madeSegmentsDirectoryAgain.load(ordering: .relaxed) }
     /// Ranges live processes keep from retention (``addHold(streamName:range:)``).
     let liveHolds = Mutex(HoldTable())
     /// Held while the index's reserve file is made, topped up or shrunk (``ensureIndexReserve(available:)``).

@@ -335,8 +335,17 @@ public final class StreamWriter {
             createdWallNanoseconds: store.options.now())
         let writer: SegmentFileWriter
         do {
-            writer = try SegmentFileWriter(
-                directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem, ioTimer: ioTimer)
+            do {
+                writer = try SegmentFileWriter(
+                    directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem, ioTimer: ioTimer)
+            } catch  where error.code == ENOENT && !store.fileSystem.fileExists(store.segmentsDirectory) {
+                // `segments/` deleted under the recording: made again, so what comes next is kept (the files it
+                // held are gone; the record command says so when it ends).
+                try store.fileSystem.makeDirectory(store.segmentsDirectory)
+                store.madeSegmentsDirectoryAgain.store(true, ordering: .relaxed)
+                writer = try SegmentFileWriter(
+                    directory: store.segmentsDirectory, header: header, fileSystem: store.fileSystem, ioTimer: ioTimer)
+            }
         } catch {
             store.releaseSequence(header.sequence)
             let name = SegmentFormat.fileName(sequence: header.sequence, partial: true)
