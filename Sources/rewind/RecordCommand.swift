@@ -196,7 +196,11 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
 
     // From here on a stop signal stops the recording cleanly, also while the inputs are opened, the store recovered
     // and the ring's memory set up: the recording then ends before its first frame and says so.
-    installStopHandlers()
+    installStopHandlers(
+        secondSignalNote:
+            "rewind record: stopped at once by a second signal: frames accepted but not yet written are lost (the "
+            + "next recording into the store marks the stretch 'recorder stopped'), and saves not yet finished are "
+            + "not written")
     let (opened, withoutHeader) = try openInputs(inputs, pacing: pacing, duration: duration)
     try checkDiskFits(opened.map(\.source.stream), options, given: arguments.string("disk"))
     try checkFloorFits(options, directory: directory, given: arguments.string("min-free") != nil)

@@ -38,6 +38,9 @@ private let repeatedSignalNanoseconds: Int64 = 250_000_000
 /// ffmpeg then end at the first signal).
 private let stopInterruptsWaits = Atomic<Bool>(false)
 
+/// The address of the note a second stop signal prints (a C string made once), or 0.
+private let secondSignalText = Atomic<UInt>(0)
+
 /// Makes SIGINT, SIGTERM and SIGHUP request a clean stop (a second signal of any of them, a quarter of a second or
 /// more after the first, ends the process at once). SIGHUP — the terminal went away, or the kernel's notice to a
 /// stopped job left without its shell — is left ignored where it was (`nohup`).
@@ -45,8 +48,13 @@ private let stopInterruptsWaits = Atomic<Bool>(false)
 /// - Parameter interruptsWaits: whether the first signal also ends waits with no end of their own (a pipe or FIFO
 ///   whose reader stopped reading, an ffmpeg that does not finish): for commands that export, which then stop and
 ///   keep no file. A recorder finishing its saves after a stop signal still waits for them.
-func installStopHandlers(interruptsWaits: Bool = false) {
+/// - Parameter secondSignalNote: printed on stderr when a second signal ends the process at once (what that cost).
+func installStopHandlers(interruptsWaits: Bool = false, secondSignalNote: String? = nil) {
     stopInterruptsWaits.store(interruptsWaits, ordering: .relaxed)
+    if let secondSignalNote, let copy = strdup(secondSignalNote + "\n") {
+        // Kept for the life of the process: the handler may run at any moment.
+        secondSignalText.store(UInt(bitPattern: copy), ordering: .releasing)
+    }
     let signals = [SIGINT, SIGTERM] + (System.isIgnored(signal: SIGHUP) ? [] : [SIGHUP])
     // A parent may have started us with these signals blocked (the mask is inherited): unblock them.
     var unblock = sigset_t()
@@ -65,6 +73,10 @@ func installStopHandlers(interruptsWaits: Bool = false) {
             guard first == 0 || now - first >= repeatedSignalNanoseconds else { return }
             // Children run in process groups of their own, so the signal did not reach them: they end with us.
             ChildProcess.killAll(signal: SIGKILL)
+            // write(2) alone: the handler may interrupt anything.
+            if let text = UnsafePointer<CChar>(bitPattern: secondSignalText.load(ordering: .acquiring)) {
+                _ = write(STDERR_FILENO, text, strlen(text))
+            }
             signal(number, SIG_DFL)
             raise(number)
         }

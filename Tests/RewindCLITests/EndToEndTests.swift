@@ -285,6 +285,42 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try info(store)["frames"] as? Int == 90)
     }
 
+    /// A second stop signal while the recorder finishes (here a save it is encoding, which a stop waits for) ends
+    /// it at once (by the signal: 143 in a shell), saying what that cost, not silently.
+    @Test func aSecondSignalSaysWhatItCost() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:1280x720@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("four seconds are recorded", timeout: .seconds(60)) {
+            (Tool.firstStreamStatus(store: store)?["frames_accepted"] as? Int ?? 0) >= 120
+        }
+        let save = try Tool.startRewind([
+            "save", "--store", store, "--last", "4s", "--quality", "lossless", "-o",
+            directory.appendingPathComponent("last.mp4").path,
+        ])
+        defer { if save.process.isRunning { save.process.terminate() } }
+        try waitUntil("the save is exporting", timeout: .seconds(60)) {
+            let status =
+                try? JSONSerialization.jsonObject(
+                    with: try Tool.rewind(["status", "--store", store, "--json"]).stdout) as? [String: Any]
+            return (status?["saves_exporting"] as? Int ?? 0) > 0
+        }
+        kill(recorder.process.processIdentifier, SIGTERM)
+        Thread.sleep(forTimeInterval: 0.3)
+        kill(recorder.process.processIdentifier, SIGTERM)
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == SIGTERM, "killed by the signal: \(ended.output)\(ended.stderr)")
+        #expect(
+            ended.stderr.contains("stopped at once by a second signal: frames accepted but not yet written are lost"),
+            "\(ended.stderr)")
+        _ = try save.finish(timeout: .seconds(60))
+    }
+
     /// The index's -wal deleted under a running recorder: a reader is told so (the recorder keeps the file open and
     /// writes every row into index.sqlite when it stops), not only "check the disk"; once it stops, every frame is
     /// there.
