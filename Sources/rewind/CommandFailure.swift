@@ -286,6 +286,8 @@ struct CommandFailure {
                     default: return nil
                     }
                 case .schemaNewerThanThisBuild: return "upgrade rewind"
+                case .unfinished:
+                    return "record into it again (or \(repair)), which finishes making it"
                 case .schemaOutdated(0, _):
                     return "put the -wal file back if there is one, else \(repair), which rebuilds the index from the "
                         + "segment files"

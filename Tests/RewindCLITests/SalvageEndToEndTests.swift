@@ -460,6 +460,25 @@ import Testing
         #expect(info.status == 0 && info.output.contains("frames: 60"), "\(info.output)")
     }
 
+    /// A store whose making was cut short (an index with no schema, a -wal beside it with no whole transaction: a
+    /// recorder killed as it began) is named as such, not as one whose -wal is missing, and recording into it again
+    /// finishes it.
+    @Test func aStoreWhoseMakingWasCutShortSaysSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+        #expect(FileManager.default.createFile(atPath: store + "/index.sqlite", contents: Data()))
+        #expect(FileManager.default.createFile(atPath: store + "/index.sqlite-wal", contents: Data(count: 8272)))
+        let read = try Tool.rewind(["info", "--store", store])
+        #expect(read.status == 1, "\(read.output)")
+        #expect(read.stderr.contains("the store's making was cut short"), "\(read.stderr)")
+        #expect(read.stderr.contains("record into it again"), "\(read.stderr)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try Tool.rewind(["info", "--store", store]).status == 0)
+    }
+
     /// `segments/` itself deleted: `verify` and `info` say so (exit 1), and the repair counts every frame as lost and
     /// leaves a store that records again.
     @Test func aStoreWhoseSegmentsDirectoryIsGoneIsReportedAndRepaired() throws {

@@ -81,6 +81,8 @@ import Testing
                 .index(path: "/s/i", problem: .migrationFailed(version: 2, fileName: "0002_x.sql"), detail: "boom"),
                 ["/s/i", "0002_x.sql", "version 1", "boom"]
             ),
+            (.index(path: "/s/i", problem: .unfinished, detail: ""), ["/s/i", "making was cut short"]),
+            (.index(path: "/s/i", problem: .unrecordedSchema, detail: ""), ["/s/i", "no schema_migrations table"]),
             (.unknownStream("camera"), ["no stream named 'camera'"]),
         ]
         for (error, facts) in cases {

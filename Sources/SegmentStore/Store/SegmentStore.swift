@@ -187,7 +187,14 @@ public final class SegmentStore: Sendable {
         throws
         -> SegmentStore
     {
-        let index = try openIndex(directory: directory, readOnly: true)
+        // A -wal the read finds no whole schema in (the reader may remove it as it closes): said before the open.
+        let holdsWAL = SegmentStoreError.hasWAL(directory + "/index.sqlite")
+        let index: StoreIndex
+        do {
+            index = try openIndex(directory: directory, readOnly: true)
+        } catch SegmentStoreError.index(let path, .schemaOutdated(0, _), _) where holdsWAL {
+            throw SegmentStoreError.index(path: path, problem: .unfinished, detail: "")
+        }
         return SegmentStore(
             directory: directory, index: index, options: StoreOptions(workerCount: 1, fileSystem: fileSystem),
             readOnly: true, lockFD: -1)

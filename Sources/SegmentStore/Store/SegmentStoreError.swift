@@ -2,6 +2,12 @@ import RewindCore
 import RewindSQLite
 import RewindSystem
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// What went wrong in the segment store, with the file, frame and byte it concerns.
 ///
 /// Every error that leaves the store's public API (open, queries, writes, verify) is one of these, a
@@ -67,6 +73,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         /// statement of it for what the index holds (a table or column it adds is there already): the index's record
         /// of its schema disagrees with its tables, as only another program leaves it.
         case migrationFailed(version: Int, fileName: String, refused: Bool = false)
+        /// A read found no schema in the index while a `-wal` beside it held something: a store whose making was cut
+        /// short (its first transaction never committed).
+        case unfinished
         /// The index has tables but no `schema_migrations` table saying which schema they are: another program
         /// changed it.
         case unrecordedSchema
@@ -156,6 +165,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             case .schemaNewerThanThisBuild(let databaseVersion, let codeVersion):
                 return "\(path) was written by a newer build (schema \(databaseVersion), this build knows "
                     + "\(codeVersion))"
+            case .unfinished:
+                return "\(path) holds no schema yet, and the index.sqlite-wal beside it no whole one: the store's "
+                    + "making was cut short (a recorder killed as it began)"
             case .schemaOutdated(0, _):
                 // No build writes a store without its schema: what there was is gone, not old.
                 return "\(path) holds no schema (an empty database): if the store was recorded into, its index was "
@@ -178,6 +190,12 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     + "program changed it)"
             }
         }
+    }
+
+    /// Whether the index at `path` has a `-wal` beside it that holds something.
+    package static func hasWAL(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path + "-wal", &info) == 0 && info.st_size > 0
     }
 
     /// What stays of a failed segment and its stream: the segment's durable frames, and the stream's up to `pts`
