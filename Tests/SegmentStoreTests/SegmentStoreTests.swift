@@ -34,6 +34,25 @@ import Testing
         #expect(summary.storedBytes < summary.rawBytes / 2)
     }
 
+    /// A segment is sealed at its frame limit too, whatever its duration: the open segment's table of frames in
+    /// memory stays bounded for a stream of thousands of tiny frames a second (65 536 frames by default).
+    @Test func aSegmentIsSealedAtItsFrameLimit() throws {
+        #expect(StoreOptions().segmentMaxFrames == 65_536)
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames()
+        defer { frames.deallocate() }
+        var options = StoreOptions(keyInterval: 7, workerCount: 2, segmentMaxDuration: .seconds(3600))
+        options.segmentMaxFrames = 40
+        let store = try SegmentStore.open(directory: dir.path, options: options)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<100 { try writer.append(frames.frame(i)) }
+        try writer.close()
+        #expect(dir.segmentFiles().count == 3, "40 + 40 + 20 frames: \(dir.segmentFiles())")
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<100).map { frames.pts($0) })
+    }
+
     /// A store written with the earlier default chunk size (256 KiB) is recorded into again with today's (128 KiB):
     /// the stream continues after its last frame, each segment is read with its own header's chunk size, on one
     /// thread and on two, and verify finds nothing wrong.

@@ -24,6 +24,11 @@ public struct StoreOptions: Sendable {
     package private(set) var segmentMaxNanoseconds: Int64
     /// A segment is sealed once its file reaches this many bytes.
     public var segmentMaxBytes: Int
+    /// A segment is sealed once it holds this many frames: the open segment keeps an entry of every frame in memory
+    /// (its footer's table, about 100 bytes with its pending index row), so a stream of thousands of tiny frames a
+    /// second is sealed more often than ``segmentMaxDuration`` says rather than growing outside the memory budget
+    /// (65 536 by default: about 6 MiB).
+    public var segmentMaxFrames = 1 << 16
     /// Retention: the segment files may use at most this many bytes; the oldest sealed segments go first.
     public var diskBudget: Int?
     /// Retention by free space: the oldest sealed segments are deleted while the file system holding the segments

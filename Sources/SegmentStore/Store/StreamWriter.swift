@@ -181,6 +181,7 @@ public final class StreamWriter {
         try collectSync(waiting: false)
         if let open = segment, let first = open.firstPTS,
             pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(segmentMaxBytes)
+                || open.frameCount >= store.options.segmentMaxFrames
         {
             try sealCurrent()
         }
