@@ -276,6 +276,13 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
         if ready > 0 {
             firstReady = firstReady ?? now
             if now - firstReady! >= inputHeaderTimeout { break }
+        } else if let duration, now - start >= duration + inputStallTimeout {
+            // No input sent anything for as long as the recording was to last, and the stall allowance after it:
+            // ended as a stalled input is, so a scripted run ends.
+            throw CommandError(
+                "no Y4M header from input \(pending) within the --duration of \(formatSeconds(duration)) and "
+                    + "\(inputStallTimeout.components.seconds) s more (its producer never sent one, or a FIFO nobody "
+                    + "opened): nothing was recorded")
         }
         if !saidWaiting && now - start >= .seconds(2) {
             printError(

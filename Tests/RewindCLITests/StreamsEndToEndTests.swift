@@ -491,6 +491,24 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(record.output.contains("input stalled"), "\(record.output)")
     }
 
+    /// A lone input that never sends its header (a FIFO nobody opens, so even its open blocks) ends by the same
+    /// rule, once its duration and 5 s more have passed: exit 1, nothing recorded, rather than waiting for a signal.
+    @Test func aLoneInputThatNeverSendsItsHeaderEndsOnceItsDurationHasPassed() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("silent.y4m").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let store = directory.appendingPathComponent("store").path
+        let started = ContinuousClock.now
+        let record = try Tool.rewind(
+            ["record", "--store", store, "--input", "y4m:\(fifo)", "--duration", "1s"], timeout: .seconds(120))
+        #expect(ContinuousClock.now - started >= .seconds(6), "the duration passed, and 5 s without a header")
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(
+            record.stderr.contains("no Y4M header from input 'camera' within the --duration of 1.000s and 5 s more"),
+            "\(record.stderr)")
+    }
+
     /// An input whose producer never starts (a FIFO nobody writes, so even its open blocks) holds up the others
     /// only 5 s: they record without it, and the run says so and exits 1. Its header arriving late changes nothing.
     @Test func anInputThatNeverSendsItsHeaderHoldsUpTheOthersFiveSecondsAtMost() throws {
