@@ -122,8 +122,16 @@ enum Rewind {
             return ExitStatus.usage
         }
         switch first {
-        case "help" where arguments.count > 1:
-            // `rewind help info` is `rewind info --help`.
+        case _ where ["help", "--help", "-h"].contains(first) && arguments.count > 1:
+            // `rewind help info` (or `rewind --help info`) is `rewind info --help`; `rewind help help` the overview.
+            guard arguments.count == 2 else {
+                printError("rewind help: unexpected argument '\(arguments[2])': name one command\n\n\(overview)")
+                return ExitStatus.usage
+            }
+            if ["help", "--help", "-h"].contains(arguments[1]) {
+                print(overview)
+                return ExitStatus.success
+            }
             guard let command = commands.first(where: { $0.spec.name == arguments[1] }) else {
                 printError("rewind: unknown command '\(arguments[1])'\n\n\(overview)")
                 return ExitStatus.usage

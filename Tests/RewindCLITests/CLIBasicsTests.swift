@@ -18,6 +18,30 @@ import Testing
         #expect(help.status == 0 && help.output == own.output, "\(help.output)")
         let unknown = try Tool.rewind(["help", "rewrite"])
         #expect(unknown.status == 64 && unknown.stderr.contains("unknown command 'rewrite'"), "\(unknown.stderr)")
+        // `--help CMD` is `help CMD`; the help of help is the overview; a second command is not ignored.
+        #expect(try Tool.rewind(["--help", "info"]).output == own.output)
+        let overview = try Tool.rewind(["help"])
+        for arguments in [["help", "help"], ["help", "--help"]] {
+            let help = try Tool.rewind(arguments)
+            #expect(help.status == 0 && help.output == overview.output, "\(arguments): \(help.stderr)")
+        }
+        let extra = try Tool.rewind(["help", "soak", "extra"])
+        #expect(extra.status == 64 && extra.stderr.contains("unexpected argument 'extra'"), "\(extra.stderr)")
+    }
+
+    /// `--` ends the options: what follows is the bare argument; an unknown option is named once, without the
+    /// command repeated after the prefix that names it.
+    @Test func doubleDashEndsTheOptions() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("none").path
+        let unmark = try Tool.rewind(["unmark", "--store", missing, "--", "3"])
+        #expect(!unmark.stderr.contains("unexpected argument"), "\(unmark.stderr)")
+        #expect(unmark.stderr.contains("no store at"), "got past the options: \(unmark.stderr)")
+        let two = try Tool.rewind(["unmark", "--store", missing, "--", "3", "4"])
+        #expect(two.status == 64 && two.stderr.contains("unexpected argument '4'"), "\(two.stderr)")
+        let bogus = try Tool.rewind(["soak", "--bogus"])
+        #expect(bogus.stderr.hasPrefix("rewind soak: unknown option '--bogus'\n"), "\(bogus.stderr)")
     }
 
     @Test func versionPrintsTheVersion() throws {

@@ -139,7 +139,7 @@ public struct CommandSpec: Sendable {
         var index = 0
         func spec(named name: String) throws(UsageError) -> OptionSpec {
             guard let option = options.first(where: { $0.name == name }) else {
-                throw UsageError("unknown option '--\(name)' for 'rewind \(self.name)'", command: self.name)
+                throw UsageError("unknown option '--\(name)'", command: self.name)
             }
             return option
         }
@@ -157,14 +157,23 @@ public struct CommandSpec: Sendable {
                 option = try spec(named: name)
             } else if argument.hasPrefix("-") && argument.count == 2, let letter = argument.last, letter != "-" {
                 guard let match = options.first(where: { $0.short == letter }) else {
-                    throw UsageError("unknown option '\(argument)' for 'rewind \(name)'", command: name)
+                    throw UsageError("unknown option '\(argument)'", command: name)
                 }
                 option = match
             } else if let positional, parsed.values[positional] == nil, !argument.hasPrefix("-") {
                 parsed.values[positional] = argument
                 continue
+            } else if argument == "--" {
+                // The end of options: what follows is the bare argument (an id that reads like an option).
+                for rest in arguments[index...] {
+                    guard let positional, parsed.values[positional] == nil else {
+                        throw UsageError("unexpected argument '\(rest)'", command: name)
+                    }
+                    parsed.values[positional] = rest
+                }
+                break
             } else {
-                throw UsageError("unexpected argument '\(argument)' for 'rewind \(name)'", command: name)
+                throw UsageError("unexpected argument '\(argument)'", command: name)
             }
             if option.name == "help" {
                 parsed.wantsHelp = true
