@@ -11,12 +11,14 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     }
     // From here on Ctrl-C stops the demo cleanly, also while the ring's memory is set up (a second or more for its
     // 1.5 GiB on a busy machine): the recording then stops before its first frame and says so.
+    let budget = 1536 << 20
+    // Under a smaller limit the ring would hold less than its window and the demo say otherwise: refused (71).
+    try checkAddressSpaceFits(memoryBudget: budget, command: "the demo", fixed: true)
     installStopHandlers(interruptsWaits: true)
     try prepareFreshStore(directory)
     let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)
     let frameDuration = FrameTime(value: 1, timescale: 60)
     let window: Duration = .seconds(8)
-    let budget = 1536 << 20
     print("rewind demo: synthetic 1080p60 NV12 camera → \(formatSeconds(window)) ring in \(formatBytes(Int64(budget)))")
     print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
 

@@ -382,13 +382,16 @@ let addressSpaceOverhead = 512 << 20
 /// Refuses a `--memory` budget that does not fit with ``addressSpaceOverhead`` under the process's limit on address
 /// space (`ulimit -v`): mappings the rings need would be refused as the recording goes (every frame then dropped),
 /// or an allocation of the Swift runtime, which ends the process with a crash report.
-func checkAddressSpaceFits(memoryBudget: Int, command: String) throws {
+///
+/// - Parameter fixed: the budget is the command's own (the demo's ring), not a `--memory` to give less of.
+func checkAddressSpaceFits(memoryBudget: Int, command: String, fixed: Bool = false) throws {
     guard let limit = System.addressSpaceLimit, memoryBudget > limit - addressSpaceOverhead else { return }
     let advice =
-        limit > addressSpaceOverhead + (1 << 20)
+        limit > addressSpaceOverhead + (1 << 20) && !fixed
         ? "give at most --memory \((limit - addressSpaceOverhead) >> 20)MiB, or raise the limit" : "raise the limit"
     throw CommandError(
-        "--memory \(formatBytes(Int64(memoryBudget))) does not fit in the \(formatBytes(Int64(limit))) of address "
+        (fixed ? "its ring of \(formatBytes(Int64(memoryBudget)))" : "--memory \(formatBytes(Int64(memoryBudget)))")
+            + " does not fit in the \(formatBytes(Int64(limit))) of address "
             + "space this process may use (ulimit -v, systemd's LimitAS=), with about "
             + "\(formatBytes(Int64(addressSpaceOverhead))) for \(command) itself (libraries, thread stacks, heaps); "
             + "\(advice) (ulimit -v unlimited)", status: ExitStatus.systemLimit)

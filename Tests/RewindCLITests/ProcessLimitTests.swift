@@ -383,6 +383,18 @@ struct AddressSpaceLimitTests {
         try Tool.run("/bin/sh", ["-c", "ulimit -v \(kibibytes) && exec \"$0\" \"$@\"", Tool.rewindPath] + arguments)
     }
 
+    /// The demo's ring (1.5 GiB) under a smaller limit is refused up front (71), before its store is touched: it
+    /// ran with a ring of a fraction of its window and said it saved the last seconds from memory.
+    @Test func aDemoWhoseRingTheLimitCannotHoldIsRefused() throws {
+        let directory = try Tool.temporaryDirectory("address")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("demo").path
+        let refused = try limited(600_000, ["demo", "--store", store, "--seconds", "1s"])
+        #expect(refused.status == 71, "\(refused.output)\(refused.stderr)")
+        #expect(refused.stderr.contains("its ring of 1.5 GiB does not fit in the"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store))
+    }
+
     @Test func aBudgetTheLimitCannotHoldIsRefusedAndOneThatFitsRecordsEveryFrame() throws {
         let directory = try Tool.temporaryDirectory("address")
         defer { try? FileManager.default.removeItem(at: directory) }
