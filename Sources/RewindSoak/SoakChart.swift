@@ -97,11 +97,17 @@ public enum SoakChart {
         svg.append(polyline(samples.map { (xWall($0.wallNanoseconds), yBytes($0.ringBytes)) }, "ring", "#9a9a9a", 1))
         svg.append(polyline(samples.map { (xWall($0.wallNanoseconds), yBytes($0.rssBytes)) }, "rss", "#1d4ed8", 1.5))
 
-        // Event markers, labelled with their stream time above the plot, in four staggered rows.
-        for (index, event) in report.events.enumerated() {
+        // Event markers, labelled with their stream time above the plot, in four rows: each label in the first row
+        // where it clears the one before (about 6.6 px a character at 11 px), else where it overlaps least (events
+        // close together in wall time, at max speed).
+        var rowEnds = [Double](repeating: -.infinity, count: 4)
+        for event in report.events.sorted(by: { $0.wallNanoseconds < $1.wallNanoseconds }) {
             let at = xWall(event.wallNanoseconds)
-            let labelY = plot.top - 8 - Double(3 - index % 4) * 14
             let text = "\(SoakEvent.formatTime(event.at)) \(event.event)"
+            let row =
+                rowEnds.firstIndex { $0 + 4 <= at } ?? rowEnds.indices.min { rowEnds[$0] < rowEnds[$1] } ?? 0
+            rowEnds[row] = at + 3 + Double(text.count) * 6.6
+            let labelY = plot.top - 8 - Double(3 - row) * 14
             svg.append(
                 "<g class='event' data-event='\(event.event.escapingMarkup)' stroke='#7b2cbf'>"
                     + "<line x1='\(f(at))' y1='\(f(labelY + 3))' x2='\(f(at))' y2='\(plot.bottom)' stroke-dasharray='2 3'/>"
