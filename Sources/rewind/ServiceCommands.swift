@@ -115,16 +115,21 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         held = MarkerRequest.Hold(
             before: hold ?? arguments.string("hold-before"), after: hold ?? arguments.string("hold-after"))
     }
-    // An unknown stream is a usage error naming the store's streams, as for save and clip.
-    if let name = arguments.string("stream"), name != "all",
-        FileManager.default.fileExists(atPath: directory + "/index.sqlite")
-    {
-        _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
+    // An unknown stream is a usage error naming the store's streams, as for save and clip. The recorder's list
+    // (every stream of its store, recorded or not) first: the index need not be readable (its -wal deleted under
+    // the recorder) for a request the recorder answers.
+    if let name = arguments.string("stream"), name != "all" {
+        let live = try askRecorder({ try ControlClient(directory: directory).streams() })
+        if let live, !live.streams.contains(where: { $0.name == name }) {
+            let names = live.streams.map(\.name).joined(separator: ", ")
+            throw UsageError("--stream: no stream '\(name)' in the store; it has: \(names) (or --stream all)")
+        }
+        if live == nil, FileManager.default.fileExists(atPath: directory + "/index.sqlite") {
+            _ = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: name)
+        }
         // A stream of the store that the running recorder does not record (a camera of an earlier run): a marker
         // needs one being recorded, as a post-roll save does.
-        if let live = try askRecorder({ try ControlClient(directory: directory).streams() }),
-            live.streams.contains(where: { $0.name == name && !$0.recording })
-        {
+        if let live, live.streams.contains(where: { $0.name == name && !$0.recording }) {
             throw CommandError(
                 "the recorder running on \(directory) does not record \(name): a marker needs a recorder recording the "
                     + "stream", status: ExitStatus.unavailable)

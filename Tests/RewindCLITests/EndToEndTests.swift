@@ -342,6 +342,11 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(
             read.stderr.contains("index.sqlite-wal is missing or empty (deleted?) while the recorder writes the index"),
             "\(read.stderr)")
+        // A marker is the recorder's to make: it needs no read of the index.
+        let mark = try Tool.rewind(["mark", "--store", store, "--stream", "camera", "--label", "still"])
+        #expect(mark.status == 0, "\(mark.stderr)")
+        let unknown = try Tool.rewind(["mark", "--store", store, "--stream", "nope", "--label", "x"])
+        #expect(unknown.status == 64 && unknown.stderr.contains("no stream 'nope' in the store; it has: camera"))
         let ended = try recorder.finish(timeout: .seconds(60))
         #expect(ended.status == 0, "\(ended.stderr)")
         #expect(try info(store)["frames"] as? Int == 120)
