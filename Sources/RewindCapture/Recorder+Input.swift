@@ -123,6 +123,9 @@ extension RecorderStream {
         // real time, the next frame is expected that far after it.
         var lastPTS: Int64?
         var lastStep = stream.frameDuration.nanoseconds ?? 0
+        // In real time, the frame times a pause left out (the process stopped, the machine suspended): every later
+        // frame is put that many frames on, where a live camera's frame would have been captured.
+        var pausedFrames: Int64 = 0
         // Where a frame goes when the ring has no slab for it: read (to keep the input in step) and discarded.
         var scratch: [UInt8] = []
         while true {
@@ -149,13 +152,33 @@ extension RecorderStream {
                     break
                 }
             }
-            /// Counts the frame and applies the duration limit and pacing; false ends the loop.
-            func admit(_ info: FrameInfo) -> Bool {
+            /// Counts the frame and applies the duration limit and pacing, moving it on past the pauses before it;
+            /// false ends the loop.
+            func admit(_ info: inout FrameInfo) -> Bool {
                 result.framesRead += 1
-                let pts = info.ptsNanoseconds
+                info = moved(info, by: pausedFrames)
+                var pts = info.ptsNanoseconds
                 let first = firstPTS ?? pts
                 firstPTS = first
-                if let lastPTS { lastStep = pts &- lastPTS }
+                var paused = false
+                if options.pacing == .realtime, let start = startInstant {
+                    // After a pause (the process stopped, the machine suspended) the frames a live camera gave
+                    // meanwhile were never captured: this frame and those after it go where they are captured, a
+                    // whole number of frames on (the stored times and wall-clock queries stay true, and so does
+                    // every other stream's alignment; the hole is an `input interval` gap). The pace goes on from
+                    // now: catching up would burst the frames it is behind on, which the spill stage could only drop.
+                    let late = start.advanced(by: .nanoseconds(pts - first)).duration(to: .now)
+                    let frame = stream.frameDuration.nanoseconds ?? 0
+                    if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2), frame > 0 {
+                        let skipped = late.nanosecondsClamped / frame
+                        pausedFrames += skipped
+                        info = moved(info, by: skipped)
+                        pts = info.ptsNanoseconds
+                        paused = skipped > 0
+                    }
+                }
+                // The next frame is expected a step after this one: the source's, not the pause's.
+                if let lastPTS, !paused { lastStep = pts &- lastPTS }
                 lastPTS = pts
                 if let duration = options.durationNanoseconds, pts - first >= duration {
                     result.framesRead -= 1
@@ -164,8 +187,7 @@ extension RecorderStream {
                 }
                 if options.pacing == .realtime {
                     var start = startInstant ?? ContinuousClock.now
-                    // After a pause (the process stopped, the machine suspended), the pace goes on from now: catching
-                    // up would burst the frames it is behind on, which the spill stage could only drop.
+                    // What a pause left over less than a frame: the pace goes on from now.
                     let late = start.advanced(by: .nanoseconds(pts - first)).duration(to: .now)
                     if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2) {
                         start = start.advanced(by: late)
@@ -190,8 +212,8 @@ extension RecorderStream {
                 break
             }
             if let reserved = reserve() {
-                guard let info = try reserved.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
-                    admit(info)
+                guard var info = try reserved.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
+                    admit(&info)
                 else { break }
                 switch try commit(reserved, info: info) {
                 case .stored: result.framesStored += 1
@@ -200,7 +222,8 @@ extension RecorderStream {
                 progress?(result, info.ptsNanoseconds)
             } else {
                 if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: stream.layout.byteCount) }
-                guard let info = try scratch.withUnsafeMutableBytes({ try source.readFrame(into: $0) }), admit(info)
+                guard var info = try scratch.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
+                    admit(&info)
                 else { break }
                 noteDropped(info)
                 result.framesDropped += 1
@@ -210,4 +233,21 @@ extension RecorderStream {
         return result
     }
 
+    /// `info` moved on by `frames` frame durations, its capture time too; as it is when that does not fit (a source
+    /// whose pts are on another clock than its frame rate's, or beyond 64 bits).
+    private func moved(_ info: FrameInfo, by frames: Int64) -> FrameInfo {
+        let duration = stream.frameDuration
+        guard frames > 0, info.pts.timescale == duration.timescale, let frame = duration.nanoseconds else {
+            return info
+        }
+        let (step, over) = frames.multipliedReportingOverflow(by: duration.value)
+        let (value, beyond) = info.pts.value.addingReportingOverflow(step)
+        let (shift, wide) = frames.multipliedReportingOverflow(by: frame)
+        guard !over, !beyond, !wide,
+            let moved = try? FrameInfo(
+                pts: FrameTime(value: value, timescale: duration.timescale),
+                wallNanoseconds: info.wallNanoseconds.addingSaturating(shift), color: info.color)
+        else { return info }
+        return moved
+    }
 }

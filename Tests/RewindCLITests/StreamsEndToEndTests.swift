@@ -443,6 +443,41 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(try streamInfo(store)["a"]?["frames"] as? Int == 60)
     }
 
+    /// A recorder stopped and continued (Ctrl-Z, SIGSTOP; a machine suspended) in real time puts the frames after
+    /// the pause where they are captured: every stream has an `input interval` gap over the pause, the stored wall
+    /// clock ends when the recording did (a wall-clock clip finds those frames), and `--duration`, stream time,
+    /// counts the pause. The frames were put right after the frames before the pause, as if no time had passed.
+    @Test func framesAfterAPauseAreStoredWhereTheyWereCaptured() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let started = Date()
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30", "--input", "b=synthetic:160x120@15",
+            "--realtime", "--duration", "8s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1.5)
+        kill(recorder.process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 3)
+        kill(recorder.process.processIdentifier, SIGCONT)
+        let ended = try recorder.finish(timeout: .seconds(60))
+        let end = Date()
+        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(
+            end.timeIntervalSince(started) < 11, "the pause counts in the duration: \(end.timeIntervalSince(started))")
+        let streams = try streamInfo(store)
+        for name in ["a", "b"] {
+            let stream = try #require(streams[name])
+            let gaps = (stream["gaps"] as? [[String: Any]] ?? []).filter { $0["reason"] as? String == "input interval" }
+            let longest = gaps.map { ($0["end_ns"] as? Int64 ?? 0) - ($0["start_ns"] as? Int64 ?? 0) }.max() ?? 0
+            #expect(longest >= 2_500_000_000, "\(name): \(gaps)")
+            let lastWall = Double(stream["last_wall_ns"] as? Int64 ?? 0) / 1e9
+            #expect(abs(lastWall - end.timeIntervalSince1970) < 2, "\(name): last frame at \(lastWall), ended \(end)")
+        }
+    }
+
     @Test func aStalledInputEndsAloneOnceTheOthersReachTheirDuration() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
