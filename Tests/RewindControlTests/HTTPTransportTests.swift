@@ -15,40 +15,43 @@ final class RawConnection {
     let fd: Int32
 
     init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
         }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        try #require(connected == 0, "connect to \(path): \(Errno(rawValue: errno))")
-        // A reply that never comes fails the read after 30 s instead of hanging the test.
-        var limit = timeval(tv_sec: 30, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        fd = try Self.connected(to: address, family: AF_UNIX, naming: path)
     }
 
     /// A connection to `port` on 127.0.0.1.
     init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
+        fd = try Self.connected(to: address, family: AF_INET, naming: "port \(port)")
+    }
+
+    /// A stream socket of `family` connected to `address`, whose reads fail after 30 s (a reply that never comes
+    /// fails the test instead of hanging it).
+    private static func connected<Address>(to address: Address, family: Int32, naming name: String) throws -> Int32 {
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var address = address
+        let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                connect(fd, $0, socklen_t(MemoryLayout<Address>.size))
             }
         }
-        try #require(connected == 0, "connect to port \(port): \(Errno(rawValue: errno))")
+        guard result == 0 else {
+            let error = Errno(rawValue: errno)
+            close(fd)
+            try #require(Bool(false), "connect to \(name): \(error)")
+            return -1
+        }
         var limit = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        return fd
     }
 
     deinit { close(fd) }
