@@ -211,7 +211,8 @@ extension RecorderStream {
                 result.endReason = .durationReached
                 break
             }
-            if let reserved = reserve() {
+            var deferredDrop: DeferredDrop?
+            if let reserved = reserve(deferringDrop: &deferredDrop) {
                 guard var info = try reserved.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
                     admit(&info)
                 else { break }
@@ -225,7 +226,7 @@ extension RecorderStream {
                 guard var info = try scratch.withUnsafeMutableBytes({ try source.readFrame(into: $0) }),
                     admit(&info)
                 else { break }
-                noteDropped(info)
+                if let deferredDrop { countDrop(deferredDrop, of: info) }
                 result.framesDropped += 1
                 progress?(result, info.ptsNanoseconds)
             }

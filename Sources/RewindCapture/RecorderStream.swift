@@ -121,11 +121,38 @@ public final class RecorderStream: Sendable {
         return .dropped(.spillBehind)
     }
 
-    /// Notes the frame `info` (as its source gave it) that ``reserve()`` found no room for, once it was read: the
-    /// gap of the drops ends after it.
-    func noteDropped(_ info: FrameInfo) {
-        guard let info = try? mapped(info) else { return }
-        shared.lastDroppedPTS.store(info.ptsNanoseconds, ordering: .relaxed)
+    /// Why ``reserve(deferringDrop:)`` found no room: counted by ``countDrop(_:of:)`` once the frame is read.
+    enum DeferredDrop {
+        case spillBehind
+        case ring(DropReason)
+    }
+
+    /// ``reserve()`` that counts no drop when there is no room, saying why in `drop`: a producer that reserves
+    /// before it reads counts the drop (``countDrop(_:of:)``) only once a whole frame came, so an input that ends,
+    /// cut short or not, loses no frame it never gave.
+    func reserve(deferringDrop drop: inout DeferredDrop?) -> ReservedSlab? {
+        if isSpillBehind {
+            drop = .spillBehind
+            return nil
+        }
+        var reason = DropReason.memoryBudget
+        let slab = ring.reserve(stream.layout, dropReason: &reason, countsDrop: false)
+        if slab == nil { drop = .ring(reason) }
+        return slab
+    }
+
+    /// Counts the frame `info` (as its source gave it) that ``reserve(deferringDrop:)`` found no room for, once it
+    /// was read whole: under `drop`'s reason, the gap of the drops ending after it.
+    func countDrop(_ drop: DeferredDrop, of info: FrameInfo) {
+        let pts = (try? mapped(info))?.ptsNanoseconds
+        switch drop {
+        case .spillBehind:
+            _ = droppedSpillBehind(pts: pts)
+        case .ring(let reason):
+            ring.countDrop(reason)
+            shared.noteDroppedOnArrival(reason.lossReason)
+            if let pts { shared.lastDroppedPTS.store(pts, ordering: .relaxed) }
+        }
     }
 
     /// Whether arriving frames are dropped when the spill stage is behind (`drop-newest`, with a spill stage).

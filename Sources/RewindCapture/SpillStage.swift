@@ -629,10 +629,14 @@ final class SpillLane {
         }
         noteCutBack()
         if let error = noteTailGap() { failure = failure ?? error }
+        // Frames dropped after the last one written keep their own reason up to the last one offered; a failed
+        // input's gap follows them.
+        let drops = noteTrailingDropsGap(recorderTime: recorderTime)
+        if let error = drops.error { failure = failure ?? error }
         if shared.inputFailure.withAnnotatedLock({ $0 }) != nil {
-            if let error = noteInputFailedGap(recorderTime: recorderTime) { failure = failure ?? error }
-        } else if let error = noteTrailingDropsGap(recorderTime: recorderTime) {
-            failure = failure ?? error
+            if let error = noteInputFailedGap(from: drops.end, recorderTime: recorderTime) {
+                failure = failure ?? error
+            }
         }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
@@ -657,35 +661,43 @@ final class SpillLane {
         }
     }
 
-    /// Records the gap of a stream whose input failed: from its last frame to the end of the recording (at least
-    /// one frame time).
-    private func noteInputFailedGap(recorderTime: Int64?) -> (any Error)? {
-        recordGapToEnd(reason: .inputFailed, recorderTime: recorderTime)
+    /// Records the gap of a stream whose input failed: from its last frame (or the end of the drops after it,
+    /// `from`) to the end of the recording (at least one frame time).
+    private func noteInputFailedGap(from: Int64?, recorderTime: Int64?) -> (any Error)? {
+        recordGapToEnd(reason: .inputFailed, recorderTime: recorderTime, from: from).error
     }
 
     /// Records the gap of frames dropped on arrival after the last frame stored (no later frame came to record it
-    /// before): from the last frame written to the end of the recording, with the drops' reason.
-    private func noteTrailingDropsGap(recorderTime: Int64?) -> (any Error)? {
+    /// before): from the last frame written to one frame after the newest one dropped (the frames that were
+    /// offered) when its pts is known, else to the end of the recording, with the drops' reason.
+    ///
+    /// - Returns: where the gap ends (nil when there was none), and the error of recording it.
+    private func noteTrailingDropsGap(recorderTime: Int64?) -> (end: Int64?, error: (any Error)?) {
         let bits = shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed)
-        guard let reason = LossReason.arrivalReason(of: bits) else { return nil }
-        // One frame after the newest frame dropped, when its pts is known: the frames that were offered.
+        guard let reason = LossReason.arrivalReason(of: bits) else { return (nil, nil) }
         let lastDropped = shared.lastDroppedPTS.load(ordering: .relaxed)
         return recordGapToEnd(
             reason: reason, recorderTime: recorderTime, lastLost: lastDropped == .min ? nil : lastDropped)
     }
 
-    /// Records a gap from the last frame written to one frame after `lastLost`, or else to the end of the
-    /// recording (at least one frame time).
-    private func recordGapToEnd(reason: LossReason, recorderTime: Int64?, lastLost: Int64? = nil) -> (any Error)? {
-        guard let start = lastWrittenPTS else { return nil }
-        let frame = max(1, stream.frameDuration.nanoseconds ?? 1)
+    /// Records a gap from the last frame written (or `from`, when later) to one frame after `lastLost`, or else to
+    /// the end of the recording (at least one frame time).
+    ///
+    /// - Returns: where the gap ends, and the error of recording it.
+    private func recordGapToEnd(reason: LossReason, recorderTime: Int64?, lastLost: Int64? = nil, from: Int64? = nil)
+        -> (end: Int64?, error: (any Error)?)
+    {
+        guard let written = lastWrittenPTS else { return (nil, nil) }
+        let start = max(written, from ?? written)
+        // A frame's duration rounded up: the next frame's pts, not a nanosecond short of it (30000/1001 fps).
+        let frame = max(1, stream.frameDuration.nanosecondsRoundedUp ?? 1)
         var end = start.addingSaturating(frame)
         if let lastLost {
             end = max(end, lastLost.addingSaturating(frame))
         } else if let recorderTime, let clock = shared.clock.clock {
             end = max(end, clock.pts(atRecorderTime: recorderTime))
         }
-        return recordGap(start: start, end: end, reason: reason)
+        return (end, recordGap(start: start, end: end, reason: reason))
     }
 
     /// Stores the stream's clock mapping once its first frame decided it (before that frame is written).

@@ -107,10 +107,18 @@ public final class RingStore: Sendable {
 
     /// Reserves a pooled slab like ``reserve(_:)``, and says why when there is none.
     ///
-    /// - Parameter dropReason: set to why the frame is dropped when the result is nil; unchanged otherwise.
-    /// - Returns: the slab, or nil when there is no memory under the budget and policy (counted as a drop).
-    public func reserve(_ layout: FrameLayout, dropReason: inout DropReason) -> ReservedSlab? {
-        makeReservation(layout, dropReason: &dropReason)
+    /// - Parameters:
+    ///   - dropReason: set to why the frame is dropped when the result is nil; unchanged otherwise.
+    ///   - countsDrop: whether a nil result counts the drop now; false leaves it to ``countDrop(_:)`` once the frame
+    ///     proves to be one (a producer that reserves before it reads: an input that ends gives no frame to lose).
+    /// - Returns: the slab, or nil when there is no memory under the budget and policy.
+    public func reserve(_ layout: FrameLayout, dropReason: inout DropReason, countsDrop: Bool = true) -> ReservedSlab? {
+        makeReservation(layout, dropReason: &dropReason, countsDrop: countsDrop)
+    }
+
+    /// Counts a frame dropped for `reason` that a reservation left uncounted (``reserve(_:dropReason:countsDrop:)``).
+    public func countDrop(_ reason: DropReason) {
+        locked { $0.dropped[reason] += 1 }
     }
 
     /// Adds a filled slab to the ring as the newest frame.
@@ -299,11 +307,13 @@ public final class RingStore: Sendable {
 
     /// Finds a slab for `layout`: reuses a free one, maps a new one within the budget, or evicts older frames
     /// as the pin policy allows.
-    private func makeReservation(_ layout: FrameLayout, dropReason: inout DropReason) -> ReservedSlab? {
+    private func makeReservation(_ layout: FrameLayout, dropReason: inout DropReason, countsDrop: Bool = true)
+        -> ReservedSlab?
+    {
         while true {
             let step = decide { state -> ReserveStep in
                 let size = state.pool.slabSize(for: layout.byteCount)
-                if size > state.pool.budget { return state.drop(.memoryBudget) }
+                if size > state.pool.budget { return state.drop(.memoryBudget, counting: countsDrop) }
                 switch state.pool.take(size: size) {
                 case .reuse(let id, let address):
                     return .reserved(id, address)
@@ -313,12 +323,13 @@ public final class RingStore: Sendable {
                     return .unmap(unmaps)
                 case .exhausted:
                     guard let oldest = state.slots.first else {
-                        return state.drop(state.pool.pinnedOutsideBytes > 0 ? .pinnedFrames : .memoryBudget)
+                        return state.drop(
+                            state.pool.pinnedOutsideBytes > 0 ? .pinnedFrames : .memoryBudget, counting: countsDrop)
                     }
                     if state.pool.isPinned(oldest.slab)
                         && (state.configuration.pinPolicy == .dropNewest || state.allPinned)
                     {
-                        return state.drop(.pinnedFrames)
+                        return state.drop(.pinnedFrames, counting: countsDrop)
                     }
                     return .evict(state.removeOldest())
                 }
@@ -436,8 +447,8 @@ struct RingState: ~Copyable {
         return slot
     }
 
-    fileprivate mutating func drop(_ reason: DropReason) -> ReserveStep {
-        dropped[reason] += 1
+    fileprivate mutating func drop(_ reason: DropReason, counting: Bool) -> ReserveStep {
+        if counting { dropped[reason] += 1 }
         return .drop(reason)
     }
 

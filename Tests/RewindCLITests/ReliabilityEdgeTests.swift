@@ -111,22 +111,35 @@ import Testing
             ..<header, with: Data(line.replacingOccurrences(of: "F30:1", with: "F1000000000:1").utf8))
         let fast = directory.appendingPathComponent("fast.y4m")
         try bytes.write(to: fast)
-        for (input, offered) in [("y4m:" + fast.path, 20), ("synthetic:1280x720@240", 240)] {
+        // The same cut inside its 16th frame: 15 whole frames came (a frame cut short is no frame lost).
+        let cut = directory.appendingPathComponent("cut.y4m")
+        let headerBytes = bytes.firstIndex(of: 0x0A)! + 1
+        try bytes.prefix(headerBytes + 15 * (6 + 64 * 48 * 3 / 2) + 1000).write(to: cut)
+        for (input, offered) in [("y4m:" + fast.path, 20), ("y4m:" + cut.path, 15), ("synthetic:1280x720@240", 240)] {
             let store = directory.appendingPathComponent("store-\(offered)").path
             let record = try Tool.rewind(
                 ["record", "--store", store, "--input", input, "--realtime", "--memory", "1384448"]
                     + (offered == 240 ? ["--window", "5ms", "--duration", "1s"] : ["--window", "1ns"]))
-            #expect(record.status == 0, "\(record.stderr)")
+            #expect(record.status == (offered == 15 ? 65 : 0), "\(record.stderr)")
             let object = try info(store)
             let stream = try #require((object["streams"] as? [[String: Any]])?.first)
             let frames = stream["frames"] as? Int ?? 0
             let drops = (stream["drops"] as? [String: Int])?.values.reduce(0, +) ?? -1
             #expect(frames + drops == offered, "\(frames) stored + \(drops) dropped: \(record.output)")
-            let frameNanoseconds: Int64 = offered == 20 ? 1 : 4_166_666
-            let lastOffered = Int64(offered - 1) * frameNanoseconds
-            for gap in stream["gaps"] as? [[String: Any]] ?? [] {
+            let rate: Int64 = offered == 240 ? 240 : 1_000_000_000
+            let (frameNanoseconds, lastOffered) = (1_000_000_000 / rate, Int64(offered - 1) * 1_000_000_000 / rate)
+            let gaps = stream["gaps"] as? [[String: Any]] ?? []
+            let dropped = gaps.filter { $0["reason"] as? String == "spill behind" }
+            for gap in dropped {
                 let end = gap["end_ns"] as? Int64 ?? .max
                 #expect(end <= lastOffered + frameNanoseconds + 1, "\(input): \(gap)")
+            }
+            // A cut input's `input failed` gap follows the drops' gap: it does not swallow them.
+            if offered == 15, !dropped.isEmpty {
+                let failed = gaps.first { $0["reason"] as? String == "input failed" }
+                #expect(
+                    (failed?["start_ns"] as? Int64 ?? -1) >= (dropped.last?["end_ns"] as? Int64 ?? .max),
+                    "\(gaps)")
             }
         }
     }
