@@ -101,7 +101,14 @@ package final class EventHub: Sendable {
     ///   - lastEventID: the id of the last event a client that comes back had: it gets the kept events after it
     ///     first (and `events_lost` for those no longer kept, or `resync` for an id this run never gave).
     package func subscribe(sealedBefore: [String: Int64] = [:], lastEventID: String? = nil) -> EventSubscription {
-        let subscription = EventSubscription(hub: self, sealedBefore: sealedBefore)
+        // A client that comes back gets every `segment` event published after its last event: a seal made before it
+        // came back whose event is published after (up to a second later) is one it missed, not one from before it.
+        let resuming = history.withAnnotatedLock { history in
+            lastEventID.flatMap(number).map { $0 < history.next } ?? false
+        }
+        let published = publishedSeals.withAnnotatedLock { $0 }
+        let subscription = EventSubscription(
+            hub: self, sealedBefore: resuming ? sealedBefore.merging(published) { min($0, $1) } : sealedBefore)
         history.withAnnotatedLock { history in
             if let lastEventID {
                 if let last = number(lastEventID), last < history.next {
@@ -123,6 +130,16 @@ package final class EventHub: Sendable {
             subscribers.withAnnotatedLock { $0[ObjectIdentifier(subscription)] = subscription }
         }
         return subscription
+    }
+
+    /// Each stream's highest sealed segment id whose `segment` event was published (while clients listened): a
+    /// client that comes back gets the events of later seals, however soon after it came they are published.
+    private let publishedSeals = Mutex<[String: Int64]>([:])
+
+    /// Notes that `segment` events are published for `stream`'s seals up to `id`; nil when nobody listens (its
+    /// seals go unpublished until someone does).
+    package func notePublishedSeals(stream: String, upTo id: Int64?) {
+        publishedSeals.withAnnotatedLock { $0[stream] = id }
     }
 
     /// The number of an id of this run (`RUN-NUMBER`, numbered from 1, written without leading zeros; `RUN-0`, before

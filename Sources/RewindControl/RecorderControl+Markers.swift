@@ -476,6 +476,7 @@ struct CounterWatcher: Sendable {
         guard ticks % 4 == 0 || final else { return }
         guard events.count > 0 else {
             seen.highestSealedID = nil
+            events.notePublishedSeals(stream: stream, upTo: nil)
             return
         }
         guard let sealed = try? Self.sealedSegments(of: stream, in: store) else { return }
@@ -492,6 +493,7 @@ struct CounterWatcher: Sendable {
             }
         }
         seen.highestSealedID = max(seen.highestSealedID ?? 0, sealed.last?.id ?? 0)
+        events.notePublishedSeals(stream: stream, upTo: seen.highestSealedID)
     }
 
     /// The sealed segments of `stream` in `store`, by id (the order they were sealed in).

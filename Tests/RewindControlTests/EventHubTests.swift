@@ -110,6 +110,24 @@ import Testing
         }
     }
 
+    /// A client that comes back gets the `segment` events of every seal whose event was not yet published when it
+    /// came (a seal is published up to a second after it happens): its mark is the highest seal published, not
+    /// the highest made, which would filter out a seal made before it came back but published after. A new client
+    /// gets the seals after it came.
+    @Test func aClientBackGetsTheSealsPublishedAfterItCame() {
+        let hub = EventHub()
+        hub.publish("save", ["n": 1])
+        hub.notePublishedSeals(stream: "a", upTo: 5)
+        let back = hub.subscribe(sealedBefore: ["a": 7, "b": 3], lastEventID: "\(hub.run)-1")
+        #expect(back.sealedBefore == ["a": 5, "b": 3])
+        let new = hub.subscribe(sealedBefore: ["a": 7, "b": 3])
+        #expect(new.sealedBefore == ["a": 7, "b": 3])
+        // Nobody listened meanwhile: nothing was published, and the seals as they are now stand.
+        hub.notePublishedSeals(stream: "a", upTo: nil)
+        #expect(hub.subscribe(sealedBefore: ["a": 7], lastEventID: "\(hub.run)-1").sealedBefore == ["a": 7])
+        for subscription in [back, new] { subscription.close() }
+    }
+
     /// Further behind than the hub keeps: `events_lost` with the exact count of those no longer kept, then every
     /// one kept.
     @Test func aClientBackFromFarBehindIsToldWhatIsNoLongerKept() {
