@@ -315,15 +315,38 @@ final class SaveBook: Sendable {
     /// after the range's start, where retention deleted what was recorded since that save before this one took it,
     /// as a `retention` gap from the start to that frame (recorder time).
     static func deletedSinceLastSave(_ streams: [RecorderStream], range: Range<Int64>) -> [GapObject] {
-        streams.compactMap { stream in
+        streams.flatMap { stream -> [GapObject] in
             guard let clock = stream.clock, let store = stream.store,
                 let stored = try? store.summary(streamName: stream.name).firstPTS
-            else { return nil }
+            else { return [] }
+            var deleted: [GapObject] = []
             let kept = clock.recorderTime(ofPTS: min(stored, stream.memoryStatistics.firstPTSNanoseconds ?? stored))
-            guard kept > range.lowerBound else { return nil }
-            return GapObject(
-                stream: stream.name, startNanoseconds: range.lowerBound, endNanoseconds: min(kept, range.upperBound),
-                reason: LossReason.retention.rawValue)
+            if kept > range.lowerBound {
+                deleted.append(
+                    GapObject(
+                        stream: stream.name, startNanoseconds: range.lowerBound,
+                        endNanoseconds: min(kept, range.upperBound), reason: LossReason.retention.rawValue))
+            }
+            // Holes retention left after older frames a hold keeps: its `retention` gap rows within the range.
+            let rows = ((try? store.gaps(streamName: stream.name)) ?? []).filter { $0.reason == .retention }
+            for row in rows {
+                let start = max(clock.recorderTime(ofPTS: row.startNanoseconds), range.lowerBound, kept)
+                var end = min(clock.recorderTime(ofPTS: row.endNanoseconds), range.upperBound)
+                guard start < end else { continue }
+                // To the first frame the recorder still has there (its memory may hold frames the disk lost).
+                var first: Int64?
+                try? ClipSource.recorderStream(stream).frames(in: clock.ptsRange(start..<end)) { view in
+                    first = view.info.ptsNanoseconds
+                    return false
+                }
+                if let first { end = min(end, clock.recorderTime(ofPTS: first)) }
+                guard start < end else { continue }
+                deleted.append(
+                    GapObject(
+                        stream: stream.name, startNanoseconds: start, endNanoseconds: end,
+                        reason: LossReason.retention.rawValue))
+            }
+            return deleted
         }
     }
 

@@ -253,15 +253,26 @@ import Testing
 
     /// Retention deleting frames after the last save before the next `since_last_save` one: the next save says where,
     /// a `retention` gap from its start to the oldest frame left (it went on from there with exit 0, the stretch
-    /// between missed unseen); with nothing deleted, no such gap.
-    @Test func sinceLastSaveSaysWhatRetentionDeletedSinceTheLastSave() throws {
+    /// between missed unseen); with nothing deleted, no such gap. So too when a hold keeps older frames than the
+    /// last save's end (the hole is then behind them: the oldest frame left hid it).
+    @Test(arguments: [false, true]) func sinceLastSaveSaysWhatRetentionDeletedSinceTheLastSave(held: Bool) throws {
         let live = try LiveRecorder.onASmallDisk()
         defer { try? live.finish() }
         let store = try #require(live.recorder.store)
         try waitUntil("the spill wrote every frame") { try store.summary().lastPTS == live.feed.pts(179) }
+        if held {
+            // The oldest stored frames, held: older than the last save's end, and kept.
+            let oldest = Double(try #require(try store.summary().firstPTS)) / 1e9
+            let hold = MarkerRequest.Hold(before: "1ms", after: "100ms")
+            _ = try #require(try live.client.mark(MarkerRequest(label: "keep", at: "\(oldest)s", hold: hold)))
+        }
         let end = try #require(try live.client.save(SaveRequest(last: "100ms", wait: true))).toNanoseconds
         var feed = live.feed
-        while (try store.summary().firstPTS ?? 0) <= end + 500_000_000 {
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        // Until frames half a second past the save's end are stored and those before them deleted.
+        while try source.hasFrames(in: end..<(end + 500_000_000))
+            || !source.hasFrames(in: (end + 500_000_000)..<Int64.max)
+        {
             live.recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: live.recorder)
         }
