@@ -143,14 +143,18 @@ package struct MigrationRunner: Sendable {
         ) STRICT
         """
 
-    /// Refuses a database with tables but no `schema_migrations` (another program dropped it): the migrations
-    /// would run again over tables they made.
+    /// Refuses a database with tables but no record of the migrations that made them (another program dropped or
+    /// emptied `schema_migrations`): the migrations would run again over tables they made.
     private static func checkSchemaIsRecorded(_ connection: SQLiteConnection) throws {
-        let tables = try connection.scalarInt64(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        let tables =
+            try connection.scalarInt64(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                    + "AND name != 'schema_migrations'") ?? 0
+        guard tables > 0 else { return }
         let hasTable = try connection.scalarInt64(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
-        if (tables ?? 0) > 0 && hasTable == 0 { throw MigrationError.unrecordedSchema(path: connection.path) }
+        let rows = hasTable == 1 ? try connection.scalarInt64("SELECT count(*) FROM schema_migrations") ?? 0 : 0
+        if rows == 0 { throw MigrationError.unrecordedSchema(path: connection.path) }
     }
 
     private static func recorded(_ connection: SQLiteConnection) throws -> [AppliedMigration] {
@@ -222,7 +226,7 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
                 "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                 + "\(version - 1)): \(cause)"
         case .unrecordedSchema(let path):
-            return "\(path) has tables but no schema_migrations table saying which schema they are"
+            return "\(path) has tables but no record in schema_migrations of the migrations that made them"
         }
     }
 }

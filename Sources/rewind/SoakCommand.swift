@@ -31,6 +31,14 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     let diskBudget = try arguments.size("disk")!
     let requestedStore = arguments.string("store")
     if let requestedStore {
+        // A recorder's store is never empty: that it runs there is what to say (69, as for record and demo).
+        if SegmentStore.isOpenForRecording(directory: requestedStore)
+            || (try? ControlClient(directory: requestedStore).status()) != nil
+        {
+            throw CommandError(
+                "a recorder is running on '\(requestedStore)'; a soak records into a fresh store: give another --store",
+                status: ExitStatus.unavailable)
+        }
         try checkEmpty(requestedStore)
         if let failure = System.makeParentDirectories(of: requestedStore) {
             throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")

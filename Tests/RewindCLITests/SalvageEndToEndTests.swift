@@ -439,7 +439,10 @@ import Testing
     /// An index whose record of its schema another program changed (a `schema_migrations` row deleted, so the
     /// migration would run again over its own tables; the table dropped) is refused by `record` with the repair to
     /// run, not SQLite's words over a migration's text, and the repair rebuilds it from the segment files.
-    @Test(arguments: ["DELETE FROM schema_migrations WHERE version = 2", "DROP TABLE schema_migrations"])
+    @Test(arguments: [
+        "DELETE FROM schema_migrations WHERE version = 2", "DROP TABLE schema_migrations",
+        "DELETE FROM schema_migrations",
+    ])
     func anIndexWhoseSchemaRecordWasChangedIsRebuiltByTheRepair(edit: String) throws {
         let (directory, store) = try recordedStore(seconds: 1)
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -339,8 +339,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect(result.output.contains("1800 verified bit-exact"), "\(result.output)")
     }
 
-    /// A `--store` whose directories above are missing gets them, as `record` makes them; a demo into a store a
-    /// recorder is recording into is refused as `record` refuses it (69).
+    /// A `--store` whose directories above are missing gets them, as `record` makes them; a soak or a demo into a
+    /// store a recorder is recording into is refused as `record` refuses it (69).
     @Test func aStoreIsMadeWithItsParentsAndOneBeingRecordedIsUnavailable() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -354,6 +354,8 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         ])
         defer { if recorder.process.isRunning { recorder.process.terminate() } }
         try Tool.waitForSocket(of: busy)
+        let soak = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--store", busy])
+        #expect(soak.status == 69 && soak.stderr.contains("a recorder is running on"), "\(soak.stderr)")
         let demo = try Tool.rewind(["demo", "--store", busy, "--seconds", "17ms"])
         #expect(demo.status == 69 && demo.stderr.contains("a recorder is running on"), "\(demo.stderr)")
         recorder.process.interrupt()

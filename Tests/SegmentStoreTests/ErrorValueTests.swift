@@ -82,7 +82,7 @@ import Testing
                 ["/s/i", "0002_x.sql", "version 1", "boom"]
             ),
             (.index(path: "/s/i", problem: .unfinished, detail: ""), ["/s/i", "making was cut short"]),
-            (.index(path: "/s/i", problem: .unrecordedSchema, detail: ""), ["/s/i", "no schema_migrations table"]),
+            (.index(path: "/s/i", problem: .unrecordedSchema, detail: ""), ["/s/i", "no record in schema_migrations"]),
             (.unknownStream("camera"), ["no stream named 'camera'"]),
         ]
         for (error, facts) in cases {

@@ -186,7 +186,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                         ? " (the index's schema_migrations table disagrees with its tables: another program changed "
                             + "it)" : "")
             case .unrecordedSchema:
-                return "\(path) has tables but no schema_migrations table saying which schema they are (another "
+                return
+                    "\(path) has tables but no record in schema_migrations of the migrations that made them (another "
                     + "program changed it)"
             }
         }
