@@ -974,9 +974,20 @@ public final class RecorderControl: Sendable {
             }
         }
         let holding = try sources.contains { source in try source.hasFrames(in: source.clock().ptsRange(from..<end)) }
-        if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
         let namesAll = !target.isStored && (request.stream == nil || request.stream == "all")
         let notRecorded = namesAll ? try storedStreams(withFramesIn: asked) : []
+        if !holding, !notRecorded.isEmpty {
+            // Only streams of the store it does not record have frames there: said, with how to clip them.
+            let names = notRecorded.map { "'\($0)'" }.joined(separator: ", ")
+            throw APIError(
+                .empty,
+                "the streams this recorder records have no frames in [\(formatSeconds(from)), "
+                    + "\(formatSeconds(asked.upperBound))); the store's \(names), which it does not record, "
+                    + (notRecorded.count == 1 ? "has" : "have") + ": clip " + (notRecorded.count == 1 ? "it" : "each")
+                    + " by name (stream \(names.split(separator: ",")[0])), which reads it from the disk; nothing was "
+                    + "written")
+        }
+        if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }
         return try book.add(
             target: target, range: from..<end, format: format, quality: quality, path: path, isClip: true,
             makesDirectory: request.path == nil, notRecorded: notRecorded)

@@ -933,8 +933,8 @@ import Testing
             reaching.stderr.contains("b has frames in the range, and the running recorder does not record it")
                 && reaching.stderr.contains("--stream b --from 0.000s --to 600.000s"), "\(reaching.stderr)")
         // The API's clip of `all` names b under `not_recorded`; one of a alone does not.
-        func apiClip(_ stream: String) throws -> [String: Any] {
-            let body = "{\"stream\":\"\(stream)\",\"from\":\"0s\",\"to\":\"600s\",\"wait\":true}"
+        func apiClip(_ stream: String, to: String = "600s") throws -> [String: Any] {
+            let body = "{\"stream\":\"\(stream)\",\"from\":\"0s\",\"to\":\"\(to)\",\"wait\":true}"
             let answer = try runChecked(
                 "curl",
                 [
@@ -947,6 +947,10 @@ import Testing
         #expect(apiAll["state"] as? String == "done" && apiAll["not_recorded"] as? [String] == ["b"], "\(apiAll)")
         let apiA = try apiClip("a")
         #expect(apiA["state"] as? String == "done" && apiA["not_recorded"] == nil, "\(apiA)")
+        // Over b's frames alone (before a began): the answer names b and how to clip it, not a's span as the store's.
+        let onlyB = try apiClip("all", to: "1s")
+        let message = (onlyB["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains("the store's 'b', which it does not record, has: clip it by name"), "\(onlyB)")
         let postRoll = try Tool.rewind([
             "save", "--store", store, "--stream", "b", "--before", "1s", "--after", "1s", "-o", one,
         ])
