@@ -210,8 +210,6 @@ struct CommandFailure {
             "export .mkv, which keeps each frame's time with no repeats, or clip the parts before and after the gap"
         case .frameTooLarge:
             "export .mkv or .y4m, which take any size"
-        case .intervalTooLongForMP4:
-            "export .mkv, which keeps each frame's time however far apart, or clip the parts before and after the gap"
         default:
             nil
         }

@@ -103,10 +103,10 @@ import Testing
         #expect {
             try writeFrames(seven, layout: stream.layout, to: &refused)
         } throws: { error in
-            guard let error = error as? ExportError, case .intervalTooLongForMP4(_, _, let at) = error.reason else {
-                return false
-            }
-            return at == 33_333_333 && "\(error)".contains("at most 23860.929s")
+            guard let error = error as? ExportError, case .intervalTooLongForMP4(_, _, let after) = error.reason
+            else { return false }
+            return after == 33_333_333 && "\(error)".contains("at most 23860.929s")
+                && "\(error)".contains("export .mkv")
         }
 
         let fast = SyntheticCamera(

@@ -120,7 +120,7 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         /// Two frames (or one frame and its end) `nanoseconds` apart, more than an `.mp4` sample's 32-bit duration
         /// holds at the file's clock (`longest`: 2³¹ − 1 ticks of 90 kHz, about 6 h 37 min; 2.1 s for a stream
         /// faster than 90 kHz, timed to the nanosecond). ffmpeg would squeeze the frames after it together.
-        case intervalTooLongForMP4(nanoseconds: Int64, longest: Int64, at: Int64)
+        case intervalTooLongForMP4(nanoseconds: Int64, longest: Int64, after: Int64?)
         /// Filling a gap at a constant frame rate (`.y4m`) would repeat `frames` frames, `bytes` bytes, where the
         /// file system has `available` bytes free, less what is kept free for recordings.
         case gapTooLarge(frames: Int, bytes: Int64, available: Int64)
@@ -174,10 +174,18 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .frameTooLarge(let width, let height, let limit):
             return "\(width)x\(height) frames cannot be written to .mp4: its H.264 encoder (x264) takes at most "
                 + "\(limit) pixels a side"
-        case .intervalTooLongForMP4(let nanoseconds, let longest, let at):
-            let seconds = { (value: Int64) in String(format: "%.3fs", Double(value) / 1e9) }
-            return "frames \(seconds(nanoseconds)) apart (after pts \(seconds(at))) cannot be timed in .mp4: a "
-                + "sample's duration there may be at most \(seconds(longest)) at its clock"
+        case .intervalTooLongForMP4(let nanoseconds, let longest, let after):
+            // To the nanosecond where the two would read alike at the millisecond.
+            let digits =
+                String(format: "%.3f", Double(nanoseconds) / 1e9) == String(format: "%.3f", Double(longest) / 1e9)
+            let seconds = { (value: Int64) in String(format: digits ? "%.9fs" : "%.3fs", Double(value) / 1e9) }
+            let what =
+                after.map { "frames \(seconds(nanoseconds)) apart (after pts \(seconds($0)))" }
+                ?? "a frame lasting \(seconds(nanoseconds)) (its stream's frame rate)"
+            return
+                "\(what) cannot be timed in .mp4: a sample's duration there may be at most \(seconds(longest)) at its "
+                + "clock; export .mkv, which keeps each frame's time however long"
+                + (after == nil ? "" : ", or clip the parts before and after the gap")
         case .gapTooLarge(let frames, let bytes, let available):
             let fill =
                 "a gap in the range would take \(frames) repeated frames (\(bytes >> 20) MiB) to fill at a constant "

@@ -68,7 +68,8 @@ public final class MP4Exporter: Exporter {
         if let frame = stream.frameDuration.nanoseconds, frame > MP4Exporter.longestInterval(stream) {
             throw ExportError(
                 destination: destination.description,
-                reason: .intervalTooLongForMP4(nanoseconds: frame, longest: MP4Exporter.longestInterval(stream), at: 0))
+                reason: .intervalTooLongForMP4(
+                    nanoseconds: frame, longest: MP4Exporter.longestInterval(stream), after: nil))
         }
         self.stream = stream
         self.destination = destination
@@ -200,7 +201,7 @@ public final class MP4Exporter: Exporter {
             throw ExportError(
                 destination: destination.description,
                 reason: .intervalTooLongForMP4(
-                    nanoseconds: pts - previous, longest: Self.longestInterval(stream), at: previous))
+                    nanoseconds: pts - previous, longest: Self.longestInterval(stream), after: previous))
         }
         _ = try tally.accept(frame)
         previousPTS = pts
