@@ -569,8 +569,9 @@ private func liveExport(
 func lostGapsLine(_ gaps: [GapObject], namingStreams: Bool) -> String? {
     guard !gaps.isEmpty else { return nil }
     let shown = gaps.prefix(5).map { gap in
-        "\(formatSeconds(gap.startNanoseconds)) … \(formatSeconds(gap.endNanoseconds)) ("
-            + (namingStreams ? "\(gap.stream): " : "") + "\(gap.reason))"
+        // To the nanosecond where the two ends would read alike (gaps of tiny frames at high rates).
+        let (start, end) = formatSecondsApart(gap.startNanoseconds, gap.endNanoseconds)
+        return "\(start) … \(end) (" + (namingStreams ? "\(gap.stream): " : "") + "\(gap.reason))"
     }
     return "  the range has \(count(gaps.count, "gap")) where frames were lost: " + shown.joined(separator: ", ")
         + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")

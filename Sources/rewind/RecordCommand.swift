@@ -717,7 +717,7 @@ struct InputStalled: Error, CustomStringConvertible {
     var description: String {
         "input '\(name)' stalled: no frame for \(inputStallTimeout.components.seconds) s "
             + (alone
-                ? "after its --duration had passed on the wall clock (it gives frames slower than their times, or "
+                ? "by the time its --duration had passed on the wall clock (it gives frames slower than their times, or "
                     + "its source stopped sending without closing)"
                 : "after the other inputs ended")
             + "; stream '\(name)' ended there"

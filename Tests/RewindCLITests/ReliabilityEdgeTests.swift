@@ -134,6 +134,16 @@ import Testing
                 let end = gap["end_ns"] as? Int64 ?? .max
                 #expect(end <= lastOffered + frameNanoseconds + 1, "\(input): \(gap)")
             }
+            // The clip's report of the gap tells its ends apart (to the nanosecond: they are nanoseconds apart).
+            if offered == 20, !dropped.isEmpty {
+                let clip = try Tool.rewind([
+                    "clip", "--store", store, "--from", "0s", "--to", "1s", "-o",
+                    directory.appendingPathComponent("fast.mkv").path,
+                ])
+                #expect(
+                    clip.output.contains("where frames were lost: ") && clip.output.contains("ns (spill behind)"),
+                    "\(clip.output)")
+            }
             // A cut input's `input failed` gap follows the drops' gap: it does not swallow them.
             if offered == 15, !dropped.isEmpty {
                 let failed = gaps.first { $0["reason"] as? String == "input failed" }

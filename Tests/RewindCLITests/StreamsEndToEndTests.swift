@@ -519,7 +519,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(ContinuousClock.now - started >= .seconds(5), "the duration passed, and 5 s without a frame")
         #expect(record.status == 1, "\(record.stderr)")
         #expect(
-            record.stderr.contains("no frame for 5 s after its --duration had passed on the wall clock"),
+            record.stderr.contains("no frame for 5 s by the time its --duration had passed on the wall clock"),
             "\(record.stderr)")
         #expect(
             record.output.contains("recorded 10 frames") && record.output.contains("10 durable"), "\(record.output)")
