@@ -89,13 +89,17 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
 /// The streams a save or clip asks for, checked against the store's index before a live recorder is asked (the
 /// index is readable while it records); nil when there is no index yet. `--stream all` to stdout needs `.mkv`.
 private func liveSelection(directory: String, stream: String?, output: String) throws -> StreamSelection? {
-    guard FileManager.default.fileExists(atPath: directory + "/index.sqlite") else { return nil }
+    guard FileManager.default.fileExists(atPath: directory + "/index.sqlite") else {
+        try checkOneRecordedStream(directory: directory, stream: stream)
+        return nil
+    }
     // A recorder without a store (`--spill off`) keeps a clock of its own, unrelated to the times of the streams an
     // earlier run stored in the directory: a request that names no stream of them (none, or `all`) is its.
     if stream == nil || stream == "all",
         let status = try askRecorder({ try ControlClient(directory: directory).status() }),
         status.segments == nil, status.diskBytes == nil
     {
+        try checkOneRecordedStream(directory: directory, stream: stream)
         return nil
     }
     let selection = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: stream)
@@ -105,6 +109,19 @@ private func liveSelection(directory: String, stream: String?, output: String) t
                 + "--stream NAME")
     }
     return selection
+}
+
+/// Without `--stream`, a recorder without a store (`--spill off`) of several streams asks which, as a store of
+/// several does (it would save every stream, under names not given).
+private func checkOneRecordedStream(directory: String, stream: String?) throws {
+    guard stream == nil, let live = try askRecorder({ try ControlClient(directory: directory).streams() }) else {
+        return
+    }
+    let recorded = live.streams.filter(\.recording).map(\.name)
+    guard recorded.count > 1 else { return }
+    throw UsageError(
+        "the recorder records several streams (\(recorded.joined(separator: ", "))): choose one with --stream NAME, "
+            + "or --stream all")
 }
 
 /// The selected streams of the store that a running recorder does not record (a camera of an earlier run), and the

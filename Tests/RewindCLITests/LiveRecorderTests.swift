@@ -694,6 +694,32 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// A storeless recorder of two streams asks which, without `--stream`, as a store of two does (it saved both, to
+    /// names not given); `--stream all` saves both.
+    @Test func aStorelessRecorderOfSeveralStreamsAsksWhichToSave() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@10", "--input", "b=synthetic:96x64@10",
+            "--realtime", "--spill", "off", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let output = directory.appendingPathComponent("saved.y4m").path
+        for command in [["save", "--last", "1s"], ["clip", "--from", "0s", "--to", "1s"]] {
+            let unnamed = try Tool.rewind([command[0], "--store", store, "-o", output] + command.dropFirst())
+            #expect(unnamed.status == 64, "\(command): \(unnamed.output) \(unnamed.stderr)")
+            #expect(unnamed.stderr.contains("the recorder records several streams (a, b): choose one"))
+        }
+        let all = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", output])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("saved.b.y4m").path))
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// `clip --stream all` while the recorded stream has no frame yet (its input sent only its header) and a stored
     /// stream has frames in the range: the command names the stored stream and the clip that exports it, instead of
     /// saying the store holds no frames.
