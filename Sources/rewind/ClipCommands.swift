@@ -569,13 +569,21 @@ private func liveExport(
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
     // A post-roll the recorder could not wait for (it stopped; or, without a store, its memory could not hold the
-    // rest): the file is kept, with what was recorded, and the command says it fell short.
+    // rest): the file is kept, with what was recorded, and the command says it fell short, and why.
     if object.toNanoseconds < started.toNanoseconds {
-        throw CommandError(
+        let status = (try? askRecorder({ try ControlClient(directory: directory).status() })) ?? nil
+        let running = status.map { !$0.stopping } ?? false
+        let cut =
             "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
-                + "\(formatSeconds(started.toNanoseconds)): the recorder stopped (or, without a store, its memory could "
-                + "not hold the rest of the post-roll); the file holds what was recorded",
-            status: ExitStatus.unavailable)
+            + "\(formatSeconds(started.toNanoseconds)): "
+        guard running else {
+            throw CommandError(
+                cut + "the recorder stopped; the file holds what was recorded", status: ExitStatus.unavailable)
+        }
+        throw CommandError(
+            cut + "the recorder, which keeps a save's frames in memory while it waits (it records without a store), "
+                + "had no room for the rest of the post-roll; the file holds what was recorded (give it more --memory, "
+                + "or save less after)")
     }
     return true
 }

@@ -70,9 +70,13 @@ struct CommandFailure {
                 status = ExitStatus.unavailable
                 switch command {
                 case "clip":
-                    advice = "check the recorder's log; 'rewind clip' without a recorder reads the store on disk"
+                    advice =
+                        "check the recorder's log; 'rewind clip' without a recorder reads the store on disk (none, when "
+                        + "it recorded with --spill off: its frames were in its memory only)"
                 case "save":
-                    advice = "check the recorder's log; 'rewind save' without a recorder saves from the store on disk"
+                    advice =
+                        "check the recorder's log; 'rewind save' without a recorder saves from the store on disk (none, "
+                        + "when it recorded with --spill off: its frames were in its memory only)"
                 case "mark", "unmark":
                     advice = "check the recorder's log; 'rewind markers' says whether the change was made"
                 default: advice = "check the recorder's log"

@@ -452,7 +452,32 @@ import Testing
         #expect(saved.status == 69, "\(saved.stderr)")
         #expect(saved.output.contains("saved by the live recorder"), "\(saved.output)")
         #expect(saved.stderr.contains("was cut short at"), "\(saved.stderr)")
+        #expect(saved.stderr.contains("the recorder stopped;"), "\(saved.stderr)")
         #expect(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// A storeless recorder whose memory cannot hold a save's post-roll cuts it short while it goes on recording:
+    /// the client says so, and why, with exit 1 (it blamed a stop that did not happen, with 69).
+    @Test func aPostRollMemoryCannotHoldIsCutShortSayingWhy() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--spill", "off",
+            "--memory", "2MiB", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let path = directory.appendingPathComponent("cut.mkv").path
+        let save = try Tool.rewind(
+            ["save", "--store", store, "--before", "1s", "--after", "10s", "-o", path], timeout: .seconds(60))
+        #expect(save.status == 1, "\(save.output) \(save.stderr)")
+        #expect(save.stderr.contains("was cut short at") && save.stderr.contains("had no room for the rest"))
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(recorder.process.isRunning, "the recorder goes on")
+        recorder.process.terminate()
+        _ = try recorder.finish(timeout: .seconds(60))
     }
 
     /// A client interrupted before the recorder answers (here it is stopped by SIGSTOP, so the client waits on its
