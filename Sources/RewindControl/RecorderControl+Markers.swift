@@ -361,17 +361,34 @@ struct CounterWatcher: Sendable {
         /// The highest id of a sealed segment of the stream seen, while someone listened (nil: nobody did at the
         /// last look, so the next look only notes where it is).
         var highestSealedID: Int64?
+        /// ``SegmentStore/retentionGapChanges(of:)`` at the last look, and the `retention` gap rows as they stood
+        /// (start and end, recorder time): a row new or widened since is sent.
+        var retentionChanges = 0
+        var retentionGaps: Set<[Int64]> = []
     }
 
     init(recorder: Recorder) {
         self.recorder = recorder
         seen = recorder.streams.map { stream in
             let statistics = stream.statistics
-            return Seen(
+            var seen = Seen(
                 stream: stream, drops: statistics.drops.keyedByRawValue, pressure: stream.memoryStatistics.pressure,
                 gaps: statistics.gaps, gapChanges: statistics.gaps + statistics.gapExtensions,
                 lastError: statistics.lastError, inputError: stream.inputError)
+            if let store = recorder.store {
+                seen.retentionChanges = store.retentionGapChanges(of: stream.name)
+                seen.retentionGaps = Self.retentionGaps(of: stream, in: store)
+            }
+            return seen
         }
+    }
+
+    /// The `retention` gap rows of `stream` in `store`, as start and end on the recorder clock.
+    private static func retentionGaps(of stream: RecorderStream, in store: SegmentStore) -> Set<[Int64]> {
+        let clock = stream.clock ?? .identity
+        let rows = ((try? store.gaps(streamName: stream.name)) ?? []).filter { $0.reason == .retention }
+        return Set(
+            rows.map { [clock.recorderTime(ofPTS: $0.startNanoseconds), clock.recorderTime(ofPTS: $0.endNanoseconds)] })
     }
 
     private struct DropsEvent: Encodable {
@@ -470,6 +487,21 @@ struct CounterWatcher: Sendable {
                 }
                 seen.sentGapEnds = sent
             }
+        }
+        // Holes retention left behind held segments (recorded by the store, not the recorder): each new or widened
+        // row sent as it stands.
+        let retentionChanges = store.retentionGapChanges(of: stream)
+        if retentionChanges != seen.retentionChanges {
+            seen.retentionChanges = retentionChanges
+            let now = Self.retentionGaps(of: seen.stream, in: store)
+            for gap in now.subtracting(seen.retentionGaps).sorted(by: { $0[0] < $1[0] }) {
+                events.publish(
+                    "gap",
+                    GapObject(
+                        stream: stream, startNanoseconds: gap[0], endNanoseconds: gap[1],
+                        reason: LossReason.retention.rawValue))
+            }
+            seen.retentionGaps = now
         }
         // Seals, by segment id (a count would miss seals while retention deletes segments): one event each, when it
         // happens. Nobody listening, nothing is read; a client that arrives then gets only seals after it came.

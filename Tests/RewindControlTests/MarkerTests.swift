@@ -219,12 +219,21 @@ import Testing
             body: #"{"label":"kept","at":"\#(newest)ns","hold":{"before":"20ms"}}"#)
         #expect(kept.status == 201, "\(kept.body)")
         // Retention goes on deleting what comes after the kept hold: a hole behind it, where a hold keeps nothing.
+        // Its `retention` gap is an event too (the store records it, not the recorder).
+        let follower = try ExternalTools.Child(
+            try ExternalTools.locate("curl"),
+            ["-sN", "--max-time", "60", "--unix-socket", live.control.socketPath, "http://rewind/v1/events"])
+        defer { if follower.process.isRunning { follower.process.terminate() } }
         live.startProducer()
         var hole: GapRow?
         try waitUntil("retention deleted frames after the kept hold") {
             hole = try store.gaps().first { $0.reason == .retention && $0.startNanoseconds >= newest }
             return hole.map { $0.endNanoseconds - $0.startNanoseconds > 200_000_000 } ?? false
         }
+        Thread.sleep(forTimeInterval: 1)
+        kill(follower.process.processIdentifier, SIGKILL)
+        let followed = try follower.finish()
+        #expect(followed.output.contains("event: gap\ndata: {") && followed.output.contains(#""reason":"retention""#))
         let middle = try #require(hole).startNanoseconds + 100_000_000
         let inHole = try curl(
             live.control.socketPath, "POST", "/v1/markers",

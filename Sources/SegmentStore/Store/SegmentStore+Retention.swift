@@ -260,6 +260,9 @@ extension SegmentStore {
                 }
                 try index.recordGap(
                     GapRow(streamID: streamID, startNanoseconds: start, endNanoseconds: end, reason: .retention))
+                if let name = streams.first(where: { $0.id == streamID })?.name {
+                    retentionGapChangeCounts.withAnnotatedLock { $0[name, default: 0] += 1 }
+                }
             }
             try index.removeGaps(streamID: streamID, startingBefore: oldestLeft)
         }

@@ -44,6 +44,15 @@ public final class SegmentStore: Sendable {
     /// retention keeps room for open segments to grow to it (``openSegmentGrowth(rows:sizes:streams:)``).
     let openSegmentLimits = Mutex<[String: Int]>([:])
     private let decodedFrames = Atomic<Int>(0)
+    /// Retention gap rows recorded or widened since the store opened, by stream name (``retentionGapChanges``).
+    let retentionGapChangeCounts = Mutex<[String: Int]>([:])
+
+    /// How many times retention recorded or widened a `retention` gap row of `stream` since the store opened: a
+    /// watcher that sees it change reads the rows again.
+    public func retentionGapChanges(of stream: String) -> Int {
+        retentionGapChangeCounts.withAnnotatedLock { $0[stream] ?? 0 }
+    }
+
     /// Set when a writer found `segments/` deleted and made it again (``segmentsDirectoryWasMadeAgain``).
     let madeSegmentsDirectoryAgain = Atomic<Bool>(false)
 
