@@ -194,8 +194,11 @@ public enum ClipSource: Sendable {
             func utcOffset(_ seconds: Int64) -> Int64 { zone ?? TimeSpec.localUTCOffsetSeconds(atUTCSeconds: seconds) }
             let localSeconds = firstWall / 1_000_000_000 + utcOffset(firstWall / 1_000_000_000)
             let midnightLocal = (localSeconds - ((localSeconds % 86_400) + 86_400) % 86_400)
-            let midnightUTC = midnightLocal - utcOffset(midnightLocal)
-            return midnightUTC * 1_000_000_000 + sinceMidnight - offset
+            // The local time itself to UTC, at its own offset: on a day daylight saving time begins or ends, 03:00 is
+            // not midnight's offset plus three hours.
+            let local = midnightLocal + sinceMidnight / 1_000_000_000
+            let utc = zone.map { local - $0 } ?? TimeSpec.utcSeconds(ofLocalSeconds: local)
+            return utc * 1_000_000_000 + sinceMidnight % 1_000_000_000 - offset
         }
     }
 }

@@ -278,7 +278,25 @@ public enum TimeSpec: Sendable, Equatable {
         let days = daysFromCivil(year: year, month: month, day: day)
         let localNs = days * 86_400_000_000_000 + clock
         if let offsetSeconds { return localNs - offsetSeconds * 1_000_000_000 }
-        return localNs - localUTCOffsetSeconds(atUTCSeconds: localNs / 1_000_000_000) * 1_000_000_000
+        let seconds = localNs / 1_000_000_000
+        return localNs - (seconds - utcSeconds(ofLocalSeconds: seconds)) * 1_000_000_000
+    }
+
+    /// The UTC moment (seconds since 1970) of the local wall time `local` (seconds since 1970 as if local were UTC):
+    /// less the zone's offset at that moment, not at `local` read as UTC — the two differ for as long as the offset
+    /// around each change of daylight saving time. A local time the change skips takes the offset before it; one it
+    /// repeats, the first.
+    ///
+    /// - Parameter offset: the zone's offset from UTC in seconds at a UTC moment (the local zone by default).
+    package static func utcSeconds(
+        ofLocalSeconds local: Int64, offset: (Int64) -> Int64 = { localUTCOffsetSeconds(atUTCSeconds: $0) }
+    ) -> Int64 {
+        let guess = local - offset(local)
+        let corrected = local - offset(guess)
+        // A moment is the local time when the zone's offset there is what separates them. Both are (a repeated
+        // hour): the first; neither (a skipped one): the later moment, at the offset before the change.
+        let valid = [guess, corrected].filter { local - $0 == offset($0) }
+        return valid.min() ?? max(guess, corrected)
     }
 
     /// Splits a trailing zone (`Z`, `±HH:MM`) off a time: the time and the zone's offset from UTC in seconds (nil
@@ -331,7 +349,7 @@ public enum TimeSpec: Sendable, Equatable {
     }
 
     /// The local zone's offset from UTC in seconds at about the given moment.
-    static func localUTCOffsetSeconds(atUTCSeconds seconds: Int64) -> Int64 {
+    package static func localUTCOffsetSeconds(atUTCSeconds seconds: Int64) -> Int64 {
         var time = time_t(seconds)
         var local = tm()
         guard localtime_r(&time, &local) != nil else { return 0 }

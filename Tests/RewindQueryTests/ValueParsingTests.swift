@@ -173,3 +173,36 @@ import Testing
         }
     }
 }
+
+/// Local times around a change of daylight saving time.
+@Suite struct DaylightSavingTests {
+    /// New York on 2027-03-14: -5 h before 07:00Z, -4 h after; and on 2027-11-07: -4 h before 06:00Z, -5 h after.
+    static func newYork(_ utc: Int64) -> Int64 {
+        let spring: Int64 = 1_805_007_600  // 2027-03-14T07:00:00Z
+        let autumn: Int64 = 1_825_567_200  // 2027-11-07T06:00:00Z
+        return utc >= spring && utc < autumn ? -4 * 3600 : -5 * 3600
+    }
+
+    /// A local time goes to UTC at its own offset, not at the offset of the local time read as UTC (which put
+    /// 03:00 EDT on the day of the change an hour late, and Berlin's 01:59:55 CET an hour early): a repeated time
+    /// takes its first moment, a skipped one the offset before the change.
+    @Test func aLocalTimeTakesTheOffsetOfItsOwnMoment() {
+        let day: Int64 = 1_804_982_400  // 2027-03-14T00:00:00 (as if UTC)
+        func utc(_ hours: Int64, _ minutes: Int64) -> Int64 {
+            TimeSpec.utcSeconds(ofLocalSeconds: day + hours * 3600 + minutes * 60, offset: Self.newYork)
+        }
+        #expect(utc(1, 59) == day + 6 * 3600 + 59 * 60, "01:59 EST is 06:59Z")
+        #expect(utc(3, 0) == day + 7 * 3600, "03:00 EDT is 07:00Z")
+        #expect(utc(2, 30) == day + 7 * 3600 + 30 * 60, "02:30 is skipped: at EST, 07:30Z")
+        let autumn: Int64 = 1_825_545_600  // 2027-11-07T00:00:00 (as if UTC)
+        #expect(
+            TimeSpec.utcSeconds(ofLocalSeconds: autumn + 5400, offset: Self.newYork) == autumn + 5400 + 4 * 3600,
+            "01:30 comes twice: the first, EDT")
+        // Berlin, 2027-03-28: +1 h before 01:00Z, +2 h after.
+        let berlinDay: Int64 = 1_806_192_000  // 2027-03-28T00:00:00 (as if UTC)
+        let berlin = { (utc: Int64) -> Int64 in utc >= berlinDay + 3600 ? 7200 : 3600 }
+        #expect(
+            TimeSpec.utcSeconds(ofLocalSeconds: berlinDay + 7195, offset: berlin) == berlinDay + 3595,
+            "01:59:55 CET is 00:59:55Z")
+    }
+}
