@@ -162,19 +162,22 @@ extension RecorderStream {
                 firstPTS = first
                 var paused = false
                 if options.pacing == .realtime, let start = startInstant {
-                    // After a pause (the process stopped, the machine suspended) the frames a live camera gave
-                    // meanwhile were never captured: this frame and those after it go where they are captured, a
-                    // whole number of frames on (the stored times and wall-clock queries stay true, and so does
-                    // every other stream's alignment; the hole is an `input interval` gap). The pace goes on from
-                    // now: catching up would burst the frames it is behind on, which the spill stage could only drop.
                     let late = start.advanced(by: .nanoseconds(pts - first)).duration(to: .now)
-                    let frame = stream.frameDuration.nanoseconds ?? 0
-                    if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2), frame > 0 {
-                        let skipped = late.nanosecondsClamped / frame
-                        pausedFrames += skipped
+                    if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2) {
+                        // A pause (the process stopped, the machine suspended): the frames a live camera gave
+                        // meanwhile were never captured, so this frame and those after it go where they are
+                        // captured, a whole number of frames on (the stored times and wall-clock queries stay true,
+                        // and so does every other stream's alignment; the hole is an `input interval` gap). The pace
+                        // goes on from now with what is left: catching up would burst the frames it is behind on,
+                        // which the spill stage could only drop.
+                        let frame = stream.frameDuration.nanoseconds ?? 0
+                        let skipped = frame > 0 ? late.nanosecondsClamped / frame : 0
+                        let before = pts
                         info = moved(info, by: skipped)
                         pts = info.ptsNanoseconds
-                        paused = skipped > 0
+                        paused = pts != before
+                        if paused { pausedFrames += skipped }
+                        startInstant = start.advanced(by: late - .nanoseconds(pts - before))
                     }
                 }
                 // The next frame is expected a step after this one: the source's, not the pause's.
@@ -186,12 +189,7 @@ extension RecorderStream {
                     return false
                 }
                 if options.pacing == .realtime {
-                    var start = startInstant ?? ContinuousClock.now
-                    // What a pause left over less than a frame: the pace goes on from now.
-                    let late = start.advanced(by: .nanoseconds(pts - first)).duration(to: .now)
-                    if late > max(RecordLoopOptions.pauseThreshold, .nanoseconds(lastStep) * 2) {
-                        start = start.advanced(by: late)
-                    }
+                    let start = startInstant ?? ContinuousClock.now
                     startInstant = start
                     // However far the next pts lies, a stop ends the wait within 50 ms.
                     guard System.sleep(until: start + .nanoseconds(pts - first), unless: shouldStop) else {

@@ -116,8 +116,7 @@ public final class RecorderStream: Sendable {
     /// when it is known.
     private func droppedSpillBehind(pts: Int64? = nil) -> AppendOutcome {
         shared.droppedSpillBehind.add(1, ordering: .relaxed)
-        shared.noteDroppedOnArrival(.spillBehind)
-        if let pts { shared.lastDroppedPTS.store(pts, ordering: .relaxed) }
+        shared.noteDroppedOnArrival(.spillBehind, pts: pts)
         return .dropped(.spillBehind)
     }
 
@@ -144,14 +143,17 @@ public final class RecorderStream: Sendable {
     /// Counts the frame `info` (as its source gave it) that ``reserve(deferringDrop:)`` found no room for, once it
     /// was read whole: under `drop`'s reason, the gap of the drops ending after it.
     func countDrop(_ drop: DeferredDrop, of info: FrameInfo) {
-        let pts = (try? mapped(info))?.ptsNanoseconds
+        countDrop(drop, pts: (try? mapped(info))?.ptsNanoseconds)
+    }
+
+    /// Counts a frame dropped for `drop`'s reason, at `pts` (stream clock) when it is known.
+    private func countDrop(_ drop: DeferredDrop, pts: Int64?) {
         switch drop {
         case .spillBehind:
             _ = droppedSpillBehind(pts: pts)
         case .ring(let reason):
             ring.countDrop(reason)
-            shared.noteDroppedOnArrival(reason.lossReason)
-            if let pts { shared.lastDroppedPTS.store(pts, ordering: .relaxed) }
+            shared.noteDroppedOnArrival(reason.lossReason, pts: pts)
         }
     }
 
@@ -175,13 +177,9 @@ public final class RecorderStream: Sendable {
     /// - Returns: nil when no memory is available under the policy, or the spill stage is so far behind that the
     ///   frame must be dropped (`dropNewest`); counted as a drop either way.
     public func reserve() -> ReservedSlab? {
-        if isSpillBehind {
-            _ = droppedSpillBehind()
-            return nil
-        }
-        var reason = DropReason.memoryBudget
-        let slab = ring.reserve(stream.layout, dropReason: &reason)
-        if slab == nil { shared.noteDroppedOnArrival(reason.lossReason) }
+        var drop: DeferredDrop?
+        let slab = reserve(deferringDrop: &drop)
+        if let drop { countDrop(drop, pts: nil) }
         return slab
     }
 
@@ -255,8 +253,7 @@ public final class RecorderStream: Sendable {
             shared.newestSequence.store(sequence, ordering: .releasing)
             spill?.wake()
         case .dropped(let reason):
-            shared.noteDroppedOnArrival(reason)
-            shared.lastDroppedPTS.store(pts, ordering: .relaxed)
+            shared.noteDroppedOnArrival(reason, pts: pts)
         }
         return outcome
     }
@@ -594,9 +591,11 @@ final class RecorderShared: Sendable {
         var statistics = RecorderStatistics()
     }
 
-    /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`.
-    func noteDroppedOnArrival(_ reason: LossReason) {
+    /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`, and one after the
+    /// last stored frame ends past it (`pts`, stream clock, when it is known).
+    func noteDroppedOnArrival(_ reason: LossReason, pts: Int64? = nil) {
         arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
+        if let pts { lastDroppedPTS.store(pts, ordering: .relaxed) }
     }
 
     /// Every frame lost so far, by reason: dropped by the ring, dropped on arrival, and lost after acceptance.

@@ -984,7 +984,7 @@ public final class RecorderControl: Sendable {
                 "the streams this recorder records have no frames in [\(formatSeconds(from)), "
                     + "\(formatSeconds(asked.upperBound))); the store's \(names), which it does not record, "
                     + (notRecorded.count == 1 ? "has" : "have") + ": clip " + (notRecorded.count == 1 ? "it" : "each")
-                    + " by name (stream \(names.split(separator: ",")[0])), which reads it from the disk; nothing was "
+                    + " by name (stream '\(notRecorded[0])'), which reads it from the disk; nothing was "
                     + "written")
         }
         if !holding { try sources[0].requireFrames(in: try sources[0].clock().ptsRange(from..<end)) }

@@ -31,24 +31,23 @@ public struct FrameTime: Sendable, Comparable, Hashable, CustomStringConvertible
         return overflow ? nil : FrameTime(value: product, timescale: frameDuration.timescale)
     }
 
-    /// The time in whole nanoseconds, rounded toward positive infinity (a duration that ends at or past the next
-    /// frame's pts, never a nanosecond short of it); nil when it does not fit in `Int64`.
-    public var nanosecondsRoundedUp: Int64? {
-        let wide = Int128(value) * Int128(FrameTime.nanosecondsPerSecond)
-        let divisor = Int128(timescale)
-        var quotient = wide / divisor
-        if wide % divisor != 0 && wide > 0 { quotient += 1 }
-        guard quotient >= Int128(Int64.min), quotient <= Int128(Int64.max) else { return nil }
-        return Int64(quotient)
-    }
-
     /// The time in whole nanoseconds, rounded toward negative infinity; nil when it does not fit in `Int64`
     /// (beyond about ±292 years).
-    public var nanoseconds: Int64? {
+    public var nanoseconds: Int64? { nanoseconds(roundingUp: false) }
+
+    /// The time in whole nanoseconds, rounded toward positive infinity (a duration that ends at or past the next
+    /// frame's pts, never a nanosecond short of it); nil when it does not fit in `Int64`.
+    public var nanosecondsRoundedUp: Int64? { nanoseconds(roundingUp: true) }
+
+    /// The time in whole nanoseconds, rounded down or up; nil when it does not fit in `Int64`.
+    private func nanoseconds(roundingUp: Bool) -> Int64? {
         let wide = Int128(value) * Int128(FrameTime.nanosecondsPerSecond)
         let divisor = Int128(timescale)
         var quotient = wide / divisor
-        if wide % divisor != 0 && wide < 0 { quotient -= 1 }
+        if wide % divisor != 0 {
+            if roundingUp && wide > 0 { quotient += 1 }
+            if !roundingUp && wide < 0 { quotient -= 1 }
+        }
         guard quotient >= Int128(Int64.min), quotient <= Int128(Int64.max) else { return nil }
         return Int64(quotient)
     }

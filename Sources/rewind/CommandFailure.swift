@@ -264,9 +264,7 @@ struct CommandFailure {
                         }
                         // The -shm file says a writer has a -wal that is gone (deleted under a running recorder;
                         // the reader itself may have made an empty one since).
-                        let manager = FileManager.default
-                        let wal = (try? manager.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
-                        if wal == 0, manager.fileExists(atPath: path + "-shm"),
+                        if !SegmentStoreError.hasWAL(path), FileManager.default.fileExists(atPath: path + "-shm"),
                             SegmentStore.isOpenForRecording(directory: directory)
                         {
                             return

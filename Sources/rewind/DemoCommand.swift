@@ -22,9 +22,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     print("rewind demo: synthetic 1080p60 NV12 camera → \(formatSeconds(window)) ring in \(formatBytes(Int64(budget)))")
     print("             with eager spill to \(directory) (LZ4 segments + SQLite index)")
 
-    if let failure = System.makeParentDirectories(of: directory) {
-        throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
-    }
+    try makeStoreParents(directory)
     let store = try SegmentStore.open(directory: directory)
     try markAsDemo(store)
     var camera = SyntheticCamera(layout: layout, frameDuration: frameDuration)
@@ -156,9 +154,7 @@ private func prepareFreshStore(_ directory: String) throws {
     let entries = try manager.contentsOfDirectory(atPath: directory)
     guard !entries.isEmpty else { return }
     // A recorder first: what it made (its token, say) is no stranger's file.
-    if SegmentStore.isOpenForRecording(directory: directory)
-        || (try? ControlClient(directory: directory).status()) != nil
-    {
+    if recorderIsRunning(on: directory) {
         throw CommandError(
             "a recorder is running on '\(directory)'; choose another --store for the demo",
             status: ExitStatus.unavailable)

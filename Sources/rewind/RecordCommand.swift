@@ -336,9 +336,7 @@ private func record(
         try checkStreamsMatch(specs, store: existing, directory: directory)
     }
     // A new store's missing parent directories are made, as the control's socket and the token make them.
-    if configuration.spill != .off, let failure = System.makeParentDirectories(of: directory) {
-        throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
-    }
+    if configuration.spill != .off { try makeStoreParents(directory) }
     let store = configuration.spill == .off ? nil : try SegmentStore.open(directory: directory, options: options)
     let entries = store.map { StoreEntryIdentities(store: $0) }
     if let store {

@@ -32,24 +32,19 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     let requestedStore = arguments.string("store")
     if let requestedStore {
         // A recorder's store is never empty: that it runs there is what to say (69, as for record and demo).
-        if SegmentStore.isOpenForRecording(directory: requestedStore)
-            || (try? ControlClient(directory: requestedStore).status()) != nil
-        {
+        if recorderIsRunning(on: requestedStore) {
             throw CommandError(
                 "a recorder is running on '\(requestedStore)'; a soak records into a fresh store: give another --store",
                 status: ExitStatus.unavailable)
         }
         try checkEmpty(requestedStore)
-        if let failure = System.makeParentDirectories(of: requestedStore) {
-            throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
-        }
+        try makeStoreParents(requestedStore)
     }
     if requestedStore == nil { removeStoresOfEndedSoaks() }
     let directory =
         requestedStore ?? NSTemporaryDirectory() + "rewind-soak-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     // The temporary store's path has the limit a --store has (SQLite opens its index only within 512 bytes).
-    let full = URL(fileURLWithPath: directory).standardizedFileURL.resolvingSymlinksInPath().path
-    if requestedStore == nil && full.utf8.count > SegmentStore.longestDirectoryPath {
+    if requestedStore == nil, let full = tooLongStorePath(directory) {
         throw UsageError(
             "the temporary store \(full) is \(full.utf8.count) bytes long, more than a store's path may be "
                 + "(\(SegmentStore.longestDirectoryPath) bytes): set a shorter TMPDIR, or give --store DIR",

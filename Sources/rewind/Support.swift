@@ -120,8 +120,7 @@ func printJSON(_ object: Any) throws {
 /// - Throws: ``UsageError`` naming what the path is.
 func checkStoreDirectory(_ path: String) throws {
     guard !path.isEmpty else { throw UsageError("--store needs a directory, e.g. --store cam", showsHelp: false) }
-    let full = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
-    if full.utf8.count > SegmentStore.longestDirectoryPath {
+    if let full = tooLongStorePath(path) {
         throw UsageError(
             "--store: the store's full path is \(full.utf8.count) bytes long, and SQLite opens its index only within "
                 + "512 bytes of path: a store directory's full path may be at most "
@@ -169,6 +168,27 @@ private func checkStoreEntries(_ directory: String) throws {
             "'\(path)' is \(kind), where the store keeps \(entry.keeps) (\(entry.isDirectory ? "a directory" : "a file")): "
                 + "move it away\(repair)")
     }
+}
+
+/// `path` in full (absolute, links followed) when it is longer than a store's directory may be
+/// (``SegmentStore/longestDirectoryPath``: SQLite opens the index only within 512 bytes); nil when it is not.
+func tooLongStorePath(_ path: String) -> String? {
+    let full = URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+    return full.utf8.count > SegmentStore.longestDirectoryPath ? full : nil
+}
+
+/// Makes the directories above a new store that are missing (as `mkdir -p` of its parent).
+///
+/// - Throws: ``CommandError`` naming the first that could not be made, and why.
+func makeStoreParents(_ directory: String) throws {
+    if let failure = System.makeParentDirectories(of: directory) {
+        throw CommandError("--store: cannot make \(failure.path), a directory above the store: \(failure.error)")
+    }
+}
+
+/// Whether a recorder records into `directory`: it holds the store's lock, or (`--spill off`) answers on its socket.
+func recorderIsRunning(on directory: String) -> Bool {
+    SegmentStore.isOpenForRecording(directory: directory) || (try? ControlClient(directory: directory).status()) != nil
 }
 
 /// Refuses an `-o` that would overwrite the store's own files (through a symbolic link too): anything in
