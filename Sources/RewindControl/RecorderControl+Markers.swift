@@ -176,22 +176,22 @@ extension RecorderControl {
     }
 
     /// What retention will keep of `holds` of one stream beyond what is stored now: the segments still to be written
-    /// that the holds reach into, whole (retention keeps or deletes whole segments), each the stream's segment size
-    /// (``segmentBytes(of:rate:store:)``) at its stored bytes per nanosecond (``recordingRate(of:store:)``), the open
-    /// one less what it holds already when a hold reaches into that (which the stored part counts). Counting only
-    /// the stretch a hold covers, holds of less than a segment, each fitting by its own bytes, kept more than
-    /// `--disk`, and retention deleted every segment after them as soon as it was sealed.
+    /// that the holds reach into, whole (retention keeps or deletes whole segments), each the size of the stream's
+    /// segments (``segmentBytes(of:pace:store:)``), the open one less what its file holds already when a hold reaches
+    /// into that (which the stored part counts). Counting only the stretch a hold covers, holds of less than a
+    /// segment, each fitting by its own bytes, kept more than `--disk`, and retention deleted every segment after them
+    /// as soon as it was sealed.
     private func bytesToCome(in holds: [Range<Int64>], store: SegmentStore, stream: String) throws -> Int64 {
-        guard let (rate, last) = try recordingRate(of: stream, store: store), rate > 0 else { return 0 }
+        guard let pace = try recordingPace(of: stream, store: store), pace.rate > 0 else { return 0 }
+        let last = pace.last
         let future = holds.filter { $0.upperBound > last }.map { max(last, $0.lowerBound)..<$0.upperBound }
         guard !future.isEmpty else { return 0 }
         // A stream no writer writes (a camera of an earlier run) has nothing more to come.
-        guard let written = segmentBytes(of: stream, rate: rate, store: store), written > 0 else { return 0 }
-        let segment = Double(written)
+        guard let written = segmentBytes(of: stream, pace: pace, store: store), written.bytes > 0 else { return 0 }
         // Segments counted from the open one (0), each `span` nanoseconds long.
         let open = try store.segments(streamName: stream).last { $0.state == .open }
         let start = open?.firstPTS ?? last
-        let span = segment / rate
+        let span = written.span
         let indices = future.map { stretch in
             (
                 (Double(stretch.lowerBound - start) / span).rounded(.down),
@@ -204,68 +204,92 @@ extension RecorderControl {
             segments += high - max(low, reached + 1) + 1
             reached = high
         }
-        var bytes = segments * segment
-        // The open segment's frames so far are stored bytes, which a hold reaching into them counts already.
+        var bytes = segments * Double(written.bytes)
+        // The open segment's file so far is stored bytes, which a hold reaching into its frames counts already.
         if let open, let first = open.firstPTS, indices.contains(where: { $0.0 <= 0 }),
             holds.contains(where: { $0.lowerBound <= last && $0.upperBound > first })
         {
-            bytes -= Double(open.storedBytes)
+            bytes -= Double(store.fileBytes(of: open))
         }
         return Int64(min(max(0, bytes), 1e18))
     }
 
-    /// What one segment of `stream` takes on disk: the store's segment duration at `rate`, at most the size its
-    /// segments are sealed at (``SegmentStore/segmentSealBytes(ofStream:)``); nil when the stream has no writer.
-    private func segmentBytes(of stream: String, rate: Double, store: SegmentStore) -> Int64? {
-        guard let largest = store.segmentSealBytes(ofStream: stream) else { return nil }
-        return Int64(min(rate * Double(store.options.segmentMaxNanoseconds), Double(largest)).rounded(.up))
+    /// How fast a stream fills the disk: its segment files' bytes per nanosecond of the frames they hold, the time
+    /// from one frame to the next, and the pts from which it is still to be written.
+    struct RecordingPace {
+        var rate: Double
+        var interval: Double
+        var last: Int64
     }
 
-    /// The bytes per nanosecond a stream takes on disk, and the pts from which it is still to be written: the stored
-    /// bytes per nanosecond of its newest segments (their own spans: the store's first and last frames would span
-    /// what retention deleted between holds, and the rate fall with each deletion); before the index has two frames
-    /// of it (the spill stage commits its rows in batches), the ring's raw bytes per nanosecond, which stored frames
-    /// never exceed by much. Nil before either can say.
-    private func recordingRate(of stream: String, store: SegmentStore) throws -> (rate: Double, last: Int64)? {
+    /// What one segment of `stream` takes on disk, and how long it spans: the frames that start within the store's
+    /// segment duration, whole (at 30 fps a 250 ms segment holds 8 frames, not 7.5), or, when that is more, the size
+    /// its segments are sealed at (``SegmentStore/segmentSealBytes(ofStream:)``) and the frame that takes the file
+    /// past it; nil when the stream has no writer. Reserves and holds counted by the fractional duration fell short
+    /// by a frame per segment, and at the stop retention deleted a held stream's last segments to stay in budget.
+    private func segmentBytes(of stream: String, pace: RecordingPace, store: SegmentStore)
+        -> (bytes: Int64, span: Double)?
+    {
+        guard let largest = store.segmentSealBytes(ofStream: stream) else { return nil }
+        let duration = Double(store.options.segmentMaxNanoseconds)
+        guard pace.interval > 0 else {
+            let bytes = min(pace.rate * duration, Double(largest))
+            return (Int64(bytes.rounded(.up)), bytes / pace.rate)
+        }
+        let frame = pace.rate * pace.interval
+        let frames = min((duration / pace.interval).rounded(.up), Double(store.options.segmentMaxFrames))
+        // Frames to come differ from those stored (a few tenths of a percent from segment to segment in a steady
+        // scene, more when it changes): a sixteenth more than the newest segments' fastest rate.
+        let bytes = min(frames * frame * 17 / 16, Double(largest) + frame)
+        return (Int64(min(bytes.rounded(.up), 1e18)), bytes / pace.rate)
+    }
+
+    /// How fast `stream` fills the disk (``RecordingPace``): the file bytes per nanosecond of the fastest of its
+    /// newest segments (each over its own span: the store's first and last frames would span what retention deleted
+    /// between holds, and the rate fall with each deletion); before the index has two frames of it (the spill stage commits its rows in
+    /// batches), the ring's raw bytes per nanosecond and a frame record's headers, which stored frames never exceed
+    /// by much. Nil before either can say.
+    private func recordingPace(of stream: String, store: SegmentStore) throws -> RecordingPace? {
         let summary = try store.summary(streamName: stream)
         if let newest = summary.lastPTS {
-            var bytes: Int64 = 0
-            var span: Double = 0
+            var rate: Double = 0
+            var (covered, intervals): (Double, Double) = (0, 0)
             let recent = try store.segments(streamName: stream).filter { $0.frameCount > 1 }
                 .sorted { ($0.lastPTS ?? 0) < ($1.lastPTS ?? 0) }.suffix(4)
             for segment in recent {
                 guard let first = segment.firstPTS, let last = segment.lastPTS, last > first else { continue }
-                bytes += segment.storedBytes
                 // Its frames cover one frame more than first to last.
-                span += Double(last - first) * Double(segment.frameCount) / Double(segment.frameCount - 1)
+                let span = Double(last - first) * Double(segment.frameCount) / Double(segment.frameCount - 1)
+                rate = max(rate, Double(store.fileBytes(of: segment)) / span)
+                covered += Double(last - first)
+                intervals += Double(segment.frameCount - 1)
             }
-            if span > 0 { return (Double(bytes) / span, newest) }
+            if rate > 0 { return RecordingPace(rate: rate, interval: covered / intervals, last: newest) }
         }
         if let memory = recorder.streams.first(where: { $0.name == stream })?.memoryStatistics,
             let first = memory.firstPTSNanoseconds, let newest = memory.lastPTSNanoseconds, newest > first,
             memory.frames > 1
         {
             // The ring's slab bytes cover `frames` frames; its pts span, one frame fewer.
-            let rate =
-                Double(memory.bytesInRing) * Double(memory.frames - 1) / Double(memory.frames)
-                / Double(newest - first)
-            return (rate, summary.lastPTS ?? first)
+            let interval = Double(newest - first) / Double(memory.frames - 1)
+            let record = SegmentFormat.recordHeaderLength + SegmentFormat.footerEntryLength
+            let rate = (Double(memory.bytesInRing) / Double(memory.frames) + Double(record)) / interval
+            return RecordingPace(rate: rate, interval: interval, last: summary.lastPTS ?? first)
         }
         return nil
     }
 
     /// The disk every stream the recorder records keeps for itself, whatever the holds take: two segments of it (the
-    /// one being written and the last one sealed; each the store's segment duration at the stream's rate, at most
-    /// the size its segments are sealed at, ``SegmentStore/segmentSealBytes(ofStream:)``), so that holds of one
+    /// one being written and the last one sealed, each ``segmentBytes(of:pace:store:)``), so that holds of one
     /// stream, each fitting when it was made, cannot leave retention deleting every other stream's frames as soon as
     /// their segments are sealed.
     func recordingReserve(store: SegmentStore) throws -> Int64 {
         var reserve: Int64 = 0
         for stream in recorder.streams {
-            guard let (rate, _) = try recordingRate(of: stream.name, store: store),
-                let segment = segmentBytes(of: stream.name, rate: rate, store: store)
+            guard let pace = try recordingPace(of: stream.name, store: store),
+                let segment = segmentBytes(of: stream.name, pace: pace, store: store)
             else { continue }
-            reserve += 2 * segment
+            reserve += 2 * segment.bytes
         }
         return reserve
     }

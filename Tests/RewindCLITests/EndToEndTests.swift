@@ -849,17 +849,6 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(record.stderr.contains("give a --min-free below the free space"), "\(record.stderr)")
         let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
         #expect((info as? [String: Any])?["frames"] as? Int == 60, "the first recording is whole")
-        // A new store keeps 4 MiB for its index beside the floor: a floor within that of the free space is refused
-        // too (it was taken, and retention then deleted every frame).
-        let fresh = directory.appendingPathComponent("fresh").path
-        try #require(statvfs(directory.path, &space) == 0)
-        let nowFree = Int64(space.f_bavail) * Int64(space.f_frsize)
-        let near = try Tool.rewind([
-            "record", "--store", fresh, "--input", "synthetic:160x120@30", "--duration", "1s",
-            "--min-free", "\(nowFree - (1 << 20))",
-        ])
-        #expect(near.status == 64, "\(near.output) \(near.stderr)")
-        #expect(near.stderr.contains("and 4.0 MiB more for the index"), "\(near.stderr)")
     }
 
     /// The same when a hold keeps older frames of the stream: the store still holds frames, but none of this

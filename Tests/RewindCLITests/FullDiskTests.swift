@@ -63,6 +63,26 @@ struct FullDiskTests {
         }
     }
 
+    /// A new store keeps 4 MiB for its index beside the floor: a `--min-free` within that of the free space is
+    /// refused up front (it was taken, and retention then deleted every frame). On a tmpfs of its own, so no other
+    /// program's files change the free space between the measure and the recorder's check.
+    @Test func aFloorWithinTheIndexsRoomOfTheFreeSpaceIsRefused() throws {
+        let directory = try Tool.temporaryDirectory("near-floor")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "64m") { disk in
+            var space = statvfs()
+            try #require(statvfs(disk, &space) == 0)
+            let free = Int64(space.f_bavail) * Int64(space.f_frsize)
+            let near = try Tool.rewind([
+                "record", "--store", disk + "/store", "--input", "synthetic:160x120@30", "--duration", "1s",
+                "--min-free", "\(free - (1 << 20))",
+            ])
+            #expect(near.status == 64, "\(near.output) \(near.stderr)")
+            #expect(near.stderr.contains("and 4.0 MiB more for the index"), "\(near.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: disk + "/store/index.sqlite"), "refused before making it")
+        }
+    }
+
     /// A floor that deleting the store's segments reaches, but only just (8 KiB short of the free space plus the
     /// files): the earlier recording goes, as the floor asks, and so does each segment of the new one; the run exits
     /// 1 naming the floor and advising one below the free space.

@@ -830,6 +830,41 @@ import Testing
         #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
     }
 
+    /// The two segments a recorded stream keeps for itself beside holds are counted as the files take them: whole
+    /// frames (at 30 fps a 250 ms segment holds 8 frames, not 7.5) with their headers. Counted by the fractional
+    /// duration and the frames' payload alone, they came a frame short each, so a hold admitted near the budget made
+    /// retention delete a held stream's last segments at the stop.
+    @Test func theSegmentsKeptBesideHoldsAreCountedAsTheFilesTakeThem() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "3s",
+            "--segment", "250ms", "--disk", "3MiB",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let mark = try Tool.rewind(["mark", "--store", store, "--label", "all", "--hold-after", "600s"])
+        #expect(mark.status == 1, "\(mark.output) \(mark.stderr)")
+        let words = "less the "
+        let found = try #require(mark.stderr.range(of: words), "\(mark.stderr)")
+        let reserve = try #require(Int64(mark.stderr[found.upperBound...].prefix { $0.isNumber }), "\(mark.stderr)")
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+        // Every sealed segment but the last (cut short at the stop) is 8 frames: two of them fit in the reserve.
+        let rows = try runChecked(
+            "sqlite3", ["-readonly", store + "/index.sqlite", "SELECT file_name, frame_count FROM segments ORDER BY id"]
+        ).output.split(separator: "\n").map { $0.split(separator: "|") }
+        let whole = rows.dropLast().filter { $0.count == 2 && $0[1] == "8" }
+        try #require(whole.count >= 4, "\(rows)")
+        let largest = try whole.map { row in
+            try #require(
+                (try FileManager.default.attributesOfItem(atPath: store + "/segments/\(row[0])")[.size] as? NSNumber)?
+                    .int64Value)
+        }.max() ?? 0
+        #expect(reserve >= 2 * largest, "the reserve \(reserve) holds two segments of \(largest) bytes")
+    }
+
     /// A hold near `--disk` and a recording that stops: the streams seal their last segments in turn, and the room
     /// kept for the segments not sealed yet no longer takes each stream's last full segment (one stream ended with
     /// four frames after its retention gap, and both lost their last full 250 ms, with the files under budget).

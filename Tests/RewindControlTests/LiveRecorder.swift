@@ -113,10 +113,11 @@ final class LiveRecorder: @unchecked Sendable {
 
     var client: ControlClient { ControlClient(directory: directory) }
 
-    /// A recorder whose disk budget (200 KiB, segments of 250 ms) makes retention delete frames as it records.
+    /// A recorder whose disk budget (256 KiB, segments of 250 ms of about 72 KB) makes retention delete frames as
+    /// it records, with room for a held segment beside the two the stream keeps for itself.
     static func onASmallDisk() throws -> LiveRecorder {
         var options = StoreOptions()
-        options.diskBudget = 200 << 10
+        options.diskBudget = 256 << 10
         options.segmentMaxDuration = .milliseconds(250)
         return try LiveRecorder(options: options)
     }

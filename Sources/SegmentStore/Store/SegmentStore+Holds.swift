@@ -133,7 +133,8 @@ extension SegmentStore {
         }
     }
 
-    /// The bytes of sealed and open segment files of `streamName` overlapping any of `ranges`: what holds keep.
+    /// The bytes of sealed and open segment files of `streamName` overlapping any of `ranges`: what holds keep, as
+    /// retention counts them (the files' sizes, headers and all: ``fileBytes(of:)``).
     ///
     /// - Throws: index errors.
     public func heldBytes(streamName: String, ranges: [Range<Int64>]) throws -> Int64 {
@@ -142,7 +143,7 @@ extension SegmentStore {
             return try index.segments(streamID: id).filter { row in
                 guard row.state != .deleting, let first = row.firstPTS, let last = row.lastPTS else { return false }
                 return ranges.contains { $0.overlaps(first...last) }
-            }.reduce(0) { $0 + $1.storedBytes }
+            }.reduce(0) { $0 + fileBytes(of: $1) }
         }
     }
 }

@@ -192,6 +192,13 @@ extension SegmentStore {
         }
     }
 
+    /// What the file of segment `row` takes on disk now, headers, frame records and footer included (what retention
+    /// counts against ``StoreOptions/diskBudget``; about 80 bytes a frame more than its `stored_bytes`); its frames'
+    /// stored bytes when the file cannot be read.
+    public func fileBytes(of row: SegmentRow) -> Int64 {
+        fileSystem.fileBytes(segmentsDirectory + "/" + row.fileName) ?? row.storedBytes
+    }
+
     /// The most bytes the segment files can take, the bound that holds must fit within: the disk budget
     /// (``StoreOptions/diskBudget``), or, with retention by free space alone (``StoreOptions/minimumFreeBytes``), the
     /// files' bytes now plus what the file system has free above the floor and the index's room; nil with neither
