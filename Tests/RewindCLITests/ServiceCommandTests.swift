@@ -853,15 +853,17 @@ import Testing
         #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
         // Every sealed segment but the last (cut short at the stop) is 8 frames: two of them fit in the reserve.
         let rows = try runChecked(
-            "sqlite3", ["-readonly", store + "/index.sqlite", "SELECT file_name, frame_count FROM segments ORDER BY id"]
+            "sqlite3",
+            ["-readonly", store + "/index.sqlite", "SELECT file_name, frame_count FROM segments ORDER BY id"]
         ).output.split(separator: "\n").map { $0.split(separator: "|") }
         let whole = rows.dropLast().filter { $0.count == 2 && $0[1] == "8" }
         try #require(whole.count >= 4, "\(rows)")
-        let largest = try whole.map { row in
-            try #require(
-                (try FileManager.default.attributesOfItem(atPath: store + "/segments/\(row[0])")[.size] as? NSNumber)?
-                    .int64Value)
-        }.max() ?? 0
+        let sizes = try whole.map { row in
+            let path = store + "/segments/\(row[0])"
+            let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber
+            return try #require(size?.int64Value, "\(path)")
+        }
+        let largest = sizes.max() ?? 0
         #expect(reserve >= 2 * largest, "the reserve \(reserve) holds two segments of \(largest) bytes")
     }
 
