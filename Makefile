@@ -1,7 +1,7 @@
 # Two commands set everything up: `make demo` and `make test`. Each installs what is missing first.
 SWIFT ?= swift
 APT_PACKAGES := libsqlite3-dev liblz4-dev libturbojpeg0-dev zlib1g-dev libmicrohttpd-dev pkg-config ffmpeg lz4 sqlite3 \
-	systemd curl chromium chromium-driver python3-selenium python3-venv
+	systemd curl chromium chromium-driver python3-selenium python3-venv faketime
 SWIFT_FORMAT_PATHS := Package.swift Sources Tests Migrations
 PREFIX ?= /usr/local
 BINDIR := $(PREFIX)/bin

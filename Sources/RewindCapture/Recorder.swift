@@ -161,12 +161,14 @@ public final class Recorder: Sendable {
     ///     ``RecorderConfiguration/streamName`` is not used.
     /// - Throws: when the store cannot make a writer for a stream (e.g. a stream of that name with another layout
     ///   exists: ``StoreIndexError/streamDescriptionMismatch(name:stored:requested:)``), or cannot read its index;
-    ///   ``ThreadStartFailed`` when the system refuses the spill thread.
+    ///   ``ThreadStartFailed`` when the system refuses the spill thread;
+    ///   ``RecorderError/wallClockOutOfRange(seconds:)`` when the system clock reads before 1970 or after 2199.
     public init(streams specs: [RecorderStreamSpec], store: SegmentStore?, configuration: RecorderConfiguration) throws
     {
         precondition(!specs.isEmpty, "a recorder needs at least one stream")
         precondition(Set(specs.map(\.name)).count == specs.count, "stream names must be unique")
         precondition(configuration.spill == .off || store != nil, "spill \(configuration.spill) needs a store")
+        try RecorderError.checkWallClock()
         self.configuration = configuration
         let store = configuration.spill == .off ? nil : store
         self.store = store

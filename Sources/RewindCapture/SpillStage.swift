@@ -711,16 +711,40 @@ final class SpillLane {
     }
 }
 
-/// Why a recorder could not finish cleanly.
+/// Why a recorder could not start or finish cleanly.
 public enum RecorderError: Error, Sendable, CustomStringConvertible {
     /// The final sync, seal or drop counters failed; `cause` is the store's error (a ``SegmentStoreError`` such as
     /// `diskFull`, or a ``StoreIndexError``). Frames durable before it stay.
     case finishFailed(cause: any Error)
 
+    /// The system clock reads `seconds` since 1970, outside ``System/recordableWallSeconds``: wall times would not
+    /// fit the 64-bit nanoseconds the store keeps (a clock reset before 1970, or set centuries ahead).
+    case wallClockOutOfRange(seconds: Int64)
+
     /// The failure in words, with the store's error after it (`could not finish writing: …`).
     public var description: String {
         switch self {
         case .finishFailed(let cause): "could not finish writing: \(cause)"
+        case .wallClockOutOfRange(let seconds):
+            "the system clock reads \(Self.utcText(seconds: seconds)), outside the years 1970 to 2199 a recording's "
+                + "wall times can be kept for"
         }
+    }
+
+    /// Throws ``wallClockOutOfRange(seconds:)`` when the system clock reads a time a recording cannot keep: every
+    /// recorder checks it, and the commands before they make anything on disk.
+    public static func checkWallClock() throws(RecorderError) {
+        let wall = System.wallClockSeconds()
+        guard System.recordableWallSeconds.contains(wall) else { throw .wallClockOutOfRange(seconds: wall) }
+    }
+
+    /// `2263-01-01 00:00:00 UTC` for any second since 1970 the system clock can read.
+    private static func utcText(seconds: Int64) -> String {
+        var time = time_t(seconds)
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return "\(seconds) s after 1970" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(Int64(parts.tm_year) + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) UTC"
     }
 }

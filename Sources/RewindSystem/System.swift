@@ -181,10 +181,26 @@ public enum System {
     /// async-signal-safe).
     public static func monotonicNanoseconds() -> Int64 { nanoseconds(of: CLOCK_MONOTONIC) }
 
+    /// The wall-clock time now in whole seconds since 1970, whatever year the system clock reads.
+    public static func wallClockSeconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec)
+    }
+
+    /// The wall-clock seconds a recorder records at: 1970 to the end of 2199. Times are kept as nanoseconds since
+    /// 1970 in 64 bits, which end in April 2262; the years after 2199 are room for the times a recording adds.
+    public static let recordableWallSeconds: ClosedRange<Int64> = 0...7_258_118_399
+
+    /// `clock` now in nanoseconds, held at the ends of 64 bits (a wall clock set past 2262 or before 1677 reads as
+    /// those ends instead of trapping).
     private static func nanoseconds(of clock: clockid_t) -> Int64 {
         var now = timespec()
         clock_gettime(clock, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        let (whole, overflow) = Int64(now.tv_sec).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return now.tv_sec < 0 ? .min : .max }
+        let (sum, past) = whole.addingReportingOverflow(Int64(now.tv_nsec))
+        return past ? .max : sum
     }
 
     /// Sleeps for `duration`, resuming after signals until all of it has passed. Negative durations return at once.

@@ -141,6 +141,9 @@ struct CommandFailure {
         case let error as RecorderError:
             switch error {
             case .finishFailed(let cause): advice = CommandFailure(cause, command: command).advice
+            case .wallClockOutOfRange:
+                status = ExitStatus.systemLimit
+                advice = "set the system clock to the date (date -s, or timedatectl set-ntp true) and record again"
             }
         default:
             // Another recorder holds the store: the service is taken, as when its socket or port is (69).

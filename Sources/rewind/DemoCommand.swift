@@ -14,6 +14,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let budget = 1536 << 20
     // Under a smaller limit the ring would hold less than its window and the demo say otherwise: refused (71).
     try checkAddressSpaceFits(memoryBudget: budget, command: "the demo", fixed: true)
+    try RecorderError.checkWallClock()
     installStopHandlers(interruptsWaits: true)
     try prepareFreshStore(directory)
     let layout = try FrameLayout(format: .nv12, width: 1920, height: 1080)

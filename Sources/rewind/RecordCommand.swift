@@ -121,6 +121,7 @@ private final class SourceBox: @unchecked Sendable {
 
 func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
+    try RecorderError.checkWallClock()
     let inputs = try NamedInput.parse(arguments.strings("input"), defaultName: arguments.string("stream") ?? "camera")
     if arguments.isGiven("stream"), let stream = arguments.string("stream"),
         inputs.allSatisfy({ $0.argument.hasPrefix($0.name + "=") })

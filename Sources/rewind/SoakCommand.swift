@@ -7,6 +7,7 @@ import RewindSoak
 /// 1 when one failed (named on stderr), 64 for usage errors.
 func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     let duration = try arguments.duration("duration")!
+    try RecorderError.checkWallClock()
     let (width, height) = try arguments.convert("size") { text throws(ValueError) in try Values.dimensions(text) }!
     let frameDuration = try arguments.convert("fps") { text throws(ValueError) in try Values.frameRate(text) }!
     let noiseText = arguments.string("noise")!

@@ -228,11 +228,7 @@ public struct Y4MReader: FrameSource {
     private static let frameMarker = Array("FRAME".utf8)
     private static let plainFrameLine = Array("FRAME\n".utf8)
 
-    static func nowNanoseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
+    static func nowNanoseconds() -> Int64 { System.wallClockNanoseconds() }
 }
 
 /// The parsed header line of a YUV4MPEG2 stream.

@@ -168,17 +168,12 @@ final class WorkerPool: @unchecked Sendable {
 func watch(for nanoseconds: UInt64, until condition: () -> Bool) -> Bool {
     if condition() { return true }
     if nanoseconds == 0 { return false }
-    func now() -> UInt64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-    }
-    let start = now()
+    let start = System.monotonicNanoseconds()
     var checks = 0
     while !condition() {
         checks &+= 1
         if checks & 63 == 0 {
-            if now() - start > nanoseconds { return false }
+            if UInt64(clamping: System.monotonicNanoseconds() &- start) > nanoseconds { return false }
             sched_yield()
         }
     }

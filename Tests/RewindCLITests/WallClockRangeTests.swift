@@ -1,0 +1,55 @@
+import Foundation
+import RewindTesting
+import Testing
+
+/// A system clock a recording cannot keep times at (before 1970, after 2199: wall times are 64-bit nanoseconds since
+/// 1970) is refused before anything is made on disk (71, saying what the clock reads and to set it), where the
+/// recorder trapped on an overflow; the last years it takes record as any other. The clock is set for the one
+/// process by `faketime`.
+@Suite(.timeLimit(.minutes(15)))
+struct WallClockRangeTests {
+    /// Runs `rewind` with `arguments` under `faketime` at `time` (UTC).
+    private func rewind(at time: String, _ arguments: [String]) throws -> ToolResult {
+        try Tool.run(
+            try Tool.path(of: "faketime"), [time, Tool.rewindPath] + arguments, environment: ["TZ": "UTC"],
+            timeout: .seconds(120))
+    }
+
+    @Test(arguments: [
+        ("1969-12-31 23:59:58", "1969-12-31 23:59:5"), ("2263-01-01 00:00:00", "2263-01-01 00:00:0"),
+        ("2262-04-11 23:47:14", "2262-04-11 23:47:1"),
+    ])
+    func aClockOutsideTheRecordableYearsIsRefusedUpFront(time: String, shown: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try rewind(
+            at: time, ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(record.status == 71, "\(record.output) \(record.stderr)")
+        #expect(record.stderr.contains("rewind record: the system clock reads \(shown)"), "\(record.stderr)")
+        #expect(record.stderr.contains("outside the years 1970 to 2199"), "\(record.stderr)")
+        #expect(record.stderr.contains("set the system clock"), "\(record.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing made on disk")
+        let soak = try rewind(at: time, ["soak", "--duration", "1s", "--report", directory.path + "/soak.json"])
+        #expect(soak.status == 71, "\(soak.output) \(soak.stderr)")
+        #expect(soak.stderr.contains("rewind soak: the system clock reads"), "\(soak.stderr)")
+    }
+
+    @Test func theLastRecordableYearRecordsAndReadsBack() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try rewind(
+            at: "2199-12-31 23:59:00",
+            ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(record.status == 0, "\(record.output) \(record.stderr)")
+        let clip = try rewind(
+            at: "2199-12-31 23:59:30",
+            [
+                "clip", "--store", store, "--from", "2199-12-31T23:59:00Z", "--to", "2200-01-01T00:00:00Z", "-o",
+                directory.path + "/late.y4m",
+            ])
+        #expect(clip.status == 0, "\(clip.output) \(clip.stderr)")
+        #expect(clip.stderr.contains("30 frames") || clip.output.contains("30 frames"), "\(clip.output) \(clip.stderr)")
+    }
+}
