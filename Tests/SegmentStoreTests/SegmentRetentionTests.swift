@@ -167,6 +167,35 @@ import Testing
         #expect(try store.segmentFileBytes() <= Int64(30 * frameBytes))
     }
 
+    /// Age is taken oldest first: after the clock was set back, segments sealed under the hour ahead read as younger
+    /// than those sealed since, and keep them (the later ones were deleted first, a hole in the middle of the
+    /// recording with no hold to explain it).
+    @Test func maxAgeAfterTheClockWasSetBackNeverDeletesTheMiddle() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let clock = ManualClock()
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .seconds(1800), now: clock.now))
+        for (index, step) in [Duration.zero, .seconds(600), .seconds(-3600)].enumerated() {
+            clock.advance(by: step)
+            let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+            for i in (5 * index)..<(5 * index + 5) { try writer.append(frames.frame(i)) }
+            try writer.close()
+        }
+        // Ten minutes before the first seal: the first two are "from the future", the third 40 minutes old.
+        clock.advance(by: .seconds(2400))
+        #expect(try store.enforceRetention().deleted.isEmpty)
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg"])
+        // Once the first is old enough it goes, and the second (25 minutes) keeps the third.
+        clock.advance(by: .seconds(2700))
+        #expect(try store.enforceRetention().deleted == ["000001.seg"])
+        #expect(try readAll(store).map(\.0) == (5..<15).map { frames.pts($0) })
+        clock.advance(by: .seconds(600))
+        #expect(try store.enforceRetention().deleted == ["000002.seg", "000003.seg"])
+    }
+
     @Test func maxAgeDeletesSegmentsSealedLongerAgo() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

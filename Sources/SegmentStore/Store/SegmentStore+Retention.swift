@@ -91,6 +91,8 @@ extension SegmentStore {
         /// before anything newer is deleted, as an unheld one would (its reader opens the next segment before it
         /// lets go of it, so the next one must stay). Asked only when a deletion would follow, not for every hold.
         var passedHeld: [SegmentRow] = []
+        /// Streams with a sealed segment met that is not too old for `--max-age`.
+        var youngStreams: Set<Int64> = []
         pass: for row in rows where row.state == .sealed {
             // A `.partial` kept whole for a repair: its row holds only the frames before the damage, so neither its
             // holds nor its size are known until the repair salvages the rest; it stays until then.
@@ -109,9 +111,14 @@ extension SegmentStore {
                         || (total + growth > Int64(budget) && newestSealed[row.streamID]?.id != row.id)
                 } ?? false
             let shortOfSpace = wantedFree.map { wanted in available.map { $0 < wanted } ?? false } ?? false
-            let tooOld =
-                options.maxAgeNanoseconds.map { now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > $0 }
-                ?? false
+            // Age goes oldest first too: a segment not too old keeps every newer one of its stream from going for
+            // age, so a clock set back (segments sealed under the hour ahead read as young, later ones as old) never
+            // takes the middle of a recording out.
+            var tooOld = false
+            if let maxAge = options.maxAgeNanoseconds, !youngStreams.contains(row.streamID) {
+                tooOld = now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > maxAge
+                if !tooOld { youngStreams.insert(row.streamID) }
+            }
             guard overBudget || shortOfSpace || tooOld else { continue }
             // Strictly oldest first: deleting newer segments past a reader would cut holes in what it is about to
             // read. The next pass continues once the reader has moved on.
