@@ -123,6 +123,16 @@ public enum SaveState: String, Sendable, Hashable, Codable, CaseIterable {
     public var isFinal: Bool { self == .done || self == .failed || self == .cancelled }
 }
 
+/// Why a save ended before the end it was asked for (its `to_ns` moved back to just after the last frame it holds).
+public enum SaveCut: String, Sendable, Hashable, Codable {
+    /// The recorder stopped while the save waited for its post-roll.
+    case recorderStopped = "recorder_stopped"
+    /// Without a store, memory could not hold the rest of its post-roll (its streams dropped frames its pins held).
+    case noMemory = "no_memory"
+    /// No frame came while it waited for its post-roll, for ``SaveBook/stallAllowance(of:)``: its inputs stalled.
+    case inputStalled = "input_stalled"
+}
+
 /// A save or clip as the API shows it.
 public struct SaveObject: Sendable, Hashable, Codable {
     /// Its number, unique while the recorder runs (`/v1/saves/{id}`).
@@ -170,6 +180,8 @@ public struct SaveObject: Sendable, Hashable, Codable {
     /// camera of an earlier run) with frames in the range asked for. Its files do not hold them: clip each by name,
     /// which reads it from the disk. Nil when there are none.
     public var notRecorded: [String]?
+    /// Why it ended before the `to_ns` asked for (moved back to just after its last frame); nil when it was not cut.
+    public var cutShort: SaveCut?
 
     /// Makes a save object; each parameter is the field of the same name.
     public init(
@@ -198,6 +210,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case repeatedFrames = "repeated_frames"
         case tracks, lost
         case notRecorded = "not_recorded"
+        case cutShort = "cut_short"
     }
 }
 

@@ -97,6 +97,20 @@ final class SaveBook: Sendable {
         /// Where the last finished save of each stream ended (exclusive), for `since_last_save`.
         var lastSavedEnd: [String: Int64] = [:]
         var stopping = false
+        /// The recorder clock when last seen, and when it last moved (monotonic nanoseconds): a save waiting for a
+        /// post-roll that does not come is cut short once it has stood still for ``stallAllowance(of:)``.
+        var clockSeen: Int64?
+        var clockMovedAt = System.monotonicNanoseconds()
+        /// When the saves were last looked at: a longer pause (the whole process stopped, Ctrl-Z) is no stall.
+        var lastLook = System.monotonicNanoseconds()
+    }
+
+    /// How long the recorder clock may stand still while a save of `streams` waits for its post-roll before the
+    /// save is cut short (``SaveCut/inputStalled``): 10 s, or four of the slowest stream's frames when they are
+    /// longer apart (a time-lapse camera's clock moves only with each frame).
+    static func stallAllowance(of streams: [RecorderStream]) -> Int64 {
+        let slowest = streams.map { $0.stream.frameDuration.nanoseconds ?? 0 }.max() ?? 0
+        return max(10_000_000_000, slowest.multipliedReportingOverflow(by: 4).overflow ? .max : 4 * slowest)
     }
 
     /// Saves not yet final beyond which new ones get 429.
@@ -144,7 +158,6 @@ final class SaveBook: Sendable {
         }
     }
 
-    /// The recorder clock: the newest pts recorded (memory, else disk), or nil before the first frame.
     /// The recorder clock as the frames show it: the recorder time of the newest frame of any stream (in memory,
     /// or on disk); nil before the first frame.
     var clock: Int64? {
@@ -441,17 +454,32 @@ final class SaveBook: Sendable {
     func startDueExports() -> Bool {
         if recorder.store == nil { pinArrivedFrames() }
         let now = clock
+        let monotonic = System.monotonicNanoseconds()
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
+            if monotonic - state.lastLook > 1_000_000_000 { state.clockMovedAt += monotonic - state.lastLook }
+            state.lastLook = monotonic
+            if now != state.clockSeen || state.entries.values.allSatisfy({ $0.object.state != .waiting }) {
+                state.clockSeen = now
+                state.clockMovedAt = monotonic
+            }
             let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
                 $0.object.id < $1.object.id
             }
             for var entry in waiting where state.exporting < concurrentExports {
                 // Every frame before the end is in once the clock reaches the last nanosecond of the range; a
                 // stored stream's are on disk already.
-                let ready =
+                var ready =
                     entry.isForced || entry.target.isStored
                     || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
+                // Its inputs stalled: it ends after the newest frame, written now (a client waited without end).
+                if !ready, let now, monotonic - state.clockMovedAt > Self.stallAllowance(of: entry.target.streams) {
+                    entry.object.toNanoseconds = max(
+                        entry.object.fromNanoseconds, min(entry.object.toNanoseconds, now + 1))
+                    entry.object.cutShort = .inputStalled
+                    entry.isForced = true
+                    ready = true
+                }
                 guard ready else { continue }
                 entry.object.state = .exporting
                 state.entries[entry.object.id] = entry
@@ -495,7 +523,10 @@ final class SaveBook: Sendable {
                     else { return nil }
                     return clock.recorderTime(ofPTS: last) + 1
                 }
-                if let end = ends.min() { entry.object.toNanoseconds = min(entry.object.toNanoseconds, end) }
+                if let end = ends.min(), end < entry.object.toNanoseconds {
+                    entry.object.toNanoseconds = end
+                    entry.object.cutShort = .noMemory
+                }
                 entry.isForced = true
                 state.entries[id] = entry
             }
@@ -560,6 +591,7 @@ final class SaveBook: Sendable {
                 state.entries[id]!.isForced = true
                 if let now, now < Int64.max, state.entries[id]!.object.toNanoseconds > now + 1 {
                     state.entries[id]!.object.toNanoseconds = max(state.entries[id]!.object.fromNanoseconds, now + 1)
+                    state.entries[id]!.object.cutShort = .recorderStopped
                 }
             }
         }

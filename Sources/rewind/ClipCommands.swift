@@ -568,22 +568,26 @@ private func liveExport(
     if recorderExportsAll {
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
-    // A post-roll the recorder could not wait for (it stopped; or, without a store, its memory could not hold the
-    // rest): the file is kept, with what was recorded, and the command says it fell short, and why.
+    // A post-roll the recorder could not wait for (it stopped; its inputs stalled; or, without a store, its memory
+    // could not hold the rest): the file is kept, with what was recorded, and the command says it fell short, and why.
     if object.toNanoseconds < started.toNanoseconds {
-        let status = (try? askRecorder({ try ControlClient(directory: directory).status() })) ?? nil
-        let running = status.map { !$0.stopping } ?? false
         let cut =
             "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
             + "\(formatSeconds(started.toNanoseconds)): "
-        guard running else {
+        switch object.cutShort {
+        case .inputStalled:
+            throw CommandError(
+                cut + "no frame came for its post-roll (the recorder's inputs stalled); the file holds what was "
+                    + "recorded (see `rewind status` for the inputs)")
+        case .noMemory:
+            throw CommandError(
+                cut + "the recorder, which keeps a save's frames in memory while it waits (it records without a "
+                    + "store), had no room for the rest of the post-roll; the file holds what was recorded (give it "
+                    + "more --memory, or save less after)")
+        case .recorderStopped, nil:
             throw CommandError(
                 cut + "the recorder stopped; the file holds what was recorded", status: ExitStatus.unavailable)
         }
-        throw CommandError(
-            cut + "the recorder, which keeps a save's frames in memory while it waits (it records without a store), "
-                + "had no room for the rest of the post-roll; the file holds what was recorded (give it more --memory, "
-                + "or save less after)")
     }
     return true
 }

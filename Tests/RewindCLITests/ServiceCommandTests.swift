@@ -830,6 +830,47 @@ import Testing
         #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
     }
 
+    /// A save waiting for a post-roll its input never sends (the producer stopped sending and keeps the pipe open)
+    /// is cut short once no frame has come for 10 s: written with what was recorded, `cut_short` saying why, and the
+    /// client exits 1 naming the stalled inputs (it waited without end). The recorder goes on.
+    @Test func aSaveWaitingOnAStalledInputIsCutShortAndSaysSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("camera.y4m").path
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 64 * 48 * 3 / 2)
+        let writer = try Tool.openFIFO(
+            fifo,
+            sending: Array("YUV4MPEG2 W64 H48 F25:1 Ip A1:1 C420jpeg\n".utf8)
+                + Array(repeating: frame, count: 10).joined())
+        defer { close(writer) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind(["record", "--store", store, "--input", "y4m:\(fifo)"])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        try waitUntil("the ten frames are in") {
+            Tool.firstStreamStatus(store: store)?["frames_accepted"] as? Int == 10
+        }
+        let output = directory.appendingPathComponent("cut.y4m").path
+        let started = ContinuousClock.now
+        let save = try Tool.rewind(
+            ["save", "--store", store, "--before", "200ms", "--after", "30s", "-o", output], timeout: .seconds(120))
+        #expect(ContinuousClock.now - started >= .seconds(10), "10 s without a frame")
+        #expect(save.status == 1, "\(save.output) \(save.stderr)")
+        // The newest frame when it was asked for is at 0.36 s: the save ends just after it.
+        #expect(save.stderr.contains("was cut short at 0.360s instead of 30.360s"), "\(save.stderr)")
+        #expect(
+            save.stderr.contains("no frame came for its post-roll (the recorder's inputs stalled)"), "\(save.stderr)")
+        let frames = try frameMD5s(output).count
+        #expect(frames == 5, "the frames 0.20 … 0.36 s: \(frames) \(save.output)")
+        let saves = try Tool.run(
+            try Tool.path(of: "curl"),
+            ["-s", "--max-time", "30", "--unix-socket", store + "/rewind.sock", "http://rewind/v1/saves"])
+        #expect(saves.output.contains(#""cut_short":"input_stalled""#), "\(saves.output)")
+        #expect(recorder.process.isRunning, "the recorder goes on")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// The two segments a recorded stream keeps for itself beside holds are counted as the files take them: whole
     /// frames (at 30 fps a 250 ms segment holds 8 frames, not 7.5) with their headers. Counted by the fractional
     /// duration and the frames' payload alone, they came a frame short each, so a hold admitted near the budget made
