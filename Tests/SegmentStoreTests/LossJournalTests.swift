@@ -307,6 +307,40 @@ import Testing
         #expect(LossJournal.merged(records[0], records[1]) == nil)
     }
 
+    /// Damage that hides where one record ends (its length changed: past the end of the file, or past any record;
+    /// the journal's header changed in place) costs that record alone: the whole records after it are read from the
+    /// next one found, and the damage is named. A header of a later build's version stops the reading instead.
+    @Test(arguments: ["length past the end", "length past any record", "checksum", "header magic", "header version"])
+    func damageThatHidesARecordsEndCostsThatRecordAlone(damage: String) {
+        let records: [LossJournal.Record] = [
+            .dropsAdded(stream: "camera", reason: .spillBehind, count: 1),
+            .dropsAdded(stream: "camera", reason: .memoryBudget, count: 2),
+            .dropsAdded(stream: "camera", reason: .diskError, count: 3),
+        ]
+        let whole = JournalFraming.header(magic: LossJournal.Contents.magic) + records.flatMap(LossJournal.encode)
+        var file = whole
+        let second = 8 + LossJournal.encode(records[0]).count
+        switch damage {
+        case "length past the end": file[second + 1] ^= 0xFF
+        case "length past any record": file[second + 3] = 0x7F
+        case "checksum": file[second + 4] ^= 0xFF
+        case "header magic": file[0] ^= 0xFF
+        default: file[7] = 0x40
+        }
+        let contents = LossJournal.Contents.parse(file)
+        #expect(contents.damage != nil, "the damage is named")
+        let kept = contents.drops["camera"] ?? [:]
+        if damage.hasPrefix("header") {
+            #expect(kept == [.spillBehind: 1, .memoryBudget: 2, .diskError: 3], "\(kept)")
+        } else {
+            #expect(kept == [.spillBehind: 1, .diskError: 3], "the damaged record alone is lost: \(kept)")
+        }
+        var newer = whole
+        newer[4] = 2
+        let later = LossJournal.Contents.parse(newer)
+        #expect(later.damage?.contains("its version is 2") == true && later.drops.isEmpty, "\(later.damage ?? "")")
+    }
+
     @Test func aStretchAndARisingCounterAreOneRecordEach() throws {
         let frames = try TestFrames(format: .nv12, width: 64, height: 48)
         defer { frames.deallocate() }

@@ -14,6 +14,8 @@ package enum JournalFraming {
     static let headerSize = 8
     /// The largest payload a record may declare: every record is far smaller.
     static let largestPayload = 1 << 20
+    /// Versions above this are no build's: a header that says one is damaged, not a later build's journal.
+    static let latestPlausibleVersion: UInt32 = 1000
 
     /// What a scan of a journal's bytes found besides its records.
     package struct Scan: Sendable {
@@ -75,17 +77,22 @@ package enum JournalFraming {
             }
             return scan
         }
-        guard Array(bytes[0..<magic.count]) == magic else {
-            scan.damage = "it does not start with the journal's header"
-            return scan
-        }
         let fileVersion = bytes.withUnsafeBytes { $0.baseAddress!.get(UInt32.self, at: 4) }
-        guard fileVersion == version else {
+        let magicHolds = Array(bytes[0..<magic.count]) == magic
+        if magicHolds && fileVersion != version && fileVersion <= latestPlausibleVersion {
             scan.damage = "its version is \(fileVersion), this build reads version \(version)"
             return scan
         }
+        // A header damaged in place (its magic, or a version no build ever wrote) with a whole record right after
+        // it: the records are read all the same.
+        let damagedHeader = !magicHolds || fileVersion != version
+        if damagedHeader {
+            scan.damage = "it does not start with the journal's header"
+            let recordFollows = bytes.withUnsafeBytes { firstValidRecord(in: $0, after: headerSize) == headerSize }
+            guard recordFollows else { return scan }
+        }
         var offset = headerSize
-        scan.validLength = Int64(offset)
+        if !damagedHeader { scan.validLength = Int64(offset) }
         bytes.withUnsafeBytes { raw in
             let base = raw.baseAddress!
             while offset < bytes.count {
@@ -95,22 +102,27 @@ package enum JournalFraming {
                 }
                 let length = Int(base.get(UInt32.self, at: offset))
                 let checksum = base.get(UInt32.self, at: offset + 4)
-                guard length <= largestPayload else {
-                    scan.damage = "the record at byte \(offset) declares \(length) bytes"
-                    return
-                }
                 let end = offset + 8 + length
-                guard end <= bytes.count else {
+                guard length <= largestPayload, end <= bytes.count else {
                     // A write cut short ends the file inside its record; a length damaged in the middle of the
-                    // journal says more than the file holds too, but whole records follow it.
-                    if let next = firstValidRecord(in: raw, after: offset + 8) {
-                        scan.damage =
-                            "the record at byte \(offset) declares \(length) bytes, past the end of the file, "
-                            + "and a whole record follows at byte \(next)"
-                    } else {
-                        scan.tornTail = true
+                    // journal says more than the file holds too (or more than any record), but whole records follow
+                    // it: they are read from there, so a rebuilt index loses that one change alone.
+                    guard let next = firstValidRecord(in: raw, after: offset + 8) else {
+                        if length > largestPayload {
+                            let found = "the record at byte \(offset) declares \(length) bytes"
+                            scan.damage = scan.damage.map { $0 + "; " + found } ?? found
+                        } else if scan.damage == nil {
+                            scan.tornTail = true
+                        }
+                        return
                     }
-                    return
+                    let found =
+                        "the record at byte \(offset) declares \(length) bytes, "
+                        + (length > largestPayload ? "more than any record" : "past the end of the file")
+                        + ", and a whole record follows at byte \(next)"
+                    scan.damage = scan.damage.map { $0 + "; " + found } ?? found
+                    offset = next
+                    continue
                 }
                 let payload = UnsafeRawBufferPointer(rebasing: raw[(offset + 8)..<end])
                 guard CRC32C.checksum(payload) == checksum, take(payload) else {
@@ -118,12 +130,12 @@ package enum JournalFraming {
                         scan.tornTail = true
                         return
                     }
-                    // One record damaged inside, its length whole (a record follows right after it): the records
-                    // after it are read too, so a rebuilt index loses that one change alone.
+                    // One record damaged inside: the records after it (from the next whole one, right after it
+                    // when its length held) are read too, so a rebuilt index loses that one change alone.
                     let skipped = "the record at byte \(offset) fails its checksum"
                     scan.damage = scan.damage.map { $0 + "; " + skipped } ?? skipped
-                    guard firstValidRecord(in: raw, after: end) == end else { return }
-                    offset = end
+                    guard let next = firstValidRecord(in: raw, after: offset + 8) else { return }
+                    offset = next
                     continue
                 }
                 offset = end
