@@ -113,6 +113,36 @@ import Testing
         #expect(try store.verify(repair: false).clean)
     }
 
+    /// A segment file renamed to a number no segment has: a check names it as the index's segment's file, and the
+    /// store's next open (a recording, a repair) names it back, every frame kept and no gap (the repair said its frames
+    /// were lost, then indexed the renamed file again).
+    @Test func aSegmentFileRenamedToANewNumberIsNamedBack() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        try Self.recordSegmentsOf30Frames(dir, frames: frames, count: 120)
+        try FileManager.default.moveItem(atPath: dir.segments + "/000002.seg", toPath: dir.segments + "/000009.seg")
+        let checked = try SegmentStore.openReadOnly(directory: dir.path).verify(repair: false)
+        #expect(
+            checked.problems == [
+                "segments/000009.seg is the file of the index's segment 000002.seg (renamed); 'rewind verify "
+                    + "--repair' names it back, nothing lost"
+            ], "\(checked.problems)")
+        let store = try SegmentStore.open(directory: dir.path)
+        #expect(
+            store.recovery.repaired.contains(
+                "segments/000009.seg is the file of the index's segment 000002.seg (renamed): named it back, nothing lost"
+            ),
+            "\(store.recovery)")
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg", "000004.seg"])
+        #expect(try store.gaps().isEmpty)
+        let read = try readAll(store)
+        #expect(read.map(\.0) == (0..<120).map { frames.pts($0) })
+        #expect(read.map(\.1) == (0..<120).map { frames.expectedDigest($0) })
+        #expect(try store.verify(repair: false).clean)
+    }
+
     /// Two segment files swapped (each under the other's name): a repair indexes each file's frames at their own
     /// pts, every frame once, with no gap; nothing is taken for a recording that started its clock again.
     @Test func swappedSegmentFilesAreIndexedAtTheirOwnTimes() throws {

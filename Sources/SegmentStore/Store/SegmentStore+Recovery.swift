@@ -113,6 +113,25 @@ extension SegmentStore {
                     + "clock restored from their frames' capture times")
         }
 
+        // Files no row names, by the sequence and creation time their headers give: a row without a file whose file
+        // is among them was renamed to a number of its own, not lost.
+        let unindexed = files.filter { rows[$0.key] == nil }
+        var renamed: [String: (sequence: UInt64, name: String)]?
+        func renamedFile(of row: SegmentRow, sequence: UInt64) -> (sequence: UInt64, name: String)? {
+            if renamed == nil {
+                renamed = [:]
+                for (other, name) in unindexed {
+                    guard
+                        let reader = try? SegmentFileReader(
+                            path: segmentsDirectory + "/" + name, fileSystem: fileSystem)
+                    else { continue }
+                    renamed?["\(reader.header.sequence)@\(reader.header.createdWallNanoseconds)"] = (other, name)
+                    reader.close()
+                }
+            }
+            return renamed?["\(sequence)@\(row.createdWallNanoseconds)"]
+        }
+
         // Rows first: finish deletes, report rows without files.
         for (sequence, row) in rows.sorted(by: { $0.key < $1.key }) {
             if row.state == .deleting {
@@ -137,6 +156,25 @@ extension SegmentStore {
                     report.problems.append("segment \(row.fileName) is half deleted")
                 }
                 rows[sequence] = nil
+            } else if files[sequence] == nil, let (other, name) = renamedFile(of: row, sequence: sequence),
+                name.hasSuffix(SegmentFormat.sealedSuffix) == row.fileName.hasSuffix(SegmentFormat.sealedSuffix)
+            {
+                // Its file under another number (renamed): named back, every frame kept.
+                let found = "segments/\(name) is the file of the index's segment \(row.fileName) (renamed)"
+                files[other] = nil
+                if mode.changes {
+                    try Self.wrapIO { () throws(FileSystemError) in
+                        try fileSystem.rename(
+                            segmentsDirectory + "/" + name, to: segmentsDirectory + "/" + row.fileName)
+                        try fileSystem.syncDirectory(segmentsDirectory)
+                    }
+                    files[sequence] = row.fileName
+                    report.repaired.append(found + ": named it back, nothing lost")
+                } else {
+                    // Checked against the row under the name it has now.
+                    files[sequence] = name
+                    report.problems.append(found + "; 'rewind verify --repair' names it back, nothing lost")
+                }
             } else if files[sequence] == nil {
                 // A repair settles it (what it did is its report); anything else reports it.
                 if mode != .repair {
