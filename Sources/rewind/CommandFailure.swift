@@ -13,6 +13,8 @@ struct CommandFailure {
     var advice: String?
     /// Whether the command's help follows the message (usage errors).
     var showsHelp = false
+    /// Whether only the help's usage line follows (a bad value: the message says what it must look like).
+    var showsUsageLineOnly = false
 
     init(message: String, status: Int32 = ExitStatus.failure, advice: String? = nil, showsHelp: Bool = false) {
         self.message = message
@@ -34,6 +36,7 @@ struct CommandFailure {
         switch error {
         case let error as UsageError:
             self.init(message: error.message, status: ExitStatus.usage, showsHelp: error.showsHelp)
+            showsUsageLineOnly = error.showsUsageLineOnly
         case let error as CommandError:
             status = error.status
         case is ValueError:
@@ -158,7 +161,11 @@ struct CommandFailure {
     func text(command: String, help: String, stream: String? = nil) -> String {
         var text = "rewind \(command): " + (stream.map { "stream '\($0)': " } ?? "") + message
         if let advice { text += "\nrewind \(command): \(advice)" }
-        if showsHelp { text += "\n\n\(help)" }
+        if showsHelp && showsUsageLineOnly, let usage = help.split(separator: "\n\n", maxSplits: 1).first {
+            text += "\n\n\(usage)\n('rewind \(command) --help' lists every option)"
+        } else if showsHelp {
+            text += "\n\n\(help)"
+        }
         return text
     }
 

@@ -961,7 +961,7 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
         let (given, needed) = formatBytesApart(Int64(configuration.memoryBudget), Int64(smallestBudget))
         throw UsageError(
             "--memory: \(given) cannot hold \(what) (\(needed) in whole pages); give at least --memory "
-                + "\((smallestBudget + 1023) / 1024)KiB")
+                + "\((smallestBudget + 1023) / 1024)KiB", showsHelp: false)
     }
     let frameNanoseconds = streams.map { $0.frameDuration.nanoseconds ?? 0 }.max() ?? 0
     guard configuration.window >= .nanoseconds(frameNanoseconds) else {

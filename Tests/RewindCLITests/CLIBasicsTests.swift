@@ -75,6 +75,11 @@ import Testing
         #expect(result.status == 64, "\(arguments): \(result.stderr)")
         #expect(result.stderr.contains("usage: rewind \(arguments[0])"))
         #expect(result.stdout.isEmpty)
+        // A value that is not one of its option's: the message says what it must look like, and the usage line
+        // alone follows (the table of every option buried that advice); a malformed command line gets the table.
+        let badValue = ["lots", "sometimes", "five"].contains(where: arguments.contains)
+        #expect(result.stderr.contains("\noptions:") != badValue, "\(result.stderr)")
+        #expect(result.stderr.contains("--help' lists every option") == badValue, "\(result.stderr)")
     }
 
     /// An option that would be silently ignored is a usage error naming it and what to do, before anything is read

@@ -8,11 +8,21 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Whether the command's help follows the message: for a command line that is malformed, not for a well-formed
     /// one whose values cannot work together (the message says what to change).
     public let showsHelp: Bool
+    /// Whether only the help's usage line follows (and where the rest is): for a value that is not one of its
+    /// option's, whose message says what it must look like; the whole table of options buried that advice.
+    public var showsUsageLineOnly = false
 
     public init(_ message: String, command: String? = nil, showsHelp: Bool = true) {
         self.message = message
         self.command = command
         self.showsHelp = showsHelp
+    }
+
+    /// A value that is not one of its option's: the message and the command's usage line.
+    static func badValue(_ message: String, command: String?) -> UsageError {
+        var error = UsageError(message, command: command)
+        error.showsUsageLineOnly = true
+        return error
     }
 
     public var description: String { message }
@@ -220,7 +230,7 @@ public struct CommandSpec: Sendable {
                 do {
                     try option.type.check(text)
                 } catch {
-                    throw UsageError("--\(option.name): \(error)", command: name)
+                    throw UsageError.badValue("--\(option.name): \(error)", command: name)
                 }
             }
         }
@@ -287,7 +297,7 @@ public struct ParsedArguments: Sendable {
         do {
             return try body(text)
         } catch {
-            throw UsageError("--\(name): \(error)", command: command)
+            throw UsageError.badValue("--\(name): \(error)", command: command)
         }
     }
 }
