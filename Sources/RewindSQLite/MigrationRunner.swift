@@ -175,6 +175,11 @@ package struct MigrationRunner: Sendable {
         if let newest = recorded.last, newest.version > latestVersion {
             throw MigrationError.newerThanCode(path: path, databaseVersion: newest.version, codeVersion: latestVersion)
         }
+        // Migrations are applied in order, each recorded as it is: a version missing below a recorded one is a row
+        // another program deleted (running it again would fail over the tables it made).
+        for (index, row) in recorded.enumerated() where row.version != index + 1 {
+            throw MigrationError.unrecordedSchema(path: path, missingVersion: index + 1)
+        }
         for row in recorded {
             let shipped = migrations[row.version - 1]
             guard row.fileName == shipped.fileName, row.sql == shipped.sql else {
@@ -206,8 +211,9 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
     case schemaOutdated(path: String, databaseVersion: Int, codeVersion: Int)
     /// A migration failed and was rolled back; the schema stays at the previous version.
     case failed(path: String, version: Int, fileName: String, cause: any Error)
-    /// The database has tables but no `schema_migrations` table saying which migrations made them.
-    case unrecordedSchema(path: String)
+    /// The database has tables but no `schema_migrations` table saying which migrations made them, or a table that
+    /// lacks `missingVersion` while it records later ones (another program deleted the row).
+    case unrecordedSchema(path: String, missingVersion: Int? = nil)
 
     package var description: String {
         switch self {
@@ -225,7 +231,9 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
             return
                 "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                 + "\(version - 1)): \(cause)"
-        case .unrecordedSchema(let path):
+        case .unrecordedSchema(let path, let missing?):
+            return "\(path) records later migrations in schema_migrations but not migration \(missing)"
+        case .unrecordedSchema(let path, nil):
             return "\(path) has tables but no record in schema_migrations of the migrations that made them"
         }
     }

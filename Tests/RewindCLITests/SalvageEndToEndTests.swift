@@ -486,7 +486,8 @@ import Testing
 
     /// An index whose record of its schema another program changed (a `schema_migrations` row deleted, so the
     /// migration would run again over its own tables; the table dropped) is refused by `record` with the repair to
-    /// run, not SQLite's words over a migration's text, and the repair rebuilds it from the segment files.
+    /// run, not SQLite's words over a migration's text, and named by a dry `verify`; the repair rebuilds it from the
+    /// segment files.
     @Test(arguments: [
         "DELETE FROM schema_migrations WHERE version = 2", "DROP TABLE schema_migrations",
         "DELETE FROM schema_migrations",
@@ -495,6 +496,13 @@ import Testing
         let (directory, store) = try recordedStore(seconds: 1)
         defer { try? FileManager.default.removeItem(at: directory) }
         _ = try runChecked("sqlite3", ["\(store)/index.sqlite", edit])
+        // A dry check says so too (it said clean, reading the tables, while recording was refused).
+        let check = try Tool.rewind(["verify", "--store", store])
+        #expect(check.status == 1, "\(check.output)\(check.stderr)")
+        #expect(check.stderr.contains("another program changed it"), "\(check.stderr)")
+        if edit.contains("version = 2") {
+            #expect(check.stderr.contains("records later migrations in schema_migrations but not migration 2"))
+        }
         let record = try Tool.rewind([
             "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
         ])

@@ -82,7 +82,14 @@ import Testing
                 ["/s/i", "0002_x.sql", "version 1", "boom"]
             ),
             (.index(path: "/s/i", problem: .unfinished, detail: ""), ["/s/i", "making was cut short"]),
-            (.index(path: "/s/i", problem: .unrecordedSchema, detail: ""), ["/s/i", "no record in schema_migrations"]),
+            (
+                .index(path: "/s/i", problem: .unrecordedSchema(), detail: ""),
+                ["/s/i", "no record in schema_migrations"]
+            ),
+            (
+                .index(path: "/s/i", problem: .unrecordedSchema(missingVersion: 2), detail: ""),
+                ["/s/i", "but not migration 2", "another program changed it"]
+            ),
             (.unknownStream("camera"), ["no stream named 'camera'"]),
         ]
         for (error, facts) in cases {

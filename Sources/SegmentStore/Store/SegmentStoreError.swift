@@ -76,9 +76,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         /// A read found no schema in the index while a `-wal` beside it held something: a store whose making was cut
         /// short (its first transaction never committed).
         case unfinished
-        /// The index has tables but no `schema_migrations` table saying which schema they are: another program
-        /// changed it.
-        case unrecordedSchema
+        /// The index has tables but no `schema_migrations` table saying which schema they are, or one that lacks
+        /// `missingVersion` while it records later ones: another program changed it.
+        case unrecordedSchema(missingVersion: Int? = nil)
 
         /// Whether SQLite refused one of the store's own statements (fixed, and right for its schema): a constraint,
         /// an unsupported file format, a sum that overflows. The index is damaged or was changed by another program.
@@ -185,7 +185,11 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     + (refused
                         ? " (the index's schema_migrations table disagrees with its tables: another program changed "
                             + "it)" : "")
-            case .unrecordedSchema:
+            case .unrecordedSchema(let missing?):
+                return
+                    "\(path) records later migrations in schema_migrations but not migration \(missing) (another "
+                    + "program changed it)"
+            case .unrecordedSchema(nil):
                 return
                     "\(path) has tables but no record in schema_migrations of the migrations that made them (another "
                     + "program changed it)"
@@ -248,8 +252,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                         version: version, fileName: fileName,
                         refused: sqlite.map { IndexProblem.refusedStatementCodes.contains($0.codeName) } ?? false),
                     detail: sqlite.map { "\($0.codeName): \($0.message)" } ?? "\(cause)")
-            case .unrecordedSchema(let path):
-                return SegmentStoreError.index(path: path, problem: .unrecordedSchema, detail: "")
+            case .unrecordedSchema(let path, let missing):
+                return SegmentStoreError.index(
+                    path: path, problem: .unrecordedSchema(missingVersion: missing), detail: "")
             }
         default:
             return error
