@@ -243,12 +243,22 @@ public final class RecorderStream: Sendable {
             } else {
                 shared.newestStep.store(pts &- previous, ordering: .relaxed)
             }
-            // After drops, mark this frame as the first after them, so its gap is recorded with their reason.
+            // After drops, mark this frame as the first after them, so its gap is recorded with their reason;
+            // without a store, the gap is kept with the stream.
             if shared.arrivalDropsSinceLastStore.load(ordering: .relaxed) != 0,
                 let reason = LossReason.arrivalReason(
                     of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
             {
-                shared.firstAfterDrops.withAnnotatedLock { $0[sequence] = reason }
+                if spill != nil {
+                    shared.firstAfterDrops.withAnnotatedLock { $0[sequence] = reason }
+                } else if previous != .min {
+                    let gap = GapRow(streamID: 0, startNanoseconds: previous, endNanoseconds: pts, reason: reason)
+                    shared.memoryGaps.withAnnotatedLock { gaps in
+                        if gaps.count >= RecorderShared.memoryGapsKept { gaps.removeFirst() }
+                        gaps.append(gap)
+                    }
+                    shared.state.withAnnotatedLock { $0.statistics.gaps += 1 }
+                }
             }
             shared.newestSequence.store(sequence, ordering: .releasing)
             spill?.wake()
@@ -456,7 +466,7 @@ public final class RecorderStream: Sendable {
                 (ring.statistics.firstPTSNanoseconds ?? first) < first
             }
             if next < memoryStart && ringCoversNext != true {
-                spill?.flushIndex()
+                flushIndex()
                 var keepGoing = true
                 try store.frames(streamName: name, in: next..<memoryStart) { view in
                     split.fromDisk += 1
@@ -477,6 +487,16 @@ public final class RecorderStream: Sendable {
         }
         return split
     }
+
+    /// Without a store (spill `off`): the stretches where frames were dropped on arrival (from the frame before
+    /// them, which still shows, to the next frame), by start, the newest ``RecorderShared/memoryGapsKept``; empty
+    /// with a store, whose index keeps them.
+    public var memoryGaps: [GapRow] { shared.memoryGaps.withAnnotatedLock { $0 } }
+
+    /// Makes the index cover every frame this recorder has written (waits for a sync on the spill thread): a read
+    /// of the index alone then finds each frame the ring has let go of. Between its write and the next sync (about
+    /// a second) a frame is in neither the ring nor the index.
+    public func flushIndex() { spill?.flushIndex() }
 
     /// How many frames a query pins at a time when the frames also exist on disk: as many as the spill stage
     /// (8, or a quarter of a small ring).
@@ -577,6 +597,11 @@ final class RecorderShared: Sendable {
     /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
     /// (touched only when frames are dropped).
     let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])
+    /// Without a store (spill `off`), the stretches where frames were dropped on arrival, newest last (at most
+    /// ``memoryGapsKept``): no index keeps them, and an export of a range holding one says so all the same.
+    let memoryGaps = Mutex<[GapRow]>([])
+    /// The most gaps a storeless stream keeps (the oldest go first; the ring holds far fewer stretches).
+    static let memoryGapsKept = 1024
     /// What ended the stream's input, when it failed while the recorder went on.
     let inputFailure = Mutex<String?>(nil)
     /// How this stream's source pts become stream pts and recorder time.

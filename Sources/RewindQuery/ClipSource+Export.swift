@@ -35,12 +35,14 @@ extension ClipSource {
     }
 
     /// The stream's gaps where frames were lost (``LossReason/isLoss``: not its source's own pauses or end, not what
-    /// retention deleted) that reach into `range`, as the store records them, by start; none without a store. An
-    /// export of the range holds no frame of them, and says so.
+    /// retention deleted) that reach into `range`, as the store records them (without one, as the recorder keeps
+    /// them: ``RecorderStream/memoryGaps``), by start. An export of the range holds no frame of them, and says so.
     ///
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func lostGaps(in range: Range<Int64>) -> [GapRow] {
-        let gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
+        var gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
+        // Without a store, the recorder keeps them itself.
+        if let live, live.store == nil { gaps = live.memoryGaps }
         return (gaps ?? []).filter { gap in
             gap.reason.isLoss && gap.startNanoseconds < range.upperBound && gap.endNanoseconds > range.lowerBound
         }.sorted { $0.startNanoseconds < $1.startNanoseconds }

@@ -40,6 +40,8 @@ extension ClipSource {
         let frameDuration = max(1, stream.frameDuration.nanoseconds ?? 1)
         var gaps: [GapRow] = []
         var disk: [Range<Int64>] = []
+        // Frames the ring let go of since the last sync are in no segment row yet: they would show as a hole.
+        live?.flushIndex()
         if let (store, row) = try storedStream() {
             gaps = try SegmentStoreError.translatingIndexErrors {
                 try store.index.gaps(streamID: row.id, overlapping: range)

@@ -116,6 +116,9 @@ public enum ClipSource: Sendable {
             guard let store = live.store,
                 let row = try store.streams().first(where: { $0.name == live.name })
             else { return false }
+            // Frames the ring let go of since the last sync are written but not yet in the index: a range of them
+            // alone read as "no frames" for about a second after they left memory.
+            live.flushIndex()
             return try ClipSource.store(store, stream: row).hasFrames(in: range)
         case .store(let store, let row):
             var found = false

@@ -28,6 +28,58 @@ import Testing
         return (recorder, feed)
     }
 
+    /// A ring of three frames and frames fed faster than the index is synced: each frame that left the ring is found
+    /// at once, by a check of its range alone and by the timeline (between its write and the next sync, about a second,
+    /// it was in neither the ring nor the index, and a live clip of it said "no frames").
+    @Test func framesJustLeftASmallRingAreFoundAtOnce() throws {
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(window: .milliseconds(50), memoryBudget: 16 << 20, spill: .eager))
+        defer { _ = try? recorder.finish() }
+        for _ in 0..<150 {
+            recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: recorder)
+        }
+        let source = ClipSource.recorder(recorder)
+        let inRing = recorder.streams[0].ring.statistics.firstPTSNanoseconds ?? .max
+        let left = (0..<150).map { feed.pts(Int64($0)) }.filter { $0 < inRing }
+        #expect(left.count >= 140, "the ring holds a few frames only")
+        let missing = try left.filter { try !source.hasFrames(in: $0..<($0 + 1)) }
+        #expect(missing.isEmpty, "\(missing.count) frames outside the ring not found: \(missing.prefix(5))")
+        let buckets = try source.timeline(range: 0..<feed.pts(150), buckets: 15)
+        #expect(buckets.allSatisfy { $0.memory + $0.disk >= 0.999 }, "no hole: \(buckets)")
+    }
+
+    /// Without a store no index keeps gaps: the recorder keeps each stretch of frames dropped on arrival itself, so
+    /// an export of a range holding one says so (it said nothing, exit 0, a frame the status counted lost missing).
+    @Test func aStorelessRecorderKeepsTheGapsOfItsDrops() throws {
+        var feed = try CameraFeed()
+        let recorder = try Recorder(
+            stream: feed.stream, store: nil,
+            configuration: RecorderConfiguration(
+                window: .seconds(10), memoryBudget: 4 * Recorder.smallestMemoryBudget(for: feed.stream.layout),
+                spill: .off))
+        defer { _ = try? recorder.finish() }
+        for _ in 0..<4 {
+            let outcome = try feed.appendNext(to: recorder)
+            guard case .stored = outcome else {
+                Issue.record("frame not stored: \(outcome)")
+                return
+            }
+        }
+        let pins = recorder.streams[0].ring.pin(0..<Int64.max)
+        #expect(try feed.appendNext(to: recorder) == .dropped(.pinnedFrames))
+        #expect(try feed.appendNext(to: recorder) == .dropped(.pinnedFrames))
+        pins.release()
+        _ = try feed.appendNext(to: recorder)
+        let gaps = ClipSource.recorder(recorder).lostGaps(in: 0..<feed.pts(10))
+        #expect(gaps.map(\.startNanoseconds) == [feed.pts(3)] && gaps.map(\.endNanoseconds) == [feed.pts(6)], "\(gaps)")
+        #expect(gaps.map(\.reason) == [.pinnedFrames])
+        #expect(ClipSource.recorder(recorder).lostGaps(in: feed.pts(6)..<feed.pts(10)).isEmpty)
+    }
+
     @Test func bucketsShowMemoryDiskAndGaps() throws {
         let (recorder, feed) = try recorded()
         defer { _ = try? recorder.finish() }
