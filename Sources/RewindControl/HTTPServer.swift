@@ -153,6 +153,9 @@ final class HTTPServer: @unchecked Sendable {
     /// Streamed responses still being sent.
     var openStreams: Int { streams.withAnnotatedLock { $0.count } }
 
+    /// Streamed responses of a known length still being sent: downloads of files (event streams have none).
+    var openDownloads: Int { streams.withAnnotatedLock { $0.values.filter { $0.byteCount != nil }.count } }
+
     /// Starts serving on `listener` (already listening); the server owns it from now on and closes it at
     /// ``stop()``.
     ///

@@ -289,12 +289,21 @@ public final class RecorderControl: Sendable {
         while servers.withAnnotatedLock({ $0.contains { $0.openStreams > 0 } }) && ContinuousClock.now < deadline {
             System.sleep(for: .milliseconds(5))
         }
+        // Downloads of exports in progress get to finish, up to ``downloadGraceSeconds`` (they were cut at once: a
+        // client fetching the save it just asked for got part of the file).
+        let downloads = ContinuousClock.now + .seconds(Self.downloadGraceSeconds)
+        while servers.withAnnotatedLock({ $0.contains { $0.openDownloads > 0 } }) && ContinuousClock.now < downloads {
+            System.sleep(for: .milliseconds(20))
+        }
         for server in servers.withAnnotatedLock({ $0 }) { server.stop() }
         unlink(socketPath)
         byte = UInt8(ascii: "q")
         _ = write(wake.write, &byte, 1)
         finished.wait()
     }
+
+    /// How long a stopping recorder waits for downloads of exports in progress (`GET /v1/files/{id}`).
+    static let downloadGraceSeconds = 30
 
     /// Has the control's thread publish what changed since its last look (seals, drops, pressure) now, and waits
     /// for it (at most 2 s).

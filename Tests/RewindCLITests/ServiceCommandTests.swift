@@ -830,6 +830,48 @@ import Testing
         #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
     }
 
+    /// A download of an export in progress when the recorder stops is served to its end (up to 30 s): it was cut
+    /// at the stop, the client left with part of the file.
+    @Test func aDownloadInProgressWhenTheRecorderStopsIsServedToItsEnd() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 2.5)
+        let socket = store + "/rewind.sock"
+        let saved = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "60", "--unix-socket", socket, "-X", "POST", "http://rewind/v1/saves", "-d",
+                #"{"last":"2s","format":"y4m","wait":true}"#,
+            ])
+        let object = try #require(try JSONSerialization.jsonObject(with: saved.stdout) as? [String: Any])
+        let id = try #require(object["id"] as? Int, "\(saved.output)")
+        let file = try #require((object["files"] as? [String])?.first, "\(saved.output)")
+        let size = try #require((try FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.intValue)
+        #expect(size > 6_000_000, "60 frames of 115 200 bytes")
+        // About 4 s at 1.5 MB/s: the recorder is told to stop a second in.
+        let output = directory.appendingPathComponent("download.y4m").path
+        let download = try ExternalTools.Child(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "60", "--limit-rate", "1500K", "--unix-socket", socket, "-o", output,
+                "-w", "%{http_code} %{size_download}", "http://rewind/v1/files/\(id)",
+            ])
+        Thread.sleep(forTimeInterval: 1)
+        recorder.process.interrupt()
+        let fetched = try download.finish(timeout: .seconds(90))
+        #expect(fetched.status == 0, "\(fetched.output) \(fetched.stderr)")
+        #expect(fetched.output == "200 \(size)", "\(fetched.output)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: output)) == Data(contentsOf: URL(fileURLWithPath: file)))
+        let ended = try recorder.finish(timeout: .seconds(90))
+        #expect(ended.status == 0 || ended.status == 130, "\(ended.stderr)")
+    }
+
     /// A save waiting for a post-roll its input never sends (the producer stopped sending and keeps the pipe open)
     /// is cut short once no frame has come for 10 s: written with what was recorded, `cut_short` saying why, and the
     /// client exits 1 naming the stalled inputs (it waited without end). The recorder goes on.
