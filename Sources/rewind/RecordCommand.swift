@@ -506,12 +506,17 @@ private func record(
     let outcomes = results.withAnnotatedLock { $0 }
     var status = ExitStatus.success
     var failures: [(name: String, failure: CommandFailure)] = []
+    // The index or segments/ deleted (or replaced) under the recording: it wrote into what it had open, which no
+    // later command sees.
+    let changedEntries = entries?.changed() ?? []
+    let segmentsGone = changedEntries.contains { $0.name == "segments" }
     for (input, stream) in zip(inputs, recorder.streams) {
         let statistics = stream.statistics
         var line = isSingle ? "" : "stream \(stream.name): "
         line += "recorded \(count(Int(statistics.framesAccepted), "frame")) of \(stream.stream.layout)"
         if configuration.spill != .off {
-            line += "; \(statistics.framesDurable) durable"
+            // Durable when written: with segments/ deleted since, no longer there (said below).
+            line += "; \(statistics.framesDurable) " + (segmentsGone ? "written to disk" : "durable")
             if isSingle { line += " in \(directory)" }
             line += " (\(formatBytes(statistics.rawBytesSpilled)) raw"
             if isSingle, let store, let summary = finishError == nil ? try store.summary() : try? store.summary() {
@@ -569,9 +574,7 @@ private func record(
         }
     }
     if let finishError { throw finishError }
-    // The index or segments/ deleted (or replaced) under the recording: it wrote into what it had open, which no
-    // later command sees.
-    for problem in entries?.changed() ?? [] {
+    for (_, problem) in changedEntries {
         printError("rewind record: \(problem)")
         status = ExitStatus.failure
     }
@@ -624,9 +627,10 @@ private struct StoreEntryIdentities {
         return (UInt64(info.st_dev), UInt64(info.st_ino))
     }
 
-    /// What was deleted or replaced since, with what to do, in words; empty when nothing was.
-    func changed() -> [String] {
-        var problems: [String] = []
+    /// What was deleted or replaced since (the entry's name, and the problem with what to do, in words); empty when
+    /// nothing was.
+    func changed() -> [(name: String, problem: String)] {
+        var problems: [(name: String, problem: String)] = []
         for (name, before) in identities.sorted(by: { $0.key < $1.key }) {
             let now = Self.identity(directory + "/" + name)
             // A directory made again may get the inode number the deleted one had: the store says it made it.
@@ -634,13 +638,16 @@ private struct StoreEntryIdentities {
             guard now?.device != before.device || now?.inode != before.inode || remade else { continue }
             let what = now == nil || remade ? "was deleted" : "was replaced"
             problems.append(
-                name == "index.sqlite"
-                    ? "\(directory)/index.sqlite \(what) while recording: the rows this recording wrote went with the "
-                        + "file it had open, and its frames are in the segment files alone; run 'rewind verify --repair', "
-                        + "which rebuilds the index from them"
-                    : "\(directory)/segments \(what) while recording: the segment files written before are gone"
-                        + (remade ? " (it was made again for what came after)" : "")
-                        + "; run 'rewind verify --repair', which records their frames as lost")
+                (
+                    name,
+                    name == "index.sqlite"
+                        ? "\(directory)/index.sqlite \(what) while recording: the rows this recording wrote went with the "
+                            + "file it had open, and its frames are in the segment files alone; run 'rewind verify --repair', "
+                            + "which rebuilds the index from them"
+                        : "\(directory)/segments \(what) while recording: the segment files written before are gone"
+                            + (remade ? " (it was made again for what came after)" : "")
+                            + "; run 'rewind verify --repair', which records their frames as lost"
+                ))
         }
         return problems
     }

@@ -385,6 +385,9 @@ func info(_ store: String) throws -> [String: Any] {
                     ? "index.sqlite was deleted while recording" : "segments was deleted while recording"),
             "\(ended.stderr)")
         #expect(ended.stderr.contains("run 'rewind verify --repair'"), "\(ended.stderr)")
+        // The exit line does not call frames durable that went with the directory.
+        #expect(ended.output.contains(entry == "index" ? "120 durable" : " written to disk in "), "\(ended.output)")
+        #expect(entry == "index" || !ended.output.contains(" durable"), "\(ended.output)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         let frames = try info(store)["frames"] as? Int ?? 0
