@@ -196,6 +196,25 @@ import Testing
         #expect(try store.enforceRetention().deleted == ["000002.seg", "000003.seg"])
     }
 
+    /// A clock set centuries back during a recording (the two times more than 64 bits of nanoseconds apart) makes a
+    /// segment very young, not a trap on the spill thread that lost the frames not yet written.
+    @Test func maxAgeWithTheClockSetCenturiesBackDoesNotTrap() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .gray8, width: 64, height: 48)
+        defer { frames.deallocate() }
+        let clock = ManualClock(start: Int64.max - 1_000_000_000)
+        let store = try SegmentStore.open(
+            directory: dir.path, options: StoreOptions(workerCount: 1, maxAge: .seconds(60), now: clock.now))
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        for i in 0..<5 { try writer.append(frames.frame(i)) }
+        try writer.close()
+        clock.advance(by: .seconds(-9_000_000_000))
+        clock.advance(by: .seconds(-9_000_000_000))
+        #expect(try store.enforceRetention().deleted.isEmpty)
+        #expect(dir.segmentFiles() == ["000001.seg"])
+    }
+
     @Test func maxAgeDeletesSegmentsSealedLongerAgo() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

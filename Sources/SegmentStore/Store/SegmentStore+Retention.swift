@@ -116,7 +116,10 @@ extension SegmentStore {
             // takes the middle of a recording out.
             var tooOld = false
             if let maxAge = options.maxAgeNanoseconds, !youngStreams.contains(row.streamID) {
-                tooOld = now - (row.sealedWallNanoseconds ?? row.createdWallNanoseconds) > maxAge
+                // A clock set centuries back or forth (past 64 bits of difference) is very old or very young.
+                let sealed = row.sealedWallNanoseconds ?? row.createdWallNanoseconds
+                let (age, overflow) = now.subtractingReportingOverflow(sealed)
+                tooOld = overflow ? now > sealed : age > maxAge
                 if !tooOld { youngStreams.insert(row.streamID) }
             }
             guard overBudget || shortOfSpace || tooOld else { continue }
