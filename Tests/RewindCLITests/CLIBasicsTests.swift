@@ -62,6 +62,17 @@ import Testing
         #expect(result.stderr.contains("unknown command 'rewrite'"))
     }
 
+    /// Messages about one option's value (`--segment 50ms is …`, raised by a command rather than the parser) get the
+    /// usage line alone too.
+    @Test(arguments: [["--segment", "50ms"], ["--max-age", "0s"], ["--input", "bogus:x"]])
+    func aCommandsOwnValueErrorGetsTheUsageLineAlone(option: [String]) throws {
+        let result = try Tool.rewind(["record", "--store", "x", "--duration", "1s"] + option)
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("rewind record: \(option[0])"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("usage: rewind record") && !result.stderr.contains("\noptions:"), "\(result.stderr)")
+    }
+
     @Test(arguments: [
         ["info"],
         ["info", "--store"],
