@@ -92,22 +92,30 @@ extension RecorderControl {
             }
             return found
         }
-        if let newest = summary.lastPTS, held.upperBound <= newest, oldest.map({ held.upperBound > $0 }) == true,
-            try !onDisk()
+        // Frames the ring still has of it are not kept by a hold (retention deleted their disk copies): a save
+        // keeps them, while the ring does.
+        let inMemory =
+            memory.firstPTSNanoseconds.map { first in held.upperBound > first }
+                == true
+            ? " (the ring still holds frames of it, from \(formatSeconds(clock.recorderTime(ofPTS: memory.firstPTSNanoseconds!)))"
+                + ": save them instead while it does)" : ""
+        if let first = summary.firstPTS, let newest = summary.lastPTS, held.upperBound <= newest,
+            held.upperBound > first, try !onDisk()
         {
             throw APIError(
                 .conflict,
                 "nothing of the hold [\(formatSeconds(hold.lowerBound)), \(formatSeconds(hold.upperBound))) of "
-                    + "'\(stream.name)' is stored: the stream has no frames there (retention deleted them, or it was "
-                    + "not recording); hold a range that holds frames")
+                    + "'\(stream.name)' is stored: the stream has no frames on disk there (retention deleted them, or "
+                    + "it was not recording)\(inMemory); hold a range that holds frames")
         }
-        guard let oldest, held.upperBound <= oldest else { return }
-        let kept = clock.recorderTime(ofPTS: oldest)
+        // The oldest frame a hold can keep: on disk (the ring's older frames, when it has any, are past keeping).
+        guard let oldestOnDisk = summary.firstPTS ?? oldest, held.upperBound <= oldestOnDisk else { return }
+        let kept = clock.recorderTime(ofPTS: oldestOnDisk)
         throw APIError(
             .conflict,
             "nothing of the hold [\(formatSeconds(hold.lowerBound)), \(formatSeconds(hold.upperBound))) of '\(stream.name)' "
-                + "is stored: its oldest frame is at \(formatSeconds(kept)) (the stream starts there, or retention "
-                + "deleted what came before); hold a later range")
+                + "is stored: its oldest frame \(summary.firstPTS == nil ? "" : "on disk ")is at \(formatSeconds(kept)) "
+                + "(the stream starts there, or retention deleted what came before)\(inMemory); hold a later range")
     }
 
     /// Refuses new holds (`added`: pts ranges by stream) when they, with every hold already kept, would need more than

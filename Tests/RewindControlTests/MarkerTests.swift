@@ -208,8 +208,19 @@ import Testing
             body: #"{"label":"late","at":"200ms","hold":{"before":"100ms","after":"100ms"}}"#)
         #expect(gone.status == 409, "\(gone.body)")
         let error = try decode(APIError.Body.self, gone.body).error
-        #expect(error.message.contains("is stored: its oldest frame is at"), "\(error.message)")
+        #expect(error.message.contains("is stored: its oldest frame on disk is at"), "\(error.message)")
         #expect(try live.client.markers()?.markers.isEmpty == true, "nothing was stored")
+        // Before the oldest frame on disk but in the ring (whose 2 s reach further back than the disk's 256 KiB): the
+        // refusal names the disk's oldest frame, and says the ring still has these for a save.
+        let ringFirst = try #require(live.recorder.streams[0].memoryStatistics.firstPTSNanoseconds)
+        let diskFirst = try #require(try store.summary().firstPTS)
+        try #require(ringFirst + 50_000_000 < diskFirst, "the ring holds frames the disk no longer does")
+        let inRing = try curl(
+            live.control.socketPath, "POST", "/v1/markers",
+            body: #"{"label":"ring","at":"\#(ringFirst)ns","hold":{"after":"20ms"}}"#)
+        #expect(inRing.status == 409, "\(inRing.body)")
+        #expect(inRing.body.contains("its oldest frame on disk is at"), "\(inRing.body)")
+        #expect(inRing.body.contains("the ring still holds frames of it"), "\(inRing.body)")
         // Around the newest frame on disk once every frame is written: retention never takes a stream's newest
         // segment.
         try waitUntil("the spill wrote every frame") { try store.summary().lastPTS == live.feed.pts(179) }
@@ -244,7 +255,7 @@ import Testing
             live.control.socketPath, "POST", "/v1/markers",
             body: #"{"label":"hole","at":"\#(middle)ns","hold":{"before":"20ms","after":"20ms"}}"#)
         #expect(inHole.status == 409, "\(inHole.body)")
-        #expect(inHole.body.contains("the stream has no frames there"), "\(inHole.body)")
+        #expect(inHole.body.contains("the stream has no frames on disk there"), "\(inHole.body)")
     }
 
     /// A live recorder with a 64 MiB disk budget and its 180 frames durable (in its open segment, from pts 0), and
