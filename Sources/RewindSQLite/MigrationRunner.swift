@@ -98,12 +98,48 @@ package struct MigrationRunner: Sendable {
             let recorded = hasTable == 1 ? try Self.recorded(connection) : []
             try check(recorded, path: connection.path)
             let version = recorded.last?.version ?? 0
+            // An older schema whose tables are those of a later version: its newest rows of schema_migrations were
+            // deleted by another program (writing would run those migrations again over their own tables, and fail).
+            if version > 0, version < latestVersion, let shape = try? Self.schemaShape(connection),
+                laterVersion(withShape: shape, after: version) != nil
+            {
+                throw MigrationError.unrecordedSchema(path: connection.path, missingVersion: version + 1)
+            }
             // Newest migrations that change only how rows are written leave older schemas readable as they are.
             let readable = migrations.reversed().prefix { $0.readsLikePrevious }.last.map { $0.version - 1 }
             guard version == latestVersion || (readable.map { version >= $0 } ?? false) else {
                 throw MigrationError.schemaOutdated(
                     path: connection.path, databaseVersion: version, codeVersion: latestVersion)
             }
+        }
+    }
+
+    /// A database's tables, indexes and triggers as their `CREATE` statements (SQLite's own and `schema_migrations`
+    /// left out), sorted: what the migrations applied so far made.
+    private static func schemaShape(_ connection: SQLiteConnection) throws -> [String] {
+        let select = try connection.statement(
+            "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema "
+                + "WHERE name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY type, name")
+        defer { select.reset() }
+        var rows: [String] = []
+        while try select.step() { rows.append(select.text(0)) }
+        return rows
+    }
+
+    /// The version after `version` whose migrations leave exactly `shape`, if any: built in a scratch database (only
+    /// for a schema older than this build's, which a read-only open meets rarely); nil when none does or the scratch
+    /// database cannot be made.
+    private func laterVersion(withShape shape: [String], after version: Int) -> Int? {
+        let directory = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+        let path = "\(directory)/rewind-schema-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).sqlite"
+        defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
+        guard let scratch = try? SQLiteDatabase(path: path) else { return nil }
+        return try? scratch.withConnection { connection -> Int? in
+            for migration in migrations {
+                try connection.execute(migration.sql)
+                if migration.version > version, try Self.schemaShape(connection) == shape { return migration.version }
+            }
+            return nil
         }
     }
 
@@ -212,7 +248,8 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
     /// A migration failed and was rolled back; the schema stays at the previous version.
     case failed(path: String, version: Int, fileName: String, cause: any Error)
     /// The database has tables but no `schema_migrations` table saying which migrations made them, or a table that
-    /// lacks `missingVersion` while it records later ones (another program deleted the row).
+    /// lacks the row of `missingVersion` whose tables it has (recording later ones, or tables of a later version:
+    /// another program deleted the row).
     case unrecordedSchema(path: String, missingVersion: Int? = nil)
 
     package var description: String {
@@ -232,7 +269,7 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
                 "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                 + "\(version - 1)): \(cause)"
         case .unrecordedSchema(let path, let missing?):
-            return "\(path) records later migrations in schema_migrations but not migration \(missing)"
+            return "\(path) has no record in schema_migrations of migration \(missing), which made its tables"
         case .unrecordedSchema(let path, nil):
             return "\(path) has tables but no record in schema_migrations of the migrations that made them"
         }

@@ -88,7 +88,7 @@ import Testing
             ),
             (
                 .index(path: "/s/i", problem: .unrecordedSchema(missingVersion: 2), detail: ""),
-                ["/s/i", "but not migration 2", "another program changed it"]
+                ["/s/i", "no record in schema_migrations of migration 2", "another program changed it"]
             ),
             (.unknownStream("camera"), ["no stream named 'camera'"]),
         ]

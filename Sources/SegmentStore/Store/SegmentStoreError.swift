@@ -76,8 +76,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         /// A read found no schema in the index while a `-wal` beside it held something: a store whose making was cut
         /// short (its first transaction never committed).
         case unfinished
-        /// The index has tables but no `schema_migrations` table saying which schema they are, or one that lacks
-        /// `missingVersion` while it records later ones: another program changed it.
+        /// The index has tables but no `schema_migrations` table saying which schema they are, or one that lacks the
+        /// row of `missingVersion`, whose tables it has: another program changed it.
         case unrecordedSchema(missingVersion: Int? = nil)
 
         /// Whether SQLite refused one of the store's own statements (fixed, and right for its schema): a constraint,
@@ -187,8 +187,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                             + "it)" : "")
             case .unrecordedSchema(let missing?):
                 return
-                    "\(path) records later migrations in schema_migrations but not migration \(missing) (another "
-                    + "program changed it)"
+                    "\(path) has no record in schema_migrations of migration \(missing), which made its tables "
+                    + "(another program changed it)"
             case .unrecordedSchema(nil):
                 return
                     "\(path) has tables but no record in schema_migrations of the migrations that made them (another "
