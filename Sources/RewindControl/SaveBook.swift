@@ -103,6 +103,15 @@ final class SaveBook: Sendable {
         var clockMovedAt = System.monotonicNanoseconds()
         /// When the saves were last looked at: a longer pause (the whole process stopped, Ctrl-Z) is no stall.
         var lastLook = System.monotonicNanoseconds()
+        /// Each recorded stream's newest frame (recorder time) when last seen, and when it last moved: a save of one
+        /// stream waits for and is cut by that stream alone (another stream's frames move the shared clock).
+        var streamsSeen: [String: (newest: Int64?, movedAt: Int64)] = [:]
+    }
+
+    /// The recorder time of `stream`'s newest frame, or nil before its first.
+    private static func newest(of stream: RecorderStream) -> Int64? {
+        guard let clock = stream.clock, let last = try? stream.newestPTS() else { return nil }
+        return clock.recorderTime(ofPTS: last)
     }
 
     /// How long the recorder clock may stand still while a save of `streams` waits for its post-roll before the
@@ -455,13 +464,24 @@ final class SaveBook: Sendable {
         if recorder.store == nil { pinArrivedFrames() }
         let now = clock
         let monotonic = System.monotonicNanoseconds()
+        let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
-            if monotonic - state.lastLook > 1_000_000_000 { state.clockMovedAt += monotonic - state.lastLook }
+            let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
+            state.clockMovedAt += paused
             state.lastLook = monotonic
-            if now != state.clockSeen || state.entries.values.allSatisfy({ $0.object.state != .waiting }) {
+            let idle = state.entries.values.allSatisfy { $0.object.state != .waiting }
+            if now != state.clockSeen || idle {
                 state.clockSeen = now
                 state.clockMovedAt = monotonic
+            }
+            for (name, newest) in streamNewest {
+                let seen = state.streamsSeen[name]
+                if seen == nil || seen?.newest != newest || idle {
+                    state.streamsSeen[name] = (newest, monotonic)
+                } else {
+                    state.streamsSeen[name]?.movedAt += paused
+                }
             }
             let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
                 $0.object.id < $1.object.id
@@ -469,11 +489,19 @@ final class SaveBook: Sendable {
             for var entry in waiting where state.exporting < concurrentExports {
                 // Every frame before the end is in once the clock reaches the last nanosecond of the range; a
                 // stored stream's are on disk already.
+                // A save of one stream goes by that stream's own frames: the shared clock, moved by another stream,
+                // passed its end while its stream sent nothing (it was written without its post-roll, exit 0).
+                var targetNow = now
+                var movedAt = state.clockMovedAt
+                if case .one(let stream) = entry.target, let seen = state.streamsSeen[stream.name] {
+                    targetNow = seen.newest
+                    movedAt = seen.movedAt
+                }
                 var ready =
                     entry.isForced || entry.target.isStored
-                    || (now.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
+                    || (targetNow.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
                 // Its inputs stalled: it ends after the newest frame, written now (a client waited without end).
-                if !ready, let now, monotonic - state.clockMovedAt > Self.stallAllowance(of: entry.target.streams) {
+                if !ready, let now = targetNow, monotonic - movedAt > Self.stallAllowance(of: entry.target.streams) {
                     entry.object.toNanoseconds = max(
                         entry.object.fromNanoseconds, min(entry.object.toNanoseconds, now + 1))
                     entry.object.cutShort = .inputStalled

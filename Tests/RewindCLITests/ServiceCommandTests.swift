@@ -830,6 +830,42 @@ import Testing
         #expect((info["stored_bytes"] as? Int ?? .max) <= 4 << 20, "\(info["stored_bytes"] ?? "")")
     }
 
+    /// A save of one stream goes by that stream's own frames: when its input stalls while another stream keeps the
+    /// recorder clock moving, it is cut short as stalled (it was written without its post-roll once the other
+    /// stream's frames passed its end, exit 0 and nothing said).
+    @Test func aSaveOfAStalledStreamBesideALiveOneIsCutShortAndSaysSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("a.y4m").path
+        // 100 frames of 16x16 at 25 fps (4 s, within a pipe's 64 KiB), then nothing, the pipe kept open.
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 16 * 16 * 3 / 2)
+        let writer = try Tool.openFIFO(
+            fifo,
+            sending: Array("YUV4MPEG2 W16 H16 F25:1 Ip A1:1 C420jpeg\n".utf8)
+                + Array(repeating: frame, count: 100).joined())
+        defer { close(writer) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=y4m:\(fifo)", "--input", "b=synthetic:64x48@30", "--realtime",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let output = directory.appendingPathComponent("a-cut.y4m").path
+        let started = ContinuousClock.now
+        let save = try Tool.rewind(
+            ["save", "--store", store, "--stream", "a", "--before", "500ms", "--after", "5s", "-o", output],
+            timeout: .seconds(120))
+        #expect(ContinuousClock.now - started >= .seconds(10), "10 s without a frame of a")
+        #expect(save.status == 1, "\(save.output) \(save.stderr)")
+        #expect(
+            save.stderr.contains("no frame came for its post-roll (the recorder's inputs stalled)"), "\(save.stderr)")
+        #expect(save.output.contains("… 3.960s"), "the file ends with a's last frame: \(save.output)")
+        #expect(recorder.process.isRunning, "the recorder goes on")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A download of an export in progress when the recorder stops is served to its end (up to 30 s): it was cut
     /// at the stop, the client left with part of the file.
     @Test func aDownloadInProgressWhenTheRecorderStopsIsServedToItsEnd() throws {
