@@ -726,8 +726,8 @@ public enum RecorderError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .finishFailed(let cause): "could not finish writing: \(cause)"
         case .wallClockOutOfRange(let seconds):
-            "the system clock reads \(Self.utcText(seconds: seconds)), outside the years 1970 to 2199 a recording's "
-                + "wall times can be kept for"
+            "the system clock reads \(SegmentStore.utcText(seconds: seconds) ?? "\(seconds) s after 1970"), outside the "
+                + "years 1970 to 2199 a recording's wall times can be kept for"
         }
     }
 
@@ -736,15 +736,5 @@ public enum RecorderError: Error, Sendable, CustomStringConvertible {
     public static func checkWallClock() throws(RecorderError) {
         let wall = System.wallClockSeconds()
         guard System.recordableWallSeconds.contains(wall) else { throw .wallClockOutOfRange(seconds: wall) }
-    }
-
-    /// `2263-01-01 00:00:00 UTC` for any second since 1970 the system clock can read.
-    private static func utcText(seconds: Int64) -> String {
-        var time = time_t(seconds)
-        var parts = tm()
-        guard gmtime_r(&time, &parts) != nil else { return "\(seconds) s after 1970" }
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(Int64(parts.tm_year) + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) UTC"
     }
 }

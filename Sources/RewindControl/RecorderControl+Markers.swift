@@ -72,14 +72,14 @@ extension RecorderControl {
         }
     }
 
-    /// Refuses a hold that ends before the oldest frame the stream still has (on disk or in memory): retention
-    /// deleted all of it, and the hold would keep nothing while saying it did.
+    /// Refuses a hold that ends before the oldest frame the stream has on disk (in memory, while nothing is on disk
+    /// yet), or lies in a hole retention left: retention deleted all of it, and the hold would keep nothing while
+    /// saying it did.
     private func checkHoldKeepsSomething(
         _ hold: Range<Int64>, clock: StreamClock, store: SegmentStore, stream: RecorderStream
     ) throws {
         let summary = try store.summary(streamName: stream.name)
         let memory = stream.memoryStatistics
-        let oldest = [summary.firstPTS, memory.firstPTSNanoseconds].compactMap { $0 }.min()
         let held = clock.ptsRange(hold)
         // All of it before the newest frame on disk, and none of it there: retention deleted it after a hold kept
         // older frames (a hole; what the ring still has of it is written no more), or the stream had no frames there.
@@ -95,10 +95,11 @@ extension RecorderControl {
         // Frames the ring still has of it are not kept by a hold (retention deleted their disk copies): a save
         // keeps them, while the ring does.
         let inMemory =
-            memory.firstPTSNanoseconds.map { first in held.upperBound > first }
-                == true
-            ? " (the ring still holds frames of it, from \(formatSeconds(clock.recorderTime(ofPTS: memory.firstPTSNanoseconds!)))"
-                + ": save them instead while it does)" : ""
+            memory.firstPTSNanoseconds.flatMap { first in
+                held.upperBound > first
+                    ? " (the ring still holds frames of it, from \(formatSeconds(clock.recorderTime(ofPTS: first))): "
+                        + "save them instead while it does)" : nil
+            } ?? ""
         if let first = summary.firstPTS, let newest = summary.lastPTS, held.upperBound <= newest,
             held.upperBound > first, try !onDisk()
         {
@@ -109,7 +110,8 @@ extension RecorderControl {
                     + "it was not recording)\(inMemory); hold a range that holds frames")
         }
         // The oldest frame a hold can keep: on disk (the ring's older frames, when it has any, are past keeping).
-        guard let oldestOnDisk = summary.firstPTS ?? oldest, held.upperBound <= oldestOnDisk else { return }
+        guard let oldestOnDisk = summary.firstPTS ?? memory.firstPTSNanoseconds, held.upperBound <= oldestOnDisk
+        else { return }
         let kept = clock.recorderTime(ofPTS: oldestOnDisk)
         throw APIError(
             .conflict,

@@ -97,14 +97,12 @@ final class SaveBook: Sendable {
         /// Where the last finished save of each stream ended (exclusive), for `since_last_save`.
         var lastSavedEnd: [String: Int64] = [:]
         var stopping = false
-        /// The recorder clock when last seen, and when it last moved (monotonic nanoseconds): a save waiting for a
-        /// post-roll that does not come is cut short once it has stood still for ``stallAllowance(of:)``.
-        var clockSeen: Int64?
-        var clockMovedAt = System.monotonicNanoseconds()
         /// When the saves were last looked at: a longer pause (the whole process stopped, Ctrl-Z) is no stall.
         var lastLook = System.monotonicNanoseconds()
-        /// Each recorded stream's newest frame (recorder time) when last seen, and when it last moved: a save of one
-        /// stream waits for and is cut by that stream alone (another stream's frames move the shared clock).
+        /// Each recorded stream's newest frame (recorder time) when last seen, and when it last moved (monotonic
+        /// nanoseconds): a save waiting for a post-roll its streams do not send is cut short once none of them has
+        /// moved for ``stallAllowance(of:)``, and a save of one stream waits for that stream alone (another stream's
+        /// frames move the shared clock).
         var streamsSeen: [String: (newest: Int64?, movedAt: Int64)] = [:]
     }
 
@@ -114,9 +112,9 @@ final class SaveBook: Sendable {
         return clock.recorderTime(ofPTS: last)
     }
 
-    /// How long the recorder clock may stand still while a save of `streams` waits for its post-roll before the
-    /// save is cut short (``SaveCut/inputStalled``): 10 s, or four of the slowest stream's frames when they are
-    /// longer apart (a time-lapse camera's clock moves only with each frame).
+    /// How long `streams` may send no frame while a save of them waits for its post-roll before the save is cut
+    /// short (``SaveCut/inputStalled``): 10 s, or four of the slowest stream's frames when they are longer apart (a
+    /// time-lapse camera's frames come that far apart).
     static func stallAllowance(of streams: [RecorderStream]) -> Int64 {
         let slowest = streams.map { $0.stream.frameDuration.nanoseconds ?? 0 }.max() ?? 0
         return max(10_000_000_000, slowest.multipliedReportingOverflow(by: 4).overflow ? .max : 4 * slowest)
@@ -169,14 +167,7 @@ final class SaveBook: Sendable {
 
     /// The recorder clock as the frames show it: the recorder time of the newest frame of any stream (in memory,
     /// or on disk); nil before the first frame.
-    var clock: Int64? {
-        var newest: Int64?
-        for stream in recorder.streams {
-            guard let clock = stream.clock, let last = try? stream.newestPTS() else { continue }
-            newest = max(newest ?? .min, clock.recorderTime(ofPTS: last))
-        }
-        return newest
-    }
+    var clock: Int64? { recorder.streams.compactMap(Self.newest(of:)).max() }
 
     /// Where the last finished saves of `streams` ended (each stream's, saved alone or in a save of `all`), for
     /// `since_last_save`: the earliest end among the streams that have frames after theirs, so a save of several
@@ -462,25 +453,19 @@ final class SaveBook: Sendable {
     @discardableResult
     func startDueExports() -> Bool {
         if recorder.store == nil { pinArrivedFrames() }
-        let now = clock
         let monotonic = System.monotonicNanoseconds()
         let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
+        let now = streamNewest.compactMap(\.1).max()
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
             let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
-            state.clockMovedAt += paused
             state.lastLook = monotonic
             let idle = state.entries.values.allSatisfy { $0.object.state != .waiting }
-            if now != state.clockSeen || idle {
-                state.clockSeen = now
-                state.clockMovedAt = monotonic
-            }
             for (name, newest) in streamNewest {
-                let seen = state.streamsSeen[name]
-                if seen == nil || seen?.newest != newest || idle {
-                    state.streamsSeen[name] = (newest, monotonic)
-                } else {
+                if let seen = state.streamsSeen[name], seen.newest == newest, !idle {
                     state.streamsSeen[name]?.movedAt += paused
+                } else {
+                    state.streamsSeen[name] = (newest, monotonic)
                 }
             }
             let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
@@ -488,15 +473,12 @@ final class SaveBook: Sendable {
             }
             for var entry in waiting where state.exporting < concurrentExports {
                 // Every frame before the end is in once the clock reaches the last nanosecond of the range; a
-                // stored stream's are on disk already.
-                // A save of one stream goes by that stream's own frames: the shared clock, moved by another stream,
-                // passed its end while its stream sent nothing (it was written without its post-roll, exit 0).
+                // stored stream's are on disk already. A save of one stream goes by that stream's own frames: the
+                // shared clock, moved by another stream, passed its end while its stream sent nothing (it was
+                // written without its post-roll, exit 0).
                 var targetNow = now
-                var movedAt = state.clockMovedAt
-                if case .one(let stream) = entry.target, let seen = state.streamsSeen[stream.name] {
-                    targetNow = seen.newest
-                    movedAt = seen.movedAt
-                }
+                if case .one(let stream) = entry.target { targetNow = state.streamsSeen[stream.name]?.newest }
+                let movedAt = entry.target.streams.compactMap { state.streamsSeen[$0.name]?.movedAt }.max() ?? monotonic
                 var ready =
                     entry.isForced || entry.target.isStored
                     || (targetNow.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)

@@ -101,7 +101,7 @@ package struct MigrationRunner: Sendable {
             // An older schema whose tables are those of a later version: its newest rows of schema_migrations were
             // deleted by another program (writing would run those migrations again over their own tables, and fail).
             if version > 0, version < latestVersion, let shape = try? Self.schemaShape(connection),
-                laterVersion(withShape: shape, after: version) != nil
+                isShapeOfALaterVersion(shape, than: version)
             {
                 throw MigrationError.unrecordedSchema(path: connection.path, missingVersion: version + 1)
             }
@@ -126,21 +126,22 @@ package struct MigrationRunner: Sendable {
         return rows
     }
 
-    /// The version after `version` whose migrations leave exactly `shape`, if any: built in a scratch database (only
-    /// for a schema older than this build's, which a read-only open meets rarely); nil when none does or the scratch
-    /// database cannot be made.
-    private func laterVersion(withShape shape: [String], after version: Int) -> Int? {
+    /// Whether the migrations after `version` leave exactly `shape` at some version: built in a scratch database
+    /// (only for a schema older than this build's, which a read-only open meets rarely); false when none does or the
+    /// scratch database cannot be made.
+    private func isShapeOfALaterVersion(_ shape: [String], than version: Int) -> Bool {
         let directory = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         let path = "\(directory)/rewind-schema-\(getpid())-\(UInt64.random(in: 0...UInt64.max)).sqlite"
         defer { for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) } }
-        guard let scratch = try? SQLiteDatabase(path: path) else { return nil }
-        return try? scratch.withConnection { connection -> Int? in
+        guard let scratch = try? SQLiteDatabase(path: path) else { return false }
+        let found = try? scratch.withConnection { connection -> Bool in
             for migration in migrations {
                 try connection.execute(migration.sql)
-                if migration.version > version, try Self.schemaShape(connection) == shape { return migration.version }
+                if migration.version > version, try Self.schemaShape(connection) == shape { return true }
             }
-            return nil
+            return false
         }
+        return found ?? false
     }
 
     /// The migrations recorded as applied in `database`, in version order.

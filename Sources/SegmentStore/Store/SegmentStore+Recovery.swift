@@ -116,7 +116,11 @@ extension SegmentStore {
         // Files no row names, by the sequence and creation time their headers give: a row without a file whose file
         // is among them was renamed to a number of its own, not lost.
         let unindexed = files.filter { rows[$0.key] == nil }
-        var renamed: [String: (sequence: UInt64, name: String)]?
+        struct Origin: Hashable {
+            let sequence: UInt64
+            let created: Int64
+        }
+        var renamed: [Origin: (sequence: UInt64, name: String)]?
         func renamedFile(of row: SegmentRow, sequence: UInt64) -> (sequence: UInt64, name: String)? {
             if renamed == nil {
                 renamed = [:]
@@ -125,11 +129,12 @@ extension SegmentStore {
                         let reader = try? SegmentFileReader(
                             path: segmentsDirectory + "/" + name, fileSystem: fileSystem)
                     else { continue }
-                    renamed?["\(reader.header.sequence)@\(reader.header.createdWallNanoseconds)"] = (other, name)
+                    let origin = Origin(sequence: reader.header.sequence, created: reader.header.createdWallNanoseconds)
+                    renamed?[origin] = (other, name)
                     reader.close()
                 }
             }
-            return renamed?["\(sequence)@\(row.createdWallNanoseconds)"]
+            return renamed?[Origin(sequence: sequence, created: row.createdWallNanoseconds)]
         }
 
         // Rows first: finish deletes, report rows without files.
@@ -822,15 +827,21 @@ extension SegmentStore {
     package static func utcText(_ nanoseconds: Int64, iso8601: Bool = false) -> String {
         let (whole, fraction) = nanoseconds.quotientAndRemainder(dividingBy: 1_000_000_000)
         // Before 1970 the remainder is negative: a second earlier, the fraction counted up from it.
-        var seconds = time_t(fraction < 0 ? whole - 1 : whole)
         let milliseconds = (fraction < 0 ? fraction + 1_000_000_000 : fraction) / 1_000_000
+        return utcText(seconds: fraction < 0 ? whole - 1 : whole, milliseconds: milliseconds, iso8601: iso8601)
+            ?? "\(nanoseconds) ns after 1970"
+    }
+
+    /// `2263-01-01 00:00:00 UTC` (with `.123` when `milliseconds` are given; `2263-01-01T00:00:00Z` for `iso8601`)
+    /// for any second since 1970 the system can break down into a date, years past 2262 included; nil otherwise.
+    package static func utcText(seconds: Int64, milliseconds: Int64? = nil, iso8601: Bool = false) -> String? {
+        var time = time_t(seconds)
         var parts = tm()
-        guard gmtime_r(&seconds, &parts) != nil else { return "\(nanoseconds) ns after 1970" }
+        guard gmtime_r(&time, &parts) != nil else { return nil }
         func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let millis =
-            milliseconds < 10 ? "00\(milliseconds)" : milliseconds < 100 ? "0\(milliseconds)" : "\(milliseconds)"
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))\(iso8601 ? "T" : " ")"
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(millis)\(iso8601 ? "Z" : " UTC")"
+        let millis = milliseconds.map { ms in ms < 10 ? ".00\(ms)" : ms < 100 ? ".0\(ms)" : ".\(ms)" } ?? ""
+        return "\(Int64(parts.tm_year) + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))\(iso8601 ? "T" : " ")"
+            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))\(millis)\(iso8601 ? "Z" : " UTC")"
     }
 
     /// Dry run: says how the index differs from the file.
