@@ -106,7 +106,7 @@ public final class RecorderStream: Sendable {
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind { return droppedSpillBehind() }
         let info = try mapped(info)
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) {
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) && !waitedUntilWritten(before: info.ptsNanoseconds) {
             return droppedSpillBehind(pts: info.ptsNanoseconds)
         }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
@@ -160,16 +160,44 @@ public final class RecorderStream: Sendable {
     /// Whether arriving frames are dropped when the spill stage is behind (`drop-newest`, with a spill stage).
     private var dropsNewest: Bool { spill != nil && configuration.backpressure == .dropNewest }
 
-    /// With eager spill: whether a frame at `pts` would move the ring's time window past a frame not yet written.
-    /// ``isSpillBehind`` counts frames; this is the window's time, which a frame moves on by more than one frame
-    /// after frames dropped on arrival (a hole in pts) or from a source that jumps ahead (a paced pipe whose writer
-    /// bursts). Under `drop-newest` such a frame is dropped, so frames already accepted are never
-    /// lost to it; a waiting producer waits instead (``nextFrameWouldExpireUnwritten``).
+    /// Whether a frame at `pts` would move the ring's time window past a frame not yet written. ``isSpillBehind``
+    /// counts frames; this is the window's time, which a frame moves on by more than one frame after frames dropped
+    /// on arrival (a hole in pts), after a pause of the process (the record loop moves later frames on) or from a
+    /// source that jumps ahead (a paced pipe whose writer bursts). Under `drop-newest` such a frame is dropped, so
+    /// frames already accepted are never lost to it; a waiting producer waits instead
+    /// (``nextFrameWouldExpireUnwritten``, ``waitedUntilWritten(before:)``).
+    ///
+    /// With on-evict, most of the window is unwritten by design, so the oldest unwritten frame decides; when it
+    /// would leave, the spill stage is asked to write through the window's new start now (``writeAtOnce(through:)``:
+    /// those frames are not due by the lead, which stands still while new frames are refused).
     private func wouldExpireUnwritten(at pts: Int64) -> Bool {
-        guard configuration.spill == .eager, unspilledFrames > 0 else { return false }
+        guard unspilledFrames > 0 else { return false }
         let threshold = pts.subtractingReportingOverflow(configuration.windowNanoseconds)
         // Frames before the threshold leave; every unwritten frame lies after the last one written.
-        return !threshold.overflow && threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1
+        guard !threshold.overflow, threshold.partialValue > shared.writtenPTS.load(ordering: .acquiring) &+ 1 else {
+            return false
+        }
+        guard configuration.spill == .onEvict else { return true }
+        guard
+            let oldest = ring.firstPTSNanoseconds(fromSequence: shared.spillCursor.load(ordering: .acquiring)),
+            oldest < threshold.partialValue
+        else { return false }
+        writeAtOnce(through: threshold.partialValue)
+        return true
+    }
+
+    /// For a producer that waits for the spill stage (``waitForSpillRoom(until:)``): waits while a frame at `pts`
+    /// would move the window past a frame not yet written (a jump its wait before reading could not foresee).
+    /// Returns whether it no longer would; false at once for a producer that does not wait, and when the spill
+    /// stage stops.
+    private func waitedUntilWritten(before pts: Int64) -> Bool {
+        guard let spill, shared.producerWaits.load(ordering: .relaxed) else { return false }
+        spill.wake()
+        while spill.isRunning {
+            if !wouldExpireUnwritten(at: pts) { return true }
+            usleep(500)
+        }
+        return false
     }
 
     /// Reserves a pooled slab for the next frame (the zero-copy path: fill it in place, then ``commit(_:info:)``).
@@ -227,7 +255,7 @@ public final class RecorderStream: Sendable {
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         let info = try mapped(info)
         // The slab goes back to the ring when it is dropped here.
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) {
+        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) && !waitedUntilWritten(before: info.ptsNanoseconds) {
             return droppedSpillBehind(pts: info.ptsNanoseconds)
         }
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)

@@ -215,6 +215,16 @@ public final class RingStore: Sendable {
         locked { $0.statistics }
     }
 
+    /// The pts of the oldest frame in the ring whose sequence number is `sequence` or later, without pinning it;
+    /// nil when the ring holds none.
+    public func firstPTSNanoseconds(fromSequence sequence: UInt64) -> Int64? {
+        locked { state -> Int64? in
+            guard let first = state.slots.first else { return nil }
+            let skip = sequence <= first.sequence ? 0 : min(UInt64(state.slots.count), sequence - first.sequence)
+            return skip < state.slots.count ? state.slots[Int(skip)].info.ptsNanoseconds : nil
+        }
+    }
+
     // MARK: Internals shared with handles and snapshots
 
     /// Hands a frame that left the ring to the eviction handler (outside the lock).

@@ -470,11 +470,10 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(statistics.framesDurable == 100)
     }
 
-    /// With on-evict, a jump in pts further than the window pushes the frames kept unwritten out of the ring: they
-    /// are counted as lost at once, so a producer that waits for room (a file input) goes on. (It once waited for
-    /// them forever: the spill stage counted them only when it next wrote a frame, and the frames after the jump,
-    /// within the on-evict lead, were not due.)
-    @Test func onEvictFramesPushedOutByAJumpInPTSAreCountedAndRecordingGoesOn() throws {
+    /// With on-evict, a jump in pts further than the window would push the frames kept unwritten out of the ring: a
+    /// producer that waits for room (a file input) waits at the frame after the jump until the spill stage has
+    /// written them, so nothing it gave is lost. (It once waited for them forever, then lost and counted them.)
+    @Test func onEvictFramesAJumpInPTSWouldPushOutAreWrittenBeforeAWaitingProducerGoesOn() throws {
         var feed = try CameraFeed(width: 64, height: 16, fps: 30)
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
         // 64 slabs and a window of 128 frames: the spill stage keeps the newest frames unwritten (those within the
@@ -490,6 +489,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
             recorder.waitForSpillRoom()
             _ = try feed.appendNext(to: recorder)
         }
+        #expect(recorder.unspilledFrames > 0, "frames within the lead are kept unwritten")
         let deadline = ContinuousClock.now + .seconds(30)
         var appended = 0
         feed.index += 200
@@ -501,11 +501,39 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         }
         let statistics = try recorder.finish()
         #expect(appended == 100)
-        // Those pushed out unwritten are lost and counted; all the others are durable.
-        let lost = statistics.drops[.evictedBeforeSpill] ?? 0
-        #expect(lost > 0 && lost <= before, "\(statistics.drops)")
-        #expect(statistics.framesDurable + lost == before + 100, "\(statistics)")
-        #expect(statistics.totalDrops == lost, "\(statistics.drops)")
+        #expect(statistics.totalDrops == 0, "\(statistics.drops)")
+        #expect(statistics.framesDurable == before + 100, "\(statistics)")
+    }
+
+    /// With on-evict and a live source (nothing waits), a frame whose pts jumps past the window (after a pause of
+    /// the process) while frames before it are kept unwritten is dropped as spill behind, not let push them out:
+    /// the spill stage writes them at once and the frames after are taken again. (They were lost as "evicted before
+    /// spill"; comparing with the last frame written, as eager does, refused every frame after the jump.)
+    @Test func onEvictFramesBeforeAJumpFromALiveSourceAreWrittenNotPushedOut() throws {
+        var feed = try CameraFeed(width: 64, height: 16, fps: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: .nanoseconds(feed.stream.frameStepNanoseconds * 30), memoryBudget: 16 << 20,
+                spill: .onEvict))
+        for _ in 0..<20 { #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind)) }
+        let unwritten = recorder.unspilledFrames
+        #expect(unwritten > 5, "frames within the lead are kept unwritten: \(unwritten)")
+        feed.index += 100
+        var stored = 0
+        var dropped = 0
+        let deadline = ContinuousClock.now + .seconds(30)
+        while stored < 40 && ContinuousClock.now < deadline {
+            if case .stored = try feed.appendNext(to: recorder) { stored += 1 } else { dropped += 1 }
+            if stored == 0 { usleep(1000) }
+        }
+        #expect(stored == 40, "frames after the jump are taken again once those before it are written")
+        #expect(dropped > 0, "the frame after the jump waited for nothing")
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[.evictedBeforeSpill] == nil, "\(statistics.drops)")
+        #expect(statistics.drops[.spillBehind] == dropped, "\(statistics.drops)")
+        #expect(statistics.framesDurable == 20 + 40, "\(statistics)")
     }
 
     /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
