@@ -106,7 +106,7 @@ public final class RecorderStream: Sendable {
     public func append(copying planes: PlaneSources, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         if isSpillBehind { return droppedSpillBehind() }
         let info = try mapped(info)
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) && !waitedUntilWritten(before: info.ptsNanoseconds) {
+        if refusesAsSpillBehind(at: info.ptsNanoseconds) {
             return droppedSpillBehind(pts: info.ptsNanoseconds)
         }
         return note(try ring.append(copying: planes, layout: stream.layout, info: info), pts: info.ptsNanoseconds)
@@ -186,6 +186,12 @@ public final class RecorderStream: Sendable {
         return true
     }
 
+    /// Whether a frame at `pts` is dropped on arrival because it would push out a frame not yet written
+    /// (`drop-newest`), after a producer that waits for the spill stage waited in vain.
+    private func refusesAsSpillBehind(at pts: Int64) -> Bool {
+        dropsNewest && wouldExpireUnwritten(at: pts) && !waitedUntilWritten(before: pts)
+    }
+
     /// For a producer that waits for the spill stage (``waitForSpillRoom(until:)``): waits while a frame at `pts`
     /// would move the window past a frame not yet written (a jump its wait before reading could not foresee).
     /// Returns whether it no longer would; false at once for a producer that does not wait, and when the spill
@@ -255,7 +261,7 @@ public final class RecorderStream: Sendable {
     public func commit(_ slab: consuming ReservedSlab, info: FrameInfo) throws(FrameError) -> AppendOutcome {
         let info = try mapped(info)
         // The slab goes back to the ring when it is dropped here.
-        if dropsNewest && wouldExpireUnwritten(at: info.ptsNanoseconds) && !waitedUntilWritten(before: info.ptsNanoseconds) {
+        if refusesAsSpillBehind(at: info.ptsNanoseconds) {
             return droppedSpillBehind(pts: info.ptsNanoseconds)
         }
         return note(try ring.commit(slab, info: info), pts: info.ptsNanoseconds)
