@@ -173,6 +173,18 @@ import Testing
         let check = try Tool.rewind(["verify", "--store", store])
         #expect(check.status == 1, "\(check.output)\(check.stderr)")
         #expect(check.stderr.contains("rewind verify --repair"), "\(check.stderr)")
+        if index == "sqlite_autoindex_streams_1" {
+            // Streams are found by name through that index: a recording refuses the store instead of adding a
+            // second stream of the name, and a read says to repair instead of missing the stream.
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+            ])
+            #expect(record.status == 1 && record.stderr.contains("rewind verify --repair"), "\(record.stderr)")
+            let rows = try runChecked("sqlite3", ["-readonly", "\(store)/index.sqlite", "SELECT count(*) FROM streams"])
+            #expect(rows.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(rows.output)")
+            let info = try Tool.rewind(["info", "--store", store])
+            #expect(info.status == 1 && info.stderr.contains("rewind verify --repair"), "\(info.stderr)")
+        }
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the damaged index to"), "\(repair.output)")

@@ -39,11 +39,18 @@ package final class StoreIndex: Sendable {
         } else {
             try runner.migrate(database)
         }
-        let shaped = try database.withConnection { connection in
-            try connection.scalarInt64(
-                "SELECT count(*) FROM pragma_table_info('streams') WHERE name = 'chroma_siting'")
+        let (shaped, hasStreams) = try database.withConnection { connection in
+            (
+                try connection.scalarInt64(
+                    "SELECT count(*) FROM pragma_table_info('streams') WHERE name = 'chroma_siting'"),
+                try connection.scalarInt64(
+                    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'streams'")
+            )
         }
         streamColumns = Self.streamColumns(shaped: shaped == 1)
+        // Streams are found by name through their unique index: a damaged entry of it hid a stream, so a recording
+        // added a second stream of the same name. A handful of rows, checked at every open.
+        if hasStreams == 1 { try checkIntegrity(of: "streams") }
     }
 
     /// The database file.
@@ -57,19 +64,27 @@ package final class StoreIndex: Sendable {
     /// - Throws: ``SQLiteError`` with `SQLITE_CORRUPT` naming what the check found (at most its first three lines).
     /// - Complexity: O(rows × log rows).
     package func checkIntegrity() throws {
+        try checkIntegrity(of: nil)
+        if let contradiction = try contradiction() { throw StoreIndexError.contradictsItself(detail: contradiction) }
+    }
+
+    /// SQLite's `integrity_check` of `table` and its indexes, or of the whole database when nil.
+    ///
+    /// - Throws: ``SQLiteError`` with `SQLITE_CORRUPT` naming what the check found (at most its first three lines).
+    private func checkIntegrity(of table: String?) throws {
+        let sql = table.map { "PRAGMA integrity_check(\($0))" } ?? "PRAGMA integrity_check(3)"
         let found = try database.withConnection { connection in
-            let check = try connection.statement("PRAGMA integrity_check(3)")
+            let check = try connection.statement(sql)
             defer { check.reset() }
             var lines: [String] = []
-            while try check.step() { lines.append(check.text(0)) }
+            while try check.step(), lines.count < 3 { lines.append(check.text(0)) }
             return lines
         }
         guard found == ["ok"] else {
             throw SQLiteError(
                 code: SQLITE_CORRUPT, message: "SQLite's integrity_check: " + found.joined(separator: "; "),
-                sql: "PRAGMA integrity_check(3)", path: path)
+                sql: sql, path: path)
         }
-        if let contradiction = try contradiction() { throw StoreIndexError.contradictsItself(detail: contradiction) }
     }
 
     /// Where the index's rows disagree with one another, which no change the store makes leaves (each is one
