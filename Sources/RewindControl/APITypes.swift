@@ -123,7 +123,8 @@ public enum SaveState: String, Sendable, Hashable, Codable, CaseIterable {
     public var isFinal: Bool { self == .done || self == .failed || self == .cancelled }
 }
 
-/// Why a save ended before the end it was asked for (its `to_ns` moved back to just after the last frame it holds).
+/// Why a save ended before the end it was asked for (its `to_ns` moved back to just after the last frame it holds),
+/// or some of its streams did (``SaveObject/stalledStreams``).
 public enum SaveCut: String, Sendable, Hashable, Codable {
     /// The recorder stopped while the save waited for its post-roll.
     case recorderStopped = "recorder_stopped"
@@ -180,8 +181,12 @@ public struct SaveObject: Sendable, Hashable, Codable {
     /// camera of an earlier run) with frames in the range asked for. Its files do not hold them: clip each by name,
     /// which reads it from the disk. Nil when there are none.
     public var notRecorded: [String]?
-    /// Why it ended before the `to_ns` asked for (moved back to just after its last frame); nil when it was not cut.
+    /// Why it ended before the `to_ns` asked for (moved back to just after its last frame), or, for a save of
+    /// several streams, why some of its streams' files end before it (``stalledStreams``); nil when it was not cut.
     public var cutShort: SaveCut?
+    /// With ``SaveCut/inputStalled``: the streams that sent no frame for the rest of its post-roll (their files end
+    /// at their last frame, while those of streams that kept sending reach `to_ns`); nil otherwise.
+    public var stalledStreams: [String]?
 
     /// Makes a save object; each parameter is the field of the same name.
     public init(
@@ -211,6 +216,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case tracks, lost
         case notRecorded = "not_recorded"
         case cutShort = "cut_short"
+        case stalledStreams = "stalled_streams"
     }
 }
 

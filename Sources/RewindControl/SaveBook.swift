@@ -455,7 +455,6 @@ final class SaveBook: Sendable {
         if recorder.store == nil { pinArrivedFrames() }
         let monotonic = System.monotonicNanoseconds()
         let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
-        let now = streamNewest.compactMap(\.1).max()
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
             let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
@@ -472,21 +471,25 @@ final class SaveBook: Sendable {
                 $0.object.id < $1.object.id
             }
             for var entry in waiting where state.exporting < concurrentExports {
-                // Every frame before the end is in once the clock reaches the last nanosecond of the range; a
-                // stored stream's are on disk already. A save of one stream goes by that stream's own frames: the
-                // shared clock, moved by another stream, passed its end while its stream sent nothing (it was
-                // written without its post-roll, exit 0).
-                var targetNow = now
-                if case .one(let stream) = entry.target { targetNow = state.streamsSeen[stream.name]?.newest }
-                let movedAt = entry.target.streams.compactMap { state.streamsSeen[$0.name]?.movedAt }.max() ?? monotonic
-                var ready =
-                    entry.isForced || entry.target.isStored
-                    || (targetNow.map { $0 >= entry.object.toNanoseconds - 1 } ?? false)
-                // Its inputs stalled: it ends after the newest frame, written now (a client waited without end).
-                if !ready, let now = targetNow, monotonic - movedAt > Self.stallAllowance(of: entry.target.streams) {
+                // Every frame of a stream before the end is in once its newest frame reaches the last nanosecond of
+                // the range; a stored stream's are on disk already. Each stream goes by its own frames: the shared
+                // clock, moved by another stream, passed the end while a stream sent nothing (it was written
+                // without its post-roll, exit 0).
+                let targets = entry.target.streams
+                let lagging = targets.filter {
+                    (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
+                }
+                var ready = entry.isForced || entry.target.isStored || lagging.isEmpty
+                // The streams it still waits for stalled: it ends after its newest frame, written now (a client
+                // waited without end), and says which stalled.
+                let allowance = Self.stallAllowance(of: targets)
+                if !ready, let newest = targets.compactMap({ state.streamsSeen[$0.name]?.newest }).max(),
+                    lagging.allSatisfy({ monotonic - (state.streamsSeen[$0.name]?.movedAt ?? monotonic) > allowance })
+                {
                     entry.object.toNanoseconds = max(
-                        entry.object.fromNanoseconds, min(entry.object.toNanoseconds, now + 1))
+                        entry.object.fromNanoseconds, min(entry.object.toNanoseconds, newest + 1))
                     entry.object.cutShort = .inputStalled
+                    entry.object.stalledStreams = lagging.map(\.name)
                     entry.isForced = true
                     ready = true
                 }

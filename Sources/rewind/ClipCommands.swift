@@ -570,14 +570,19 @@ private func liveExport(
     }
     // A post-roll the recorder could not wait for (it stopped; its inputs stalled; or, without a store, its memory
     // could not hold the rest): the file is kept, with what was recorded, and the command says it fell short, and why.
-    if object.toNanoseconds < started.toNanoseconds {
+    // The streams whose inputs stalled: in a save of several that kept its end, their files end early.
+    let stalled = object.stalledStreams ?? []
+    if object.toNanoseconds < started.toNanoseconds || (object.cutShort == .inputStalled && !stalled.isEmpty) {
         let cut =
-            "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
-            + "\(formatSeconds(started.toNanoseconds)): "
+            object.toNanoseconds < started.toNanoseconds
+            ? "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
+                + "\(formatSeconds(started.toNanoseconds)): "
+            : "\(what) \(object.id) lacks the end of its post-roll for \(stalled.joined(separator: ", ")): "
         switch object.cutShort {
         case .inputStalled:
+            let inputs = stalled.isEmpty ? "the recorder's inputs" : "the input of \(stalled.joined(separator: ", "))"
             throw CommandError(
-                cut + "no frame came for its post-roll (the recorder's inputs stalled); the file holds what was "
+                cut + "no frame came for its post-roll (\(inputs) stalled); the file holds what was "
                     + "recorded (see `rewind status` for the inputs)")
         case .noMemory:
             throw CommandError(

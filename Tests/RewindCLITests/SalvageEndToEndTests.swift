@@ -180,7 +180,8 @@ import Testing
                 "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
             ])
             #expect(record.status == 1 && record.stderr.contains("rewind verify --repair"), "\(record.stderr)")
-            let rows = try runChecked("sqlite3", ["-readonly", "\(store)/index.sqlite", "SELECT count(*) FROM streams"])
+            let rows = try runChecked(
+                "sqlite3", ["-readonly", "\(store)/index.sqlite", "SELECT count(*) FROM streams"])
             #expect(rows.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(rows.output)")
             let info = try Tool.rewind(["info", "--store", store])
             #expect(info.status == 1 && info.stderr.contains("rewind verify --repair"), "\(info.stderr)")

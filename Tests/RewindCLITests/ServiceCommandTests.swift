@@ -859,9 +859,25 @@ import Testing
         #expect(ContinuousClock.now - started >= .seconds(10), "10 s without a frame of a")
         #expect(save.status == 1, "\(save.output) \(save.stderr)")
         #expect(
-            save.stderr.contains("no frame came for its post-roll (the recorder's inputs stalled)"), "\(save.stderr)")
+            save.stderr.contains("no frame came for its post-roll (the input of a stalled)"), "\(save.stderr)")
         #expect(save.output.contains("… 3.960s"), "the file ends with a's last frame: \(save.output)")
         #expect(recorder.process.isRunning, "the recorder goes on")
+        // A save of both streams waits for b's post-roll, then says a's file lacks its end (it was written without
+        // it, exit 0 and nothing said).
+        let both = directory.appendingPathComponent("both.mkv").path
+        let all = try Tool.rewind(
+            ["save", "--store", store, "--stream", "all", "--before", "1s", "--after", "1s", "-o", both],
+            timeout: .seconds(120))
+        #expect(all.status == 1, "\(all.output) \(all.stderr)")
+        #expect(
+            all.stderr.contains("lacks the end of its post-roll for a: no frame came for its post-roll (the input"),
+            "\(all.stderr)")
+        // b's track (a has none: no frame of it in the range) holds the whole 2 s.
+        let counts = try runChecked(
+            "ffprobe",
+            ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", both])
+        let frames = counts.output.split(whereSeparator: \.isNewline).compactMap { Int($0) }
+        #expect(frames.count == 1 && frames[0] >= 59, "b's 2 s at 30 fps: \(counts.output)")
         recorder.process.interrupt()
         _ = try recorder.finish(timeout: .seconds(60))
     }
@@ -937,7 +953,7 @@ import Testing
         // The newest frame when it was asked for is at 0.36 s: the save ends just after it.
         #expect(save.stderr.contains("was cut short at 0.360s instead of 30.360s"), "\(save.stderr)")
         #expect(
-            save.stderr.contains("no frame came for its post-roll (the recorder's inputs stalled)"), "\(save.stderr)")
+            save.stderr.contains("no frame came for its post-roll (the input of camera stalled)"), "\(save.stderr)")
         let frames = try frameMD5s(output).count
         #expect(frames == 5, "the frames 0.20 … 0.36 s: \(frames) \(save.output)")
         let saves = try Tool.run(
