@@ -218,6 +218,10 @@ package struct MigrationRunner: Sendable {
             throw MigrationError.unrecordedSchema(path: path, missingVersion: index + 1)
         }
         for row in recorded {
+            // A record that no longer matches its own checksum was damaged, not written by another build.
+            guard row.sqlHash == Self.hexHash(row.sql) else {
+                throw MigrationError.damagedRecord(path: path, version: row.version, fileName: row.fileName)
+            }
             let shipped = migrations[row.version - 1]
             guard row.fileName == shipped.fileName, row.sql == shipped.sql else {
                 throw MigrationError.editedMigration(
@@ -244,6 +248,8 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
     case newerThanCode(path: String, databaseVersion: Int, codeVersion: Int)
     /// An applied migration's recorded text (or file name) differs from the one this build ships.
     case editedMigration(path: String, version: Int, fileName: String, recordedFileName: String)
+    /// An applied migration's recorded text no longer matches the checksum recorded with it: the row was damaged.
+    case damagedRecord(path: String, version: Int, fileName: String)
     /// A read-only open found a database that still needs migrations.
     case schemaOutdated(path: String, databaseVersion: Int, codeVersion: Int)
     /// A migration failed and was rolled back; the schema stays at the previous version.
@@ -261,6 +267,10 @@ package enum MigrationError: Error, Sendable, CustomStringConvertible {
             return
                 "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than this "
                 + "build's \(fileName): it was made by a different build"
+        case .damagedRecord(let path, let version, let fileName):
+            return
+                "\(path) has a record of migration \(version) (\(fileName)) in schema_migrations whose text no longer "
+                + "matches the checksum recorded with it (damaged)"
         case .schemaOutdated(let path, let databaseVersion, let codeVersion):
             return
                 "\(path) has schema \(databaseVersion), this build needs \(codeVersion) and cannot upgrade it "

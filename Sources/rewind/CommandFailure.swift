@@ -304,7 +304,7 @@ struct CommandFailure {
                 case .schemaOutdated:
                     return "open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
                 case .editedMigration: return "open it with the build of rewind that made it, or move the store aside"
-                case .migrationFailed(_, _, true), .unrecordedSchema:
+                case .migrationFailed(_, _, true), .unrecordedSchema, .damagedMigrationRecord:
                     return "\(repair), which moves the index aside and rebuilds it from the segment files"
                 case .migrationFailed: return nil
                 }

@@ -539,6 +539,39 @@ import Testing
         #expect(info.status == 0 && info.output.contains("frames: 60"), "\(info.output)")
     }
 
+    /// One byte of a recorded migration's text changed (the checksum recorded beside it no longer matches) is
+    /// damage, not another build's schema: named so, and rebuilt by the repair (it read as "made by a different
+    /// build", with no repair offered).
+    @Test func aDamagedRecordOfAMigrationIsRebuiltByTheRepair() throws {
+        let (directory, store) = try recordedStore(seconds: 1)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try runChecked(
+            "sqlite3",
+            [
+                "\(store)/index.sqlite",
+                "UPDATE schema_migrations SET sql = replace(sql, 'CREATE', 'CREATF') WHERE version = 2",
+            ])
+        let check = try Tool.rewind(["verify", "--store", store])
+        #expect(check.status == 1, "\(check.output)\(check.stderr)")
+        #expect(
+            check.stderr.contains(
+                "a record of migration 2 (0002_segments.sql) in schema_migrations whose text no "
+                    + "longer matches the checksum recorded with it"), "\(check.stderr)")
+        #expect(!check.stderr.contains("different build"), "\(check.stderr)")
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+        ])
+        #expect(record.status == 1, "\(record.stderr)")
+        #expect(record.stderr.contains("run 'rewind verify --repair', which moves the index aside and rebuilds it"))
+        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.output.contains("moved the damaged index"), "\(repair.output)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 0 && info.output.contains("frames: 60"), "\(info.output)")
+    }
+
     /// A store whose making was cut short (an index with no schema, a -wal beside it with no whole transaction: a
     /// recorder killed as it began) is named as such, not as one whose -wal is missing, and recording into it again
     /// finishes it.

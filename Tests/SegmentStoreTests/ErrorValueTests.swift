@@ -81,6 +81,11 @@ import Testing
                 .index(path: "/s/i", problem: .migrationFailed(version: 2, fileName: "0002_x.sql"), detail: "boom"),
                 ["/s/i", "0002_x.sql", "version 1", "boom"]
             ),
+            (
+                .index(
+                    path: "/s/i", problem: .damagedMigrationRecord(version: 2, fileName: "0002_x.sql"), detail: ""),
+                ["/s/i", "migration 2 (0002_x.sql)", "no longer matches the checksum", "damaged"]
+            ),
             (.index(path: "/s/i", problem: .unfinished, detail: ""), ["/s/i", "making was cut short"]),
             (
                 .index(path: "/s/i", problem: .unrecordedSchema(), detail: ""),
@@ -124,6 +129,7 @@ import Testing
             .newerThanCode(path: "/p", databaseVersion: 2, codeVersion: 1),
             .editedMigration(path: "/p", version: 1, fileName: "a", recordedFileName: "b"),
             .schemaOutdated(path: "/p", databaseVersion: 1, codeVersion: 2),
+            .damagedRecord(path: "/p", version: 1, fileName: "a"),
             .failed(path: "/p", version: 2, fileName: "f", cause: Self.full),
         ]
         for error in migrations { Self.expectNoAdvice(error) }

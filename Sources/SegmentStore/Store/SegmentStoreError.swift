@@ -69,6 +69,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
         case schemaOutdated(databaseVersion: Int, codeVersion: Int)
         /// An applied migration's recorded text differs from the one this build ships: another build made it.
         case editedMigration(version: Int, fileName: String, recordedFileName: String)
+        /// An applied migration's recorded text no longer matches the checksum recorded with it: the index is
+        /// damaged.
+        case damagedMigrationRecord(version: Int, fileName: String)
         /// A migration failed and was rolled back; the schema stays at `version - 1`. `refused`: SQLite refused a
         /// statement of it for what the index holds (a table or column it adds is there already): the index's record
         /// of its schema disagrees with its tables, as only another program leaves it.
@@ -105,6 +108,8 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             "the damaged index (its record of its schema disagrees with its tables: \(detail))"
         case SegmentStoreError.index(_, .unrecordedSchema, _):
             "the damaged index (it has no record of its schema)"
+        case SegmentStoreError.index(_, .damagedMigrationRecord, _):
+            "the damaged index (its record of its schema is damaged)"
         default: nil
         }
     }
@@ -179,6 +184,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             case .editedMigration(let version, let fileName, let recordedFileName):
                 return "\(path) has migration \(version) (\(recordedFileName)) applied with a different text than "
                     + "this build's \(fileName): it was made by a different build"
+            case .damagedMigrationRecord(let version, let fileName):
+                return "\(path) has a record of migration \(version) (\(fileName)) in schema_migrations whose text "
+                    + "no longer matches the checksum recorded with it: the index is damaged"
             case .migrationFailed(let version, let fileName, let refused):
                 return "migration \(fileName) failed on \(path) and was rolled back (schema stays at version "
                     + "\(version - 1)): \(detail)"
@@ -243,6 +251,9 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
                     path: path,
                     problem: .editedMigration(version: version, fileName: fileName, recordedFileName: recordedFileName),
                     detail: "")
+            case .damagedRecord(let path, let version, let fileName):
+                return SegmentStoreError.index(
+                    path: path, problem: .damagedMigrationRecord(version: version, fileName: fileName), detail: "")
             case .failed(let path, let version, let fileName, let cause):
                 // The statement is the migration's file, named already.
                 let sqlite = cause as? SQLiteError
