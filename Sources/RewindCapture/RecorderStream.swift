@@ -432,6 +432,15 @@ public final class RecorderStream: Sendable {
     /// What ended this stream's input, when it failed (``noteInputFailed(_:)``).
     public var inputError: String? { shared.inputFailure.withAnnotatedLock { $0 } }
 
+    /// Says that this stream's input ended, for `reason` (`end of input`, `duration reached`, or what failed),
+    /// while the recorder may go on with other streams: it sends no more frames, which is not a stall.
+    public func noteInputEnded(_ reason: String) {
+        shared.inputEnd.withAnnotatedLock { $0 = $0 ?? reason }
+    }
+
+    /// Why this stream's input ended (``noteInputEnded(_:)``); nil while it runs.
+    public var inputEnded: String? { shared.inputEnd.withAnnotatedLock { $0 } }
+
     // MARK: Statistics
 
     /// What the ring holds now: frames, bytes, pts range, budget and pinned frames.
@@ -638,6 +647,8 @@ final class RecorderShared: Sendable {
     static let memoryGapsKept = 1024
     /// What ended the stream's input, when it failed while the recorder went on.
     let inputFailure = Mutex<String?>(nil)
+    /// Why the stream's input ended (it sends no more frames), once it has.
+    let inputEnd = Mutex<String?>(nil)
     /// How this stream's source pts become stream pts and recorder time.
     let clock: StreamClockMapping
     let state = Mutex(SharedState())

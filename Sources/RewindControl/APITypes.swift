@@ -294,6 +294,9 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var clockWallNanoseconds: Int64?
     /// What ended the stream's input, when it failed while the recorder went on; nil while it runs.
     public var inputError: String?
+    /// Why the stream's input ended (`end of input`, `duration reached`, `input failed: …`) while the recorder goes
+    /// on; nil while it runs.
+    public var inputEnded: String?
     /// Frames accepted and not yet written to disk: how far the spill is behind.
     public var spillLagFrames: UInt64 = 0
 
@@ -329,6 +332,7 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         case clockOffsetNanoseconds = "clock_offset_ns"
         case clockWallNanoseconds = "clock_wall_ns"
         case inputError = "input_error"
+        case inputEnded = "input_ended"
         case spillLagFrames = "spill_lag_frames"
         case framesAccepted = "frames_accepted"
         case framesDurable = "frames_durable"
@@ -361,6 +365,7 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         try container.encode(clockOffsetNanoseconds, forKey: .clockOffsetNanoseconds)
         try container.encode(clockWallNanoseconds, forKey: .clockWallNanoseconds)
         try container.encode(inputError, forKey: .inputError)
+        try container.encode(inputEnded, forKey: .inputEnded)
         try container.encode(spillLagFrames, forKey: .spillLagFrames)
     }
 }

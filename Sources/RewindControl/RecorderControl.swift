@@ -1033,6 +1033,7 @@ public final class RecorderControl: Sendable {
                 clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
                 clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
             status.spillLagFrames = stream.unspilledFrames
+            status.inputEnded = stream.inputEnded
             return status
         }
         return StatusResponse(

@@ -474,10 +474,11 @@ final class SaveBook: Sendable {
                 // Every frame of a stream before the end is in once its newest frame reaches the last nanosecond of
                 // the range; a stored stream's are on disk already. Each stream goes by its own frames: the shared
                 // clock, moved by another stream, passed the end while a stream sent nothing (it was written
-                // without its post-roll, exit 0).
+                // without its post-roll, exit 0). A stream whose input ended sends no more: it has every frame it will.
                 let targets = entry.target.streams
                 let lagging = targets.filter {
-                    (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
+                    $0.inputEnded == nil
+                        && (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
                 }
                 var ready = entry.isForced || entry.target.isStored || lagging.isEmpty
                 // The streams it still waits for stalled: it ends after its newest frame, written now (a client

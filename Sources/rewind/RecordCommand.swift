@@ -445,6 +445,10 @@ private func record(
                         }
                     })
             }
+            switch result {
+            case .success(let ended): stream.noteInputEnded(ended.endReason.description)
+            case .failure(let error): stream.noteInputEnded("input failed: \(error)")
+            }
             if case .failure(let error) = result {
                 stream.noteInputFailed(error)
                 if !isSingle {
@@ -490,6 +494,7 @@ private func record(
         } else {
             let error = InputStalled(name: name, alone: stalled.count == inputs.count)
             stream.noteInputFailed(error)
+            stream.noteInputEnded("input failed: \(error)")
             results.withAnnotatedLock { $0[name] = .failure(error) }
         }
     }

@@ -49,6 +49,11 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
         print(
             "    drops: \(stream.drops.values.reduce(0, +))"
                 + (drops.isEmpty ? "" : " (\(drops.joined(separator: ", ")))"))
+        if let error = stream.inputError {
+            print("    input failed: \(error)")
+        } else if let ended = stream.inputEnded {
+            print("    input ended (\(ended))")
+        }
     }
     print("  saves: \(status.savesWaiting) waiting, \(status.savesExporting) exporting")
     if let line = processLine(status) { print(line) }

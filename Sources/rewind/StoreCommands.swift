@@ -169,7 +169,11 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                 streamLine += "; \(stream.framesAccepted) accepted, \(stream.framesDurable) durable"
                 let drops = stream.drops.values.reduce(0, +)
                 if drops > 0 { streamLine += ", \(drops) dropped" }
-                if let error = stream.inputError { streamLine += "; input failed: \(error)" }
+                if let error = stream.inputError {
+                    streamLine += "; input failed: \(error)"
+                } else if let ended = stream.inputEnded {
+                    streamLine += "; input ended (\(ended))"
+                }
                 print(streamLine)
             }
         }

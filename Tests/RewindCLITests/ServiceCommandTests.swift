@@ -882,6 +882,42 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// A stream whose input ended (a file read to its end) beside a live one is not waited for as stalled: a
+    /// `--last` save and a clip of a past range of both streams are written at once, exit 0, and the status says the
+    /// input ended. (They waited 10 s and exited 1 saying the input stalled, a save of the ended stream alone too.)
+    @Test func aStreamWhoseInputEndedIsNotWaitedForAsStalled() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "64x48", rate: "10", frames: 20, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "live=synthetic:64x48@10", "--input", "file=y4m:\(source.path)",
+            "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 3.5)
+        let status = try Tool.rewind(["status", "--store", store])
+        #expect(status.output.contains("input ended (end of input)"), "\(status.output)")
+        let json = try Tool.rewind(["status", "--store", store, "--json"])
+        let document = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
+        let streams = try #require(document["streams"] as? [[String: Any]], "\(json.output)")
+        #expect(streams.compactMap { $0["input_ended"] as? String } == ["end of input"], "\(json.output)")
+        for (arguments, name) in [
+            (["save", "--stream", "all", "--last", "1s"], "last.mkv"),
+            (["clip", "--stream", "all", "--from", "0s", "--to", "3s"], "past.mkv"),
+            (["save", "--stream", "file", "--last", "30s"], "file.mkv"),
+        ] {
+            let output = directory.appendingPathComponent(name).path
+            let run = try Tool.rewind(
+                [arguments[0], "--store", store] + arguments.dropFirst() + ["-o", output], timeout: .seconds(120))
+            #expect(run.status == 0, "\(arguments): \(run.output) \(run.stderr)")
+            #expect(!run.stderr.contains("stalled"), "\(run.stderr)")
+        }
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A download of an export in progress when the recorder stops is served to its end (up to 30 s): it was cut
     /// at the stop, the client left with part of the file.
     @Test func aDownloadInProgressWhenTheRecorderStopsIsServedToItsEnd() throws {
