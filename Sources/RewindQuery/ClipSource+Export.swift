@@ -38,13 +38,20 @@ extension ClipSource {
     /// retention deleted) that reach into `range`, as the store records them (without one, as the recorder keeps
     /// them: ``RecorderStream/memoryGaps``), by start. An export of the range holds no frame of them, and says so.
     ///
+    /// A gap a recording noted between two frames starts at the frame before it, which is kept: a range that reaches
+    /// only that frame of the gap lost nothing (a save of the last seconds just before a pause said it had).
+    ///
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func lostGaps(in range: Range<Int64>) -> [GapRow] {
         var gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
         // Without a store, the recorder keeps them itself.
         if let live, live.store == nil { gaps = live.memoryGaps }
         return (gaps ?? []).filter { gap in
-            gap.reason.isLoss && gap.startNanoseconds < range.upperBound && gap.endNanoseconds > range.lowerBound
+            guard gap.reason.isLoss, gap.startNanoseconds < range.upperBound, gap.endNanoseconds > range.lowerBound
+            else { return false }
+            let start = gap.startNanoseconds
+            guard start < Int64.max, range.upperBound <= start + 1 else { return true }
+            return (try? hasFrames(in: start..<(start + 1))) != true
         }.sorted { $0.startNanoseconds < $1.startNanoseconds }
     }
 

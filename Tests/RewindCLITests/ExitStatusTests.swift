@@ -13,6 +13,28 @@ import Testing
         return store
     }
 
+    /// A gap noted between two frames starts at the frame before it, which the store keeps: a clip that reaches only
+    /// that frame of the gap lost nothing and says nothing of it; one that reaches further names the gap.
+    @Test func aRangeEndingAtTheFrameBeforeAGapLostNothing() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try recordedStore(in: directory)
+        // After frame 14 (466 666 666 ns), a second of frames dropped as spill behind.
+        _ = try runChecked(
+            "sqlite3",
+            [
+                store + "/index.sqlite",
+                "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) "
+                    + "VALUES (1, 466666666, 1466666666, 'spill behind')",
+            ])
+        let output = directory.appendingPathComponent("x.y4m").path
+        let upTo = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "466666667ns", "-o", output])
+        #expect(upTo.status == 0 && upTo.output.contains("wrote 15 frames"), "\(upTo.output)\(upTo.stderr)")
+        #expect(!upTo.output.contains("frames were lost"), "\(upTo.output)")
+        let into = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "600ms", "-o", output])
+        #expect(into.output.contains("the range has 1 gap where frames were lost: 0.466s … 1.466s"), "\(into.output)")
+    }
+
     @Test func aBackwardsRangeIsAUsageErrorNamingBothTimes() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
