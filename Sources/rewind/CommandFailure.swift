@@ -96,6 +96,12 @@ struct CommandFailure {
             case .noAnswer:
                 status = ExitStatus.unavailable
                 advice = "resume it ('fg', or kill -CONT PID) or stop it; 'ps' shows its state (T: stopped)"
+                if command == "save" || command == "clip" {
+                    // The request reached it: a resumed recorder still writes the file.
+                    advice! +=
+                        "; a resumed recorder still writes the \(command) it was asked for ('rewind status' counts "
+                        + "those waiting; DELETE /v1/saves/ID cancels one)"
+                }
             case .badListenAddress(_, let reason):
                 switch reason {
                 case .system(let errno):

@@ -382,6 +382,8 @@ import Testing
             let result = try client.finish(timeout: .seconds(90))
             #expect(result.status == 69, "\(name): \(result.stderr)")
             #expect(result.stderr.contains("the recorder sent nothing for 30 s"), "\(name): \(result.stderr)")
+            // Its request reached the recorder, which writes the file once resumed: said, with how to cancel it.
+            #expect(result.stderr.contains("a resumed recorder still writes the "), "\(name): \(result.stderr)")
         }
         let fromDisk = try stored.finish(timeout: .seconds(90))
         #expect(fromDisk.status == 0, "\(fromDisk.stderr)")
