@@ -455,6 +455,7 @@ final class SaveBook: Sendable {
         if recorder.store == nil { pinArrivedFrames() }
         let monotonic = System.monotonicNanoseconds()
         let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
+        let inputsRunning = recorder.streams.contains { $0.inputEnded == nil }
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
             let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
@@ -474,10 +475,11 @@ final class SaveBook: Sendable {
                 // Every frame of a stream before the end is in once its newest frame reaches the last nanosecond of
                 // the range; a stored stream's are on disk already. Each stream goes by its own frames: the shared
                 // clock, moved by another stream, passed the end while a stream sent nothing (it was written
-                // without its post-roll, exit 0). A stream whose input ended sends no more: it has every frame it will.
+                // without its post-roll, exit 0). A stream whose input ended while others go on has every frame it
+                // will (once every input has ended the recorder stops, which ends the saves waiting as it does).
                 let targets = entry.target.streams
                 let lagging = targets.filter {
-                    $0.inputEnded == nil
+                    !($0.inputEnded != nil && inputsRunning)
                         && (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
                 }
                 var ready = entry.isForced || entry.target.isStored || lagging.isEmpty
