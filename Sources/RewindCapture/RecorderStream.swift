@@ -283,8 +283,11 @@ public final class RecorderStream: Sendable {
                 let reason = LossReason.arrivalReason(
                     of: shared.arrivalDropsSinceLastStore.exchange(0, ordering: .relaxed))
             {
+                let first = shared.firstDroppedPTS.exchange(.min, ordering: .relaxed)
                 if spill != nil {
-                    shared.firstAfterDrops.withAnnotatedLock { $0[sequence] = reason }
+                    shared.firstAfterDrops.withAnnotatedLock {
+                        $0[sequence] = ArrivalDrops(reason: reason, firstPTS: first == .min ? nil : first)
+                    }
                 } else if previous != .min {
                     let gap = GapRow(streamID: 0, startNanoseconds: previous, endNanoseconds: pts, reason: reason)
                     shared.memoryGaps.withAnnotatedLock { gaps in
@@ -593,6 +596,13 @@ extension LossReason {
     }
 }
 
+/// Frames dropped on arrival before a stored frame: why (the gap before it is recorded with that reason) and the pts
+/// of the first of them, when known.
+struct ArrivalDrops: Sendable {
+    var reason: LossReason
+    var firstPTS: Int64?
+}
+
 /// State shared by one stream's producer, queries and the spill thread.
 final class RecorderShared: Sendable {
     /// The next sequence number the spill stage will write; frames below it are written (or lost).
@@ -639,7 +649,10 @@ final class RecorderShared: Sendable {
     let lastDroppedPTS = Atomic<Int64>(.min)
     /// Frames stored right after drops on arrival, by sequence number, with the reason of the gap before them
     /// (touched only when frames are dropped).
-    let firstAfterDrops = Mutex<[UInt64: LossReason]>([:])
+    let firstAfterDrops = Mutex<[UInt64: ArrivalDrops]>([:])
+    /// The pts (stream clock) of the first frame dropped on arrival since the last stored frame, `.min` when none
+    /// was or it is not known: where the loss begins when frames came after a pause (the pause before it is none).
+    let firstDroppedPTS = Atomic<Int64>(.min)
     /// Without a store (spill `off`), the stretches where frames were dropped on arrival, newest last (at most
     /// ``memoryGapsKept``): no index keeps them, and an export of a range holding one says so all the same.
     let memoryGaps = Mutex<[GapRow]>([])
@@ -664,7 +677,8 @@ final class RecorderShared: Sendable {
     /// Notes a frame dropped on arrival, so the gap before the next stored frame names `reason`, and one after the
     /// last stored frame ends past it (`pts`, stream clock, when it is known).
     func noteDroppedOnArrival(_ reason: LossReason, pts: Int64? = nil) {
-        arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
+        let (before, _) = arrivalDropsSinceLastStore.bitwiseOr(reason.arrivalBit, ordering: .relaxed)
+        if before == 0 { firstDroppedPTS.store(pts ?? .min, ordering: .relaxed) }
         if let pts { lastDroppedPTS.store(pts, ordering: .relaxed) }
     }
 

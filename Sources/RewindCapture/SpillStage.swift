@@ -484,7 +484,11 @@ final class SpillLane {
     /// Records a gap before a frame just written at `pts` when frames are missing since the last one written:
     /// lost after they were accepted (``pendingLoss``), dropped on arrival (`arrivalDrops`, the reason of those
     /// drops), or never produced. A loss after acceptance names the gap over drops on arrival (see ``LossReason``).
-    private func noteGap(before pts: Int64, arrivalDrops: LossReason?) {
+    ///
+    /// Drops that began only after a pause (the first dropped frame more than a frame and a half after the last one
+    /// written, the frames moved on past it) leave the pause an `input interval` and the loss from the first drop.
+    private func noteGap(before pts: Int64, arrivalDrops drops: ArrivalDrops?) {
+        let arrivalDrops = drops?.reason
         guard let lastWrittenPTS else {
             // Nothing written yet: only failed writes before this frame leave a gap, from the first of them.
             if let failedPTS, let pendingLoss { recordLossGap(start: failedPTS.first, end: pts, reason: pendingLoss) }
@@ -496,6 +500,14 @@ final class SpillLane {
             reason = pendingLoss
         } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {
             reason = arrivalDrops ?? .inputInterval
+            if let arrivalDrops, let first = drops?.firstPTS, first < pts,
+                first - lastWrittenPTS > nominal + nominal / 2
+            {
+                recordGap(start: lastWrittenPTS, end: first, reason: .inputInterval)
+                recordGap(start: first, end: pts, reason: arrivalDrops)
+                inputIntervalGapEnd = nil
+                return
+            }
         } else {
             inputIntervalGapEnd = nil
             return

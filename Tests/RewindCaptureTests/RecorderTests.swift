@@ -524,9 +524,18 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         var stored = 0
         var dropped = 0
         let deadline = ContinuousClock.now + .seconds(30)
+        // After the jump, frames at a camera's pace: the spill stage keeps up with them.
+        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
         while stored < 40 && ContinuousClock.now < deadline {
-            if case .stored = try feed.appendNext(to: recorder) { stored += 1 } else { dropped += 1 }
-            if stored == 0 { usleep(1000) }
+            if case .stored = try feed.appendNext(to: recorder) {
+                stored += 1
+                try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
+                    recorder.unspilledFrames <= UInt64(kept)
+                }
+            } else {
+                dropped += 1
+                usleep(1000)
+            }
         }
         #expect(stored == 40, "frames after the jump are taken again once those before it are written")
         #expect(dropped > 0, "the frame after the jump waited for nothing")
@@ -534,6 +543,14 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(statistics.drops[.evictedBeforeSpill] == nil, "\(statistics.drops)")
         #expect(statistics.drops[.spillBehind] == dropped, "\(statistics.drops)")
         #expect(statistics.framesDurable == 20 + 40, "\(statistics)")
+        // The pause is no loss: an input interval up to the first frame dropped, the drops a gap of their own.
+        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / 30 }
+        let gaps = try store.gaps(streamName: recorder.streams[0].name)
+        #expect(
+            gaps.map { [$0.startNanoseconds, $0.endNanoseconds] } == [
+                [pts(19), pts(120)], [pts(120), pts(120 + dropped)],
+            ]
+                && gaps.map(\.reason) == [.inputInterval, .spillBehind], "\(gaps), \(dropped) dropped")
     }
 
     /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
