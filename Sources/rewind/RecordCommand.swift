@@ -1118,7 +1118,9 @@ private func listenOptions(_ arguments: ParsedArguments, directory: String) thro
         return nil
     }
     let (host, port) = try RecorderControl.Listen.check(text, allowsAnyAddress: arguments.flag("listen-any"))
-    System.makeStoreDirectory(directory)
+    // Before anything is made: a port in use, a token file that cannot be used.
+    try RecorderControl.Listen.checkFree(text, host: host, port: port)
+    if arguments.string("token-file") == nil { System.makeStoreDirectory(directory) }
     // Absolute: the page a browser gets without the token names it, and the browser's user is not in our directory.
     let tokenFile = URL(fileURLWithPath: arguments.string("token-file") ?? directory + "/token").standardizedFileURL
         .path

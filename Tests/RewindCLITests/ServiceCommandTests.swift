@@ -443,6 +443,17 @@ import Testing
         ])
         #expect(inUse.status == 69, "\(inUse.stderr)")
         #expect(inUse.stderr.contains("Address already in use") && inUse.stderr.contains("choose another port"))
+        #expect(!FileManager.default.fileExists(atPath: store), "refused before the store is made")
+        // A token file that cannot be used is refused before the store's directory is made too.
+        let loose = directory.appendingPathComponent("loose-token").path
+        try Data("0123456789abcdef0123456789abcdef\n".utf8).write(to: URL(fileURLWithPath: loose))
+        chmod(loose, 0o644)
+        let readable = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "1s", "--listen",
+            "127.0.0.1:0", "--token-file", loose,
+        ])
+        #expect(readable.status == 64, "\(readable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: store), "refused before the store is made")
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--listen", "127.0.0.1:0",
         ])
