@@ -758,6 +758,33 @@ import Testing
         return (source, store, entries)
     }
 
+    /// A dry `verify` of a file damaged in a frame's header counts the records it reads before the damage as such,
+    /// not as all the file holds (it said "its file holds 60" beside "salvage 30 after the damage").
+    @Test func aDryVerifyCountsTheRecordsBeforeTheDamageAsSuch() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let path = "\(store)/segments/000001.seg"
+        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+        let entries = try reader.scan().entries
+        reader.close()
+        try #require(entries.count == 120)
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: UInt64(entries[60].offset) + 100)
+        try handle.write(contentsOf: Data(repeating: 0xFF, count: 64))
+        try handle.close()
+        let verify = try Tool.rewind(["verify", "--store", store])
+        #expect(verify.status == 1)
+        #expect(
+            verify.output.contains(
+                "the index has 120 frames for segment 000001.seg, its file holds 60 readable "
+                    + "before the damage"), "\(verify.output)")
+    }
+
     /// A segment a killed recorder left open is said to be left so by `info` (no recorder holds it), with what
     /// seals it; the next recording does.
     @Test func aSegmentLeftOpenByAKilledRecorderIsSaidSo() throws {

@@ -866,8 +866,10 @@ extension SegmentStore {
                 "segments/\(name) is the file of the index's segment \(other) (files swapped or renamed): 'rewind "
                     + "verify --repair' indexes each file at its own frames' times")
         } else if row.frameCount != scan.entries.count {
+            // A damaged file holds more than its readable records before the damage (the repair salvages after it).
             report.problems.append(
-                "the index has \(row.frameCount) frames for segment \(name), its file holds \(scan.entries.count)")
+                "the index has \(row.frameCount) frames for segment \(name), its file holds \(scan.entries.count)"
+                    + (scan.damage == nil ? "" : " readable before the damage"))
         } else if let difference = try firstDisagreement(segment: row, header: header, scan: scan) {
             report.problems.append(
                 "the index rows of segment \(name) disagree with its file (\(difference)); 'rewind verify --repair' "
