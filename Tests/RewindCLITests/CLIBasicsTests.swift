@@ -80,6 +80,7 @@ import Testing
         ["record", "--store", "x", "--memory", "lots"],
         ["record", "--store", "x", "--spill", "sometimes"],
         ["save", "--store", "x", "--last", "five", "-o", "a.y4m"],
+        ["save", "--store", "x", "--last", "5s", "-o", "a.avi"],
     ])
     func badOptionsExit64WithTheCommandsUsage(arguments: [String]) throws {
         let result = try Tool.rewind(arguments)
@@ -88,7 +89,7 @@ import Testing
         #expect(result.stdout.isEmpty)
         // A value that is not one of its option's: the message says what it must look like, and the usage line
         // alone follows (the table of every option buried that advice); a malformed command line gets the table.
-        let badValue = ["lots", "sometimes", "five"].contains(where: arguments.contains)
+        let badValue = ["lots", "sometimes", "five", "a.avi"].contains(where: arguments.contains)
         #expect(result.stderr.contains("\noptions:") != badValue, "\(result.stderr)")
         #expect(result.stderr.contains("--help' lists every option") == badValue, "\(result.stderr)")
     }

@@ -18,7 +18,7 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
         self.showsHelp = showsHelp
         // A message that starts with the option it is about (`--segment 50ms is shorter than …`) says what to give
         // that option: the usage line is enough beside it.
-        showsUsageLineOnly = message.hasPrefix("--")
+        showsUsageLineOnly = message.hasPrefix("--") || message.hasPrefix("-o: ")
     }
 
     /// A value that is not one of its option's: the message and the command's usage line.
