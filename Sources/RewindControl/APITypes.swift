@@ -749,13 +749,26 @@ enum APICoding {
         }
         do {
             return try JSONDecoder().decode(T.self, from: Data(text))
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+        } catch let DecodingError.typeMismatch(type, context), let DecodingError.valueNotFound(type, context) {
             let field = context.codingPath.map(\.stringValue).joined(separator: ".")
-            throw APIError(.badRequest, "field '\(field)' has the wrong type: \(context.debugDescription)")
+            throw APIError(.badRequest, "field '\(field)' must be \(Self.kind(of: type, field: field))")
         } catch let DecodingError.keyNotFound(key, _) {
             throw APIError(.badRequest, "missing field '\(key.stringValue)'")
         } catch {
             throw APIError(.badRequest, "the body is not a valid request: \(error)")
+        }
+    }
+
+    /// What a request field of `type` takes, in words (`a string, a time such as "5s"`).
+    static func kind(of type: Any.Type, field: String) -> String {
+        switch type {
+        case is String.Type:
+            let times: Set<Substring> = ["last", "before", "after", "from", "to", "at"]
+            let isTime = times.contains(field.split(separator: ".").last ?? "")
+            return isTime ? "a string: a time such as \"5s\" or \"12:00:00\"" : "a string"
+        case is Bool.Type: return "true or false"
+        case is Int.Type, is Int64.Type, is Double.Type: return "a number"
+        default: return "of another type (the API document, GET /v1/openapi.json, gives each field's)"
         }
     }
 

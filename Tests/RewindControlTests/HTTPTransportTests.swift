@@ -440,6 +440,12 @@ final class RawConnection {
         for body in ["{", "[1,2]", #"{"unknown":1}"#, #"{"after":true}"#, "\u{1}\u{2}"] {
             #expect(try curl(socket, "POST", "/v1/saves", body: body).status == 400, "\(body)")
         }
+        // A field of the wrong type says what it takes, not the decoder's words.
+        let number = try curl(socket, "POST", "/v1/saves", body: #"{"last":5}"#)
+        #expect(number.status == 400, "\(number.body)")
+        #expect(
+            try decode(APIError.Body.self, number.body).error.message
+                == #"field 'last' must be a string: a time such as "5s" or "12:00:00""#, "\(number.body)")
         // Times past what 64-bit nanoseconds hold (a time of day's seconds once trapped, ending the recorder).
         for body in [#"{"from":"14:01:8565705100000000000","to":"1s"}"#, #"{"from":"0s","to":"99999999999d"}"#] {
             #expect(try curl(socket, "POST", "/v1/clips", body: body).status == 400, "\(body)")
