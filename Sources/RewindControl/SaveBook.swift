@@ -460,9 +460,10 @@ final class SaveBook: Sendable {
         let stillWaiting: Bool = state.withAnnotatedLock { state in
             let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
             state.lastLook = monotonic
-            let idle = state.entries.values.allSatisfy { $0.object.state != .waiting }
+            // Watched whether saves wait or not: a save of a stream stalled long before it came is cut at once (it
+            // waited the whole allowance first).
             for (name, newest) in streamNewest {
-                if let seen = state.streamsSeen[name], seen.newest == newest, !idle {
+                if let seen = state.streamsSeen[name], seen.newest == newest {
                     state.streamsSeen[name]?.movedAt += paused
                 } else {
                     state.streamsSeen[name] = (newest, monotonic)
@@ -489,8 +490,11 @@ final class SaveBook: Sendable {
                 if !ready, let newest = targets.compactMap({ state.streamsSeen[$0.name]?.newest }).max(),
                     lagging.allSatisfy({ monotonic - (state.streamsSeen[$0.name]?.movedAt ?? monotonic) > allowance })
                 {
-                    entry.object.toNanoseconds = max(
-                        entry.object.fromNanoseconds, min(entry.object.toNanoseconds, newest + 1))
+                    // Not cut to nothing: a range wholly after the stalled frames keeps its end, and says it has
+                    // no frames there (it read "no frames in [21.300s, 21.300s)").
+                    if newest + 1 > entry.object.fromNanoseconds {
+                        entry.object.toNanoseconds = min(entry.object.toNanoseconds, newest + 1)
+                    }
                     entry.object.cutShort = .inputStalled
                     entry.object.stalledStreams = lagging.map(\.name)
                     entry.isForced = true

@@ -237,7 +237,7 @@ private func exportAll(
     for summary in summaries {
         var line = describe(summary, destination: summary.path ?? output)
         if format == .matroska {
-            line += " (\(count(tracks, "stream")), a track each"
+            line += " (" + trackCount(tracks)
             if tracks < set.members.count {
                 line += "; \(count(set.members.count - tracks, "stream")) without frames in the range"
             }
@@ -525,7 +525,7 @@ private func liveExport(
         message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
     } else if let streams, streams > 1, ExportFormat(fileExtension: object.format) == .matroska {
         let tracks = object.tracks?.count ?? streams
-        message += " (\(count(tracks, "stream")), a track each"
+        message += " (" + trackCount(tracks)
         if tracks < streams { message += "; \(count(streams - tracks, "stream")) without frames in the range" }
         message += ")"
     }
@@ -577,13 +577,13 @@ private func liveExport(
             object.toNanoseconds < started.toNanoseconds
             ? "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
                 + "\(formatSeconds(started.toNanoseconds)): "
-            : "\(what) \(object.id) lacks the end of its post-roll for \(stalled.joined(separator: ", ")): "
+            : "\(what) \(object.id) lacks the end of its range for \(stalled.joined(separator: ", ")): "
         switch object.cutShort {
         case .inputStalled:
             let inputs = stalled.isEmpty ? "the recorder's inputs" : "the input of \(stalled.joined(separator: ", "))"
             throw CommandError(
-                cut + "no frame came for its post-roll (\(inputs) stalled); the file holds what was "
-                    + "recorded (see `rewind status` for the inputs)")
+                cut + "no frame came for the end of its range (\(inputs) stalled: it sends nothing, its pipe or "
+                    + "device kept open); the file holds what was recorded (check what feeds that input)")
         case .noMemory:
             throw CommandError(
                 cut + "the recorder, which keeps a save's frames in memory while it waits (it records without a "
@@ -595,6 +595,11 @@ private func liveExport(
         }
     }
     return true
+}
+
+/// The tracks of a `.mkv` of several streams, in words: `2 streams, a track each`, or `1 track`.
+private func trackCount(_ tracks: Int) -> String {
+    tracks == 1 ? "1 track" : "\(count(tracks, "stream")), a track each"
 }
 
 /// The gaps where an export's range lost frames (``ClipSource/lostGaps(in:)``, or a live save's `lost`), as a line

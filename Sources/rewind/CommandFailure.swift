@@ -93,14 +93,20 @@ struct CommandFailure {
                     afterStopping
                     ? "saves it had not finished were not written: 'rewind clip' makes them from the store on disk"
                     : "check the recorder's log (and dmesg for a kill)"
-            case .noAnswer:
+            case .noAnswer(let request, _):
                 status = ExitStatus.unavailable
                 advice = "resume it ('fg', or kill -CONT PID) or stop it; 'ps' shows its state (T: stopped)"
-                if command == "save" || command == "clip" {
-                    // The request reached it: a resumed recorder still writes the file.
+                let words = request.split(separator: " ")
+                if words.count == 2, ["save", "clip"].contains(words[0]), let id = Int(words[1]) {
+                    // It has the save: once resumed it writes the file.
                     advice! +=
-                        "; a resumed recorder still writes the \(command) it was asked for ('rewind status' counts "
-                        + "those waiting; DELETE /v1/saves/ID cancels one)"
+                        "; resumed, it still writes \(request): to cancel it, before resuming it, run 'curl "
+                        + "--unix-socket DIR/rewind.sock -X DELETE http://rewind/v1/saves/\(id)'"
+                } else if request == "the save" || request == "the clip" {
+                    // Asked, never answered: a resumed recorder reads the request then.
+                    advice! += "; resumed, it may still make \(request) ('rewind status' counts saves waiting)"
+                } else if command == "save" || command == "clip" {
+                    advice! += "; nothing was asked of it yet: run the command again once it records"
                 }
             case .badListenAddress(_, let reason):
                 switch reason {
