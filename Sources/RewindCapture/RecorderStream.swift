@@ -65,7 +65,12 @@ public final class RecorderStream: Sendable {
                 // evicted while the pin holder still reads it, so pins never make the producer drop a frame.
                 pinPolicy: .evictOldestUnpinned),
             // Letting go of an evicted frame returns its slab to the pool; the spill stage pins what it still needs.
-            onEvict: { _ in })
+            // One that leaves unwritten is a loss: where it lay tells the loss from a pause after it.
+            onEvict: { [shared] frame in
+                if frame.sequence >= shared.spillCursor.load(ordering: .acquiring) {
+                    shared.lastEvictedUnwrittenPTS.store(frame.info.ptsNanoseconds, ordering: .relaxed)
+                }
+            })
         framesInWindow = Self.framesInWindow(stream, configuration)
         shared.ringRoom.store(room(under: .normal), ordering: .relaxed)
         shared.spillBatch.store(Self.spillBatch(room(under: .normal)), ordering: .relaxed)
@@ -653,6 +658,9 @@ final class RecorderShared: Sendable {
     /// The pts (stream clock) of the first frame dropped on arrival since the last stored frame, `.min` when none
     /// was or it is not known: where the loss begins when frames came after a pause (the pause before it is none).
     let firstDroppedPTS = Atomic<Int64>(.min)
+    /// The pts (stream clock) of the newest frame that left the ring unwritten, `.min` before any: the loss it
+    /// leaves ends there, and a pause after it is none.
+    let lastEvictedUnwrittenPTS = Atomic<Int64>(.min)
     /// Without a store (spill `off`), the stretches where frames were dropped on arrival, newest last (at most
     /// ``memoryGapsKept``): no index keeps them, and an export of a range holding one says so all the same.
     let memoryGaps = Mutex<[GapRow]>([])

@@ -496,6 +496,16 @@ final class SpillLane {
         }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: LossReason
+        let evicted = shared.lastEvictedUnwrittenPTS.exchange(.min, ordering: .relaxed)
+        if pendingLoss == .evictedBeforeSpill, nominal > 0, evicted > lastWrittenPTS, evicted < pts,
+            pts - evicted > nominal + nominal / 2
+        {
+            // Frames left unwritten, then a pause (frames moved on past it): the loss ends at the last of them.
+            recordLossGap(start: lastWrittenPTS, end: evicted + 1, reason: .evictedBeforeSpill)
+            recordGap(start: evicted + 1, end: pts, reason: .inputInterval)
+            inputIntervalGapEnd = nil
+            return
+        }
         if let pendingLoss {
             reason = pendingLoss
         } else if nominal > 0 && pts - lastWrittenPTS > nominal + nominal / 2 {

@@ -553,6 +553,38 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
                 && gaps.map(\.reason) == [.inputInterval, .spillBehind], "\(gaps), \(dropped) dropped")
     }
 
+    /// Under `drop-oldest-unspilled`, frames a jump after a pause pushes out unwritten are a loss up to the last of
+    /// them, and the pause after it an input interval (the whole pause read as frames lost).
+    @Test func framesEvictedUnwrittenBeforeAPauseAreALossOnlyUpToTheLastOfThem() throws {
+        var feed = try CameraFeed(width: 64, height: 16, fps: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: .nanoseconds(feed.stream.frameStepNanoseconds * 30), memoryBudget: 16 << 20,
+                spill: .onEvict, backpressure: .dropOldestUnspilled))
+        // At a camera's pace: the spill stage writes the frames due as they come.
+        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
+        for _ in 0..<40 {
+            _ = try feed.appendNext(to: recorder)
+            try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
+                recorder.unspilledFrames <= UInt64(kept)
+            }
+        }
+        feed.index += 100
+        for _ in 0..<10 { #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind)) }
+        let statistics = try recorder.finish()
+        let lost = statistics.drops[.evictedBeforeSpill] ?? 0
+        #expect(lost > 0, "frames kept unwritten before the jump: \(statistics.drops)")
+        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / 30 }
+        // The frames 40 - lost … 39 were lost, after frame 39 - lost, the last written before them.
+        let gaps = try store.gaps(streamName: recorder.streams[0].name)
+        #expect(
+            gaps.map { [$0.startNanoseconds, $0.endNanoseconds] }
+                == [[pts(39 - lost), pts(39) + 1], [pts(39) + 1, pts(140)]]
+                && gaps.map(\.reason) == [.evictedBeforeSpill, .inputInterval], "\(gaps), \(lost) lost")
+    }
+
     /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
     /// runs at once: four saves that start together do not make the producer drop a frame as spill behind (they
     /// did, before the spill stage could write the frames their pins needed room from).
