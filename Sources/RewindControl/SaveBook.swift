@@ -131,11 +131,11 @@ final class SaveBook: Sendable {
     /// Signalled at each state change, for `wait: true` requests and ``stop()``.
     private let changed = Mutex<[DispatchSemaphore]>([])
     private let events: EventHub
-    private let onFinish: @Sendable (Result<ExportSummary, any Error>) -> Void
+    private let onFinish: @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void
 
     init(
         recorder: Recorder, concurrentExports: Int, events: EventHub, finishedKept: Int = 1000,
-        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>) -> Void
+        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void
     ) {
         self.recorder = recorder
         self.finishedKept = max(1, finishedKept)
@@ -780,7 +780,7 @@ final class SaveBook: Sendable {
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }
-        onFinish(result)
+        onFinish(result, finished)
     }
 
     /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.

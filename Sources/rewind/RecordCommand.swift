@@ -380,10 +380,18 @@ private func record(
         StagedExport.refuseSpecialFiles()
         control = try RecorderControl(
             recorder: recorder, directory: directory, listen: listen, allowedHosts: allowedHosts
-        ) { result in
+        ) { result, object in
             switch result {
             case .success(let summary):
-                printError("saved: " + describe(summary, destination: summary.path ?? "a client"))
+                // The log is the only report of a SIGUSR1 save: a save that fell short says so.
+                var cut = ""
+                if let object, let reason = object.cutShort {
+                    let why =
+                        object.stalledStreams.map { "the input of \($0.joined(separator: ", ")) stalled" }
+                        ?? reason.rawValue.replacingOccurrences(of: "_", with: " ")
+                    cut = " (short of its end: \(why))"
+                }
+                printError("saved: " + describe(summary, destination: summary.path ?? "a client") + cut)
             case .failure(let error): printError("a save failed: \(error)")
             }
         }
