@@ -420,6 +420,7 @@ public final class RecorderStream: Sendable {
     /// - Parameter error: what failed, kept for ``inputError``.
     public func noteInputFailed(_ error: any Error) {
         shared.inputFailure.withAnnotatedLock { $0 = "\(error)" }
+        noteInputEnded("input failed: \(error)")
     }
 
     /// Writes this stream's frames up to `pts` (stream pts) to disk as soon as they come, those in memory now

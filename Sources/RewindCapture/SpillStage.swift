@@ -496,9 +496,11 @@ final class SpillLane {
         }
         let nominal = stream.frameDuration.nanoseconds ?? 0
         let reason: LossReason
-        let evicted = shared.lastEvictedUnwrittenPTS.exchange(.min, ordering: .relaxed)
-        if pendingLoss == .evictedBeforeSpill, nominal > 0, evicted > lastWrittenPTS, evicted < pts,
-            pts - evicted > nominal + nominal / 2
+        // Read only for such a loss: a value left by a frame the spill stage had pinned, and wrote, lies at or
+        // before the last frame written and is passed over.
+        if pendingLoss == .evictedBeforeSpill, nominal > 0,
+            case let evicted = shared.lastEvictedUnwrittenPTS.exchange(.min, ordering: .relaxed),
+            evicted > lastWrittenPTS, evicted < pts, pts - evicted > nominal + nominal / 2
         {
             // Frames left unwritten, then a pause (frames moved on past it): the loss ends at the last of them.
             recordLossGap(start: lastWrittenPTS, end: evicted + 1, reason: .evictedBeforeSpill)

@@ -92,41 +92,16 @@ public final class RecorderControl: Sendable {
         }
 
         /// Binds `host`:`port` a moment and lets it go, so that a port something else holds is refused before a
-        /// store is made for a recording that could not serve it (the server binds it again when it starts, as
-        /// this does, with `SO_REUSEADDR`).
+        /// store is made for a recording that could not serve it (the server binds it again when it starts, the
+        /// same way: `rewind_tcp_listen`).
         ///
         /// - Throws: ``ControlError/badListenAddress(_:reason:)`` with the system's error.
         public static func checkFree(_ text: String, host: String, port: Int) throws {
-            var v4 = sockaddr_in()
-            var v6 = sockaddr_in6()
-            let family = inet_pton(AF_INET, host, &v4.sin_addr) == 1 ? AF_INET : AF_INET6
-            if family == AF_INET6 { _ = inet_pton(AF_INET6, host, &v6.sin6_addr) }
-            let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { return }
-            defer { close(fd) }
-            var on: Int32 = 1
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, socklen_t(MemoryLayout<Int32>.size))
-            let bound: Int32
-            if family == AF_INET {
-                v4.sin_family = sa_family_t(AF_INET)
-                v4.sin_port = in_port_t(UInt16(port).bigEndian)
-                bound = withUnsafePointer(to: &v4) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-            } else {
-                v6.sin6_family = sa_family_t(AF_INET6)
-                v6.sin6_port = in_port_t(UInt16(port).bigEndian)
-                bound = withUnsafePointer(to: &v6) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                    }
-                }
-            }
-            guard bound == 0 else {
-                throw ControlError.badListenAddress(text, reason: .system(Errno(rawValue: errno)))
-            }
+            var boundPort: Int32 = 0
+            var isLoopback: Int32 = 0
+            let fd = rewind_tcp_listen(host, Int32(port), 1, &boundPort, &isLoopback)
+            guard fd >= 0 else { throw ControlError.badListenAddress(text, reason: .system(Errno(rawValue: -fd))) }
+            close(fd)
         }
     }
 

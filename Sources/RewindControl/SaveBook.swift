@@ -480,7 +480,7 @@ final class SaveBook: Sendable {
                 // will (once every input has ended the recorder stops, which ends the saves waiting as it does).
                 let targets = entry.target.streams
                 let lagging = targets.filter {
-                    !($0.inputEnded != nil && inputsRunning)
+                    ($0.inputEnded == nil || !inputsRunning)
                         && (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
                 }
                 var ready = entry.isForced || entry.target.isStored || lagging.isEmpty

@@ -83,8 +83,7 @@ extension RingStore {
     public func pin(fromSequence sequence: UInt64, limit: Int = .max) -> RingSnapshot {
         precondition(limit >= 0, "pin limit must not be negative")
         let frames = pinSlots { slots in
-            guard let first = slots.first else { return 0..<0 }
-            let skip = sequence <= first.sequence ? 0 : Int(min(UInt64(slots.count), sequence - first.sequence))
+            let skip = slots.framesBefore(sequence: sequence)
             return skip..<(skip + min(limit, slots.count - skip))
         }
         return RingSnapshot(store: self, frames: frames)

@@ -219,9 +219,8 @@ public final class RingStore: Sendable {
     /// nil when the ring holds none.
     public func firstPTSNanoseconds(fromSequence sequence: UInt64) -> Int64? {
         locked { state -> Int64? in
-            guard let first = state.slots.first else { return nil }
-            let skip = sequence <= first.sequence ? 0 : min(UInt64(state.slots.count), sequence - first.sequence)
-            return skip < state.slots.count ? state.slots[Int(skip)].info.ptsNanoseconds : nil
+            let index = state.slots.framesBefore(sequence: sequence)
+            return index < state.slots.count ? state.slots[index].info.ptsNanoseconds : nil
         }
     }
 
@@ -372,6 +371,15 @@ public final class RingStore: Sendable {
 // MARK: - State
 
 /// One frame in the ring: which slab holds its pixels, and everything else about it.
+extension RingBuffer where Element == Slot {
+    /// How many of the ring's frames come before the one numbered `sequence` (all of them when it is past the
+    /// newest): the index of the oldest frame numbered `sequence` or later.
+    func framesBefore(sequence: UInt64) -> Int {
+        guard let first else { return 0 }
+        return sequence <= first.sequence ? 0 : Int(min(UInt64(count), sequence - first.sequence))
+    }
+}
+
 struct Slot: Sendable {
     let slab: SlabID
     let address: SlabAddress

@@ -454,10 +454,9 @@ private func record(
                     })
             }
             switch result {
-            case .success(let ended): stream.noteInputEnded(ended.endReason.description)
-            case .failure(let error): stream.noteInputEnded("input failed: \(error)")
-            }
-            if case .failure(let error) = result {
+            case .success(let ended):
+                stream.noteInputEnded(ended.endReason.description)
+            case .failure(let error):
                 stream.noteInputFailed(error)
                 if !isSingle {
                     printError(
@@ -502,7 +501,6 @@ private func record(
         } else {
             let error = InputStalled(name: name, alone: stalled.count == inputs.count)
             stream.noteInputFailed(error)
-            stream.noteInputEnded("input failed: \(error)")
             results.withAnnotatedLock { $0[name] = .failure(error) }
         }
     }
