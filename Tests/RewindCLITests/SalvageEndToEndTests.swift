@@ -530,13 +530,7 @@ import Testing
         #expect(record.stderr.contains("another program changed it"), "\(record.stderr)")
         #expect(record.stderr.contains("run 'rewind verify --repair', which moves the index aside and rebuilds it"))
         #expect(!record.stderr.contains("CREATE TABLE"), "\(record.stderr)")
-        let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
-        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
-        #expect(repair.output.contains("moved the damaged index"), "\(repair.output)")
-        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
-        #expect(again.status == 0, "\(again.stderr)")
-        let info = try Tool.rewind(["info", "--store", store])
-        #expect(info.status == 0 && info.output.contains("frames: 60"), "\(info.output)")
+        try expectTheRepairRebuildsTheIndexOfASecond(store)
     }
 
     /// One byte of a recorded migration's text changed (the checksum recorded beside it no longer matches) is
@@ -563,6 +557,12 @@ import Testing
         ])
         #expect(record.status == 1, "\(record.stderr)")
         #expect(record.stderr.contains("run 'rewind verify --repair', which moves the index aside and rebuilds it"))
+        try expectTheRepairRebuildsTheIndexOfASecond(store)
+    }
+
+    /// `verify --repair` moves the damaged index of `store` (a second recorded) aside and rebuilds it, and the next
+    /// recording of a second goes into it: 60 frames.
+    private func expectTheRepairRebuildsTheIndexOfASecond(_ store: String) throws {
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("moved the damaged index"), "\(repair.output)")
@@ -746,16 +746,21 @@ import Testing
         let store = directory.appendingPathComponent("store").path
         let record = try Tool.rewind(["record", "--store", store, "--input", "y4m:\(source.path)", "--segment", "10s"])
         #expect(record.status == 0, "\(record.stderr)")
-        let path = "\(store)/segments/000001.seg"
-        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
-        let entries = try reader.scan().entries
-        reader.close()
+        let (path, entries) = try firstSegmentsRecords(of: store)
         try #require(entries.count == 120)
         #expect(entries.indices.filter { entries[$0].isKey } == [0, 30, 60, 90])
         var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         bytes[Int(entries[40].offset) + 56 + 200] ^= 0x10
         try bytes.write(to: URL(fileURLWithPath: path))
         return (source, store, entries)
+    }
+
+    /// The path of `store`'s first segment file and its records, as a scan reads them.
+    private func firstSegmentsRecords(of store: String) throws -> (path: String, entries: [SegmentFrameEntry]) {
+        let path = "\(store)/segments/000001.seg"
+        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
+        defer { reader.close() }
+        return (path, try reader.scan().entries)
     }
 
     /// A dry `verify` of a file damaged in a frame's header counts the records it reads before the damage as such,
@@ -768,10 +773,7 @@ import Testing
             "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "4s",
         ])
         #expect(record.status == 0, "\(record.stderr)")
-        let path = "\(store)/segments/000001.seg"
-        let reader = try SegmentFileReader(path: path, fileSystem: POSIXFileSystem())
-        let entries = try reader.scan().entries
-        reader.close()
+        let (path, entries) = try firstSegmentsRecords(of: store)
         try #require(entries.count == 120)
         let handle = try #require(FileHandle(forUpdatingAtPath: path))
         try handle.seek(toOffset: UInt64(entries[60].offset) + 100)

@@ -511,12 +511,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     /// spill"; comparing with the last frame written, as eager does, refused every frame after the jump.)
     @Test func onEvictFramesBeforeAJumpFromALiveSourceAreWrittenNotPushedOut() throws {
         var feed = try CameraFeed(width: 64, height: 16, fps: 30)
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(
-                window: .nanoseconds(feed.stream.frameStepNanoseconds * 30), memoryBudget: 16 << 20,
-                spill: .onEvict))
+        let (store, recorder) = try Self.onEvictRecorderOfASecond(feed, backpressure: .dropNewest)
         for _ in 0..<20 { #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind)) }
         let unwritten = recorder.unspilledFrames
         #expect(unwritten > 5, "frames within the lead are kept unwritten: \(unwritten)")
@@ -525,13 +520,10 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         var dropped = 0
         let deadline = ContinuousClock.now + .seconds(30)
         // After the jump, frames at a camera's pace: the spill stage keeps up with them.
-        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
         while stored < 40 && ContinuousClock.now < deadline {
             if case .stored = try feed.appendNext(to: recorder) {
                 stored += 1
-                try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
-                    recorder.unspilledFrames <= UInt64(kept)
-                }
+                try Self.waitForOnEvictToKeepUp(recorder)
             } else {
                 dropped += 1
                 usleep(1000)
@@ -544,7 +536,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(statistics.drops[.spillBehind] == dropped, "\(statistics.drops)")
         #expect(statistics.framesDurable == 20 + 40, "\(statistics)")
         // The pause is no loss: an input interval up to the first frame dropped, the drops a gap of their own.
-        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / 30 }
+        let pts = Self.ptsAt30
         let gaps = try store.gaps(streamName: recorder.streams[0].name)
         #expect(
             gaps.map { [$0.startNanoseconds, $0.endNanoseconds] } == [
@@ -557,26 +549,18 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     /// them, and the pause after it an input interval (the whole pause read as frames lost).
     @Test func framesEvictedUnwrittenBeforeAPauseAreALossOnlyUpToTheLastOfThem() throws {
         var feed = try CameraFeed(width: 64, height: 16, fps: 30)
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
-        let recorder = try Recorder(
-            stream: feed.stream, store: store,
-            configuration: RecorderConfiguration(
-                window: .nanoseconds(feed.stream.frameStepNanoseconds * 30), memoryBudget: 16 << 20,
-                spill: .onEvict, backpressure: .dropOldestUnspilled))
+        let (store, recorder) = try Self.onEvictRecorderOfASecond(feed, backpressure: .dropOldestUnspilled)
         // At a camera's pace: the spill stage writes the frames due as they come.
-        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
         for _ in 0..<40 {
             _ = try feed.appendNext(to: recorder)
-            try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
-                recorder.unspilledFrames <= UInt64(kept)
-            }
+            try Self.waitForOnEvictToKeepUp(recorder)
         }
         feed.index += 100
         for _ in 0..<10 { #expect(try feed.appendNext(to: recorder) != .dropped(.spillBehind)) }
         let statistics = try recorder.finish()
         let lost = statistics.drops[.evictedBeforeSpill] ?? 0
         #expect(lost > 0, "frames kept unwritten before the jump: \(statistics.drops)")
-        func pts(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / 30 }
+        let pts = Self.ptsAt30
         // The frames 40 - lost … 39 were lost, after frame 39 - lost, the last written before them.
         let gaps = try store.gaps(streamName: recorder.streams[0].name)
         #expect(
@@ -584,6 +568,31 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
                 == [[pts(39 - lost), pts(39) + 1], [pts(39) + 1, pts(140)]]
                 && gaps.map(\.reason) == [.evictedBeforeSpill, .inputInterval], "\(gaps), \(lost) lost")
     }
+
+    /// An on-evict recorder of `feed` (30 fps) with a window of a second, into a new store.
+    static func onEvictRecorderOfASecond(_ feed: CameraFeed, backpressure: BackpressurePolicy) throws -> (
+        SegmentStore, Recorder
+    ) {
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: .nanoseconds(feed.stream.frameStepNanoseconds * 30), memoryBudget: 16 << 20,
+                spill: .onEvict, backpressure: backpressure))
+        return (store, recorder)
+    }
+
+    /// Waits until on-evict's spill stage leaves no more frames unwritten than it keeps on purpose: a producer at a
+    /// camera's pace.
+    static func waitForOnEvictToKeepUp(_ recorder: Recorder) throws {
+        let kept = RecorderStream.unwrittenFramesKept(room: recorder.framesInRing, queries: 0)
+        try waitUntil("the spill stage leaves at most \(kept) frames unwritten") {
+            recorder.unspilledFrames <= UInt64(kept)
+        }
+    }
+
+    /// The pts of frame `frame` of a 30 fps ``CameraFeed``.
+    static func ptsAt30(_ frame: Int) -> Int64 { Int64(frame) * 1_000_000_000 / 30 }
 
     /// With on-evict, the frames kept unwritten leave room for the pins of as many queries as a recorder's control
     /// runs at once: four saves that start together do not make the producer drop a frame as spill behind (they
