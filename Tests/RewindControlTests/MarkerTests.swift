@@ -149,12 +149,17 @@ import Testing
     /// Without a disk budget, retention by free space bounds holds by what the disk has above the floor: a hold that
     /// would fill it is refused (409 naming the floor), a small one accepted; with no retention at all nothing is
     /// deleted to make room, so any hold is accepted (it changes nothing).
+    ///
+    /// Segments of a second: a hold keeps whole segments, and the recorder keeps two more for each stream, each the
+    /// size of its files so far. Of a minute's default they took 21 to 43 MB each here, by how many chunks the
+    /// encoder stored raw when the machine was busy, and the small hold would be refused too on a slow one.
     @Test func aHoldThatWouldFillTheDiskIsAConflictWithoutADiskBudget() throws {
         let directory = try TemporaryDirectory.store()
         let disk = FaultInjectingFileSystem()
         disk.setCapacity(96 << 20, of: directory + "/segments")
         var options = StoreOptions(fileSystem: disk)
         options.minimumFreeBytes = 8 << 20
+        options.segmentMaxDuration = .seconds(1)
         let live = try LiveRecorder(options: options, directory: directory)
         defer { try? live.finish() }
         let day = try curl(
