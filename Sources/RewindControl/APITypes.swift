@@ -299,6 +299,12 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var inputEnded: String?
     /// Frames accepted and not yet written to disk: how far the spill is behind.
     public var spillLagFrames: UInt64 = 0
+    /// How long the stream has sent no frame (since its newest, or since the recorder started before its first),
+    /// nanoseconds; nil when not known.
+    public var inputIdleNanoseconds: Int64?
+    /// Whether the stream's input stalled: it neither ended nor failed, and sent no frame for as long as a save
+    /// waits for one (10 s, or four frame durations when longer).
+    public var inputStalled = false
 
     /// Makes a stream status; each parameter is the field of the same name.
     public init(
@@ -334,6 +340,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         case inputError = "input_error"
         case inputEnded = "input_ended"
         case spillLagFrames = "spill_lag_frames"
+        case inputIdleNanoseconds = "input_idle_ns"
+        case inputStalled = "input_stalled"
         case framesAccepted = "frames_accepted"
         case framesDurable = "frames_durable"
         case windowNanoseconds = "window_ns"
@@ -367,6 +375,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         try container.encode(inputError, forKey: .inputError)
         try container.encode(inputEnded, forKey: .inputEnded)
         try container.encode(spillLagFrames, forKey: .spillLagFrames)
+        try container.encode(inputIdleNanoseconds, forKey: .inputIdleNanoseconds)
+        try container.encode(inputStalled, forKey: .inputStalled)
     }
 }
 

@@ -1048,6 +1048,12 @@ public final class RecorderControl: Sendable {
                 clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
             status.spillLagFrames = stream.unspilledFrames
             status.inputEnded = stream.inputEnded
+            // Stalled as a save waiting for its frames would find it: no frame for the allowance, and the input
+            // neither ended nor failed (a stalled input showed nothing, while saves of it were cut short).
+            status.inputIdleNanoseconds = book.idleNanoseconds(of: stream.name)
+            status.inputStalled =
+                stream.inputEnded == nil
+                && (status.inputIdleNanoseconds ?? 0) > SaveBook.stallAllowance(of: [stream])
             return status
         }
         return StatusResponse(

@@ -120,6 +120,14 @@ final class SaveBook: Sendable {
         return max(10_000_000_000, slowest.multipliedReportingOverflow(by: 4).overflow ? .max : 4 * slowest)
     }
 
+    /// How long each stream, by name, has sent no frame, monotonic nanoseconds (pauses of the whole process left
+    /// out), as saves waiting for it see it: past ``stallAllowance(of:)`` its input stalled. Nil before the control's
+    /// thread first looked at the stream.
+    func idleNanoseconds(of stream: String) -> Int64? {
+        let now = System.monotonicNanoseconds()
+        return state.withAnnotatedLock { state in state.streamsSeen[stream].map { max(0, now - $0.movedAt) } }
+    }
+
     /// Saves not yet final beyond which new ones get 429.
     static let maximumPending = 64
     /// Finished saves the book remembers (``HTTPLimits/finishedSavesKept``).

@@ -53,6 +53,8 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
             print("    input failed: \(error)")
         } else if let ended = stream.inputEnded {
             print("    input ended (\(ended))")
+        } else if stream.inputStalled, let idle = stream.inputIdleNanoseconds {
+            print("    input stalled: no frame for \(formatSeconds(idle)) (check what feeds it)")
         }
     }
     print("  saves: \(status.savesWaiting) waiting, \(status.savesExporting) exporting")

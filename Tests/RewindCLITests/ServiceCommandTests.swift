@@ -904,6 +904,16 @@ import Testing
         let range = try #require(
             last.stderr.firstMatch(of: /no frames in \[([0-9.]+)s, ([0-9.]+)s\)/), "\(last.stderr)")
         #expect(Double(range.1)! + 0.9 < Double(range.2)!, "\(last.stderr)")
+        // The status names the stalled input, and only it (it showed nothing of a stalled input).
+        let status = try Tool.rewind(["status", "--store", store])
+        #expect(status.output.contains("input stalled: no frame for"), "\(status.output)")
+        let json = try Tool.rewind(["status", "--store", store, "--json"])
+        let document = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
+        let streams = try #require(document["streams"] as? [[String: Any]], "\(json.output)")
+        let stalled = streams.filter { $0["input_stalled"] as? Bool == true }.compactMap { $0["stream"] as? String }
+        #expect(stalled == ["a"], "\(json.output)")
+        let idle = streams.first { $0["stream"] as? String == "a" }?["input_idle_ns"] as? Int ?? 0
+        #expect(idle > 10_000_000_000, "\(json.output)")
         recorder.process.interrupt()
         let log = try recorder.finish(timeout: .seconds(60))
         // The recorder's log, the only report of a SIGUSR1 save, says which saves fell short and why.

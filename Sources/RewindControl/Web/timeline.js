@@ -475,6 +475,10 @@ function renderStatus() {
     const drops = Object.entries(stream.drops || {}).filter(([, n]) => n > 0);
     add("drops", drops.length ? drops.map(([reason, n]) => reason + ": " + n).join(", ") : "none");
     if (stream.input_error) add("input", "input failed: " + stream.input_error);
+    else if (stream.input_ended) add("input", "ended (" + stream.input_ended + ")");
+    else if (stream.input_stalled) {
+      add("input", "stalled: no frame for " + ((stream.input_idle_ns || 0) / 1e9).toFixed(1) + " s");
+    }
   }
   if (status.disk_bytes != null) {
     add("disk", formatBytes(status.disk_bytes) + (status.disk_budget_bytes ? " of " +
