@@ -79,11 +79,13 @@ public enum Values {
     /// Parses a byte size such as `512MiB`, `2GiB`, `1.5GB`, `64K` or `4096` (bytes).
     ///
     /// Binary suffixes (`KiB`, `MiB`, `GiB`, and the short `K`, `M`, `G`) are powers of 1024; `KB`, `MB`, `GB`
-    /// are powers of 1000.
+    /// are powers of 1000. Suffixes are read in any case (`64k`, `2gib`: no two differ by case alone; `64k` was
+    /// refused while the message offered `64K`).
     /// - Throws: ``ValueError`` for anything else.
     public static func size(_ text: String) throws(ValueError) -> Int {
         let expected = "a size like 512MiB, 2GiB, 64K or 4096"
-        guard let value = try? scaled(text, units: sizeUnits.map { ($0.suffix, $0.bytes) }, bare: 1),
+        let units = sizeUnits.map { ($0.suffix.lowercased(), $0.bytes) }
+        guard let value = try? scaled(text.lowercased(), units: units, bare: 1),
             let bytes = Int(exactly: value)
         else { throw ValueError(input: text, expected: expected) }
         return bytes

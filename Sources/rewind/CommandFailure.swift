@@ -45,7 +45,8 @@ struct CommandFailure {
             switch error {
             case .badRange:
                 status = ExitStatus.usage
-                advice = command == "clip" ? "--to must be after --from" : nil
+                // The message says the range is empty and why; what to change, once.
+                advice = command == "clip" ? "give a --to later than --from" : nil
             case .nonPositiveDuration:
                 status = ExitStatus.usage
                 advice = command == "save" ? "--last must be longer than 0s" : nil

@@ -40,6 +40,11 @@ import Testing
         #expect(unmark.stderr.contains("no store at"), "got past the options: \(unmark.stderr)")
         let two = try Tool.rewind(["unmark", "--store", missing, "--", "3", "4"])
         #expect(two.status == 64 && two.stderr.contains("unexpected argument '4'"), "\(two.stderr)")
+        // The bare argument after its option: named as that option again, with the usage line only.
+        let again = try Tool.rewind(["unmark", "--store", missing, "--id", "3", "3"])
+        #expect(again.status == 64, "\(again.stderr)")
+        #expect(again.stderr.contains("--id is given already (3); give it once"), "\(again.stderr)")
+        #expect(!again.stderr.contains("options:"), "\(again.stderr)")
         let bogus = try Tool.rewind(["soak", "--bogus"])
         #expect(bogus.stderr.hasPrefix("rewind soak: unknown option '--bogus'\n"), "\(bogus.stderr)")
     }

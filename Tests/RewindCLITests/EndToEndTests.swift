@@ -521,7 +521,7 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(!FileManager.default.fileExists(atPath: output))
         let backwards = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "0s", "-o", output])
         #expect(backwards.status == 64, "\(backwards.stderr)")
-        #expect(backwards.stderr.contains("--to must be after --from"))
+        #expect(backwards.stderr.contains("give a --to later than --from"))
         let nowhere = directory.appendingPathComponent("nope").path
         let missing = try Tool.rewind(["info", "--store", nowhere])
         #expect(missing.status == 1)

@@ -43,7 +43,7 @@ import Testing
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "3s", "--to", "1s", "-o", output])
         #expect(clip.status == 64, "\(clip.stderr)")
         #expect(clip.stderr.hasPrefix("rewind clip: the range [3.000s, 1.000s) is empty"), "\(clip.stderr)")
-        #expect(clip.stderr.contains("--to must be after --from"), "\(clip.stderr)")
+        #expect(clip.stderr.contains("rewind clip: give a --to later than --from"), "\(clip.stderr)")
         #expect(!FileManager.default.fileExists(atPath: output))
     }
 
@@ -236,7 +236,7 @@ import Testing
         let cases: [(any Error, String, Int32, String?)] = [
             (UsageError("bad"), "clip", 64, nil),
             (ValueError(input: "5", expected: "a duration", suggestion: "5s"), "save", 64, nil),
-            (ClipError.badRange(from: 3, to: 1), "clip", 64, "--to must be after --from"),
+            (ClipError.badRange(from: 3, to: 1), "clip", 64, "give a --to later than --from"),
             (ClipError.empty(range: 0..<1, held: nil), "clip", 1, nil),
             (ControlError.refused(APIError(.badRequest, "m")), "clip", 64, nil),
             (ControlError.refused(APIError(.stopping, "m")), "save", 69, nil),

@@ -29,7 +29,8 @@ import Testing
     @Test(
         arguments: [
             ("512MiB", 512 << 20), ("2GiB", 2 << 30), ("64K", 64 << 10), ("4096", 4096), ("1.5GB", 1_500_000_000),
-            ("1KB", 1000), ("10B", 10), ("0.5MiB", 1 << 19),
+            ("1KB", 1000), ("10B", 10), ("0.5MiB", 1 << 19), ("64k", 64 << 10), ("2gib", 2 << 30), ("1kb", 1000),
+            ("3m", 3 << 20),
         ] as [(String, Int)])
     func sizes(text: String, bytes: Int) throws {
         #expect(try Values.size(text) == bytes)

@@ -185,6 +185,11 @@ public struct CommandSpec: Sendable {
                     parsed.values[positional] = rest
                 }
                 break
+            } else if let positional, let given = parsed.values[positional], !argument.hasPrefix("-") {
+                // `unmark --id 3 3`: the bare argument is that option again.
+                throw UsageError.badValue(
+                    "unexpected argument '\(argument)': --\(positional) is given already (\(given)); give it once",
+                    command: name)
             } else {
                 throw UsageError("unexpected argument '\(argument)'", command: name)
             }
