@@ -180,6 +180,15 @@ package struct MigrationRunner: Sendable {
         ) STRICT
         """
 
+    /// Refuses a database with tables but no record of the migrations that made them, reading only: a write open runs
+    /// it on a database not in WAL mode (no store's is) before it switches the file to WAL, so another program's
+    /// database is refused unchanged (its journal mode was switched first).
+    ///
+    /// - Throws: ``MigrationError/unrecordedSchema(path:missingVersion:)``; SQLite errors.
+    package static func checkSchemaIsRecorded(_ database: SQLiteDatabase) throws {
+        try database.withConnection { try checkSchemaIsRecorded($0) }
+    }
+
     /// Refuses a database with tables but no record of the migrations that made them (another program dropped or
     /// emptied `schema_migrations`): the migrations would run again over tables they made.
     private static func checkSchemaIsRecorded(_ connection: SQLiteConnection) throws {

@@ -90,6 +90,18 @@ package final class SQLiteDatabase: Sendable {
     ]
 
     /// Whether the database's `-wal` file is missing or empty (every commit is in the database file).
+    /// Whether the file at `path` is an SQLite database in rollback-journal mode (its header's read and write
+    /// versions 1; WAL mode writes 2): one a write open would switch to WAL.
+    package static func usesRollbackJournal(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 20)
+        guard pread(fd, &header, 20, 0) == 20, header.prefix(16).elementsEqual(Array("SQLite format 3\0".utf8))
+        else { return false }
+        return header[18] == 1 && header[19] == 1
+    }
+
     private static func hasNoWALFrames(_ path: String) -> Bool {
         var status = stat()
         return stat(path + "-wal", &status) != 0 || status.st_size == 0

@@ -317,6 +317,11 @@ struct CommandFailure {
                 case .schemaOutdated:
                     return "open the store once for writing (e.g. 'rewind verify --store DIR --repair')"
                 case .editedMigration: return "open it with the build of rewind that made it, or move the store aside"
+                case .unrecordedSchema(nil)
+                where !SegmentStore.holdsStoreFiles(directory: System.parentDirectory(of: path)):
+                    return "nothing else in \(System.parentDirectory(of: path)) is a rewind store's (no segments/, no "
+                        + "journals): it is another program's database, left as it was; give --store a directory of "
+                        + "its own"
                 case .migrationFailed(_, _, true), .unrecordedSchema, .damagedMigrationRecord:
                     return "\(repair), which moves the index aside and rebuilds it from the segment files"
                 case .migrationFailed: return nil

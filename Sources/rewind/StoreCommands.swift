@@ -390,7 +390,10 @@ private func openAndVerify(
         var only: String?
         if let stream, stream != "all" { only = try selectStream(in: store, named: stream).name }
         return (store, try store.verify(repair: repair, streamName: only), only)
-    } catch  where repair && movedIndex == nil && SegmentStoreError.indexDamage(error) != nil {
+    } catch
+        where repair && movedIndex == nil && SegmentStoreError.indexDamage(error) != nil
+        && !isAnotherProgramsDatabase(error, directory: directory)
+    {
         movedIndex = (try moveIndexAside(in: directory, as: "damaged"), SegmentStoreError.indexDamage(error)!)
         return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
     } catch SegmentStoreError.foreignIndex(_, let segments, _) where repair && movedIndex == nil {
@@ -400,6 +403,13 @@ private func openAndVerify(
         )
         return try openAndVerify(directory: directory, repair: repair, stream: stream, movedIndex: &movedIndex)
     }
+}
+
+/// Whether `error` says the index has tables no migration of a store made while nothing else in `directory` is a
+/// store's: another program's database, which a repair must not move aside to make an empty store in its place.
+private func isAnotherProgramsDatabase(_ error: any Error, directory: String) -> Bool {
+    guard case SegmentStoreError.index(_, .unrecordedSchema(nil), _) = error else { return false }
+    return !SegmentStore.holdsStoreFiles(directory: directory)
 }
 
 /// One damaged segment's lost and salvaged frames, for `verify --json`.

@@ -515,7 +515,7 @@ import Testing
         // A dry check says so too (it said clean, reading the tables, while recording was refused).
         let check = try Tool.rewind(["verify", "--store", store])
         #expect(check.status == 1, "\(check.output)\(check.stderr)")
-        #expect(check.stderr.contains("another program changed it"), "\(check.stderr)")
+        #expect(check.stderr.contains("changed it)"), "\(check.stderr)")
         for missing in [2, 7] where edit.contains("version = \(missing)") {
             // The newest row too: the tables are those of the version after the rows recorded.
             #expect(
@@ -527,10 +527,36 @@ import Testing
             "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
         ])
         #expect(record.status == 1, "\(record.stderr)")
-        #expect(record.stderr.contains("another program changed it"), "\(record.stderr)")
+        #expect(record.stderr.contains("changed it)"), "\(record.stderr)")
         #expect(record.stderr.contains("run 'rewind verify --repair', which moves the index aside and rebuilds it"))
         #expect(!record.stderr.contains("CREATE TABLE"), "\(record.stderr)")
         try expectTheRepairRebuildsTheIndexOfASecond(store)
+    }
+
+    /// Another program's SQLite database as `index.sqlite`, nothing else beside it: every command that would write
+    /// the store refuses it as that, and leaves it as it was, byte for byte and in its own journal mode (`record`
+    /// and `unmark` switched it to WAL before refusing; the repair moved it aside and made an empty store).
+    @Test func anotherProgramsDatabaseIsRefusedAndLeftAsItWas() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("other").path
+        try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
+        let database = store + "/index.sqlite"
+        _ = try runChecked("sqlite3", [database, "CREATE TABLE foo(a, b); INSERT INTO foo VALUES (1, 2);"])
+        let original = try #require(FileManager.default.contents(atPath: database))
+        for command in [
+            ["record", "--input", "synthetic:160x120@10", "--duration", "1s"], ["unmark", "1"], ["verify", "--repair"],
+        ] {
+            let result = try Tool.rewind([command[0], "--store", store] + command.dropFirst())
+            #expect(result.status == 1, "\(command): \(result.output)\(result.stderr)")
+            let said = "is a rewind store's (no segments/, no journals): it is another program's database"
+            #expect(result.stderr.contains(said), "\(command): \(result.stderr)")
+            #expect(FileManager.default.contents(atPath: database) == original, "\(command) changed it")
+            let left = try FileManager.default.contentsOfDirectory(atPath: store)
+            #expect(left == ["index.sqlite"], "\(command) left \(left)")
+        }
+        let mode = try runChecked("sqlite3", [database, "PRAGMA journal_mode"])
+        #expect(mode.output.trimmingCharacters(in: .whitespacesAndNewlines) == "delete", "\(mode.output)")
     }
 
     /// One byte of a recorded migration's text changed (the checksum recorded beside it no longer matches) is

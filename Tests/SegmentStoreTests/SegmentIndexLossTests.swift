@@ -585,6 +585,35 @@ import Testing
         #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000003.seg.unreadable", "000004.seg"])
     }
 
+    /// A `.partial` of a few KiB that is not a segment (no magic at its start; at the name length's place bytes that
+    /// read as a long name) is set aside by the repair like any file that is not one, never deleted as a header a
+    /// crash cut; one that holds the start of a real header, or zeros, is removed at the next open.
+    @Test func aSmallPartialThatIsNotASegmentIsSetAsideNotDeleted() throws {
+        let frames = try TestFrames(format: .nv12, width: 96, height: 64)
+        defer { frames.deallocate() }
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        _ = try SegmentSalvageTests.makeStore(dir, frames: frames)
+        let junk = [UInt8](repeating: 0xAB, count: 3000)  // name length 0xABAB: past the file's end
+        try writeFile(dir.segments + "/000009.seg.partial", junk)
+        let header = [UInt8](FileManager.default.contents(atPath: dir.segments + "/000001.seg")!.prefix(40))
+        try writeFile(dir.segments + "/000010.seg.partial", header)
+        try writeFile(dir.segments + "/000011.seg.partial", [UInt8](repeating: 0, count: 50))
+        do {
+            let store = try SegmentStore.open(directory: dir.path)
+            #expect(store.recovery.repaired.count == 2, "\(store.recovery.repaired)")
+            #expect(!store.recovery.repaired.contains { $0.contains("000009") }, "\(store.recovery.repaired)")
+            let dry = try store.verify(repair: false)
+            #expect(!dry.clean)
+            #expect(!dry.damaged.contains { $0.message.contains("ends inside its header") }, "\(dry.damaged)")
+            _ = try store.verify(repair: true)
+            #expect(try store.verify(repair: false).clean)
+        }
+        #expect(FileManager.default.contents(atPath: dir.segments + "/000009.seg.partial.unreadable") == Data(junk))
+        #expect(dir.segmentFiles() == ["000001.seg", "000002.seg", "000009.seg.partial.unreadable"])
+        #expect(try readAll(try SegmentStore.open(directory: dir.path)).count == 130)
+    }
+
     /// A `.partial` whose header's name-length field is damaged still holds frames the index acknowledged: opening
     /// the store never removes it as a file whose header was never completed, and a repair rebuilds its header.
     @Test func aPartialWithADamagedHeaderThatHoldsFramesIsKept() throws {

@@ -32,6 +32,11 @@ package final class StoreIndex: Sendable {
     /// - Throws: ``SQLiteError`` when the file cannot be opened or is corrupt; ``MigrationError`` when the schema
     ///   is newer than this build, was changed, is outdated (read-only), or a migration fails.
     package init(path: String, readOnly: Bool = false, migrations: [Migration] = Migration.all) throws {
+        // A database in rollback-journal mode is none a store made (they are WAL from their first write): read as it
+        // is first, so that another program's is refused before the write open switches it to WAL.
+        if !readOnly, SQLiteDatabase.usesRollbackJournal(path) {
+            try MigrationRunner.checkSchemaIsRecorded(try SQLiteDatabase(path: path, readOnly: true))
+        }
         database = try SQLiteDatabase(path: path, readOnly: readOnly)
         let runner = MigrationRunner(migrations: migrations)
         if readOnly {

@@ -602,18 +602,29 @@ extension SegmentStore {
     }
 
     /// The size of a `.partial` file that ends before its header does (so it holds no frame), or nil.
+    ///
+    /// Only what a write cut inside the header leaves counts: the header's start (the segment magic, or as much of
+    /// it as there is), or zeros where its bytes never reached the disk. Any other bytes are not a segment's: such a
+    /// file is set aside, never deleted (a few KiB of another program's data, whose bytes at the name length's place
+    /// read as a long name, were removed as an unfinished header).
     private func headerlessPartialSize(_ path: String) throws -> Int64? {
         try Self.wrapIO { () throws(FileSystemError) -> Int64? in
             let fd = try fileSystem.open(path, flags: O_RDONLY, mode: 0)
             defer { fileSystem.close(fd) }
             let size = try fileSystem.size(fd, path: path)
+            let head = UnsafeMutableRawBufferPointer.allocate(
+                byteCount: SegmentFormat.fixedHeaderLength, alignment: 1)
+            defer { head.deallocate() }
+            let wanted = Int(min(size, Int64(SegmentFormat.fixedHeaderLength)))
+            let read = try fileSystem.pread(
+                fd, into: UnsafeMutableRawBufferPointer(rebasing: head[..<wanted]), offset: 0, path: path)
+            let bytes = head[..<read]
+            let magic = SegmentFormat.magic
+            let startsAsAHeader = bytes.prefix(magic.count).elementsEqual(magic.prefix(min(read, magic.count)))
+            guard startsAsAHeader || bytes.allSatisfy({ $0 == 0 }) else { return nil }
             let nameLengthOffset = SegmentFormat.fixedHeaderLength - 6
-            guard size >= Int64(nameLengthOffset + 2) else { return size }
-            let lengthBytes = UnsafeMutableRawBufferPointer.allocate(byteCount: 2, alignment: 1)
-            defer { lengthBytes.deallocate() }
-            let read = try fileSystem.pread(fd, into: lengthBytes, offset: Int64(nameLengthOffset), path: path)
-            guard read == 2 else { return size }
-            let nameLength = Int64(lengthBytes[0]) | Int64(lengthBytes[1]) << 8
+            guard read >= nameLengthOffset + 2 else { return size }
+            let nameLength = Int64(head[nameLengthOffset]) | Int64(head[nameLengthOffset + 1]) << 8
             return size < Int64(SegmentFormat.fixedHeaderLength) + nameLength ? size : nil
         }
     }

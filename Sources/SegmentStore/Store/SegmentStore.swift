@@ -181,6 +181,14 @@ public final class SegmentStore: Sendable {
         return taken == false
     }
 
+    /// Whether `directory` holds any of a store's files besides its index: `segments/` or a journal. An index
+    /// without them that no migration made is another program's database, not a damaged store's.
+    public static func holdsStoreFiles(directory: String) -> Bool {
+        ["segments", MarkerJournal.fileName, LossJournal.fileName].contains {
+            access(directory + "/" + $0, F_OK) == 0
+        }
+    }
+
     /// Opens an existing store for reading while another process may be recording into it.
     ///
     /// - Throws: index errors when `DIR/index.sqlite` is missing or unreadable.

@@ -200,7 +200,7 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
             case .unrecordedSchema(nil):
                 return
                     "\(path) has tables but no record in schema_migrations of the migrations that made them (another "
-                    + "program changed it)"
+                    + "program made or changed it)"
             }
         }
     }
