@@ -861,7 +861,7 @@ public final class RecorderControl: Sendable {
             }
             guard isDirectory.boolValue else {
                 throw APIError(
-                    .badRequest, "'\(parent)' is not a directory, so '\(path)' cannot be written in it")
+                    .notFound, "'\(parent)' is not a directory, so '\(path)' cannot be written in it")
             }
             try checkCanCreateFiles(in: parent, for: path)
             return (named, path)
@@ -877,14 +877,15 @@ public final class RecorderControl: Sendable {
 
     /// Refuses a directory the recorder cannot make a file in (no permission, a read-only file system, one such as
     /// `/proc` that takes no new files) when the request arrives, instead of a save accepted and failed later: a file
-    /// is made there and removed at once, as the export's temporary file would be.
+    /// is made there and removed at once, as the export's temporary file would be. `forbidden`, as the directory's
+    /// own doing, not the request's form: `rewind clip` exits 1 for it as it does without a recorder (it was 64).
     private func checkCanCreateFiles(in parent: String, for path: String) throws {
         let probe = parent + "/.rewind-probe-\(getpid())-\(exportCounter.wrappingAdd(1, ordering: .relaxed).newValue)"
         let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             throw APIError(
-                .badRequest, "the recorder cannot write '\(path)': making a file in '\(parent)' failed (\(reason))")
+                .forbidden, "the recorder cannot write '\(path)': making a file in '\(parent)' failed (\(reason))")
         }
         close(fd)
         unlink(probe)

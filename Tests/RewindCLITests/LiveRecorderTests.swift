@@ -719,6 +719,37 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// An `-o` the system will not make (a directory that takes no new files, one that is a file, one that is not
+    /// there) exits 1 whether the recorder writes it or the command does from the disk (with a recorder the first
+    /// two exited 64, as if the command line were malformed).
+    @Test func anOutputTheSystemWillNotMakeFailsAlikeWithARecorderAndWithout() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let file = directory.appendingPathComponent("afile").path
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        let outputs = ["/proc/rewind-x.mkv", file + "/x.mkv", directory.appendingPathComponent("none/x.mkv").path]
+        func statuses() throws -> [Int32] {
+            try outputs.map { output in
+                let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+                #expect(!clip.stderr.isEmpty, "\(output): \(clip.output)")
+                return clip.status
+            }
+        }
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@10", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let live = try statuses()
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+        let fromDisk = try statuses()
+        #expect(live == [1, 1, 1], "\(live)")
+        #expect(fromDisk == live, "\(fromDisk)")
+    }
+
     /// A storeless recorder of two streams asks which, without `--stream`, as a store of two does (it saved both, to
     /// names not given); `--stream all` saves both.
     @Test func aStorelessRecorderOfSeveralStreamsAsksWhichToSave() throws {

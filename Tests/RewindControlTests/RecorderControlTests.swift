@@ -787,7 +787,7 @@ import Testing
             _ = try live.client.save(SaveRequest(last: "250ms", path: exports + "/a.mkv", wait: true))
             Issue.record("a save into a file succeeded")
         } catch ControlError.refused(let error) {
-            #expect(error.code == .badRequest, "\(error)")
+            #expect(error.code == .notFound, "\(error)")
             #expect(error.message == "'\(exports)' is not a directory, so '\(exports)/a.mkv' cannot be written in it")
         }
     }
