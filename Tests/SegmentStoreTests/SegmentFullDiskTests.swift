@@ -177,4 +177,34 @@ import Testing
         #expect(rows == files)
         #expect(try store.verify(repair: false).clean)
     }
+
+    /// Segments of a minute on a disk whose room above the floor holds 40 frames: the floor holds after every frame
+    /// and the store keeps most of that room in its newest frames. (Retention found nothing sealed to delete while the
+    /// open segment grew past the floor, sealed it only when the disk itself was full, then deleted it whole.)
+    @Test func minimumFreeBytesHoldsWhileASegmentOfAMinuteGrows() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let frames = try TestFrames(format: .nv12, width: 320, height: 240)
+        defer { frames.deallocate() }
+        let fs = FaultInjectingFileSystem()
+        let frameBytes = Int64(frames.layout.byteCount)
+        let floor = 20 * frameBytes
+        let store = try open(dir, fs, minimumFree: Int(floor), segmentMaxDuration: .seconds(60))
+        let frameNeed = frameBytes + 56 + (64 << 10)
+        fs.setCapacity(StoreOptions.indexReserveBytes + frameNeed + floor + 40 * frameBytes, of: dir.segments)
+        let writer = try store.makeWriter(streamName: "camera", stream: frames.stream)
+        var lowest = Int64.max
+        for i in 0..<200 {
+            try writer.append(frames.frame(i))
+            lowest = min(lowest, try fs.availableBytes(dir.segments))
+        }
+        try writer.close()
+        #expect(lowest >= floor, "the free space fell to \(lowest) bytes, below the floor of \(floor)")
+        let kept = try readAll(store)
+        #expect(kept.count >= 25, "kept \(kept.count) frames of the 40 the room holds")
+        let newest = (200 - kept.count)..<200
+        #expect(kept.map(\.0) == newest.map { frames.pts($0) }, "the newest frames, without holes")
+        #expect(try store.segments().map(\.fileName).sorted() == dir.segmentFiles().sorted())
+        #expect(try store.verify(repair: false).clean)
+    }
 }

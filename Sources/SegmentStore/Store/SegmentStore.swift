@@ -304,6 +304,9 @@ public final class SegmentStore: Sendable {
         return StreamWriter(store: self, stream: row, segmentMaxBytes: options.segmentMaxBytes)
     }
 
+    /// How many streams have a writer now.
+    var writerCount: Int { activeStreams.withAnnotatedLock { $0.count } }
+
     /// The size the segments of `streamName` are sealed at while a writer writes it (``openSegmentLimits``, or the
     /// store's ``StoreOptions/segmentMaxBytes`` for a writer made without a size of its own); nil when none does.
     package func segmentSealBytes(ofStream streamName: String) -> Int? {

@@ -60,6 +60,13 @@ public final class StreamWriter {
     static let freeSpaceCheckInterval = 64
     /// How far above what a frame needs the estimate must stay to skip a read.
     static let freeSpaceSlack: Int64 = 256 << 20
+    /// Without a disk budget, under `--min-free`: the size segments are sealed at so that retention can keep the floor
+    /// by deleting old ones (an eighth of this writer's share of the room the segment files have: their bytes and
+    /// the free space above the floor), worked out at the first read of the free space after each seal; nil until
+    /// then, or without a floor. A segment of a minute outgrew a small disk's room, and retention, with nothing
+    /// sealed to delete, let the free space fall far below the floor and then deleted the whole recording.
+    private var roomSealBytes: Int64?
+    private var roomSealBytesStale = true
     /// The pts of the newest durable frame, nanoseconds on the stream's clock; nil until a sync makes one durable.
     public private(set) var lastDurablePTS: Int64?
     /// The segments this writer sealed, in order.
@@ -180,7 +187,8 @@ public final class StreamWriter {
         }
         try collectSync(waiting: false)
         if let open = segment, let first = open.firstPTS,
-            pts - first >= store.options.segmentMaxNanoseconds || open.endOffset >= Int64(segmentMaxBytes)
+            pts - first >= store.options.segmentMaxNanoseconds
+                || open.endOffset >= min(Int64(segmentMaxBytes), roomSealBytes ?? .max)
                 || open.frameCount >= store.options.segmentMaxFrames
         {
             try sealCurrent()
@@ -402,6 +410,11 @@ public final class StreamWriter {
         estimatedAvailable = nil
         guard var available = store.availableSegmentBytes() else { return }
         defer { estimatedAvailable = available - frameNeed }
+        if roomSealBytesStale, store.options.diskBudget == nil, let floor = store.options.minimumFreeBytes {
+            roomSealBytesStale = false
+            let room = ((try? store.segmentFileBytes()) ?? 0) + available - Int64(floor) - store.indexRoomToKeep
+            roomSealBytes = max(256 << 10, room / Int64(max(1, store.writerCount)) / 8)
+        }
         // The index's reserve file, taken when something else filled the disk, is made again once there is room.
         store.ensureIndexReserve(available: available - frameNeed - floor)
         if let floor = store.options.minimumFreeBytes, available < need + Int64(floor) {
@@ -478,6 +491,7 @@ public final class StreamWriter {
         try store.index.sealSegment(
             id: try indexedSegmentID(open), fileName: sealedName, sealedWallNanoseconds: store.options.now())
         sealedFileNames.append(sealedName)
+        roomSealBytesStale = true
         if store.options.hasRetention {
             do {
                 _ = try store.enforceRetention(reserving: bytes, growthRoom: !closing)
