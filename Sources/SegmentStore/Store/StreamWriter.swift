@@ -413,7 +413,10 @@ public final class StreamWriter {
         if roomSealBytesStale, store.options.diskBudget == nil, let floor = store.options.minimumFreeBytes {
             roomSealBytesStale = false
             let room = ((try? store.segmentFileBytes()) ?? 0) + available - Int64(floor) - store.indexRoomToKeep
-            roomSealBytes = max(256 << 10, room / Int64(max(1, store.writerCount)) / 8)
+            let seal = max(256 << 10, room / Int64(max(1, store.writerCount)) / 8)
+            roomSealBytes = seal
+            // Holds count the segments to come at the size they are sealed at.
+            store.openSegmentLimits.withAnnotatedLock { $0[stream.name] = Int(min(Int64(segmentMaxBytes), seal)) }
         }
         // The index's reserve file, taken when something else filled the disk, is made again once there is room.
         store.ensureIndexReserve(available: available - frameNeed - floor)
