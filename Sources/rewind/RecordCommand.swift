@@ -454,6 +454,11 @@ private func record(
                     })
             }
             switch result {
+            case .success(let ended) where ended.endReason == .stopped:
+                // The recorder stops (or left a stalled input behind): not an input that ended, which saves take to
+                // have every frame it will (a save of one stream waiting for its post-roll was then written as whole,
+                // exit 0, when its input happened to stop before the others).
+                break
             case .success(let ended):
                 stream.noteInputEnded(ended.endReason.description)
             case .failure(let error):

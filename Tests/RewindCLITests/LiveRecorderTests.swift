@@ -456,6 +456,40 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: path))
     }
 
+    /// A save of one stream of several, waiting for its post-roll when the recorder stops, is cut short saying so
+    /// (69), whichever input stops first (the stream whose input stopped first had its save written as whole, exit 0:
+    /// the stop read as an input that ended, which saves do not wait for).
+    @Test func eachStreamsSaveWaitingAtTheStopIsCutShort() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:64x48@25",
+            "--realtime",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let saves = try ["a", "b"].map { name in
+            try ExternalTools.Child(
+                Tool.rewindPath,
+                [
+                    "save", "--store", store, "--stream", name, "--before", "1s", "--after", "30s", "-o",
+                    directory.appendingPathComponent("\(name).mkv").path,
+                ])
+        }
+        try waitUntil("both saves wait", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).output.contains("saves: 2 waiting")
+        }
+        recorder.process.terminate()
+        for (name, save) in zip(["a", "b"], saves) {
+            let saved = try save.finish(timeout: .seconds(60))
+            #expect(saved.status == 69, "\(name): \(saved.output) \(saved.stderr)")
+            #expect(saved.stderr.contains("was cut short at"), "\(name): \(saved.stderr)")
+        }
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A storeless recorder whose memory cannot hold a save's post-roll cuts it short while it goes on recording:
     /// the client says so, and why, with exit 1 (it blamed a stop that did not happen, with 69).
     @Test func aPostRollMemoryCannotHoldIsCutShortSayingWhy() throws {
