@@ -257,11 +257,13 @@ final class SaveBook: Sendable {
                 object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
                 followsLastSave: followsLastSave, makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins,
                 pinnedDropsAtStart: pinnedDrops)
+            // Published under the lock: the control's thread may start its export as soon as it is let go, and its
+            // `exporting` event came before this `waiting` one.
+            events.publish("save", object)
             return .success(object)
         }
         switch result {
         case .success(let object):
-            events.publish("save", object)
             return object
         case .failure(let error):
             for hold in holds { recorder.store?.removeHold(hold) }
@@ -310,11 +312,11 @@ final class SaveBook: Sendable {
             }
             entry.object.toNanoseconds = end
             state.entries[id] = entry
+            // Under the lock, as a new save's: before the `exporting` event of the export it may start at once.
+            events.publish("save", entry.object)
             return .success(entry.object)
         }
-        let object = try result.get()
-        events.publish("save", object)
-        return object
+        return try result.get()
     }
 
     /// The pts ranges of the saves not finished yet (waiting or exporting), by stream name: what they keep from

@@ -310,6 +310,34 @@ import Testing
         #expect(try exportedIndexes(next.files[0], layout: layout) == Array(180..<240))
     }
 
+    /// Each save's events come in the order of its states, however many are asked for at once: `waiting`, then
+    /// `exporting`, then `done` (a save's `waiting` event, published once the book let go of it, came after the
+    /// `exporting` event of the export the control's thread started meanwhile).
+    @Test func eachSavesEventsComeInTheOrderOfItsStates() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let events = EventFollower(live.client)
+        try waitUntil("the events client is connected", interval: .milliseconds(2)) { live.control.eventClients == 1 }
+        let saves = 48
+        DispatchQueue.concurrentPerform(iterations: saves) { _ in
+            _ = try? live.client.save(SaveRequest(last: "50ms", format: "y4m"))
+        }
+        func states() -> [Int: [String]] {
+            var byID: [Int: [String]] = [:]
+            for event in events.received.withAnnotatedLock({ $0 }) where event.name == "save" {
+                guard let object = try? JSONDecoder().decode(SaveObject.self, from: Data(event.data.utf8)) else {
+                    continue
+                }
+                byID[object.id, default: []].append(object.state.rawValue)
+            }
+            return byID
+        }
+        try waitUntil("every save is done") { states().values.filter { $0.last == "done" }.count == saves }
+        for (id, order) in states() {
+            #expect(order == ["waiting", "exporting", "done"], "save \(id): \(order)")
+        }
+    }
+
     /// A save still waiting for its post-roll when the recorder stops is written with what there is, and its
     /// `to_ns` says where it ended (the newest frame), not the end it asked for.
     @Test func aSaveCutShortByTheStopSaysWhereItEnded() throws {
