@@ -120,10 +120,11 @@ public struct SoakConfiguration: Sendable {
 
     /// Checks what the types cannot.
     ///
-    /// - Throws: ``SoakConfigurationError`` saying what is wrong.
+    /// - Throws: ``SoakConfigurationError`` saying what is wrong: starting with the option, for a value wrong by
+    ///   itself; in words naming the options, for values that each hold but cannot work together.
     public func validate() throws(SoakConfigurationError) {
-        guard durationNanoseconds > 0 else { throw .init("the duration must be longer than 0s") }
-        guard frameDuration.value > 0 else { throw .init("the frame rate must be positive") }
+        guard durationNanoseconds > 0 else { throw .init("--duration must be longer than 0s") }
+        guard frameDuration.value > 0 else { throw .init("--fps must be positive") }
         guard frameCount <= Self.maximumFrameCount else {
             throw .init(
                 "\(frameCount) frames is more than a soak can track (\(Self.maximumFrameCount), three bits each): give a "
@@ -131,11 +132,11 @@ public struct SoakConfiguration: Sendable {
         }
         guard layout.width >= SyntheticCamera.minimumWidth && layout.height >= SyntheticCamera.minimumHeight else {
             throw .init(
-                "frames must be at least \(SyntheticCamera.minimumWidth)x\(SyntheticCamera.minimumHeight) "
+                "--size: frames must be at least \(SyntheticCamera.minimumWidth)x\(SyntheticCamera.minimumHeight) "
                     + "to carry the synthetic camera's mark")
         }
-        guard noise >= 0 && noise <= 8 else { throw .init("the noise must be 0…8 code values") }
-        guard windowNanoseconds > 0 else { throw .init("the window must be longer than 0s") }
+        guard noise >= 0 && noise <= 8 else { throw .init("--noise must be 0…8 code values") }
+        guard windowNanoseconds > 0 else { throw .init("--window must be longer than 0s") }
         let frameNanoseconds = frameDuration.nanoseconds ?? 0
         guard windowNanoseconds >= frameNanoseconds else {
             let (window, frame) = formatSecondsApart(windowNanoseconds, frameNanoseconds)

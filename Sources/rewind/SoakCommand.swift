@@ -61,7 +61,9 @@ func runSoak(_ arguments: ParsedArguments) throws -> Int32 {
     do {
         try configuration.validate()
     } catch {
-        throw UsageError("\(error)")
+        // A value wrong by itself (the message starts with its option) gets the usage line; values that each hold
+        // but cannot work together, nothing more (the whole help buried what to give).
+        throw UsageError("\(error)", showsHelp: error.description.hasPrefix("--"))
     }
     try checkAddressSpaceFits(memoryBudget: configuration.memoryBudget, command: "the soak")
 
