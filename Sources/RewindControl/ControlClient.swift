@@ -120,6 +120,9 @@ public struct ControlClient: Sendable {
             do {
                 return try connection.readChunk(head)
             } catch ControlError.recorderStopped {
+                // Still accepting connections: it runs, and closed this stream itself (a client that takes none of
+                // its events for a while is let go: "killed or crashed" sent the user looking for a crash).
+                if !stopping, (try? connect()).flatMap({ $0 }) != nil { throw ControlError.eventStreamDropped }
                 throw ControlError.eventStreamBroken(afterStopping: stopping)
             }
         }

@@ -162,6 +162,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The recorder's event stream broke off before its end: the recorder was killed or crashed, or, when it had
     /// sent its `stopping` event (`afterStopping`), was ended at once while it stopped (a second signal).
     case eventStreamBroken(afterStopping: Bool)
+    /// The recorder closed the event stream while it still runs: it lets go of a client that takes none of its events
+    /// for 10 s (its queue full), so that no client holds it up.
+    case eventStreamDropped
     /// The recorder sent nothing for `seconds` while `request` waited for its answer: it is stopped (Ctrl-Z,
     /// `kill -STOP`) or stuck.
     case noAnswer(request: String, seconds: Int)
@@ -220,6 +223,9 @@ public enum ControlError: Error, Sendable, Hashable, CustomStringConvertible {
                 ? "the recorder's event stream broke off while it was stopping, before its saves were done: it was "
                     + "ended at once (a second signal) or killed"
                 : "the recorder's event stream broke off without saying it was stopping: it was killed or crashed"
+        case .eventStreamDropped:
+            return "the recorder closed this event stream while it goes on recording: it lets go of a client that "
+                + "takes none of its events for 10 s (was this command's output read?)"
         case .noAnswer(let request, let seconds):
             return "the recorder sent nothing for \(seconds) s while \(request) waited for it: it is stopped (Ctrl-Z, "
                 + "kill -STOP) or stuck"

@@ -94,6 +94,10 @@ struct CommandFailure {
                     afterStopping
                     ? "saves it had not finished were not written: 'rewind clip' makes them from the store on disk"
                     : "check the recorder's log (and dmesg for a kill)"
+            case .eventStreamDropped:
+                status = ExitStatus.unavailable
+                advice =
+                    "read the events as they come; 'rewind events --since ID' (the last id had) goes on from there"
             case .noAnswer(let request, _):
                 status = ExitStatus.unavailable
                 advice = "resume it ('fg', or kill -CONT PID) or stop it; 'ps' shows its state (T: stopped)"

@@ -665,8 +665,10 @@ final class RawConnection {
     }
 
     /// An event stream cut before its closing chunk is a recorder killed, or, after its `stopping` event, one ended
-    /// at once while it stopped: each said so. A one-shot server on the socket plays the recorder.
-    @Test(arguments: [false, true]) func anEventStreamCutOffSaysWhetherTheRecorderWasStopping(stopping: Bool) throws {
+    /// at once while it stopped, or, while its socket still takes connections, a recorder that let go of this client
+    /// (it blamed a crash): each said so. A one-shot server on the socket plays the recorder.
+    @Test(arguments: [(false, false), (true, false), (false, true)])
+    func anEventStreamCutOffSaysWhetherTheRecorderWasStopping(stopping: Bool, staysListening: Bool) throws {
         let directory = try FileManager.default.temporaryDirectory.appendingPathComponent(
             "rewind-cut-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -696,6 +698,8 @@ final class RawConnection {
                 ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
                     .utf8)
             _ = reply.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            // Gone, as a killed recorder is (its socket refuses connections), or still there.
+            if !staysListening { unlink(path) }
             close(connection)
         }
         server.start()
@@ -706,12 +710,17 @@ final class RawConnection {
                 return true
             }
         } throws: { error in
+            if staysListening { return error as? ControlError == .eventStreamDropped }
             guard case ControlError.eventStreamBroken(let afterStopping) = error else { return false }
             return afterStopping == stopping
         }
         #expect(names == (stopping ? ["marker", "stopping"] : ["marker"]))
-        let text = "\(ControlError.eventStreamBroken(afterStopping: stopping))"
-        #expect(text.contains(stopping ? "while it was stopping" : "without saying it was stopping"), "\(text)")
+        let text = "\(staysListening ? .eventStreamDropped : ControlError.eventStreamBroken(afterStopping: stopping))"
+        let said =
+            staysListening
+            ? "closed this event stream while it goes on recording"
+            : stopping ? "while it was stopping" : "without saying it was stopping"
+        #expect(text.contains(said), "\(text)")
     }
 
     @Test func constantTimeComparison() {
