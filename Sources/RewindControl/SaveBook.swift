@@ -466,6 +466,8 @@ final class SaveBook: Sendable {
         let monotonic = System.monotonicNanoseconds()
         let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
         let inputsRunning = recorder.streams.contains { $0.inputEnded == nil }
+        // The recorder clock as the streams' frames have moved it.
+        let clockReached = streamNewest.compactMap(\.1).max()
         var due: [Entry] = []
         let stillWaiting: Bool = state.withAnnotatedLock { state in
             let paused = monotonic - state.lastLook > 1_000_000_000 ? monotonic - state.lastLook : 0
@@ -488,10 +490,15 @@ final class SaveBook: Sendable {
                 // clock, moved by another stream, passed the end while a stream sent nothing (it was written
                 // without its post-roll, exit 0). A stream whose input ended while others go on has every frame it
                 // will (once every input has ended the recorder stops, which ends the saves waiting as it does).
+                // A stream with no frame yet places its first where it arrives: after the end, once another stream's
+                // frames have passed it (a save of every stream waited for a camera that had not started, then said
+                // its input stalled).
+                let end = entry.object.toNanoseconds - 1
                 let targets = entry.target.streams
                 let lagging = targets.filter {
-                    ($0.inputEnded == nil || !inputsRunning)
-                        && (state.streamsSeen[$0.name]?.newest ?? .min) < entry.object.toNanoseconds - 1
+                    let newest = state.streamsSeen[$0.name]?.newest ?? nil
+                    if newest == nil, let clockReached, clockReached >= end { return false }
+                    return ($0.inputEnded == nil || !inputsRunning) && (newest ?? .min) < end
                 }
                 var ready = entry.isForced || entry.target.isStored || lagging.isEmpty
                 // The streams it still waits for stalled: it ends after its newest frame, written now (a client

@@ -920,6 +920,38 @@ import Testing
         #expect(log.stderr.contains("(short of its end: the input of a stalled)"), "\(log.stderr)")
     }
 
+    /// A save of every stream while one has not sent its first frame (its camera starts late: a header, then
+    /// nothing) is written once the others pass its end: that stream's first frame will be placed where it arrives,
+    /// after the range. (It waited 10 s, then said the late stream's input stalled, exit 1.)
+    @Test func aStreamWithoutAFrameYetIsNotWaitedFor() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("late.y4m").path
+        let writer = try Tool.openFIFO(fifo, sending: Array("YUV4MPEG2 W16 H16 F25:1 Ip A1:1 C420jpeg\n".utf8))
+        defer { close(writer) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:64x48@30", "--input", "late=y4m:\(fifo)",
+            "--realtime",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        Thread.sleep(forTimeInterval: 1.5)
+        let output = directory.appendingPathComponent("all.mkv").path
+        let save = try Tool.rewind(
+            ["save", "--store", store, "--stream", "all", "--before", "1s", "--after", "1s", "-o", output],
+            timeout: .seconds(120))
+        #expect(save.status == 0, "\(save.output) \(save.stderr)")
+        #expect(!save.stderr.contains("stalled"), "\(save.stderr)")
+        let counts = try runChecked(
+            "ffprobe",
+            ["-v", "error", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", output])
+        let frames = counts.output.split(whereSeparator: \.isNewline).compactMap { Int($0) }
+        #expect(frames.count == 1 && frames[0] >= 59, "a's 2 s at 30 fps: \(counts.output)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A stream whose input ended (a file read to its end) beside a live one is not waited for as stalled: a
     /// `--last` save and a clip of a past range of both streams are written at once, exit 0, and the status says the
     /// input ended. (They waited 10 s and exited 1 saying the input stalled, a save of the ended stream alone too.)
