@@ -459,6 +459,13 @@ final class SpillLane {
             failedPTS = nil
             provisionalGapEnd = nil
         } else {
+            if pendingLoss == .recorderStopped, failedPTS == nil, let lastWrittenPTS, lastWrittenPTS < pts {
+                // The first frame of a continued recording lost: the pause since the earlier recording is no loss.
+                // Its gap ends here, and the loss's starts at this frame (the pause was called a disk error, and a
+                // clip inside it said its frames were lost).
+                recordGap(start: lastWrittenPTS, end: pts, reason: .recorderStopped)
+                self.lastWrittenPTS = nil
+            }
             noteLoss(.diskError)
             failedPTS = (failedPTS?.first ?? pts, pts)
         }

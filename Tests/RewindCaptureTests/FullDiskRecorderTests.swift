@@ -42,6 +42,39 @@ import Testing
         #expect(report.clean, "\(report.problems)")
         #expect(try store.segments().map(\.fileName) == ["000001.seg"])
     }
+
+    /// A continued recording whose first frames are lost to a full disk: the pause since the earlier recording is a
+    /// `recorder stopped` gap, and the loss a `disk error` gap from its first lost frame (the whole pause was called
+    /// a disk error, and a clip inside it said its frames were lost).
+    @Test func aContinuedRecordingsFirstFramesLostLeaveThePauseAPause() throws {
+        let directory = try TemporaryDirectory.store()
+        let disk = FaultInjectingFileSystem()
+        let configuration = RecorderConfiguration(memoryBudget: 16 << 20)
+        do {
+            var feed = try CameraFeed()
+            let store = try SegmentStore.open(directory: directory, options: StoreOptions(fileSystem: disk))
+            let recorder = try Recorder(stream: feed.stream, store: store, configuration: configuration)
+            for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+            _ = try recorder.finish()
+        }
+        var feed = try CameraFeed()
+        let store = try SegmentStore.open(directory: directory, options: StoreOptions(fileSystem: disk))
+        let lastBefore = try #require(try store.summary().lastPTS)
+        let recorder = try Recorder(stream: feed.stream, store: store, configuration: configuration)
+        disk.setDiskFull(true)
+        for _ in 0..<5 { _ = try feed.appendNext(to: recorder) }
+        try waitUntilSpilled(recorder)
+        disk.setDiskFull(false)
+        for _ in 0..<10 { _ = try feed.appendNext(to: recorder) }
+        try waitUntilSpilled(recorder)
+        let statistics = try recorder.finish()
+        #expect(statistics.drops[.diskError] == 5)
+        let offset = try #require(recorder.streams[0].sessionOffsetNanoseconds)
+        let gaps = try store.gaps().map { ($0.startNanoseconds, $0.endNanoseconds, $0.reason) }
+        #expect(gaps.count == 2, "\(gaps)")
+        #expect(gaps.first.map { $0 == (lastBefore, feed.pts(0) + offset, .recorderStopped) } == true, "\(gaps)")
+        #expect(gaps.last.map { $0 == (feed.pts(0) + offset, feed.pts(5) + offset, .diskError) } == true, "\(gaps)")
+    }
 }
 
 @Suite(.timeLimit(.minutes(15))) struct FailedSyncRecorderTests {
