@@ -38,9 +38,10 @@ public enum Values {
         ("m", 60_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000), ("d", 86_400_000_000_000),
     ]
     private static let sizeUnits: [(suffix: String, bytes: Int64)] = [
-        ("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
-        ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
-        ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40),
+        ("B", 1), ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40), ("PiB", 1 << 50),
+        ("EiB", 1 << 60), ("KB", 1_000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
+        ("PB", 1_000_000_000_000_000), ("EB", 1_000_000_000_000_000_000),
+        ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("P", 1 << 50), ("E", 1 << 60),
     ]
 
     /// Parses a duration such as `5s`, `1500ms`, `10m`, `1h`, `7d`, `12.5s` or `250us`.
@@ -85,10 +86,14 @@ public enum Values {
     public static func size(_ text: String) throws(ValueError) -> Int {
         let expected = "a size like 512MiB, 2GiB, 64K or 4096"
         let units = sizeUnits.map { ($0.suffix.lowercased(), $0.bytes) }
-        guard let value = try? scaled(text.lowercased(), units: units, bare: 1),
-            let bytes = Int(exactly: value)
-        else { throw ValueError(input: text, expected: expected) }
-        return bytes
+        do {
+            return Int(try scaled(text.lowercased(), units: units, bare: 1))
+        } catch .tooLarge {
+            // Well formed, past what 64 bits count: told the bound, not the form.
+            throw ValueError(input: text, expected: "a size of at most 8EiB less a byte (the most 64 bits count)")
+        } catch {
+            throw ValueError(input: text, expected: expected)
+        }
     }
 
     /// Parses a frame size `WIDTHxHEIGHT` (`1920x1080`).

@@ -7,7 +7,7 @@ func runDemo(_ arguments: ParsedArguments) throws -> Int32 {
     let seconds = try arguments.duration("seconds")!
     // One frame of the 60 fps camera at least: a shorter demo records nothing.
     guard seconds >= .milliseconds(17) else {
-        throw UsageError("--seconds must be at least one frame (17ms); the demo's default is 20s", showsHelp: false)
+        throw UsageError("--seconds must be at least one frame (17ms); the demo's default is 20s")
     }
     // From here on Ctrl-C stops the demo cleanly, also while the ring's memory is set up (a second or more for its
     // 1.5 GiB on a busy machine): the recording then stops before its first frame and says so.

@@ -191,8 +191,7 @@ func runRecord(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError(
             "--allow-host: \(given.debugDescription) is not a host name: give one name alone, as a browser sends "
                 + "it, without a port, scheme or wildcard (e.g. --allow-host camera.example.com; a name in "
-                + "another script in its xn-- form)",
-            showsHelp: false)
+                + "another script in its xn-- form)")
     }
 
     // From here on a stop signal stops the recording cleanly, also while the inputs are opened, the store recovered

@@ -119,7 +119,7 @@ func printJSON(_ object: Any) throws {
 ///
 /// - Throws: ``UsageError`` naming what the path is.
 func checkStoreDirectory(_ path: String) throws {
-    guard !path.isEmpty else { throw UsageError("--store needs a directory, e.g. --store cam", showsHelp: false) }
+    guard !path.isEmpty else { throw UsageError("--store needs a directory, e.g. --store cam") }
     if let full = tooLongStorePath(path) {
         throw UsageError(
             "--store: the store's full path is \(full.utf8.count) bytes long, and SQLite opens its index only within "

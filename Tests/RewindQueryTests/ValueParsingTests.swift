@@ -30,7 +30,7 @@ import Testing
         arguments: [
             ("512MiB", 512 << 20), ("2GiB", 2 << 30), ("64K", 64 << 10), ("4096", 4096), ("1.5GB", 1_500_000_000),
             ("1KB", 1000), ("10B", 10), ("0.5MiB", 1 << 19), ("64k", 64 << 10), ("2gib", 2 << 30), ("1kb", 1000),
-            ("3m", 3 << 20),
+            ("3m", 3 << 20), ("1PiB", 1 << 50), ("2E", 2 << 60),
         ] as [(String, Int)])
     func sizes(text: String, bytes: Int) throws {
         #expect(try Values.size(text) == bytes)
@@ -39,6 +39,17 @@ import Testing
     @Test(arguments: ["", "MiB", "-1MiB", "1.5B", "12 MiB", "1QiB", "0.3B"])
     func badSizes(text: String) {
         #expect(throws: ValueError.self) { try Values.size(text) }
+    }
+
+    /// A size too large for 64 bits is told the bound, not the form (it read as malformed).
+    @Test func outOfRangeSizesSayTheBound() {
+        for text in ["99999999999999999999", "8EiB", "10EB"] {
+            #expect(
+                throws: ValueError(input: text, expected: "a size of at most 8EiB less a byte (the most 64 bits count)")
+            ) {
+                try Values.size(text)
+            }
+        }
     }
 
     @Test func dimensionsAndRates() throws {
