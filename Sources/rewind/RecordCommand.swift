@@ -911,10 +911,16 @@ private func retentionKeptNothing(
         }
         if let free = try? POSIXFileSystem().availableBytes(store.directory), free < Int64(floor) + 4 * (1 << 20) {
             // Retention keeps the floor free and, above it, the next frame and room for the index (up to 4 MiB):
-            // a floor below the free space may still be more than the disk can keep.
+            // a floor below the free space may still be more than the disk can keep (the advice named the free
+            // space alone, which a floor already below it did not help).
+            let room = free - 4 * (1 << 20)
             advice.insert(
-                "a --min-free below the disk's free space (\(formatBytes(free)) free now, of which retention keeps "
-                    + "--min-free plus up to 4 MiB for the index and the next frame), or free space on the disk",
+                room >= 1 << 20
+                    ? "a --min-free below \(formatBytes(room)) (the disk has \(formatBytes(free)) free now, and "
+                        + "retention keeps up to 4 MiB more free for the index and the next frame), or free space on "
+                        + "the disk"
+                    : "free space on the disk: it has \(formatBytes(free)) free now, and retention keeps up to 4 MiB "
+                        + "free for the index and the next frame above any --min-free",
                 at: 0)
         }
     }
@@ -1081,9 +1087,17 @@ private func checkFloorCanBeKept(
                 + "\(freeText) free now, "
             : "the file system holding \(directory) has \(freeText) free now, less than the free space --disk keeps by "
                 + "default (--min-free \(floorText)), ")
-            + what + " (retention keeps the floor free and \(formatBytes(indexRoom)) more for the index); give a "
-            + "--min-free below the free space less that (--min-free 1MiB, say), or free space on the disk",
-        showsHelp: false)
+            + what + " (retention keeps the floor free and \(formatBytes(indexRoom)) more for the index); "
+            + floorAdvice(room: free + stored - indexRoom), showsHelp: false)
+}
+
+/// What to give instead of a floor the disk cannot keep, when the segment files and the free space less the
+/// index's room come to `room`: a floor well below that (half, in whole MiB), or more free space (it suggested
+/// `--min-free 1MiB` whatever the disk had).
+private func floorAdvice(room: Int64) -> String {
+    let half = room / 2 / (1 << 20)
+    guard half >= 1 else { return "free space on the disk (no --min-free leaves room to record)" }
+    return "give a --min-free below \(formatBytes(room)) (--min-free \(half)MiB, say), or free space on the disk"
 }
 
 /// Starts following the kernel's memory pressure for `recorder` (`--memory-pressure auto`), logging each change

@@ -849,7 +849,11 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(record.status == 64, "\(record.output) \(record.stderr)")
         #expect(record.stderr.contains("is more than the disk can keep free"), "\(record.stderr)")
         #expect(record.stderr.contains("retention would delete every one of them"), "\(record.stderr)")
-        #expect(record.stderr.contains("give a --min-free below the free space"), "\(record.stderr)")
+        // A floor the disk can keep, below its free space (it offered 1 MiB whatever the disk had).
+        let advice = /give a --min-free below .* \(--min-free ([0-9]+)MiB, say\)/
+        let offered = try #require(record.stderr.firstMatch(of: advice), "\(record.stderr)")
+        #expect(Int64(offered.1)! << 20 < free, "\(record.stderr)")
+        #expect(Int64(offered.1)! > 1, "half the room on this disk: \(record.stderr)")
         let info = try JSONSerialization.jsonObject(with: try Tool.rewind(["info", "--store", store, "--json"]).stdout)
         #expect((info as? [String: Any])?["frames"] as? Int == 60, "the first recording is whole")
     }
