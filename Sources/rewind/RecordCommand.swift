@@ -462,7 +462,9 @@ private func record(
                 stream.noteInputEnded(ended.endReason.description)
             case .failure(let error):
                 stream.noteInputFailed(error)
-                if !isSingle {
+                // Said now only while other inputs go on (a long recording's notice of it); otherwise the summary
+                // that follows at once says it (it was said twice, and "the other streams go on" when none did).
+                if !isSingle, recorder.streams.contains(where: { $0.inputEnded == nil }) {
                     printError(
                         "rewind record: input '\(stream.name)' failed: \(error); stream '\(stream.name)' ended there, "
                             + "the other streams go on")
