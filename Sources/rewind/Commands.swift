@@ -158,8 +158,9 @@ let soakCommand = Command(
             The camera's frames carry a checksum in their pixels; every frame the recorder accepted is read back
             (from disk as it becomes durable, and from memory at the end) and must be bit-exact. Invariants:
             rss_within_limit, rss_shed_after_pressure, frames_bit_exact, no_frames_lost, rss_flat.
-            Exit status: 0 when all held, 1 when one failed (named on stderr), 64 for a usage error, 130 when
-            stopped (Ctrl-C) before its duration, naming the events that never happened.
+            Exit status: 0 when all held, 1 when one failed (named on stderr), 64 for a usage error, 69 when a
+            recorder records into --store, 71 when a limit of the system leaves too little (threads, address
+            space), 130 when stopped (Ctrl-C) before its duration, naming the events that never happened.
             example: rewind soak --duration 60s --speed realtime \\
                        --events "10s:pressure=critical,20s:pressure=normal,30s:thermal=serious,40s:disk=full,45s:disk=ok" \\
                        --report soak.json --chart soak.svg
