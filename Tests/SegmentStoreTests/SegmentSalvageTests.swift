@@ -160,8 +160,8 @@ import Testing
     }
 
     /// A salvage that stops part way (the disk full after some of its segments) reports what it stored before
-    /// with the failure, keeps those frames, leaves the damaged file whole, and the next repair stores the rest
-    /// without writing any frame twice.
+    /// with the failure, keeps those frames (the `damaged` gap an earlier repair recorded over them gives them
+    /// back), leaves the damaged file whole, and the next repair stores the rest without writing any frame twice.
     @Test func salvageStoppedPartWayReportsWhatItStoredAndTheNextRepairFinishesIt() throws {
         let frames = try TestFrames(format: .nv12, width: 96, height: 64)
         defer { frames.deallocate() }
@@ -191,6 +191,10 @@ import Testing
         do {
             let faults = FaultInjectingFileSystem()
             let store = try SegmentStore.open(directory: dir.path, options: options(faults))
+            // A first repair on a full disk salvages nothing and records the frames past the damage as missing.
+            faults.setDiskFull(true)
+            #expect(try store.verify(repair: true).salvage.first?.salvagedFrames == 0)
+            faults.setDiskFull(false)
             faults.failWrite(number: faults.writeCount + repairWrites * 2 / 3, with: .error(ENOSPC))
             let report = try store.verify(repair: true)
             let salvage = try #require(report.salvage.first)
@@ -201,6 +205,15 @@ import Testing
             let problem = try #require(report.problems.first { $0.contains("could not salvage") })
             #expect(problem.contains("the \(stored) frames salvaged before it stopped stay stored"), "\(problem)")
             #expect(FileManager.default.contents(atPath: dir.segments + "/000001.seg") == original, "not cut")
+            // The `damaged` gaps cover only what is still missing: none holds a frame the index has (the one
+            // recorded at the open went on covering the frames salvaged, and clips of them said they were lost).
+            let held = try readAll(store).map(\.0)
+            let damaged = try store.gaps().filter { $0.reason == .damaged }
+            #expect(!damaged.isEmpty)
+            for gap in damaged {
+                let inside = held.filter { $0 > gap.startNanoseconds && $0 < gap.endNanoseconds }
+                #expect(inside.isEmpty, "\(gap) holds \(inside.count) frames the index has")
+            }
         }
         let store = try SegmentStore.open(directory: dir.path)
         let report = try store.verify(repair: true)

@@ -95,6 +95,19 @@ extension SegmentStore {
             try writer?.close()
         } catch {
             try? writer?.close()
+            // What it stored before it stopped, as the index holds it now.
+            let salvagedPTS =
+                writer.map { writer in
+                    usable.map(\.entry.ptsNanoseconds).filter {
+                        (try? hasFrame(streamID: writer.stream.id, pts: $0)) == true
+                    }
+                } ?? []
+            // A `damaged` gap recorded before (when the store was opened) covers those too: it keeps its parts
+            // around them (a clip of them said their frames were lost).
+            if let writer, let first = salvagedPTS.first, let last = salvagedPTS.last {
+                try? trimDamagedGaps(
+                    streamID: writer.stream.id, around: first...last, frameDuration: header.stream.frameDuration)
+            }
             // The rows past the damage are gone and the file keeps its frames: as after an open that let go of
             // them, a `damaged` gap says where they are missing until a repair salvages them.
             var missing = ""
@@ -110,12 +123,7 @@ extension SegmentStore {
             var stopped = salvage
             stopped.usableFrames = usable.count
             stopped.salvagedInto = writer?.sealedFileNames ?? []
-            let indexed =
-                writer.map { writer in
-                    usable.filter { (try? hasFrame(streamID: writer.stream.id, pts: $0.entry.ptsNanoseconds)) == true }
-                        .count
-                } ?? 0
-            stopped.salvagedFrames = indexed - salvage.alreadyStoredFrames
+            stopped.salvagedFrames = salvagedPTS.count - salvage.alreadyStoredFrames
             stopped.failure = "\(error)"
             report.salvage.append(stopped)
             let kept =
