@@ -62,11 +62,16 @@ public final class StreamWriter {
     static let freeSpaceSlack: Int64 = 256 << 20
     /// Without a disk budget, under `--min-free`: the size segments are sealed at so that retention can keep the floor
     /// by deleting old ones (an eighth of this writer's share of the room the segment files have: their bytes and
-    /// the free space above the floor), worked out at the first read of the free space after each seal; nil until
-    /// then, or without a floor. A segment of a minute outgrew a small disk's room, and retention, with nothing
-    /// sealed to delete, let the free space fall far below the floor and then deleted the whole recording.
+    /// the free space above the floor), worked out at the first read of the free space after every
+    /// ``roomSealInterval``-th seal; nil until then, or without a floor. A segment of a minute outgrew a small disk's
+    /// room, and retention, with nothing sealed to delete, let the free space fall far below the floor and then
+    /// deleted the whole recording.
     private var roomSealBytes: Int64?
     private var roomSealBytesStale = true
+    private var sealsSinceRoomSeal = 0
+    /// Seals between two sums of the segment files' sizes (a `stat` each) for ``roomSealBytes``: a store of many
+    /// short segments would otherwise pay for all of them at every seal, on the spill thread.
+    static let roomSealInterval = 16
     /// The pts of the newest durable frame, nanoseconds on the stream's clock; nil until a sync makes one durable.
     public private(set) var lastDurablePTS: Int64?
     /// The segments this writer sealed, in order.
@@ -412,8 +417,12 @@ public final class StreamWriter {
         defer { estimatedAvailable = available - frameNeed }
         if roomSealBytesStale, store.options.diskBudget == nil, let floor = store.options.minimumFreeBytes {
             roomSealBytesStale = false
-            let room = ((try? store.segmentFileBytes()) ?? 0) + available - Int64(floor) - store.indexRoomToKeep
-            let seal = max(256 << 10, room / Int64(max(1, store.writerCount)) / 8)
+            let free = available - Int64(floor) - store.indexRoomToKeep
+            // Free space alone that seals at the largest size needs no sum of the files.
+            let writers = Int64(max(1, store.writerCount))
+            let files = free / writers / 8 >= Int64(segmentMaxBytes) ? 0 : ((try? store.segmentFileBytes()) ?? 0)
+            let room = files + free
+            let seal = max(256 << 10, room / writers / 8)
             roomSealBytes = seal
             // Holds count the segments to come at the size they are sealed at.
             store.openSegmentLimits.withAnnotatedLock { $0[stream.name] = Int(min(Int64(segmentMaxBytes), seal)) }
@@ -494,7 +503,11 @@ public final class StreamWriter {
         try store.index.sealSegment(
             id: try indexedSegmentID(open), fileName: sealedName, sealedWallNanoseconds: store.options.now())
         sealedFileNames.append(sealedName)
-        roomSealBytesStale = true
+        sealsSinceRoomSeal += 1
+        if sealsSinceRoomSeal >= Self.roomSealInterval || roomSealBytes == nil {
+            sealsSinceRoomSeal = 0
+            roomSealBytesStale = true
+        }
         if store.options.hasRetention {
             do {
                 _ = try store.enforceRetention(reserving: bytes, growthRoom: !closing)
