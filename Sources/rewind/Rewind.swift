@@ -142,6 +142,10 @@ enum Rewind {
             print(overview)
             return ExitStatus.success
         case "--version":
+            guard arguments.count == 1 else {
+                printError("rewind --version: unexpected argument '\(arguments[1])': --version takes none")
+                return ExitStatus.usage
+            }
             print("rewind \(rewindVersion)")
             return ExitStatus.success
         default:

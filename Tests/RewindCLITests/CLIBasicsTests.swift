@@ -53,6 +53,10 @@ import Testing
         let result = try Tool.rewind(["--version"])
         #expect(result.status == 0)
         #expect(result.output.hasPrefix("rewind "))
+        // Nothing after it is ignored.
+        let extra = try Tool.rewind(["--version", "extra"])
+        #expect(extra.status == 64 && extra.stderr.contains("unexpected argument 'extra'"), "\(extra.stderr)")
+        #expect(extra.output.isEmpty, "\(extra.output)")
     }
 
     @Test func noArgumentsIsAUsageError() throws {
