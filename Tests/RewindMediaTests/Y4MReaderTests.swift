@@ -165,6 +165,12 @@ import Testing
         #expect(empty.byteOffset == 0 && empty.message.contains("empty"))
         let unterminated = try error(reading: Array("YUV4MPEG2 W64 H48".utf8))
         #expect(unterminated.message.contains("no terminating newline"))
+        // Bytes of anything else, with no newline for longer than a header may be (`/dev/zero`): not a stream, not
+        // a line too long.
+        let zeros = try error(reading: [UInt8](repeating: 0, count: 10_000))
+        #expect(zeros.byteOffset == 0 && zeros.message.contains("not a YUV4MPEG2 stream"), "\(zeros)")
+        let magicOnly = try error(reading: Array("YUV4MPEG2 ".utf8))
+        #expect(magicOnly.message.contains("the header ends after 'YUV4MPEG2 '"), "\(magicOnly)")
     }
 
     /// The chroma siting a `C` tag names and the pixel aspect of `A` are kept, as ffmpeg reads them (no `C`, or

@@ -250,12 +250,21 @@ struct Y4MHeader {
             InputError(input: reader.name, byteOffset: start + Int64(offset), problem: problem)
         }
         func fail(_ offset: Int, _ message: String) -> InputError { fail(offset, .malformed(message)) }
-        guard let line = try reader.readLine(maximumLength: Y4MReader.maximumLineLength) else {
-            throw fail(0, .empty)
+        // The magic first: an input of anything else (`/dev/zero`, a binary file) is named as not a stream, not
+        // as a line too long.
+        guard try reader.consume(ifNextBytesAre: magic) else {
+            let start = UnsafeMutableRawBufferPointer.allocate(byteCount: 25, alignment: 1)
+            defer { start.deallocate() }
+            let count = try reader.read(into: start)
+            guard count > 0 else { throw fail(0, .empty) }
+            let found = Array(start.prefix(count)).prefix { $0 != UInt8(ascii: "\n") }
+            throw fail(
+                0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(Array(found)))'")
         }
-        guard line.starts(with: magic) else {
-            throw fail(0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(line))'")
+        guard let rest = try reader.readLine(maximumLength: Y4MReader.maximumLineLength - magic.count) else {
+            throw fail(magic.count, .malformed("the header ends after 'YUV4MPEG2 ' without a newline"))
         }
+        let line = magic + rest
         // A line ended in CR LF: every tag's value would end in a CR the messages below could not explain.
         if line.last == UInt8(ascii: "\r") {
             throw fail(
