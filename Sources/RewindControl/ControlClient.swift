@@ -122,7 +122,7 @@ public struct ControlClient: Sendable {
             } catch ControlError.recorderStopped {
                 // Still accepting connections: it runs, and closed this stream itself (a client that takes none of
                 // its events for a while is let go: "killed or crashed" sent the user looking for a crash).
-                if !stopping, (try? connect()).flatMap({ $0 }) != nil { throw ControlError.eventStreamDropped }
+                if !stopping, answersHealth() { throw ControlError.eventStreamDropped }
                 throw ControlError.eventStreamBroken(afterStopping: stopping)
             }
         }
@@ -216,6 +216,18 @@ public struct ControlClient: Sendable {
         return Array(head.utf8) + (body ?? [])
     }
 
+    /// Whether a recorder answers `GET /v1/health` with 200 within `seconds`: one that is being killed may still
+    /// take a connection for a moment (its listening socket closed after the connection that broke), but answers
+    /// nothing.
+    private func answersHealth(within seconds: Int = 2) -> Bool {
+        guard let connection = (try? connect()).flatMap({ $0 }) else { return false }
+        connection.limitWaits(what: "the health check", seconds: seconds)
+        guard (try? connection.send(request(method: "GET", path: "/v1/health", body: nil))) != nil,
+            let head = try? connection.readHead(what: "the health check")
+        else { return false }
+        return head.status == 200
+    }
+
     private func connect() throws -> Connection? {
         switch endpoint {
         case .directory(let directory):
@@ -260,8 +272,8 @@ public struct ControlClient: Sendable {
         deinit { close(fd) }
 
         /// From now on a read that gets nothing for ``ControlClient/answerTimeoutSeconds`` fails, naming `what`.
-        func limitWaits(what: String) {
-            var limit = timeval(tv_sec: ControlClient.answerTimeoutSeconds, tv_usec: 0)
+        func limitWaits(what: String, seconds: Int = ControlClient.answerTimeoutSeconds) {
+            var limit = timeval(tv_sec: seconds, tv_usec: 0)
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
             limited = what

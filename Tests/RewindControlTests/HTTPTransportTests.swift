@@ -244,11 +244,11 @@ final class RawConnection {
             // front, not a failed save.
             ("POST", "/v1/saves", #"{"path":"/tmp/\#(String(repeating: "y", count: 240)).mkv"}"#, 400, "bad_request"),
             // A directory that takes no new file: refused when asked, not a save that fails after 202.
-            ("POST", "/v1/saves", #"{"path":"/proc/self/x.mkv"}"#, 400, "bad_request"),
+            ("POST", "/v1/saves", #"{"path":"/proc/self/x.mkv"}"#, 403, "forbidden"),
             // A comma before a closing bracket is not JSON, though Foundation's parser takes it.
             ("POST", "/v1/markers", #"{"label":"x",}"#, 400, "bad_request"),
             ("POST", "/v1/saves", #"{"last":"1s" , }"#, 400, "bad_request"),
-            ("POST", "/v1/clips", #"{"from":"0s","to":"1s","path":"/proc/self/x.mkv"}"#, 400, "bad_request"),
+            ("POST", "/v1/clips", #"{"from":"0s","to":"1s","path":"/proc/self/x.mkv"}"#, 403, "forbidden"),
             ("POST", "/v1/saves/\(object.id)/extend", #"{"after":"1s"}"#, 409, "conflict"),
             ("POST", "/v1/clips", #"{"from":"50s","to":"60s","wait":true}"#, 404, "empty"),
             // Times and durations whose sums would not fit in 64-bit nanoseconds.
@@ -698,9 +698,16 @@ final class RawConnection {
                 ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk)
                     .utf8)
             _ = reply.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
-            // Gone, as a killed recorder is (its socket refuses connections), or still there.
+            // Gone, as a killed recorder is (its socket refuses connections), or still there, answering its health.
             if !staysListening { unlink(path) }
             close(connection)
+            guard staysListening else { return }
+            let probe = accept(listener, nil, nil)
+            guard probe >= 0 else { return }
+            _ = read(probe, &request, request.count)
+            let health = Array(#"HTTP/1.1 200 OK\#r\#nContent-Length: 15\#r\#n\#r\#n{"status":"ok"}"#.utf8)
+            _ = health.withUnsafeBytes { write(probe, $0.baseAddress, $0.count) }
+            close(probe)
         }
         server.start()
         var names: [String] = []
