@@ -190,16 +190,29 @@ package struct MigrationRunner: Sendable {
     }
 
     /// Refuses a database with tables but no record of the migrations that made them (another program dropped or
-    /// emptied `schema_migrations`): the migrations would run again over tables they made.
+    /// emptied `schema_migrations`): the migrations would run again over tables they made. So too another program's
+    /// database: a `schema_migrations` table not of this shape (Rails, dbmate and golang-migrate name theirs so),
+    /// views, triggers or indexes of its own, or a file another program marked as its own (`application_id`,
+    /// `user_version`), empty or not: the migrations would have added their tables to it.
     private static func checkSchemaIsRecorded(_ connection: SQLiteConnection) throws {
-        let tables =
+        let columns = try connection.scalarText(
+            "SELECT group_concat(name, ',') FROM pragma_table_info('schema_migrations')")
+        let hasTable = columns != nil
+        if let columns,
+            !Set(["version", "file_name", "sql_fnv1a64", "sql", "applied_wall_ns"]).isSubset(
+                of: Set(columns.split(separator: ",").map(String.init)))
+        {
+            throw MigrationError.unrecordedSchema(path: connection.path)
+        }
+        let objects =
             try connection.scalarInt64(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                    + "AND name != 'schema_migrations'") ?? 0
-        guard tables > 0 else { return }
-        let hasTable = try connection.scalarInt64(
-            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'")
-        let rows = hasTable == 1 ? try connection.scalarInt64("SELECT count(*) FROM schema_migrations") ?? 0 : 0
+                "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' AND tbl_name != 'schema_migrations'")
+            ?? 0
+        let applicationID = try connection.scalarInt64("PRAGMA application_id") ?? 0
+        let userVersion = try connection.scalarInt64("PRAGMA user_version") ?? 0
+        let marked = applicationID != 0 || userVersion != 0
+        guard objects > 0 || marked else { return }
+        let rows = hasTable ? try connection.scalarInt64("SELECT count(*) FROM schema_migrations") ?? 0 : 0
         if rows == 0 { throw MigrationError.unrecordedSchema(path: connection.path) }
     }
 

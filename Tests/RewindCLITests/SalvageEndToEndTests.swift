@@ -535,14 +535,22 @@ import Testing
 
     /// Another program's SQLite database as `index.sqlite`, nothing else beside it: every command that would write
     /// the store refuses it as that, and leaves it as it was, byte for byte and in its own journal mode (`record`
-    /// and `unmark` switched it to WAL before refusing; the repair moved it aside and made an empty store).
-    @Test func anotherProgramsDatabaseIsRefusedAndLeftAsItWas() throws {
+    /// and `unmark` switched it to WAL before refusing; the repair moved it aside and made an empty store). So too
+    /// one with a `schema_migrations` table of its own (Rails, dbmate: SQLite's words over a missing column, then the
+    /// same), one with only a view, and an empty one another program marked as its own (rewind's tables were added).
+    @Test(arguments: [
+        "CREATE TABLE foo(a, b); INSERT INTO foo VALUES (1, 2);",
+        "CREATE TABLE schema_migrations(version varchar PRIMARY KEY); INSERT INTO schema_migrations VALUES "
+            + "('20240101000000'); CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT);",
+        "CREATE VIEW v AS SELECT 1;", "PRAGMA user_version = 42; PRAGMA application_id = 1234;",
+    ])
+    func anotherProgramsDatabaseIsRefusedAndLeftAsItWas(made sql: String) throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = directory.appendingPathComponent("other").path
         try FileManager.default.createDirectory(atPath: store, withIntermediateDirectories: false)
         let database = store + "/index.sqlite"
-        _ = try runChecked("sqlite3", [database, "CREATE TABLE foo(a, b); INSERT INTO foo VALUES (1, 2);"])
+        _ = try runChecked("sqlite3", [database, sql])
         let original = try #require(FileManager.default.contents(atPath: database))
         for command in [
             ["record", "--input", "synthetic:160x120@10", "--duration", "1s"], ["unmark", "1"], ["verify", "--repair"],
