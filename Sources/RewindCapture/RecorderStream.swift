@@ -204,6 +204,8 @@ public final class RecorderStream: Sendable {
     private func waitedUntilWritten(before pts: Int64) -> Bool {
         guard let spill, shared.producerWaits.load(ordering: .relaxed) else { return false }
         spill.wake()
+        shared.producerWaitingNow.store(true, ordering: .relaxed)
+        defer { shared.producerWaitingNow.store(false, ordering: .relaxed) }
         while spill.isRunning {
             if !wouldExpireUnwritten(at: pts) { return true }
             usleep(500)
@@ -350,7 +352,12 @@ public final class RecorderStream: Sendable {
         // compressed however far behind the spill stage is, not stored raw before it first had to wait.
         if !shared.producerWaits.load(ordering: .relaxed) { shared.producerWaits.store(true, ordering: .relaxed) }
         var isWaiting = false
-        defer { if isWaiting { shared.unwrittenFramesWanted.store(-1, ordering: .releasing) } }
+        defer {
+            if isWaiting {
+                shared.unwrittenFramesWanted.store(-1, ordering: .releasing)
+                shared.producerWaitingNow.store(false, ordering: .relaxed)
+            }
+        }
         while spill.isRunning && !shouldStop() {
             let room = framesInRing
             let allowed = unwrittenFramesAllowed(room: room)
@@ -360,6 +367,7 @@ public final class RecorderStream: Sendable {
             shared.unwrittenFramesWanted.store(max(0, allowed), ordering: .releasing)
             if !isWaiting {
                 isWaiting = true
+                shared.producerWaitingNow.store(true, ordering: .relaxed)
                 spill.wake()
             }
             usleep(500)
@@ -457,6 +465,17 @@ public final class RecorderStream: Sendable {
 
     /// The ring's limits: window, this stream's share of the budget, its minimum under pressure.
     public var memoryConfiguration: RingConfiguration { ring.configuration }
+
+    /// Whether the producer waits for the spill stage now (``waitForSpillRoom(until:)``, a file input held back by a
+    /// slow disk): its input is not stalled, however long no frame comes.
+    public var isWaitingForDisk: Bool { shared.producerWaitingNow.load(ordering: .relaxed) }
+
+    /// Frames that came from the input so far, stored or dropped (and those the spill stage lost): while it grows
+    /// the input sends, whether or not the frames reach the ring.
+    public var framesArrived: UInt64 {
+        let statistics = statistics
+        return statistics.framesAccepted + UInt64(statistics.drops.values.reduce(0, +)) + statistics.rejected
+    }
 
     /// This stream's counters so far: frames accepted, written and durable, raw bytes written, drops by reason (the
     /// ring's and the spill stage's together), rejections, gaps and the last write error.
@@ -640,6 +659,8 @@ final class RecorderShared: Sendable {
     let writeAtOnceThroughPTS = Atomic<Int64>(.min)
     /// Whether a producer has waited for the spill stage (a file input): its frames are never stored raw to keep up.
     let producerWaits = Atomic<Bool>(false)
+    /// Whether the producer is waiting for the spill stage now (``RecorderStream/isWaitingForDisk``).
+    let producerWaitingNow = Atomic<Bool>(false)
     /// The encoder's output buffer in bytes wanted for the current memory pressure (``Int/max``: all of it); the
     /// spill thread applies it before the stream's next frame.
     let encoderCapacityWanted = Atomic<Int>(.max)

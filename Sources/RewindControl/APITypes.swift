@@ -132,6 +132,9 @@ public enum SaveCut: String, Sendable, Hashable, Codable {
     case noMemory = "no_memory"
     /// No frame came while it waited for its post-roll, for ``SaveBook/stallAllowance(of:)``: its inputs stalled.
     case inputStalled = "input_stalled"
+    /// No frame reached the recorder's memory for as long while its inputs went on sending: the disk fell behind,
+    /// and their frames were dropped.
+    case diskBehind = "disk_behind"
 }
 
 /// A save or clip as the API shows it.
@@ -299,8 +302,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var inputEnded: String?
     /// Frames accepted and not yet written to disk: how far the spill is behind.
     public var spillLagFrames: UInt64 = 0
-    /// How long the stream has sent no frame (since its newest, or since the recorder started before its first),
-    /// nanoseconds; nil when not known.
+    /// How long the stream's input has sent no frame (stored or dropped; a producer waiting for the disk counts as
+    /// sending), since its last or, before its first, since the recorder started, nanoseconds; nil when not known.
     public var inputIdleNanoseconds: Int64?
     /// Whether the stream's input stalled: it neither ended nor failed, and sent no frame for as long as a save
     /// waits for one (10 s, or four frame durations when longer).

@@ -104,6 +104,10 @@ final class SaveBook: Sendable {
         /// moved for ``stallAllowance(of:)``, and a save of one stream waits for that stream alone (another stream's
         /// frames move the shared clock).
         var streamsSeen: [String: (newest: Int64?, movedAt: Int64)] = [:]
+        /// Each stream's frames arrived (``RecorderStream/framesArrived``) when last seen, and when its input was
+        /// last seen sending (they grew, or its producer waited for the disk): a stream whose newest frame stands
+        /// still while its input sends is held back by the disk, not stalled.
+        var inputsSeen: [String: (arrived: UInt64, activeAt: Int64)] = [:]
     }
 
     /// The recorder time of `stream`'s newest frame, or nil before its first.
@@ -125,7 +129,7 @@ final class SaveBook: Sendable {
     /// thread first looked at the stream.
     func idleNanoseconds(of stream: String) -> Int64? {
         let now = System.monotonicNanoseconds()
-        return state.withAnnotatedLock { state in state.streamsSeen[stream].map { max(0, now - $0.movedAt) } }
+        return state.withAnnotatedLock { state in state.inputsSeen[stream].map { max(0, now - $0.activeAt) } }
     }
 
     /// Saves not yet final beyond which new ones get 429.
@@ -465,6 +469,7 @@ final class SaveBook: Sendable {
         if recorder.store == nil { pinArrivedFrames() }
         let monotonic = System.monotonicNanoseconds()
         let streamNewest = recorder.streams.map { ($0.name, Self.newest(of: $0)) }
+        let inputs = recorder.streams.map { ($0.name, $0.framesArrived, $0.isWaitingForDisk) }
         let inputsRunning = recorder.streams.contains { $0.inputEnded == nil }
         // The recorder clock as the streams' frames have moved it.
         let clockReached = streamNewest.compactMap(\.1).max()
@@ -480,6 +485,15 @@ final class SaveBook: Sendable {
                 } else {
                     state.streamsSeen[name] = (newest, monotonic)
                 }
+            }
+            for (name, arrived, waitingForDisk) in inputs {
+                if let seen = state.inputsSeen[name], seen.arrived == arrived, !waitingForDisk {
+                    state.inputsSeen[name]?.activeAt += paused
+                } else {
+                    state.inputsSeen[name] = (arrived, monotonic)
+                }
+                // A producer held back by the disk sends its frames once the disk takes them: not a stall.
+                if waitingForDisk { state.streamsSeen[name]?.movedAt = monotonic }
             }
             let waiting = state.entries.values.filter { $0.object.state == .waiting }.sorted {
                 $0.object.id < $1.object.id
@@ -512,7 +526,12 @@ final class SaveBook: Sendable {
                     if newest + 1 > entry.object.fromNanoseconds {
                         entry.object.toNanoseconds = min(entry.object.toNanoseconds, newest + 1)
                     }
-                    entry.object.cutShort = .inputStalled
+                    // Inputs that went on sending while the newest frame stood still: their frames were dropped as the
+                    // disk fell behind (it blamed the input).
+                    let sending = lagging.contains {
+                        monotonic - (state.inputsSeen[$0.name]?.activeAt ?? .min) <= allowance
+                    }
+                    entry.object.cutShort = sending ? .diskBehind : .inputStalled
                     entry.object.stalledStreams = lagging.map(\.name)
                     entry.isForced = true
                     ready = true

@@ -572,7 +572,8 @@ private func liveExport(
     // could not hold the rest): the file is kept, with what was recorded, and the command says it fell short, and why.
     // The streams whose inputs stalled: in a save of several that kept its end, their files end early.
     let stalled = object.stalledStreams ?? []
-    if object.toNanoseconds < started.toNanoseconds || (object.cutShort == .inputStalled && !stalled.isEmpty) {
+    let stalledCut = object.cutShort == .inputStalled || object.cutShort == .diskBehind
+    if object.toNanoseconds < started.toNanoseconds || (stalledCut && !stalled.isEmpty) {
         let cut =
             object.toNanoseconds < started.toNanoseconds
             ? "\(what) \(object.id) was cut short at \(formatSeconds(object.toNanoseconds)) instead of "
@@ -584,6 +585,12 @@ private func liveExport(
             throw CommandError(
                 cut + "no frame came for the end of its range (\(inputs) stalled: it sends nothing, its pipe or "
                     + "device kept open); the file holds what was recorded (check what feeds that input)")
+        case .diskBehind:
+            let inputs = stalled.isEmpty ? "its streams" : stalled.joined(separator: ", ")
+            throw CommandError(
+                cut + "the recorder's writes fell behind: \(inputs) went on sending, but no frame reached its memory "
+                    + "for the end of its range (dropped as 'spill behind' while the disk was slow); the file holds "
+                    + "what was recorded ('rewind status' shows the drops; check the disk)")
         case .noMemory:
             throw CommandError(
                 cut + "the recorder, which keeps a save's frames in memory while it waits (it records without a "

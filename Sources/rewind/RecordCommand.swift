@@ -385,9 +385,13 @@ private func record(
                 // The log is the only report of a SIGUSR1 save: a save that fell short says so.
                 var cut = ""
                 if let object, let reason = object.cutShort {
+                    let streams = object.stalledStreams?.joined(separator: ", ")
                     let why =
-                        object.stalledStreams.map { "the input of \($0.joined(separator: ", ")) stalled" }
-                        ?? reason.rawValue.replacingOccurrences(of: "_", with: " ")
+                        switch reason {
+                        case .inputStalled: streams.map { "the input of \($0) stalled" } ?? "input stalled"
+                        case .diskBehind: "the disk fell behind" + (streams.map { " (\($0))" } ?? "")
+                        default: reason.rawValue.replacingOccurrences(of: "_", with: " ")
+                        }
                     cut = " (short of its end: \(why))"
                 }
                 printError("saved: " + describe(summary, destination: summary.path ?? "a client") + cut)

@@ -310,6 +310,29 @@ import Testing
         #expect(try exportedIndexes(next.files[0], layout: layout) == Array(180..<240))
     }
 
+    /// A save whose post-roll does not come because the disk fell behind (a write takes 20 s while the camera goes
+    /// on, its frames dropped as `spill behind`) is cut short as `disk_behind`, and the status does not call the
+    /// input stalled: both blamed the input, which went on sending.
+    @Test func aSaveHeldUpByASlowDiskBlamesTheDiskNotTheInput() throws {
+        let disk = FaultInjectingFileSystem()
+        let live = try LiveRecorder(options: StoreOptions(fileSystem: disk))
+        defer {
+            disk.setWriteDelay(.zero)
+            try? live.finish()
+        }
+        let store = try #require(live.recorder.store)
+        try waitUntil("the frames so far are on disk") { try store.summary().frames == 180 }
+        disk.setWriteDelay(.seconds(20))
+        live.startProducer(realtime: true)
+        let save = try #require(try live.client.save(SaveRequest(before: "250ms", after: "5s", wait: true)))
+        disk.setWriteDelay(.zero)
+        #expect(save.cutShort == .diskBehind, "\(save)")
+        #expect(save.stalledStreams == [live.recorder.streams[0].name], "\(save)")
+        let stream = try #require(try live.client.status()?.streams.first)
+        #expect(!stream.inputStalled, "\(stream)")
+        #expect((stream.drops["spill behind"] ?? 0) > 0, "\(stream.drops)")
+    }
+
     /// Each save's events come in the order of its states, however many are asked for at once: `waiting`, then
     /// `exporting`, then `done` (a save's `waiting` event, published once the book let go of it, came after the
     /// `exporting` event of the export the control's thread started meanwhile).
