@@ -45,6 +45,10 @@ import Testing
         #expect(again.status == 64, "\(again.stderr)")
         #expect(again.stderr.contains("--id is given already (3); give it once"), "\(again.stderr)")
         #expect(!again.stderr.contains("options:"), "\(again.stderr)")
+        let before = try Tool.rewind(["unmark", "--store", missing, "3", "--id", "3"])
+        #expect(before.status == 64, "\(before.stderr)")
+        #expect(before.stderr.contains("--id is given already (3, as the bare argument)"), "\(before.stderr)")
+        #expect(!before.stderr.contains("options:"), "\(before.stderr)")
         let bogus = try Tool.rewind(["soak", "--bogus"])
         #expect(bogus.stderr.hasPrefix("rewind soak: unknown option '--bogus'\n"), "\(bogus.stderr)")
     }

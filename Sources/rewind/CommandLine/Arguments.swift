@@ -199,6 +199,12 @@ public struct CommandSpec: Sendable {
             }
             guard option.isRepeatable || (parsed.values[option.name] == nil && !parsed.flags.contains(option.name))
             else {
+                // `unmark 3 --id 3`: given once as the option, once bare.
+                if option.name == positional, let given = parsed.values[option.name] {
+                    throw UsageError.badValue(
+                        "--\(option.name) is given already (\(given), as the bare argument); give it once",
+                        command: name)
+                }
                 throw UsageError("option '--\(option.name)' given twice", command: name)
             }
             switch option.kind {
