@@ -31,7 +31,7 @@ import Testing
             let message = "\(error)"
             return message.contains(
                 "disk full while writing segment 000001.seg.partial: 20 of its frames are durable, the stream's up "
-                    + "to pts \(frames.pts(19)) ns (")
+                    + "to pts 0.633s (")
                 && !message.contains("--disk")
         }
         // Still full: no new segment can start; nothing is left behind.
@@ -140,6 +140,10 @@ import Testing
         #expect(pts == frames.pts(i - 1))
         #expect(
             "\(full)".contains("of its frames are durable, the stream's up to pts ") && !"\(full)".contains("--disk"))
+        // In seconds, as the command line writes times (it gave raw nanoseconds).
+        let milliseconds = frames.pts(i - 1) / 1_000_000
+        let seconds = "\(milliseconds / 1000)." + String(String(milliseconds % 1000 + 1000).dropFirst()) + "s"
+        #expect("\(full)".contains("up to pts \(seconds)") && !"\(full)".contains(" ns"), "\(full)")
         // The refusal says what it found, not a failed call: how much is free and what a frame needs.
         #expect("\(full)".contains(" KiB free, a frame needs ") && !"\(full)".contains("statvfs"), "\(full)")
         try FileManager.default.removeItem(atPath: filler)

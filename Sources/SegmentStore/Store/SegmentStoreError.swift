@@ -215,7 +215,15 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     /// (its last durable frame, in this segment or an earlier one).
     private static func durable(_ frames: Int, _ pts: Int64?) -> String {
         "\(frames) of its frames are durable"
-            + (pts.map { ", the stream's up to pts \($0) ns" } ?? "")
+            + (pts.map { ", the stream's up to pts \(seconds($0))" } ?? "")
+    }
+
+    /// `pts` in seconds with milliseconds, as the command line writes times (`14.266s`; it read `14266666666 ns`).
+    private static func seconds(_ pts: Int64) -> String {
+        let milliseconds = pts.magnitude / 1_000_000
+        let fraction = String(milliseconds % 1000)
+        return (pts < 0 ? "-" : "") + "\(milliseconds / 1000)."
+            + String(repeating: "0", count: 3 - fraction.count) + fraction + "s"
     }
 
     /// The store's own error for an index error (``SQLiteError``, ``MigrationError``); other errors unchanged.
