@@ -21,8 +21,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         // Said in the times as given: their nanoseconds since 1970 or midnight mean nothing to the reader.
         if from >= to {
             throw UsageError(
-                "the range [\(arguments.string("from")!), \(arguments.string("to")!)) is empty: --to must be after "
-                    + "--from", showsHelp: false)
+                "the range [\(arguments.string("from")!), \(arguments.string("to")!)) is empty: its end is not after "
+                    + "its start; give a --to later than --from", showsHelp: false)
         }
     default:
         break

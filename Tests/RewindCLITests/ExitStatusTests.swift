@@ -45,6 +45,12 @@ import Testing
         #expect(clip.stderr.hasPrefix("rewind clip: the range [3.000s, 1.000s) is empty"), "\(clip.stderr)")
         #expect(clip.stderr.contains("rewind clip: give a --to later than --from"), "\(clip.stderr)")
         #expect(!FileManager.default.fileExists(atPath: output))
+        // Times of day say the same, in one line.
+        let day = try Tool.rewind(["clip", "--store", store, "--from", "00:00:02", "--to", "00:00:01", "-o", output])
+        #expect(day.status == 64, "\(day.stderr)")
+        #expect(
+            day.stderr == "rewind clip: the range [00:00:02, 00:00:01) is empty: its end is not after its start; give "
+                + "a --to later than --from\n", "\(day.stderr)")
     }
 
     /// `--max-age` no longer than `--segment` would keep frames up to a segment longer than asked (a segment goes
