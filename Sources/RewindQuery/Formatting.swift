@@ -59,7 +59,7 @@ package func formatBytesApart(_ first: Int64, _ second: Int64) -> (String, Strin
 
 /// Formats a byte count with a binary unit: `1.5 GiB`.
 package func formatBytes(_ bytes: Int64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     var value = Double(bytes)
     var unit = 0
     while value >= 1024 && unit < units.count - 1 {

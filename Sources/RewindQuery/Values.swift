@@ -90,7 +90,7 @@ public enum Values {
             return Int(try scaled(text.lowercased(), units: units, bare: 1))
         } catch .tooLarge {
             // Well formed, past what 64 bits count: told the bound, not the form.
-            throw ValueError(input: text, expected: "a size of at most 8EiB less a byte (the most 64 bits count)")
+            throw ValueError(input: text, expected: "a size of at most 8EiB less a byte (a signed 64-bit count)")
         } catch {
             throw ValueError(input: text, expected: expected)
         }

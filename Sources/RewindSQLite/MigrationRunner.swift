@@ -119,7 +119,7 @@ package struct MigrationRunner: Sendable {
     private static func schemaShape(_ connection: SQLiteConnection) throws -> [String] {
         let select = try connection.statement(
             "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_schema "
-                + "WHERE name NOT LIKE 'sqlite_%' AND name != 'schema_migrations' ORDER BY type, name")
+                + "WHERE name NOT GLOB 'sqlite_*' AND name != 'schema_migrations' ORDER BY type, name")
         defer { select.reset() }
         var rows: [String] = []
         while try select.step() { rows.append(select.text(0)) }
@@ -206,7 +206,7 @@ package struct MigrationRunner: Sendable {
         }
         let objects =
             try connection.scalarInt64(
-                "SELECT count(*) FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' AND tbl_name != 'schema_migrations'")
+                "SELECT count(*) FROM sqlite_schema WHERE name NOT GLOB 'sqlite_*' AND tbl_name != 'schema_migrations'")
             ?? 0
         let applicationID = try connection.scalarInt64("PRAGMA application_id") ?? 0
         let userVersion = try connection.scalarInt64("PRAGMA user_version") ?? 0

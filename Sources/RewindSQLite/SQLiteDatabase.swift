@@ -54,6 +54,28 @@ package final class SQLiteDatabase: Sendable {
         self.isReadOnly = readOnly
         var connection = try Self.connect(
             path, flags: (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE))
+        try Self.configure(
+            &connection, path: path, readOnly: readOnly, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+        self.connection = Mutex(connection)
+    }
+
+    /// Opens the database at `path` as an immutable file: read as it is, without locks, shared memory or a look at a
+    /// WAL, and nothing made beside it (a read-only open of a database in WAL mode leaves a `-shm` and an empty `-wal`
+    /// behind). Only for a file no process writes and whose `-wal` holds nothing.
+    package init(immutable path: String) throws(SQLiteError) {
+        self.path = path
+        self.isReadOnly = true
+        var connection = try Self.connect(
+            "file:" + Self.uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, shownAs: path)
+        _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+        try connection.execute("PRAGMA foreign_keys = ON")
+        self.connection = Mutex(connection)
+    }
+
+    /// The pragmas above, and a first read that fails at once on a file that is not a database.
+    private static func configure(
+        _ connection: inout SQLiteConnection, path: String, readOnly: Bool, busyTimeoutMilliseconds: Int32
+    ) throws(SQLiteError) {
         // The first statement reads the file header: garbage fails here with SQLITE_NOTADB, not later.
         try connection.execute("PRAGMA busy_timeout = \(busyTimeoutMilliseconds)")
         if readOnly {
@@ -78,7 +100,6 @@ package final class SQLiteDatabase: Sendable {
             try connection.execute("PRAGMA synchronous = NORMAL")
         }
         try connection.execute("PRAGMA foreign_keys = ON")
-        self.connection = Mutex(connection)
     }
 
     /// `SQLITE_IOERR_SHMOPEN`, `_SHMSIZE`, `_SHMMAP`: the WAL's shared-memory file could not be made (a full disk);
@@ -92,14 +113,27 @@ package final class SQLiteDatabase: Sendable {
     /// Whether the database's `-wal` file is missing or empty (every commit is in the database file).
     /// Whether the file at `path` is an SQLite database in rollback-journal mode (its header's read and write
     /// versions 1; WAL mode writes 2): one a write open would switch to WAL.
-    package static func usesRollbackJournal(_ path: String) -> Bool {
+    package static func usesRollbackJournal(_ path: String) -> Bool { fileFormatVersions(path) == 1 }
+
+    /// Whether the file at `path` is an SQLite database in WAL mode (its header's versions 2) with neither a `-wal`
+    /// nor a `-shm` beside it.
+    package static func usesWALAlone(_ path: String) -> Bool {
+        var status = stat()
+        guard stat(path + "-wal", &status) != 0, stat(path + "-shm", &status) != 0 else { return false }
+        return fileFormatVersions(path) == 2
+    }
+
+    /// The read and write format versions in the header of the SQLite database at `path` when they agree (1: rollback
+    /// journal, 2: WAL); nil for anything else, or a file that is not a database.
+    private static func fileFormatVersions(_ path: String) -> UInt8? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
         var header = [UInt8](repeating: 0, count: 20)
-        guard pread(fd, &header, 20, 0) == 20, header.prefix(16).elementsEqual(Array("SQLite format 3\0".utf8))
-        else { return false }
-        return header[18] == 1 && header[19] == 1
+        guard pread(fd, &header, 20, 0) == 20, header.prefix(16).elementsEqual(Array("SQLite format 3\0".utf8)),
+            header[18] == header[19]
+        else { return nil }
+        return header[18]
     }
 
     private static func hasNoWALFrames(_ path: String) -> Bool {

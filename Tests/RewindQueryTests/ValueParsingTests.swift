@@ -45,7 +45,7 @@ import Testing
     @Test func outOfRangeSizesSayTheBound() {
         for text in ["99999999999999999999", "8EiB", "10EB"] {
             #expect(
-                throws: ValueError(input: text, expected: "a size of at most 8EiB less a byte (the most 64 bits count)")
+                throws: ValueError(input: text, expected: "a size of at most 8EiB less a byte (a signed 64-bit count)")
             ) {
                 try Values.size(text)
             }

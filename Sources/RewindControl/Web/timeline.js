@@ -162,7 +162,7 @@ function formatWallTick(wallNanoseconds, step) {
   return parts.second + "." + parts.milliseconds;
 }
 function formatBytes(bytes) {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
   let value = bytes, unit = 0;
   while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit++; }
   return (unit ? value.toFixed(1) : value) + " " + units[unit];

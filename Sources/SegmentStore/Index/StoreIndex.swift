@@ -37,6 +37,12 @@ package final class StoreIndex: Sendable {
         if !readOnly, SQLiteDatabase.usesRollbackJournal(path) {
             try MigrationRunner.checkSchemaIsRecorded(try SQLiteDatabase(path: path, readOnly: true))
         }
+        // A read of a database in WAL mode with nothing beside it (another program's, or a store's index copied
+        // alone) first reads it as an immutable file: a read-only open of it leaves a `-shm` and an empty `-wal`
+        // beside another program's database it then refuses.
+        if readOnly, SQLiteDatabase.usesWALAlone(path) {
+            try MigrationRunner.checkSchemaIsRecorded(try SQLiteDatabase(immutable: path))
+        }
         database = try SQLiteDatabase(path: path, readOnly: readOnly)
         let runner = MigrationRunner(migrations: migrations)
         if readOnly {
