@@ -102,12 +102,16 @@ package final class SQLiteDatabase: Sendable {
         try connection.execute("PRAGMA foreign_keys = ON")
     }
 
+    /// `SQLITE_READONLY_ROLLBACK`: a read-only open found a hot journal it cannot roll back.
+    package static let readOnlyRollback = SQLITE_READONLY | (3 << 8)
+
     /// `SQLITE_IOERR_SHMOPEN`, `_SHMSIZE`, `_SHMMAP`: the WAL's shared-memory file could not be made (a full disk);
     /// `SQLITE_READONLY_CANTINIT`, `_DIRECTORY`: nor may it be, by a reader who may not write the store's directory
-    /// (after a clean stop the recorder leaves no -shm file behind).
+    /// (after a clean stop the recorder leaves no -shm file behind); `SQLITE_CANTOPEN`: nor on a read-only file
+    /// system (a stopped store copied onto read-only media).
     private static let sharedMemoryFailures: Set<Int32> = [
         SQLITE_IOERR | (18 << 8), SQLITE_IOERR | (19 << 8), SQLITE_IOERR | (21 << 8), SQLITE_READONLY | (5 << 8),
-        SQLITE_READONLY | (6 << 8),
+        SQLITE_READONLY | (6 << 8), SQLITE_CANTOPEN,
     ]
 
     /// Whether the database's `-wal` file is missing or empty (every commit is in the database file).

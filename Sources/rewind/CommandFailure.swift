@@ -301,6 +301,11 @@ struct CommandFailure {
                                 + "then read again"
                         }
                         return "check the disk"
+                    case "SQLITE_READONLY" where FileManager.default.fileExists(atPath: path + "-journal"):
+                        // A hot journal, which only a write open rolls back (not a matter of permissions).
+                        return "\((path as NSString).lastPathComponent)-journal beside it holds a write another "
+                            + "program left unfinished: \(repair) (or record into the store), which rolls it back, "
+                            + "then read again"
                     case "SQLITE_READONLY":
                         return "check the file and directory permissions (reading needs write access to the store "
                             + "directory for the index's -shm file, unless it exists)"

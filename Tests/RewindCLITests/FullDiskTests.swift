@@ -45,6 +45,34 @@ struct FullDiskTests {
         return Set(query.output.split(separator: "\n").compactMap { Int64($0) })
     }
 
+    /// A stopped store on a read-only file system (copied onto read-only media) reads as it is: no `-shm` can be
+    /// made there, and with nothing in a WAL the index file alone is the whole index (it failed "unable to open",
+    /// with a repair offered).
+    @Test func aStoreOnAReadOnlyFileSystemReads() throws {
+        let directory = try Tool.temporaryDirectory("read-only")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "16m") { disk in
+            let store = disk + "/store"
+            let record = try Tool.rewind([
+                "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s",
+            ])
+            #expect(record.status == 0, "\(record.stderr)")
+            for file in ["index.sqlite-wal", "index.sqlite-shm"] {
+                try? FileManager.default.removeItem(atPath: store + "/" + file)
+            }
+            let remount = try ExternalTools.execute(
+                "/bin/mount", ["-o", "remount,ro", disk], timeout: .seconds(30))
+            try #require(remount.status == 0, "\(remount.stderr)")
+            let info = try Tool.rewind(["info", "--store", store])
+            #expect(info.status == 0, "\(info.output) \(info.stderr)")
+            #expect(info.output.contains("frames: 30"), "\(info.output)")
+            let clip = try Tool.rewind([
+                "clip", "--store", store, "--from", "0s", "--to", "1s", "-o", directory.path + "/c.y4m",
+            ])
+            #expect(clip.status == 0, "\(clip.stderr)")
+        }
+    }
+
     /// `--disk` on a file system smaller than the free space it keeps by default: refused up front, naming the
     /// default as the cause and what to give instead (not advising the default itself).
     @Test func theDefaultFloorOnADiskSmallerThanItIsNamedAsTheCause() throws {

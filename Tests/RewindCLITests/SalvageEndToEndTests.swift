@@ -573,6 +573,39 @@ import Testing
         #expect(mode.output.trimmingCharacters(in: .whitespacesAndNewlines) == own, "\(mode.output)")
     }
 
+    /// A store's index an administrator switched to a rollback journal, with a write of theirs cut short (a hot
+    /// `index.sqlite-journal`): a read says what to do (it blamed permissions), and `record` rolls it back and
+    /// records (the check made before a write open read it read-only, which cannot roll it back, and every command
+    /// failed, the repair too).
+    @Test func anIndexWithAnUnfinishedRollbackJournalIsRolledBackByAWrite() throws {
+        // Enough frames that the cut transaction's pages reach the index file.
+        let (directory, store) = try recordedStore(seconds: 10)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let index = store + "/index.sqlite"
+        _ = try runChecked("sqlite3", [index, "PRAGMA journal_mode = DELETE"])
+        // A transaction that spills to the file (a one-page cache), its process gone before it commits.
+        let cut = try ExternalTools.execute(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3, os, sys\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                    + "c.execute('PRAGMA cache_size=1'); c.execute('BEGIN')\n"
+                    + "c.execute('UPDATE frames SET wall_ns = wall_ns + 1'); os._exit(9)",
+                index,
+            ], timeout: .seconds(60))
+        #expect(cut.status == 9, "\(cut.stderr)")
+        #expect(FileManager.default.fileExists(atPath: index + "-journal"), "a hot journal")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 1, "\(info.output)")
+        #expect(info.stderr.contains("index.sqlite-journal beside it holds a write"), "\(info.stderr)")
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s", "--segment", "1s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let check = try Tool.rewind(["verify", "--store", store])
+        #expect(check.status == 0, "\(check.output) \(check.stderr)")
+    }
+
     /// One byte of a recorded migration's text changed (the checksum recorded beside it no longer matches) is
     /// damage, not another build's schema: named so, and rebuilt by the repair (it read as "made by a different
     /// build", with no repair offered).

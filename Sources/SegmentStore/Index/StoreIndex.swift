@@ -35,7 +35,12 @@ package final class StoreIndex: Sendable {
         // A database in rollback-journal mode is none a store made (they are WAL from their first write): read as it
         // is first, so that another program's is refused before the write open switches it to WAL.
         if !readOnly, SQLiteDatabase.usesRollbackJournal(path) {
-            try MigrationRunner.checkSchemaIsRecorded(try SQLiteDatabase(path: path, readOnly: true))
+            do {
+                try MigrationRunner.checkSchemaIsRecorded(try SQLiteDatabase(path: path, readOnly: true))
+            } catch let error as SQLiteError where error.extendedCode == SQLiteDatabase.readOnlyRollback {
+                // An unfinished transaction's journal beside it (an administrator's write cut short): only the write
+                // open can roll it back, and the migrations' own check then runs (the read refused the store).
+            }
         }
         // A read of a database in WAL mode with nothing beside it (another program's, or a store's index copied
         // alone) first reads it as an immutable file: a read-only open of it leaves a `-shm` and an empty `-wal`
