@@ -171,6 +171,9 @@ import Testing
         #expect(zeros.byteOffset == 0 && zeros.message.contains("not a YUV4MPEG2 stream"), "\(zeros)")
         let magicOnly = try error(reading: Array("YUV4MPEG2 ".utf8))
         #expect(magicOnly.message.contains("the header ends after 'YUV4MPEG2 '"), "\(magicOnly)")
+        // A header line too long is told the longest line, magic included, as a frame line is (it said 4086).
+        let long = try error(reading: Array("YUV4MPEG2 ".utf8) + [UInt8](repeating: UInt8(ascii: "W"), count: 5000))
+        #expect(long.byteOffset == 0 && long.message.contains("longer than 4096 bytes"), "\(long)")
     }
 
     /// The chroma siting a `C` tag names and the pixel aspect of `A` are kept, as ffmpeg reads them (no `C`, or

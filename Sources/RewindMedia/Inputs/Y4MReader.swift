@@ -261,7 +261,14 @@ struct Y4MHeader {
             throw fail(
                 0, "not a YUV4MPEG2 stream: the header must start with 'YUV4MPEG2 ', found '\(excerpt(Array(found)))'")
         }
-        guard let rest = try reader.readLine(maximumLength: Y4MReader.maximumLineLength - magic.count) else {
+        let rest: [UInt8]?
+        do {
+            rest = try reader.readLine(maximumLength: Y4MReader.maximumLineLength - magic.count)
+        } catch  where error.problem == .lineTooLong(maximumLength: Y4MReader.maximumLineLength - magic.count) {
+            // Told of the whole line, magic included, as a frame line is.
+            throw fail(0, .lineTooLong(maximumLength: Y4MReader.maximumLineLength))
+        }
+        guard let rest else {
             throw fail(magic.count, .malformed("the header ends after 'YUV4MPEG2 ' without a newline"))
         }
         let line = magic + rest
