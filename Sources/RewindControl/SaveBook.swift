@@ -528,8 +528,8 @@ final class SaveBook: Sendable {
                     }
                     // Inputs that went on sending while the newest frame stood still: their frames were dropped as the
                     // disk fell behind (it blamed the input).
-                    let sending = lagging.contains {
-                        monotonic - (state.inputsSeen[$0.name]?.activeAt ?? .min) <= allowance
+                    let sending = lagging.contains { stream in
+                        state.inputsSeen[stream.name].map { monotonic - $0.activeAt <= allowance } ?? false
                     }
                     entry.object.cutShort = sending ? .diskBehind : .inputStalled
                     entry.object.stalledStreams = lagging.map(\.name)
