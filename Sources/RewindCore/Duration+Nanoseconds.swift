@@ -19,3 +19,12 @@ extension Range where Bound == Int64 {
         self = (overflow ? .min : start)..<end
     }
 }
+
+/// Nanoseconds as seconds with millisecond precision, as the command line writes times: `12.500s`, `-0.033s`. The one
+/// spelling of a time in messages, from the store's errors up (`formatSeconds` in the query layer is this).
+package func secondsText(_ nanoseconds: Int64) -> String {
+    let milliseconds = nanoseconds.magnitude / 1_000_000
+    let fraction = String(milliseconds % 1000)
+    return (nanoseconds < 0 ? "-" : "") + "\(milliseconds / 1000)." + String(repeating: "0", count: 3 - fraction.count)
+        + fraction + "s"
+}

@@ -8,11 +8,7 @@ import SegmentStore
 import Synchronization
 
 /// Formats nanoseconds as seconds with millisecond precision: `12.500s`.
-package func formatSeconds(_ nanoseconds: Int64) -> String {
-    let sign = nanoseconds < 0 ? "-" : ""
-    let magnitude = nanoseconds.magnitude
-    return sign + String(format: "%llu.%03llus", magnitude / 1_000_000_000, (magnitude % 1_000_000_000) / 1_000_000)
-}
+package func formatSeconds(_ nanoseconds: Int64) -> String { secondsText(nanoseconds) }
 
 /// Formats two times to compare, like ``formatSeconds(_:)-(Int64)``, but to the nanosecond (`33000000ns`) when to the
 /// millisecond they would read the same (33 ms against a 33.333… ms frame), or one of them would read as zero

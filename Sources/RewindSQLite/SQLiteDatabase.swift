@@ -65,9 +65,7 @@ package final class SQLiteDatabase: Sendable {
     package init(immutable path: String) throws(SQLiteError) {
         self.path = path
         self.isReadOnly = true
-        var connection = try Self.connect(
-            "file:" + Self.uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, shownAs: path)
-        _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+        let connection = try Self.connectImmutable(path)
         try connection.execute("PRAGMA foreign_keys = ON")
         self.connection = Mutex(connection)
     }
@@ -85,10 +83,7 @@ package final class SQLiteDatabase: Sendable {
                 // No -shm file can be made (a full disk, a directory this reader may not write), and nothing is in
                 // a WAL that only it could tell about: the database file alone is the whole index, read as it is,
                 // without locks or shared memory.
-                connection = try Self.connect(
-                    "file:" + Self.uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-                    shownAs: path)
-                _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+                connection = try Self.connectImmutable(path)
             }
         } else {
             let mode = try connection.scalarText("PRAGMA journal_mode = WAL")
@@ -100,6 +95,15 @@ package final class SQLiteDatabase: Sendable {
             try connection.execute("PRAGMA synchronous = NORMAL")
         }
         try connection.execute("PRAGMA foreign_keys = ON")
+    }
+
+    /// A connection that reads the file at `path` as it is (`immutable=1`: no locks, no shared memory, no WAL), its
+    /// header read once so that a file that is not a database fails here.
+    private static func connectImmutable(_ path: String) throws(SQLiteError) -> SQLiteConnection {
+        let connection = try connect(
+            "file:" + uriPath(path) + "?immutable=1", flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, shownAs: path)
+        _ = try connection.scalarInt64("SELECT count(*) FROM sqlite_schema")
+        return connection
     }
 
     /// `SQLITE_READONLY_ROLLBACK`: a read-only open found a hot journal it cannot roll back.

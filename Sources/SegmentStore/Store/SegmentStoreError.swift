@@ -221,11 +221,7 @@ public enum SegmentStoreError: Error, Sendable, CustomStringConvertible {
     /// `pts` in seconds with milliseconds, as the command line writes times (`14.266s`; it read `14266666666 ns`);
     /// under a millisecond in nanoseconds, which milliseconds would round to nothing.
     private static func seconds(_ pts: Int64) -> String {
-        guard pts.magnitude >= 1_000_000 else { return "\(pts) ns" }
-        let milliseconds = pts.magnitude / 1_000_000
-        let fraction = String(milliseconds % 1000)
-        return (pts < 0 ? "-" : "") + "\(milliseconds / 1000)."
-            + String(repeating: "0", count: 3 - fraction.count) + fraction + "s"
+        pts.magnitude >= 1_000_000 ? secondsText(pts) : "\(pts) ns"
     }
 
     /// The store's own error for an index error (``SQLiteError``, ``MigrationError``); other errors unchanged.

@@ -67,8 +67,8 @@ public final class StreamWriter {
     /// room, and retention, with nothing sealed to delete, let the free space fall far below the floor and then
     /// deleted the whole recording.
     private var roomSealBytes: Int64?
-    private var roomSealBytesStale = true
-    private var sealsSinceRoomSeal = 0
+    /// Seals since ``roomSealBytes`` was worked out; at ``roomSealInterval`` (as at the start) it is worked out again.
+    private var sealsSinceRoomSeal = StreamWriter.roomSealInterval
     /// Seals between two sums of the segment files' sizes (a `stat` each) for ``roomSealBytes``: a store of many
     /// short segments would otherwise pay for all of them at every seal, on the spill thread.
     static let roomSealInterval = 16
@@ -415,8 +415,10 @@ public final class StreamWriter {
         estimatedAvailable = nil
         guard var available = store.availableSegmentBytes() else { return }
         defer { estimatedAvailable = available - frameNeed }
-        if roomSealBytesStale, store.options.diskBudget == nil, let floor = store.options.minimumFreeBytes {
-            roomSealBytesStale = false
+        if sealsSinceRoomSeal >= Self.roomSealInterval, store.options.diskBudget == nil,
+            let floor = store.options.minimumFreeBytes
+        {
+            sealsSinceRoomSeal = 0
             let free = available - Int64(floor) - store.indexRoomToKeep
             // Free space alone that seals at the largest size needs no sum of the files.
             let writers = Int64(max(1, store.writerCount))
@@ -504,10 +506,6 @@ public final class StreamWriter {
             id: try indexedSegmentID(open), fileName: sealedName, sealedWallNanoseconds: store.options.now())
         sealedFileNames.append(sealedName)
         sealsSinceRoomSeal += 1
-        if sealsSinceRoomSeal >= Self.roomSealInterval || roomSealBytes == nil {
-            sealsSinceRoomSeal = 0
-            roomSealBytesStale = true
-        }
         if store.options.hasRetention {
             do {
                 _ = try store.enforceRetention(reserving: bytes, growthRoom: !closing)
