@@ -167,7 +167,7 @@ private func prepareFreshStore(_ directory: String) throws {
     guard foreign.isEmpty else {
         throw CommandError(
             "'\(directory)' holds files rewind did not make (\(foreign.sorted().joined(separator: ", "))); choose "
-                + "another --store for the demo")
+                + "another --store for the demo", status: ExitStatus.usage)
     }
     let exports = (try? manager.contentsOfDirectory(atPath: directory + "/exports")) ?? []
     let ownExports = exports.filter { name in
@@ -176,14 +176,16 @@ private func prepareFreshStore(_ directory: String) throws {
     guard ownExports.count == exports.count else {
         let others = Set(exports).subtracting(ownExports).sorted().joined(separator: ", ")
         throw CommandError(
-            "'\(directory)/exports' holds files the demo did not write (\(others)); choose another --store")
+            "'\(directory)/exports' holds files the demo did not write (\(others)); choose another --store",
+            status: ExitStatus.usage)
     }
     if manager.fileExists(atPath: directory + "/index.sqlite") {
         let store = try SegmentStore.openReadOnly(directory: directory)
         guard try store.index.info(demoMarker.key) == demoMarker.value else {
             throw CommandError(
                 "'\(directory)' holds a store that 'rewind demo' did not make; the demo replaces only its own: "
-                    + "choose another --store (a demo store of an older rewind is not marked as one: remove it first)")
+                    + "choose another --store (a demo store of an older rewind is not marked as one: remove it first)",
+                status: ExitStatus.usage)
         }
     }
     // Its entries, each by the directory's real path: `dd/segments/..` would stop resolving once `segments` went,

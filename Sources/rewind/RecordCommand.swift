@@ -395,6 +395,10 @@ private func record(
                     cut = " (short of its end: \(why))"
                 }
                 printError("saved: " + describe(summary, destination: summary.path ?? "a client") + cut)
+                // Frames lost inside its range are in no file: said, as a client's save says them.
+                if let object, let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
+                    printError(lost)
+                }
             case .failure(let error): printError("a save failed: \(error)")
             }
         }

@@ -126,11 +126,20 @@ func checkStoreDirectory(_ path: String) throws {
                 + "512 bytes of path: a store directory's full path may be at most "
                 + "\(SegmentStore.longestDirectoryPath) bytes; give a shorter one", showsHelp: false)
     }
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return }
-    guard isDirectory.boolValue else {
+    var link = stat()
+    guard lstat(path, &link) == 0 else { return }
+    var target = stat()
+    guard stat(path, &target) == 0 else {
+        let destination = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?"
         throw UsageError(
-            "--store: '\(path)' is a file, not a store directory; give the directory that holds index.sqlite",
+            "--store: '\(path)' is a symbolic link to '\(destination)', which does not exist; make that directory "
+                + "or give another --store", showsHelp: false)
+    }
+    let type = target.st_mode & S_IFMT
+    guard type == S_IFDIR else {
+        let kind = type == S_IFREG ? "a file" : type == S_IFCHR || type == S_IFBLK ? "a device" : "not a directory"
+        throw UsageError(
+            "--store: '\(path)' is \(kind), not a store directory; give the directory that holds index.sqlite",
             showsHelp: false)
     }
     try checkStoreEntries(path)

@@ -558,6 +558,25 @@ func info(_ store: String) throws -> [String: Any] {
             #expect(result.stderr.contains("'\(file)' is a file, not a store directory"), "\(result.stderr)")
         }
         #expect(try String(contentsOfFile: file, encoding: .utf8) == "not a store")
+
+        // A link to nothing is named as one (not "No such file"), and nothing is made where it points; a device is
+        // not "a file".
+        let dangling = directory.appendingPathComponent("dangling").path
+        let missing = directory.appendingPathComponent("gone/store").path
+        try FileManager.default.createSymbolicLink(atPath: dangling, withDestinationPath: missing)
+        for command in [
+            ["record", "--input", "synthetic:160x90@30", "--duration", "100ms"], ["demo", "--seconds", "100ms"],
+            ["soak", "--duration", "1s", "--size", "64x2"], ["info"],
+        ] {
+            let result = try Tool.rewind([command[0], "--store", dangling] + command.dropFirst())
+            #expect(result.status == 64, "\(command): \(result.stderr)")
+            #expect(
+                result.stderr.contains("'\(dangling)' is a symbolic link to '\(missing)', which does not exist"),
+                "\(result.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("gone").path))
+        let device = try Tool.rewind(["info", "--store", "/dev/null"])
+        #expect(device.status == 64 && device.stderr.contains("'/dev/null' is a device, not"), "\(device.stderr)")
     }
 
     /// Exit statuses from the README's table for inputs and values that cannot work: a directory as a Y4M input
@@ -659,7 +678,7 @@ func info(_ store: String) throws -> [String: Any] {
         try #require(record.status == 0, "\(record.stderr)")
         let refused = try Tool.rewind(["demo", "--store", recorded, "--seconds", "100ms"])
         #expect(
-            refused.status == 1 && refused.stderr.contains("holds a store that 'rewind demo' did not make"),
+            refused.status == 64 && refused.stderr.contains("holds a store that 'rewind demo' did not make"),
             "\(refused.stderr)")
         #expect(try Tool.rewind(["info", "--store", recorded]).output.contains("160x90"), "the recording is intact")
 
@@ -668,7 +687,7 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"]).status == 0, "its own store again")
         try Data("mine".utf8).write(to: URL(fileURLWithPath: demo + "/exports/notes.txt"))
         let foreign = try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"])
-        #expect(foreign.status == 1 && foreign.stderr.contains("notes.txt"), "\(foreign.stderr)")
+        #expect(foreign.status == 64 && foreign.stderr.contains("notes.txt"), "\(foreign.stderr)")
         #expect(FileManager.default.fileExists(atPath: demo + "/exports/notes.txt"))
 
         let live = try Tool.startRewind([

@@ -121,6 +121,44 @@ import Testing
         #expect(try probe(fromDisk, "stream=nb_read_frames") == "30")
     }
 
+    /// The recorder's log, the only report of a SIGUSR1 save, names the gaps where its range lost frames, as a
+    /// client's save does (it said only what it wrote).
+    @Test func aSignalSaveSaysWhereItsRangeLostFrames() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x90@30", "--realtime", "--window", "3s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        // Frames of the window's stretch 0.5 s … 0.8 s lost as the spill fell behind, as the recorder notes them.
+        try waitUntil("the recorder spilled its first second", interval: .milliseconds(50)) {
+            let info = try Tool.rewind(["info", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+            return ((object?["live"] as? [String: Any])?["memory_frames"] as? Int ?? 0) >= 30
+        }
+        _ = try runChecked(
+            "sqlite3",
+            [
+                store + "/index.sqlite",
+                ".timeout 10000",
+                "INSERT INTO gaps (stream_id, start_ns, end_ns, reason) VALUES (1, 500000000, 800000000, 'spill behind')",
+            ])
+        kill(process.processIdentifier, SIGUSR1)
+        let exports = store + "/exports"
+        try waitUntil("SIGUSR1 wrote its clip into \(exports)") {
+            ((try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []).contains { $0.hasSuffix(".mkv") }
+        }
+        process.interrupt()
+        let finished = try recorder.finish(timeout: .seconds(60))
+        #expect(finished.stderr.contains("saved: wrote"), "\(finished.stderr)")
+        #expect(
+            finished.stderr.contains("the range has 1 gap where frames were lost: 0.500s … 0.800s (spill behind)"),
+            "\(finished.stderr)")
+    }
+
     /// `save --since-last-save` without `--last` goes back to where the last save ended, further than the 5 s a
     /// save takes by default and than the window: the two saves hold every frame between them once. A save into a
     /// pipe whose reader goes away does not count: the client takes it back before it ends by SIGPIPE.
