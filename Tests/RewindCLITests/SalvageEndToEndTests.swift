@@ -672,12 +672,22 @@ import Testing
         try FileManager.default.removeItem(atPath: store + "/segments")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 1)
-        #expect(verify.output.contains("segments/ is missing: every segment file of the store is gone"), "\(verify)")
+        #expect(
+            verify.output.contains("segments/ is missing: every segment file of the store is gone (the index lists 1)"),
+            "\(verify)")
         let info = try Tool.rewind(["info", "--store", store])
         #expect(info.status == 1 && info.output.contains("segments/000001.seg is missing"), "\(info.output)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
         #expect(repair.output.contains("its 30 frames are lost"), "\(repair.output)")
+        // Gone again while the index lists no segment: nothing is lost, and it says so.
+        try FileManager.default.removeItem(atPath: store + "/segments")
+        let empty = try Tool.rewind(["verify", "--store", store])
+        #expect(empty.status == 1, "\(empty.output)")
+        #expect(
+            empty.output.contains("segments/ is missing: the index lists no segment, so no frame is lost"),
+            "\(empty.output)")
+        #expect(try Tool.rewind(["verify", "--store", store, "--repair"]).status == 0)
         let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
         #expect(again.status == 0, "\(again.stderr)")
         #expect(try Tool.rewind(["verify", "--store", store]).status == 0)

@@ -68,7 +68,12 @@ extension SegmentStore {
                 try Self.wrapIO { () throws(FileSystemError) in try fileSystem.makeDirectory(segmentsDirectory) }
                 report.repaired.append("made segments/ again: it was missing")
             } else {
-                report.problems.append("segments/ is missing: every segment file of the store is gone")
+                let listed = try index.segments().count
+                report.problems.append(
+                    listed == 0
+                        ? "segments/ is missing: the index lists no segment, so no frame is lost; 'rewind verify "
+                            + "--repair' makes it again"
+                        : "segments/ is missing: every segment file of the store is gone (the index lists \(listed))")
             }
         }
         var files: [UInt64: String] = [:]
