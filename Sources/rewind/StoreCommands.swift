@@ -52,7 +52,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["live"] = status.map(liveJSON) ?? NSNull()
         object["markers"] = markers.map(apiObject)
         object["set_aside"] = setAside.map { ["file": $0.name, "bytes": $0.bytes] as [String: Any] }
-        object["problems"] = outOfStep
+        object["problems"] = outOfStep.lines
         try printJSON(object)
         return try adviseOnProblems(outOfStep)
     }
@@ -178,25 +178,59 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             }
         }
     }
-    if !outOfStep.isEmpty {
-        print("  problems: \(outOfStep.count)")
-        for problem in outOfStep { print("    \(problem)") }
+    if !outOfStep.lines.isEmpty {
+        print("  problems: \(outOfStep.lines.count)")
+        for problem in outOfStep.lines { print("    \(problem)") }
     }
     return try adviseOnProblems(outOfStep)
 }
 
-/// What `info` finds out of step between the index and `segments/` from a listing of the directory: segment files
-/// the index holds frames in that are gone, and (while no recorder writes the store) files the index does not know,
-/// whose frames the figures above leave out.
-private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) -> [String] {
-    // Files and rows that do not match are then all of them: the index is the one to set right.
-    if let foreign = try? store.foreignIndexProblem() { return ["\(foreign)"] }
-    guard let (missing, unindexed) = try? store.segmentFilesOutOfStep() else { return [] }
-    var problems = missing.map {
-        "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it"
+/// What `info` finds out of step between the index and `segments/` from a listing of the directory.
+struct OutOfStep {
+    /// One line per problem: segment files the index holds frames in that are gone, and (while no recorder writes
+    /// the store) files the index does not know, whose frames the figures leave out.
+    var lines: [String] = []
+    /// Whether frames the index holds are out of reach (files gone, the index of another store): a repair counts
+    /// them lost. Without, the index has only files to take in, which a repair (or the next `record`) indexes.
+    var losesFrames = false
+
+    /// What to do, for a command that found them (`recorderRuns`: a repair waits for the recorder to stop).
+    func advice(recorderRuns: Bool) -> String {
+        let repair =
+            recorderRuns ? "stop the recorder, then run 'rewind verify --repair'" : "run 'rewind verify --repair'"
+        guard losesFrames else {
+            return "\(repair) (or record into the store again) to index their frames"
+        }
+        return "put back what is missing, or \(repair) to index the files again and count the frames of missing ones "
+            + "as lost"
     }
+
+    /// The problems, the first in full: `the index and the files in segments/ disagree (…)`.
+    var summary: String? {
+        guard let first = lines.first else { return nil }
+        let more = lines.count > 1 ? " and \(count(lines.count - 1, "more problem"))" : ""
+        return losesFrames
+            ? "the index and the files in segments/ disagree (\(first)\(more))"
+            : "segments/ holds frames the index does not list yet (\(first)\(more))"
+    }
+}
+
+private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) -> OutOfStep {
+    // Files and rows that do not match are then all of them: the index is the one to set right.
+    if let foreign = try? store.foreignIndexProblem() { return OutOfStep(lines: ["\(foreign)"], losesFrames: true) }
+    guard let (missing, unindexed) = try? store.segmentFilesOutOfStep() else { return OutOfStep() }
+    var problems = OutOfStep(
+        lines: missing.map { "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it" },
+        losesFrames: !missing.isEmpty)
     if !recorderRuns && !SegmentStore.isOpenForRecording(directory: directory) {
-        problems += unindexed.map { "segments/\($0) is not in the index: its frames are left out" }
+        problems.lines += unindexed.map { name in
+            // The open segment of a recorder that stopped before its first frames reached the index (killed, or
+            // the machine went down): its frames are whole up to where it stopped.
+            name.hasSuffix(SegmentFormat.partialSuffix)
+                ? "segments/\(name) is not in the index: a recorder stopped before indexing it, and its frames are "
+                    + "left out"
+                : "segments/\(name) is not in the index: its frames are left out"
+        }
     }
     return problems
 }
@@ -208,12 +242,8 @@ func outOfStepAdvice(_ directory: String) -> String? {
     // A recorder holds the store's lock while it records (a socket left by one that was killed says nothing).
     let recorderRuns = SegmentStore.isOpenForRecording(directory: directory)
     let problems = storeProblems(store, directory: directory, recorderRuns: recorderRuns)
-    guard let first = problems.first else { return nil }
-    let more = problems.count > 1 ? " and \(count(problems.count - 1, "more problem"))" : ""
-    // A repair checks a store at rest: with a recorder writing it, that comes first.
-    let repair = recorderRuns ? "stop the recorder, then run 'rewind verify --repair'" : "run 'rewind verify --repair'"
-    return "the index and the files in segments/ disagree (\(first)\(more)): put back what is missing, or \(repair) "
-        + "to index the files again and count the frames of missing ones as lost"
+    guard let summary = problems.summary else { return nil }
+    return summary + ": " + problems.advice(recorderRuns: recorderRuns)
 }
 
 /// The exit status of a save or clip from the disk that ended with `status`: 1, said with the advice, when the
@@ -240,12 +270,16 @@ func checkedExport(_ directory: String, command: String, format: ExportFormat, _
 }
 
 /// The exit status of an `info` that found `problems`: 1, with advice on stderr, when there are any.
-private func adviseOnProblems(_ problems: [String]) throws -> Int32 {
-    guard !problems.isEmpty else { return ExitStatus.success }
+private func adviseOnProblems(_ problems: OutOfStep) throws -> Int32 {
+    guard !problems.lines.isEmpty else { return ExitStatus.success }
+    let what =
+        problems.losesFrames
+        ? "the index and the files in segments/ disagree" : "segments/ holds frames the index does not list yet"
     printError(
-        "rewind info: the index and the files in segments/ disagree (\(count(problems.count, "problem"))): run "
-            + "'rewind verify' for the details, and 'rewind verify --repair' to index the files again and count the "
-            + "frames of missing ones as lost")
+        "rewind info: \(what) (\(count(problems.lines.count, "problem"))): run 'rewind verify' for the details, and "
+            + (problems.losesFrames
+                ? "'rewind verify --repair' to index the files again and count the frames of missing ones as lost"
+                : "'rewind verify --repair' (or record into the store again) to index their frames"))
     return ExitStatus.failure
 }
 

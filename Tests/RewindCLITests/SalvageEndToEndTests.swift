@@ -342,7 +342,12 @@ import Testing
         let missing = try Tool.rewind(["info", "--store", store])
         #expect(missing.status == 1, "\(missing.output)")
         #expect(missing.output.contains("segments/000002.seg is missing: the index has 30 frames in it"))
-        #expect(missing.stderr.contains("run 'rewind verify' for the details"), "\(missing.stderr)")
+        #expect(
+            missing.stderr.contains(
+                "the index and the files in segments/ disagree (1 problem): run 'rewind verify' for "
+                    + "the details, and 'rewind verify --repair' to index the files again and count the frames of missing"
+            ),
+            "\(missing.stderr)")
         let json = try Tool.rewind(["info", "--store", store, "--json"])
         #expect(json.status == 1)
         let object = try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any]
@@ -359,18 +364,53 @@ import Testing
         for name in ["000001.seg", "000004.seg"] {
             #expect(lost.output.contains("segments/\(name) is not in the index: its frames are left out"))
         }
+        // Files to take in and none gone: nothing is lost, and the advice does not say so.
+        #expect(
+            lost.stderr.contains(
+                "segments/ holds frames the index does not list yet (4 problems): run 'rewind "
+                    + "verify' for the details, and 'rewind verify --repair' (or record into the store again) to index"),
+            "\(lost.stderr)")
         let output = directory.appendingPathComponent("clip.mkv").path
         let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
         #expect(clip.status == 1)
         #expect(
             clip.stderr.contains(
-                "the index and the files in segments/ disagree (segments/000001.seg is not in the index: its frames "
-                    + "are left out and 3 more problems): put back what is missing, or run 'rewind verify --repair'"),
+                "segments/ holds frames the index does not list yet (segments/000001.seg is not in the index: its "
+                    + "frames are left out and 3 more problems): run 'rewind verify --repair' (or record into the "
+                    + "store again) to index their frames"),
             "\(clip.stderr)")
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)")
         let after = try Tool.rewind(["info", "--store", store])
         #expect(after.status == 0 && after.output.contains("frames: 120 in 4 segments"), "\(after.output)")
+    }
+
+    /// The open segment of a recorder killed before its first frames reached the index: `info` and a clip say a
+    /// recorder stopped before indexing it and that the repair or the next recording takes its frames in, not that
+    /// frames of missing files are lost (they said the index and the files disagree, and to count them lost).
+    @Test func anOpenSegmentNeverIndexedIsNamedAsARecordersAndTakenInByTheNextRecording() throws {
+        let (directory, store) = try recordedStore(seconds: 1)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try runChecked("sqlite3", [store + "/index.sqlite", "DELETE FROM frames; DELETE FROM segments;"])
+        try FileManager.default.moveItem(
+            atPath: store + "/segments/000001.seg", toPath: store + "/segments/000001.seg.partial")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 1, "\(info.output)")
+        #expect(
+            info.output.contains(
+                "segments/000001.seg.partial is not in the index: a recorder stopped before indexing it"),
+            "\(info.output)")
+        #expect(!info.stderr.contains("lost"), "\(info.stderr)")
+        let output = directory.appendingPathComponent("clip.y4m").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output])
+        #expect(clip.status == 1, "\(clip.stderr)")
+        #expect(
+            clip.stderr.contains("run 'rewind verify --repair' (or record into the store again) to index their frames"),
+            "\(clip.stderr)")
+        let again = try Tool.rewind(["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let after = try Tool.rewind(["info", "--store", store])
+        #expect(after.status == 0 && after.output.contains("frames: 60"), "\(after.output)\(after.stderr)")
     }
 
     /// A clip or save from the disk of a store whose index lost a segment's rows writes the frames the index has and
@@ -396,9 +436,9 @@ import Testing
             #expect(result.output.contains("wrote 90 frames"), "\(command[0]): \(result.output)")
             #expect(
                 result.stderr.contains(
-                    "rewind \(command[0]): the file written may lack frames of the range: the index and the files in "
-                        + "segments/ disagree (segments/000002.seg is not in the index: its frames are left out): put "
-                        + "back what is missing, or run 'rewind verify --repair'"), "\(command[0]): \(result.stderr)")
+                    "rewind \(command[0]): the file written may lack frames of the range: segments/ holds frames the "
+                        + "index does not list yet (segments/000002.seg is not in the index: its frames are left out): "
+                        + "run 'rewind verify --repair'"), "\(command[0]): \(result.stderr)")
         }
         let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
