@@ -478,7 +478,10 @@ private func record(
                             + "the other streams go on")
                 }
             }
-            results.withAnnotatedLock { $0[stream.name] = result }
+            // An input ended as stalled keeps that end: its thread, freed from the read later, only stops.
+            results.withAnnotatedLock { results in
+                if results[stream.name] == nil { results[stream.name] = result }
+            }
             done.signal()
         }
         do {
@@ -763,7 +766,9 @@ let inputStallTimeout = Duration.seconds(5)
 /// the inputs still running have been blocked in a read (no frame, and not between frames waiting for the disk or
 /// a frame's time: `lastActive`) for ``inputStallTimeout`` while every other input has ended or
 /// their own durations (`durations`, stream time, by input) have passed on the wall clock: `--duration` counts
-/// stream time, which an input that stopped sending never reaches.
+/// stream time, which an input that stopped sending never reaches. A pause of the whole process (SIGSTOP, Ctrl-Z, a
+/// machine suspended) is no stall: its input threads could not read either, so their allowance starts again when it
+/// ends.
 ///
 /// - Returns: the inputs left running (blocked in a read), to be ended without them.
 private func waitForInputs(
@@ -773,12 +778,19 @@ private func waitForInputs(
     let start = ContinuousClock.now
     var pending = names.count
     var stopSeen: ContinuousClock.Instant?
+    // When this loop last looked, which it does every 200 ms: a longer wait was a pause of the process, from whose
+    // end the inputs' allowance counts.
+    var lastLook = start
+    var resumed = start
     while pending > 0 {
-        if done.wait(timeout: .now() + .milliseconds(200)) == .success {
+        let signalled = done.wait(timeout: .now() + .milliseconds(200)) == .success
+        let now = ContinuousClock.now
+        if now - lastLook > .seconds(1) { resumed = now }
+        lastLook = now
+        if signalled {
             pending -= 1
             continue
         }
-        let now = ContinuousClock.now
         if stopRequested.load(ordering: .relaxed) {
             stopSeen = stopSeen ?? now
             if now - stopSeen! >= .seconds(1) { break }
@@ -790,7 +802,7 @@ private func waitForInputs(
         let running = names.filter { !ended.contains($0) }
         let overdue = running.allSatisfy { name in durations[name].map { now - start >= $0 } ?? false }
         guard !ended.isEmpty || overdue else { continue }
-        if running.allSatisfy({ now - (active[$0] ?? start) >= inputStallTimeout }) { break }
+        if running.allSatisfy({ now - max(active[$0] ?? start, resumed) >= inputStallTimeout }) { break }
     }
     let ended = finished()
     return names.filter { !ended.contains($0) }

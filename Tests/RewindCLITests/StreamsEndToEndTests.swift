@@ -478,6 +478,42 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         }
     }
 
+    /// A recorder stopped (SIGSTOP, Ctrl-Z) for longer than the stall allowance while one input has ended and
+    /// another waits in a read is no stall of that input once continued: its thread could not read either. An input
+    /// that sends within the allowance after the pause ends the recording whole (it was called stalled at once, and
+    /// the recording ended with it, exit 1).
+    @Test func aPauseOfTheWholeRecorderIsNoStallOfAnInput() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let header = Array("YUV4MPEG2 W16 H16 F25:1 Ip A1:1 C420jpeg\n".utf8)
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 16 * 16 * 3 / 2)
+        let file = directory.appendingPathComponent("short.y4m")
+        try Data(header + frame + frame).write(to: file)
+        let fifo = directory.appendingPathComponent("live.y4m").path
+        let writer = try Tool.openFIFO(fifo, sending: header + frame)
+        var open = true
+        defer { if open { close(writer) } }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "short=y4m:\(file.path)", "--input", "live=y4m:\(fifo)",
+            "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 1)
+        kill(recorder.process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 7)
+        kill(recorder.process.processIdentifier, SIGCONT)
+        Thread.sleep(forTimeInterval: 1)
+        try #require(write(writer, frame, frame.count) == frame.count)
+        close(writer)
+        open = false
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.output)\(ended.stderr)")
+        #expect(!ended.stderr.contains("stalled") && !ended.output.contains("stalled"), "\(ended.stderr)")
+        #expect(ended.output.contains("stream live: recorded 2 frames"), "\(ended.output)")
+    }
+
     @Test func aStalledInputEndsAloneOnceTheOthersReachTheirDuration() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
