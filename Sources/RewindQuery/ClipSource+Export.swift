@@ -46,12 +46,26 @@ extension ClipSource {
         var gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
         // Without a store, the recorder keeps them itself.
         if let live, live.store == nil { gaps = live.memoryGaps }
-        return (gaps ?? []).filter { gap in
+        // Frames a live recorder accepted and could not write (a disk error) are read from its memory while it holds
+        // them: such a gap lost only what left memory before the ring's oldest frame (it said frames were lost when
+        // the file held every one).
+        let oldest = live.flatMap { $0.store == nil ? nil : $0.ring.statistics.firstPTSNanoseconds }
+        let step = max(1, stream.frameStepNanoseconds)
+        return (gaps ?? []).compactMap { found -> GapRow? in
+            var gap = found
+            if let oldest, gap.reason.isLossOfAcceptedFrames, gap.endNanoseconds > oldest {
+                // The gap starts at the frame kept before it (or, with none, at its first lost one): memory holding
+                // the frame after that one (half a step allowed for a live source's jitter) holds every frame lost.
+                let start = gap.startNanoseconds
+                let keptAtStart = start < Int64.max && (try? hasFrames(in: start..<(start + 1))) == true
+                guard oldest > (keptAtStart ? start.addingSaturating(step + step / 2) : start) else { return nil }
+                gap.endNanoseconds = oldest
+            }
             guard gap.reason.isLoss, gap.startNanoseconds < range.upperBound, gap.endNanoseconds > range.lowerBound
-            else { return false }
+            else { return nil }
             let start = gap.startNanoseconds
-            guard start < Int64.max, range.upperBound <= start + 1 else { return true }
-            return (try? hasFrames(in: start..<(start + 1))) != true
+            guard start < Int64.max, range.upperBound <= start + 1 else { return gap }
+            return (try? hasFrames(in: start..<(start + 1))) != true ? gap : nil
         }.sorted { $0.startNanoseconds < $1.startNanoseconds }
     }
 

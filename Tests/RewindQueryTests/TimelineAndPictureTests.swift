@@ -80,6 +80,56 @@ import Testing
         #expect(ClipSource.recorder(recorder).lostGaps(in: feed.pts(6)..<feed.pts(10)).isEmpty)
     }
 
+    /// Frames a live recorder could not write (a full disk) are exported from its memory while it holds them: a gap
+    /// of them lost only what left memory before its oldest frame (an export said frames were lost when the file
+    /// held every one).
+    @Test func framesADiskErrorLeftInMemoryAreNotLost() throws {
+        var feed = try CameraFeed()
+        let disk = FaultInjectingFileSystem()
+        let store = try SegmentStore.open(
+            directory: try TemporaryDirectory.store(), options: StoreOptions(fileSystem: disk))
+        let recorder = try Recorder(
+            stream: feed.stream, store: store,
+            configuration: RecorderConfiguration(
+                window: .nanoseconds(feed.pts(8)), memoryBudget: 16 << 20, spill: .eager))
+        defer { _ = try? recorder.finish() }
+        func append(_ count: Int) throws {
+            for _ in 0..<count {
+                recorder.waitForSpillRoom()
+                _ = try feed.appendNext(to: recorder)
+            }
+            try waitUntil("the spill stage took every frame") { recorder.unspilledFrames == 0 }
+        }
+        try append(5)
+        disk.setDiskFull(true)
+        try append(3)
+        disk.setDiskFull(false)
+        // The next frame written records the gap [pts(4), pts(8)): frames 5…7 lost to the disk, all in memory.
+        try append(1)
+        try waitUntil("the disk error's gap is recorded") { (try? store.gaps().isEmpty) == false }
+        let source = ClipSource.recorder(recorder)
+        let recorded = try store.gaps()
+        #expect(recorded.map(\.endNanoseconds) == [feed.pts(8)], "\(recorded)")
+        #expect(source.lostGaps(in: 0..<feed.pts(9)).isEmpty, "\(recorded)")
+        // Later frames push frames 4…5 out of memory, one at a time: frame 5, never written, is lost; those still
+        // in memory are not.
+        var oldest: Int64 = 0
+        while oldest <= feed.pts(5) {
+            try append(1)
+            oldest = try #require(recorder.streams[0].ring.statistics.firstPTSNanoseconds)
+        }
+        try #require(oldest <= feed.pts(7), "the ring still holds frame 7: \(oldest)")
+        let gaps = source.lostGaps(in: 0..<feed.pts(feed.index))
+        #expect(gaps.map(\.startNanoseconds) == [feed.pts(4)] && gaps.map(\.endNanoseconds) == [oldest], "\(gaps)")
+        #expect(gaps.map(\.reason) == [.diskError])
+        // From the disk alone the gap is whole.
+        let stored = try #require(try store.streams().first)
+        #expect(
+            ClipSource.store(store, stream: stored).lostGaps(in: 0..<feed.pts(feed.index)).map(\.endNanoseconds) == [
+                feed.pts(8)
+            ])
+    }
+
     @Test func bucketsShowMemoryDiskAndGaps() throws {
         let (recorder, feed) = try recorded()
         defer { _ = try? recorder.finish() }
