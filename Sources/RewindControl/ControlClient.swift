@@ -192,8 +192,10 @@ public struct ControlClient: Sendable {
                     System.sleep(for: .milliseconds(50))
                     continue
                 }
-                // Still accepting connections: it did not stop.
-                if try connect() != nil { throw ControlError.connectionDropped(request: what) }
+                // Still answering: it did not stop. (One being killed may still take a connection for a moment, its
+                // listening socket closed after the connection that broke, but answers nothing: it said "yet it
+                // still runs" of a killed recorder.)
+                if answersHealth() { throw ControlError.connectionDropped(request: what) }
                 throw error
             }
             return (head.status, try connection.readBody(head, what: what))

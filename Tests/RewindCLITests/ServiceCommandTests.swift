@@ -338,6 +338,42 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: clip))
     }
 
+    /// A connection closed without an answer: by a recorder being killed (its socket still takes connections for a
+    /// moment, but answers nothing), the client says the recorder stopped before it finished (it said "yet it still
+    /// runs"); by one that answers its health check, that it closed the connection while it runs. Each exits 69.
+    @Test func aConnectionClosedWithoutAnAnswerIsToldFromAKilledRecorder() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let socket = directory.appendingPathComponent("rewind.sock").path
+        // Closes every connection once its head is read; with `health`, answers GET /v1/health first.
+        let server =
+            "import socket, sys\n"
+            + "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16); print('ready', flush=True)\n"
+            + "while True:\n"
+            + "    c, _ = s.accept(); c.settimeout(5); data = b''\n"
+            + "    while b'\\r\\n\\r\\n' not in data:\n"
+            + "        chunk = c.recv(4096)\n"
+            + "        if not chunk: break\n"
+            + "        data += chunk\n"
+            + "    if sys.argv[2] == 'health' and data.startswith(b'GET /v1/health'):\n"
+            + "        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 15\\r\\nConnection: close\\r\\n\\r\\n{\"status\":\"ok\"}')\n"
+            + "    c.close()\n"
+        for (mode, expected) in [
+            ("silent", "the recorder stopped before it finished the marker"),
+            ("health", "the recorder closed the connection without answering the marker, yet it still runs"),
+        ] {
+            try? FileManager.default.removeItem(atPath: socket)
+            let fake = try ExternalTools.Child("/usr/bin/python3", ["-c", server, socket, mode])
+            defer { if fake.process.isRunning { kill(fake.process.processIdentifier, SIGKILL) } }
+            try waitUntil("the server listens") { fake.output.contains("ready") }
+            let mark = try Tool.rewind(["mark", "--store", directory.path, "--label", "x"], timeout: .seconds(60))
+            #expect(mark.status == 69, "\(mode): \(mark.stderr)")
+            #expect(mark.stderr.contains(expected), "\(mode): \(mark.stderr)")
+            kill(fake.process.processIdentifier, SIGKILL)
+            _ = try fake.finish(timeout: .seconds(30))
+        }
+    }
+
     /// A recorder that is stopped (Ctrl-Z) answers nothing: a client gives up after 30 s saying so (69), and `info`
     /// shows what the disk holds, saying why; nothing hangs. `save` and `clip`, which asked a stopped recorder with
     /// no time limit (their first questions' failures were taken for no recorder, the export waited for without one),
