@@ -86,6 +86,12 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     }
 }
 
+/// `--stream all` with `-o -`: two values that each hold but cannot work together, so the message alone, which says
+/// what to give instead.
+private let severalStreamsToStandardOutput = UsageError(
+    "-o -: several streams cannot go to stdout as YUV4MPEG2; give -o clip.mkv (a track per stream) or --stream NAME",
+    showsHelp: false)
+
 /// The streams a save or clip asks for, checked against the store's index before a live recorder is asked (the
 /// index is readable while it records); nil when there is no index yet. `--stream all` to stdout needs `.mkv`.
 private func liveSelection(directory: String, stream: String?, output: String) throws -> StreamSelection? {
@@ -103,11 +109,7 @@ private func liveSelection(directory: String, stream: String?, output: String) t
         return nil
     }
     let selection = try selectStreams(in: try SegmentStore.openReadOnly(directory: directory), named: stream)
-    if case .all = selection, output == "-" {
-        throw UsageError(
-            "-o -: several streams cannot go to stdout as YUV4MPEG2; give -o clip.mkv (a track per stream) or "
-                + "--stream NAME")
-    }
+    if case .all = selection, output == "-" { throw severalStreamsToStandardOutput }
     return selection
 }
 
@@ -323,11 +325,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             directory, command: "save", format: format ?? .matroska,
             try export(from: source, range: range, output: output, quality: quality(arguments), command: "save"))
     case .all:
-        if output == "-" {
-            throw UsageError(
-                "-o -: several streams cannot go to stdout as YUV4MPEG2; give -o clip.mkv (a track per stream) or "
-                    + "--stream NAME")
-        }
+        if output == "-" { throw severalStreamsToStandardOutput }
         let set = try StreamSet(store: store)
         guard let range = try set.lastRange(duration) else {
             throw CommandError("the store holds no frames yet: nothing to save")

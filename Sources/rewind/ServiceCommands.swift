@@ -111,7 +111,9 @@ func runEvents(_ arguments: ParsedArguments) throws -> Int32 {
 func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     if case .failure(let problem) = MarkerRequest.checkedLabel(arguments.string("label")!) {
-        throw UsageError(problem.message)
+        // `--label must be …`: the message starts with its option, so the usage line alone follows.
+        let message = problem.message
+        throw UsageError(message.hasPrefix("label ") ? "--" + message : "--label: " + message)
     }
     let hold = arguments.string("hold")
     if hold != nil && (arguments.string("hold-before") != nil || arguments.string("hold-after") != nil) {

@@ -120,6 +120,15 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         ])
         #expect(unknown.status == 64)
         #expect(unknown.stderr.contains("no stream 'rear'"), "\(unknown.stderr)")
+        // Every stream to stdout: the message says what to give instead, and nothing more follows.
+        for command in [["save", "--last", "1s"], ["clip", "--from", "0s", "--to", "1s"]] {
+            let piped = try Tool.rewind(
+                [command[0], "--store", store, "--stream", "all", "-o", "-"] + command.dropFirst())
+            #expect(piped.status == 64 && piped.stdout.isEmpty, "\(piped.stderr)")
+            #expect(
+                piped.stderr == "rewind \(command[0]): -o -: several streams cannot go to stdout as YUV4MPEG2; give -o "
+                    + "clip.mkv (a track per stream) or --stream NAME\n", "\(piped.stderr)")
+        }
         let verify = try Tool.rewind(["verify", "--store", store, "--stream", "small"])
         #expect(verify.status == 0 && verify.output.contains("1 segment, 45 frames"), "\(verify.output)")
     }
