@@ -221,7 +221,9 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
 func describe(_ marker: MarkerBody) -> String {
     var text = "marker \(marker.id) at \(formatSeconds(marker.atNanoseconds)) (\(marker.stream)): \(marker.label)"
     if let from = marker.holdFromNanoseconds, let to = marker.holdToNanoseconds {
-        text += "; holds \(formatSeconds(from)) … \(formatSeconds(to))"
+        // Both ends included, as `--hold` gives them: the last instant held, not the exclusive end, which read the
+        // same for a hold reaching a frame and one ending a nanosecond before it.
+        text += "; holds \(formatSeconds(from)) … \(formatSeconds(to - 1))"
     }
     return text
 }

@@ -104,7 +104,15 @@ import Testing
 
         let mark = try Tool.rewind(["mark", "--store", store, "--label", "door", "--at", "1s", "--hold", "500ms"])
         #expect(mark.status == 0, "\(mark.stderr)")
-        #expect(mark.output.contains("marker 1 at 1.000s (camera): door; holds 0.500s"), "\(mark.output)")
+        #expect(mark.output.contains("marker 1 at 1.000s (camera): door; holds 0.500s … 1.500s"), "\(mark.output)")
+        // Its last instant, not its exclusive end: a hold ending a nanosecond before a frame does not read as one
+        // reaching it.
+        let short = try Tool.rewind([
+            "mark", "--store", store, "--label", "short", "--at", "1s", "--hold-before", "0s", "--hold-after",
+            "499999999ns",
+        ])
+        #expect(short.output.contains("holds 1.000s … 1.499s"), "\(short.output)")
+        _ = try Tool.rewind(["unmark", "--store", store, "--id", "2"])
         let markers = try json(try Tool.rewind(["markers", "--store", store, "--json"]))["markers"] as? [[String: Any]]
         #expect(markers?.first?["label"] as? String == "door")
         let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
