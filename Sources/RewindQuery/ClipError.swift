@@ -29,13 +29,16 @@ public enum ClipError: Error, Sendable, Hashable, CustomStringConvertible {
         case .empty(let range, let held, let lost):
             // A range just past what is held reads as its own time, not as the last frame's (both to the nanosecond
             // when to the millisecond they would read alike).
-            let times = formatSecondsApart(
-                [range.lowerBound, range.upperBound] + (held.map { [$0.lowerBound, $0.upperBound] } ?? []))
-            let holds = held.map { _ in "the store holds \(times[2]) … \(times[3])" }
             // Frames were there and were lost (a damaged file, a disk error): said, so the range is not taken for one
-            // the source never covered.
-            let gaps = lost.prefix(3).map {
-                "\(formatSeconds($0.startNanoseconds)) … \(formatSeconds($0.endNanoseconds)) (\($0.reason.rawValue))"
+            // the source never covered. (A range starting just after the frame a gap starts at reads apart from it.)
+            let shown = Array(lost.prefix(3))
+            let times = formatSecondsApart(
+                [range.lowerBound, range.upperBound] + (held.map { [$0.lowerBound, $0.upperBound] } ?? [])
+                    + shown.flatMap { [$0.startNanoseconds, $0.endNanoseconds] })
+            let holds = held.map { _ in "the store holds \(times[2]) … \(times[3])" }
+            let first = held == nil ? 2 : 4
+            let gaps = shown.indices.map {
+                "\(times[first + 2 * $0]) … \(times[first + 2 * $0 + 1]) (\(shown[$0].reason.rawValue))"
             }
             let why =
                 gaps.isEmpty

@@ -1,4 +1,6 @@
+import RewindCore
 import RewindQuery
+import SegmentStore
 import Testing
 
 @Suite struct QueryErrorValueTests {
@@ -16,6 +18,17 @@ import Testing
             ),
             (.badRange(from: 1_000_400_000, to: 1_000_000_000), ["[1000400000ns, 1000000000ns) is empty"]),
             (.empty(range: 0..<1, held: nil), ["the store holds no frames"]),
+            (
+                // A range starting a nanosecond after the kept frame a gap starts at reads apart from the gap.
+                .empty(
+                    range: 2_066_666_667..<2_100_000_000, held: 0...5_000_000_000,
+                    lost: [
+                        GapRow(
+                            streamID: 1, startNanoseconds: 2_066_666_666, endNanoseconds: 3_000_000_000,
+                            reason: .damaged)
+                    ]),
+                ["no frames in [2066666667ns, 2.100s)", "its frames were lost (2066666666ns … 3.000s (damaged))"]
+            ),
             (.noFrames(source: "recorder"), ["recorder holds no frames"]),
             (.nonPositiveDuration(.zero), ["0.000s"]),
         ]

@@ -223,11 +223,17 @@ final class ReadCursor {
         /// another store put in this one's place), however well its pts and size fit.
         func checkCaptureTime(_ record: RecordHeader) throws {
             guard record.wallNanoseconds != row.wallNanoseconds else { return }
+            let captured = SegmentStore.utcText(record.wallNanoseconds)
+            var indexed = SegmentStore.utcText(row.wallNanoseconds)
+            if indexed == captured {
+                // Within a millisecond the two read alike: how far apart they are, to the nanosecond.
+                let apart = row.wallNanoseconds.subtractingSaturating(record.wallNanoseconds)
+                indexed += " too, \(apart.magnitude) ns \(apart > 0 ? "later" : "earlier")"
+            }
             throw SegmentStoreError.indexDisagrees(
                 file: reader.fileName,
-                detail: "the frame at pts \(row.ptsNanoseconds) ns (byte \(row.fileOffset)) was captured "
-                    + "\(SegmentStore.utcText(record.wallNanoseconds)), but the index has it captured "
-                    + "\(SegmentStore.utcText(row.wallNanoseconds)) (another recording's file in its place, or rows "
+                detail: "the frame at pts \(row.ptsNanoseconds) ns (byte \(row.fileOffset)) was captured \(captured), "
+                    + "but the index has it captured \(indexed) (another recording's file in its place, or rows "
                     + "changed by another program)")
         }
     }
