@@ -3,6 +3,7 @@ import RewindCore
 import RewindMedia
 import RewindQuery
 import RewindSystem
+import SegmentStore
 
 /// An error as the API sends it, with its HTTP status: `{"error": {"code": "not_found", "message": "…"}}`.
 public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -108,6 +109,12 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         case ClipError.badRange, ClipError.nonPositiveDuration: self.init(.badRequest, "\(error)")
         case ClipError.empty, ClipError.noFrames: self.init(.empty, "\(error)")
         case let error as ThreadStartFailed: self.init(.systemLimit, "\(error)")
+        case SegmentStoreError.damaged, SegmentStoreError.notASegment, SegmentStoreError.indexDisagrees:
+            // The repair checks a store at rest: it waits for the recorder to stop (a client said nothing of it).
+            self.init(
+                .failed,
+                "\(error): stop the recorder, then run 'rewind verify --repair', which cuts the damage out of the store"
+            )
         case let error as ExportError:
             switch error.reason {
             case .toolRefused: self.init(.systemLimit, "\(error)")

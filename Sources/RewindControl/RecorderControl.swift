@@ -121,7 +121,7 @@ public final class RecorderControl: Sendable {
     /// Host names besides IP addresses and `localhost` that browsers may reach the recorder by (`--allow-host`), as
     /// ``hostName(_:)`` gives them.
     let allowedHosts: Set<String>
-    private let onSave: @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void
+    private let onSave: @Sendable (Result<ExportSummary, any Error>, SaveObject?, _ isClip: Bool) -> Void
     let book: SaveBook
     let events = EventHub()
     private let servers = Mutex<[HTTPServer]>([])
@@ -151,14 +151,16 @@ public final class RecorderControl: Sendable {
     ///   - listen: the TCP listener, or nil for the Unix socket only.
     ///   - allowedHosts: names besides IP addresses and `localhost` a browser may reach the recorder by (a reverse
     ///     proxy's); see ``checkHost(_:)``. One that is no host name (``hostName(_:)`` is nil) matches nothing.
-    ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not, and
-    ///     the save object as it ended (whether it was cut short) when there is one.
+    ///   - onSave: called when each save or clip ends, on its export thread, with what was written or why not, the
+    ///     save object as it ended (whether it was cut short) when there is one, and whether it was a clip.
     /// - Throws: ``ControlError``: the socket cannot be made, another recorder answers on it, the TCP address is
     ///   not loopback without `allowsAnyAddress`.
     public init(
         recorder: Recorder, directory: String, defaultFormat: ExportFormat = .matroska,
         limits: HTTPLimits = HTTPLimits(), listen: Listen? = nil, allowedHosts: [String] = [],
-        onSave: @escaping @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void = { _, _ in }
+        onSave: @escaping @Sendable (Result<ExportSummary, any Error>, SaveObject?, _ isClip: Bool) -> Void = {
+            _, _, _ in
+        }
     ) throws {
         self.recorder = recorder
         self.directory = directory
@@ -354,7 +356,7 @@ public final class RecorderControl: Sendable {
                             try saveWindow()
                         } catch {
                             // Nothing recorded yet, or stopping: said where saves are reported.
-                            onSave(.failure(error), nil)
+                            onSave(.failure(error), nil, false)
                         }
                     }
                 }

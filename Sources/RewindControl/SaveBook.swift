@@ -143,11 +143,11 @@ final class SaveBook: Sendable {
     /// Signalled at each state change, for `wait: true` requests and ``stop()``.
     private let changed = Mutex<[DispatchSemaphore]>([])
     private let events: EventHub
-    private let onFinish: @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void
+    private let onFinish: @Sendable (Result<ExportSummary, any Error>, SaveObject?, _ isClip: Bool) -> Void
 
     init(
         recorder: Recorder, concurrentExports: Int, events: EventHub, finishedKept: Int = 1000,
-        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>, SaveObject?) -> Void
+        onFinish: @escaping @Sendable (Result<ExportSummary, any Error>, SaveObject?, _ isClip: Bool) -> Void
     ) {
         self.recorder = recorder
         self.finishedKept = max(1, finishedKept)
@@ -816,7 +816,7 @@ final class SaveBook: Sendable {
         if let finished { events.publish("save", finished) }
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }
-        onFinish(result, finished)
+        onFinish(result, finished, entry.isClip)
     }
 
     /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.

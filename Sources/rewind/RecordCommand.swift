@@ -379,7 +379,7 @@ private func record(
         StagedExport.refuseSpecialFiles()
         control = try RecorderControl(
             recorder: recorder, directory: directory, listen: listen, allowedHosts: allowedHosts
-        ) { result, object in
+        ) { result, object, isClip in
             switch result {
             case .success(let summary):
                 // The log is the only report of a SIGUSR1 save: a save that fell short says so.
@@ -394,12 +394,15 @@ private func record(
                         }
                     cut = " (short of its end: \(why))"
                 }
-                printError("saved: " + describe(summary, destination: summary.path ?? "a client") + cut)
+                printError(
+                    (isClip ? "exported a clip: " : "saved: ")
+                        + describe(summary, destination: summary.path ?? "a client")
+                        + cut)
                 // Frames lost inside its range are in no file: said, as a client's save says them.
                 if let object, let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
                     printError(lost)
                 }
-            case .failure(let error): printError("a save failed: \(error)")
+            case .failure(let error): printError("a \(isClip ? "clip" : "save") failed: \(error)")
             }
         }
         installSaveSignal(control!)

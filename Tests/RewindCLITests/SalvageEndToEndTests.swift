@@ -385,6 +385,32 @@ import Testing
         #expect(after.status == 0 && after.output.contains("frames: 120 in 4 segments"), "\(after.output)")
     }
 
+    /// A clip through a live recorder that meets a damaged segment says what to do, as one from the disk does (it
+    /// said only the damage), and the recorder logs it as a clip, not a save.
+    @Test func aLiveClipOfADamagedSegmentSaysToRepairOnceTheRecorderStops() throws {
+        let (directory, store) = try recordedStore(seconds: 3)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = store + "/segments/000002.seg"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        let output = directory.appendingPathComponent("damaged.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "1s", "--to", "2s", "-o", output])
+        #expect(clip.status == 1, "\(clip.stderr)")
+        #expect(clip.stderr.contains("segment 000002.seg is damaged at byte"), "\(clip.stderr)")
+        #expect(
+            clip.stderr.contains("stop the recorder, then run 'rewind verify --repair'"), "\(clip.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+        recorder.process.interrupt()
+        let log = try recorder.finish(timeout: .seconds(60))
+        #expect(log.stderr.contains("a clip failed: segment 000002.seg is damaged"), "\(log.stderr)")
+    }
+
     /// The open segment of a recorder killed before its first frames reached the index: `info` and a clip say a
     /// recorder stopped before indexing it and that the repair or the next recording takes its frames in, not that
     /// frames of missing files are lost (they said the index and the files disagree, and to count them lost).

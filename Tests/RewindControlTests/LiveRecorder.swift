@@ -142,7 +142,7 @@ final class LiveRecorder: @unchecked Sendable {
         let saves = log
         control = try RecorderControl(
             recorder: recorder, directory: self.directory, limits: limits, listen: listen, allowedHosts: allowedHosts
-        ) { result, _ in
+        ) { result, _, _ in
             let summary = try? result.get()
             saves.summaries.withAnnotatedLock { $0.append(summary) }
         }

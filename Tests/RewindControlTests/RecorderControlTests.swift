@@ -24,7 +24,7 @@ import Testing
                 RecorderStreamSpec(name: "front", stream: stream), RecorderStreamSpec(name: "rear", stream: stream),
             ], store: try SegmentStore.open(directory: directory),
             configuration: RecorderConfiguration(window: .seconds(10), memoryBudget: 64 << 20))
-        return (directory, recorder, try RecorderControl(recorder: recorder, directory: directory) { _, _ in })
+        return (directory, recorder, try RecorderControl(recorder: recorder, directory: directory) { _, _, _ in })
     }
 
     /// ``frontAndRear()`` with a camera feed per stream and a client of its control.
