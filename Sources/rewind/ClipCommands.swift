@@ -469,6 +469,8 @@ private func liveExport(
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
     var object = started
+    // Since when every question about it was refused for want of a connection.
+    var refusedSince: ContinuousClock.Instant?
     // Interrupted while the recorder works on it (or while its request was on the way): the save is cancelled (its
     // partial file removed), not left to finish unseen; a second signal ends this process at once.
     while !object.state.isFinal {
@@ -487,7 +489,23 @@ private func liveExport(
             "\(what) \(object.id) \(object.state.rawValue) … \(object.frames) frames"
                 + (object.state == .waiting ? waitsFor : ""))
         System.sleep(for: .milliseconds(50))
-        guard let next = try client.save(id: object.id) else {
+        let answer: SaveObject?
+        do {
+            answer = try client.save(id: object.id)
+            refusedSince = nil
+        } catch ControlError.refused(let error) where error.code == .unavailable {
+            // It has the save, and no connection for this question now (its clients at their limit): asked again
+            // (it said "try again shortly", exit 69, and the save was written all the same), for 30 s at most.
+            let since = refusedSince ?? .now
+            refusedSince = since
+            guard ContinuousClock.now - since >= .seconds(30) else { continue }
+            progress.clear()
+            throw CommandError(
+                "the recorder took \(what) \(object.id) but has refused every connection for 30 s since (\(error.message)): "
+                    + "it still writes it; to cancel it, run 'curl --unix-socket DIR/rewind.sock -X DELETE "
+                    + "http://rewind/v1/saves/\(object.id)'", status: ExitStatus.unavailable)
+        }
+        guard let next = answer else {
             progress.clear()
             throw ControlError.recorderStopped(request: "\(what) \(object.id)")
         }

@@ -348,6 +348,49 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: clip))
     }
 
+    /// A save the recorder took, whose client is refused a connection while it waits (the recorder's clients at
+    /// their limit) asks again and finishes with the file (it exited 69 saying "try again shortly", and the file
+    /// was written all the same: trying again made it twice).
+    @Test func aSaveWhoseClientIsRefusedAConnectionWhileItWaitsFinishes() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--realtime", "--duration", "120s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitUntilAnswering(store)
+        let output = directory.appendingPathComponent("taken.mkv").path
+        let save = try Tool.startRewind(["save", "--store", store, "--before", "1s", "--after", "4s", "-o", output])
+        defer { if save.process.isRunning { save.process.terminate() } }
+        try waitUntil("the save waits for its post-roll", interval: .milliseconds(50)) {
+            let status = try json(try Tool.rewind(["status", "--store", store, "--json"]))
+            return status["saves_waiting"] as? Int == 1
+        }
+        // Seventy connections, each with a request begun and never finished, held for 6 s: every connection the
+        // recorder serves at once, and more.
+        let hold =
+            "import socket, sys, time\n"
+            + "held = []\n"
+            + "for _ in range(70):\n"
+            + "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            + "    s.send(b'GET /v1/status HTTP/1.1\\r\\nHost: x\\r\\n'); held.append(s)\n"
+            + "print('held', flush=True); time.sleep(6)\n"
+        let holder = try ExternalTools.Child("/usr/bin/python3", ["-c", hold, store + "/rewind.sock"])
+        defer { if holder.process.isRunning { kill(holder.process.processIdentifier, SIGKILL) } }
+        try waitUntil("the connections are held") { holder.output.contains("held") }
+        // Refused meanwhile, as the waiting client is.
+        let refused = try Tool.rewind(["status", "--store", store])
+        #expect(refused.status == 69 && refused.stderr.contains("too many connections"), "\(refused.stderr)")
+        _ = try holder.finish(timeout: .seconds(60))
+        let saved = try save.finish(timeout: .seconds(120))
+        #expect(saved.status == 0, "\(saved.stderr)")
+        #expect(saved.output.contains("wrote"), "\(saved.output)")
+        #expect(FileManager.default.fileExists(atPath: output))
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A connection closed without an answer: by a recorder being killed (its socket still takes connections for a
     /// moment, but answers nothing), the client says the recorder stopped before it finished (it said "yet it still
     /// runs"); by one that answers its health check, that it closed the connection while it runs. Each exits 69.
