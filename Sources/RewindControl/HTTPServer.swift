@@ -266,6 +266,8 @@ final class HTTPServer: @unchecked Sendable {
                 exchange.refusal = APIError(
                     .unavailable, "too many connections (at most \(limits.maximumConnections)); try again shortly"
                 ).response(status: 503)
+            } else if let problem = framingProblem(collect(connection, .HEADER_KIND, lowercased: true)) {
+                exchange.refusal = APIError(.badRequest, problem).response
             } else if header(connection, "Content-Length") != nil, header(connection, "Transfer-Encoding") != nil {
                 // Two framings of one body: a proxy in front may read the other one (request smuggling).
                 exchange.refusal =
@@ -326,6 +328,24 @@ final class HTTPServer: @unchecked Sendable {
                     isTCP: isTCP))
         }
         return queue(response, on: connection)
+    }
+
+    /// What is wrong with how a request frames its body, from its headers (names lowercased): a `Content-Length` or
+    /// `Transfer-Encoding` given twice (two values for one body: a proxy in front may read the other one, request
+    /// smuggling; RFC 9112 §6.3), or a transfer coding other than `chunked` alone, which this server does not read
+    /// (it waited for the request's time to run out, answering nothing). Nil when the framing is one it reads.
+    private func framingProblem(_ headers: (values: [String: String], repeated: Set<String>)) -> String? {
+        for name in ["Content-Length", "Transfer-Encoding"] where headers.repeated.contains(name.lowercased()) {
+            return "the request gives \(name) more than once, which HTTP/1.1 forbids for one body (RFC 9112): give it "
+                + "once"
+        }
+        if let coding = headers.values["transfer-encoding"],
+            coding.trimmingCharacters(in: .whitespaces).lowercased() != "chunked"
+        {
+            return "the request's Transfer-Encoding '\(coding)' is not one this recorder reads: send the body with "
+                + "Content-Length, or Transfer-Encoding: chunked alone"
+        }
+        return nil
     }
 
     private func header(_ connection: OpaquePointer, _ name: String) -> String? {
