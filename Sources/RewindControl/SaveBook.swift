@@ -710,7 +710,8 @@ final class SaveBook: Sendable {
                 let expected = max(
                     1,
                     streams.reduce(0.0) { total, stream in
-                        total + Double(range.count) / Double(max(1, stream.stream.frameDuration.nanoseconds ?? 1))
+                        let source = entry.source(stream)
+                        return total + source.framesAtMost(in: (try? source.clock())?.ptsRange(range) ?? range)
                     })
                 let files = try set.exportFiles(
                     range: range, format: entry.exportFormat, to: .path(path), quality: entry.quality
@@ -826,8 +827,7 @@ final class SaveBook: Sendable {
         let id = entry.object.id
         let clock = try source.clock()
         let ptsRange = clock.ptsRange(range)
-        let frameNanoseconds = max(1, stream.frameDuration.nanoseconds ?? 1)
-        let expected = max(1, Double(ptsRange.upperBound - ptsRange.lowerBound) / Double(frameNanoseconds))
+        let expected = max(1, source.framesAtMost(in: ptsRange))
         try source.requireFrames(in: ptsRange)
         let staging = try StagedExport(.path(path), fileSystem: POSIXFileSystem())
         do {

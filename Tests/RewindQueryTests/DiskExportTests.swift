@@ -10,6 +10,27 @@ import Testing
 /// An export from disk decodes on a second thread while the caller's thread writes, and converts NV12 chroma on
 /// the writing thread: what reaches the `.y4m` is exactly the stored frames in I420.
 @Suite(.timeLimit(.minutes(15))) struct DiskExportTests {
+    /// An export's progress counts the frames the range can hold: the frame rate over the part of it the stream's
+    /// frames span, not over a range reaching an hour before the oldest frame (it said 7 % when 89 % was written).
+    @Test func theFramesARangeHoldsAtMostAreCountedWhereTheStreamHasFrames() throws {
+        let layout = try FrameLayout(format: .i420, width: 64, height: 2)
+        var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        while let info = try camera.readFrame(into: buffer) {
+            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+        }
+        try writer.close()
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let hour: Int64 = 3_600_000_000_000
+        #expect(abs(source.framesAtMost(in: -hour..<hour) - 30) < 0.01)
+        #expect(abs(source.framesAtMost(in: Int64.min..<Int64.max) - 30) < 0.01)
+        #expect(abs(source.framesAtMost(in: 500_000_000..<hour) - 15) < 0.01)
+        #expect(source.framesAtMost(in: 2 * hour..<3 * hour) == 0)
+    }
+
     @Test func anNV12ExportFromDiskIsTheStoredFramesInI420() throws {
         // 1024×512: 256 KiB of chroma, where frames from memory are converted on a helper thread instead.
         let layout = try FrameLayout(format: .nv12, width: 1024, height: 512)
