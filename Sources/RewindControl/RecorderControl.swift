@@ -592,14 +592,15 @@ public final class RecorderControl: Sendable {
             let body = try ClipRequest.decode(request.body)
             return try answer(try startClip(body), wait: body.wait ?? false)
         case let path where path.count == 2 && path[0] == "saves":
-            let id = try saveID(path[1])
+            // The method first, as for every path: a PUT is a 405 whatever the id.
             try allow("GET", "DELETE")
+            let id = try saveID(path[1])
             if method == "DELETE" { return json(try book.cancel(id)) }
             guard let object = book.object(id) else { throw APIError(.notFound, "no save \(id)") }
             return json(object)
         case let path where path.count == 3 && path[0] == "saves" && path[2] == "extend":
-            let id = try saveID(path[1])
             try allow("POST")
+            let id = try saveID(path[1])
             let body = try ExtendRequest.decode(request.body)
             let more = try duration(body.after, field: "after")
             guard more > 0 else { throw APIError(.badRequest, "after must be longer than 0s") }

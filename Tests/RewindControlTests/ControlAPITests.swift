@@ -87,6 +87,8 @@ import Testing
             ("GET", "/v1/markers/1", "DELETE"), ("GET", "/v1/saves/1/extend", "POST"),
             ("DELETE", "/", "GET, POST, HEAD"),
             ("PUT", "/timeline.js", "GET, HEAD"),
+            // Before the id is looked at (a save id that is no number was a 404 for every method).
+            ("PUT", "/v1/saves/abc", "GET, DELETE, HEAD"), ("GET", "/v1/saves/x/extend", "POST"),
         ] {
             let response = control.handle(HTTPRequest(method: method, path: path))
             #expect(response.status == 405, "\(method) \(path): \(body(response))")
