@@ -581,6 +581,10 @@ public struct MarkerRequest: Sendable, Hashable, Codable {
     /// `rewind mark` before it sends one (a label too long for a request body is then told what a label may be).
     public static func checkedLabel(_ label: String) -> Result<String, LabelProblem> {
         let trimmed = label.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.isEmpty && !label.isEmpty {
+            // A label of spaces is 1 character or more, and still none a marker keeps.
+            return .failure(LabelProblem(message: "label must hold more than white space (it is trimmed)"))
+        }
         // Characters as a reader counts them, and bytes: one letter under thousands of combining marks is one
         // character, and no label of 256 characters needs more than 4 bytes each.
         guard !trimmed.isEmpty, trimmed.count <= maximumLabelLength, trimmed.utf8.count <= 4 * maximumLabelLength

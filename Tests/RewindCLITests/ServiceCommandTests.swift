@@ -122,7 +122,9 @@ import Testing
 
         // Bad input to the recorder is a usage error naming it; an unknown marker is not found.
         let bad = try Tool.rewind(["mark", "--store", store, "--label", " "])
-        #expect(bad.status == 64 && bad.stderr.contains("label"), "\(bad.stderr)")
+        #expect(
+            bad.status == 64 && bad.stderr.contains("--label must hold more than white space (it is trimmed)"),
+            "\(bad.stderr)")
         // Longer than a label may be, and than a request body: told what a label may be, not what a body may be.
         for length in [257, 100_000] {
             let long = try Tool.rewind(["mark", "--store", store, "--label", String(repeating: "x", count: length)])
