@@ -27,7 +27,7 @@ public struct ControlClient: Sendable {
     /// `GET /v1/status`.
     ///
     /// - Throws: ``ControlError``: the connection broke, or the recorder answered with an error (`refused`).
-    public func status() throws -> StatusResponse? { try call("GET", "/v1/status", what: "the status") }
+    public func status() throws -> StatusResponse? { try call("GET", "/v1/status", what: "the request for its status") }
 
     /// `GET /v1/streams`.
     public func streams() throws -> StreamList? { try call("GET", "/v1/streams", what: "the stream list") }
