@@ -785,6 +785,8 @@ enum APICoding {
             return isTime ? "a string: a time such as \"5s\" or \"12:00:00\"" : "a string"
         case is Bool.Type: return "true or false"
         case is Int.Type, is Int64.Type, is Double.Type: return "a number"
+        case is [String: Any].Type:
+            return field == "hold" ? "an object such as {\"before\": \"5s\", \"after\": \"5s\"}" : "an object"
         default: return "of another type (the API document, GET /v1/openapi.json, gives each field's)"
         }
     }

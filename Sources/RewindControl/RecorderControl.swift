@@ -487,9 +487,10 @@ public final class RecorderControl: Sendable {
             return .refused(
                 APIError(.badRequest, "the Authorization header is given more than once: give the token once"))
         }
-        // The scheme's name is case-insensitive (RFC 9110).
+        // The scheme's name is case-insensitive, and spaces may be more than one (RFC 9110 `1*SP`); trailing white
+        // space is no part of a header's value.
         if let header = request.headers["authorization"], header.lowercased().hasPrefix("bearer "),
-            Self.constantTimeEqual(String(header.dropFirst(7)), token)
+            Self.constantTimeEqual(header.dropFirst(7).trimmingCharacters(in: .whitespaces), token)
         {
             return .allowed(setCookie: nil)
         }

@@ -464,6 +464,12 @@ final class RawConnection {
         #expect(
             try decode(APIError.Body.self, number.body).error.message
                 == #"field 'last' must be a string: a time such as "5s" or "12:00:00""#, "\(number.body)")
+        // A hold given as a time says it is an object, and what one looks like (it said "of another type").
+        let hold = try curl(socket, "POST", "/v1/markers", body: #"{"label":"x","hold":"30s"}"#)
+        #expect(hold.status == 400, "\(hold.body)")
+        #expect(
+            try decode(APIError.Body.self, hold.body).error.message
+                == #"field 'hold' must be an object such as {"before": "5s", "after": "5s"}"#, "\(hold.body)")
         // Times past what 64-bit nanoseconds hold (a time of day's seconds once trapped, ending the recorder).
         for body in [#"{"from":"14:01:8565705100000000000","to":"1s"}"#, #"{"from":"0s","to":"99999999999d"}"#] {
             #expect(try curl(socket, "POST", "/v1/clips", body: body).status == 400, "\(body)")
@@ -538,6 +544,8 @@ final class RawConnection {
         #expect(wrong.0 == 401 && wrong.1.contains("the token given is not this recorder's"), "\(wrong.1)")
         #expect(try get(["-H", "Authorization: Bearer \(token)x", url]).0 == 401)
         #expect(try get(["-H", "Authorization: Bearer \(token)", url]).0 == 200)
+        // More than one space after the scheme (RFC 9110 allows it), and the scheme in another case.
+        #expect(try get(["-H", "Authorization: bearer   \(token)", url]).0 == 200)
         #expect(try get(["-H", "Authorization: bearer \(token)", url]).0 == 200, "the scheme is case-insensitive")
         // Two Authorization headers have no one meaning: refused whichever holds the token (the last one counted).
         for pair in [["wrong", token], [token, "wrong"], [token, token]] {
