@@ -368,7 +368,8 @@ final class HTTPServer: @unchecked Sendable {
                 connection, kind,
                 { context, _, key, value in
                     let box = Unmanaged<Box>.fromOpaque(context!).takeUnretainedValue()
-                    if let key {
+                    // An empty name (`?&&`, `?=1`) names no parameter: nothing is given.
+                    if let key, key.pointee != 0 {
                         let given = String(cString: key)
                         let name = box.lowercased ? given.lowercased() : given
                         let old = box.values.updateValue(value.map { String(cString: $0) } ?? "", forKey: name)

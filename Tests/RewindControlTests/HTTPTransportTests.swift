@@ -290,6 +290,8 @@ final class RawConnection {
         let wide = try curl(socket, "GET", "/v1/streams/camera/frame?at=1s&width=99999999999999999999")
         #expect(plain.status == 200 && wide.status == 200, "\(wide.body.prefix(200))")
         #expect(wide.body == plain.body)
+        // Empty parameters (`?&&&`) name none: nothing was given twice.
+        #expect(try curl(socket, "GET", "/v1/status?&&&").status == 200)
         for (method, path, body, expected, code) in cases {
             let answer = try curl(socket, method, path, body: body)
             #expect(answer.status == expected, "\(method) \(path) \(body ?? ""): \(answer)")
