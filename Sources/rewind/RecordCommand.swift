@@ -61,11 +61,14 @@ struct NamedInput {
             }
     }
 
+    /// What a stream name may be, in words: `all` is kept for every stream (`--stream all`).
+    static let nameRule = "1 to 64 of a-z, 0-9, _ and -; 'all' names every stream"
+
     /// Parses every `--input`: `NAME=SOURCE`, or `SOURCE` named `defaultName` (`--stream`); names are checked,
     /// unique, and at most one input reads stdin.
     static func parse(_ arguments: [String], defaultName: String) throws(UsageError) -> [NamedInput] {
         guard isValidName(defaultName) else {
-            throw UsageError("--stream: '\(defaultName)' is not a stream name (1 to 64 of a-z, 0-9, _ and -, not all)")
+            throw UsageError("--stream: '\(defaultName)' is not a stream name (\(nameRule))")
         }
         var inputs: [NamedInput] = []
         for argument in arguments {
@@ -79,7 +82,7 @@ struct NamedInput {
                 source = String(argument[argument.index(after: equals)...])
                 guard isValidName(name) else {
                     throw UsageError(
-                        "--input \(argument): '\(name)' is not a stream name (1 to 64 of a-z, 0-9, _ and -, not all)")
+                        "--input \(argument): '\(name)' is not a stream name (\(nameRule))")
                 }
             }
             inputs.append(NamedInput(name: name, spec: try InputSpec(parsing: source), argument: argument))
