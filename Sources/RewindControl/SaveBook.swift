@@ -241,7 +241,6 @@ final class SaveBook: Sendable {
                     APIError(.tooMany, "\(pending) saves are waiting or exporting (at most \(Self.maximumPending))"))
             }
             let id = state.nextID
-            state.nextID += 1
             let path = makesDirectory ? "\(path)-\(id).\(format.fileExtension)" : path
             // The files the save will write: one, or one per stream for formats with a single track.
             let files =
@@ -250,6 +249,22 @@ final class SaveBook: Sendable {
                 } else {
                     [path]
                 }
+            // A file another save or clip still writes: the later would replace it (both said `done`, one file).
+            let writing = Set(files.map(Self.samePath))
+            let pendingByID = state.entries.values.filter { !$0.object.state.isFinal }.sorted {
+                $0.object.id < $1.object.id
+            }
+            for other in pendingByID {
+                guard let file = other.object.files.first(where: { writing.contains(Self.samePath($0)) }) else {
+                    continue
+                }
+                return .failure(
+                    APIError(
+                        .conflict,
+                        "\(other.isClip ? "clip" : "save") \(other.object.id) is writing \(file) still: wait for it "
+                            + "(GET /v1/saves/\(other.object.id)) or give another path"))
+            }
+            state.nextID += 1
             // A recorder that runs for months keeps the newest finished saves only (their files stay on disk).
             let finished = state.entries.values.filter { $0.object.state.isFinal }.map(\.object.id).sorted()
             for old in finished.prefix(max(0, finished.count - finishedKept + 1)) { state.entries[old] = nil }
@@ -818,6 +833,11 @@ final class SaveBook: Sendable {
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }
         onFinish(result, finished, entry.isClip)
+    }
+
+    /// `path` as two requests naming one file compare: absolute, `.` and `..` resolved.
+    private static func samePath(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
     }
 
     /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.

@@ -95,6 +95,30 @@ import Testing
         #expect(live.log.summaries.withAnnotatedLock { $0 }.compactMap { $0 }.count == 3)
     }
 
+    /// A save or clip to a file another one still writes is a conflict naming it (both said `done` and the file
+    /// held the later one); once that one is final, the path is free again.
+    @Test func aSaveToAFileAnotherStillWritesIsAConflict() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let path = "\(live.directory)/same.mkv"
+        let first = try #require(try live.client.save(SaveRequest(before: "1s", after: "1h", path: path)))
+        #expect(first.state == .waiting)
+        for spelled in [path, "\(live.directory)/./same.mkv"] {
+            #expect {
+                _ = try live.client.save(SaveRequest(last: "1s", path: spelled, wait: true))
+            } throws: { error in
+                guard case ControlError.refused(let refusal) = error else { return false }
+                return refusal.code == .conflict
+                    && refusal.message.hasPrefix("save \(first.id) is writing \(path) still: wait for it")
+            }
+        }
+        let other = try live.client.save(SaveRequest(last: "1s", path: "\(live.directory)/other.mkv", wait: true))
+        #expect(other?.state == .done)
+        _ = try live.client.cancelSave(id: first.id)
+        let again = try live.client.save(SaveRequest(last: "1s", path: path, wait: true))
+        #expect(again?.state == .done)
+    }
+
     /// A save with pre-roll and post-roll of frames arriving in real time holds exactly the frames from
     /// trigger − before to trigger + after: it waits for the post-roll, and its pre-roll is there although it left
     /// memory meanwhile (the window is 2 s; the post-roll 1.5 s).
