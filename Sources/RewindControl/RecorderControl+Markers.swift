@@ -9,7 +9,9 @@ extension RecorderControl {
     private func markerStore() throws -> SegmentStore {
         guard let store = recorder.store else {
             throw APIError(
-                .conflict, "markers are kept in the store, and this recorder records without one (spill off)")
+                .conflict,
+                "markers are kept in the store, and this recorder records without one (spill off): record with a "
+                    + "store to mark; 'rewind unmark' changes a store no recorder runs on")
         }
         return store
     }

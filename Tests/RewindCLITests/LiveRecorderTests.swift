@@ -548,6 +548,15 @@ import Testing
         #expect(save.stderr.contains("was cut short at") && save.stderr.contains("had no room for the rest"))
         #expect(FileManager.default.fileExists(atPath: path))
         #expect(recorder.process.isRunning, "the recorder goes on")
+        // Markers live in a store, which it has none of: said, with what to do (it gave no way on).
+        for command in [["mark", "--label", "x"], ["unmark", "--id", "1"]] {
+            let refused = try Tool.rewind([command[0], "--store", store] + command.dropFirst())
+            #expect(refused.status == 1, "\(command[0]): \(refused.stderr)")
+            #expect(
+                refused.stderr.contains(
+                    "records without one (spill off): record with a store to mark; 'rewind "
+                        + "unmark' changes a store no recorder runs on"), "\(command[0]): \(refused.stderr)")
+        }
         recorder.process.terminate()
         _ = try recorder.finish(timeout: .seconds(60))
     }
