@@ -258,9 +258,19 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
     }
     var firstReady: ContinuousClock.Instant?
     var saidWaiting = false
-    let start = ContinuousClock.now
+    var start = ContinuousClock.now
+    // A pause of the whole process (SIGSTOP, Ctrl-Z) is no wait of the inputs': their threads could not read either,
+    // so the allowances move on by it (an input whose header came during the pause was dropped as late).
+    var lastLook = start
     while true {
         _ = done.wait(timeout: .now() + .milliseconds(100))
+        let looked = ContinuousClock.now
+        if looked - lastLook > .seconds(1) {
+            let paused = looked - lastLook
+            start += paused
+            firstReady = firstReady.map { $0 + paused }
+        }
+        lastLook = looked
         let finished = results.withAnnotatedLock { $0 }
         // The first failure in input order, as the inputs were opened one after the other before.
         for index in inputs.indices {

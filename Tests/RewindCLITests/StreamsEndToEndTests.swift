@@ -523,6 +523,34 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         #expect(ended.output.contains("stream live: recorded 2 frames"), "\(ended.output)")
     }
 
+    /// A pause of the whole recorder while it waits for an input's Y4M header does not use up the header's
+    /// allowance: a header sent just after the recorder runs again is read (it ended at once saying no header came
+    /// within the duration and 5 s more, nothing recorded, counting the pause as the input's wait).
+    @Test func aPauseWhileWaitingForAHeaderIsNoWaitOfTheInput() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fifo = directory.appendingPathComponent("late.y4m").path
+        let writer = try Tool.openFIFO(fifo, sending: [])
+        defer { close(writer) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind(["record", "--store", store, "--input", "y4m:\(fifo)", "--duration", "1s"])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(recorder.process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 7)
+        kill(recorder.process.processIdentifier, SIGCONT)
+        Thread.sleep(forTimeInterval: 0.5)
+        // The header and 30 frames (1.2 s at 25 fps).
+        let frame = Array("FRAME\n".utf8) + [UInt8](repeating: 128, count: 16 * 16 * 3 / 2)
+        var bytes = Array("YUV4MPEG2 W16 H16 F25:1 Ip A1:1 C420jpeg\n".utf8)
+        for _ in 0..<30 { bytes += frame }
+        try #require(write(writer, bytes, bytes.count) == bytes.count)
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.output)\(ended.stderr)")
+        #expect(ended.output.contains("recorded 25 frames"), "\(ended.output)")
+        #expect(ended.output.contains("duration reached"), "\(ended.output)")
+    }
+
     @Test func aStalledInputEndsAloneOnceTheOthersReachTheirDuration() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }
