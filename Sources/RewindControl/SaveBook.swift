@@ -835,9 +835,19 @@ final class SaveBook: Sendable {
         onFinish(result, finished, entry.isClip)
     }
 
-    /// `path` as two requests naming one file compare: absolute, `.` and `..` resolved.
+    /// `path` as two requests naming one file compare: absolute, `.` and `..` resolved, and symbolic links followed
+    /// as the export follows them (its directory's, and the file's own, to a file that may not exist yet).
     private static func samePath(_ path: String) -> String {
-        URL(fileURLWithPath: path).standardizedFileURL.path
+        var url = URL(fileURLWithPath: path).standardizedFileURL
+        // A link to a link…: followed a few times at most (a loop is left as it is: the export fails on it).
+        for _ in 0..<8 {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: url.path) else { break }
+            url = URL(fileURLWithPath: target, relativeTo: url.deletingLastPathComponent()).standardizedFileURL
+        }
+        let directory = url.deletingLastPathComponent().path
+        guard let real = realpath(directory, nil) else { return url.path }
+        defer { free(real) }
+        return URL(fileURLWithPath: String(cString: real)).appendingPathComponent(url.lastPathComponent).path
     }
 
     /// Writes a save of one stream: the pinned pre-roll first (memory only), then what came after it.

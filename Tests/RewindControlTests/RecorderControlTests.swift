@@ -103,7 +103,12 @@ import Testing
         let path = "\(live.directory)/same.mkv"
         let first = try #require(try live.client.save(SaveRequest(before: "1s", after: "1h", path: path)))
         #expect(first.state == .waiting)
-        for spelled in [path, "\(live.directory)/./same.mkv"] {
+        // Spelled otherwise: through `.`, a link to its directory, a link to the file (which does not exist yet).
+        let alias = "\(live.directory)/alias"
+        try FileManager.default.createSymbolicLink(atPath: alias, withDestinationPath: live.directory)
+        let link = "\(live.directory)/link.mkv"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "same.mkv")
+        for spelled in [path, "\(live.directory)/./same.mkv", "\(alias)/same.mkv", link] {
             #expect {
                 _ = try live.client.save(SaveRequest(last: "1s", path: spelled, wait: true))
             } throws: { error in
