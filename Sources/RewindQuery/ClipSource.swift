@@ -152,8 +152,9 @@ public enum ClipSource: Sendable {
     }
 
     /// How many frames an export of `range` (pts nanoseconds on the stream clock) writes at most, for its
-    /// progress: the frame rate over the part of the range the stream's frames span, since a range may reach far
-    /// before the oldest frame kept (`last: 1h`: an export 89 % done said 7 %).
+    /// progress: the frame rate over the part of the range the stream's frames span, less its gaps (pauses, stops,
+    /// losses), since a range may reach far before the oldest frame kept or over nights without a recorder
+    /// (`last: 1h`: an export 89 % done said 7 %).
     public func framesAtMost(in range: Range<Int64>) -> Double {
         let step = max(1, stream.frameDuration.nanoseconds ?? 1)
         var (lower, upper) = (range.lowerBound, range.upperBound)
@@ -161,7 +162,14 @@ public enum ClipSource: Sendable {
             lower = max(lower, span.lowerBound)
             upper = min(upper, span.upperBound.addingSaturating(step))
         }
-        return max(0, Double(upper) - Double(lower)) / Double(step)
+        guard upper > lower else { return 0 }
+        var gaps = (try? storedStream().map { store, row in try store.gaps(streamName: row.name) }) ?? nil
+        if let live, live.store == nil { gaps = live.memoryGaps }
+        let empty = (gaps ?? []).reduce(0.0) { total, gap in
+            guard gap.endNanoseconds > lower, gap.startNanoseconds < upper else { return total }
+            return total + Double(min(gap.endNanoseconds, upper)) - Double(max(gap.startNanoseconds, lower))
+        }
+        return max(0, Double(upper) - Double(lower) - empty) / Double(step)
     }
 
     /// The pts range of the last `duration`: `(newest − duration, newest]`.

@@ -31,6 +31,34 @@ import Testing
         #expect(source.framesAtMost(in: 2 * hour..<3 * hour) == 0)
     }
 
+    /// A range over a stretch without frames (the recorder stopped overnight) counts none there: an export's
+    /// progress reached 0.58 and jumped to 1.
+    @Test func theFramesARangeHoldsAtMostLeaveOutItsGaps() throws {
+        let layout = try FrameLayout(format: .i420, width: 64, height: 2)
+        var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 30)
+        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
+        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
+        defer { buffer.deallocate() }
+        let stop: Int64 = 10_000_000_000
+        var lastBefore: Int64 = 0
+        var index = 0
+        while var info = try camera.readFrame(into: buffer) {
+            // Frames 15… come 10 s later: the recorder was stopped in between.
+            if index == 15 {
+                try writer.recordGap(start: lastBefore, end: info.ptsNanoseconds + stop, reason: .recorderStopped)
+            }
+            if index >= 15 { info.ptsNanoseconds += stop } else { lastBefore = info.ptsNanoseconds }
+            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+            index += 1
+        }
+        try writer.close()
+        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let hour: Int64 = 3_600_000_000_000
+        // 30 frames, less the one a gap starts at by convention (the kept frame before it) at most.
+        #expect(abs(source.framesAtMost(in: -hour..<hour) - 30) <= 1, "\(source.framesAtMost(in: -hour..<hour))")
+    }
+
     @Test func anNV12ExportFromDiskIsTheStoredFramesInI420() throws {
         // 1024×512: 256 KiB of chroma, where frames from memory are converted on a helper thread instead.
         let layout = try FrameLayout(format: .nv12, width: 1024, height: 512)
