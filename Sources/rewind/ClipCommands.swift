@@ -630,10 +630,13 @@ private func trackCount(_ tracks: Int) -> String {
 /// named when `namingStreams` (`(camera: damaged)`), five at most; nil when there are none.
 func lostGapsLine(_ gaps: [GapObject], namingStreams: Bool) -> String? {
     guard !gaps.isEmpty else { return nil }
-    let shown = gaps.prefix(5).map { gap in
-        // To the nanosecond where the two ends would read alike (gaps of tiny frames at high rates).
-        let (start, end) = formatSecondsApart(gap.startNanoseconds, gap.endNanoseconds)
-        return "\(start) … \(end) (" + (namingStreams ? "\(gap.stream): " : "") + "\(gap.reason))"
+    // To the nanosecond where two of the times would read alike (gaps of tiny frames at high rates, the gaps of two
+    // streams a few ns apart), every time of the line alike.
+    let listed = Array(gaps.prefix(5))
+    let times = formatSecondsApart(listed.flatMap { [$0.startNanoseconds, $0.endNanoseconds] })
+    let shown = listed.indices.map { index in
+        "\(times[2 * index]) … \(times[2 * index + 1]) ("
+            + (namingStreams ? "\(listed[index].stream): " : "") + "\(listed[index].reason))"
     }
     return "  the range has \(count(gaps.count, "gap")) where frames were lost: " + shown.joined(separator: ", ")
         + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")

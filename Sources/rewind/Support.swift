@@ -130,14 +130,33 @@ func checkStoreDirectory(_ path: String) throws {
     guard lstat(path, &link) == 0 else { return }
     var target = stat()
     guard stat(path, &target) == 0 else {
-        let destination = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?"
+        if errno == ELOOP {
+            throw UsageError(
+                "--store: '\(path)' is a loop of symbolic links, which leads to no directory; give another --store",
+                showsHelp: false)
+        }
+        // The end of a chain of links: the path that does not exist.
+        var destination = path
+        for _ in 0..<40 {
+            guard let next = try? FileManager.default.destinationOfSymbolicLink(atPath: destination) else { break }
+            destination =
+                next.hasPrefix("/")
+                ? next : URL(fileURLWithPath: destination).deletingLastPathComponent().path + "/" + next
+        }
         throw UsageError(
             "--store: '\(path)' is a symbolic link to '\(destination)', which does not exist; make that directory "
                 + "or give another --store", showsHelp: false)
     }
     let type = target.st_mode & S_IFMT
     guard type == S_IFDIR else {
-        let kind = type == S_IFREG ? "a file" : type == S_IFCHR || type == S_IFBLK ? "a device" : "not a directory"
+        let kind =
+            switch type {
+            case S_IFREG: "a file"
+            case S_IFCHR, S_IFBLK: "a device"
+            case S_IFIFO: "a FIFO"
+            case S_IFSOCK: "a socket"
+            default: "neither a file nor a directory"
+            }
         throw UsageError(
             "--store: '\(path)' is \(kind), not a store directory; give the directory that holds index.sqlite",
             showsHelp: false)

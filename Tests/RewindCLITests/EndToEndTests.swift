@@ -577,6 +577,20 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("gone").path))
         let device = try Tool.rewind(["info", "--store", "/dev/null"])
         #expect(device.status == 64 && device.stderr.contains("'/dev/null' is a device, not"), "\(device.stderr)")
+        // A chain of links is named by where it ends; a loop of them, and a FIFO, as what they are.
+        let chain = directory.appendingPathComponent("chain").path
+        try FileManager.default.createSymbolicLink(atPath: chain, withDestinationPath: "dangling")
+        let chained = try Tool.rewind(["info", "--store", chain])
+        #expect(
+            chained.stderr.contains("is a symbolic link to '\(missing)', which does not exist"), "\(chained.stderr)")
+        let loop = directory.appendingPathComponent("loop").path
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: "loop")
+        let looped = try Tool.rewind(["info", "--store", loop])
+        #expect(looped.status == 64 && looped.stderr.contains("is a loop of symbolic links"), "\(looped.stderr)")
+        let fifo = directory.appendingPathComponent("fifo").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let piped = try Tool.rewind(["info", "--store", fifo])
+        #expect(piped.status == 64 && piped.stderr.contains("is a FIFO, not a store directory"), "\(piped.stderr)")
     }
 
     /// Exit statuses from the README's table for inputs and values that cannot work: a directory as a Y4M input

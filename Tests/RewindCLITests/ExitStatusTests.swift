@@ -35,6 +35,21 @@ import Testing
         #expect(into.output.contains("the range has 1 gap where frames were lost: 0.466s … 1.466s"), "\(into.output)")
     }
 
+    /// The gaps of two streams a few nanoseconds apart read apart in one line, to the nanosecond, and a time that
+    /// is not zero does not read as zero.
+    @Test func lostGapsOfSeveralStreamsReadApart() throws {
+        let line = try #require(
+            lostGapsLine(
+                [
+                    GapObject(stream: "a", startNanoseconds: 0, endNanoseconds: 27_433_000_000, reason: "disk error"),
+                    GapObject(
+                        stream: "b", startNanoseconds: 148_671, endNanoseconds: 27_433_482_004, reason: "disk error"),
+                ], namingStreams: true))
+        #expect(
+            line == "  the range has 2 gaps where frames were lost: 0ns … 27433000000ns (a: disk error), 148671ns … "
+                + "27433482004ns (b: disk error)", "\(line)")
+    }
+
     @Test func aBackwardsRangeIsAUsageErrorNamingBothTimes() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
