@@ -192,10 +192,13 @@ public struct ControlClient: Sendable {
                     System.sleep(for: .milliseconds(50))
                     continue
                 }
-                // Still answering: it did not stop. (One being killed may still take a connection for a moment, its
-                // listening socket closed after the connection that broke, but answers nothing: it said "yet it
-                // still runs" of a killed recorder.)
+                // Still answering, or still taking connections a moment later (short of threads, it closes each
+                // unanswered): it did not stop. One being killed takes a connection for a moment, its listening
+                // socket closed after the connection that broke, and none after (it said "yet it still runs" of a
+                // killed recorder).
                 if answersHealth() { throw ControlError.connectionDropped(request: what) }
+                System.sleep(for: .milliseconds(500))
+                if try connect() != nil { throw ControlError.connectionDropped(request: what) }
                 throw error
             }
             return (head.status, try connection.readBody(head, what: what))

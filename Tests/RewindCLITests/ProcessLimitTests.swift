@@ -210,7 +210,14 @@ struct ThreadLimitTests {
         #expect(dropped.stderr.contains("closed the connection without answering"), "\(dropped.stderr)")
         #expect(dropped.stderr.contains("raise its limit on threads"), "\(dropped.stderr)")
         // Room for one more task: the request's thread, then the save's, but not ffmpeg's process. The save fails
-        // for the limit, exit 71 as a save from the disk would (it was 1, an export failure like any other).
+        // for the limit, exit 71 as a save from the disk would (it was 1, an export failure like any other). (The
+        // recorder's tasks counted again once they settle: one it started since counts too.)
+        try cgroup.setMax(10_000)
+        counts = []
+        try waitUntil("the recorder's threads settle again", timeout: .seconds(60), interval: .milliseconds(100)) {
+            counts.append(cgroup.current)
+            return counts.count >= 5 && Set(counts.suffix(5)).count == 1
+        }
         try cgroup.setMax(counts.last! + 1)
         let refused = try Tool.rewind([
             "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("refused.mp4").path,

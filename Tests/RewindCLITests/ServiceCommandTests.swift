@@ -393,32 +393,41 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
-    /// A connection closed without an answer: by a recorder being killed (its socket still takes connections for a
-    /// moment, but answers nothing), the client says the recorder stopped before it finished (it said "yet it still
-    /// runs"); by one that answers its health check, that it closed the connection while it runs. Each exits 69.
+    /// A connection closed without an answer: by a recorder being killed (its socket takes a connection for a
+    /// moment, and none after), the client says the recorder stopped before it finished (it said "yet it still
+    /// runs"); by one that goes on taking connections (short of threads, it closes each unanswered), that it closed
+    /// the connection while it runs. Each exits 69.
     @Test func aConnectionClosedWithoutAnAnswerIsToldFromAKilledRecorder() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let socket = directory.appendingPathComponent("rewind.sock").path
-        // Closes every connection once its head is read; with `health`, answers GET /v1/health first.
+        // `dying`: answers the streams' list as a recorder does, then closes the next connection unanswered and
+        // its listening socket with it. `silent`: closes every connection once its head is read.
+        let streams =
+            #"{"streams":[{"chroma_siting":"unspecified","color_matrix":"bt709","color_range":"video","format":"nv12","#
+            + #""frame_duration_ns":33333333,"height":2,"name":"camera","pixel_aspect":"1:1","recording":true,"#
+            + #""width":64}]}"#
         let server =
-            "import socket, sys\n"
+            "import socket, sys, time\n"
             + "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16); print('ready', flush=True)\n"
+            + "body = sys.argv[3].encode()\n"
             + "while True:\n"
             + "    c, _ = s.accept(); c.settimeout(5); data = b''\n"
             + "    while b'\\r\\n\\r\\n' not in data:\n"
             + "        chunk = c.recv(4096)\n"
             + "        if not chunk: break\n"
             + "        data += chunk\n"
-            + "    if sys.argv[2] == 'health' and data.startswith(b'GET /v1/health'):\n"
-            + "        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 15\\r\\nConnection: close\\r\\n\\r\\n{\"status\":\"ok\"}')\n"
+            + "    if sys.argv[2] == 'dying' and data.startswith(b'GET /v1/streams'):\n"
+            + "        c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n'\n"
+            + "            b'Connection: close\\r\\n\\r\\n' % len(body) + body); c.close(); continue\n"
             + "    c.close()\n"
+            + "    if sys.argv[2] == 'dying': s.close(); time.sleep(60)\n"
         for (mode, expected) in [
-            ("silent", "the recorder stopped before it finished the marker"),
-            ("health", "the recorder closed the connection without answering the marker, yet it still runs"),
+            ("dying", "the recorder stopped before it finished the marker"),
+            ("silent", "the recorder closed the connection without answering the marker, yet it still runs"),
         ] {
             try? FileManager.default.removeItem(atPath: socket)
-            let fake = try ExternalTools.Child("/usr/bin/python3", ["-c", server, socket, mode])
+            let fake = try ExternalTools.Child("/usr/bin/python3", ["-c", server, socket, mode, streams])
             defer { if fake.process.isRunning { kill(fake.process.processIdentifier, SIGKILL) } }
             try waitUntil("the server listens") { fake.output.contains("ready") }
             let mark = try Tool.rewind(["mark", "--store", directory.path, "--label", "x"], timeout: .seconds(60))
