@@ -10,20 +10,33 @@ import Testing
 /// An export from disk decodes on a second thread while the caller's thread writes, and converts NV12 chroma on
 /// the writing thread: what reaches the `.y4m` is exactly the stored frames in I420.
 @Suite(.timeLimit(.minutes(15))) struct DiskExportTests {
-    /// An export's progress counts the frames the range can hold: the frame rate over the part of it the stream's
-    /// frames span, not over a range reaching an hour before the oldest frame (it said 7 % when 89 % was written).
-    @Test func theFramesARangeHoldsAtMostAreCountedWhereTheStreamHasFrames() throws {
+    /// A store of 30 tiny frames at 30 fps; with `stoppedFor`, frames 15… come that much later, the stretch between
+    /// a `recorder stopped` gap (from frame 14, the kept frame before it).
+    private func thirtyFrames(stoppedFor stop: Int64 = 0) throws -> ClipSource {
         let layout = try FrameLayout(format: .i420, width: 64, height: 2)
         var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 30)
         let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
         let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
         defer { buffer.deallocate() }
-        while let info = try camera.readFrame(into: buffer) {
+        var lastBefore: Int64 = 0
+        var index = 0
+        while var info = try camera.readFrame(into: buffer) {
+            if stop > 0 && index == 15 {
+                try writer.recordGap(start: lastBefore, end: info.ptsNanoseconds + stop, reason: .recorderStopped)
+            }
+            if index >= 15 { info.ptsNanoseconds += stop } else { lastBefore = info.ptsNanoseconds }
             try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+            index += 1
         }
         try writer.close()
-        let source = ClipSource.store(store, stream: try store.streams()[0])
+        return ClipSource.store(store, stream: try store.streams()[0])
+    }
+
+    /// An export's progress counts the frames the range can hold: the frame rate over the part of it the stream's
+    /// frames span, not over a range reaching an hour before the oldest frame (it said 7 % when 89 % was written).
+    @Test func theFramesARangeHoldsAtMostAreCountedWhereTheStreamHasFrames() throws {
+        let source = try thirtyFrames()
         let hour: Int64 = 3_600_000_000_000
         #expect(abs(source.framesAtMost(in: -hour..<hour) - 30) < 0.01)
         #expect(abs(source.framesAtMost(in: Int64.min..<Int64.max) - 30) < 0.01)
@@ -34,26 +47,7 @@ import Testing
     /// A range over a stretch without frames (the recorder stopped overnight) counts none there: an export's
     /// progress reached 0.58 and jumped to 1.
     @Test func theFramesARangeHoldsAtMostLeaveOutItsGaps() throws {
-        let layout = try FrameLayout(format: .i420, width: 64, height: 2)
-        var camera = SyntheticCamera(layout: layout, frameDuration: FrameTime(value: 1, timescale: 30), frameCount: 30)
-        let store = try SegmentStore.open(directory: try TemporaryDirectory.store())
-        let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: layout.byteCount, alignment: 64)
-        defer { buffer.deallocate() }
-        let stop: Int64 = 10_000_000_000
-        var lastBefore: Int64 = 0
-        var index = 0
-        while var info = try camera.readFrame(into: buffer) {
-            // Frames 15… come 10 s later: the recorder was stopped in between.
-            if index == 15 {
-                try writer.recordGap(start: lastBefore, end: info.ptsNanoseconds + stop, reason: .recorderStopped)
-            }
-            if index >= 15 { info.ptsNanoseconds += stop } else { lastBefore = info.ptsNanoseconds }
-            try writer.append(FrameView(layout: layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
-            index += 1
-        }
-        try writer.close()
-        let source = ClipSource.store(store, stream: try store.streams()[0])
+        let source = try thirtyFrames(stoppedFor: 10_000_000_000)
         let hour: Int64 = 3_600_000_000_000
         // 30 frames, less the one a gap starts at by convention (the kept frame before it) at most.
         #expect(abs(source.framesAtMost(in: -hour..<hour) - 30) <= 1, "\(source.framesAtMost(in: -hour..<hour))")
