@@ -43,15 +43,13 @@ extension ClipSource {
     ///
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
     public func lostGaps(in range: Range<Int64>) -> [GapRow] {
-        var gaps = try? storedStream().map { store, row in try store.gaps(streamName: row.name) }
-        // Without a store, the recorder keeps them itself.
-        if let live, live.store == nil { gaps = live.memoryGaps }
+        let gaps = recordedGaps()
         // Frames a live recorder accepted and could not write (a disk error) are read from its memory while it holds
         // them: such a gap lost only what left memory before the ring's oldest frame (it said frames were lost when
         // the file held every one).
         let oldest = live.flatMap { $0.store == nil ? nil : $0.ring.statistics.firstPTSNanoseconds }
-        let step = max(1, stream.frameStepNanoseconds)
-        return (gaps ?? []).compactMap { found -> GapRow? in
+        let step = stream.frameStepNanoseconds
+        return gaps.compactMap { found -> GapRow? in
             var gap = found
             if let oldest, gap.reason.isLossOfAcceptedFrames, gap.endNanoseconds > oldest {
                 // The gap starts at the frame kept before it (or, with none, at its first lost one): memory holding
@@ -67,6 +65,13 @@ extension ClipSource {
             guard start < Int64.max, range.upperBound <= start + 1 else { return gap }
             return (try? hasFrames(in: start..<(start + 1))) != true ? gap : nil
         }.sorted { $0.startNanoseconds < $1.startNanoseconds }
+    }
+
+    /// Every gap of the stream, of any reason: as the store records them, or without one as the recorder keeps them
+    /// itself (``RecorderStream/memoryGaps``); none when they cannot be read.
+    func recordedGaps() -> [GapRow] {
+        if let live, live.store == nil { return live.memoryGaps }
+        return ((try? storedStream().map { store, row in try store.gaps(streamName: row.name) }) ?? nil) ?? []
     }
 
     /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).

@@ -163,9 +163,7 @@ public enum ClipSource: Sendable {
             upper = min(upper, span.upperBound.addingSaturating(step))
         }
         guard upper > lower else { return 0 }
-        var gaps = (try? storedStream().map { store, row in try store.gaps(streamName: row.name) }) ?? nil
-        if let live, live.store == nil { gaps = live.memoryGaps }
-        let empty = (gaps ?? []).reduce(0.0) { total, gap in
+        let empty = recordedGaps().reduce(0.0) { total, gap in
             guard gap.endNanoseconds > lower, gap.startNanoseconds < upper else { return total }
             return total + Double(min(gap.endNanoseconds, upper)) - Double(max(gap.startNanoseconds, lower))
         }
