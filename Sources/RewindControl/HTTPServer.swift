@@ -268,14 +268,6 @@ final class HTTPServer: @unchecked Sendable {
                 ).response(status: 503)
             } else if let problem = framingProblem(collect(connection, .HEADER_KIND, lowercased: true)) {
                 exchange.refusal = APIError(.badRequest, problem).response
-            } else if header(connection, "Content-Length") != nil, header(connection, "Transfer-Encoding") != nil {
-                // Two framings of one body: a proxy in front may read the other one (request smuggling).
-                exchange.refusal =
-                    APIError(
-                        .badRequest,
-                        "the request gives both Content-Length and Transfer-Encoding, which HTTP/1.1 forbids (RFC 9112): "
-                            + "frame the body one way"
-                    ).response
             } else if let length = header(connection, "Content-Length").flatMap(Int.init),
                 length > limits.maximumBodyBytes
             {
@@ -330,11 +322,16 @@ final class HTTPServer: @unchecked Sendable {
         return queue(response, on: connection)
     }
 
-    /// What is wrong with how a request frames its body, from its headers (names lowercased): a `Content-Length` or
-    /// `Transfer-Encoding` given twice (two values for one body: a proxy in front may read the other one, request
-    /// smuggling; RFC 9112 §6.3), or a transfer coding other than `chunked` alone, which this server does not read
-    /// (it waited for the request's time to run out, answering nothing). Nil when the framing is one it reads.
+    /// What is wrong with how a request frames its body, from its headers (names lowercased): both framings, or a
+    /// `Content-Length` or `Transfer-Encoding` given twice (two readings of one body: a proxy in front may take the
+    /// other one, request smuggling; RFC 9112 §6.3), or a transfer coding other than `chunked` alone, which this
+    /// server does not read (it waited for the request's time to run out, answering nothing). Nil when the framing
+    /// is one it reads.
     private func framingProblem(_ headers: (values: [String: String], repeated: Set<String>)) -> String? {
+        if headers.values["content-length"] != nil, headers.values["transfer-encoding"] != nil {
+            return "the request gives both Content-Length and Transfer-Encoding, which HTTP/1.1 forbids (RFC 9112): "
+                + "frame the body one way"
+        }
         for name in ["Content-Length", "Transfer-Encoding"] where headers.repeated.contains(name.lowercased()) {
             return "the request gives \(name) more than once, which HTTP/1.1 forbids for one body (RFC 9112): give it "
                 + "once"
