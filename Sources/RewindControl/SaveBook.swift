@@ -88,6 +88,9 @@ final class SaveBook: Sendable {
         /// Each written file's device and inode when the export finished: a download checks that the file at the
         /// path is still the one written (a later export to the same path replaces it).
         var fileIdentities: [FileIdentity] = []
+        /// `object.files` as ``SaveBook/samePath(_:)`` resolves them (none for a file the recorder names itself,
+        /// `DIR/exports/save-…-ID`): a later save to one of them while this one is pending is a conflict.
+        var claimedFiles: [String] = []
     }
 
     struct State {
@@ -233,6 +236,9 @@ final class SaveBook: Sendable {
             memoryPins[member.name] = [member.ring.pin(clock.ptsRange(range))]
         }
         let pinnedDrops = memoryPins.isEmpty ? 0 : Self.pinnedDrops(target.streams)
+        // The files a path the client gave stands for, links followed, before the lock (the file system may be
+        // slow): one that another pending save or clip writes is a conflict below.
+        let claimed = makesDirectory ? [] : Self.files(for: path, target: target, format: format).map(Self.samePath)
         let result: Result<SaveObject, APIError> = state.withAnnotatedLock { state in
             if state.stopping { return .failure(APIError(.stopping, "the recorder is stopping")) }
             let pending = state.entries.values.filter { !$0.object.state.isFinal }.count
@@ -242,22 +248,14 @@ final class SaveBook: Sendable {
             }
             let id = state.nextID
             let path = makesDirectory ? "\(path)-\(id).\(format.fileExtension)" : path
-            // The files the save will write: one, or one per stream for formats with a single track.
-            let files =
-                if case .all(let streams) = target, format != .matroska {
-                    streams.map { StreamSet.fileName(for: path, stream: $0.name) }
-                } else {
-                    [path]
-                }
+            let files = Self.files(for: path, target: target, format: format)
             // A file another save or clip still writes: the later would replace it (both said `done`, one file).
-            let writing = Set(files.map(Self.samePath))
             let pendingByID = state.entries.values.filter { !$0.object.state.isFinal }.sorted {
                 $0.object.id < $1.object.id
             }
             for other in pendingByID {
-                guard let file = other.object.files.first(where: { writing.contains(Self.samePath($0)) }) else {
-                    continue
-                }
+                guard let index = other.claimedFiles.firstIndex(where: claimed.contains) else { continue }
+                let file = other.object.files[index]
                 return .failure(
                     APIError(
                         .conflict,
@@ -275,7 +273,7 @@ final class SaveBook: Sendable {
             state.entries[id] = Entry(
                 object: object, path: path, target: target, exportFormat: format, quality: quality, isClip: isClip,
                 followsLastSave: followsLastSave, makesDirectory: makesDirectory, holds: holds, memoryPins: memoryPins,
-                pinnedDropsAtStart: pinnedDrops)
+                pinnedDropsAtStart: pinnedDrops, claimedFiles: claimed)
             // Published under the lock: the control's thread may start its export as soon as it is let go, and its
             // `exporting` event came before this `waiting` one.
             events.publish("save", object)
@@ -833,6 +831,14 @@ final class SaveBook: Sendable {
         signalChange()
         if case .failure(let error) = result, error is Cancelled { return }
         onFinish(result, finished, entry.isClip)
+    }
+
+    /// The files a save to `path` writes: one, or one per stream for formats with a single track.
+    private static func files(for path: String, target: Target, format: ExportFormat) -> [String] {
+        if case .all(let streams) = target, format != .matroska {
+            return streams.map { StreamSet.fileName(for: path, stream: $0.name) }
+        }
+        return [path]
     }
 
     /// `path` as two requests naming one file compare: absolute, `.` and `..` resolved, and symbolic links followed
