@@ -259,18 +259,15 @@ private func openInputs(_ inputs: [NamedInput], pacing: RecordLoopOptions.Pacing
     var firstReady: ContinuousClock.Instant?
     var saidWaiting = false
     var start = ContinuousClock.now
-    // A pause of the whole process (SIGSTOP, Ctrl-Z) is no wait of the inputs': their threads could not read either,
-    // so the allowances move on by it (an input whose header came during the pause was dropped as late).
-    var lastLook = start
+    // A pause of the whole process is no wait of the inputs': the allowances move on by it (an input whose header
+    // came during the pause was dropped as late).
+    var watch = PauseWatch()
     while true {
         _ = done.wait(timeout: .now() + .milliseconds(100))
-        let looked = ContinuousClock.now
-        if looked - lastLook > .seconds(1) {
-            let paused = looked - lastLook
+        if let paused = watch.look() {
             start += paused
             firstReady = firstReady.map { $0 + paused }
         }
-        lastLook = looked
         let finished = results.withAnnotatedLock { $0 }
         // The first failure in input order, as the inputs were opened one after the other before.
         for index in inputs.indices {
@@ -774,6 +771,19 @@ struct InputStalled: Error, CustomStringConvertible {
     }
 }
 
+/// Tells a pause of the whole process (SIGSTOP, Ctrl-Z, a machine suspended) from a wait, for a loop that looks
+/// several times a second: a longer time between two looks was a pause, which no input's allowance may count (its
+/// thread could not read either).
+struct PauseWatch {
+    private var lastLook = ContinuousClock.now
+
+    /// How long the process was paused since the last look (nil for no pause: under a second between looks).
+    mutating func look(at now: ContinuousClock.Instant = .now) -> Duration? {
+        defer { lastLook = now }
+        return now - lastLook > .seconds(1) ? now - lastLook : nil
+    }
+}
+
 /// How long an input may give no frame, once every other input has ended or its `--duration` has passed on the wall
 /// clock, before a recording with `--duration` ends it as stalled.
 let inputStallTimeout = Duration.seconds(5)
@@ -794,15 +804,13 @@ private func waitForInputs(
     let start = ContinuousClock.now
     var pending = names.count
     var stopSeen: ContinuousClock.Instant?
-    // When this loop last looked, which it does every 200 ms: a longer wait was a pause of the process, from whose
-    // end the inputs' allowance counts.
-    var lastLook = start
+    // The inputs' allowance counts from the end of a pause of the process.
+    var watch = PauseWatch()
     var resumed = start
     while pending > 0 {
         let signalled = done.wait(timeout: .now() + .milliseconds(200)) == .success
         let now = ContinuousClock.now
-        if now - lastLook > .seconds(1) { resumed = now }
-        lastLook = now
+        if watch.look(at: now) != nil { resumed = now }
         if signalled {
             pending -= 1
             continue
