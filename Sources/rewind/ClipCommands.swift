@@ -207,9 +207,12 @@ private func exportAll(
     if format != .matroska {
         for member in holding { try checkNotADirectory(StreamSet.fileName(for: output, stream: member.name)) }
     }
-    // A file per stream, FIFOs among them: one stream after the other (as a reader of each in turn expects), each
-    // through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C still ends it.
-    if format != .matroska, holding.contains(where: { isFIFO(StreamSet.fileName(for: output, stream: $0.name)) }) {
+    // A file per stream, FIFOs or devices among them: one stream after the other (as a reader of each in turn
+    // expects), each through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C
+    // still ends it, and makes an .mp4 for a FIFO or device in a file first.
+    if format != .matroska,
+        holding.contains(where: { writesThroughAFile(StreamSet.fileName(for: output, stream: $0.name), format) })
+    {
         for member in holding {
             _ = try export(
                 from: member.source, range: member.clock.ptsRange(range),
@@ -737,6 +740,11 @@ func isSpecialFile(_ path: String) -> Bool {
     StagedExport.specialFileKind(path).map { $0 != "a directory" } ?? false
 }
 
+/// Whether an export to `path` in `format` is made in a temporary file first and copied into it: an `.mp4` for a
+/// FIFO or a device (`ln -s /dev/null x.mp4`), which ffmpeg finishes by seeking back and which is read back to check
+/// that it is whole.
+func writesThroughAFile(_ path: String, _ format: ExportFormat) -> Bool { format == .mp4 && isSpecialFile(path) }
+
 /// Refuses `--quality` where nothing is encoded: `.y4m` and `.mkv` are always uncompressed and exact.
 ///
 /// - Parameters:
@@ -778,22 +786,21 @@ func export(
     // Interrupted (SIGINT, SIGTERM): the export stops at its next frame and its partial file is removed; a second
     // signal ends this process at once.
     installStopHandlers(interruptsWaits: true)
-    // A FIFO is opened here, polling, so that Ctrl-C ends the command while nobody reads it; an .mp4, whose index
-    // ffmpeg writes last (seeking back), goes to a temporary file first and is copied into it.
+    // A FIFO is opened here, polling, so that Ctrl-C ends the command while nobody reads it; an .mp4 for a FIFO or a
+    // device, whose index ffmpeg writes last (seeking back) and which is read back to check it is whole, goes to a
+    // temporary file first and is copied into it.
     var fifo: Int32?
     var staged: String?
     defer {
         if let fifo { close(fifo) }
         if let staged { unlink(staged) }
     }
-    if output != "-" && isFIFO(output) {
-        if format == .mp4 {
-            staged = NSTemporaryDirectory() + "/.rewind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mp4"
-            destination = .path(staged!)
-        } else {
-            fifo = try openForWriting(output, command: command, what: "the \(command)")
-            destination = .fileDescriptor(FileDescriptor(rawValue: fifo!), name: output)
-        }
+    if output != "-" && writesThroughAFile(output, format) {
+        staged = NSTemporaryDirectory() + "/.rewind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mp4"
+        destination = .path(staged!)
+    } else if output != "-" && isFIFO(output) {
+        fifo = try openForWriting(output, command: command, what: "the \(command)")
+        destination = .fileDescriptor(FileDescriptor(rawValue: fifo!), name: output)
     }
     do {
         summary = try source.export(range: range, format: format, to: destination, quality: quality) { count, pts in

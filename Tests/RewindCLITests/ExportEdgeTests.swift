@@ -75,6 +75,43 @@ import Testing
         #expect(copied.count == 30 && copied == expected, "the .mp4 copied through the FIFO is the same")
     }
 
+    /// An `.mp4` to a device (a link to `/dev/null` named for the format), from the disk, of one stream and of each
+    /// of several: made in a temporary file and copied there, as for a FIFO (ffmpeg's file read back from the device
+    /// was taken for an unfinished one, exit 1), and no temporary file is left.
+    @Test func anMP4ToADeviceIsWrittenThroughAFile() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x120@30", "--input", "b=synthetic:160x120@30",
+            "--duration", "2s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        // The temporary .mp4 goes to TMPDIR: one of the test's own, so that it can tell none is left.
+        let temporary = directory.appendingPathComponent("tmp").path
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = temporary
+        for name in ["null.mp4", "null.a.mp4", "null.b.mp4"] {
+            try FileManager.default.createSymbolicLink(
+                atPath: directory.appendingPathComponent(name).path, withDestinationPath: "/dev/null")
+        }
+        let output = directory.appendingPathComponent("null.mp4").path
+        let one = try Tool.rewind(
+            [
+                "clip", "--store", store, "--stream", "a", "--from", "0s", "--to", "1s", "-o", output,
+            ], environment: environment)
+        #expect(one.status == 0, "\(one.stderr)")
+        #expect(one.output.contains("wrote 30 frames"), "\(one.output)")
+        let each = try Tool.rewind(
+            [
+                "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "1s", "-o", output,
+            ], environment: environment)
+        #expect(each.status == 0, "\(each.stderr)")
+        #expect(each.output.components(separatedBy: "wrote 30 frames").count == 3, "\(each.output)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "no temporary .mp4 is left")
+    }
+
     /// `--stream all` from the disk into a FIFO per stream: while nobody reads the first, it says it waits and
     /// Ctrl-C ends it (130); a reader of each in turn gets each stream's frames, the same as a file of it.
     @Test func everyStreamIntoItsOwnFIFOWaitsInterruptiblyAndWritesThemInTurn() throws {

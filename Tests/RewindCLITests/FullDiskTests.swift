@@ -365,6 +365,7 @@ struct FullDiskTests {
             let again = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", output])
             #expect(again.status == 1, "\(again.output)\(again.stderr)")
             #expect(again.stderr.contains("No space left on device"), "\(again.stderr)")
+            #expect(!again.stderr.contains("failed (exit status 0)"), "ffmpeg said it succeeded: \(again.stderr)")
             #expect(try ExternalTools.frameMD5s(output) == kept, "the file it would have replaced is whole")
             #expect(try FileManager.default.contentsOfDirectory(atPath: disk).sorted() == ["ballast", "keep.mp4"])
         }

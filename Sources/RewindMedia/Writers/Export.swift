@@ -156,11 +156,16 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .toolFailed(let tool, let status, let log, let cause):
             // ChildProcess reports a child ended by a signal as 128 + the signal's number.
             var message =
-                (129...192).contains(status)
-                ? "\(tool) was ended by signal \(status - 128) (\(String(cString: strsignal(status - 128))))"
-                : "\(tool) failed (exit status \(status))"
+                if (129...192).contains(status) {
+                    "\(tool) was ended by signal \(status - 128) (\(String(cString: strsignal(status - 128))))"
+                } else if status == 0 {
+                    // It said it succeeded, but what it made is not whole (the cause says how).
+                    "\(cause ?? "\(tool) did not finish its output") (\(tool) exited with status 0)"
+                } else {
+                    "\(tool) failed (exit status \(status))"
+                }
             if !log.isEmpty { message += ":\n\(log)" }
-            if let cause, log.isEmpty { message += " after \(cause)" }
+            if let cause, log.isEmpty, status != 0 { message += " after \(cause)" }
             return message
         case .system(let action, let errno):
             return "\(action): \(errno)"
