@@ -137,7 +137,9 @@ public struct SoakConfiguration: Sendable {
         }
         guard noise >= 0 && noise <= 8 else { throw .init("--noise must be 0…8 code values") }
         guard windowNanoseconds > 0 else { throw .init("--window must be longer than 0s") }
-        let frameNanoseconds = frameDuration.nanoseconds ?? 0
+        // Frame times are whole nanoseconds rounded down: at 30 fps two frames lie 33 333 333 or 33 333 334 ns apart,
+        // and the window must span the longer step.
+        let frameNanoseconds = frameDuration.nanosecondsRoundedUp ?? 0
         guard windowNanoseconds >= frameNanoseconds else {
             let (window, frame) = formatSecondsApart(windowNanoseconds, frameNanoseconds)
             throw .init(

@@ -1037,7 +1037,9 @@ func checkMemoryFits(_ streams: [StreamDescription], _ configuration: RecorderCo
             "--memory: \(given) cannot hold \(what) (\(needed) in whole pages); give at least --memory "
                 + "\((smallestBudget + 1023) / 1024)KiB", showsHelp: false)
     }
-    let frameNanoseconds = streams.map { $0.frameDuration.nanoseconds ?? 0 }.max() ?? 0
+    // Frame times are whole nanoseconds rounded down: at 30 fps two frames lie 33 333 333 or 33 333 334 ns apart, and
+    // the window must span the longer step.
+    let frameNanoseconds = streams.map { $0.frameDuration.nanosecondsRoundedUp ?? 0 }.max() ?? 0
     guard configuration.window >= .nanoseconds(frameNanoseconds) else {
         // To the millisecond they may read the same (33ms against 33.333…ms): then to the nanosecond.
         let (window, frame) = formatSecondsApart(configuration.window.nanosecondsClamped, frameNanoseconds)

@@ -177,16 +177,28 @@ import Testing
         ])
         #expect(record.status == 64, "\(record.stderr)")
         #expect(
-            record.stderr.contains("--window: 33000000ns is shorter than one frame of this input (33333333ns)"),
+            record.stderr.contains("--window: 33000000ns is shorter than one frame of this input (33333334ns)"),
             "\(record.stderr)")
         #expect(record.stderr.contains("give at least --window 34ms") && !record.stderr.contains("usage:"))
         let soak = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--fps", "30", "--window", "33ms"])
         #expect(
-            soak.status == 64 && soak.stderr.contains("a window of 33000000ns is shorter than one frame (33333333ns)"))
+            soak.status == 64 && soak.stderr.contains("a window of 33000000ns is shorter than one frame (33333334ns)"))
+        // Frame times are rounded down to the nanosecond, so frames lie up to a nanosecond more than the frame
+        // duration apart: a window of the duration rounded down holds no frame before the newest at such steps.
+        let rounded = try Tool.rewind([
+            "soak", "--duration", "1s", "--size", "64x48", "--fps", "30000/1001", "--window", "33366666ns",
+        ])
+        #expect(
+            rounded.status == 64 && rounded.stderr.contains("is shorter than one frame (33366667ns)"),
+            "\(rounded.stderr)")
+        let roundedRecord = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--window", "33333333ns", "--duration", "1s",
+        ])
+        #expect(roundedRecord.status == 64, "\(roundedRecord.stderr)")
         // A window that would read as 0.000s is told in nanoseconds too.
         let tiny = try Tool.rewind(["soak", "--duration", "1s", "--size", "160x120", "--fps", "30", "--window", "1ns"])
         #expect(
-            tiny.status == 64 && tiny.stderr.contains("a window of 1ns is shorter than one frame (33333333ns)"),
+            tiny.status == 64 && tiny.stderr.contains("a window of 1ns is shorter than one frame (33333334ns)"),
             "\(tiny.stderr)")
         // Whole seconds that only end in "0.000s" are told in seconds (10.000s against a 1000 s frame at 0.001 fps).
         let slow = try Tool.rewind([
