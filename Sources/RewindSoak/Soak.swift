@@ -178,7 +178,11 @@ struct SoakRun {
             }
             report.framesProduced += 1
             switch configuration.speed {
-            case .realtime: System.sleep(until: started + .nanoseconds(pts), unless: shouldStop)
+            case .realtime:
+                let due = started + .nanoseconds(pts)
+                System.sleep(until: due, unless: shouldStop)
+                let late = due.duration(to: .now).nanosecondsClamped
+                report.latestFrameNanoseconds = max(report.latestFrameNanoseconds, late)
             case .max: recorder.waitForSpillRoom(until: shouldStop)
             }
             // A stop while waiting ends the recording before another frame is offered (it would only be dropped).

@@ -78,6 +78,9 @@ public struct SoakReport: Sendable {
     /// Wall-clock time of the whole run and of its recording part, nanoseconds.
     public var wallNanoseconds: Int64 = 0
     public var recordingWallNanoseconds: Int64 = 0
+    /// In real time, the most a frame was offered after its time, nanoseconds (0 at `--speed max`): a stall of the
+    /// process (SIGSTOP, a suspended machine) shows here even when the run caught up by its end.
+    public var latestFrameNanoseconds: Int64 = 0
     /// Why the run ended.
     public var endReason = EndReason.durationReached
 
@@ -150,10 +153,19 @@ public struct SoakReport: Sendable {
     /// or `passed`.
     public var verdict: String { !failedInvariants.isEmpty ? "FAILED" : passed ? "passed" : "STOPPED" }
 
-    /// Whether a real-time run took more than a tenth (and half a second) longer than its stream time: events came
-    /// late, and the load was lighter than asked (a slow machine, a debug build).
+    /// Whether a real-time run took more than a tenth (and half a second) longer than its stream time, or offered a
+    /// frame more than ``lateFrameLimitNanoseconds`` after its time: events came late, and the load was lighter than
+    /// asked (a slow machine, a debug build) or came in a burst (the process was stopped for a while).
     public var pacingFellBehind: Bool {
-        configuration.speed == .realtime && wallNanoseconds > streamNanoseconds / 10 * 11 + 500_000_000
+        configuration.speed == .realtime
+            && (wallNanoseconds > streamNanoseconds / 10 * 11 + 500_000_000
+                || latestFrameNanoseconds > lateFrameLimitNanoseconds)
+    }
+
+    /// How late a real-time frame may be offered before the run counts as behind its pace: a second, or two frame
+    /// times (as `rewind record` takes a frame that late for a pause).
+    public var lateFrameLimitNanoseconds: Int64 {
+        max(1_000_000_000, 2 * (configuration.frameDuration.nanosecondsRoundedUp ?? 0))
     }
 
     /// The report as JSON-compatible values, with the keys of the `rewind soak --report` contract.
@@ -194,6 +206,7 @@ public struct SoakReport: Sendable {
             "recording_wall_ns": recordingWallNanoseconds,
             "end_reason": endReason.rawValue,
             "pacing_fell_behind": pacingFellBehind,
+            "latest_frame_ns": latestFrameNanoseconds,
             "problems": problems,
             "store": keptStore.map { $0 as Any } ?? NSNull(),
             "settings": [

@@ -193,11 +193,17 @@ private func printSummary(_ report: SoakReport, store: String?, reportPath: Stri
         print("  sabotage: \(sabotage.rawValue), breaking one invariant on purpose")
     }
     if report.pacingFellBehind {
+        // Behind by the end, or stalled in the middle (a frame offered late, then the rest in a burst).
+        let stalled = report.latestFrameNanoseconds > report.lateFrameLimitNanoseconds
+        let how =
+            stalled
+            ? "a frame was offered \(formatSeconds(report.latestFrameNanoseconds)) after its time, \(formatSeconds(report.wallNanoseconds)) for "
+            : "\(formatSeconds(report.wallNanoseconds)) for "
         print(
-            "  warning: real-time pacing fell behind (\(formatSeconds(report.wallNanoseconds)) for "
-                + "\(formatSeconds(report.streamNanoseconds)) of stream time)"
+            "  warning: real-time pacing fell behind (\(how)\(formatSeconds(report.streamNanoseconds)) of stream time)"
                 + (report.events.isEmpty
-                    ? ": the load was lighter than asked" : ": events were applied late (see below)"))
+                    ? ": the load was lighter than asked" + (stalled ? " or came in a burst" : "")
+                    : ": events were applied late (see below)"))
     }
     var memory =
         "  memory: max RSS \(bytes(report.maxRSSBytes)), limit \(bytes(report.limitBytes)) "

@@ -207,6 +207,32 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
         #expect((object["failed_invariants"] as? [String])?.isEmpty == true, "\(object)")
     }
 
+    /// A real-time soak stopped for a while (SIGSTOP) in the middle catches up in a burst and applies its events
+    /// late, although by its end its wall time may be within its pace: it says it fell behind (it read as a clean
+    /// pass), how late a frame came, and its report says so (`latest_frame_ns`).
+    @Test func aRealtimeSoakStalledInTheMiddleSaysItFellBehind() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let reportPath = directory.appendingPathComponent("report.json").path
+        let soak = try Tool.startRewind([
+            "soak", "--duration", "12s", "--speed", "realtime", "--size", "160x120", "--fps", "30", "--memory",
+            "16MiB", "--events", "6s:pressure=critical,7s:pressure=normal", "--report", reportPath,
+        ])
+        defer { if soak.process.isRunning { soak.process.terminate() } }
+        Thread.sleep(forTimeInterval: 2)
+        kill(soak.process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 3)
+        kill(soak.process.processIdentifier, SIGCONT)
+        let result = try soak.finish(timeout: .seconds(120))
+        #expect(result.status == 0, "\(result.output)\n\(result.stderr)")
+        #expect(
+            result.output.contains("warning: real-time pacing fell behind (a frame was offered "), "\(result.output)")
+        let report = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: reportPath)))
+        let object = report as? [String: Any] ?? [:]
+        #expect(object["pacing_fell_behind"] as? Bool == true, "\(object)")
+        #expect((object["latest_frame_ns"] as? Int64 ?? 0) >= 2_000_000_000, "\(object)")
+    }
+
     /// A soak without `--store` records into a store under the temporary directory and removes it (and those
     /// soaks that were killed left there); writing the report and chart leaves nothing else there or beside them.
     @Test func aSoakLeavesNothingBehindButItsReportAndChart() throws {
