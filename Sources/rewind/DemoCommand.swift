@@ -181,10 +181,15 @@ private func prepareFreshStore(_ directory: String) throws {
     }
     if manager.fileExists(atPath: directory + "/index.sqlite") {
         let store = try SegmentStore.openReadOnly(directory: directory)
-        guard try store.index.info(demoMarker.key) == demoMarker.value else {
+        let madeBy = try store.index.info(demoMarker.key)
+        guard madeBy == demoMarker.value else {
+            let whose =
+                madeBy == recordedMarker
+                ? "a store 'rewind demo' made and 'rewind record' then recorded into"
+                : "a store that 'rewind demo' did not make"
             throw CommandError(
-                "'\(directory)' holds a store that 'rewind demo' did not make; the demo replaces only its own: "
-                    + "choose another --store (a demo store of an older rewind is not marked as one: remove it first)",
+                "'\(directory)' holds \(whose); the demo replaces only its own: choose another --store (a demo store "
+                    + "of an older rewind is not marked as one: remove it first)",
                 status: ExitStatus.usage)
         }
     }
@@ -197,4 +202,14 @@ private func prepareFreshStore(_ directory: String) throws {
 /// Marks the store at `store` as the demo's, so the next demo may replace it.
 private func markAsDemo(_ store: SegmentStore) throws {
     try store.index.setInfo(demoMarker.key, to: demoMarker.value)
+}
+
+/// What `made_by` says of a demo's store that `rewind record` recorded into.
+private let recordedMarker = "rewind demo, then rewind record"
+
+/// Takes the demo's mark off a store `rewind record` is about to record into: its recordings are not the demo's to
+/// replace (the next demo deleted them with the rest).
+func unmarkAsDemo(_ store: SegmentStore) throws {
+    guard try store.index.info(demoMarker.key) == demoMarker.value else { return }
+    try store.index.setInfo(demoMarker.key, to: recordedMarker)
 }

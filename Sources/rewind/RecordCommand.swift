@@ -357,6 +357,7 @@ private func record(
         // on beside it.
         for problem in store.recovery.problems { printError("rewind record: store problem: \(problem)") }
         try checkStreamsMatch(specs, store: store, directory: directory)
+        try unmarkAsDemo(store)
         if let budget = options.diskBudget, let held = markersHeldBytes(store), held >= Int64(budget) {
             printError(
                 "rewind record: warning: markers' holds keep \(formatBytes(held)) on disk, as much as --disk "

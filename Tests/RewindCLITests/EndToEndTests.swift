@@ -704,6 +704,20 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(foreign.status == 64 && foreign.stderr.contains("notes.txt"), "\(foreign.stderr)")
         #expect(FileManager.default.fileExists(atPath: demo + "/exports/notes.txt"))
 
+        // A demo's store that `record` then recorded into is no longer the demo's: its recording is kept.
+        let again = directory.appendingPathComponent("again").path
+        #expect(try Tool.rewind(["demo", "--store", again, "--seconds", "100ms"]).status == 0)
+        let added = try Tool.rewind([
+            "record", "--store", again, "--input", "mine=synthetic:160x90@30", "--duration", "1s",
+        ])
+        try #require(added.status == 0, "\(added.stderr)")
+        let kept = try Tool.rewind(["demo", "--store", again, "--seconds", "100ms"])
+        #expect(
+            kept.status == 64
+                && kept.stderr.contains("holds a store 'rewind demo' made and 'rewind record' then recorded into"),
+            "\(kept.stderr)")
+        #expect(try Tool.rewind(["info", "--store", again]).output.contains("stream mine"), "the recording is intact")
+
         let live = try Tool.startRewind([
             "record", "--store", recorded, "--input", "synthetic:160x90@30", "--realtime", "--duration", "30s",
         ])
