@@ -707,13 +707,17 @@ public final class RecorderControl: Sendable {
     // MARK: Saves and clips
 
     /// What a request's `stream` names: the stream of that name, or (`all`, or none given) every stream — the
-    /// only one, for a recorder of one.
+    /// only one, for a recorder of one, unless `all` was asked of a store that holds other streams too: that is
+    /// exported as every stream, on the recorder clock, as a clip of `all` from the disk is.
     ///
     /// - Parameter stored: whether a stream of the store that the recorder does not record may be named (clips
     ///   read it from the disk; saves of the last seconds and markers need a stream being recorded).
     func target(_ name: String?, stored: Bool = false) throws -> SaveBook.Target {
         let streams = recorder.streams
-        guard let name, name != "all" else { return streams.count == 1 ? .one(streams[0]) : .all(streams) }
+        guard let name, name != "all" else {
+            let alone = try name == nil || storedStreams().allSatisfy { $0.name == streams.first?.name }
+            return streams.count == 1 && alone ? .one(streams[0]) : .all(streams)
+        }
         guard let stream = recorder.stream(named: name) else {
             let names = streams.map { "'\($0.name)'" }.joined(separator: ", ")
             if let row = try storedStreams().first(where: { $0.name == name }), let store = recorder.store {

@@ -201,7 +201,7 @@ private func exportAll(
     let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
     let sayEmpty = {
         guard format != .matroska && !empty.isEmpty else { return }
-        print("\(count(empty.count, "stream")) without frames in the range, no file: \(empty.joined(separator: ", "))")
+        print(withoutFramesLine(empty))
     }
     // Each stream's file is a file, as -o itself must be: refused up front, before any stream is written.
     if format != .matroska {
@@ -538,10 +538,15 @@ private func liveExport(
     message +=
         " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts "
         + "\(first) … \(last)"
-    // A file per stream: the streams that had no frame in the range got none. One .mkv: a track per stream, as
-    // from the disk.
+    // A file per stream: the streams that had no frame in the range got none, said by name on a line of its own, as
+    // from the disk. One .mkv: a track per stream, as from the disk.
+    var withoutFile: [String] = []
     if let streams, ExportFormat(fileExtension: object.format) != .matroska, object.files.count < streams {
-        message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
+        let names = recorderExportsAll ? recorded : selection?.names ?? []
+        withoutFile = names.filter { name in !object.files.contains { $0.hasSuffix(".\(name).\(object.format)") } }
+        if withoutFile.isEmpty {
+            message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
+        }
     } else if let streams, streams > 1, ExportFormat(fileExtension: object.format) == .matroska {
         let tracks = object.tracks?.count ?? streams
         message += " (" + trackCount(tracks)
@@ -580,6 +585,7 @@ private func liveExport(
     } else {
         print(message)
     }
+    if !withoutFile.isEmpty { print(withoutFramesLine(withoutFile)) }
     // Frames lost inside the range are in no file: said, as from the disk.
     if let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
         if toStandardOutput { printError(lost) } else { print(lost) }
@@ -738,6 +744,12 @@ func checkNotADirectory(
 /// Whether `path` exists and is neither a regular file nor a directory (a FIFO, a device), following links.
 func isSpecialFile(_ path: String) -> Bool {
     StagedExport.specialFileKind(path).map { $0 != "a directory" } ?? false
+}
+
+/// The line that names the streams an export of `all` to a file per stream wrote no file for (no frames in its
+/// range).
+func withoutFramesLine(_ names: [String]) -> String {
+    "\(count(names.count, "stream")) without frames in the range, no file: \(names.joined(separator: ", "))"
 }
 
 /// Whether an export to `path` in `format` is made in a temporary file first and copied into it: an `.mp4` for a

@@ -346,6 +346,43 @@ import Testing
         #expect(tracks.first?.hasPrefix("320,") == true && tracks.last?.hasPrefix("160,") == true, "\(tracks)")
     }
 
+    /// A recorder of one stream whose store holds others too: a save of `all` is every stream's export, as a clip of
+    /// `all` from the disk is (a titled track on the recorder clock, a file named for the stream), not that stream's
+    /// own (its own pts, which lie the stream's clock offset before recorder time).
+    @Test func aSaveOfAllFromARecorderOfOneOfTheStoresStreamsIsEveryStreams() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        func file(_ name: String) -> String { directory.appendingPathComponent(name).path }
+        let first = try Tool.rewind([
+            "record", "--store", store, "--input", "a=synthetic:160x96@30", "--duration", "1s",
+        ])
+        try #require(first.status == 0, "\(first.stderr)")
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "c=synthetic:160x96@30", "--realtime", "--window", "10s",
+        ])
+        let process = recorder.process
+        defer { if process.isRunning { process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("c records 1.5 s", interval: .milliseconds(50)) {
+            let status = try Tool.rewind(["status", "--store", store, "--json"])
+            let object = try? JSONSerialization.jsonObject(with: status.stdout) as? [String: Any]
+            let streams = object?["streams"] as? [[String: Any]] ?? []
+            return (streams.first?["memory_last_pts_ns"] as? Int ?? 0) > 1_500_000_000
+        }
+        let mkv = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", file("all.mkv")])
+        #expect(mkv.status == 0, "\(mkv.stderr)")
+        #expect(try probe(file("all.mkv"), "stream_tags=title") == "c", "a track named for its stream")
+        let y4m = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", file("all.y4m")])
+        #expect(y4m.status == 0, "\(y4m.stderr)")
+        #expect(FileManager.default.fileExists(atPath: file("all.c.y4m")), "\(y4m.output)")
+        // The same request without `all` is the stream's own, under the name given.
+        let own = try Tool.rewind(["save", "--store", store, "--stream", "c", "--last", "1s", "-o", file("c.y4m")])
+        #expect(own.status == 0 && FileManager.default.fileExists(atPath: file("c.y4m")), "\(own.stderr)")
+        process.interrupt()
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+    }
+
     /// What a live recorder's exports hold is said as offline exports say it: the frames a `.y4m` repeats to fill
     /// gaps (`repeated_frames` in the save object), the pts the files of `--stream all` cover (the earliest first
     /// and latest last frame on the recorder clock, not the range asked for), the streams without frames in the
@@ -410,7 +447,8 @@ import Testing
             "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "0.9s", "-o", file("part.y4m"),
         ])
         #expect(part.status == 0, "\(part.stderr)")
-        #expect(part.output.contains("pts 0.000s … 0.866s (1 stream without frames in the range)"), "\(part.output)")
+        #expect(part.output.contains("pts 0.000s … 0.866s; exported by the live recorder"), "\(part.output)")
+        #expect(part.output.contains("\n1 stream without frames in the range, no file: rear"), "\(part.output)")
         #expect(FileManager.default.fileExists(atPath: file("part.front.y4m")))
         #expect(!FileManager.default.fileExists(atPath: file("part.rear.y4m")))
 
@@ -439,7 +477,7 @@ import Testing
         process.interrupt()
         let result = try recorder.finish(timeout: .seconds(60))
         #expect(result.status == 0, "\(result.stderr)")
-        // From the store, the same range names the stream that got no file.
+        // From the store, the same range names the stream that got no file, as the recorder's export did.
         let offline = try Tool.rewind([
             "clip", "--store", store, "--stream", "all", "--from", "0s", "--to", "0.9s", "-o", file("off.y4m"),
         ])
