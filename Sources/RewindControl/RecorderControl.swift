@@ -910,7 +910,8 @@ public final class RecorderControl: Sendable {
             throw APIError(
                 .badRequest,
                 "path '\(path)' would write \(own), inside the store where only rewind writes; write the export "
-                    + "elsewhere, e.g. \(exportsDirectory)/")
+                    + "elsewhere, or give no path: the recorder then writes it in \(exportsDirectory)/, made if missing"
+            )
         }
         if let kind = StagedExport.specialFileKind(path) {
             throw APIError(

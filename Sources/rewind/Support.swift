@@ -239,7 +239,21 @@ func checkOutputOutsideStore(_ output: String, store: String) throws {
         guard let resolved = StagedExport.storeFile(writtenBy: file, store: store) else { continue }
         throw UsageError(
             "-o: '\(file)' would write \(resolved), inside the store where only rewind writes; write the export "
-                + "elsewhere, e.g. \(store)/exports/", showsHelp: false)
+                + "elsewhere, e.g. " + (placeBeside(store, for: output).map { "-o \($0)" } ?? "outside \(store)"),
+            showsHelp: false)
+    }
+}
+
+/// A new file beside the store for an export refused inside it (a directory that exists: the store's `exports/` is
+/// made by live saves and the demo only): `-o`'s own name there, or `clip.EXT`; nil when neither is free.
+private func placeBeside(_ store: String, for output: String) -> String? {
+    let parent = URL(fileURLWithPath: store).standardizedFileURL.deletingLastPathComponent()
+    let named = URL(fileURLWithPath: output)
+    let names = [named.lastPathComponent, "clip." + named.pathExtension]
+    return names.map { parent.appendingPathComponent($0).path }.first { path in
+        !FileManager.default.fileExists(atPath: path)
+            && (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) == nil
+            && StagedExport.storeFile(writtenBy: path, store: store) == nil && StagedExport.lengthProblem(path) == nil
     }
 }
 

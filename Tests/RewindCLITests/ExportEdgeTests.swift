@@ -327,6 +327,11 @@ import Testing
             #expect(result.status == 64, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains("inside the store where only rewind writes"), "\(result.stderr)")
         }
+        // The place it advises works as given: beside the store (its `exports/` is made by live saves only).
+        let refused = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", link])
+        let advised = try #require(refused.stderr.firstMatch(of: /elsewhere, e\.g\. -o (\S+)/).map { String($0.1) })
+        let followed = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", advised])
+        #expect(followed.status == 0, "\(refused.stderr) → \(followed.stderr)")
         #expect(FileManager.default.contents(atPath: segment) == before)
         #expect(!FileManager.default.fileExists(atPath: store + "/segments/zz.mkv"))
         // A name too long for the system once the export's temporary name is made of it: a usage error up front.
