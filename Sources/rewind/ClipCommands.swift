@@ -267,7 +267,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let before = try arguments.duration("before")
     let after = try arguments.duration("after")
     if last != nil && (before != nil || after != nil) {
-        throw UsageError("--last is --before with --after 0s: give one or the other")
+        throw UsageError("--last is --before with --after 0s: give one or the other", showsHelp: false)
     }
     for (name, value) in [("last", last), ("before", before)] where value.map({ $0 <= .zero }) ?? false {
         throw UsageError("--\(name) must be longer than 0s")
@@ -314,7 +314,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             status: ExitStatus.unavailable)
     }
     guard let output else {
-        throw UsageError("no recorder is running on \(directory): give -o to save from the store on disk")
+        throw CommandError(
+            "no recorder is running on \(directory): a save without -o is the recorder's; give -o to save from the "
+                + "store on disk", status: ExitStatus.unavailable)
     }
     let store = try openStoreForReading(directory)
     let duration = before ?? last ?? .seconds(5)

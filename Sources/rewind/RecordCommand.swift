@@ -594,7 +594,8 @@ private func record(
         }
         print(line)
         if let lastError = statistics.lastError {
-            printError((isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
+            printError(
+                "rewind record: " + (isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
         }
         // Without a finished store, the loss's gaps may not be written: the finish error says what is wrong.
         if finishError == nil,
@@ -1186,7 +1187,7 @@ private func startPressureMonitor(_ recorder: Recorder) throws(ThreadStartFailed
 private func listenOptions(_ arguments: ParsedArguments, directory: String) throws -> RecorderControl.Listen? {
     guard let text = arguments.string("listen") else {
         if arguments.flag("listen-any") || arguments.string("token-file") != nil {
-            throw UsageError("--listen-any and --token-file go with --listen HOST:PORT")
+            throw UsageError("--listen-any and --token-file go with --listen HOST:PORT", showsHelp: false)
         }
         return nil
     }

@@ -117,7 +117,8 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     }
     let hold = arguments.string("hold")
     if hold != nil && (arguments.string("hold-before") != nil || arguments.string("hold-after") != nil) {
-        throw UsageError("--hold holds as much before as after: give it, or --hold-before and --hold-after")
+        throw UsageError(
+            "--hold holds as much before as after: give it, or --hold-before and --hold-after", showsHelp: false)
     }
     var held: MarkerRequest.Hold?
     if hold != nil || arguments.string("hold-before") != nil || arguments.string("hold-after") != nil {

@@ -86,6 +86,35 @@ import Testing
             result.stderr.contains("usage: rewind record") && !result.stderr.contains("\noptions:"), "\(result.stderr)")
     }
 
+    /// Values that each hold but cannot work together: the message says what to change, and nothing follows it (no
+    /// usage line: the command line is well formed).
+    @Test(arguments: [
+        ["save", "--store", "x", "--last", "1s", "--before", "2s", "-o", "a.mkv"],
+        ["mark", "--store", "x", "--label", "a", "--hold", "1s", "--hold-before", "1s"],
+        ["record", "--store", "x", "--listen-any", "--duration", "1s"],
+    ])
+    func valuesThatCannotWorkTogetherGetNothingMore(arguments: [String]) throws {
+        let result = try Tool.rewind(arguments)
+        #expect(result.status == 64, "\(arguments): \(result.stderr)")
+        #expect(result.stderr.hasPrefix("rewind \(arguments[0]): --"), "\(result.stderr)")
+        #expect(
+            !result.stderr.contains("usage:") && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+    }
+
+    /// A save without `-o` is the recorder's (into its `DIR/exports/`): with none running, that is a missing
+    /// service (69, as `save --after`), not a malformed command line, and no help follows.
+    @Test func aSaveWithoutOutputAndNoRecorderIsUnavailable() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:64x48@10", "--duration", "1s"])
+        try #require(record.status == 0, "\(record.stderr)")
+        let save = try Tool.rewind(["save", "--store", store, "--last", "1s"])
+        #expect(save.status == 69, "\(save.stderr)")
+        #expect(save.stderr.contains("give -o to save from the store on disk"), "\(save.stderr)")
+        #expect(!save.stderr.contains("usage:"), "\(save.stderr)")
+    }
+
     @Test(arguments: [
         ["info"],
         ["info", "--store"],

@@ -392,6 +392,9 @@ import Testing
         #expect(record.status == 1, "\(record.output)\(record.stderr)")
         #expect(record.stderr.contains("File too large"), "\(record.stderr)")
         #expect(record.output.contains("disk error"), "\(record.output)")
+        // Every error line names the command.
+        let lines = record.stderr.split(separator: "\n").filter { $0.contains("last write error") }
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("rewind record: ") }, "\(record.stderr)")
         let verify = try Tool.rewind(["verify", "--store", store])
         #expect(verify.status == 0, "\(verify.output)")
     }
