@@ -29,6 +29,14 @@ extension RecorderControl {
         let at: Int64
         if let text = request.at {
             at = try momentTime(text, field: "at")
+            // Recorder time starts at the store's first frame: a marker before it marks nothing (`-5s` is not "5 s
+            // ago", which a wall-clock time says).
+            guard at >= 0 else {
+                throw APIError(
+                    .badRequest,
+                    "at: \(formatSecondsApart(at, 0).0) lies before recorder time 0, where the store's recording began: "
+                        + "a marker's time is recorder time (such as 12.5s) or a wall-clock time (such as 14:03:07)")
+            }
         } else {
             guard let clock = book.clock else { throw APIError(.empty, "nothing is recorded yet: no time to mark") }
             at = clock

@@ -132,6 +132,12 @@ import Testing
             // A bad value gets its usage line, not the whole option table.
             #expect(long.stderr.contains("usage: rewind mark") && !long.stderr.contains("options:"), "\(long.stderr)")
         }
+        // A marker before recorder time 0 marks nothing (`-5s` is no "5 s ago"): refused, named by its flag, not made.
+        let before = try Tool.rewind(["mark", "--store", store, "--label", "early", "--at", "-5s"])
+        #expect(
+            before.status == 64 && before.stderr.contains("--at: -5.000s lies before recorder time 0"),
+            "\(before.stderr)")
+        #expect(!(try Tool.rewind(["markers", "--store", store]).output.contains("early")))
         let unknown = try Tool.rewind(["mark", "--store", store, "--label", "x", "--stream", "nope"])
         #expect(unknown.status == 64 && unknown.stderr.contains("nope"), "\(unknown.stderr)")
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
