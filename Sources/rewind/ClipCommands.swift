@@ -211,7 +211,10 @@ private func exportAll(
     // expects), each through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C
     // still ends it, and makes an .mp4 for a FIFO or device in a file first.
     if format != .matroska,
-        holding.contains(where: { writesThroughAFile(StreamSet.fileName(for: output, stream: $0.name), format) })
+        holding.contains(where: { member in
+            let file = StreamSet.fileName(for: output, stream: member.name)
+            return isFIFO(file) || writesThroughAFile(file, format)
+        })
     {
         for member in holding {
             _ = try export(
