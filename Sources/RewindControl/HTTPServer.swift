@@ -378,6 +378,14 @@ final class HTTPServer: @unchecked Sendable {
         return (box.values, box.repeated)
     }
 
+    /// Headers every answer carries, refusals and errors included: its bytes are only what its `Content-Type`
+    /// says (no sniffing a frame or a JSON error into a script or a page), and only a page of this origin may embed
+    /// it. A page on another port of the same host is of the same site, so the `SameSite=Strict` token cookie goes
+    /// with its requests: without `same-origin` its `<img>` could show this recorder's frames.
+    static let everyResponseHeaders: [(String, String)] = [
+        ("X-Content-Type-Options", "nosniff"), ("Cross-Origin-Resource-Policy", "same-origin"),
+    ]
+
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
         let made: OpaquePointer?
         switch response.body {
@@ -399,6 +407,10 @@ final class HTTPServer: @unchecked Sendable {
         guard let made else { return .NO }
         defer { library.api.destroy_response(made) }
         for (name, value) in response.headers { _ = library.api.add_response_header(made, name, value) }
+        for (name, value) in Self.everyResponseHeaders
+        where !response.headers.contains(where: { $0.0.caseInsensitiveCompare(name) == .orderedSame }) {
+            _ = library.api.add_response_header(made, name, value)
+        }
         return library.api.queue_response(connection, UInt32(response.status), made)
     }
 

@@ -76,14 +76,15 @@ extension RecorderControl {
         "/timeline.css": ("text/css; charset=utf-8", PackageResources.timeline_css),
     ]
 
-    /// Headers every page file carries: it loads only this recorder's own scripts, styles, images and API.
+    /// Headers every page file carries: it loads only this recorder's own scripts, styles, images and API (and, as
+    /// every answer, `nosniff` and `Cross-Origin-Resource-Policy`: ``HTTPServer/everyResponseHeaders``).
     static let pageHeaders: [(String, String)] = [
         (
             "Content-Security-Policy",
             "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
                 + "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
         ),
-        ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
+        ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
     ]
 
     /// Serves a page file. `/?token=…` or the token box's `POST /` (TCP) set the token cookie and answer a page

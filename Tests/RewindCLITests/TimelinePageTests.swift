@@ -478,6 +478,40 @@ import Testing
     }
 }
 
+extension TimelinePageTests {
+    /// The headers of a GET, with the token, as curl prints them (`-D -`), lowercased.
+    static func headers(_ live: Live, _ path: String, _ extra: [String] = []) throws -> String {
+        let curl = try Tool.path(of: "curl")
+        return try Tool.run(curl, ["-s", "-o", "/dev/null", "-D", "-"] + extra + [live.base + path]).output.lowercased()
+    }
+
+    /// Every answer, a frame, a JSON answer, the page and a refusal alike, says that its bytes are only what its
+    /// type says and that no page of another origin may embed it: a page on another port of the same host (the
+    /// same site, so the token cookie goes with its requests) cannot show the camera's frames in an `<img>`.
+    @Test func everyAnswerIsForThisOriginOnly() throws {
+        let directory = try Tool.temporaryDirectory("timeline-headers")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let live = try Live(directory: directory)
+        defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
+        try waitUntil("the recorder holds a frame of front", timeout: .seconds(60), interval: .milliseconds(100)) {
+            (try? live.get("/v1/streams/front/frame?at=1h")) != nil
+        }
+        let bearer = ["-H", "Authorization: Bearer \(live.token)"]
+        let answers = [
+            ("a frame", "/v1/streams/front/frame?at=1h", bearer), ("JSON", "/v1/status", bearer),
+            ("the page", "/", bearer), ("the script", "/timeline.js", bearer), ("a 401", "/v1/status", []),
+            ("a 404", "/v1/nothing", bearer),
+        ]
+        for (what, path, extra) in answers {
+            let headers = try Self.headers(live, path, extra)
+            #expect(headers.contains("\r\ncross-origin-resource-policy: same-origin\r\n"), "\(what): \(headers)")
+            #expect(headers.contains("\r\nx-content-type-options: nosniff\r\n"), "\(what): \(headers)")
+            #expect(headers.components(separatedBy: "x-content-type-options").count == 2, "once: \(headers)")
+        }
+        try live.stop()
+    }
+}
+
 /// The synthetic camera's frame indexes in a video file, frame by frame (frames without a mark are skipped).
 private func frameMarks(_ path: String, width: Int, height: Int) throws -> [Int64] {
     let raw = try ExternalTools.run(
