@@ -324,7 +324,6 @@ extension RecorderControl {
             close(descriptor)
             throw APIError(.conflict, "export \(id)'s file \(path) was replaced since it was written")
         }
-        let name = (path as NSString).lastPathComponent.replacingOccurrences(of: "\"", with: "")
         let type =
             switch ExportFormat(path: path) {
             case .matroska?: "video/x-matroska"
@@ -333,8 +332,43 @@ extension RecorderControl {
             }
         return HTTPResponse(
             status: 200,
-            headers: [("Content-Type", type), ("Content-Disposition", "attachment; filename=\"\(name)\"")],
+            headers: [
+                ("Content-Type", type),
+                ("Content-Disposition", Self.contentDisposition(fileName: (path as NSString).lastPathComponent)),
+            ],
             body: .stream(FileBody(descriptor: descriptor)))
+    }
+
+    /// A download's `Content-Disposition` (RFC 6266): `filename`, an ASCII stand-in in a quoted string for clients
+    /// that read only it (`"`, `\`, control characters and every character beyond ASCII each made `_`), and
+    /// `filename*`, the exact name as percent-encoded UTF-8 (RFC 8187), which browsers take instead.
+    ///
+    /// - Parameter fileName: the file's name, without its directory.
+    /// - Returns: `attachment; filename="…"; filename*=UTF-8''…`.
+    /// - Complexity: O(*n*) in the name's length.
+    static func contentDisposition(fileName: String) -> String {
+        var fallback = ""
+        for scalar in fileName.unicodeScalars {
+            let isPlain =
+                scalar.isASCII && scalar.value >= 0x20 && scalar.value != 0x7F && scalar != "\"" && scalar != "\\"
+            fallback.unicodeScalars.append(isPlain ? scalar : "_")
+        }
+        // RFC 8187's attr-char: what goes unescaped in `filename*`.
+        let attributeCharacters = Set("!#$&+-.^_`|~".utf8)
+        let hexDigits = Array("0123456789ABCDEF")
+        var encoded = ""
+        for byte in fileName.utf8 {
+            let isLetterOrDigit =
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            if isLetterOrDigit || attributeCharacters.contains(byte) {
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                encoded += "%" + String(hexDigits[Int(byte >> 4)]) + String(hexDigits[Int(byte & 0xF)])
+            }
+        }
+        return "attachment; filename=\"\(fallback)\"; filename*=UTF-8''\(encoded)"
     }
 }
 

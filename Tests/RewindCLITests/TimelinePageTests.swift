@@ -510,6 +510,73 @@ extension TimelinePageTests {
         }
         try live.stop()
     }
+
+    /// A download names its file by RFC 6266: an ASCII `filename` (quotes, backslashes, control characters and
+    /// what is not ASCII replaced) and the exact name in `filename*`, percent-encoded UTF-8; quotes, a backslash, a
+    /// semicolon and Japanese come through whole.
+    @Test func aDownloadNamesItsFileWhateverItsCharacters() throws {
+        let directory = try Tool.temporaryDirectory("timeline-download-name")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let live = try Live(directory: directory)
+        defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
+        try waitUntil("the recorder holds a frame of front", timeout: .seconds(60), interval: .milliseconds(100)) {
+            (try? live.get("/v1/streams/front/frame?at=1h")) != nil
+        }
+        let name = #"a "b" \c; 日本.mkv"#
+        let path = directory.appendingPathComponent(name).path
+        let body = try JSONSerialization.data(withJSONObject: [
+            "stream": "front", "from": "0s", "to": "500ms", "path": path, "wait": true,
+        ])
+        let curl = try Tool.path(of: "curl")
+        let made = try Tool.run(
+            curl,
+            [
+                "-sf", "-H", "Authorization: Bearer \(live.token)", "-H", "Content-Type: application/json", "--data",
+                String(decoding: body, as: UTF8.self), live.base + "/v1/clips",
+            ])
+        let save = try #require(try JSONSerialization.jsonObject(with: made.stdout) as? [String: Any], "\(made)")
+        let id = try #require(save["id"] as? Int, "\(save)")
+        let headers = try Tool.run(
+            curl,
+            [
+                "-s", "-o", "/dev/null", "-D", "-", "-H", "Authorization: Bearer \(live.token)",
+                live.base + "/v1/files/\(id)",
+            ]
+        ).output
+        let line = try #require(
+            headers.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-disposition:") }, "\(headers)")
+        let value = line.drop { $0 != ":" }.dropFirst().trimmingCharacters(in: .whitespaces)
+        #expect(
+            value
+                == #"attachment; filename="a _b_ _c; __.mkv"; filename*=UTF-8''a%20%22b%22%20%5Cc%3B%20%E6%97%A5%E6%9C%AC.mkv"#,
+            "\(value)")
+        #expect(value.unicodeScalars.allSatisfy { $0.isASCII && $0.value >= 0x20 }, "\(value)")
+        // A parser of RFC 2231 parameters (Python's email package) reads the exact name from `filename*`.
+        let parsed = try Tool.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sys, email.message, email.utils; m = email.message.Message(); "
+                    + "m['Content-Disposition'] = sys.argv[1]; "
+                    + "encoded = [v for k, v in m.get_params(header='content-disposition') if isinstance(v, tuple)]; "
+                    + "sys.stdout.buffer.write(email.utils.collapse_rfc2231_value(encoded[0]).encode())",
+                value,
+            ])
+        #expect(parsed.output == name, "\(parsed.output) \(parsed.stderr)")
+        // curl -J, which reads only `filename`, saves the download under its ASCII name.
+        let downloads = directory.appendingPathComponent("downloads")
+        try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+        let saved = try Tool.run(
+            "/bin/sh",
+            [
+                "-c", #"cd "$1" && exec "$2" -sfOJ -H "Authorization: Bearer $3" "$4""#, "sh", downloads.path, curl,
+                live.token, live.base + "/v1/files/\(id)",
+            ])
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let fallback = downloads.appendingPathComponent("a _b_ _c; __.mkv").path
+        #expect(FileManager.default.contentsEqual(atPath: fallback, andPath: path))
+        try live.stop()
+    }
 }
 
 /// The synthetic camera's frame indexes in a video file, frame by frame (frames without a mark are skipped).
