@@ -121,6 +121,10 @@ extension RecorderControl {
             status: 200, headers: [("Content-Type", file.type)] + Self.pageHeaders, body: .bytes(file.bytes))
     }
 
+    /// The query parameter of the page a wrong token posted in the token box is sent on to (`/?token_refused=1`), whose
+    /// page asking for the token says the one given was wrong.
+    static let tokenRefusedParameter = "token_refused"
+
     /// Whether a refused request is a browser opening the page (`GET /` asking for HTML), which gets a page that
     /// says how to open it instead of the API's JSON error.
     func wantsPage(_ request: HTTPRequest) -> Bool {

@@ -407,8 +407,15 @@ public final class RecorderControl: Sendable {
     private func refusal(_ request: HTTPRequest) -> HTTPResponse? {
         do { try checkHost(request) } catch { return APIError(error).response }
         guard request.isTCP, case .refused(let error) = authorize(request) else { return nil }
-        let given = request.query["token"] != nil || Self.formToken(request) != nil
-        return wantsPage(request) ? pageWithoutToken(error, tokenWasGiven: given) : error.response
+        guard wantsPage(request) else { return error.response }
+        // The token box's post is answered with a redirect whatever the token, so Back never offers to post it
+        // again; a wrong one leads to the page that asks for the token, saying so.
+        if request.method == "POST" {
+            let location = Self.formToken(request) != nil ? "/?\(Self.tokenRefusedParameter)=1" : "/"
+            return HTTPResponse(status: 303, headers: [("Location", location)] + Self.pageHeaders, body: .bytes([]))
+        }
+        let given = request.query["token"] != nil || request.query[Self.tokenRefusedParameter] != nil
+        return pageWithoutToken(error, tokenWasGiven: given)
     }
 
     /// What a request's headers alone are refused for (``refusal(_:)``), so that its body is never read: a client

@@ -577,6 +577,45 @@ extension TimelinePageTests {
         #expect(FileManager.default.contentsEqual(atPath: fallback, andPath: path))
         try live.stop()
     }
+
+    /// A wrong token posted in the token box is answered, as the right one is, with a redirect (303) to the page,
+    /// which says the token was wrong: Back never offers to post it again.
+    @Test func aWrongTokenPostedInTheBoxIsARedirect() throws {
+        let directory = try Tool.temporaryDirectory("timeline-wrong-token")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let live = try Live(directory: directory)
+        defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
+        let curl = try Tool.path(of: "curl")
+        func post(_ token: String) throws -> String {
+            try Tool.run(
+                curl,
+                [
+                    "-s", "-o", "/dev/null", "-D", "-", "-H", "Accept: text/html", "-H", "Origin: \(live.base)",
+                    "--data-urlencode", "token=\(token)", live.base + "/",
+                ]
+            ).output
+        }
+        let wrong = try post("wrong-token-of-some-length")
+        #expect(wrong.hasPrefix("HTTP/1.1 303"), "\(wrong)")
+        #expect(wrong.contains("\r\nLocation: /?token_refused=1\r\n"), "\(wrong)")
+        #expect(!wrong.lowercased().contains("set-cookie"), "\(wrong)")
+        // Where it leads: the page that asks for the token, saying the one given was wrong.
+        let page = try Tool.run(curl, ["-s", "-i", "-H", "Accept: text/html", live.base + "/?token_refused=1"]).output
+        #expect(page.hasPrefix("HTTP/1.1 401"), "\(page)")
+        #expect(page.contains("The token given is not this recorder's."), "\(page)")
+        #expect(page.contains(#"<form method="post" action="/">"#), "\(page)")
+        // The right token: a redirect to the page, with the cookie.
+        let right = try post(live.token)
+        #expect(right.hasPrefix("HTTP/1.1 303") && right.contains("\r\nLocation: /\r\n"), "\(right)")
+        #expect(right.contains("Set-Cookie: rewind_token_\(live.port)="), "\(right)")
+        // A program posting the form without asking for HTML gets the API's 401.
+        let program = try Tool.run(
+            curl,
+            ["-s", "-w", " %{http_code}", "--data-urlencode", "token=wrong-token-of-some-length", live.base + "/"]
+        ).output
+        #expect(program.hasSuffix(" 401") && program.contains(#""code":"unauthorized""#), "\(program)")
+        try live.stop()
+    }
 }
 
 /// The synthetic camera's frame indexes in a video file, frame by frame (frames without a mark are skipped).
