@@ -4,6 +4,7 @@ python3-selenium) and prints what it saw as one JSON object; the Swift test chec
 
 usage: timeline_page.py BASE_URL TOKEN OUTPUT_DIR
        timeline_page.py BASE_URL TOKEN OUTPUT_DIR restart PID COMMAND_JSON
+       timeline_page.py BASE_URL TOKEN OUTPUT_DIR saves PID
 
 It loads the page with ?token= once, reads the lanes, hovers over the "front" lane and saves the thumbnail's
 pixels, opens the frame view and steps with the arrow keys (one at a time, then ten at once), drags a range on the
@@ -491,6 +492,28 @@ def page_scenario(driver, wait, result):
     part(driver, result, "token ways", token_ways)
 
 
+def saves_scenario(driver, wait, result, pid):
+    """Saves and exports as the page lists and draws them, on a recorder of front and rear whose store also holds
+    "old", a stream of an earlier run; last, the recorder is stopped (SIGTERM) while a save waits."""
+    driver.get(BASE + "/?token=" + TOKEN)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 3)
+    time.sleep(1.5)
+    result["lanes"] = driver.execute_script(
+        "return [...document.querySelectorAll('#lanes [data-stream]')].map(e => e.dataset.stream);")
+    driver.execute_script("state.follow = false; setView(0, 30e9, false);")
+    say_nothing = "document.getElementById('message').textContent = '';"
+
+    def several_outcomes():
+        """An export of several streams that fails for each says each stream's outcome, not only the last's: a
+        range after every frame, as .y4m (a clip per stream)."""
+        driver.execute_script(say_nothing + "openExport(3600e9, 3601e9);")
+        wait.until(lambda d: d.find_element(By.ID, "export-dialog").get_attribute("open"))
+        driver.execute_script("document.getElementById('export-format').value = 'y4m';")
+        driver.find_element(By.ID, "export-start").click()
+        wait.until(lambda d: "export of rear" in text_of(d, "message"))
+        result["several_message"] = text_of(driver, "message")
+    part(driver, result, "several outcomes", several_outcomes)
+
 def exited(pid):
     """Whether PID has exited (gone, or a zombie its parent has not reaped yet)."""
     try:
@@ -622,7 +645,9 @@ def main():
     wait = WebDriverWait(driver, 60, poll_frequency=0.1)
     driver.set_script_timeout(60)
     try:
-        if SCENARIO == "restart":
+        if SCENARIO == "saves":
+            saves_scenario(driver, wait, result, int(sys.argv[5]))
+        elif SCENARIO == "restart":
             restart_scenario(driver, wait, result, int(sys.argv[5]), json.loads(sys.argv[6]))
         else:
             page_scenario(driver, wait, result)

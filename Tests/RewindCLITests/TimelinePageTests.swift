@@ -415,6 +415,45 @@ import Testing
         #expect(killed.hasPrefix("the recorder stopped or is not reachable"), "\(killed)")
     }
 
+    /// Saves and exports as the page lists and draws them, on a recorder of two streams whose store also holds a
+    /// third from an earlier run (`Tests/Browser/timeline_page.py … saves`).
+    @Test func thePageShowsEverySaveAndWhatBecameOfIt() throws {
+        let directory = try Tool.temporaryDirectory("timeline-saves")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The earlier run: a camera the recorder below does not record, whose lane is a stored one.
+        let earlier = try Tool.rewind([
+            "record", "--store", directory.appendingPathComponent("store").path, "--input", "old=synthetic:160x120@15",
+            "--duration", "1s",
+        ])
+        #expect(earlier.status == 0, "\(earlier.stderr)")
+        let live = try Live(directory: directory)
+        defer { if live.recorder.process.isRunning { live.recorder.process.terminate() } }
+        try waitUntil("the recorder holds 2 s of front", timeout: .seconds(60), interval: .milliseconds(200)) {
+            let status = try? JSONSerialization.jsonObject(with: live.get("/v1/status")) as? [String: Any]
+            let streams = status?["streams"] as? [[String: Any]] ?? []
+            return (streams.first { $0["stream"] as? String == "front" }?["memory_frames"] as? Int ?? 0) >= 60
+        }
+        let output = directory.appendingPathComponent("browser").path
+        try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+        let run = try Tool.run(
+            "/usr/bin/python3",
+            [
+                Tool.packageRoot + "/Tests/Browser/timeline_page.py", live.base, live.token, output, "saves",
+                "\(live.recorder.process.processIdentifier)",
+            ], timeout: .seconds(600))
+        #expect(run.status == 0, "\(run.stderr.suffix(3000))")
+        let result = try #require(
+            try JSONSerialization.jsonObject(with: run.stdout) as? [String: Any], "\(run.output) \(run.stderr)")
+        #expect(result["error"] == nil, "the page failed: \(result)")
+        #expect(result["failed_parts"] == nil, "parts of the page failed: \(result["failed_parts"] ?? "")")
+        #expect(result["lanes"] as? [String] == ["front", "rear", "old"], "\(result)")
+
+        // An export of two streams that fails for both says so for each, not only for the last.
+        let several = result["several_message"] as? String ?? ""
+        #expect(several.contains("export of front: ") && several.contains("export of rear: "), "\(several)")
+        try live.stop()
+    }
+
     /// Every request that changes state needs the token over TCP (401 without it), and one from a page of another
     /// site is refused even with the cookie (403); reading needs the token too.
     @Test func stateChangesNeedTheTokenAndThisRecordersOrigin() throws {

@@ -782,16 +782,22 @@ $("export-dialog").addEventListener("close", async () => {
   const everyRecorded = recorded.length > 1 && recorded.every((name) => chosen.includes(name));
   const streams = everyRecorded && format === "mkv"
     ? ["all", ...chosen.filter((name) => !recorded.includes(name))] : chosen;
+  // Every stream's outcome, said together when any export was refused (one message would replace another).
+  const outcomes = [];
+  let refused = false;
   for (const stream of streams) {
     try {
       const save = await api("POST", "/v1/clips", {
         stream, from: ns(Math.floor(range.from)), to: ns(Math.ceil(range.to)), format,
       });
       noteSave(save);
+      outcomes.push("export of " + stream + ": #" + save.id + " " + save.state);
     } catch (error) {
-      say("export of " + stream + ": " + error.message);
+      refused = true;
+      outcomes.push("export of " + stream + ": " + error.message);
     }
   }
+  if (refused) say(outcomes.join("; "));
   renderSaves();
 });
 
