@@ -514,6 +514,31 @@ def saves_scenario(driver, wait, result, pid):
         result["several_message"] = text_of(driver, "message")
     part(driver, result, "several outcomes", several_outcomes)
 
+    bands = """return Object.fromEntries([...document.querySelectorAll('#lanes [data-stream]')].map(
+        lane => [lane.dataset.stream, lane.querySelectorAll('.save-band').length]));"""
+
+    def bands_of_all():
+        """A save of `all` draws its band on the lanes of the streams it covers: the recorded ones while it waits
+        (not the stored lane), its tracks once it has them."""
+        save = json.loads(api("POST", "/v1/saves", {"stream": "all", "before": "1s", "after": "60s"}))
+        wait.until(lambda d: d.execute_script("return (state.saves.get(arguments[0]) || {}).state === 'waiting';",
+                                              save["id"]))
+        driver.execute_script("renderSaves();")
+        result["waiting_bands"] = driver.execute_script(bands)
+        api("DELETE", "/v1/saves/%d" % save["id"])
+        wait.until(lambda d: d.execute_script("return (state.saves.get(arguments[0]) || {}).state === 'cancelled';",
+                                              save["id"]))
+        result["bands_after_cancel"] = driver.execute_script(bands)
+        # One exporting with its tracks known (an object as the API gives it): on those lanes only.
+        driver.execute_script("""
+            noteSave({id: 9990, state: 'exporting', stream: 'all', from_ns: 1e9, to_ns: 2e9, format: 'mkv',
+                      files: [], progress: 0.5, tracks: ['rear']});
+            renderSaves();
+        """)
+        result["tracks_bands"] = driver.execute_script(bands)
+        driver.execute_script("state.saves.delete(9990); renderSaves();")
+    part(driver, result, "bands of all", bands_of_all)
+
 def exited(pid):
     """Whether PID has exited (gone, or a zombie its parent has not reaped yet)."""
     try:

@@ -451,6 +451,12 @@ import Testing
         // An export of two streams that fails for both says so for each, not only for the last.
         let several = result["several_message"] as? String ?? ""
         #expect(several.contains("export of front: ") && several.contains("export of rear: "), "\(several)")
+
+        // A save of `all` is drawn on the lanes of the streams it covers: while it waits, the recorded ones (not the
+        // stored lane, which it does not include); with its tracks known, those.
+        #expect(result["waiting_bands"] as? [String: Int] == ["front": 1, "rear": 1, "old": 0], "\(result)")
+        #expect(result["bands_after_cancel"] as? [String: Int] == ["front": 0, "rear": 0, "old": 0], "\(result)")
+        #expect(result["tracks_bands"] as? [String: Int] == ["front": 0, "rear": 1, "old": 0], "\(result)")
         try live.stop()
     }
 

@@ -382,13 +382,21 @@ function renderLane(lane) {
   placeMarkerLabels(lane, labels);
   for (const save of state.saves.values()) {
     if (save.state !== "waiting" && save.state !== "exporting") continue;
-    if (save.stream !== name && save.stream !== "all") continue;
+    if (!savedStreams(save).includes(name)) continue;
     const band = document.createElement("div");
     band.className = "save-band";
     band.style.left = xAt(save.from_ns) + "px";
     band.style.width = Math.max(2, (xAt(save.to_ns) - xAt(save.from_ns)) * Math.max(0.02, save.progress || 0)) + "px";
     lane.append(band);
   }
+}
+
+// The streams a save covers: its own; for `all`, the streams that got a track (`tracks`, once known), or until then
+// the streams the recorder records (not the stored ones, which `all` does not include).
+function savedStreams(save) {
+  if (save.stream !== "all") return [save.stream];
+  if (save.tracks && save.tracks.length) return save.tracks;
+  return state.streams.filter((stream) => stream.recording !== false).map((stream) => stream.name);
 }
 
 // Marker labels in two rows, each after the lane's name and clear of the label before it; a label with room in
