@@ -539,6 +539,27 @@ def saves_scenario(driver, wait, result, pid):
         driver.execute_script("state.saves.delete(9990); renderSaves();")
     part(driver, result, "bands of all", bands_of_all)
 
+    def every_save_listed():
+        """The exports panel lists every save the recorder lists, more than 20 too, newest first; the panel
+        scrolls."""
+        for _ in range(25):
+            api("POST", "/v1/saves", {"stream": "front", "last": "100ms", "wait": True})
+        listed = len(json.loads(api("GET", "/v1/saves"))["saves"])
+        count = "return document.querySelectorAll('#save-list li').length;"
+        try:
+            WebDriverWait(driver, 20, poll_frequency=0.2).until(lambda d: d.execute_script(count) >= listed)
+        except Exception:  # noqa: BLE001 - the counts say what the page shows
+            pass
+        result["every_save"] = driver.execute_script("""
+            const panel = document.getElementById('save-list');
+            const ids = [...panel.querySelectorAll('li')].map(li => Number(li.dataset.saveId));
+            return {page: ids.length, newest_first: ids.every((id, i) => i === 0 || ids[i - 1] > id),
+                    scrolls: panel.scrollHeight > panel.clientHeight || panel.parentElement.scrollHeight >
+                        panel.parentElement.clientHeight};
+        """)
+        result["every_save"]["api"] = listed
+    part(driver, result, "every save listed", every_save_listed)
+
 def exited(pid):
     """Whether PID has exited (gone, or a zombie its parent has not reaped yet)."""
     try:

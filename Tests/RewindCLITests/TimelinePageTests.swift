@@ -457,6 +457,12 @@ import Testing
         #expect(result["waiting_bands"] as? [String: Int] == ["front": 1, "rear": 1, "old": 0], "\(result)")
         #expect(result["bands_after_cancel"] as? [String: Int] == ["front": 0, "rear": 0, "old": 0], "\(result)")
         #expect(result["tracks_bands"] as? [String: Int] == ["front": 0, "rear": 1, "old": 0], "\(result)")
+
+        // Every save the recorder lists is in the exports panel, more than 20 too, newest first, and the panel
+        // scrolls.
+        let every = result["every_save"] as? [String: Any] ?? [:]
+        #expect((every["api"] as? Int ?? 0) > 25 && every["page"] as? Int == every["api"] as? Int, "\(every)")
+        #expect(every["newest_first"] as? Bool == true && every["scrolls"] as? Bool == true, "\(every)")
         try live.stop()
     }
 

@@ -505,7 +505,9 @@ function renderStatus() {
 function renderSaves() {
   const list = $("save-list");
   list.textContent = "";
-  const saves = [...state.saves.values()].sort((a, b) => b.id - a.id).slice(0, 20);
+  // Every save the recorder lists (the newest 1000 finished ones and those still to finish), newest first: the
+  // panel scrolls.
+  const saves = [...state.saves.values()].sort((a, b) => b.id - a.id);
   for (const save of saves) {
     const item = document.createElement("li");
     item.dataset.saveId = save.id;
