@@ -17,6 +17,11 @@ the widest view and reads the axis's wall-clock labels, and clicks a lane once t
 With `restart`, it stops the recorder PID (SIGTERM) while the page is open, reads what the page says while the
 recorder is gone, starts the recorder again with COMMAND_JSON (a JSON array: the same store and port, and a new
 stream "side" whose input fails) and reads what the page says once it answers again; then kills it (SIGKILL) and reads what the page says.
+
+With `saves`, on a recorder of front and rear whose store also holds "old" from an earlier run, it exports a range
+after every frame from both streams (each refused), reads the bands a save of every stream draws while it waits and
+once its tracks are known, makes 25 more saves and counts the exports panel's entries, and last stops the recorder
+PID (SIGTERM) while a save of every stream waits, reading what the page shows of it once the recorder finished it.
 """
 import base64
 import json
@@ -494,7 +499,7 @@ def page_scenario(driver, wait, result):
 
 def saves_scenario(driver, wait, result, pid):
     """Saves and exports as the page lists and draws them, on a recorder of front and rear whose store also holds
-    "old", a stream of an earlier run; last, the recorder is stopped (SIGTERM) while a save waits."""
+    "old", a stream of an earlier run; last, the recorder PID is stopped (SIGTERM) while a save waits."""
     driver.get(BASE + "/?token=" + TOKEN)
     wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#lanes [data-stream]")) >= 3)
     time.sleep(1.5)
@@ -559,6 +564,29 @@ def saves_scenario(driver, wait, result, pid):
         """)
         result["every_save"]["api"] = listed
     part(driver, result, "every save listed", every_save_listed)
+
+    # The recorder stops (SIGTERM) while a save of every stream waits for its post-roll: it writes the save with what
+    # was recorded, and the page, still listening after `stopping`, shows it done with its file.
+    save = json.loads(api("POST", "/v1/saves", {"stream": "all", "before": "1s", "after": "60s"}))
+    state_of = "return (state.saves.get(arguments[0]) || {}).state;"
+    wait.until(lambda d: d.execute_script(state_of, save["id"]) == "waiting")
+    os.kill(pid, signal.SIGTERM)
+    wait.until(lambda d: d.execute_script("return state.connection") != "live")
+    result["stopping_connection"] = driver.execute_script("return state.connection")
+    result["stopping_banner"] = text_of(driver, "connection")
+    try:
+        WebDriverWait(driver, 60, poll_frequency=0.2).until(lambda d: d.execute_script(state_of, save["id"]) == "done")
+    except Exception:  # noqa: BLE001 - the state says what the page shows
+        pass
+    WebDriverWait(driver, 120, poll_frequency=0.2).until(lambda d: exited(pid))
+    result["stopped_save"] = driver.execute_script("""
+        const save = state.saves.get(arguments[0]) || {};
+        const item = document.querySelector('#save-list li[data-save-id="' + arguments[0] + '"]');
+        return {state: save.state, files: save.files || [], shown: item ? item.dataset.state : null,
+                link: !!(item && item.querySelector('a.download'))};
+    """, save["id"])
+    wait.until(lambda d: d.execute_script("return state.connection") == "lost")
+    result["connection_after_stop"] = driver.execute_script("return state.connection")
 
 def exited(pid):
     """Whether PID has exited (gone, or a zombie its parent has not reaped yet)."""

@@ -463,7 +463,19 @@ import Testing
         let every = result["every_save"] as? [String: Any] ?? [:]
         #expect((every["api"] as? Int ?? 0) > 25 && every["page"] as? Int == every["api"] as? Int, "\(every)")
         #expect(every["newest_first"] as? Bool == true && every["scrolls"] as? Bool == true, "\(every)")
-        try live.stop()
+
+        // Stopped (SIGTERM) while a save of every stream waited: the page says the recorder is stopping, keeps
+        // listening, and shows the save the recorder finished as done, with its files; then finds it gone.
+        let stopped = try live.recorder.finish()
+        #expect(stopped.status == 0, "the recorder stopped by SIGTERM: \(stopped.stderr)")
+        #expect(result["stopping_connection"] as? String == "stopping", "\(result)")
+        #expect((result["stopping_banner"] as? String)?.hasPrefix("the recorder is stopping") == true, "\(result)")
+        let save = result["stopped_save"] as? [String: Any] ?? [:]
+        #expect(save["state"] as? String == "done" && save["shown"] as? String == "done", "\(save)")
+        #expect(save["link"] as? Bool == true, "\(save)")
+        let files = save["files"] as? [String] ?? []
+        #expect(!files.isEmpty && files.allSatisfy { FileManager.default.fileExists(atPath: $0) }, "\(save)")
+        #expect(result["connection_after_stop"] as? String == "lost", "\(result)")
     }
 
     /// Every request that changes state needs the token over TCP (401 without it), and one from a page of another

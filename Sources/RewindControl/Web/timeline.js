@@ -870,6 +870,7 @@ function listen() {
     loadStatus().catch(noteConnectionFailure);
     scheduleRefresh();
   });
+  // Said at once; the saves the recorder finishes while it stops follow, then the stream ends.
   events.addEventListener("stopping", () => setConnection("stopping"));
   // The stream ended or never opened: the recorder stopped, went away, or refused the cookie. Ask it how it is
   // rather than let the browser retry on its own.
@@ -919,7 +920,9 @@ function setConnection(connection) {
       state.lostAt = connection === "silent" && state.lastEventAt ? state.lastEventAt : Date.now();
     }
     state.connection = connection;
-    if (state.events) { state.events.close(); state.events = null; }
+    // A recorder that is stopping still sends the saves it finishes, then ends the stream: the page listens on
+    // until the end (`onerror`), so they show as done with their files.
+    if (state.events && connection !== "stopping") { state.events.close(); state.events = null; }
     if (!state.retryTimer) scheduleCheck();
   }
   document.body.dataset.connection = state.connection;
