@@ -38,6 +38,12 @@ final class SaveBook: Sendable {
             if case .stored = self { true } else { false }
         }
 
+        /// The streams that get a file each in `.y4m` or `.mp4` (`NAME.STREAM.EXT`): those of `all`; none for one
+        /// stream, which gets the path itself.
+        var filePerStreamNames: [String] {
+            if case .all(let streams) = self { streams.map(\.name) } else { [] }
+        }
+
         /// The recorded streams (none for a stored one).
         var streams: [RecorderStream] {
             switch self {

@@ -396,13 +396,15 @@ private func liveExport(
     }
     let streams = recorderExportsAll ? recorded.count : selection?.streamCount
     let toStandardOutput = output == "-"
+    // `all` of a store of several streams to .y4m or .mp4: the recorder writes a file per stream it records,
+    // `NAME.STREAM.EXT`, also when it records one of them.
+    let filePerStream = format != .matroska && (selection?.streamCount ?? 1) > 1
     // A FIFO or device (one file: one stream, or .mkv) is written by this process, from a file the recorder
     // writes first: the recorder writes regular files only, so that nothing reading slowly, or never, holds it up.
-    let toSpecialFile =
-        !toStandardOutput && output.map(isSpecialFile) == true && (format == .matroska || (streams ?? 1) <= 1)
+    let toSpecialFile = !toStandardOutput && output.map(isSpecialFile) == true && !filePerStream
     // A file per stream is written by the recorder itself, which writes regular files only: a FIFO or device among
     // those names is refused here, saying what works.
-    if let output, !toStandardOutput, format != .matroska, (streams ?? 1) > 1 {
+    if let output, !toStandardOutput, filePerStream {
         for name in recorded {
             let file = StreamSet.fileName(for: output, stream: name)
             guard let kind = StagedExport.specialFileKind(file) else { continue }

@@ -376,6 +376,20 @@ import Testing
         let y4m = try Tool.rewind(["save", "--store", store, "--stream", "all", "--last", "1s", "-o", file("all.y4m")])
         #expect(y4m.status == 0, "\(y4m.stderr)")
         #expect(FileManager.default.fileExists(atPath: file("all.c.y4m")), "\(y4m.output)")
+        // A device where the stream's file goes is refused before the recorder starts, by the client and by the API
+        // (the recorder writes regular files only; it wrote into the device named by -o instead, or failed later).
+        try FileManager.default.createSymbolicLink(atPath: file("dev.c.y4m"), withDestinationPath: "/dev/null")
+        let device = try Tool.rewind([
+            "save", "--store", store, "--stream", "all", "--last", "1s", "-o", file("dev.y4m"),
+        ])
+        #expect(device.status == 64 && device.stderr.contains("dev.c.y4m' is a device"), "\(device.stderr)")
+        let asked = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "-w", "%{http_code}", "--unix-socket", store + "/rewind.sock", "-X", "POST",
+                "http://rewind/v1/saves", "-d", "{\"stream\":\"all\",\"last\":\"1s\",\"path\":\"\(file("dev.y4m"))\"}",
+            ])
+        #expect(asked.output.hasSuffix("400") && asked.output.contains("dev.c.y4m"), "\(asked.output)")
         // The same request without `all` is the stream's own, under the name given.
         let own = try Tool.rewind(["save", "--store", store, "--stream", "c", "--last", "1s", "-o", file("c.y4m")])
         #expect(own.status == 0 && FileManager.default.fileExists(atPath: file("c.y4m")), "\(own.stderr)")
