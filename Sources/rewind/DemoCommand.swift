@@ -169,6 +169,16 @@ private func prepareFreshStore(_ directory: String) throws {
             "'\(directory)' holds files rewind did not make (\(foreign.sorted().joined(separator: ", "))); choose "
                 + "another --store for the demo", status: ExitStatus.usage)
     }
+    // segments/: the store's files only (`000001.seg`, an open `.seg.partial`, one moved aside as unreadable).
+    let segments = (try? manager.contentsOfDirectory(atPath: directory + "/segments")) ?? []
+    let strangers = segments.filter { name in
+        SegmentFormat.sequence(ofFileName: name) == nil && SegmentFormat.sequence(ofMovedAsideName: name) == nil
+    }
+    guard strangers.isEmpty else {
+        throw CommandError(
+            "'\(directory)/segments' holds files the store did not make (\(strangers.sorted().joined(separator: ", "))); "
+                + "choose another --store", status: ExitStatus.usage)
+    }
     let exports = (try? manager.contentsOfDirectory(atPath: directory + "/exports")) ?? []
     let ownExports = exports.filter { name in
         name == "disk-and-memory.mkv" || name.hasPrefix("last-") && (name.hasSuffix(".y4m") || name.hasSuffix(".mkv"))

@@ -704,6 +704,14 @@ func info(_ store: String) throws -> [String: Any] {
         #expect(foreign.status == 64 && foreign.stderr.contains("notes.txt"), "\(foreign.stderr)")
         #expect(FileManager.default.fileExists(atPath: demo + "/exports/notes.txt"))
 
+        // Nor one whose segments/ holds files the store did not make (a folder of the user's, a note).
+        try FileManager.default.removeItem(atPath: demo + "/exports/notes.txt")
+        try FileManager.default.createDirectory(atPath: demo + "/segments/sub", withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: demo + "/segments/sub/important.txt"))
+        let inSegments = try Tool.rewind(["demo", "--store", demo, "--seconds", "100ms"])
+        #expect(inSegments.status == 64 && inSegments.stderr.contains("(sub)"), "\(inSegments.stderr)")
+        #expect(FileManager.default.fileExists(atPath: demo + "/segments/sub/important.txt"))
+
         // A demo's store that `record` then recorded into is no longer the demo's: its recording is kept.
         let again = directory.appendingPathComponent("again").path
         #expect(try Tool.rewind(["demo", "--store", again, "--seconds", "100ms"]).status == 0)
