@@ -227,9 +227,11 @@ func checkOutputOutsideStore(_ output: String, store: String) throws {
     guard output != "-" else { return }
     // `--stream all` to .y4m or .mp4 writes a file per stream, named after the stream: each is checked.
     var files = [output]
+    var streams: [String] = []
     if let format = ExportFormat(path: output), format != .matroska,
         let names = try? SegmentStore.openReadOnly(directory: store).streams().map(\.name)
     {
+        streams = names
         files += names.map { StreamSet.fileName(for: output, stream: $0) }
     }
     for file in files {
@@ -239,21 +241,29 @@ func checkOutputOutsideStore(_ output: String, store: String) throws {
         guard let resolved = StagedExport.storeFile(writtenBy: file, store: store) else { continue }
         throw UsageError(
             "-o: '\(file)' would write \(resolved), inside the store where only rewind writes; write the export "
-                + "elsewhere, e.g. " + (placeBeside(store, for: output).map { "-o \($0)" } ?? "outside \(store)"),
+                + "elsewhere, e.g. "
+                + (placeBeside(store, for: output, streams: streams).map { "-o \($0)" } ?? "outside \(store)"),
             showsHelp: false)
     }
 }
 
 /// A new file beside the store for an export refused inside it (a directory that exists: the store's `exports/` is
-/// made by live saves and the demo only): `-o`'s own name there, or `clip.EXT`; nil when neither is free.
-private func placeBeside(_ store: String, for output: String) -> String? {
+/// made by live saves and the demo only): `-o`'s own name there, or `clip.EXT`; nil when neither is free, or the
+/// directory cannot be written.
+///
+/// - Parameter streams: the store's streams, whose files (`NAME.STREAM.EXT`) an export of `all` writes too.
+private func placeBeside(_ store: String, for output: String, streams: [String]) -> String? {
     let parent = URL(fileURLWithPath: store).standardizedFileURL.deletingLastPathComponent()
+    guard access(parent.path, W_OK | X_OK) == 0 else { return nil }
     let named = URL(fileURLWithPath: output)
     let names = [named.lastPathComponent, "clip." + named.pathExtension]
-    return names.map { parent.appendingPathComponent($0).path }.first { path in
+    func isFree(_ path: String) -> Bool {
         !FileManager.default.fileExists(atPath: path)
             && (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) == nil
-            && StagedExport.storeFile(writtenBy: path, store: store) == nil && StagedExport.lengthProblem(path) == nil
+            && StagedExport.lengthProblem(path) == nil
+    }
+    return names.map { parent.appendingPathComponent($0).path }.first { path in
+        isFree(path) && streams.allSatisfy { isFree(StreamSet.fileName(for: path, stream: $0)) }
     }
 }
 

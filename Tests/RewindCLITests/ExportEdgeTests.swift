@@ -332,6 +332,14 @@ import Testing
         let advised = try #require(refused.stderr.firstMatch(of: /elsewhere, e\.g\. -o (\S+)/).map { String($0.1) })
         let followed = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", advised])
         #expect(followed.status == 0, "\(refused.stderr) → \(followed.stderr)")
+        // Never a name whose stream's file (`--stream all` to .y4m: NAME.STREAM.y4m) is someone's already.
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: directory.path + "/new.camera.y4m"))
+        let perStream = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o", store + "/segments/new.y4m",
+        ])
+        #expect(
+            perStream.status == 64 && perStream.stderr.contains("e.g. -o \(directory.path)/clip.y4m"),
+            "\(perStream.stderr)")
         #expect(FileManager.default.contents(atPath: segment) == before)
         #expect(!FileManager.default.fileExists(atPath: store + "/segments/zz.mkv"))
         // A name too long for the system once the export's temporary name is made of it: a usage error up front.
