@@ -668,7 +668,7 @@ private func copy(_ handle: FileHandle, to target: Int32, what: String, name: St
         if stopRequested.load(ordering: .relaxed) {
             throw CommandError("interrupted while copying \(what) to \(name)", status: ExitStatus.interrupted)
         }
-        try writeAll(chunk, to: target)
+        try writeAll(chunk, to: target, name: name)
     }
 }
 

@@ -186,7 +186,7 @@ func printError(_ text: String) {
 /// Writes all of `data` to `descriptor`, retrying interrupted and short writes.
 ///
 /// - Throws: ``CommandError`` naming the stream (`stdout: writing failed: No space left on device`).
-func writeAll(_ data: Data, to descriptor: Int32) throws {
+func writeAll(_ data: Data, to descriptor: Int32, name given: String? = nil) throws {
     try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
         var offset = 0
         while offset < bytes.count {
@@ -201,11 +201,15 @@ func writeAll(_ data: Data, to descriptor: Int32) throws {
                     }
                     continue
                 }
-                let name = descriptor == STDOUT_FILENO ? "stdout" : descriptor == STDERR_FILENO ? "stderr" : "output"
+                let name =
+                    given
+                    ?? (descriptor == STDOUT_FILENO ? "stdout" : descriptor == STDERR_FILENO ? "stderr" : "output")
                 if errno == EPIPE {
                     throw CommandError("\(name): the reader closed the pipe", status: ExitStatus.brokenPipe)
                 }
-                throw CommandError("\(name): writing failed: \(String(cString: strerror(errno)))")
+                throw CommandError(
+                    "\(name): writing failed: \(String(cString: strerror(errno)))"
+                        + (errno == ENOSPC ? "; free some space or write elsewhere" : ""))
             }
             offset += written
         }

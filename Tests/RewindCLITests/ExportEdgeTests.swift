@@ -109,6 +109,17 @@ import Testing
             ], environment: environment)
         #expect(each.status == 0, "\(each.stderr)")
         #expect(each.output.components(separatedBy: "wrote 30 frames").count == 3, "\(each.output)")
+        // A device that takes nothing (/dev/full) is named, with what to do.
+        let full = directory.appendingPathComponent("full.mp4").path
+        try FileManager.default.createSymbolicLink(atPath: full, withDestinationPath: "/dev/full")
+        let refused = try Tool.rewind(
+            ["clip", "--store", store, "--stream", "a", "--from", "0s", "--to", "1s", "-o", full],
+            environment: environment)
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains(
+                "\(full): writing failed: No space left on device; free some space or write elsewhere"),
+            "\(refused.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "no temporary .mp4 is left")
     }
 
