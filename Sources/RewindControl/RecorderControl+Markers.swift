@@ -28,7 +28,11 @@ extension RecorderControl {
         }
         let at: Int64
         if let text = request.at {
-            at = try momentTime(text, field: "at")
+            var time = try momentTime(text, field: "at")
+            // Times are shown to the millisecond: the store's start as `info` prints it (its wall-clock time cut to
+            // the millisecond) is its start.
+            if time < 0 && time > -1_000_000 { time = 0 }
+            at = time
             // Recorder time starts at the store's first frame: a marker before it marks nothing (`-5s` is not "5 s
             // ago", which a wall-clock time says).
             guard at >= 0 else {

@@ -138,6 +138,14 @@ import Testing
             before.status == 64 && before.stderr.contains("--at: -5.000s lies before recorder time 0"),
             "\(before.stderr)")
         #expect(!(try Tool.rewind(["markers", "--store", store]).output.contains("early")))
+        // The store's start as times are shown, to the millisecond (it lies up to a millisecond later), is its start.
+        let stream = try #require((info["streams"] as? [[String: Any]])?.first)
+        let firstWall = try #require(stream["first_wall_ns"] as? Int64)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let shown = formatter.string(from: Date(timeIntervalSince1970: Double(firstWall / 1_000_000) / 1000))
+        let atStart = try Tool.rewind(["mark", "--store", store, "--label", "start", "--at", shown])
+        #expect(atStart.status == 0 && atStart.output.contains("at 0.000s"), "\(shown): \(atStart.stderr)")
         let unknown = try Tool.rewind(["mark", "--store", store, "--label", "x", "--stream", "nope"])
         #expect(unknown.status == 64 && unknown.stderr.contains("nope"), "\(unknown.stderr)")
         let missing = try Tool.rewind(["unmark", "--store", store, "--id", "99"])
