@@ -317,6 +317,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             status: ExitStatus.unavailable)
     }
     guard let output else {
+        // No store there either (a mistyped --store): that is said first, as giving -o would say it next.
+        try requireStore(directory)
         throw CommandError(
             "no recorder is running on \(directory): a save without -o is the recorder's; give -o to save from the "
                 + "store on disk", status: ExitStatus.unavailable)

@@ -113,6 +113,9 @@ import Testing
         #expect(save.status == 69, "\(save.stderr)")
         #expect(save.stderr.contains("give -o to save from the store on disk"), "\(save.stderr)")
         #expect(!save.stderr.contains("usage:"), "\(save.stderr)")
+        // A mistyped store is said as such first: giving -o would not help.
+        let typo = try Tool.rewind(["save", "--store", store + "x", "--last", "1s"])
+        #expect(typo.status == 1 && typo.stderr.contains("no store at '\(store)x'"), "\(typo.stderr)")
     }
 
     @Test(arguments: [
