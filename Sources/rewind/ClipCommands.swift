@@ -225,11 +225,11 @@ private func exportAll(
         return ExitStatus.success
     }
     var progress = ProgressLine()
-    let summaries: [ExportSummary]
+    let files: [(member: StreamSet.Member?, summary: ExportSummary)]
     // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
     installStopHandlers(interruptsWaits: true)
     do {
-        summaries = try set.export(range: range, format: format, to: .path(output), quality: quality) { written in
+        files = try set.exportFiles(range: range, format: format, to: .path(output), quality: quality) { written in
             if stopRequested.load(ordering: .relaxed) {
                 throw CommandError(
                     "interrupted after \(written) frames: the export was stopped; no file was kept",
@@ -242,8 +242,15 @@ private func exportAll(
         throw error
     }
     progress.clear()
-    for summary in summaries {
-        var line = describe(summary, destination: summary.path ?? output)
+    for (member, summary) in files {
+        // A stream's file says its frames on the recorder clock, as --from and --to, the .mkv and a live recorder's
+        // export of it say them (its own pts lie its clock offset apart).
+        var shown = summary
+        if let member {
+            shown.firstPTSNanoseconds = summary.firstPTSNanoseconds.map(member.clock.recorderTime(ofPTS:))
+            shown.lastPTSNanoseconds = summary.lastPTSNanoseconds.map(member.clock.recorderTime(ofPTS:))
+        }
+        var line = describe(shown, destination: summary.path ?? output)
         if format == .matroska {
             line += " (" + trackCount(tracks)
             if tracks < set.members.count {

@@ -395,6 +395,14 @@ import Testing
         #expect(own.status == 0 && FileManager.default.fileExists(atPath: file("c.y4m")), "\(own.stderr)")
         process.interrupt()
         #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+        // From the disk, a stream's file of `all` says its frames on the recorder clock too (c's own pts lie its
+        // clock offset, over a second, before).
+        let disk = try Tool.rewind([
+            "clip", "--store", store, "--stream", "all", "--from", "2s", "--to", "2.5s", "-o", file("disk.y4m"),
+        ])
+        #expect(disk.status == 0, "\(disk.stderr)")
+        let diskFirst = disk.output.firstMatch(of: /disk\.c\.y4m, pts (\d+\.\d+)s/).flatMap { Double($0.1) } ?? -1
+        #expect(diskFirst >= 2.0 && diskFirst < 2.1, "\(disk.output)")
     }
 
     /// What a live recorder's exports hold is said as offline exports say it: the frames a `.y4m` repeats to fill
