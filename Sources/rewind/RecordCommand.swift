@@ -1125,6 +1125,15 @@ private func checkFloorCanBeKept(
     let indexRoom = max(0, StoreOptions.indexReserveBytes - heldReserve)
     guard floor + indexRoom >= free + stored else { return }
     let (floorText, freeText) = formatBytesApart(floor, free)
+    // Less room than the index's reserve alone: no floor, not even 0, leaves any to record in.
+    guard free + stored > indexRoom else {
+        throw UsageError(
+            "the file system holding \(directory) has \(freeText) free now"
+                + (stored > 0 ? " and the store's segment files take \(formatBytes(stored))" : "")
+                + ", no more than the store keeps free for its index (\(formatBytes(indexRoom))): nothing could be "
+                + "recorded there, whatever --min-free says; free space on the disk, or record onto a larger one",
+            showsHelp: false)
+    }
     let what =
         stored > 0
         ? "and the store's segment files take \(formatBytes(stored)): retention would delete every one of them (the "
@@ -1146,7 +1155,7 @@ private func checkFloorCanBeKept(
 /// `--min-free 1MiB` whatever the disk had).
 private func floorAdvice(room: Int64) -> String {
     let half = room / 2 / (1 << 20)
-    guard half >= 1 else { return "free space on the disk (no --min-free leaves room to record)" }
+    guard half >= 1 else { return "free space on the disk (no floor leaves room to record there)" }
     return "give a --min-free below \(formatBytes(room)) (--min-free \(half)MiB, say), or free space on the disk"
 }
 

@@ -111,6 +111,25 @@ struct FullDiskTests {
         }
     }
 
+    /// A disk with less free space than the index's reserve: no floor, not even `--min-free 0`, leaves room to
+    /// record, and the refusal says so (it called 0 B "more than the disk can keep free" and advised leaving
+    /// `--min-free` out, which recorded nothing).
+    @Test func aDiskSmallerThanTheIndexsRoomIsRefusedWhateverTheFloor() throws {
+        let directory = try Tool.temporaryDirectory("tiny-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "3m") { disk in
+            let refused = try Tool.rewind([
+                "record", "--store", disk + "/store", "--input", "synthetic:160x120@30", "--duration", "1s",
+                "--min-free", "0",
+            ])
+            #expect(refused.status == 64, "\(refused.output) \(refused.stderr)")
+            #expect(
+                refused.stderr.contains("no more than the store keeps free for its index (4.0 MiB): nothing could be "),
+                "\(refused.stderr)")
+            #expect(!refused.stderr.contains("more than the disk can keep free"), "\(refused.stderr)")
+        }
+    }
+
     /// A floor that deleting the store's segments reaches, but only just (8 KiB short of the free space plus the
     /// files): the earlier recording goes, as the floor asks, and so does each segment of the new one; the run exits
     /// 1 naming the floor and advising one below the free space.
