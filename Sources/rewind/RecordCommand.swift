@@ -595,7 +595,7 @@ private func record(
         print(line)
         if let lastError = statistics.lastError {
             printError(
-                "rewind record: " + (isSingle ? "" : "stream \(stream.name): ") + "last write error: \(lastError)")
+                "rewind record: " + (isSingle ? "" : "stream '\(stream.name)': ") + "last write error: \(lastError)")
         }
         // Without a finished store, the loss's gaps may not be written: the finish error says what is wrong.
         if finishError == nil,
