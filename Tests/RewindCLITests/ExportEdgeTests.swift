@@ -120,6 +120,15 @@ import Testing
             refused.stderr.contains(
                 "\(full): writing failed: No space left on device; free some space or write elsewhere"),
             "\(refused.stderr)")
+        // A temporary directory that is not there is named (it read as ffmpeg missing).
+        environment["TMPDIR"] = directory.appendingPathComponent("gone").path
+        let noTemporary = try Tool.rewind(
+            ["clip", "--store", store, "--stream", "a", "--from", "0s", "--to", "1s", "-o", directory.path + "/r.mp4"],
+            environment: environment)
+        #expect(noTemporary.status == 1, "\(noTemporary.stderr)")
+        #expect(
+            noTemporary.stderr.contains("cannot make ffmpeg's log") && noTemporary.stderr.contains("TMPDIR"),
+            "\(noTemporary.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "no temporary .mp4 is left")
     }
 

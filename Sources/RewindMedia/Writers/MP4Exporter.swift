@@ -116,8 +116,16 @@ public final class MP4Exporter: Exporter {
         errorLog = NSTemporaryDirectory() + "rewind-ffmpeg-\(getpid())-\(UUID().uuidString).log"
         let pipe = Pipe()
         let logFD = open(errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // ffmpeg's messages go to a file in the temporary directory: one that cannot be made is said as such (it read
+        // as "cannot start ffmpeg: No such file or directory").
+        guard logFD >= 0 else {
+            let failure = Errno.current
+            throw ExportError(
+                destination: destination.description,
+                reason: .system(
+                    action: "cannot make ffmpeg's log \(errorLog) (the temporary directory, TMPDIR)", failure))
+        }
         do {
-            guard logFD >= 0 else { throw Errno.current }
             defer { close(logFD) }
             var output: Int32?
             switch destination {
