@@ -780,9 +780,12 @@ enum APICoding {
     static func kind(of type: Any.Type, field: String) -> String {
         switch type {
         case is String.Type:
-            let times: Set<Substring> = ["last", "before", "after", "from", "to", "at"]
-            let isTime = times.contains(field.split(separator: ".").last ?? "")
-            return isTime ? "a string: a time such as \"5s\" or \"12:00:00\"" : "a string"
+            // Lengths (a pre-roll, a hold) take durations; moments take times of day and wall-clock times too.
+            let durations: Set<Substring> = ["last", "before", "after"]
+            let moments: Set<Substring> = ["from", "to", "at"]
+            let name = field.split(separator: ".").last ?? ""
+            if durations.contains(name) { return "a string: a duration such as \"5s\"" }
+            return moments.contains(name) ? "a string: a time such as \"5s\" or \"12:00:00\"" : "a string"
         case is Bool.Type: return "true or false"
         case is Int.Type, is Int64.Type, is Double.Type: return "a number"
         case is [String: Any].Type:

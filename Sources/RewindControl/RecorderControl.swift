@@ -794,9 +794,10 @@ public final class RecorderControl: Sendable {
     /// The farthest recorder time a range may reach: 2⁶² − 1 ns, beyond every frame's time.
     static let farthestTime: Int64 = .max / 2
 
-    /// The longest duration, and the farthest recorder time from 0, a request may give: 100 years. Sums of a few of
-    /// them (a trigger, a pre-roll, a post-roll) stay far inside 64-bit nanoseconds.
-    static let longestSpan: UInt64 = 100 * 365 * 86_400 * 1_000_000_000
+    /// The longest duration, and the farthest recorder time from 0, a request may give: 100 years of 365.25 days, as
+    /// a stream keeps (``FrameInfo/longestStreamTimeNanoseconds``). Sums of a few of them (a trigger, a pre-roll, a
+    /// post-roll) stay far inside 64-bit nanoseconds.
+    static let longestSpan = UInt64(FrameInfo.longestStreamTimeNanoseconds)
 
     func duration(_ text: String, field: String) throws -> Int64 {
         let nanoseconds = try anyDuration(text, field: field)

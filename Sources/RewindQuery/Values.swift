@@ -320,14 +320,23 @@ public enum TimeSpec: Sendable, Equatable {
 
     /// `text` (a time as given) with this process's zone written into it when it is a wall-clock time or a time of
     /// day without one, so that another process (a recorder in another zone) reads the same moment. A time of day
-    /// takes the zone's offset now.
-    public static func withLocalZone(_ text: String) -> String {
+    /// lies on the date of `firstWallNanoseconds` (the store's first frame) and takes the zone's offset at that time
+    /// on that date, as a reader of the store takes it (summer's 12:00 read in winter was an hour off); without a
+    /// first frame, the offset now.
+    public static func withLocalZone(_ text: String, firstWallNanoseconds: Int64? = nil) -> String {
         let offset: Int64
         switch try? TimeSpec(parsing: text) {
         case .wall(let ns)? where splitZone(text[...])?.1 == nil:
             offset = localUTCOffsetSeconds(atUTCSeconds: ns / 1_000_000_000)
-        case .timeOfDay(_, nil)?:
-            offset = localUTCOffsetSeconds(atUTCSeconds: System.wallClockNanoseconds() / 1_000_000_000)
+        case .timeOfDay(let sinceMidnight, nil)?:
+            guard let first = firstWallNanoseconds.map({ $0 / 1_000_000_000 }) else {
+                offset = localUTCOffsetSeconds(atUTCSeconds: System.wallClockNanoseconds() / 1_000_000_000)
+                break
+            }
+            let local = first + localUTCOffsetSeconds(atUTCSeconds: first)
+            let midnight = local - ((local % 86_400) + 86_400) % 86_400
+            offset = localUTCOffsetSeconds(
+                atUTCSeconds: utcSeconds(ofLocalSeconds: midnight + sinceMidnight / 1_000_000_000))
         default:
             return text
         }

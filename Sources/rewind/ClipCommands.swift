@@ -39,6 +39,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     let live: Bool
     do {
         let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
+        let firstWall = firstWallNanoseconds(ofStore: directory)
         live = try liveExport(
             directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
         ) { path in
@@ -47,8 +48,9 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                     ClipRequest(
                         stream: selection?.requestName ?? arguments.string("stream"),
                         // A time without a zone is this shell's local time, wherever the recorder runs.
-                        from: TimeSpec.withLocalZone(arguments.string("from")!),
-                        to: TimeSpec.withLocalZone(arguments.string("to")!), format: format.fileExtension, path: path,
+                        from: TimeSpec.withLocalZone(arguments.string("from")!, firstWallNanoseconds: firstWall),
+                        to: TimeSpec.withLocalZone(arguments.string("to")!, firstWallNanoseconds: firstWall),
+                        format: format.fileExtension, path: path,
                         quality: givenQuality(arguments)))
             }
         }

@@ -267,6 +267,19 @@ private func placeBeside(_ store: String, for output: String, streams: [String])
     }
 }
 
+/// The capture time of the earliest first frame of the store's streams, as a time of day on the command line is
+/// read against it (its date, the zone's offset then); nil without a store or frames.
+func firstWallNanoseconds(ofStore directory: String) -> Int64? {
+    guard let store = try? SegmentStore.openReadOnly(directory: directory), let rows = try? store.streams() else {
+        return nil
+    }
+    return rows.compactMap { row -> Int64? in
+        guard let clock = try? store.clock(of: row), let first = try? store.summary(streamName: row.name).firstPTS
+        else { return nil }
+        return clock.recorderTime(ofPTS: first).addingSaturating(clock.wallNanoseconds)
+    }.min()
+}
+
 /// Refuses a directory that holds no store (neither `index.sqlite` nor `segments/`), so a command that only reads
 /// or edits a store never creates one.
 ///

@@ -35,6 +35,41 @@ struct WallClockRangeTests {
         #expect(soak.stderr.contains("rewind soak: the system clock reads"), "\(soak.stderr)")
     }
 
+    /// A time of day without a zone, given to a live recorder, lies on the recording's date at the zone's offset on
+    /// that date, as a reader of the store takes it: a recording made in the other half of the year (daylight saving
+    /// time or not, whichever now is not) was read at the offset now, an hour off ("no frames").
+    @Test func aTimeOfDayGivenToALiveRecorderTakesTheOffsetOfTheRecordingsDate() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let zone = "America/New_York"
+        let summerNow = TimeZone(identifier: zone)?.isDaylightSavingTime(for: Date()) ?? false
+        let day = summerNow ? "2026-01-15" : "2026-07-01"
+        let recorder = try ExternalTools.Child(
+            try Tool.path(of: "faketime"),
+            [
+                "\(day) 12:00:00", Tool.rewindPath, "record", "--store", store, "--input", "synthetic:160x120@30",
+                "--realtime", "--duration", "30s",
+            ], environment: ["TZ": zone])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("the recorder holds 3 s", interval: .milliseconds(50)) {
+            (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 90
+        }
+        let clip = try Tool.rewind(
+            ["clip", "--store", store, "--from", "12:00:01", "--to", "12:00:02", "-o", directory.path + "/x.mkv"],
+            environment: ["TZ": zone])
+        #expect(clip.status == 0, "\(clip.output) \(clip.stderr)")
+        #expect(
+            clip.output.contains("wrote 30 frames") && clip.output.contains("by the live recorder"), "\(clip.output)")
+        let mark = try Tool.rewind(
+            ["mark", "--store", store, "--label", "noon", "--at", "12:00:01"], environment: ["TZ": zone])
+        let at = mark.output.firstMatch(of: /marked marker \d+ at (\d+\.\d+)s/).flatMap { Double($0.1) } ?? -1
+        #expect(mark.status == 0 && at >= 0 && at < 2, "\(mark.output) \(mark.stderr)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     @Test func theLastRecordableYearRecordsAndReadsBack() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

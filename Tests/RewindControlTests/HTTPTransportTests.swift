@@ -165,9 +165,9 @@ final class RawConnection {
         let extended = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"1s"}"#)
         #expect(try decode(SaveObject.self, extended.body).toNanoseconds == waiting.toNanoseconds + 1_000_000_000)
         // Extending for ever is refused before the end overflows (100 years at a time, 200 years in all).
-        let far = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36500d"}"#)
+        let far = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36525d"}"#)
         #expect(far.status == 200, "\(far.body)")
-        let farther = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36500d"}"#)
+        let farther = try curl(socket, "POST", "/v1/saves/\(waiting.id)/extend", body: #"{"after":"36525d"}"#)
         #expect(farther.status == 400 && farther.body.contains("200 years"), "\(farther.body)")
         #expect(try curl(socket, "GET", "/v1/saves/\(waiting.id)").status == 200)
         let list = try decode(SaveList.self, try curl(socket, "GET", "/v1/saves").body)
@@ -465,7 +465,7 @@ final class RawConnection {
         #expect(number.status == 400, "\(number.body)")
         #expect(
             try decode(APIError.Body.self, number.body).error.message
-                == #"field 'last' must be a string: a time such as "5s" or "12:00:00""#, "\(number.body)")
+                == #"field 'last' must be a string: a duration such as "5s""#, "\(number.body)")
         // A hold given as a time says it is an object, and what one looks like (it said "of another type").
         let hold = try curl(socket, "POST", "/v1/markers", body: #"{"label":"x","hold":"30s"}"#)
         #expect(hold.status == 400, "\(hold.body)")
