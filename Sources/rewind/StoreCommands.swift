@@ -32,7 +32,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let markers = try MarkerBody.list(in: store).filter { only == nil || $0.stream == only }
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     let setAside = (try? store.setAsideFiles()) ?? []
-    let outOfStep = storeProblems(store, directory: directory, recorderRuns: status != nil)
+    let outOfStep = try storeProblems(store, directory: directory, recorderRuns: status != nil)
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -215,10 +215,12 @@ struct OutOfStep {
     }
 }
 
-private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) -> OutOfStep {
+/// - Throws: what listing `segments/` or reading the index failed with (no descriptor left, say): a store that could
+///   not be checked is not reported whole.
+private func storeProblems(_ store: SegmentStore, directory: String, recorderRuns: Bool) throws -> OutOfStep {
     // Files and rows that do not match are then all of them: the index is the one to set right.
     if let foreign = try? store.foreignIndexProblem() { return OutOfStep(lines: ["\(foreign)"], losesFrames: true) }
-    guard let (missing, unindexed) = try? store.segmentFilesOutOfStep() else { return OutOfStep() }
+    let (missing, unindexed) = try store.segmentFilesOutOfStep()
     var problems = OutOfStep(
         lines: missing.map { "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it" },
         losesFrames: !missing.isEmpty)
@@ -241,7 +243,12 @@ func outOfStepAdvice(_ directory: String) -> String? {
     guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
     // A recorder holds the store's lock while it records (a socket left by one that was killed says nothing).
     let recorderRuns = SegmentStore.isOpenForRecording(directory: directory)
-    let problems = storeProblems(store, directory: directory, recorderRuns: recorderRuns)
+    let problems: OutOfStep
+    do {
+        problems = try storeProblems(store, directory: directory, recorderRuns: recorderRuns)
+    } catch {
+        return "segments/ could not be checked against the index (\(error)): run 'rewind verify' once that is fixed"
+    }
     guard let summary = problems.summary else { return nil }
     return summary + ": " + problems.advice(recorderRuns: recorderRuns)
 }

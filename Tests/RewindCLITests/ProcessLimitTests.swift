@@ -272,6 +272,23 @@ struct OpenFileLimitTests {
         #expect(try Tool.run("/bin/sh", limited("-Sn 4", ["info", "--store", store])).status == 0)
     }
 
+    /// A store missing a segment file is never reported whole, whatever descriptors are left: `segments/` that
+    /// could not be listed was taken for a store in order (exit 0, no problem).
+    @Test func aStoreThatCouldNotBeCheckedIsNotReportedWhole() throws {
+        let directory = try Tool.temporaryDirectory("files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "3s", "--segment", "1s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        try FileManager.default.removeItem(atPath: store + "/segments/000002.seg")
+        for limit in 4...16 {
+            let info = try Tool.run("/bin/sh", limited("-n \(limit)", ["info", "--store", store, "--json"]))
+            #expect([1, 71].contains(info.status), "ulimit -n \(limit): \(info.stderr)")
+        }
+    }
+
     @Test func connectionsPastTheDescriptorsLeftAreAnswered503AndTheRecordingLosesNothing() throws {
         let directory = try Tool.temporaryDirectory("files")
         defer { try? FileManager.default.removeItem(at: directory) }
