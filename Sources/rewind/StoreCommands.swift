@@ -18,12 +18,25 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     // A recorder serving the store: what it holds in memory right now (nil when none runs, or, with --stream, when
     // it does not record that stream).
     var status: StatusResponse?
+    var saidNoAnswer = false
     do {
         status = try ControlClient(directory: directory).status()
     } catch let error as ControlError {
         // A recorder that does not answer (stopped with Ctrl-Z, say): what the disk holds, and why only that.
-        if case .noAnswer = error { printError("rewind info: \(error); showing what the store on disk holds") }
+        if case .noAnswer = error {
+            printError("rewind info: \(error); showing what the store on disk holds")
+            saidNoAnswer = true
+        }
     } catch {}
+    // A recorder holds the store (its lock) but gave no status: stopped, stuck, or its socket removed. Said, and in
+    // the JSON (`recorder`), so a program can tell it from a store nothing records.
+    let answered = status != nil
+    let recording = answered || SegmentStore.isOpenForRecording(directory: directory)
+    if !answered && recording && !saidNoAnswer {
+        printError(
+            "rewind info: a recorder is recording into \(directory) but does not answer on "
+                + "\(directory)/\(RecorderControl.socketName); showing what the store on disk holds")
+    }
     if let only, var narrowed = status {
         narrowed.streams = narrowed.streams.filter { $0.stream == only }
         status = narrowed.streams.isEmpty ? nil : narrowed
@@ -50,6 +63,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = status.map(liveJSON) ?? NSNull()
+        object["recorder"] = answered ? "answering" : recording ? "not answering" as Any : NSNull()
         object["markers"] = markers.map(apiObject)
         object["set_aside"] = setAside.map { ["file": $0.name, "bytes": $0.bytes] as [String: Any] }
         object["problems"] = outOfStep.lines

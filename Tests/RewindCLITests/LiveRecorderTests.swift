@@ -346,6 +346,29 @@ import Testing
         #expect(tracks.first?.hasPrefix("320,") == true && tracks.last?.hasPrefix("160,") == true, "\(tracks)")
     }
 
+    /// A recorder that holds the store but does not answer (its socket removed) is told apart from none: `info`
+    /// says so on stderr and `--json` has `recorder: "not answering"` (it read as a store nothing records).
+    @Test func infoTellsARecorderThatDoesNotAnswerFromNone() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:160x96@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        try FileManager.default.removeItem(atPath: store + "/rewind.sock")
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let object = try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+        #expect(object?["recorder"] as? String == "not answering", "\(info.output)")
+        #expect(object?["live"] is NSNull, "\(info.output)")
+        #expect(info.stderr.contains("a recorder is recording into \(store) but does not answer"), "\(info.stderr)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+        let after = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect((try JSONSerialization.jsonObject(with: after.stdout) as? [String: Any])?["recorder"] is NSNull)
+    }
+
     /// A recorder of one stream whose store holds others too: a save of `all` is every stream's export, as a clip of
     /// `all` from the disk is (a titled track on the recorder clock, a file named for the stream), not that stream's
     /// own (its own pts, which lie the stream's clock offset before recorder time).

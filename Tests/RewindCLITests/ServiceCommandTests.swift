@@ -118,6 +118,7 @@ import Testing
         let info = try json(try Tool.rewind(["info", "--store", store, "--json"]))
         #expect((info["markers"] as? [[String: Any]])?.first?["at_ns"] as? Int == 1_000_000_000)
         #expect((info["live"] as? [String: Any])?["stream"] as? String == "camera")
+        #expect(info["recorder"] as? String == "answering", "\(info)")
         #expect(try Tool.rewind(["info", "--store", store]).output.contains("door"))
 
         // Bad input to the recorder is a usage error naming it; an unknown marker is not found.
