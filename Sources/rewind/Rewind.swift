@@ -157,6 +157,7 @@ enum Rewind {
         }
         runningCommand.withAnnotatedLock { $0 = "rewind \(command.spec.name)" }
         var storeDirectory: String?
+        var started = false
         do {
             let parsed = try command.spec.parse(Array(arguments.dropFirst()))
             storeDirectory = parsed.string("store")
@@ -165,9 +166,15 @@ enum Rewind {
                 return ExitStatus.success
             }
             if let store = parsed.string("store") { try checkStoreDirectory(store) }
+            started = true
             return try command.run(parsed)
         } catch {
             var failure = CommandFailure(error, command: command.spec.name)
+            // `verify --json` prints a document whatever happens, a command line it refused too (the command itself
+            // prints one for what fails once it runs).
+            if !started, command.spec.name == "verify", arguments.contains("--json") {
+                try? printJSON(verifyFailureDocument(failure.message))
+            }
             // A range or save the store has no frames for, while segments/ holds files the index lost: say so.
             if failure.advice == nil, ["clip", "save"].contains(command.spec.name), let storeDirectory {
                 failure.advice = outOfStepAdvice(storeDirectory)

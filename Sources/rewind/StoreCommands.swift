@@ -364,6 +364,14 @@ func apiObject(_ value: some Encodable) -> [String: Any] {
     ((try? JSONSerialization.jsonObject(with: JSONEncoder().encode(value))) as? [String: Any]) ?? [:]
 }
 
+/// What `verify --json` prints when the check could not run (its command line refused too): not clean, and why.
+func verifyFailureDocument(_ message: String, repaired: [String] = []) -> [String: Any] {
+    [
+        "clean": false, "segments": 0, "frames": 0, "damaged": [Any](), "problems": [message], "repaired": repaired,
+        "salvage": [Any](), "error": message,
+    ]
+}
+
 func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
     let directory = arguments.string("store")!
     let repair = arguments.flag("repair")
@@ -381,11 +389,8 @@ func runVerify(_ arguments: ParsedArguments) throws -> Int32 {
             directory: directory, repair: repair, stream: arguments.string("stream"), movedIndex: &movedIndex)
     } catch  where arguments.flag("json") {
         // A program reading the JSON gets a document whatever failed: not clean, and why (stderr says it too).
-        try printJSON([
-            "clean": false, "segments": 0, "frames": 0, "damaged": [Any](), "problems": ["\(error)"],
-            "repaired": movedIndex.map { ["moved \($0.why) to \($0.path)"] } ?? [], "salvage": [Any](),
-            "error": "\(error)",
-        ])
+        try printJSON(
+            verifyFailureDocument("\(error)", repaired: movedIndex.map { ["moved \($0.why) to \($0.path)"] } ?? []))
         throw error
     }
     if repair {

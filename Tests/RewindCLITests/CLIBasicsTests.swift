@@ -101,6 +101,24 @@ import Testing
             !result.stderr.contains("usage:") && result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
     }
 
+    /// `verify --json` prints a document whatever happens, a command line it refuses too: not clean, and why.
+    @Test(arguments: [["--store", "FILE"], ["--store", "DIR", "--bogus"], ["--store", "DIR", "--stream", "nope"]])
+    func verifyJSONIsADocumentForARefusedCommandLine(arguments: [String]) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind(["record", "--store", store, "--input", "synthetic:64x48@10", "--duration", "1s"])
+        try #require(record.status == 0, "\(record.stderr)")
+        let file = directory.appendingPathComponent("file").path
+        try Data().write(to: URL(fileURLWithPath: file))
+        let given = arguments.map { $0 == "FILE" ? file : $0 == "DIR" ? store : $0 }
+        let verify = try Tool.rewind(["verify"] + given + ["--json"])
+        #expect(verify.status == 64, "\(verify.stderr)")
+        let object = try JSONSerialization.jsonObject(with: verify.stdout) as? [String: Any]
+        #expect(
+            object?["clean"] as? Bool == false && (object?["error"] as? String)?.isEmpty == false, "\(verify.output)")
+    }
+
     /// A save without `-o` is the recorder's (into its `DIR/exports/`): with none running, that is a missing
     /// service (69, as `save --after`), not a malformed command line, and no help follows.
     @Test func aSaveWithoutOutputAndNoRecorderIsUnavailable() throws {
