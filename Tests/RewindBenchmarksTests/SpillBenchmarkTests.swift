@@ -2,7 +2,7 @@ import Testing
 
 @testable import RewindBenchmarks
 
-@Suite(.timeLimit(.minutes(15))) struct SpillBenchmarkTests {
+@Suite(.timeLimit(.minutes(45))) struct SpillBenchmarkTests {
     /// A spill round reports the disk's ceiling beside its own rate, both positive and finite.
     @Test func aSpillRoundMeasuresTheDiskBesideIt() throws {
         let footage = try StoreBenchmarks.Footage.make(noisy: true, frames: 6)

@@ -1,7 +1,7 @@
 import RewindBenchmarks
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct ViewBenchmarksTests {
+@Suite(.timeLimit(.minutes(45))) struct ViewBenchmarksTests {
     /// The view benchmarks run end to end (a picture of every sampled frame, in memory and on disk; 500 buckets per
     /// timeline) and report every key; the times themselves are not asserted.
     @Test func everyFigureIsMeasured() throws {

@@ -6,7 +6,7 @@ import Testing
 /// The API's OpenAPI document (`Sources/RewindControl/API/openapi.json`, served at `GET /v1/openapi.json`) against
 /// the recorder that serves it: schemathesis (`Tests/API`, installed by `make test`) sends every operation requests
 /// made from the document, valid ones and ones it says are invalid, and checks each answer by it.
-@Suite(.timeLimit(.minutes(15))) struct APIDocumentTests {
+@Suite(.timeLimit(.minutes(45))) struct APIDocumentTests {
     static let documentPath = Tool.packageRoot + "/Sources/RewindControl/API/openapi.json"
 
     /// Every answer of a live recorder of two streams, on TCP with its token, is one its document describes: a

@@ -2,7 +2,7 @@ import Foundation
 import RewindSystem
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct CLIBasicsTests {
+@Suite(.timeLimit(.minutes(45))) struct CLIBasicsTests {
     @Test func helpListsEveryCommand() throws {
         let result = try Tool.rewind(["--help"])
         #expect(result.status == 0)

@@ -59,7 +59,7 @@ func info(_ store: String) throws -> [String: Any] {
     return try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any] ?? [:]
 }
 
-@Suite(.timeLimit(.minutes(15))) struct EndToEndTests {
+@Suite(.timeLimit(.minutes(45))) struct EndToEndTests {
     /// A file of tiny frames at a high rate (16x16 at 100 000 fps): the ring's 16 384 slots fill before its bytes
     /// do, and the reader waits for the spill stage by slots too, so every frame is stored, none lost.
     @Test func aFileOfManyTinyFramesIsStoredWhole() throws {

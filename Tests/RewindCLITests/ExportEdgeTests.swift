@@ -8,7 +8,7 @@ import Testing
 
 /// Exports to destinations that fail or are not plain files: every run ends with a clear error or a complete file,
 /// never a crash or a hang, and nothing of the user's or the store's is removed or overwritten.
-@Suite(.timeLimit(.minutes(15))) struct ExportEdgeTests {
+@Suite(.timeLimit(.minutes(45))) struct ExportEdgeTests {
     /// A store of 4 s of 320x240 at 30 fps.
     static func makeStore(in directory: URL) throws -> String {
         let store = directory.appendingPathComponent("store").path

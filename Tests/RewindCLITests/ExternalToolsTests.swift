@@ -3,7 +3,7 @@ import RewindTesting
 import Testing
 
 /// The harness every test runs programs with.
-@Suite(.timeLimit(.minutes(15))) struct ExternalToolsTests {
+@Suite(.timeLimit(.minutes(45))) struct ExternalToolsTests {
     /// A program that does not end in time is killed, and the failure says what each of its threads was doing then
     /// (so a wait that happens once in a hundred runs says where it waited): from `/proc`, and with gdb (on this
     /// machine's kind) every thread's backtrace.

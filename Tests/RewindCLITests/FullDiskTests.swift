@@ -10,7 +10,7 @@ import Testing
 /// every lost stretch; with `--min-free` the same recording keeps going by deleting old segments.
 ///
 /// Mounting needs root: other users skip with that reason; a root that cannot mount fails, saying why.
-@Suite(.timeLimit(.minutes(15)), .enabled(if: getuid() == 0, "mounting a small tmpfs to fill up needs root"))
+@Suite(.timeLimit(.minutes(45)), .enabled(if: getuid() == 0, "mounting a small tmpfs to fill up needs root"))
 struct FullDiskTests {
     /// 300 noisy 640x360 frames (about 100 MiB raw, 30 MiB stored): more than the 24 MiB tmpfs holds.
     static let frameCount = 300

@@ -3,7 +3,7 @@ import RewindTesting
 import Testing
 
 /// `make install PREFIX=…` installs a `rewind` that carries the Swift runtime inside it, and the systemd unit.
-@Suite(.timeLimit(.minutes(20))) struct InstallTests {
+@Suite(.timeLimit(.minutes(45))) struct InstallTests {
     @Test func theInstalledBinaryNeedsNoSwiftRuntimeAndTheUnitVerifies() throws {
         let prefix = try Tool.temporaryDirectory("rewind-prefix")
         defer { try? FileManager.default.removeItem(at: prefix) }

@@ -4,7 +4,7 @@ import RewindTesting
 import Testing
 
 /// `rewind record` serves saves while it records: `rewind save` through DIR/rewind.sock, and SIGUSR1.
-@Suite(.timeLimit(.minutes(15))) struct LiveRecorderTests {
+@Suite(.timeLimit(.minutes(45))) struct LiveRecorderTests {
 
     func probe(_ path: String, _ entries: String) throws -> String {
         let result = try Tool.run(

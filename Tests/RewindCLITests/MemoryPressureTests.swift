@@ -10,7 +10,7 @@ import Testing
 /// the monitor sees PSI rise and falls back to normal after the hog stops, and a running `rewind record` sheds
 /// memory and recovers. Serialized: one hog at a time. A machine that cannot produce pressure fails the tests,
 /// saying why.
-@Suite(.serialized, .timeLimit(.minutes(15)))
+@Suite(.serialized, .timeLimit(.minutes(45)))
 struct MemoryPressureTests {
     /// Fails the test, saying why, when this machine cannot produce pressure.
     static func requirePressure() -> Bool {

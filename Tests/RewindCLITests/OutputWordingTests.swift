@@ -3,7 +3,7 @@ import RewindTesting
 import Testing
 
 /// What the commands print says what happened: counts that match the files, the store's totals, plural forms.
-@Suite(.timeLimit(.minutes(15))) struct OutputWordingTests {
+@Suite(.timeLimit(.minutes(45))) struct OutputWordingTests {
     /// A `.y4m` clip across a hole in the index says how many frames the file holds, of which how many repeat.
     @Test func aY4MClipAcrossAGapCountsTheFramesTheFileHolds() throws {
         let directory = try Tool.temporaryDirectory()

@@ -11,7 +11,7 @@ import Testing
 /// store sound.
 ///
 /// Making a cgroup needs root: other users skip with that reason; a root that cannot make one fails, saying why.
-@Suite(.timeLimit(.minutes(15)), .enabled(if: getuid() == 0, "making a pids cgroup needs root"))
+@Suite(.timeLimit(.minutes(45)), .enabled(if: getuid() == 0, "making a pids cgroup needs root"))
 struct ThreadLimitTests {
     /// A fresh pids cgroup: at most ``max`` tasks (threads) among the processes put in it.
     final class PidsCgroup {
@@ -243,7 +243,7 @@ extension String {
 
 /// A recording under a limit on open files (`ulimit -n`, systemd's `LimitNOFILE=`): refused up front when the limit
 /// cannot hold it, and its API's connections never take the descriptors its segment files need.
-@Suite(.timeLimit(.minutes(15)))
+@Suite(.timeLimit(.minutes(45)))
 struct OpenFileLimitTests {
     /// The command line that runs `rewind` with `arguments` under `ulimit` with `limit` (`-n 128`, `-Sn 64`).
     private func limited(_ limit: String, _ arguments: [String]) -> [String] {
@@ -364,7 +364,7 @@ struct OpenFileLimitTests {
 
 /// A recording in a memory cgroup whose limit cannot hold its `--memory` budget is refused up front, naming the
 /// largest budget that fits, instead of being killed by the kernel once its rings fill.
-@Suite(.timeLimit(.minutes(15)), .enabled(if: getuid() == 0, "making a memory cgroup needs root"))
+@Suite(.timeLimit(.minutes(45)), .enabled(if: getuid() == 0, "making a memory cgroup needs root"))
 struct MemoryCgroupTests {
     @Test func aBudgetTheCgroupCannotHoldIsRefusedAndOneThatFitsRecords() throws {
         let directory = try Tool.temporaryDirectory("memory")
@@ -401,7 +401,7 @@ struct MemoryCgroupTests {
 /// `--memory` budget does not fit with the process's own needs, naming the largest that does, instead of dropping
 /// every frame for want of a mapping or ending in a crash report when the Swift runtime's allocation is refused; one
 /// that fits records every frame.
-@Suite(.timeLimit(.minutes(15)))
+@Suite(.timeLimit(.minutes(45)))
 struct AddressSpaceLimitTests {
     private func limited(_ kibibytes: Int, _ arguments: [String]) throws -> ToolResult {
         try Tool.run("/bin/sh", ["-c", "ulimit -v \(kibibytes) && exec \"$0\" \"$@\"", Tool.rewindPath] + arguments)

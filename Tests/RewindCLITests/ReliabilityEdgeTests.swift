@@ -4,7 +4,7 @@ import Testing
 
 /// Windows and budgets of a frame or two, stops while the recorder waits, and soaks under critical pressure on
 /// small rings: each records every frame, is refused up front, or ends promptly — never hangs.
-@Suite(.timeLimit(.minutes(15))) struct ReliabilityEdgeTests {
+@Suite(.timeLimit(.minutes(45))) struct ReliabilityEdgeTests {
     /// A 10 fps 320x240 file of 12 frames (100 ms per frame, 115200 bytes or 29 pages per frame).
     private func makeSource(in directory: URL, rate: String = "10", frames: Int = 12) throws -> String {
         let path = directory.appendingPathComponent("source.y4m").path

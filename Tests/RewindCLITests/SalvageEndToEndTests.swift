@@ -3,7 +3,7 @@ import RewindKit
 import RewindTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct SalvageEndToEndTests {
+@Suite(.timeLimit(.minutes(45))) struct SalvageEndToEndTests {
     /// A byte flipped inside frame 40 of a sealed segment (key frames every 30): `verify` names the frame,
     /// `verify --repair` salvages frames 60…119 into a new segment and says so, and a clip of everything holds
     /// exactly the source frames but 40…59.

@@ -6,7 +6,7 @@ import Testing
 
 /// The command line on top of the HTTP API: save with pre- and post-roll, status, mark, markers, unmark, events,
 /// and what a client says when the recorder goes away mid-save.
-@Suite(.timeLimit(.minutes(15))) struct ServiceCommandTests {
+@Suite(.timeLimit(.minutes(45))) struct ServiceCommandTests {
     func probe(_ path: String, _ entries: String) throws -> String {
         let result = try Tool.run(
             try Tool.path(of: "ffprobe"),

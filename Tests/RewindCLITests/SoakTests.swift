@@ -21,7 +21,7 @@ private func soak(_ extra: [String], in directory: URL) throws -> (ToolResult, [
     return (result, object)
 }
 
-@Suite(.timeLimit(.minutes(15))) struct SoakTests {
+@Suite(.timeLimit(.minutes(45))) struct SoakTests {
     @Test func aShortSoakThroughEveryKindOfEventPassesWithACompleteReportAndChart() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -44,7 +44,7 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         })
 }
 
-@Suite(.timeLimit(.minutes(15))) struct StreamsEndToEndTests {
+@Suite(.timeLimit(.minutes(45))) struct StreamsEndToEndTests {
     @Test func threeInputsRecordedAtOnceInRealTimeAreEachBitExactAndComplete() throws {
         let directory = try Tool.temporaryDirectory("streams")
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -8,7 +8,7 @@ import Testing
 /// The timeline page in a real browser (headless Chromium through Selenium, `Tests/Browser/timeline_page.py`),
 /// against a live recorder of two streams on TCP with its token; and every request that changes state refused
 /// without the token or from another site.
-@Suite(.timeLimit(.minutes(15))) struct TimelinePageTests {
+@Suite(.timeLimit(.minutes(45))) struct TimelinePageTests {
 
     /// A recorder of two synthetic streams (front 640×360 at 30 fps, rear 320×240 at 15 fps) in real time, serving
     /// TCP on a port of its choosing.

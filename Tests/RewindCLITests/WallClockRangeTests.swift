@@ -6,7 +6,7 @@ import Testing
 /// 1970) is refused before anything is made on disk (71, saying what the clock reads and to set it), where the
 /// recorder trapped on an overflow; the last years it takes record as any other. The clock is set for the one
 /// process by `faketime`.
-@Suite(.timeLimit(.minutes(15)))
+@Suite(.timeLimit(.minutes(45)))
 struct WallClockRangeTests {
     /// Runs `rewind` with `arguments` under `faketime` at `time` (UTC).
     private func rewind(at time: String, _ arguments: [String]) throws -> ToolResult {

@@ -10,7 +10,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.timeLimit(.minutes(15))) struct FullDiskRecorderTests {
+@Suite(.timeLimit(.minutes(45))) struct FullDiskRecorderTests {
     @Test func framesLostAtTheStartAndAtTheEndAreGapsToo() throws {
         var feed = try CameraFeed()
         let disk = FaultInjectingFileSystem()
@@ -77,7 +77,7 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(15))) struct FailedSyncRecorderTests {
+@Suite(.timeLimit(.minutes(45))) struct FailedSyncRecorderTests {
     /// Syncs run beside the spill: one that fails after more frames were written cuts those frames off. They are
     /// counted as disk-error drops and a gap, never reported durable, and recording goes on in a new segment.
     @Test func framesCutOffByAFailedSyncAreCountedAndAGap() throws {

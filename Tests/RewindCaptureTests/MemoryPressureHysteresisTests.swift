@@ -4,7 +4,7 @@ import RewindSystem
 import Testing
 
 /// The PSI file format, and the rule that turns readings into levels: rises at once, falls after a quiet period.
-@Suite(.timeLimit(.minutes(15)))
+@Suite(.timeLimit(.minutes(45)))
 struct MemoryPressureHysteresisTests {
     /// Text as `/proc/pressure/memory` prints it.
     static let psiText = """

@@ -15,7 +15,7 @@ private func description(_ width: Int, _ height: Int, fps: Int32) throws -> Stre
         frameDuration: FrameTime(value: 1, timescale: fps), color: ColorInfo(matrix: .bt709, range: .video))
 }
 
-@Suite(.timeLimit(.minutes(15))) struct MultiStreamRecorderTests {
+@Suite(.timeLimit(.minutes(45))) struct MultiStreamRecorderTests {
     @Test func sharesFollowByteRatesAboveAFloorOfFourFramesAndNeverExceedTheTotal() throws {
         let big = try description(1920, 1080, fps: 30)
         let small = try description(320, 180, fps: 15)

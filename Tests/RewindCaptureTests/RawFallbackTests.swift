@@ -25,7 +25,7 @@ private final class CompressionGate: Sendable {
     }
 }
 
-@Suite(.timeLimit(.minutes(15))) struct RawFallbackTests {
+@Suite(.timeLimit(.minutes(45))) struct RawFallbackTests {
     /// A recorder of a 320×240 camera at 30 fps into a fresh store opened with `options`, its budget `slabs` frames,
     /// and the camera's feed.
     private static func smallRecorder(

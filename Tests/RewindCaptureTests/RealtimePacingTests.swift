@@ -21,7 +21,7 @@ private struct StallingCamera: FrameSource {
     }
 }
 
-@Suite(.timeLimit(.minutes(15))) struct RealtimePacingTests {
+@Suite(.timeLimit(.minutes(45))) struct RealtimePacingTests {
     @Test func afterAPauseTheRealTimePaceResumesInsteadOfBursting() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

@@ -7,7 +7,7 @@ import Testing
 @testable import RewindCapture
 
 /// The recorder clock when several streams' first frames come at once.
-@Suite(.timeLimit(.minutes(15))) struct RecorderClockTests {
+@Suite(.timeLimit(.minutes(45))) struct RecorderClockTests {
     /// Four streams of a new store whose first frames (pts 0) arrive together, over many rounds: whichever sets
     /// recorder time 0, none is placed before it (a stream read its arrival, another set time 0 from a later
     /// one, and the first came out a few nanoseconds before time 0, which a Matroska export refuses). The window is

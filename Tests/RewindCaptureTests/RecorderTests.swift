@@ -109,7 +109,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
     return try #require((0..<feed.index).first { feed.pts($0) == first }, "no frame has pts \(first)")
 }
 
-@Suite(.timeLimit(.minutes(15))) struct RecorderTests {
+@Suite(.timeLimit(.minutes(45))) struct RecorderTests {
     @Test func queriesMergeDiskAndMemoryExactlyOnceWhileRecording() throws {
         var feed = try CameraFeed()
         let store = try SegmentStore.open(
@@ -288,7 +288,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
 
     /// The drop counters reach the store while the recorder runs (every second), not only when it stops: a
     /// recorder killed later loses at most the last second's counts. Stopping adds only what is new.
-    @Test(.timeLimit(.minutes(15)))
+    @Test(.timeLimit(.minutes(45)))
     func dropCountersReachTheStoreWhileRecording() throws {
         var feed = try CameraFeed()
         let disk = GatedFileSystem()
@@ -312,7 +312,7 @@ func oldestIndexInRing(_ recorder: Recorder, _ feed: CameraFeed) throws -> Int64
         #expect(try store.drops() == [.spillBehind: dropped], "counted once")
     }
 
-    @Test(.timeLimit(.minutes(15)))
+    @Test(.timeLimit(.minutes(45)))
     func aFrameDroppedBecauseTheSpillIsBehindSaysSoInItsOutcomeCounterAndGap() throws {
         var feed = try CameraFeed()
         let disk = GatedFileSystem()

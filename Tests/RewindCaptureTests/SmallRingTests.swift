@@ -24,7 +24,7 @@ private func recordWaiting(
     }
 }
 
-@Suite(.timeLimit(.minutes(15))) struct SmallRingTests {
+@Suite(.timeLimit(.minutes(45))) struct SmallRingTests {
     /// Every ring from one slab to a few frames, under every pressure level and both spill policies that write:
     /// a waiting producer writes through and keeps every frame.
     @Test(arguments: 1...6, MemoryPressure.allCases)

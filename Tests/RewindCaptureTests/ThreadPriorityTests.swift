@@ -7,7 +7,7 @@ import Testing
 /// Exports a recorder writes run on ``Threads/Priority/background`` threads: ten nice steps below the process, so
 /// the producer and the spill thread run first on a busy machine; the threads they start (an export's reader, a
 /// `.y4m` writer's helpers) and the programs (ffmpeg) inherit it.
-@Suite(.timeLimit(.minutes(15))) struct ThreadPriorityTests {
+@Suite(.timeLimit(.minutes(45))) struct ThreadPriorityTests {
     /// The nice value of the calling thread (Linux keeps one per thread): field 19 of `/proc/thread-self/stat`.
     static func threadNice() -> Int32 {
         guard let stat = try? String(contentsOfFile: "/proc/thread-self/stat", encoding: .utf8),

@@ -6,7 +6,7 @@ import RewindTesting
 import Testing
 
 /// The API's logic without a socket: `handle` takes a request and returns a response.
-@Suite(.timeLimit(.minutes(15))) struct ControlAPITests {
+@Suite(.timeLimit(.minutes(45))) struct ControlAPITests {
     func body(_ response: HTTPResponse) -> String { String(decoding: response.bytes, as: UTF8.self) }
 
     @Test func handleAnswersWithoutASocket() throws {

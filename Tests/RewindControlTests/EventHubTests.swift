@@ -3,7 +3,7 @@ import RewindControl
 import Testing
 
 /// The event fan-out: a client that does not read loses events, never slows the publisher, and is told how many.
-@Suite(.timeLimit(.minutes(15))) struct EventHubTests {
+@Suite(.timeLimit(.minutes(45))) struct EventHubTests {
     /// Everything the subscription hands out until it has given `count` events (comments skipped), or until it
     /// has sent three keep-alives in a row (three seconds without an event: fewer came than expected).
     func readEvents(_ subscription: EventSubscription, count: Int) -> [String] {

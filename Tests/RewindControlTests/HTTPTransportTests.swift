@@ -95,7 +95,7 @@ final class RawConnection {
 
 /// The API over HTTP, driven by curl and by raw sockets: every endpoint answers with the right status, and no
 /// request, however malformed, slow or large, costs capture a frame.
-@Suite(.timeLimit(.minutes(15))) struct HTTPTransportTests {
+@Suite(.timeLimit(.minutes(45))) struct HTTPTransportTests {
     @Test func curlDrivesEveryEndpoint() throws {
         let live = try LiveRecorder()
         defer { try? live.finish() }

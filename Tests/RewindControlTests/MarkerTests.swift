@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 /// Markers: durable in the index, chapters in Matroska exports, and holds that beat retention.
-@Suite(.timeLimit(.minutes(15))) struct MarkerTests {
+@Suite(.timeLimit(.minutes(45))) struct MarkerTests {
     @Test func markersAreDurableAndBecomeChapters() throws {
         let live = try LiveRecorder()
         let goal = try #require(try live.client.mark(MarkerRequest(label: "goal", at: "1s")))

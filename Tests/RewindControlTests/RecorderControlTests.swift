@@ -13,7 +13,7 @@ import Synchronization
 import Testing
 
 /// Saves and clips through the Swift client, against a live recorder.
-@Suite(.timeLimit(.minutes(15))) struct RecorderControlTests {
+@Suite(.timeLimit(.minutes(45))) struct RecorderControlTests {
     /// A recorder of two streams of ``CameraFeed`` frames, `front` and `rear`, into a new store, with its control:
     /// the caller appends frames to each stream, and stops the control and finishes the recorder.
     static func frontAndRear() throws -> (directory: String, recorder: Recorder, control: RecorderControl) {

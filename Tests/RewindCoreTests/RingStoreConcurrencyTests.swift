@@ -17,7 +17,7 @@ final class RunState: Sendable {
     func fail(_ message: String) { failures.withAnnotatedLock { $0.append(message) } }
 }
 
-@Suite(.timeLimit(.minutes(15))) struct RingStoreConcurrencyTests {
+@Suite(.timeLimit(.minutes(45))) struct RingStoreConcurrencyTests {
     @Test(arguments: [PinPolicy.evictOldestUnpinned, .dropNewest])
     func readersPinWhileOneProducerAppends(policy: PinPolicy) {
         let frameLayout = layout(.nv12, 32, 24)

@@ -2,7 +2,7 @@ import Testing
 
 @testable import RewindCore
 
-@Suite(.timeLimit(.minutes(15))) struct SlabPoolTests {
+@Suite(.timeLimit(.minutes(45))) struct SlabPoolTests {
     static let slab = SlabPool.systemPageSize * 2
 
     /// Maps `count` slabs, each left reserved (held by its taker).

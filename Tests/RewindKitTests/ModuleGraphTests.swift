@@ -98,9 +98,10 @@ import Testing
 @Suite struct TestSourceRulesTests {
     /// Swift Testing counts a test's time limit from when the test is scheduled, and synchronous tests wait for one
     /// of the cooperative threads while long ones run: a limit shorter than the whole run fails a quick unit test
-    /// that never got a thread (on a busy machine the run takes more than five minutes). Limits are fifteen minutes
-    /// or more; waits inside tests have their own deadlines, so a hang still fails at its wait.
-    @Test func noTimeLimitIsShorterThanFifteenMinutes() throws {
+    /// that never got a thread (on two cores the whole suite takes 16–17 minutes; with fifteen-minute limits eight
+    /// quick tests failed so). Limits are 45 minutes or more; waits inside tests have their own deadlines, so a hang
+    /// still fails at its wait.
+    @Test func noTimeLimitIsShorterThanTheWholeRun() throws {
         let tests = ModuleGraphTests.root.appendingPathComponent("Tests")
         let limit = try Regex(#"\.timeLimit\(\.minutes\((\d+)\)\)"#)
         var checked = 0
@@ -110,7 +111,7 @@ import Testing
             for match in text.matches(of: limit) {
                 checked += 1
                 let minutes = Int(match.output[1].substring!)!
-                #expect(minutes >= 15, "\(url.lastPathComponent): .timeLimit(.minutes(\(minutes)))")
+                #expect(minutes >= 45, "\(url.lastPathComponent): .timeLimit(.minutes(\(minutes)))")
             }
         }
         #expect(checked > 10, "no time limits found under \(tests.path)")

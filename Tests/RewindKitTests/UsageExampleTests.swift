@@ -4,7 +4,7 @@ import RewindTesting
 import Testing
 
 /// The usage example at the top of `RewindKit.swift` and in the README, compiled and run as written.
-@Suite(.timeLimit(.minutes(15))) struct UsageExampleTests {
+@Suite(.timeLimit(.minutes(45))) struct UsageExampleTests {
     /// The README's example as written, with its two relative paths (`camera-store`, `last-5s.mkv`) made absolute.
     static func saveTheLastFiveSeconds(storeDirectory: String, clipPath: String) throws {
         // Open (or create) a store: segment files and an SQLite index in one directory.
@@ -30,7 +30,7 @@ import Testing
         try recorder.finish()  // everything accepted is durable
     }
 
-    @Test(.timeLimit(.minutes(15)))
+    @Test(.timeLimit(.minutes(45)))
     func theExampleSavesExactlyTheLastFiveSeconds() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

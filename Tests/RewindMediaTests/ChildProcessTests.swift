@@ -5,7 +5,7 @@ import Testing
 
 /// The children exports start (ffmpeg): each in a process group of its own, and reachable all at once by a process
 /// that ends at once.
-@Suite(.timeLimit(.minutes(15))) struct ChildProcessTests {
+@Suite(.timeLimit(.minutes(45))) struct ChildProcessTests {
     /// A shell that exits 7 when it gets SIGCONT, which does nothing to any other process (other tests' children
     /// are signalled too, as every child of this process is).
     func waitingForSIGCONT() throws -> ChildProcess {

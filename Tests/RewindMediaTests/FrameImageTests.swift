@@ -6,7 +6,7 @@ import Testing
 
 /// Still pictures of frames: colour conversion by matrix and range for every pixel format, scaling, and files that
 /// ffmpeg decodes to the same pixels.
-@Suite(.timeLimit(.minutes(15))) struct FrameImageTests {
+@Suite(.timeLimit(.minutes(45))) struct FrameImageTests {
     /// One frame of `format` whose every pixel has the given Y′CbCr samples (8-bit levels; ×4 for `p010`).
     func flatFrame(_ format: PixelFormat, y: Int, cb: Int, cr: Int, color: ColorInfo, width: Int = 64, height: Int = 32)
         throws -> (FrameLayout, FrameInfo, [UInt8])

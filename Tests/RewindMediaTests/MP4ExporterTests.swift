@@ -4,7 +4,7 @@ import RewindMedia
 import RewindTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct MP4ExporterTests {
+@Suite(.timeLimit(.minutes(45))) struct MP4ExporterTests {
     func synthetic(_ format: PixelFormat, pts: [Int64], color: ColorInfo = .bt709Video)
         throws -> (StreamDescription, [(info: FrameInfo, bytes: [UInt8])])
     {

@@ -6,7 +6,7 @@ import RewindSystem
 import RewindTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct MatroskaWriterTests {
+@Suite(.timeLimit(.minutes(45))) struct MatroskaWriterTests {
     func decodeRaw(_ path: String, pixelFormat: String? = nil) throws -> [UInt8] {
         var arguments = ["-hide_banner", "-loglevel", "error", "-i", path, "-fps_mode", "passthrough"]
         if let pixelFormat { arguments += ["-pix_fmt", pixelFormat] }

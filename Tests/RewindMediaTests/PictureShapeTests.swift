@@ -6,7 +6,7 @@ import RewindTesting
 import Testing
 
 /// A stream's chroma siting and pixel aspect reach every export as ffprobe reads them.
-@Suite(.timeLimit(.minutes(15))) struct PictureShapeTests {
+@Suite(.timeLimit(.minutes(45))) struct PictureShapeTests {
     /// Two frames of a 96x54 synthetic stream with `siting` and `aspect`.
     func frames(_ format: PixelFormat, siting: ChromaSiting, aspect: PixelAspect) throws -> (
         StreamDescription, [(info: FrameInfo, bytes: [UInt8])]

@@ -6,7 +6,7 @@ import RewindSystem
 import RewindTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct Y4MReaderTests {
+@Suite(.timeLimit(.minutes(45))) struct Y4MReaderTests {
     struct Source: Sendable, CustomStringConvertible {
         var width: Int
         var height: Int

@@ -6,7 +6,7 @@ import RewindSystem
 import RewindTesting
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct Y4MWriterTests {
+@Suite(.timeLimit(.minutes(45))) struct Y4MWriterTests {
     @Test(arguments: [(320, 240, "yuv420p"), (321, 241, "yuv420p"), (97, 35, "gray")])
     func roundTripKeepsEveryFrame(width: Int, height: Int, pixelFormat: String) throws {
         let source = TemporaryDirectory.shared.file("source.y4m")

@@ -9,7 +9,7 @@ import Testing
 
 /// An export from disk decodes on a second thread while the caller's thread writes, and converts NV12 chroma on
 /// the writing thread: what reaches the `.y4m` is exactly the stored frames in I420.
-@Suite(.timeLimit(.minutes(15))) struct DiskExportTests {
+@Suite(.timeLimit(.minutes(45))) struct DiskExportTests {
     /// A store of 30 tiny frames at 30 fps; with `stoppedFor`, frames 15… come that much later, the stretch between
     /// a `recorder stopped` gap (from frame 14, the kept frame before it).
     private func thirtyFrames(stoppedFor stop: Int64 = 0) throws -> ClipSource {

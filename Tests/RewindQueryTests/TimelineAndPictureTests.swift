@@ -9,7 +9,7 @@ import Testing
 
 /// Timelines (coverage per bucket from segment and gap rows), stepping frame by frame, and pictures of frames, across
 /// memory and disk.
-@Suite(.timeLimit(.minutes(15))) struct TimelineAndPictureTests {
+@Suite(.timeLimit(.minutes(45))) struct TimelineAndPictureTests {
     /// 300 frames at 60 fps with 30 frame times skipped after frame 99; the ring keeps them all, and disk everything
     /// up to frame index 279 at least (the newest few may still wait in the spill stage's batch).
     func recorded() throws -> (Recorder, CameraFeed) {

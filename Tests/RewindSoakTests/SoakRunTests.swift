@@ -5,7 +5,7 @@ import RewindTesting
 import Testing
 
 /// Runs of the soak harness in process, at their edges.
-@Suite(.timeLimit(.minutes(15))) struct SoakRunTests {
+@Suite(.timeLimit(.minutes(45))) struct SoakRunTests {
     /// A run stopped before its first frame checked nothing, and says so instead of passing: it is a stopped run
     /// (`STOPPED`, exit 130), not a failed one.
     @Test func aRunThatReadNothingBackDoesNotPass() throws {

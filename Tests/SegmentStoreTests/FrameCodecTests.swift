@@ -7,7 +7,7 @@ import Testing
 
 @testable import SegmentStore
 
-@Suite(.timeLimit(.minutes(15))) struct FrameCodecTests {
+@Suite(.timeLimit(.minutes(45))) struct FrameCodecTests {
     @Test func crc32cCheckValue() {
         #expect(CRC32C.checksum(Array("123456789".utf8)) == 0xE306_9283)
         #expect(CRC32C.checksum([]) == 0)

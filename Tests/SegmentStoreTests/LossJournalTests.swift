@@ -9,7 +9,7 @@ import Testing
 
 /// `DIR/losses.journal`: gaps and drop counts, what the store lost, are still counted when the index is lost; a
 /// damaged journal gives way to the index.
-@Suite(.timeLimit(.minutes(15))) struct LossJournalTests {
+@Suite(.timeLimit(.minutes(45))) struct LossJournalTests {
     /// Frames 0..<30 and 40..<60 of stream `camera`, a gap over the ten missing, a stretch of throttled gaps made one
     /// row, drops of two reasons, and a gap that retention's clean-up removes.
     static func recordLosses(_ dir: TemporaryDirectory, frames: TestFrames) throws {

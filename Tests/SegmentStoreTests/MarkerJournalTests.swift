@@ -11,7 +11,7 @@ import Testing
 
 /// `DIR/markers.journal`: markers and their holds outlive an index that loses them, and a deletion the index lost
 /// happens again; a damaged or cut journal gives way to what stands.
-@Suite(.timeLimit(.minutes(15))) struct MarkerJournalTests {
+@Suite(.timeLimit(.minutes(45))) struct MarkerJournalTests {
     static let journal = MarkerJournal.fileName
 
     /// A store of stream `camera` with frames 0..<60.

@@ -6,7 +6,7 @@ import Testing
 @testable import RewindSQLite
 @testable import SegmentStore
 
-@Suite(.timeLimit(.minutes(15))) struct SQLiteDatabaseTests {
+@Suite(.timeLimit(.minutes(45))) struct SQLiteDatabaseTests {
     @Test func opensInWALWithTheDocumentedPragmas() throws {
         let directory = TemporaryDirectory()
         defer { directory.remove() }

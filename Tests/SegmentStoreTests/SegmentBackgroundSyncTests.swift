@@ -12,7 +12,7 @@ import Testing
 /// Automatic syncs run on the writer's sync thread: appends never wait for the disk to make earlier frames durable,
 /// frames count as durable (and are indexed) only once their sync returned, and a sync that fails in the background
 /// loses only what was not durable.
-@Suite(.timeLimit(.minutes(15))) struct SegmentBackgroundSyncTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentBackgroundSyncTests {
     /// A store on a fault-injecting file system whose writer syncs after every frame (in the background).
     struct Fixture {
         let dir = TemporaryDirectory()

@@ -15,7 +15,7 @@ import Testing
 /// ``crashWriterChildProcess()`` (enabled only then), which prints `START <frame>` and then `DURABLE <pts>` after
 /// each successful sync. The parent checks that each child started, reported durable frames, was still writing when
 /// it was killed and died of that kill, so a child that ran nothing cannot pass for one that was killed.
-@Suite(.timeLimit(.minutes(15))) struct SegmentCrashTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentCrashTests {
     static let childVariable = "REWIND_CRASH_CHILD_STORE"
     /// The child's chunk size: small chunks get written while the rest of the frame is still being compressed.
     static let chunkVariable = "REWIND_CRASH_CHILD_CHUNK"

@@ -9,7 +9,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite(.timeLimit(.minutes(15))) struct SegmentFailureTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentFailureTests {
     @Test func diskFullClosesTheSegmentCleanlyAndWritingResumesInANewOne() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

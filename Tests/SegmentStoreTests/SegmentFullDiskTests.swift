@@ -11,7 +11,7 @@ import Testing
 #endif
 
 /// ENOSPC at each step of a segment's life: no dangling index row, no burned segment number, `verify` clean.
-@Suite(.timeLimit(.minutes(15))) struct SegmentFullDiskTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentFullDiskTests {
     private func open(
         _ dir: TemporaryDirectory, _ fs: FaultInjectingFileSystem, minimumFree: Int? = nil,
         segmentMaxDuration: Duration = .milliseconds(100)

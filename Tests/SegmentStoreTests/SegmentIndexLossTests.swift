@@ -8,7 +8,7 @@ import Testing
 /// Damage the index knows more about than the file: a segment cut short, removed, or with a damaged header, and
 /// index rows that no longer match their file. Every frame the index had and the store can no longer read is
 /// counted as a `damaged` gap, and nothing readable is thrown away.
-@Suite(.timeLimit(.minutes(15))) struct SegmentIndexLossTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentIndexLossTests {
     /// The `damaged` gaps of the store, as `(start, end)`.
     static func damagedGaps(_ store: SegmentStore) throws -> [[Int64]] {
         try store.gaps().filter { $0.reason == .damaged }.map { [$0.startNanoseconds, $0.endNanoseconds] }

@@ -5,7 +5,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct SegmentRecoveryTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentRecoveryTests {
     /// Writes `count` frames into one segment of a new store and returns the `.partial` bytes after a sync (the
     /// writer is left open, as if the process died) and the sealed bytes after close.
     static func makeSegment(count: Int, frames: TestFrames) throws -> (partial: [UInt8], sealed: [UInt8]) {

@@ -5,7 +5,7 @@ import SegmentStore
 import Synchronization
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct SegmentRetentionTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentRetentionTests {
     @Test func budgetDeletesOldestSealedSegmentsButNotOneBeingRead() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -394,7 +394,7 @@ import Testing
 
 /// A read-only reader (`rewind clip` beside a recorder in another process) while that process's retention deletes
 /// segments: never an error that calls the store damaged.
-@Suite(.timeLimit(.minutes(15))) struct RetentionWhileReadingTests {
+@Suite(.timeLimit(.minutes(45))) struct RetentionWhileReadingTests {
     /// Runs `body` with test frames, the reader's file system (`faults`) and two stores of one fresh directory
     /// (removed afterwards) holding five sealed segments of ten raw frames each: `writer`, opened for writing with a
     /// disk budget of `keptSegments` segments (retention then runs only when asked), and `reader`, read-only through

@@ -5,7 +5,7 @@ import RewindTesting
 import SegmentStore
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct SegmentSalvageTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentSalvageTests {
     static let keyInterval = 10
 
     /// A store of 130 frames: segment 1 holds frames 0…99 (sealed), segment 2 frames 100…129. Returns the scan

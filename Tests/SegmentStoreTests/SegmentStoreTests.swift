@@ -6,7 +6,7 @@ import SegmentStore
 import Synchronization
 import Testing
 
-@Suite(.timeLimit(.minutes(15))) struct SegmentStoreTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentStoreTests {
     @Test func writesAndReadsBackBitExactAcrossSegments() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

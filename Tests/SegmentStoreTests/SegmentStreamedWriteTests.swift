@@ -11,7 +11,7 @@ import Testing
 
 /// Records whose chunks are written while the rest of the frame is still being compressed: what reaches the file,
 /// and what a failed write in the middle of a record leaves behind.
-@Suite(.timeLimit(.minutes(15))) struct SegmentStreamedWriteTests {
+@Suite(.timeLimit(.minutes(45))) struct SegmentStreamedWriteTests {
     /// 1024×1024 gray frames of noise: four chunks that do not compress, so each is written as soon as it is done.
     struct NoiseFrames {
         let stream: StreamDescription

@@ -7,7 +7,7 @@ import Testing
 
 @testable import SegmentStore
 
-@Suite(.timeLimit(.minutes(15))) struct StoreIndexConcurrencyTests {
+@Suite(.timeLimit(.minutes(45))) struct StoreIndexConcurrencyTests {
     /// Other processes (`sqlite3` shells, opened afresh in a loop and one kept open) and a read-only connection in
     /// this process read while this process records batches, seals segments and checkpoints: no reader may see
     /// "database is locked", and each reader's frame count only grows.
