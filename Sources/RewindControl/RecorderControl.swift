@@ -839,9 +839,8 @@ public final class RecorderControl: Sendable {
     /// The format and path of an export: the path's extension names the format unless `format` does; a path must
     /// be absolute; none means `DIR/exports/KIND-<time>-<n>.<ext>`.
     ///
-    /// - Parameter streams: the names of the streams exported when that is `all` (a file each for `.y4m` and `.mp4`,
-    ///   also when the recorder records one of its store's several streams); none for one stream.
-    private func destination(format: String?, path: String?, kind: String, streams: [String]) throws -> (
+    /// - Parameter target: what is exported (`all`: a file each for `.y4m` and `.mp4`, ``SaveBook/files(for:target:format:)``).
+    private func destination(format: String?, path: String?, kind: String, target: SaveBook.Target) throws -> (
         ExportFormat, String
     ) {
         var chosen: ExportFormat?
@@ -866,11 +865,7 @@ public final class RecorderControl: Sendable {
             if let chosen, chosen != named {
                 throw APIError(.badRequest, "path '\(path)' does not end in .\(chosen.fileExtension) (format)")
             }
-            // Every file the export writes: the path, or for `.y4m`/`.mp4` of `all` one per stream.
-            let files =
-                named == .matroska || streams.isEmpty
-                ? [path] : streams.map { StreamSet.fileName(for: path, stream: $0) }
-            for file in files { try checkWritable(file) }
+            for file in SaveBook.files(for: path, target: target, format: named) { try checkWritable(file) }
             var isDirectory: ObjCBool = false
             let parent = System.parentDirectory(of: path)
             guard FileManager.default.fileExists(atPath: parent, isDirectory: &isDirectory) else {
@@ -950,7 +945,7 @@ public final class RecorderControl: Sendable {
         let after = try request.after.map { try duration($0, field: "after") } ?? 0
         guard before + after > 0 else { throw APIError(.badRequest, "the save is empty: before + after is 0s") }
         let (format, path) = try destination(
-            format: request.format, path: request.path, kind: "save", streams: target.filePerStreamNames)
+            format: request.format, path: request.path, kind: "save", target: target)
         let quality = try quality(request.quality, format: format)
         guard let trigger = book.clock else { throw APIError(.empty, "nothing is recorded yet: nothing to save") }
         var range = Range(last: .nanoseconds(before + after), endingAt: trigger + after)
@@ -996,7 +991,7 @@ public final class RecorderControl: Sendable {
         let asked = try recorderRange(from: request.from, to: request.to)
         let (from, to) = (asked.lowerBound, asked.upperBound)
         let (format, path) = try destination(
-            format: request.format, path: request.path, kind: "clip", streams: target.filePerStreamNames)
+            format: request.format, path: request.path, kind: "clip", target: target)
         let quality = try quality(request.quality, format: format)
         let sources: [ClipSource]
         let end: Int64

@@ -38,12 +38,6 @@ final class SaveBook: Sendable {
             if case .stored = self { true } else { false }
         }
 
-        /// The streams that get a file each in `.y4m` or `.mp4` (`NAME.STREAM.EXT`): those of `all`; none for one
-        /// stream, which gets the path itself.
-        var filePerStreamNames: [String] {
-            if case .all(let streams) = self { streams.map(\.name) } else { [] }
-        }
-
         /// The recorded streams (none for a stored one).
         var streams: [RecorderStream] {
             switch self {
@@ -839,8 +833,9 @@ final class SaveBook: Sendable {
         onFinish(result, finished, entry.isClip)
     }
 
-    /// The files a save to `path` writes: one, or one per stream for formats with a single track.
-    private static func files(for path: String, target: Target, format: ExportFormat) -> [String] {
+    /// The files a save to `path` writes: one, or for `all` (also of one recorded stream of a store of several) one
+    /// per stream, `NAME.STREAM.EXT`, in formats with a single track.
+    static func files(for path: String, target: Target, format: ExportFormat) -> [String] {
         if case .all(let streams) = target, format != .matroska {
             return streams.map { StreamSet.fileName(for: path, stream: $0.name) }
         }

@@ -212,14 +212,8 @@ public enum ClipSource: Sendable {
             guard let span else { throw ClipError.noFrames(source: "store") }
             let offset = clock.wallNanoseconds
             let firstWall = clock.recorderTime(ofPTS: span.lowerBound) + offset
-            // The zone given, else this process's local zone at that moment.
-            func utcOffset(_ seconds: Int64) -> Int64 { zone ?? TimeSpec.localUTCOffsetSeconds(atUTCSeconds: seconds) }
-            let localSeconds = firstWall / 1_000_000_000 + utcOffset(firstWall / 1_000_000_000)
-            let midnightLocal = (localSeconds - ((localSeconds % 86_400) + 86_400) % 86_400)
-            // The local time itself to UTC, at its own offset: on a day daylight saving time begins or ends, 03:00 is
-            // not midnight's offset plus three hours.
-            let local = midnightLocal + sinceMidnight / 1_000_000_000
-            let utc = zone.map { local - $0 } ?? TimeSpec.utcSeconds(ofLocalSeconds: local)
+            // On the first frame's date, in the zone given, else this process's local zone.
+            let utc = TimeSpec.utcSeconds(ofTimeOfDay: sinceMidnight, onDateOf: firstWall / 1_000_000_000, zone: zone)
             return utc * 1_000_000_000 + sinceMidnight % 1_000_000_000 - offset
         }
     }

@@ -306,6 +306,17 @@ public enum TimeSpec: Sendable, Equatable {
         return valid.min() ?? max(guess, corrected)
     }
 
+    /// The UTC moment (seconds since 1970, whole) of the time of day `sinceMidnight` (nanoseconds after midnight) on
+    /// the date the UTC moment `day` has in `zone` (seconds east of UTC), or without one in the local zone: the time
+    /// itself taken to UTC at its own offset, since on a day daylight saving time begins or ends 03:00 is not
+    /// midnight's offset plus three hours.
+    package static func utcSeconds(ofTimeOfDay sinceMidnight: Int64, onDateOf day: Int64, zone: Int64?) -> Int64 {
+        let local = day + (zone ?? localUTCOffsetSeconds(atUTCSeconds: day))
+        let midnight = local - ((local % 86_400) + 86_400) % 86_400
+        let time = midnight + sinceMidnight / 1_000_000_000
+        return zone.map { time - $0 } ?? utcSeconds(ofLocalSeconds: time)
+    }
+
     /// Splits a trailing zone (`Z`, `±HH:MM`) off a time: the time and the zone's offset from UTC in seconds (nil
     /// without a zone); nil when the zone is malformed.
     static func splitZone(_ text: Substring) -> (Substring, Int64?)? {
@@ -329,14 +340,11 @@ public enum TimeSpec: Sendable, Equatable {
         case .wall(let ns)? where splitZone(text[...])?.1 == nil:
             offset = localUTCOffsetSeconds(atUTCSeconds: ns / 1_000_000_000)
         case .timeOfDay(let sinceMidnight, nil)?:
-            guard let first = firstWallNanoseconds.map({ $0 / 1_000_000_000 }) else {
-                offset = localUTCOffsetSeconds(atUTCSeconds: System.wallClockNanoseconds() / 1_000_000_000)
-                break
-            }
-            let local = first + localUTCOffsetSeconds(atUTCSeconds: first)
-            let midnight = local - ((local % 86_400) + 86_400) % 86_400
-            offset = localUTCOffsetSeconds(
-                atUTCSeconds: utcSeconds(ofLocalSeconds: midnight + sinceMidnight / 1_000_000_000))
+            let moment =
+                firstWallNanoseconds.map {
+                    utcSeconds(ofTimeOfDay: sinceMidnight, onDateOf: $0 / 1_000_000_000, zone: nil)
+                } ?? System.wallClockNanoseconds() / 1_000_000_000
+            offset = localUTCOffsetSeconds(atUTCSeconds: moment)
         default:
             return text
         }
