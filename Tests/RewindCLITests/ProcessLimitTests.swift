@@ -212,16 +212,26 @@ struct ThreadLimitTests {
         // Room for one more task: the request's thread, then the save's, but not ffmpeg's process. The save fails
         // for the limit, exit 71 as a save from the disk would (it was 1, an export failure like any other). (The
         // recorder's tasks counted again once they settle: one it started since counts too.)
-        try cgroup.setMax(10_000)
-        counts = []
-        try waitUntil("the recorder's threads settle again", timeout: .seconds(60), interval: .milliseconds(100)) {
-            counts.append(cgroup.current)
-            return counts.count >= 5 && Set(counts.suffix(5)).count == 1
+        // The client asks for the recorder's status and streams before it posts the save: the thread of such a
+        // connection may still be ending when the post arrives, which then finds no room and is dropped (said as
+        // above). That step is taken again, a few times, with the threads settled anew.
+        func saveWithRoomForOneTask() throws -> ToolResult {
+            try cgroup.setMax(10_000)
+            counts = []
+            try waitUntil("the recorder's threads settle again", timeout: .seconds(60), interval: .milliseconds(100)) {
+                counts.append(cgroup.current)
+                return counts.count >= 5 && Set(counts.suffix(5)).count == 1
+            }
+            try cgroup.setMax(counts.last! + 1)
+            return try Tool.rewind([
+                "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("refused.mp4").path,
+            ])
         }
-        try cgroup.setMax(counts.last! + 1)
-        let refused = try Tool.rewind([
-            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("refused.mp4").path,
-        ])
+        var refused = try saveWithRoomForOneTask()
+        for _ in 1..<5 where refused.status == 69 && refused.stderr.contains("closed the connection without answering")
+        {
+            refused = try saveWithRoomForOneTask()
+        }
         #expect(refused.status == 71, "\(refused.stderr)")
         #expect(refused.stderr.contains("could not start a process (ffmpeg)"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("refused.mp4").path))
