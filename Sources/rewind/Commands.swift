@@ -213,6 +213,7 @@ let markCommand = Command(
             .value("hold", "DURATION", "hold this much before and after on disk", type: .duration),
             .value("hold-before", "DURATION", "hold this much before on disk", type: .duration),
             .value("hold-after", "DURATION", "hold this much after on disk", type: .duration),
+            .flag("json", "print JSON (the answer of POST /v1/markers: {\"markers\": [{id, at_ns, label, …}]})"),
         ]),
     run: runMark)
 
@@ -232,6 +233,7 @@ let unmarkCommand = Command(
             .value(
                 "id", "ID", "the marker's id (rewind markers lists them; also as a bare argument)",
                 type: .integer(1...Int.max), required: true),
+            .flag("json", "print JSON (the marker removed, as DELETE /v1/markers/ID answers it)"),
         ],
         details: "example: rewind unmark --store cam 3",
         positional: "id"),

@@ -168,11 +168,16 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
         "hold.after": hold != nil ? "--hold" : "--hold-after",
     ]
     let list = try requireRecorder(directory) { client in try namingFlags(flags) { try client.mark(request) } }
-    // A command that fails leaves nothing behind: markers whose line could not be written (a full disk, a reader
-    // gone) are taken back, as a save is, so that a script retrying it does not mark twice.
+    // A command that fails leaves nothing behind: markers whose line (or document) could not be written (a full disk,
+    // a reader gone) are taken back, as a save is, so that a script retrying it does not mark twice.
     signal(SIGPIPE, SIG_IGN)
     do {
-        try writeAll(Data(list.markers.map { "marked " + describe($0) + "\n" }.joined().utf8), to: STDOUT_FILENO)
+        if arguments.flag("json") {
+            // The answer of `POST /v1/markers`: the markers made, one per stream.
+            try printJSON(apiObject(list))
+        } else {
+            try writeAll(Data(list.markers.map { "marked " + describe($0) + "\n" }.joined().utf8), to: STDOUT_FILENO)
+        }
     } catch let error as CommandError {
         let client = ControlClient(directory: directory)
         for marker in list.markers { _ = try? client.unmark(id: marker.id) }
@@ -209,11 +214,16 @@ func runUnmark(_ arguments: ParsedArguments) throws -> Int32 {
         }
         removed = try MarkerBody(row, in: store)
     }
-    // The marker is gone whether or not its line can be written: a failure says so, so that a script does not
-    // take it for a marker still there.
+    // The marker is gone whether or not its line (or document) can be written: a failure says so, so that a script
+    // does not take it for a marker still there.
     signal(SIGPIPE, SIG_IGN)
     do {
-        try writeAll(Data(("deleted " + describe(removed) + "\n").utf8), to: STDOUT_FILENO)
+        if arguments.flag("json") {
+            // The answer of `DELETE /v1/markers/ID`: the marker removed.
+            try printJSON(apiObject(removed))
+        } else {
+            try writeAll(Data(("deleted " + describe(removed) + "\n").utf8), to: STDOUT_FILENO)
+        }
     } catch let error as CommandError {
         throw CommandError("\(error.description); marker \(id) was deleted all the same", status: error.status)
     }
