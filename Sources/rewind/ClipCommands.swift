@@ -7,6 +7,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     // command stops cleanly: nothing asked of a recorder is left to be made for nobody.
     installStopHandlers(interruptsWaits: true)
     let output = arguments.string("output")!
+    let json = arguments.flag("json")
+    if json && output == "-" { throw jsonWithFramesToStandardOutput(command: "clip") }
     let format = try exportFormat(ofOutput: output)
     try checkQuality(arguments, format: format, output: output)
     try checkOutputOutsideStore(output, store: directory)
@@ -41,7 +43,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
         let firstWall = firstWallNanoseconds(ofStore: directory)
         live = try liveExport(
-            directory: directory, output: output, format: format, what: "clip", selection: selection, range: range
+            directory: directory, output: output, format: format, what: "clip", selection: selection, range: range,
+            json: json
         ) { path in
             try namingFlags(["from": "--from", "to": "--to"]) {
                 try ControlClient(directory: directory).clip(
@@ -75,7 +78,9 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
         return checkedExport(
             directory, command: "clip", format: format,
-            try export(from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip"))
+            try export(
+                from: source, range: from..<to, output: output, quality: quality(arguments), command: "clip",
+                json: json))
     case .all:
         let set = try StreamSet(store: store)
         let from = try set.recorderTime(try arguments.time("from")!)
@@ -84,7 +89,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         return checkedExport(
             directory, command: "clip", format: format,
             try exportAll(
-                set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip"))
+                set, range: from..<to, output: output, format: format, quality: quality(arguments), command: "clip",
+                json: json))
     }
 }
 
@@ -93,6 +99,16 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
 private let severalStreamsToStandardOutput = UsageError(
     "-o -: several streams cannot go to stdout as YUV4MPEG2; give -o clip.mkv (a track per stream) or --stream NAME",
     showsHelp: false)
+
+/// `--json` with `-o -`: the document and the frames would both go to stdout.
+///
+/// - Parameter command: `save` or `clip`, whose other ways to name the file it says.
+private func jsonWithFramesToStandardOutput(command: String) -> UsageError {
+    UsageError(
+        "--json prints its document on stdout, where -o - writes the frames: give -o FILE"
+            + (command == "save" ? " (or no -o, for a live recorder's DIR/exports/)" : "") + ", or drop --json",
+        showsHelp: false)
+}
 
 /// The streams a save or clip asks for, checked against the store's index before a live recorder is asked (the
 /// index is readable while it records); nil when there is no index yet. `--stream all` to stdout needs `.mkv`.
@@ -190,16 +206,17 @@ private func reachesPastDisk(directory: String, range: Range<Int64>, streams: [S
 }
 
 /// Exports every stream of `set` in `range` (recorder time): one `.mkv` with a track per stream, or a file per
-/// stream for `.y4m` and `.mp4`; prints each file written.
+/// stream for `.y4m` and `.mp4`; prints each file written, or with `json` the document
+/// (``exportDocument(_:source:streams:)``).
 ///
 /// - Parameter command: `clip` or `save`, for messages.
 private func exportAll(
     _ set: StreamSet, range: Range<Int64>, output: String, format: ExportFormat, quality: ExportQuality,
-    command: String
+    command: String, json: Bool = false
 ) throws -> Int32 {
     let holding = try set.members(withFramesIn: range)
     let tracks = holding.count
-    // A file per stream: the streams that got none are said.
+    // A file per stream: the streams that got none are said (the document lists them as `without_frames`).
     let empty = set.members.map(\.name).filter { name in !holding.contains { $0.name == name } }
     let sayEmpty = {
         guard format != .matroska && !empty.isEmpty else { return }
@@ -212,6 +229,7 @@ private func exportAll(
     // A file per stream, FIFOs or devices among them: one stream after the other (as a reader of each in turn
     // expects), each through the one-stream export, which waits for its FIFO's reader without blocking, so Ctrl-C
     // still ends it, and makes an .mp4 for a FIFO or device in a file first.
+    var files: [(member: StreamSet.Member?, summary: ExportSummary)] = []
     if format != .matroska,
         holding.contains(where: { member in
             let file = StreamSet.fileName(for: output, stream: member.name)
@@ -219,31 +237,57 @@ private func exportAll(
         })
     {
         for member in holding {
-            _ = try export(
-                from: member.source, range: member.clock.ptsRange(range),
-                output: StreamSet.fileName(for: output, stream: member.name), quality: quality, command: command)
+            let file = StreamSet.fileName(for: output, stream: member.name)
+            let streamRange = member.clock.ptsRange(range)
+            guard json else {
+                _ = try export(
+                    from: member.source, range: streamRange, output: file, quality: quality, command: command)
+                continue
+            }
+            let summary = try writeExport(
+                from: member.source, range: streamRange, output: file, quality: quality, command: command)
+            guard summary.frames > 0 else { throw nothingLeftToExport }
+            files.append((member, summary))
         }
-        sayEmpty()
+        if !json {
+            sayEmpty()
+            return ExitStatus.success
+        }
+    } else {
+        var progress = ProgressLine()
+        // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
+        installStopHandlers(interruptsWaits: true)
+        do {
+            files = try set.exportFiles(range: range, format: format, to: .path(output), quality: quality) { written in
+                if stopRequested.load(ordering: .relaxed) {
+                    throw CommandError(
+                        "interrupted after \(written) frames: the export was stopped; no file was kept",
+                        status: ExitStatus.interrupted)
+                }
+                progress.update("exporting … \(written) frames of \(count(tracks, "stream"))")
+            }
+        } catch {
+            progress.clear()
+            throw error
+        }
+        progress.clear()
+    }
+    if json {
+        // Each stream's file as -o names it (the one .mkv: -o itself); the pts they cover, and the frames lost in
+        // the range, on the recorder clock, as a live recorder's save of `all` says them.
+        var object = diskSaveObject(
+            stream: "all", range: range, format: format,
+            files: files.map {
+                ($0.member.map { StreamSet.fileName(for: output, stream: $0.name) } ?? output, $0.summary)
+            })
+        let span = StreamSet.recorderTimeSpan(of: files)
+        object.firstPTSNanoseconds = span?.lowerBound
+        object.lastPTSNanoseconds = span?.upperBound
+        if format == .matroska { object.tracks = holding.map(\.name) }
+        object.lost = set.lostGaps(in: range).map(GapObject.init)
+        try printJSON(exportDocument(object, source: .disk, streams: set.members.map(\.name)))
         return ExitStatus.success
     }
-    var progress = ProgressLine()
-    let files: [(member: StreamSet.Member?, summary: ExportSummary)]
-    // Interrupted (SIGINT, SIGTERM): as one stream's export, it stops at its next frame and removes its files.
-    installStopHandlers(interruptsWaits: true)
-    do {
-        files = try set.exportFiles(range: range, format: format, to: .path(output), quality: quality) { written in
-            if stopRequested.load(ordering: .relaxed) {
-                throw CommandError(
-                    "interrupted after \(written) frames: the export was stopped; no file was kept",
-                    status: ExitStatus.interrupted)
-            }
-            progress.update("exporting … \(written) frames of \(count(tracks, "stream"))")
-        }
-    } catch {
-        progress.clear()
-        throw error
-    }
-    progress.clear()
     for (member, summary) in files {
         // A stream's file says its frames on the recorder clock, as --from and --to, the .mkv and a live recorder's
         // export of it say them (its own pts lie its clock offset apart).
@@ -285,6 +329,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         throw UsageError("--\(name) must be longer than 0s")
     }
     let output = arguments.string("output")
+    let json = arguments.flag("json")
+    if json && output == "-" { throw jsonWithFramesToStandardOutput(command: "save") }
     var format: ExportFormat?
     if let output {
         format = try exportFormat(ofOutput: output)
@@ -311,7 +357,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
     let needsRecorder = postRoll || arguments.flag("since-last-save")
     let live = try liveExport(
         directory: directory, output: output, format: format, what: "save", selection: selection,
-        needsRecorder: needsRecorder, postRoll: postRoll
+        needsRecorder: needsRecorder, postRoll: postRoll, json: json
     ) { path in
         var request = request
         request.path = path
@@ -342,7 +388,8 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
         }
         return checkedExport(
             directory, command: "save", format: format ?? .matroska,
-            try export(from: source, range: range, output: output, quality: quality(arguments), command: "save"))
+            try export(
+                from: source, range: range, output: output, quality: quality(arguments), command: "save", json: json))
     case .all:
         if output == "-" { throw severalStreamsToStandardOutput }
         let set = try StreamSet(store: store)
@@ -353,7 +400,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             directory, command: "save", format: format ?? .matroska,
             try exportAll(
                 set, range: range, output: output, format: format ?? .matroska, quality: quality(arguments),
-                command: "save"))
+                command: "save", json: json))
     }
 }
 
@@ -375,9 +422,11 @@ private func removeFilesOfEndedClients(in exports: String) {
 ///
 /// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
 /// is made absolute (the recorder runs elsewhere).
+///
+/// - Parameter json: print the save object (``exportDocument(_:source:streams:)``) instead of the lines of text.
 private func liveExport(
     directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
-    range: Range<Int64>? = nil, needsRecorder: Bool = false, postRoll: Bool = false,
+    range: Range<Int64>? = nil, needsRecorder: Bool = false, postRoll: Bool = false, json: Bool = false,
     start: (String?) throws -> SaveObject?
 ) throws -> Bool {
     let (outside, recorded) = try streamsOutsideRecorder(directory: directory, selection)
@@ -425,10 +474,11 @@ private func liveExport(
                     + "to a FIFO), or regular files", showsHelp: false)
         }
     }
-    // Absolute, and otherwise as given: the recorder's open resolves `..` after the links before it, as an export
-    // from the disk does (no `..` is taken away by its spelling, and a `~` is a name, which a shell would have
-    // expanded already).
-    var path = output.map { $0.hasPrefix("/") ? $0 : FileManager.default.currentDirectoryPath + "/" + $0 }
+    // Absolute, and otherwise as given but for its `.` components: the recorder's open resolves `..` after the links
+    // before it, as an export from the disk does (no `..` is taken away by its spelling, and a `~` is a name, which
+    // a shell would have expanded already).
+    let absoluteOutput = output.map(absolutePath)
+    var path = absoluteOutput
     if toStandardOutput || toSpecialFile {
         let exports = directory + "/exports"
         try? FileManager.default.createDirectory(atPath: exports, withIntermediateDirectories: true)
@@ -556,11 +606,16 @@ private func liveExport(
     message +=
         " (\(formatBytes(object.bytes))) to \(toStandardOutput ? "stdout" : toSpecialFile ? output! : file), pts "
         + "\(first) … \(last)"
+    // The streams it exported: those asked for, or, of `all`, those the recorder records.
+    var names = recorderExportsAll ? recorded : selection?.names ?? []
+    if json && names.isEmpty {
+        // Asked without a store's index to name them (a recorder without a store): the recorder's.
+        names = (try? askRecorder({ try client.streams() }))?.streams.filter(\.recording).map(\.name) ?? []
+    }
     // A file per stream: the streams that had no frame in the range got none, said by name on a line of its own, as
     // from the disk. One .mkv: a track per stream, as from the disk.
     var withoutFile: [String] = []
     if let streams, ExportFormat(fileExtension: object.format) != .matroska, object.files.count < streams {
-        let names = recorderExportsAll ? recorded : selection?.names ?? []
         withoutFile = names.filter { name in !object.files.contains { $0.hasSuffix(".\(name).\(object.format)") } }
         if withoutFile.isEmpty {
             message += " (\(count(streams - object.files.count, "stream")) without frames in the range)"
@@ -599,14 +654,21 @@ private func liveExport(
             throw error
         }
         message += " (through \(file), removed)"
-        if toStandardOutput { printError(message) } else { print(message) }
-    } else {
+        if toStandardOutput { printError(message) } else if !json { print(message) }
+    } else if !json {
         print(message)
     }
-    if !withoutFile.isEmpty { print(withoutFramesLine(withoutFile)) }
-    // Frames lost inside the range are in no file: said, as from the disk.
-    if let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
-        if toStandardOutput { printError(lost) } else { print(lost) }
+    if json {
+        // The file this process wrote, not the recorder's, removed.
+        var written = object
+        if toSpecialFile, let absoluteOutput { written.files = [absoluteOutput] }
+        try printJSON(exportDocument(written, source: .recorder, streams: names))
+    } else {
+        if !withoutFile.isEmpty { print(withoutFramesLine(withoutFile)) }
+        // Frames lost inside the range are in no file: said, as from the disk.
+        if let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
+            if toStandardOutput { printError(lost) } else { print(lost) }
+        }
     }
     if recorderExportsAll {
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
@@ -650,6 +712,60 @@ private func liveExport(
 /// The tracks of a `.mkv` of several streams, in words: `2 streams, a track each`, or `1 track`.
 private func trackCount(_ tracks: Int) -> String {
     tracks == 1 ? "1 track" : "\(count(tracks, "stream")), a track each"
+}
+
+/// Where the frames of a save or clip came from, as its `--json` document's `source` says it.
+enum ExportSource: String {
+    /// A running recorder exported them, from its memory and disk.
+    case recorder
+    /// This command read them from the store on disk.
+    case disk
+}
+
+/// The document `save --json` and `clip --json` print: the save object as the HTTP API gives it (`GET
+/// /v1/saves/ID`; its `id` null for an export made from the disk, which has none), with `source`, `stream_files`
+/// (`{stream, file}` for each stream written: its own file, or its track's `.mkv`) and `without_frames` (the streams
+/// asked for that had no frame in the range, and got no file or track).
+///
+/// - Parameters:
+///   - object: the finished save (one made alike by ``diskSaveObject(stream:range:format:files:)``).
+///   - streams: the streams asked for (of `all` through a recorder: those it records), by which the files of a
+///     file per stream (`NAME.STREAM.EXT`) are told apart.
+func exportDocument(_ object: SaveObject, source: ExportSource, streams: [String]) -> [String: Any] {
+    let files: [(stream: String, file: String)]
+    if let tracks = object.tracks, object.files.count == 1 {
+        files = tracks.map { ($0, object.files[0]) }
+    } else {
+        files = object.files.map { file in
+            let stream = streams.first { file.hasSuffix(".\($0).\(object.format)") }
+            return (stream ?? (streams.count == 1 ? streams[0] : object.stream), file)
+        }
+    }
+    var document = apiObject(object)
+    if source == .disk { document["id"] = NSNull() }
+    document["source"] = source.rawValue
+    document["stream_files"] = files.map { ["stream": $0.stream, "file": $0.file] }
+    document["without_frames"] =
+        streams.count > 1 ? streams.filter { name in !files.contains { $0.stream == name } } : []
+    return document
+}
+
+/// A save object for an export this command made from the disk, as a live recorder's finished save reads: `done`,
+/// its files (made absolute), and the frames, repeats and bytes they hold together; `id` 0 (it has none).
+///
+/// - Parameters:
+///   - range: the range exported, recorder time.
+///   - files: each file as `-o` names it, with what was written to it.
+private func diskSaveObject(
+    stream: String, range: Range<Int64>, format: ExportFormat, files: [(path: String, summary: ExportSummary)]
+) -> SaveObject {
+    var object = SaveObject(
+        id: 0, state: .done, stream: stream, fromNanoseconds: range.lowerBound, toNanoseconds: range.upperBound,
+        format: format.fileExtension, files: files.map { absolutePath($0.path) },
+        frames: files.reduce(0) { $0 + $1.summary.writtenFrames }, bytes: files.reduce(0) { $0 + $1.summary.bytes },
+        progress: 1)
+    object.repeatedFrames = files.reduce(0) { $0 + $1.summary.filledFrames }
+    return object
 }
 
 /// The gaps where an export's range lost frames (``ClipSource/lostGaps(in:)``, or a live save's `lost`), as a line
@@ -805,10 +921,58 @@ private func quality(_ arguments: ParsedArguments) -> ExportQuality {
     arguments.string("quality").flatMap(ExportQuality.init(rawValue:)) ?? .fast
 }
 
-/// Exports `range` to the `-o` argument and prints what was written.
+/// Exports `range` to the `-o` argument and prints what was written: its lines, or with `json` the document
+/// (``exportDocument(_:source:streams:)``).
 func export(
-    from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast, command: String
+    from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality = .fast, command: String,
+    json: Bool = false
 ) throws -> Int32 {
+    let summary = try writeExport(from: source, range: range, output: output, quality: quality, command: command)
+    // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
+    let gaps = source.lostGaps(in: range)
+    if json {
+        // A document for a file with frames only: one without is a failure (below), which prints nothing on stdout.
+        guard summary.frames > 0 else { throw nothingLeftToExport }
+        let clock = try source.clock()
+        var object = diskSaveObject(
+            stream: source.streamName,
+            range: clock.recorderTime(ofPTS: range.lowerBound)..<clock.recorderTime(ofPTS: range.upperBound),
+            format: summary.format, files: [(output, summary)])
+        // The pts of its frames, as the line says them (and a live recorder's save of one stream); its losses on the
+        // recorder clock, as the API's `lost`.
+        object.firstPTSNanoseconds = summary.firstPTSNanoseconds
+        object.lastPTSNanoseconds = summary.lastPTSNanoseconds
+        object.lost = gaps.map { GapObject(stream: source.streamName, $0.onRecorderClock(clock)) }
+        try printJSON(exportDocument(object, source: .disk, streams: [source.streamName]))
+        return ExitStatus.success
+    }
+    let message = describe(summary, destination: output == "-" ? "stdout" : output)
+    if output == "-" { printError(message) } else { print(message) }
+    if let lost = lostGapsLine(gaps.map { GapObject(stream: source.streamName, $0) }, namingStreams: false) {
+        if output == "-" { printError(lost) } else { print(lost) }
+    }
+    guard summary.frames > 0 else { throw nothingLeftToExport }
+    return ExitStatus.success
+}
+
+/// The failure of an export that wrote no frame of a range that held some when it was checked.
+private var nothingLeftToExport: CommandError {
+    // Retention may have deleted the range between the check and the read (an export waiting for a FIFO's reader,
+    // before it held anything): nothing written is a failure, not a clip.
+    CommandError(
+        "no frame of the range was left to export: retention deleted them after the range was checked; clip a later "
+            + "range")
+}
+
+/// Exports `range` to `output` (a path, a FIFO, a device, or `-`), showing progress on a terminal; prints nothing of
+/// what was written.
+///
+/// - Parameter command: `clip` or `save`, for messages.
+/// - Returns: what was written.
+/// - Throws: ``CommandError`` when interrupted (130) or when the output cannot be opened; export and store errors.
+private func writeExport(
+    from source: ClipSource, range: Range<Int64>, output: String, quality: ExportQuality, command: String
+) throws -> ExportSummary {
     var destination = ExportDestination(argument: output)
     let format = try exportFormat(named: output)
     var progress = ProgressLine()
@@ -854,19 +1018,5 @@ func export(
         defer { close(target) }
         try copy(handle, to: target, what: "the \(command)", name: output)
     }
-    let message = describe(summary, destination: output == "-" ? "stdout" : output)
-    if output == "-" { printError(message) } else { print(message) }
-    // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
-    let gaps = source.lostGaps(in: range).map { GapObject(stream: source.streamName, $0) }
-    if let lost = lostGapsLine(gaps, namingStreams: false) {
-        if output == "-" { printError(lost) } else { print(lost) }
-    }
-    // Retention may have deleted the range between the check and the read (an export waiting for a FIFO's reader,
-    // before it held anything): nothing written is a failure, not a clip.
-    guard summary.frames > 0 else {
-        throw CommandError(
-            "no frame of the range was left to export: retention deleted them after the range was checked; clip a "
-                + "later range")
-    }
-    return ExitStatus.success
+    return summary
 }

@@ -66,6 +66,20 @@ let recordCommand = Command(
         ]),
     run: runRecord)
 
+/// `--json` of `save` and `clip`.
+private let exportJSONFlag = OptionSpec.flag(
+    "json", "print JSON: the save object of the API, with where it came from and each stream's file (not with -o -)")
+
+/// What `save --help` and `clip --help` say of `--json`.
+private let exportJSONDetails = """
+    --json prints one JSON document on stdout once the file is written: the keys of the API's save object (id: the
+    live recorder's save, null from the disk; from_ns, to_ns: the range on the recorder clock; first_pts_ns,
+    last_pts_ns: the pts the files cover, as the text line gives them; files: absolute paths; frames, repeated_frames,
+    bytes, format, tracks, lost, cut_short), and source (recorder or disk), stream_files ([{stream, file}]) and
+    without_frames (streams with no frame in the range). One that fails before its file is written prints nothing on
+    stdout; one that keeps its file and then fails (cut short, say) prints the document, and its exit status says so.
+    """
+
 let saveCommand = Command(
     spec: CommandSpec(
         name: "save",
@@ -84,7 +98,9 @@ let saveCommand = Command(
             .value(
                 "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
                 type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
-        ]),
+            exportJSONFlag,
+        ],
+        details: exportJSONDetails),
     run: runSave)
 
 let clipCommand = Command(
@@ -102,7 +118,9 @@ let clipCommand = Command(
             .value(
                 "quality", "Q", "how .mp4 is encoded: fast (faster than real time) | balanced | lossless (exact)",
                 type: .choice(ExportQuality.allCases.map(\.rawValue)), default: "fast"),
-        ]),
+            exportJSONFlag,
+        ],
+        details: exportJSONDetails),
     run: runClip)
 
 let infoCommand = Command(

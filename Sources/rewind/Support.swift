@@ -109,10 +109,20 @@ func removeSaveSignal() {
     saveSignalDescriptor.store(-1, ordering: .releasing)
 }
 
-/// Prints `object` as pretty, key-sorted JSON on stdout.
+/// Prints `object` as pretty, key-sorted JSON on stdout (a path's slashes as they are, as `status --json` writes
+/// them).
 func printJSON(_ object: Any) throws {
-    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys])
+    let data = try JSONSerialization.data(
+        withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
     try writeAll(data + Data("\n".utf8), to: STDOUT_FILENO)
+}
+
+/// `path` made absolute against the working directory, without its `.` components and repeated slashes, and
+/// otherwise as given: a `..` is not taken away by its spelling (the open resolves it after the links before it),
+/// as a live recorder is sent an `-o`.
+func absolutePath(_ path: String) -> String {
+    let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    return "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
 }
 
 /// Refuses a `--store` that exists but is not a directory (a file given by mistake), before any work starts.
