@@ -463,8 +463,15 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     public var width: Int
     /// Height in pixels.
     public var height: Int
-    /// Nominal frame duration, nanoseconds.
+    /// Nominal frame duration, whole nanoseconds (rounded down: 33366666 at 30000/1001 fps), for older clients;
+    /// ``frameDurationValue`` / ``frameDurationTimescale`` seconds is exact, and what a pts computed as a frame
+    /// index times the duration must use (the nanoseconds drift 72 µs an hour at 29.97 fps).
     public var frameDurationNanoseconds: Int64
+    /// The exact nominal frame duration, ``frameDurationValue`` / ``frameDurationTimescale`` seconds (`1001` /
+    /// `30000` at 29.97 fps), as `rewind info --json` gives it.
+    public var frameDurationValue: Int64
+    /// The timescale of ``frameDurationValue``: its units per second.
+    public var frameDurationTimescale: Int
     /// The colour matrix (`bt709`, `unspecified`, …); nil from a recorder that did not say.
     public var colorMatrix: String?
     /// The colour range, `video` or `full`; nil from a recorder that did not say.
@@ -479,7 +486,7 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
 
     /// Makes a description; each parameter is the field of the same name.
     public init(
-        name: String, format: String, width: Int, height: Int, frameDurationNanoseconds: Int64,
+        name: String, format: String, width: Int, height: Int, frameDuration: FrameTime,
         colorMatrix: String? = nil, colorRange: String? = nil, chromaSiting: String? = nil, pixelAspect: String? = nil,
         recording: Bool = true
     ) {
@@ -487,7 +494,9 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
         self.format = format
         self.width = width
         self.height = height
-        self.frameDurationNanoseconds = frameDurationNanoseconds
+        self.frameDurationNanoseconds = frameDuration.nanoseconds ?? 0
+        self.frameDurationValue = frameDuration.value
+        self.frameDurationTimescale = Int(frameDuration.timescale)
         self.colorMatrix = colorMatrix
         self.colorRange = colorRange
         self.chromaSiting = chromaSiting
@@ -498,6 +507,8 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     enum CodingKeys: String, CodingKey {
         case name, format, width, height, recording
         case frameDurationNanoseconds = "frame_duration_ns"
+        case frameDurationValue = "frame_duration_value"
+        case frameDurationTimescale = "frame_duration_timescale"
         case colorMatrix = "color_matrix"
         case colorRange = "color_range"
         case chromaSiting = "chroma_siting"
@@ -505,7 +516,7 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     }
 
     /// Decodes a description; one without `recording` (from a recorder that listed only what it records) is
-    /// recorded.
+    /// recorded, and one without the exact frame duration (from an older recorder) lasts its nanoseconds.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         name = try container.decode(String.self, forKey: .name)
@@ -513,6 +524,11 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
         width = try container.decode(Int.self, forKey: .width)
         height = try container.decode(Int.self, forKey: .height)
         frameDurationNanoseconds = try container.decode(Int64.self, forKey: .frameDurationNanoseconds)
+        frameDurationValue =
+            try container.decodeIfPresent(Int64.self, forKey: .frameDurationValue) ?? frameDurationNanoseconds
+        frameDurationTimescale =
+            try container.decodeIfPresent(Int.self, forKey: .frameDurationTimescale)
+            ?? Int(FrameTime.nanosecondsPerSecond)
         colorMatrix = try container.decodeIfPresent(String.self, forKey: .colorMatrix)
         colorRange = try container.decodeIfPresent(String.self, forKey: .colorRange)
         chromaSiting = try container.decodeIfPresent(String.self, forKey: .chromaSiting)

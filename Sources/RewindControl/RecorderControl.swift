@@ -1082,7 +1082,7 @@ public final class RecorderControl: Sendable {
     static func describe(_ stream: StreamDescription, name: String, recording: Bool = true) -> StreamDescriptionBody {
         StreamDescriptionBody(
             name: name, format: stream.layout.format.name, width: stream.layout.width, height: stream.layout.height,
-            frameDurationNanoseconds: stream.frameDuration.nanoseconds ?? 0, colorMatrix: stream.color.matrix.name,
+            frameDuration: stream.frameDuration, colorMatrix: stream.color.matrix.name,
             colorRange: stream.color.range.name, chromaSiting: stream.chromaSiting.name,
             pixelAspect: stream.pixelAspect.ratio, recording: recording)
     }

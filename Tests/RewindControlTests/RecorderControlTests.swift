@@ -653,6 +653,8 @@ import Testing
                 && list.streams.map(\.colorRange) == ["video", "video"])
         #expect(list.streams.map(\.chromaSiting) == ["unspecified", "unspecified"])
         #expect(list.streams.map(\.pixelAspect) == ["1:1", "1:1"])
+        // The rear camera's 30 fps exactly, as the store keeps it.
+        #expect(list.streams.last?.frameDurationValue == 1 && list.streams.last?.frameDurationTimescale == 30)
 
         // Frames 0…59 of the rear camera cover 0 … 2 s on the recorder clock: on disk, none in memory.
         let answer = try curl(

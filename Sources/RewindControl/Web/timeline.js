@@ -20,7 +20,7 @@ const RETRY_FIRST = 1000, RETRY_MOST = 15000;
 // the connection and answers nothing); the event stream is silent when no `status` came in SILENT_AFTER.
 const REQUEST_TIMEOUT = 10000, SILENT_AFTER = 8000;
 const state = {
-  streams: [],          // [{name, format, width, height, frame_duration_ns}]
+  streams: [],          // [{name, format, width, height, frame_duration_value, frame_duration_timescale, …}]
   timelines: new Map(), // name → {buckets, wall_offset_ns}
   markers: [],
   saves: new Map(),     // id → save object
