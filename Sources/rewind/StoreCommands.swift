@@ -46,6 +46,16 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let streamNames = Dictionary(streams.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
     let setAside = (try? store.setAsideFiles()) ?? []
     let outOfStep = try storeProblems(store, directory: directory, recorderRuns: status != nil)
+    // When the frames were captured, by the wall clock, as `--from`/`--to` take it (reading each stream's first and
+    // last frame rows also finds rows missing there, before a line is printed): the earliest and latest of every
+    // stream, which a clock set back while recording makes other than the first and last frames'.
+    var captureTimes: [String: CaptureTimes] = [:]
+    for row in streams {
+        captureTimes[row.name] = try store.wallTimes(streamName: row.name)
+    }
+    let earliest = captureTimes.values.map(\.earliest).min()
+    let latest = captureTimes.values.map(\.latest).max()
+    let wentBack = streams.filter { captureTimes[$0.name]?.wallClockWentBack == true }
     if arguments.flag("json") {
         var object: [String: Any] = [
             "frames": summary.frames, "raw_bytes": summary.rawBytes, "stored_bytes": summary.storedBytes,
@@ -58,8 +68,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                 ] as [String: Any]
             },
             "open_segments": segments.filter { $0.state == .open }.count,
-            "streams": try streams.map { try streamJSON($0, store: store, live: status) },
+            "streams": try streams.map {
+                try streamJSON($0, store: store, walls: captureTimes[$0.name], live: status)
+            },
+            "wall_clock_went_back": !wentBack.isEmpty,
         ]
+        object["earliest_wall_ns"] = earliest.map { $0 as Any } ?? NSNull()
+        object["latest_wall_ns"] = latest.map { $0 as Any } ?? NSNull()
         object["first_pts_ns"] = summary.firstPTS.map { $0 as Any } ?? NSNull()
         object["last_pts_ns"] = summary.lastPTS.map { $0 as Any } ?? NSNull()
         object["live"] = status.map(liveJSON) ?? NSNull()
@@ -69,13 +84,6 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         object["problems"] = outOfStep.lines
         try printJSON(object)
         return try adviseOnProblems(outOfStep)
-    }
-    // When the frames were captured, by the wall clock, as `--from`/`--to` take it (reading each stream's first and
-    // last frame rows also finds rows missing there, as `--json` does, before a line is printed).
-    var walls: (first: Int64, last: Int64)?
-    for row in streams {
-        guard let own = try store.wallTimes(streamName: row.name) else { continue }
-        walls = (min(walls?.first ?? own.first, own.first), max(walls?.last ?? own.last, own.last))
     }
     print("store \(directory)")
     for row in streams {
@@ -117,10 +125,22 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     } else {
         print("  time span: no frames yet")
     }
-    if let walls {
+    if let earliest, let latest {
+        // The earliest and latest capture times, whichever frames have them: a range from the first frame's to the
+        // last's would run backwards after the clock was set back.
         print(
-            "  wall clock: \(SegmentStore.utcText(walls.first, iso8601: true)) … "
-                + "\(SegmentStore.utcText(walls.last, iso8601: true))")
+            "  wall clock: \(SegmentStore.utcText(earliest, iso8601: true)) … "
+                + "\(SegmentStore.utcText(latest, iso8601: true))"
+                + (wentBack.isEmpty ? "" : " (the earliest and latest capture times)"))
+        for row in wentBack {
+            guard let times = captureTimes[row.name] else { continue }
+            print(
+                "    the wall clock went back between frames of '\(row.name)' (it was set back during or between "
+                    + "its recordings): its first frame was captured at "
+                    + "\(SegmentStore.utcText(times.first, iso8601: true)), its last at "
+                    + "\(SegmentStore.utcText(times.last, iso8601: true)); --from/--to count wall-clock times from "
+                    + "that of recorder time 0 (clock_wall_ns in --json), not by capture times")
+        }
     }
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
     let open = segments.filter { $0.state == .open }.count
@@ -306,10 +326,11 @@ private func adviseOnProblems(_ problems: OutOfStep) throws -> Int32 {
 
 /// One stream for `info --json`: what it is, what the store holds of it (pts, wall-clock times, bytes, segments,
 /// drops, gaps), its place on the recorder clock, and what a live recorder holds of it in memory.
-private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusResponse?) throws -> [String: Any] {
+private func streamJSON(_ row: StreamRow, store: SegmentStore, walls: CaptureTimes?, live: StatusResponse?) throws
+    -> [String: Any]
+{
     let stream = row.description
     let summary = try store.summary(streamName: row.name)
-    let walls = try store.wallTimes(streamName: row.name)
     let clock = try store.clock(of: row)
     var object: [String: Any] = [
         "name": row.name, "format": stream.layout.format.name, "width": stream.layout.width,
@@ -332,6 +353,9 @@ private func streamJSON(_ row: StreamRow, store: SegmentStore, live: StatusRespo
     object["last_pts_ns"] = value(summary.lastPTS)
     object["first_wall_ns"] = value(walls?.first)
     object["last_wall_ns"] = value(walls?.last)
+    object["earliest_wall_ns"] = value(walls?.earliest)
+    object["latest_wall_ns"] = value(walls?.latest)
+    object["wall_clock_went_back"] = walls?.wallClockWentBack ?? false
     object["clock_offset_ns"] = value(clock?.offsetNanoseconds)
     object["clock_wall_ns"] = value(clock?.wallNanoseconds)
     object["first_time_ns"] = value(summary.firstPTS.flatMap { pts in clock.map { $0.recorderTime(ofPTS: pts) } })

@@ -1,5 +1,8 @@
 import Foundation
+import RewindCore
+import RewindMedia
 import RewindTesting
+import SegmentStore
 import Testing
 
 /// A system clock a recording cannot keep times at (before 1970, after 2199: wall times are 64-bit nanoseconds since
@@ -86,5 +89,56 @@ struct WallClockRangeTests {
             ])
         #expect(clip.status == 0, "\(clip.output) \(clip.stderr)")
         #expect(clip.stderr.contains("30 frames") || clip.output.contains("30 frames"), "\(clip.output) \(clip.stderr)")
+    }
+
+    /// A store whose later frames were captured an hour before its first (the system clock set back between two
+    /// recordings): `info` gives the earliest to the latest capture time, never a range that runs backwards, says
+    /// the clock went back and gives the first and last frames' times; its JSON says the same.
+    @Test func infoGivesTheEarliestAndLatestCaptureTimesAfterTheClockWentBack() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("store").path
+        // 2026-12-06T05:00:00Z; frames 30…59 an hour earlier by the wall clock.
+        let start: Int64 = 1_796_533_200_000_000_000
+        let camera = SyntheticCamera(
+            layout: try FrameLayout(format: .nv12, width: 160, height: 96),
+            frameDuration: FrameTime(value: 1, timescale: 30), startWallNanoseconds: start)
+        do {  // The store is closed (its lock let go) at the end of the scope.
+            let store = try SegmentStore.open(directory: path)
+            let writer = try store.makeWriter(streamName: "camera", stream: camera.stream)
+            var bytes = [UInt8](repeating: 0, count: camera.stream.layout.byteCount)
+            for index in 0..<60 {
+                try bytes.withUnsafeMutableBytes { buffer in
+                    var info = try camera.frame(at: Int64(index), into: buffer)
+                    if index >= 30 { info.wallNanoseconds -= 3_600_000_000_000 }
+                    try writer.append(
+                        FrameView(layout: camera.stream.layout, info: info, bytes: UnsafeRawBufferPointer(buffer)))
+                }
+            }
+            try writer.close()
+        }
+
+        let info = try Tool.rewind(["info", "--store", path])
+        #expect(info.status == 0, "\(info.stderr)")
+        // Frame 30 at 04:00:01.000, frame 29 at 05:00:00.966; the first at 05:00:00, the last at 04:00:01.966.
+        #expect(
+            info.output.contains(
+                "wall clock: 2026-12-06T04:00:01.000Z … 2026-12-06T05:00:00.966Z (the earliest and latest capture "
+                    + "times)"), "\(info.output)")
+        #expect(
+            info.output.contains(
+                "the wall clock went back between frames of 'camera' (it was set back during or between its "
+                    + "recordings): its first frame was captured at 2026-12-06T05:00:00.000Z, its last at "
+                    + "2026-12-06T04:00:01.966Z"), "\(info.output)")
+        let json = try Tool.rewind(["info", "--store", path, "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any])
+        let stream = try #require((object["streams"] as? [[String: Any]])?.first)
+        for document in [object, stream] {
+            #expect(document["earliest_wall_ns"] as? Int64 == start - 3_600_000_000_000 + 1_000_000_000)
+            #expect(document["latest_wall_ns"] as? Int64 == start + 966_666_666)
+            #expect(document["wall_clock_went_back"] as? Bool == true)
+        }
+        #expect(stream["first_wall_ns"] as? Int64 == start)
+        #expect(stream["last_wall_ns"] as? Int64 == start - 3_598_033_333_334)
     }
 }

@@ -138,6 +138,22 @@ extension StoreIndex {
         }
     }
 
+    /// The earliest and latest wall-clock capture times of the stream's frames, Unix-epoch nanoseconds; nil when it
+    /// has none.
+    ///
+    /// - Throws: ``SQLiteError``.
+    /// - Complexity: O(n) for the stream's n frames: one scan of its rows (wall times have no index).
+    package func wallTimeBounds(streamID: Int64) throws -> ClosedRange<Int64>? {
+        try database.withConnection { connection in
+            let select = try connection.statement("SELECT min(wall_ns), max(wall_ns) FROM frames WHERE stream_id = ?")
+            defer { select.reset() }
+            try select.bind(streamID, at: 1)
+            guard try select.step(), let earliest = select.optionalInt64(0), let latest = select.optionalInt64(1)
+            else { return nil }
+            return earliest...latest
+        }
+    }
+
     /// The key frame at or before `pts`: where decoding of the frame at `pts` starts.
     ///
     /// - Parameters:
