@@ -197,7 +197,8 @@ public enum ClipSource: Sendable {
     ///   - time: the time given.
     ///   - clock: the stream's mapping (its ``StreamClock/wallNanoseconds`` is the store's recorder time 0).
     ///   - span: the stream's first and last pts, for a time of day (its date) and to know it holds frames.
-    /// - Throws: ``ClipError/noFrames(source:)`` for a wall-clock time when `span` is nil.
+    /// - Throws: ``ClipError/noFrames(source:)`` for a wall-clock time when `span` is nil; ``ValueError`` for a
+    ///   time of day without a zone that daylight saving time skips or repeats on the first frame's date.
     public static func recorderTime(_ time: TimeSpec, clock: StreamClock, span: ClosedRange<Int64>?) throws
         -> Int64
     {
@@ -212,7 +213,12 @@ public enum ClipSource: Sendable {
             guard let span else { throw ClipError.noFrames(source: "store") }
             let offset = clock.wallNanoseconds
             let firstWall = clock.recorderTime(ofPTS: span.lowerBound) + offset
-            // On the first frame's date, in the zone given, else this process's local zone.
+            // On the first frame's date, in the zone given, else this process's local zone, where it must name one
+            // moment (not one daylight saving time skips or repeats).
+            if zone == nil, let problem = TimeSpec.timeOfDayProblem(sinceMidnight, onDateOf: firstWall / 1_000_000_000)
+            {
+                throw problem
+            }
             let utc = TimeSpec.utcSeconds(ofTimeOfDay: sinceMidnight, onDateOf: firstWall / 1_000_000_000, zone: zone)
             return utc * 1_000_000_000 + sinceMidnight % 1_000_000_000 - offset
         }

@@ -211,7 +211,16 @@ public enum TimeSpec: Sendable, Equatable {
     /// was captured.
     case timeOfDay(Int64, utcOffsetSeconds: Int64? = nil)
 
+    /// What a time of day may look like, for messages.
+    static let timeOfDayForms =
+        "HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200), local time or with a zone "
+        + "(14:03:05.200Z, 14:03:05+01:00)"
+
     /// Parses `12.5s` / `1500ms` (stream time), ISO-8601 date-times, and `HH:MM:SS[.fff]` times of day.
+    ///
+    /// Hours, minutes and seconds are two digits each, and a fraction of a second follows them (`14:03:05.5`;
+    /// `14:03:5` and `14:03:.5` are refused). A date-time without a zone is local time, and must name one moment:
+    /// a local time daylight saving time skips or repeats on its date is refused, with the offsets that name each.
     public init(parsing text: String) throws(ValueError) {
         let expected = "a time like 12.5s, 1500ms, 2026-11-30T14:03:05.200Z or 14:03:05.200"
         if text.contains("T") && text.contains("-") {
@@ -222,12 +231,21 @@ public enum TimeSpec: Sendable, Equatable {
                         input: text,
                         expected: "a date-time from 1678 to 2261 (what 64-bit nanoseconds since 1970 reach)")
                 }
-                throw ValueError(input: text, expected: expected)
+                if let problem = TimeSpec.dateProblem(text) { throw ValueError(input: text, expected: problem) }
+                throw ValueError(
+                    input: text,
+                    expected: "a date-time YYYY-MM-DDTHH:MM:SS[.fraction], two digits each but the year's four "
+                        + "(2026-11-30T14:03:05.200), local time or with a zone (…Z, …+01:00)")
             }
-            self = .wall(ns)
+            let zone = TimeSpec.splitZone(text[...])?.1
+            let local = ns / 1_000_000_000 - (ns % 1_000_000_000 < 0 ? 1 : 0)
+            if zone == nil, let problem = TimeSpec.localTimeProblem(text, localSeconds: local, date: "that date") {
+                throw ValueError(input: text, expected: problem)
+            }
+            self = .wall(TimeSpec.utcNanoseconds(ofLocal: ns, zoned: zone))
         } else if text.contains(":") {
             guard let (clock, offset) = TimeSpec.splitZone(text[...]), let ns = TimeSpec.parseClock(clock) else {
-                throw ValueError(input: text, expected: expected)
+                throw ValueError(input: text, expected: "a time of day " + TimeSpec.timeOfDayForms)
             }
             self = .timeOfDay(ns, utcOffsetSeconds: offset)
         } else {
@@ -257,16 +275,41 @@ public enum TimeSpec: Sendable, Equatable {
         return Int64(text)
     }
 
-    /// `HH:MM:SS[.fraction]` → nanoseconds after midnight.
+    /// `HH:MM:SS[.fraction]` → nanoseconds after midnight: two digits for each of hours, minutes and seconds (up to
+    /// 60, a leap second), then one to nine digits of a fraction after a point; nil for anything else.
     static func parseClock(_ text: Substring) -> Int64? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 3, let hours = digits(parts[0], count: 2), let minutes = digits(parts[1], count: 2),
-            (0..<24).contains(hours),
-            (0..<60).contains(minutes), let (digits, scale) = Values.decimal(parts[2]), scale <= 1_000_000_000
+            (0..<24).contains(hours), (0..<60).contains(minutes)
         else { return nil }
-        let (secondsNs, overflow) = digits.multipliedReportingOverflow(by: 1_000_000_000 / scale)
-        guard !overflow, secondsNs < 61 * 1_000_000_000 else { return nil }
-        return (hours * 3600 + minutes * 60) * 1_000_000_000 + secondsNs
+        let point = parts[2].firstIndex(of: ".") ?? parts[2].endIndex
+        guard let seconds = digits(parts[2][..<point], count: 2), seconds <= 60 else { return nil }
+        var fraction: Int64 = 0
+        if point < parts[2].endIndex {
+            let decimals = parts[2][parts[2].index(after: point)...]
+            guard (1...9).contains(decimals.count), let value = digits(decimals, count: decimals.count) else {
+                return nil
+            }
+            fraction = value
+            for _ in decimals.count..<9 { fraction *= 10 }
+        }
+        return ((hours * 60 + minutes) * 60 + seconds) * 1_000_000_000 + fraction
+    }
+
+    /// Why a date-time's date does not exist (`2026-02-30`: February 2026 has 28 days), when its date is written
+    /// well (`YYYY-MM-DD`, a month 1 to 12, a day 1 to 31) but is not a day of that month; nil otherwise.
+    static func dateProblem(_ text: String) -> String? {
+        guard let t = text.firstIndex(of: "T") else { return nil }
+        let date = text[..<t].split(separator: "-", omittingEmptySubsequences: false)
+        guard date.count == 3, let year = digits(date[0], count: 4), let month = digits(date[1], count: 2),
+            let day = digits(date[2], count: 2), (1...12).contains(month), (1...31).contains(day),
+            day > daysIn(month: month, year: year)
+        else { return nil }
+        let months = [
+            "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+            "November", "December",
+        ]
+        return "a date that exists: \(months[Int(month) - 1]) \(year) has \(daysIn(month: month, year: year)) days"
     }
 
     /// `YYYY-MM-DDTHH:MM:SS[.fraction][Z|±HH:MM]` → Unix nanoseconds.
@@ -283,10 +326,80 @@ public enum TimeSpec: Sendable, Equatable {
             return nil
         }
         let days = daysFromCivil(year: year, month: month, day: day)
-        let localNs = days * 86_400_000_000_000 + clock
-        if let offsetSeconds { return localNs - offsetSeconds * 1_000_000_000 }
-        let seconds = localNs / 1_000_000_000
-        return localNs - (seconds - utcSeconds(ofLocalSeconds: seconds)) * 1_000_000_000
+        return days * 86_400_000_000_000 + clock
+    }
+
+    /// The Unix nanoseconds of `local` (a date-time's nanoseconds since 1970 as written, as if it were UTC) at the
+    /// zone's offset `zone` (seconds east of UTC), or without one in the local zone at its own moment's offset.
+    static func utcNanoseconds(ofLocal local: Int64, zoned zone: Int64?) -> Int64 {
+        if let zone { return local - zone * 1_000_000_000 }
+        let seconds = local / 1_000_000_000
+        return local - (seconds - utcSeconds(ofLocalSeconds: seconds)) * 1_000_000_000
+    }
+
+    /// The UTC moments (seconds since 1970) the local wall time `local` (seconds since 1970 as if local were UTC)
+    /// names, earliest first, each with the zone's offset then: one on most days, none in an hour daylight saving
+    /// time skips, two in one it repeats.
+    ///
+    /// - Parameter offset: the zone's offset from UTC in seconds at a UTC moment (the local zone by default).
+    package static func moments(
+        ofLocalSeconds local: Int64, offset: (Int64) -> Int64 = { localUTCOffsetSeconds(atUTCSeconds: $0) }
+    ) -> (valid: [(utc: Int64, offset: Int64)], around: (before: Int64, after: Int64)) {
+        // At the offsets a day before and a day after (changes are months apart), and as ``utcSeconds(
+        // ofLocalSeconds:offset:)`` finds it.
+        let guess = local - offset(local)
+        let corrected = local - offset(guess)
+        let candidates = Set([
+            guess, corrected, local - offset(local - 86_400), local - offset(local + 86_400),
+        ]).sorted()
+        let valid = candidates.filter { local - $0 == offset($0) }.map { (utc: $0, offset: offset($0)) }
+        return (valid, (offset(candidates[0]), offset(candidates[candidates.count - 1])))
+    }
+
+    /// Why the zone-less local time `text` (`localSeconds` since 1970 as if it were UTC) names no moment or two in
+    /// the local zone — daylight saving time skips or repeats it on its date (`date`, as the message names it) —,
+    /// with the offsets that would name each; nil when it names one.
+    static func localTimeProblem(_ text: String, localSeconds: Int64, date: String) -> String? {
+        let (valid, around) = moments(ofLocalSeconds: localSeconds)
+        func zoned(_ offset: Int64) -> String { text + offsetText(offset) }
+        switch valid.count {
+        case 0:
+            return "a local time that exists: daylight saving time skips it on \(date) in this zone (the clocks "
+                + "go from \(offsetText(around.before)) to \(offsetText(around.after))); give the offset you mean, "
+                + "\(zoned(around.before)) or \(zoned(around.after))"
+        case 2:
+            return "a local time that comes once: it comes twice on \(date) in this zone, as daylight saving time "
+                + "ends (first at \(offsetText(valid[0].offset)), then at \(offsetText(valid[1].offset))); give "
+                + "the offset of the one you mean, \(zoned(valid[0].offset)) or \(zoned(valid[1].offset))"
+        default:
+            return nil
+        }
+    }
+
+    /// Why the zone-less time of day `sinceMidnight` (nanoseconds after midnight) names no moment or two on the
+    /// date the UTC moment `day` (seconds since 1970) has in the local zone, as ``localTimeProblem(_:localSeconds:
+    /// date:)`` says it; nil when it names one.
+    package static func timeOfDayProblem(_ sinceMidnight: Int64, onDateOf day: Int64) -> ValueError? {
+        let local = day + localUTCOffsetSeconds(atUTCSeconds: day)
+        let midnight = local - ((local % 86_400) + 86_400) % 86_400
+        let seconds = sinceMidnight / 1_000_000_000
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        var text = "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60))"
+        if sinceMidnight % 1_000_000_000 != 0 {
+            var fraction = String(sinceMidnight % 1_000_000_000 + 1_000_000_000).dropFirst()
+            while fraction.hasSuffix("0") { fraction = fraction.dropLast() }
+            text += "." + fraction
+        }
+        let date = String((SegmentStore.utcText(seconds: midnight, iso8601: true) ?? "").prefix(10))
+        return localTimeProblem(text, localSeconds: midnight + seconds, date: date + ", the recording's first day,")
+            .map { ValueError(input: text, expected: $0) }
+    }
+
+    /// `+01:00`, `-05:00`, `+05:30`: an offset from UTC in seconds as a zone is written.
+    static func offsetText(_ offset: Int64) -> String {
+        let minutes = abs(offset) / 60
+        func twoDigits(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return (offset < 0 ? "-" : "+") + twoDigits(minutes / 60) + ":" + twoDigits(minutes % 60)
     }
 
     /// The UTC moment (seconds since 1970) of the local wall time `local` (seconds since 1970 as if local were UTC):
@@ -334,12 +447,19 @@ public enum TimeSpec: Sendable, Equatable {
     /// lies on the date of `firstWallNanoseconds` (the store's first frame) and takes the zone's offset at that time
     /// on that date, as a reader of the store takes it (summer's 12:00 read in winter was an hour off); without a
     /// first frame, the offset now.
-    public static func withLocalZone(_ text: String, firstWallNanoseconds: Int64? = nil) -> String {
+    ///
+    /// - Throws: ``ValueError`` for a time of day daylight saving time skips or repeats on that date.
+    public static func withLocalZone(_ text: String, firstWallNanoseconds: Int64? = nil) throws(ValueError) -> String {
         let offset: Int64
         switch try? TimeSpec(parsing: text) {
         case .wall(let ns)? where splitZone(text[...])?.1 == nil:
             offset = localUTCOffsetSeconds(atUTCSeconds: ns / 1_000_000_000)
         case .timeOfDay(let sinceMidnight, nil)?:
+            if let day = firstWallNanoseconds.map({ $0 / 1_000_000_000 }),
+                let problem = timeOfDayProblem(sinceMidnight, onDateOf: day)
+            {
+                throw ValueError(input: text, expected: problem.expected)
+            }
             let moment =
                 firstWallNanoseconds.map {
                     utcSeconds(ofTimeOfDay: sinceMidnight, onDateOf: $0 / 1_000_000_000, zone: nil)
@@ -348,9 +468,7 @@ public enum TimeSpec: Sendable, Equatable {
         default:
             return text
         }
-        let minutes = abs(offset) / 60
-        func twoDigits(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return text + (offset < 0 ? "-" : "+") + twoDigits(minutes / 60) + ":" + twoDigits(minutes % 60)
+        return text + offsetText(offset)
     }
 
     /// Days in `month` (1…12) of `year` in the proleptic Gregorian calendar.

@@ -51,8 +51,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                     ClipRequest(
                         stream: selection?.requestName ?? arguments.string("stream"),
                         // A time without a zone is this shell's local time, wherever the recorder runs.
-                        from: TimeSpec.withLocalZone(arguments.string("from")!, firstWallNanoseconds: firstWall),
-                        to: TimeSpec.withLocalZone(arguments.string("to")!, firstWallNanoseconds: firstWall),
+                        from: try TimeSpec.withLocalZone(arguments.string("from")!, firstWallNanoseconds: firstWall),
+                        to: try TimeSpec.withLocalZone(arguments.string("to")!, firstWallNanoseconds: firstWall),
                         format: format.fileExtension, path: path,
                         quality: givenQuality(arguments)))
             }

@@ -141,4 +141,56 @@ struct WallClockRangeTests {
         #expect(stream["first_wall_ns"] as? Int64 == start)
         #expect(stream["last_wall_ns"] as? Int64 == start - 3_598_033_333_334)
     }
+
+    /// A local time without a zone must name one moment: on the days Berlin's clocks go forward (2026-03-29, 02:00 →
+    /// 03:00) and back (2026-10-25, 03:00 → 02:00), 02:30 names none or two, as a date-time and as a time of day on
+    /// a recording's first day; each is refused (64) with the offsets that name each moment, where one was taken
+    /// silently.
+    @Test(arguments: [
+        (
+            "2026-03-29 00:00:00",
+            "'02:30:00' is not a local time that exists: daylight saving time skips it on 2026-03-29, the recording's "
+                + "first day, in this zone (the clocks go from +01:00 to +02:00); give the offset you mean, "
+                + "02:30:00+01:00 or 02:30:00+02:00",
+            "'2026-03-29T02:30:00' is not a local time that exists: daylight saving time skips it on that date in this "
+                + "zone (the clocks go from +01:00 to +02:00); give the offset you mean, 2026-03-29T02:30:00+01:00 or "
+                + "2026-03-29T02:30:00+02:00"
+        ),
+        (
+            "2026-10-25 00:00:00",
+            "'02:30:00' is not a local time that comes once: it comes twice on 2026-10-25, the recording's first day, "
+                + "in this zone, as daylight saving time ends (first at +02:00, then at +01:00); give the offset of "
+                + "the one you mean, 02:30:00+02:00 or 02:30:00+01:00",
+            "'2026-10-25T02:30:00' is not a local time that comes once: it comes twice on that date in this zone, as "
+                + "daylight saving time ends (first at +02:00, then at +01:00); give the offset of the one you mean, "
+                + "2026-10-25T02:30:00+02:00 or 2026-10-25T02:30:00+01:00"
+        ),
+    ])
+    func aLocalTimeThatDaylightSavingTimeSkipsOrRepeatsIsRefused(recorded: String, timeOfDay: String, dateTime: String)
+        throws
+    {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try rewind(
+            at: recorded, ["record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "1s"])
+        #expect(record.status == 0, "\(record.output) \(record.stderr)")
+        let day = String(recorded.prefix(10))
+        let output = directory.appendingPathComponent("x.mkv").path
+        for (from, to, message) in [
+            ("02:30:00", "02:31:00", timeOfDay), ("\(day)T02:30:00", "\(day)T02:31:00", dateTime),
+        ] {
+            let clip = try Tool.rewind(
+                ["clip", "--store", store, "--from", from, "--to", to, "-o", output],
+                environment: ["TZ": "Europe/Berlin"])
+            #expect(clip.status == 64, "\(clip.output) \(clip.stderr)")
+            #expect(clip.stderr.contains(message), "\(clip.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: output))
+        }
+        // An offset names the moment: the recording's second, from 00:00 UTC.
+        let zoned = try Tool.rewind(
+            ["clip", "--store", store, "--from", "\(day)T00:00:00Z", "--to", "\(day)T00:00:05Z", "-o", output],
+            environment: ["TZ": "Europe/Berlin"])
+        #expect(zoned.status == 0 && zoned.output.contains("wrote 30 frames"), "\(zoned.output) \(zoned.stderr)")
+    }
 }

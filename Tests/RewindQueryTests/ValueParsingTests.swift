@@ -124,7 +124,7 @@ import Testing
         #expect {
             _ = try TimeSpec(parsing: "2026-13-01T00:00:00Z")
         } throws: { error in
-            "\(error)".contains("is not a time like")
+            "\(error)".contains("is not a date-time YYYY-MM-DDTHH:MM:SS[.fraction]")
         }
         #expect(try TimeSpec(parsing: "1970-01-01T00:00:01.5Z") == .wall(1_500_000_000))
         #expect(try TimeSpec(parsing: "2026-11-30T14:03:05.200Z") == .wall(1_796_047_385_200_000_000))
@@ -135,7 +135,7 @@ import Testing
         #expect(try TimeSpec(parsing: "14:03:05-03:00") == .timeOfDay(50_585_000_000_000, utcOffsetSeconds: -10_800))
         // A time without a zone gets this process's zone written into it, and still means the same moment.
         for text in ["2026-11-30T14:03:05.200", "14:03:05.200"] {
-            let zoned = TimeSpec.withLocalZone(text)
+            let zoned = try TimeSpec.withLocalZone(text)
             #expect(zoned.count == text.count + 6, "\(zoned)")
             if case .wall = try TimeSpec(parsing: text) {
                 #expect(try TimeSpec(parsing: zoned) == TimeSpec(parsing: text))
@@ -148,7 +148,7 @@ import Testing
             }
         }
         for text in ["12.5s", "2026-11-30T14:03:05.200Z", "2026-11-30T15:03:05+01:00", "14:03:05Z", "nonsense"] {
-            #expect(TimeSpec.withLocalZone(text) == text)
+            #expect(try TimeSpec.withLocalZone(text) == text)
         }
         #expect(try TimeSpec(parsing: "2024-02-29T00:00:00Z") == .wall(1_709_164_800_000_000_000))
         #expect(try TimeSpec(parsing: "2261-12-31T23:59:59Z") == .wall(9_214_646_399_000_000_000))
@@ -165,6 +165,47 @@ import Testing
             "14:03:05++1:00", "2026-11-30T14:03:05Z+01:+0",
         ] {
             #expect(throws: ValueError.self, "\(bad)") { try TimeSpec(parsing: bad) }
+        }
+    }
+
+    /// Minutes and seconds are two digits each, and a fraction follows the seconds' two digits: a one-digit seconds
+    /// field or a bare fraction (`01:29:7Z`, `01:29:.5Z`) is refused, naming the value and showing the forms taken.
+    @Test func timesOfDayNeedTwoDigitFieldsAndADigitBeforeTheFraction() throws {
+        for bad in [
+            "01:29:7Z", "01:29:.5Z", "01:29:07.Z", "01:29:7", "01:2:07", "1:29:07", "01:29:007", "01:29:07.1234567890",
+            "01:29:07.+5", "01:29:7.5+01:00",
+        ] {
+            #expect(
+                throws: ValueError(
+                    input: bad,
+                    expected: "a time of day HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200), "
+                        + "local time or with a zone (14:03:05.200Z, 14:03:05+01:00)"), "\(bad)"
+            ) { try TimeSpec(parsing: bad) }
+        }
+        for bad in ["2026-11-30T01:29:7Z", "2026-11-30T01:29:.5Z", "2026-11-30T01:29:07.", "2026-1-30T01:29:07Z"] {
+            #expect {
+                _ = try TimeSpec(parsing: bad)
+            } throws: { error in
+                "\(error)".hasPrefix("'\(bad)' is not a date-time YYYY-MM-DDTHH:MM:SS[.fraction], two digits each")
+            }
+        }
+        #expect(try TimeSpec(parsing: "01:29:07.5Z") == .timeOfDay(5_347_500_000_000, utcOffsetSeconds: 0))
+        #expect(try TimeSpec(parsing: "01:29:07.123456789") == .timeOfDay(5_347_123_456_789))
+        #expect(try TimeSpec(parsing: "23:59:60Z") == .timeOfDay(86_400_000_000_000, utcOffsetSeconds: 0))
+        #expect(try TimeSpec(parsing: "2026-11-30T01:29:07.5Z") == .wall(1_796_002_147_500_000_000))
+    }
+
+    /// A date that no calendar has is told so, with the month's length, not that the text is not a time.
+    @Test func anImpossibleDateIsSaidNotToExist() {
+        for (text, month) in [
+            ("2026-02-30T10:00:00Z", "February 2026 has 28 days"),
+            ("2025-02-29T00:00:00Z", "February 2025 has 28 days"),
+            ("2026-04-31T00:00:00", "April 2026 has 30 days"),
+            ("2024-02-30T00:00:00+01:00", "February 2024 has 29 days"),
+        ] {
+            #expect(throws: ValueError(input: text, expected: "a date that exists: " + month)) {
+                try TimeSpec(parsing: text)
+            }
         }
     }
 
@@ -216,5 +257,20 @@ import Testing
         #expect(
             TimeSpec.utcSeconds(ofLocalSeconds: berlinDay + 7195, offset: berlin) == berlinDay + 3595,
             "01:59:55 CET is 00:59:55Z")
+    }
+
+    /// The moments a local time names: none in the hour daylight saving time skips (with the offsets either side),
+    /// two in the one it repeats (earliest first, each with its offset), one otherwise.
+    @Test func aLocalTimeNamesNoMomentOneOrTwo() {
+        let spring: Int64 = 1_804_982_400  // 2027-03-14T00:00:00 (as if UTC), New York
+        let skipped = TimeSpec.moments(ofLocalSeconds: spring + 2 * 3600 + 1800, offset: Self.newYork)
+        #expect(skipped.valid.isEmpty)
+        #expect(skipped.around.before == -5 * 3600 && skipped.around.after == -4 * 3600)
+        let autumn: Int64 = 1_825_545_600  // 2027-11-07T00:00:00 (as if UTC)
+        let repeated = TimeSpec.moments(ofLocalSeconds: autumn + 5400, offset: Self.newYork)
+        #expect(repeated.valid.map(\.utc) == [autumn + 5400 + 4 * 3600, autumn + 5400 + 5 * 3600])
+        #expect(repeated.valid.map(\.offset) == [-4 * 3600, -5 * 3600])
+        let once = TimeSpec.moments(ofLocalSeconds: autumn + 12 * 3600, offset: Self.newYork)
+        #expect(once.valid.map(\.utc) == [autumn + 17 * 3600])
     }
 }
