@@ -1005,6 +1005,17 @@ private func writeExport(
             }
             progress.update("exporting … \(count) frames, pts \(formatSeconds(pts))")
         }
+    } catch let error as ExportError {
+        progress.clear()
+        // The file made first in the temporary directory found no room there: said of TMPDIR, not of a file the user
+        // never named.
+        guard staged != nil, case .noRoom(_, let directory, let available, _) = error.reason else { throw error }
+        let free = available < 1 << 20 ? "\(available >> 10) KiB" : "\(available >> 20) MiB"
+        throw CommandError(
+            "\(output): an .mp4 for \(StagedExport.specialFileKind(output) ?? "a file that is not a regular file") is "
+                + "made in the temporary directory first and then copied into it, and TMPDIR (\(directory)) has no "
+                + "room left for it (\(free) free): free space there, or point TMPDIR at a directory with room "
+                + "(TMPDIR=/var/tmp rewind \(command) …)")
     } catch {
         progress.clear()
         throw error

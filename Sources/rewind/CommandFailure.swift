@@ -237,6 +237,8 @@ struct CommandFailure {
             "export to .mkv (uncompressed BGRA) or .mp4 instead"
         case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
             "free some space or write elsewhere"
+        case .noRoom:
+            "free some space or write elsewhere"
         case .gapTooLarge:
             "export .mkv, which keeps each frame's time with no repeats, or clip the parts before and after the gap"
         case .frameTooLarge:

@@ -390,6 +390,41 @@ struct FullDiskTests {
         }
     }
 
+    /// An `.mp4` for a device is made in TMPDIR first (ffmpeg writes its index last and the file is checked before
+    /// it is copied): a TMPDIR with no room for it is named as the cause, with what to do, instead of ffmpeg's
+    /// missing `moov` box in a temporary file the user never named; nothing is left in TMPDIR.
+    @Test func anMP4ForADeviceThroughAFullTemporaryDirectorySaysSo() throws {
+        let directory = try Tool.temporaryDirectory("full-disk")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:320x240@30", "--duration", "3s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let device = directory.appendingPathComponent("null.mp4").path
+        try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/null")
+        try withTmpfs(at: directory.appendingPathComponent("tmp").path, size: "1m") { temporary in
+            // All but 8 KiB filled: ffmpeg's log can be made there, the .mp4 cannot.
+            var space = statvfs()
+            try #require(statvfs(temporary, &space) == 0)
+            let free = Int(space.f_bavail) * Int(space.f_frsize)
+            try Data(count: free - 8 * 1024).write(to: URL(fileURLWithPath: temporary + "/ballast"))
+            var environment = ProcessInfo.processInfo.environment
+            environment["TMPDIR"] = temporary
+            let clip = try Tool.rewind(
+                ["clip", "--store", store, "--from", "0s", "--to", "3s", "-o", device], environment: environment)
+            #expect(clip.status == 1, "\(clip.output)\(clip.stderr)")
+            #expect(
+                clip.stderr.contains(
+                    "rewind clip: \(device): an .mp4 for a device is made in the temporary directory first and then "
+                        + "copied into it, and TMPDIR (\(temporary)) has no room left for it"), "\(clip.stderr)")
+            #expect(
+                clip.stderr.contains("free space there, or point TMPDIR at a directory with room"), "\(clip.stderr)")
+            #expect(!clip.stderr.contains("moov"), "\(clip.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: temporary) == ["ballast"])
+        }
+    }
+
     @Test func aStoreOnAFullDiskCanStillBeReadAndExported() throws {
         try withSmallDisk { disk, source in
             let store = disk + "/store"

@@ -127,6 +127,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         /// An ``Interruption`` ended a wait with no end of its own: `waiting` says for what (its reader to take
         /// more bytes, ffmpeg to finish).
         case interrupted(waiting: String)
+        /// The external program writing the file (ffmpeg) failed, and the file system of `directory`, where it
+        /// wrote it, had `availableBytes` left: too little for the rest (ffmpeg may say so only in its log, or exit
+        /// 0 with the file's index missing). `log`: the tail of its stderr (may be empty).
+        case noRoom(tool: String, directory: String, availableBytes: Int64, log: String)
     }
 
     /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
@@ -205,6 +209,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "recordings)"
         case .interrupted(let waiting):
             return "interrupted while waiting for \(waiting): the export was stopped; no file was kept"
+        case .noRoom(let tool, let directory, let available, let log):
+            let free = available < 1 << 20 ? "\(available >> 10) KiB" : "\(available >> 20) MiB"
+            return "\(tool) could not finish the file: \(directory) has no room left (\(free) free; "
+                + "\(Errno(rawValue: ENOSPC)))" + (log.isEmpty ? "" : ":\n\(log)")
         }
     }
 

@@ -28,6 +28,8 @@ public final class MP4Exporter: Exporter {
     private let process: ChildProcess
     private let input: FileHandle
     private let errorLog: String
+    /// Where the writes to ffmpeg's stdin go, and where the room left for its file is read.
+    private let fileSystem: any FileSystem
     private var matroska: MatroskaWriter?
     private var tally: ExportTally
     /// The pts of the last frame written, to find intervals too long for a sample (``longestInterval(_:)``).
@@ -73,6 +75,7 @@ public final class MP4Exporter: Exporter {
         }
         self.stream = stream
         self.destination = destination
+        self.fileSystem = fileSystem
         self.tally = ExportTally(stream: stream)
         var fedStream = stream
         let isOddSized = stream.layout.width % 2 == 1 || stream.layout.height % 2 == 1
@@ -258,11 +261,26 @@ public final class MP4Exporter: Exporter {
         }
         let log = System.readText(errorLog) ?? ""
         let tail = log.split(separator: "\n").suffix(8).joined(separator: "\n")
+        // A file system with (almost) nothing left, read while the partial file still holds its room: the failure
+        // is the lack of room, whatever ffmpeg said about it (its log may be on that full disk too, and empty).
+        if case .path(let file) = destination {
+            let directory = URL(fileURLWithPath: file).deletingLastPathComponent().path
+            if let available = try? fileSystem.availableBytes(directory), available < Self.leastRoom {
+                return ExportError(
+                    destination: destination.description,
+                    reason: .noRoom(tool: "ffmpeg", directory: directory, availableBytes: available, log: tail))
+            }
+        }
         return ExportError(
             destination: destination.description,
             reason: .toolFailed(
                 tool: "ffmpeg", status: status, log: tail, cause: error.map { "\($0)" }))
     }
+
+    /// Less room than this left where ffmpeg writes the file, when it fails, is taken for the cause (a ``ExportError/
+    /// Reason/noRoom(tool:directory:availableBytes:log:)``): its writes — 32 KiB at a time, then the index, a few MiB
+    /// for an hour of frames, and with `+faststart` the index again at the front — found no room.
+    static let leastRoom: Int64 = 4 << 20
 
     /// What ffmpeg left unfinished in the MP4 at `path`: its top-level boxes must fill the file exactly and include
     /// `ftyp`, `mdat` and `moov` (the index a player needs); nil when they do.
