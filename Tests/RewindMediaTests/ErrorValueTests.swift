@@ -47,6 +47,7 @@ import Testing
             .toolFailed(tool: "ffmpeg", status: 1, log: "x", cause: nil),
             .system(action: "writing failed", Errno(rawValue: ENOSPC)), .unsupportedPixelFormat(.bgra, format: .y4m),
             .unsupportedPixelFormat(.bgra, format: .matroska), .negativePTS(-5),
+            .noRoom(tool: "ffmpeg", directory: "/out", availableBytes: 12 << 10, log: "x"),
         ]
         for reason in reasons {
             let error = ExportError(destination: "/out/clip.mkv", reason: reason)
@@ -56,6 +57,9 @@ import Testing
         #expect(
             "\(ExportError(destination: "d", reason: .system(action: "writing failed", Errno(rawValue: ENOSPC))))"
                 .contains("No space left on device"))
+        #expect(
+            "\(ExportError(destination: "d", reason: .noRoom(tool: "ffmpeg", directory: "/out", availableBytes: 12 << 10, log: "")))"
+                == "d: ffmpeg could not finish the file: /out has no room left (12 KiB free; No space left on device)")
     }
 
     /// A gap too large to fill in a `.y4m` says what the export may use of its disk; on a disk with less free than
