@@ -505,9 +505,11 @@ public final class RecorderControl: Sendable {
         if let cookies = request.headers["cookie"] {
             for part in cookies.split(separator: ";") {
                 let pair = part.trimmingCharacters(in: .whitespaces)
-                if pair.hasPrefix(cookie), Self.constantTimeEqual(String(pair.dropFirst(cookie.count)), token) {
-                    return .allowed(setCookie: nil)
-                }
+                guard pair.hasPrefix(cookie) else { continue }
+                // RFC 6265: a cookie's value may be given in double quotes, which are no part of it.
+                var value = pair.dropFirst(cookie.count)
+                if value.count >= 2, value.first == "\"", value.last == "\"" { value = value.dropFirst().dropLast() }
+                if Self.constantTimeEqual(String(value), token) { return .allowed(setCookie: nil) }
             }
         }
         if let given = request.query["token"] ?? Self.formToken(request), Self.constantTimeEqual(given, token) {

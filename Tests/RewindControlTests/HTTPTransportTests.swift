@@ -565,6 +565,9 @@ final class RawConnection {
         #expect(announced.send(Array("POST /v1/markers HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n".utf8)))
         #expect(announced.status() == 401)
         #expect(try get(["-H", "Cookie: rewind_token_\(port)=\(token)", url]).0 == 200)
+        // RFC 6265's cookie-value may be quoted: the quotes are no part of it.
+        #expect(try get(["-H", "Cookie: a=b; rewind_token_\(port)=\"\(token)\"", url]).0 == 200)
+        #expect(try get(["-H", "Cookie: rewind_token_\(port)=\"\(token)", url]).0 == 401, "one quote")
         #expect(try get(["-H", "Cookie: rewind_token_1=\(token)", url]).0 == 401, "another port's cookie")
         let headers = String(
             decoding: try ExternalTools.run("curl", ["-s", "-D", "-", "-o", "/dev/null", url + "?token=\(token)"]),
