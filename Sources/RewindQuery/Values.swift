@@ -213,8 +213,8 @@ public enum TimeSpec: Sendable, Equatable {
 
     /// What a time of day may look like, for messages.
     static let timeOfDayForms =
-        "HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200), local time or with a zone "
-        + "(14:03:05.200Z, 14:03:05+01:00)"
+        "HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200; hours 00-23, minutes 00-59, "
+        + "seconds 00-60), local time or with a zone (14:03:05.200Z, 14:03:05+01:00)"
 
     /// Parses `12.5s` / `1500ms` (stream time), ISO-8601 date-times, and `HH:MM:SS[.fff]` times of day.
     ///

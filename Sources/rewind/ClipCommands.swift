@@ -51,8 +51,12 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                     ClipRequest(
                         stream: selection?.requestName ?? arguments.string("stream"),
                         // A time without a zone is this shell's local time, wherever the recorder runs.
-                        from: try TimeSpec.withLocalZone(arguments.string("from")!, firstWallNanoseconds: firstWall),
-                        to: try TimeSpec.withLocalZone(arguments.string("to")!, firstWallNanoseconds: firstWall),
+                        from: try arguments.naming("from") {
+                            try TimeSpec.withLocalZone(arguments.string("from")!, firstWallNanoseconds: firstWall)
+                        },
+                        to: try arguments.naming("to") {
+                            try TimeSpec.withLocalZone(arguments.string("to")!, firstWallNanoseconds: firstWall)
+                        },
                         format: format.fileExtension, path: path,
                         quality: givenQuality(arguments)))
             }
@@ -73,8 +77,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
     switch try selectStreams(in: store, named: arguments.string("stream")) {
     case .one(let row):
         let source = ClipSource.store(store, stream: row)
-        let from = try source.resolve(try arguments.time("from")!)
-        let to = try source.resolve(try arguments.time("to")!)
+        let from = try arguments.naming("from") { try source.resolve(try arguments.time("from")!) }
+        let to = try arguments.naming("to") { try source.resolve(try arguments.time("to")!) }
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
         return checkedExport(
             directory, command: "clip", format: format,
@@ -83,8 +87,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
                 json: json))
     case .all:
         let set = try StreamSet(store: store)
-        let from = try set.recorderTime(try arguments.time("from")!)
-        let to = try set.recorderTime(try arguments.time("to")!)
+        let from = try arguments.naming("from") { try set.recorderTime(try arguments.time("from")!) }
+        let to = try arguments.naming("to") { try set.recorderTime(try arguments.time("to")!) }
         guard from < to else { throw ClipError.badRange(from: from, to: to) }
         return checkedExport(
             directory, command: "clip", format: format,

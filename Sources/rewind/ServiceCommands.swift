@@ -159,8 +159,10 @@ func runMark(_ arguments: ParsedArguments) throws -> Int32 {
     // A time without a zone is this shell's local time, wherever the recorder runs.
     let request = MarkerRequest(
         label: arguments.string("label")!,
-        at: try arguments.string("at").map {
-            try TimeSpec.withLocalZone($0, firstWallNanoseconds: firstWallNanoseconds(ofStore: directory))
+        at: try arguments.string("at").map { at in
+            try arguments.naming("at") {
+                try TimeSpec.withLocalZone(at, firstWallNanoseconds: firstWallNanoseconds(ofStore: directory))
+            }
         },
         stream: arguments.string("stream"), hold: held)
     let flags = [

@@ -185,6 +185,8 @@ struct WallClockRangeTests {
                 environment: ["TZ": "Europe/Berlin"])
             #expect(clip.status == 64, "\(clip.output) \(clip.stderr)")
             #expect(clip.stderr.contains(message), "\(clip.stderr)")
+            // The option is named, as for any value it refuses.
+            #expect(clip.stderr.hasPrefix("rewind clip: --from: '\(from)' is not a local time"), "\(clip.stderr)")
             #expect(!FileManager.default.fileExists(atPath: output))
         }
         // An offset names the moment: the recording's second, from 00:00 UTC.

@@ -173,13 +173,14 @@ import Testing
     @Test func timesOfDayNeedTwoDigitFieldsAndADigitBeforeTheFraction() throws {
         for bad in [
             "01:29:7Z", "01:29:.5Z", "01:29:07.Z", "01:29:7", "01:2:07", "1:29:07", "01:29:007", "01:29:07.1234567890",
-            "01:29:07.+5", "01:29:7.5+01:00",
+            "01:29:07.+5", "01:29:7.5+01:00", "24:00:00", "12:60:00", "12:00:61",
         ] {
             #expect(
                 throws: ValueError(
                     input: bad,
-                    expected: "a time of day HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200), "
-                        + "local time or with a zone (14:03:05.200Z, 14:03:05+01:00)"), "\(bad)"
+                    expected: "a time of day HH:MM:SS or HH:MM:SS.fraction, two digits each (14:03:05, 14:03:05.200; "
+                        + "hours 00-23, minutes 00-59, seconds 00-60), local time or with a zone (14:03:05.200Z, "
+                        + "14:03:05+01:00)"), "\(bad)"
             ) { try TimeSpec(parsing: bad) }
         }
         for bad in ["2026-11-30T01:29:7Z", "2026-11-30T01:29:.5Z", "2026-11-30T01:29:07.", "2026-1-30T01:29:07Z"] {

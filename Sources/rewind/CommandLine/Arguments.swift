@@ -287,6 +287,16 @@ public struct ParsedArguments: Sendable {
         try convert(name) { text throws(ValueError) in try TimeSpec(parsing: text) }
     }
 
+    /// Runs `body`, which reads the value of option `name` further (a time placed on a recording's date, say): a
+    /// ``ValueError`` it throws is a usage error naming the option, as one of ``convert(_:_:)`` is.
+    public func naming<T>(_ name: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ValueError {
+            throw UsageError.badValue("--\(name): \(error)", command: command)
+        }
+    }
+
     public func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         try convert(name) { text throws(ValueError) in
             guard let value = Int(text), range.contains(value) else {
