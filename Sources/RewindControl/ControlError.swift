@@ -120,6 +120,8 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
             case .toolRefused: self.init(.systemLimit, "\(error)")
             case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
                 self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
+            case .temporaryDirectoryUnusable:
+                self.init(.failed, "\(error): the recorder's TMPDIR must be a directory it can write")
             default: self.init(.failed, "\(error)")
             }
         default: self.init(.failed, "\(error)")

@@ -994,7 +994,8 @@ private func writeExport(
         if let staged { unlink(staged) }
     }
     if output != "-" && writesThroughAFile(output, format) {
-        staged = NSTemporaryDirectory() + "/.rewind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mp4"
+        // NSTemporaryDirectory() ends with a slash.
+        staged = NSTemporaryDirectory() + ".rewind-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).mp4"
         destination = .path(staged!)
     } else if output != "-" && isFIFO(output) {
         fifo = try openForWriting(output, command: command, what: "the \(command)")
@@ -1013,6 +1014,12 @@ private func writeExport(
         progress.clear()
         // The file made first in the temporary directory found no room there: said of TMPDIR, not of a file the user
         // never named.
+        // The temporary directory unusable: said of the file the user named, not of the one made for it there.
+        if staged != nil, case .temporaryDirectoryUnusable = error.reason {
+            var named = error
+            named.destination = output
+            throw named
+        }
         guard staged != nil, case .noRoom(_, let directory, let available, _) = error.reason else { throw error }
         let free = available < 1 << 20 ? "\(available >> 10) KiB" : "\(available >> 20) MiB"
         throw CommandError(

@@ -239,6 +239,8 @@ struct CommandFailure {
             "free some space or write elsewhere"
         case .noRoom:
             "free some space or write elsewhere"
+        case .temporaryDirectoryUnusable:
+            "point TMPDIR at a directory that exists and can be written (TMPDIR=/var/tmp), or unset it for /tmp"
         case .gapTooLarge:
             "export .mkv, which keeps each frame's time with no repeats, or clip the parts before and after the gap"
         case .frameTooLarge:

@@ -129,6 +129,18 @@ import Testing
         #expect(
             noTemporary.stderr.contains("cannot make ffmpeg's log") && noTemporary.stderr.contains("TMPDIR"),
             "\(noTemporary.stderr)")
+        #expect(noTemporary.stderr.contains("point TMPDIR at a directory that exists"), "\(noTemporary.stderr)")
+        // An .mp4 for a device is made there too: the message names the file given, not the one made for it.
+        let device = directory.appendingPathComponent("null.mp4").path
+        let toDevice = try Tool.rewind(
+            ["clip", "--store", store, "--stream", "a", "--from", "0s", "--to", "1s", "-o", device],
+            environment: environment)
+        #expect(toDevice.status == 1, "\(toDevice.stderr)")
+        #expect(
+            toDevice.stderr.hasPrefix("rewind clip: \(device): cannot make ffmpeg's log in the temporary directory"),
+            "\(toDevice.stderr)")
+        #expect(toDevice.stderr.contains("point TMPDIR at a directory that exists"), "\(toDevice.stderr)")
+        #expect(!toDevice.stderr.contains(".rewind-"), "\(toDevice.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "no temporary .mp4 is left")
     }
 

@@ -131,6 +131,9 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         /// wrote it, had `availableBytes` left: too little for the rest (ffmpeg may say so only in its log, or exit
         /// 0 with the file's index missing). `log`: the tail of its stderr (may be empty).
         case noRoom(tool: String, directory: String, availableBytes: Int64, log: String)
+        /// The temporary directory (`TMPDIR`), `directory`, took no file for the external program's log: it is
+        /// missing, not a directory, or not writable.
+        case temporaryDirectoryUnusable(directory: String, Errno)
     }
 
     /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
@@ -209,6 +212,8 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "recordings)"
         case .interrupted(let waiting):
             return "interrupted while waiting for \(waiting): the export was stopped; no file was kept"
+        case .temporaryDirectoryUnusable(let directory, let errno):
+            return "cannot make ffmpeg's log in the temporary directory TMPDIR (\(directory)): \(errno)"
         case .noRoom(let tool, let directory, let available, let log):
             let free = available < 1 << 20 ? "\(available >> 10) KiB" : "\(available >> 20) MiB"
             return "\(tool) could not finish the file: \(directory) has no room left (\(free) free; "

@@ -122,11 +122,9 @@ public final class MP4Exporter: Exporter {
         // ffmpeg's messages go to a file in the temporary directory: one that cannot be made is said as such (it read
         // as "cannot start ffmpeg: No such file or directory").
         guard logFD >= 0 else {
-            let failure = Errno.current
             throw ExportError(
                 destination: destination.description,
-                reason: .system(
-                    action: "cannot make ffmpeg's log \(errorLog) (the temporary directory, TMPDIR)", failure))
+                reason: .temporaryDirectoryUnusable(directory: NSTemporaryDirectory(), Errno.current))
         }
         do {
             defer { close(logFD) }
