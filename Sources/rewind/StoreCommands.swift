@@ -141,6 +141,23 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
                     + "\(SegmentStore.utcText(times.last, iso8601: true)); --from/--to count wall-clock times from "
                     + "that of recorder time 0 (clock_wall_ns in --json), not by capture times")
         }
+        // A stream placed on the recorder clock away from its capture times (recorded after the clock was set back,
+        // or after a recording faster than real time): --from/--to find its frames where the clock places them.
+        for row in streams {
+            let own = try store.summary(streamName: row.name)
+            guard let times = captureTimes[row.name], let clock = try store.clock(of: row), let first = own.firstPTS,
+                let last = own.lastPTS
+            else { continue }
+            let placed = clock.wallNanoseconds + clock.recorderTime(ofPTS: first)
+            let apart = placed - times.first
+            guard abs(apart) >= 1_000_000_000 else { continue }
+            print(
+                "    '\(row.name)' is found by --from/--to at \(SegmentStore.utcText(placed, iso8601: true)) … "
+                    + "\(SegmentStore.utcText(clock.wallNanoseconds + clock.recorderTime(ofPTS: last), iso8601: true)) "
+                    + "on the recorder clock, \(formatSeconds(abs(apart))) \(apart > 0 ? "after" : "before") its "
+                    + "capture times (the wall clock was set back before it was recorded, or an earlier recording "
+                    + "ran faster than real time)")
+        }
     }
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
     let open = segments.filter { $0.state == .open }.count

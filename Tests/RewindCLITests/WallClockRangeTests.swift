@@ -142,6 +142,35 @@ struct WallClockRangeTests {
         #expect(stream["last_wall_ns"] as? Int64 == start - 3_598_033_333_334)
     }
 
+    /// A stream first recorded after the wall clock was set back is placed on the recorder clock after the others,
+    /// an hour from its capture times: `info` says where `--from`/`--to` find it, which a clip by those times gets.
+    @Test func infoSaysWhereAStreamRecordedAfterTheClockWentBackIsFound() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        for (time, name) in [("2026-12-06 05:00:00", "a"), ("2026-12-06 04:00:00", "e")] {
+            let record = try rewind(
+                at: time, ["record", "--store", store, "--input", "\(name)=synthetic:160x120@10", "--duration", "1s"])
+            #expect(record.status == 0, "\(record.output) \(record.stderr)")
+        }
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 0, "\(info.stderr)")
+        let line = try #require(
+            info.output.split(separator: "\n").first { $0.contains("'e' is found by --from/--to at ") },
+            "\(info.output)")
+        #expect(line.contains(" after its capture times"), "\(line)")
+        #expect(!info.output.contains("'a' is found by"), "\(info.output)")
+        // The times it gives find every frame of e.
+        let times = line.split(separator: " ").filter { $0.hasSuffix("Z") }.map(String.init)
+        try #require(times.count == 2, "\(line)")
+        let output = directory.appendingPathComponent("e.y4m").path
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--stream", "e", "--from", times[0], "--to", times[1], "-o", output,
+        ])
+        #expect(clip.status == 0, "\(clip.stderr)")
+        #expect(try ExternalTools.frameMD5s(output).count == 9, "the last frame lies at --to, which is exclusive")
+    }
+
     /// A local time without a zone must name one moment: on the days Berlin's clocks go forward (2026-03-29, 02:00 →
     /// 03:00) and back (2026-10-25, 03:00 → 02:00), 02:30 names none or two, as a date-time and as a time of day on
     /// a recording's first day; each is refused (64) with the offsets that name each moment, where one was taken
