@@ -465,10 +465,10 @@ public struct StreamDescriptionBody: Sendable, Hashable, Codable {
     public var height: Int
     /// Nominal frame duration, whole nanoseconds (rounded down: 33366666 at 30000/1001 fps), for older clients;
     /// ``frameDurationValue`` / ``frameDurationTimescale`` seconds is exact, and what a pts computed as a frame
-    /// index times the duration must use (the nanoseconds drift 72 µs an hour at 29.97 fps).
+    /// index times the duration must use (the nanoseconds drift 72 µs an hour at 30000/1001 fps).
     public var frameDurationNanoseconds: Int64
     /// The exact nominal frame duration, ``frameDurationValue`` / ``frameDurationTimescale`` seconds (`1001` /
-    /// `30000` at 29.97 fps), as `rewind info --json` gives it.
+    /// `30000` at 30000/1001 fps; a rate as given, not reduced), as `rewind info --json` gives it.
     public var frameDurationValue: Int64
     /// The timescale of ``frameDurationValue``: its units per second.
     public var frameDurationTimescale: Int

@@ -38,6 +38,14 @@ public struct StreamClock: Sendable, Hashable {
     /// - Returns: nanoseconds on the recorder clock (saturating).
     public func recorderTime(ofPTS pts: Int64) -> Int64 { pts.addingSaturating(offsetNanoseconds) }
 
+    /// The wall-clock time at which a recorder-time range (`--from`/`--to`) finds a pts of this stream.
+    ///
+    /// - Parameter pts: nanoseconds on the stream clock.
+    /// - Returns: Unix-epoch nanoseconds (saturating).
+    public func wallNanoseconds(ofPTS pts: Int64) -> Int64 {
+        recorderTime(ofPTS: pts).addingSaturating(wallNanoseconds)
+    }
+
     /// The pts of this stream at a recorder time.
     ///
     /// - Parameter time: nanoseconds on the recorder clock.

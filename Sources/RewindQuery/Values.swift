@@ -380,11 +380,9 @@ public enum TimeSpec: Sendable, Equatable {
     /// date the UTC moment `day` (seconds since 1970) has in the local zone, as ``localTimeProblem(_:localSeconds:
     /// date:)`` says it; nil when it names one.
     package static func timeOfDayProblem(_ sinceMidnight: Int64, onDateOf day: Int64) -> ValueError? {
-        let local = day + localUTCOffsetSeconds(atUTCSeconds: day)
-        let midnight = local - ((local % 86_400) + 86_400) % 86_400
+        let midnight = localMidnight(onDateOf: day, zone: nil)
         let seconds = sinceMidnight / 1_000_000_000
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        var text = "\(two(seconds / 3600)):\(two(seconds / 60 % 60)):\(two(seconds % 60))"
+        var text = "\(twoDigits(seconds / 3600)):\(twoDigits(seconds / 60 % 60)):\(twoDigits(seconds % 60))"
         if sinceMidnight % 1_000_000_000 != 0 {
             var fraction = String(sinceMidnight % 1_000_000_000 + 1_000_000_000).dropFirst()
             while fraction.hasSuffix("0") { fraction = fraction.dropLast() }
@@ -395,10 +393,19 @@ public enum TimeSpec: Sendable, Equatable {
             .map { ValueError(input: text, expected: $0) }
     }
 
+    /// `value` (0 to 99) in two digits, as a time's fields are written.
+    private static func twoDigits(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+    /// The midnight (seconds since 1970, as if local time were UTC) of the date the UTC moment `day` (seconds since
+    /// 1970) has in `zone` (seconds east of UTC), or without one in the local zone.
+    static func localMidnight(onDateOf day: Int64, zone: Int64?) -> Int64 {
+        let local = day + (zone ?? localUTCOffsetSeconds(atUTCSeconds: day))
+        return local - ((local % 86_400) + 86_400) % 86_400
+    }
+
     /// `+01:00`, `-05:00`, `+05:30`: an offset from UTC in seconds as a zone is written.
     static func offsetText(_ offset: Int64) -> String {
         let minutes = abs(offset) / 60
-        func twoDigits(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return (offset < 0 ? "-" : "+") + twoDigits(minutes / 60) + ":" + twoDigits(minutes % 60)
     }
 
@@ -424,9 +431,7 @@ public enum TimeSpec: Sendable, Equatable {
     /// itself taken to UTC at its own offset, since on a day daylight saving time begins or ends 03:00 is not
     /// midnight's offset plus three hours.
     package static func utcSeconds(ofTimeOfDay sinceMidnight: Int64, onDateOf day: Int64, zone: Int64?) -> Int64 {
-        let local = day + (zone ?? localUTCOffsetSeconds(atUTCSeconds: day))
-        let midnight = local - ((local % 86_400) + 86_400) % 86_400
-        let time = midnight + sinceMidnight / 1_000_000_000
+        let time = localMidnight(onDateOf: day, zone: zone) + sinceMidnight / 1_000_000_000
         return zone.map { time - $0 } ?? utcSeconds(ofLocalSeconds: time)
     }
 

@@ -148,13 +148,13 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
             guard let times = captureTimes[row.name], let clock = try store.clock(of: row), let first = own.firstPTS,
                 let last = own.lastPTS
             else { continue }
-            let placed = clock.wallNanoseconds + clock.recorderTime(ofPTS: first)
-            let apart = placed - times.first
-            guard abs(apart) >= 1_000_000_000 else { continue }
+            let placed = clock.wallNanoseconds(ofPTS: first)
+            let apart = placed.subtractingSaturating(times.first)
+            guard apart.magnitude >= 1_000_000_000 else { continue }
             print(
                 "    '\(row.name)' is found by --from/--to at \(SegmentStore.utcText(placed, iso8601: true)) … "
-                    + "\(SegmentStore.utcText(clock.wallNanoseconds + clock.recorderTime(ofPTS: last), iso8601: true)) "
-                    + "on the recorder clock, \(formatSeconds(abs(apart))) \(apart > 0 ? "after" : "before") its "
+                    + "\(SegmentStore.utcText(clock.wallNanoseconds(ofPTS: last), iso8601: true)) "
+                    + "on the recorder clock, \(formatSeconds(Int64(clamping: apart.magnitude))) \(apart > 0 ? "after" : "before") its "
                     + "capture times (the wall clock was set back before it was recorded, or an earlier recording "
                     + "ran faster than real time)")
         }

@@ -286,7 +286,7 @@ func firstWallNanoseconds(ofStore directory: String) -> Int64? {
     return rows.compactMap { row -> Int64? in
         guard let clock = try? store.clock(of: row), let first = try? store.summary(streamName: row.name).firstPTS
         else { return nil }
-        return clock.recorderTime(ofPTS: first).addingSaturating(clock.wallNanoseconds)
+        return clock.wallNanoseconds(ofPTS: first)
     }.min()
 }
 

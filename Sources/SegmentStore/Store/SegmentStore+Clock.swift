@@ -135,10 +135,9 @@ extension SegmentStore {
                 return false
             }
             guard let first, let last else { return nil }
+            // The scan covers the first and last frames too.
             let bounds = try index.wallTimeBounds(streamID: id) ?? min(first, last)...max(first, last)
-            return CaptureTimes(
-                first: first, last: last, earliest: min(bounds.lowerBound, first, last),
-                latest: max(bounds.upperBound, first, last))
+            return CaptureTimes(first: first, last: last, earliest: bounds.lowerBound, latest: bounds.upperBound)
         }
     }
 }
