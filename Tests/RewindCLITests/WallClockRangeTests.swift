@@ -59,14 +59,28 @@ struct WallClockRangeTests {
         try waitUntil("the recorder holds 3 s", interval: .milliseconds(50)) {
             (Tool.firstStreamStatus(store: store)?["frames_durable"] as? Int ?? 0) >= 90
         }
+        // The first whole second after recorder time 0 (the clock starts at noon when the process does; a busy
+        // machine starts recording a moment later), and the one after it, as times of day in the zone.
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any], "\(info.stderr)")
+        let zero = try #require((object["streams"] as? [[String: Any]])?.first?["clock_wall_ns"] as? Int64)
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: zone)
+        formatter.dateFormat = "HH:mm:ss"
+        let second = zero / 1_000_000_000 + 1
+        let (from, to) = (
+            formatter.string(from: Date(timeIntervalSince1970: Double(second))),
+            formatter.string(from: Date(timeIntervalSince1970: Double(second + 1)))
+        )
         let clip = try Tool.rewind(
-            ["clip", "--store", store, "--from", "12:00:01", "--to", "12:00:02", "-o", directory.path + "/x.mkv"],
+            ["clip", "--store", store, "--from", from, "--to", to, "-o", directory.path + "/x.mkv"],
             environment: ["TZ": zone])
         #expect(clip.status == 0, "\(clip.output) \(clip.stderr)")
         #expect(
             clip.output.contains("wrote 30 frames") && clip.output.contains("by the live recorder"), "\(clip.output)")
         let mark = try Tool.rewind(
-            ["mark", "--store", store, "--label", "noon", "--at", "12:00:01"], environment: ["TZ": zone])
+            ["mark", "--store", store, "--label", "noon", "--at", from], environment: ["TZ": zone])
         let at = mark.output.firstMatch(of: /marked marker \d+ at (\d+\.\d+)s/).flatMap { Double($0.1) } ?? -1
         #expect(mark.status == 0 && at >= 0 && at < 2, "\(mark.output) \(mark.stderr)")
         recorder.process.interrupt()
