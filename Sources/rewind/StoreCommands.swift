@@ -244,13 +244,15 @@ struct OutOfStep {
     /// Whether frames the index holds are out of reach (files gone, the index of another store): a repair counts
     /// them lost. Without, the index has only files to take in, which a repair (or the next `record`) indexes.
     var losesFrames = false
+    /// Whether only a repair takes the frames in (a repair's salvage that was stopped: recording does not redo it).
+    var needsRepair = false
 
     /// What to do, for a command that found them (`recorderRuns`: a repair waits for the recorder to stop).
     func advice(recorderRuns: Bool) -> String {
         let repair =
             recorderRuns ? "stop the recorder, then run 'rewind verify --repair'" : "run 'rewind verify --repair'"
         guard losesFrames else {
-            return "\(repair) (or record into the store again) to index their frames"
+            return "\(repair)\(needsRepair ? "" : " (or record into the store again)") to index their frames"
         }
         return "put back what is missing, or \(repair) to index the files again and count the frames of missing ones "
             + "as lost"
@@ -275,14 +277,24 @@ private func storeProblems(_ store: SegmentStore, directory: String, recorderRun
     var problems = OutOfStep(
         lines: missing.map { "segments/\($0.fileName) is missing: the index has \(count($0.frames, "frame")) in it" },
         losesFrames: !missing.isEmpty)
+    let unfinishedRepair = try store.unfinishedRepair()
+    if let segment = unfinishedRepair {
+        problems.lines.append(
+            "a repair of segments/\(segment) was stopped before it finished: the frames after its damage that it had "
+                + "not salvaged yet are left out (a 'damaged' gap covers them)")
+        problems.needsRepair = true
+    }
     if !recorderRuns && !SegmentStore.isOpenForRecording(directory: directory) {
         problems.lines += unindexed.map { name in
-            // The open segment of a recorder that stopped before its first frames reached the index (killed, or
-            // the machine went down): its frames are whole up to where it stopped.
-            name.hasSuffix(SegmentFormat.partialSuffix)
-                ? "segments/\(name) is not in the index: a recorder stopped before indexing it, and its frames are "
-                    + "left out"
-                : "segments/\(name) is not in the index: its frames are left out"
+            // The open segment of a recorder (or of a repair's salvage) that stopped before its first frames reached
+            // the index (killed, or the machine went down): its frames are whole up to where it stopped.
+            guard name.hasSuffix(SegmentFormat.partialSuffix) else {
+                return "segments/\(name) is not in the index: its frames are left out"
+            }
+            return "segments/\(name) is not in the index: "
+                + (unfinishedRepair == nil
+                    ? "a recorder stopped before indexing it"
+                    : "a recorder or the repair stopped before indexing it") + ", and its frames are left out"
         }
     }
     return problems
@@ -337,7 +349,8 @@ private func adviseOnProblems(_ problems: OutOfStep) throws -> Int32 {
         "rewind info: \(what) (\(count(problems.lines.count, "problem"))): run 'rewind verify' for the details, and "
             + (problems.losesFrames
                 ? "'rewind verify --repair' to index the files again and count the frames of missing ones as lost"
-                : "'rewind verify --repair' (or record into the store again) to index their frames"))
+                : "'rewind verify --repair'\(problems.needsRepair ? "" : " (or record into the store again)") to index "
+                    + "their frames"))
     return ExitStatus.failure
 }
 

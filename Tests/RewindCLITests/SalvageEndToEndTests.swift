@@ -55,6 +55,84 @@ import Testing
         #expect(try frameMD5s(output) == Array(sourceMD5s[0..<40] + sourceMD5s[60..<120]))
     }
 
+    /// A repair killed while it salvages: the index has let go of the damaged file's rows past the damage, and the
+    /// frames not salvaged yet are in no new segment. A `damaged` gap over them is recorded before the rows go, so
+    /// `info` and a clip say where frames are missing (they called the store whole and the clip complete), and `info`
+    /// says the repair did not finish; the next repair salvages the rest, and the store reads back bit-exact.
+    @Test func aRepairKilledWhileItSalvagesLeavesAGapAndSaysSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:1280x720@30", "--duration", "20s", "--segment", "1h",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        let reference = directory.appendingPathComponent("reference.mkv").path
+        #expect(
+            try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "30s", "-o", reference]).status == 0)
+        let (path, entries) = try firstSegmentsRecords(of: store)
+        try #require(entries.count == 600)
+        #expect(entries.indices.filter { entries[$0].isKey }.prefix(3) == [0, 30, 60])
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: UInt64(entries[40].offset) + 56 + 200)
+        let byte = try #require(try handle.read(upToCount: 1)?.first)
+        try handle.seek(toOffset: UInt64(entries[40].offset) + 56 + 200)
+        try handle.write(contentsOf: Data([byte ^ 0x10]))
+        try handle.close()
+
+        // Killed once the salvage has written frames into its new segment: the rows past the damage are gone then.
+        let repair = try Tool.startRewind(["verify", "--store", store, "--repair"])
+        defer { if repair.process.isRunning { kill(repair.process.processIdentifier, SIGKILL) } }
+        let salvaged = "\(store)/segments/000002.seg.partial"
+        try waitUntil("the salvage wrote frames", interval: .milliseconds(2)) {
+            let size = (try? FileManager.default.attributesOfItem(atPath: salvaged)[.size] as? Int) ?? 0
+            return size >= 4 << 20 || !repair.process.isRunning
+        }
+        try #require(repair.process.isRunning, "the repair finished before it could be killed: \(repair.output)")
+        kill(repair.process.processIdentifier, SIGKILL)
+        repair.process.waitUntilExit()
+        #expect(repair.process.terminationReason == .uncaughtSignal)
+
+        let stopped = try Tool.rewind(["info", "--store", store])
+        #expect(stopped.status == 1, "\(stopped.output)")
+        #expect(
+            stopped.output.contains(
+                "a repair of segments/000001.seg was stopped before it finished: the frames after its damage that it "
+                    + "had not salvaged yet are left out (a 'damaged' gap covers them)"), "\(stopped.output)")
+        #expect(stopped.stderr.contains("'rewind verify --repair' to index their frames"), "\(stopped.stderr)")
+        // Every frame from the damage on that the index does not hold lies in the gap.
+        let json = try Tool.rewind(["info", "--store", store, "--json"])
+        #expect(json.status == 1)
+        let document = try JSONSerialization.jsonObject(with: json.stdout) as? [String: Any]
+        #expect(
+            (document?["problems"] as? [String])?.first?.hasPrefix("a repair of segments/000001.seg was stopped")
+                == true, "\(json.output)")
+        let gaps = document?["gaps"] as? [[String: Any]] ?? []
+        let damaged = gaps.filter { $0["reason"] as? String == "damaged" }
+        #expect(damaged.first?["start_ns"] as? Int64 == entries[39].ptsNanoseconds, "\(gaps)")
+        #expect((damaged.last?["end_ns"] as? Int64 ?? 0) > entries[599].ptsNanoseconds, "\(gaps)")
+        let cut = directory.appendingPathComponent("cut.mkv").path
+        let clip = try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "30s", "-o", cut])
+        #expect(clip.status == 1, "\(clip.output)\(clip.stderr)")
+        #expect(clip.output.contains("where frames were lost"), "\(clip.output)")
+        #expect(clip.stderr.contains("a repair of segments/000001.seg was stopped"), "\(clip.stderr)")
+
+        let again = try Tool.rewind(["verify", "--store", store, "--repair"])
+        #expect(again.status == 0, "\(again.output)\(again.stderr)")
+        let whole = try Tool.rewind(["info", "--store", store])
+        #expect(whole.status == 0 && !whole.output.contains("repair of"), "\(whole.output)")
+        let after = try info(store)["gaps"] as? [[String: Any]] ?? []
+        #expect(
+            after.filter { $0["reason"] as? String == "damaged" }.map {
+                [$0["start_ns"] as? Int64, $0["end_ns"] as? Int64]
+            }
+                == [[entries[39].ptsNanoseconds, entries[60].ptsNanoseconds]], "\(after)")
+        let output = directory.appendingPathComponent("all.mkv").path
+        #expect(try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "30s", "-o", output]).status == 0)
+        let expected = try frameMD5s(reference)
+        #expect(try frameMD5s(output) == Array(expected[0..<40] + expected[60..<600]))
+    }
+
     /// A recorder killed mid-segment whose `.partial` then had its header damaged: the next recording leaves the
     /// file for a repair (which rebuilds the header from the index) and says so, as it does for any file it leaves.
     @Test func aRecordingBesideAPartialWithADamagedHeaderSaysItNeedsARepair() throws {

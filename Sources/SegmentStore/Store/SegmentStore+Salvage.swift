@@ -51,7 +51,19 @@ extension SegmentStore {
                 return nil
             }
             writer = made
-            if let segmentID { try index.removeFrames(ofSegment: segmentID, atOrAfter: firstDropped) }
+            if let segmentID {
+                // A process killed from here on leaves the index without the rows past the damage and the salvage
+                // unfinished: a `damaged` gap over those rows first (trimmed around the frames salvaged, once they
+                // are), and a note of the unfinished repair that `info`, clips and saves report until one finishes.
+                let dropped = indexPTS.filter { $0 >= firstDropped }
+                if let first = dropped.min(), let last = dropped.max() {
+                    try index.setInfo(Self.unfinishedRepairKey, to: name)
+                    try recordDamagedGap(
+                        streamID: made.stream.id, over: first...last,
+                        frameDuration: max(header.stream.frameDuration.nanoseconds ?? 1, 1))
+                }
+                try index.removeFrames(ofSegment: segmentID, atOrAfter: firstDropped)
+            }
         }
 
         let decoder = FrameDecoder(layout: header.stream.layout, chunkSize: header.chunkSize)
@@ -95,6 +107,7 @@ extension SegmentStore {
             try writer?.close()
         } catch {
             try? writer?.close()
+            if write { try? index.setInfo(Self.unfinishedRepairKey, to: "") }
             // What it stored before it stopped, as the index holds it now.
             let salvagedPTS =
                 writer.map { writer in
@@ -177,8 +190,22 @@ extension SegmentStore {
                 try recordDamagedGap(
                     streamID: writer.stream.id, start, lost.nextPTS ?? start + duration * Int64(lost.count))
             }
+            try index.setInfo(Self.unfinishedRepairKey, to: "")
         }
         return salvage
+    }
+
+    /// The `store_info` key naming the segment a repair is salvaging, until it is done (empty when none is).
+    static let unfinishedRepairKey = "unfinished_repair_segment"
+
+    /// The segment file (name in `segments/`) whose salvage a repair began and did not finish: the process was
+    /// killed, so the index leaves out the frames past its damage that were not salvaged yet (a `damaged` gap covers
+    /// them) until `rewind verify --repair` runs again. Nil when none.
+    ///
+    /// - Throws: index errors.
+    public func unfinishedRepair() throws -> String? {
+        guard let name = try index.info(Self.unfinishedRepairKey), !name.isEmpty else { return nil }
+        return name
     }
 
     /// Cuts the stream's `damaged` gaps out of `frames` (pts of frames the index holds again: salvaged, or indexed
@@ -304,6 +331,16 @@ extension SegmentStore {
             try recordDamagedGap(streamID: streamID, previous ?? first, end)
         }
         return missing.count
+    }
+
+    /// Records a `damaged` gap over the frames whose pts lie in `frames` (from the frame before them, or the first,
+    /// up to the frame after them, or one frame past the last where that is further), as ``recordLostFrames`` does.
+    private func recordDamagedGap(streamID: Int64, over frames: ClosedRange<Int64>, frameDuration: Int64) throws {
+        let previous = try index.framePTS(streamID: streamID, .before, frames.lowerBound)
+        let next = try index.framePTS(streamID: streamID, .after, frames.upperBound)
+        let last = frames.upperBound
+        let end = next.map { $0 - last <= 2 * frameDuration ? $0 : last + frameDuration } ?? last + frameDuration
+        try recordDamagedGap(streamID: streamID, previous ?? frames.lowerBound, end)
     }
 
     /// Records a `damaged` gap `[start, end)`, merged with the stream's `damaged` gaps it overlaps.
