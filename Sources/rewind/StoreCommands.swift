@@ -303,6 +303,12 @@ private func storeProblems(_ store: SegmentStore, directory: String, recorderRun
 /// Advice for a command that found too few frames in `directory`, when the index and `segments/` disagree (files
 /// the index lost, or files gone): nil when they agree, or the store cannot be opened.
 func outOfStepAdvice(_ directory: String) -> String? {
+    outOfStepCheck(directory)?.advice
+}
+
+/// What ``outOfStepAdvice(_:)`` says, with the exit status it calls for: 1, or 71 when the check itself ran out of
+/// file descriptors (the process's limit, with what to raise).
+private func outOfStepCheck(_ directory: String) -> (advice: String, status: Int32)? {
     guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
     // A recorder holds the store's lock while it records (a socket left by one that was killed says nothing).
     let recorderRuns = SegmentStore.isOpenForRecording(directory: directory)
@@ -310,10 +316,20 @@ func outOfStepAdvice(_ directory: String) -> String? {
     do {
         problems = try storeProblems(store, directory: directory, recorderRuns: recorderRuns)
     } catch {
-        return "segments/ could not be checked against the index (\(error)): run 'rewind verify' once that is fixed"
+        guard CommandFailure(error, command: "").status != ExitStatus.systemLimit else {
+            return (
+                "segments/ could not be checked against the index (\(error)): raise the limit on open files (ulimit -n "
+                    + "1024, systemd's LimitNOFILE=) and run 'rewind verify'",
+                ExitStatus.systemLimit
+            )
+        }
+        return (
+            "segments/ could not be checked against the index (\(error)): run 'rewind verify' once that is fixed",
+            ExitStatus.failure
+        )
     }
     guard let summary = problems.summary else { return nil }
-    return summary + ": " + problems.advice(recorderRuns: recorderRuns)
+    return (summary + ": " + problems.advice(recorderRuns: recorderRuns), ExitStatus.failure)
 }
 
 /// The exit status of a save or clip from the disk that ended with `status`: 1, said with the advice, when the
@@ -322,9 +338,9 @@ func outOfStepAdvice(_ directory: String) -> String? {
 func checkedExport(_ directory: String, command: String, format: ExportFormat, _ status: Int32) -> Int32 {
     guard status == ExitStatus.success else { return status }
     var checked = status
-    if let advice = outOfStepAdvice(directory) {
+    if let (advice, status) = outOfStepCheck(directory) {
         printError("rewind \(command): the file written may lack frames of the range: \(advice)")
-        checked = ExitStatus.failure
+        checked = status
     }
     if format == .matroska, let store = try? SegmentStore.openReadOnly(directory: directory) {
         do {

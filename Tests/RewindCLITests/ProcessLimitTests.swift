@@ -299,6 +299,37 @@ struct OpenFileLimitTests {
         }
     }
 
+    /// An export that runs out of descriptors says so (71, with the limit to raise) wherever it does: making
+    /// ffmpeg's log for an `.mp4` (it said TMPDIR was unusable, exit 1), or checking `segments/` against the index
+    /// once a `.mkv` was written (exit 1, "once that is fixed").
+    @Test func anExportOutOfDescriptorsSaysToRaiseTheLimit() throws {
+        let directory = try Tool.temporaryDirectory("files")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s",
+        ])
+        try #require(record.status == 0, "\(record.stderr)")
+        for format in ["mp4", "mkv"] {
+            var seen: Set<Int32> = []
+            for limit in 6...12 {
+                let output = directory.appendingPathComponent("clip-\(limit).\(format)").path
+                let clip = try Tool.run(
+                    "/bin/sh",
+                    limited("-n \(limit)", ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", output]))
+                seen.insert(clip.status)
+                #expect([0, 71].contains(clip.status), "\(format), ulimit -n \(limit): \(clip.stderr)")
+                #expect(!clip.stderr.contains("TMPDIR"), "\(format), ulimit -n \(limit): \(clip.stderr)")
+                if clip.status == 71 {
+                    #expect(
+                        clip.stderr.contains("raise the limit on open files (ulimit -n 1024"),
+                        "\(format), ulimit -n \(limit): \(clip.stderr)")
+                }
+            }
+            #expect(seen.contains(71), "\(format): some limit of 6…12 ran out of descriptors: \(seen)")
+        }
+    }
+
     @Test func connectionsPastTheDescriptorsLeftAreAnswered503AndTheRecordingLosesNothing() throws {
         let directory = try Tool.temporaryDirectory("files")
         defer { try? FileManager.default.removeItem(at: directory) }

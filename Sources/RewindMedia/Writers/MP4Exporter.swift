@@ -118,13 +118,27 @@ public final class MP4Exporter: Exporter {
         arguments += MP4Exporter.colourArguments(stream)
         errorLog = NSTemporaryDirectory() + "rewind-ffmpeg-\(getpid())-\(UUID().uuidString).log"
         let pipe = Pipe()
+        // Foundation's pipe has no descriptors (-1) when the process is out of them: ffmpeg would read rewind's own
+        // standard input.
+        guard pipe.fileHandleForReading.fileDescriptor >= 0 else {
+            throw ExportError(
+                destination: destination.description,
+                reason: .system(action: "cannot make a pipe to ffmpeg", Errno(rawValue: EMFILE)))
+        }
         let logFD = open(errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         // ffmpeg's messages go to a file in the temporary directory: one that cannot be made is said as such (it read
         // as "cannot start ffmpeg: No such file or directory").
+        // Out of descriptors is the process's limit, not the directory's.
         guard logFD >= 0 else {
+            let failure = Errno.current
+            guard failure.rawValue != EMFILE && failure.rawValue != ENFILE else {
+                throw ExportError(
+                    destination: destination.description,
+                    reason: .system(action: "cannot make ffmpeg's log in \(NSTemporaryDirectory())", failure))
+            }
             throw ExportError(
                 destination: destination.description,
-                reason: .temporaryDirectoryUnusable(directory: NSTemporaryDirectory(), Errno.current))
+                reason: .temporaryDirectoryUnusable(directory: NSTemporaryDirectory(), failure))
         }
         do {
             defer { close(logFD) }
