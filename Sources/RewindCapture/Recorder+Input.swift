@@ -186,6 +186,9 @@ extension RecorderStream {
                 if let duration = options.durationNanoseconds, pts - first >= duration {
                     result.framesRead -= 1
                     result.endReason = .durationReached
+                    // The pause ran past the duration: what it left out within the duration is still an interval
+                    // of the input, from the last frame to the duration's end.
+                    if paused { noteInputPaused(untilSourcePTS: first.addingSaturating(duration)) }
                     return false
                 }
                 if options.pacing == .realtime {

@@ -446,6 +446,17 @@ public final class RecorderStream: Sendable {
         spill?.wake()
     }
 
+    /// Says that the input paused after its last frame until `pts` (its source's clock, moved on past earlier
+    /// pauses as the record loop moves frames): no frame comes before it, and none is recorded after it (the end of
+    /// the duration). The stream records an ``LossReason/inputInterval`` gap from its last frame to `pts` when the
+    /// recording finishes, as a frame at `pts` would have left.
+    ///
+    /// - Parameter pts: source pts nanoseconds; nothing is noted before the stream's first frame.
+    func noteInputPaused(untilSourcePTS pts: Int64) {
+        guard let offset = shared.clock.sessionOffset else { return }
+        shared.pausedUntilPTS.store(pts.addingSaturating(offset), ordering: .relaxed)
+    }
+
     /// What ended this stream's input, when it failed (``noteInputFailed(_:)``).
     public var inputError: String? { shared.inputFailure.withAnnotatedLock { $0 } }
 
@@ -688,6 +699,10 @@ final class RecorderShared: Sendable {
     let memoryGaps = Mutex<[GapRow]>([])
     /// The most gaps a storeless stream keeps (the oldest go first; the ring holds far fewer stretches).
     static let memoryGapsKept = 1024
+    /// Where (stream clock) the pause after the stream's last frame ended, `.min` when none did: the end of the
+    /// duration, when the input paused past it (``RecorderStream/noteInputPaused(untilSourcePTS:)``). The spill
+    /// stage records the stretch from the last frame as an `input interval` gap when it closes.
+    let pausedUntilPTS = Atomic<Int64>(.min)
     /// What ended the stream's input, when it failed while the recorder went on.
     let inputFailure = Mutex<String?>(nil)
     /// Why the stream's input ended (it sends no more frames), once it has.

@@ -669,6 +669,7 @@ final class SpillLane {
                 failure = failure ?? error
             }
         }
+        if let error = notePauseAtTheEndGap(from: drops.end) { failure = failure ?? error }
         let newest = shared.newestSequence.load(ordering: .acquiring)
         if newest > lastSequence { noteLost(Int(newest - lastSequence)) }
         do {
@@ -696,6 +697,19 @@ final class SpillLane {
     /// `from`) to the end of the recording (at least one frame time).
     private func noteInputFailedGap(from: Int64?, recorderTime: Int64?) -> (any Error)? {
         recordGapToEnd(reason: .inputFailed, recorderTime: recorderTime, from: from).error
+    }
+
+    /// Records the `input interval` gap of a pause after the last frame that ran past the end of the recording
+    /// (``RecorderShared/pausedUntilPTS``): from the last frame written (or the end of the drops after it, `from`)
+    /// to where the pause ended, as a frame there would have recorded it (more than a frame and a half after it).
+    private func notePauseAtTheEndGap(from: Int64?) -> (any Error)? {
+        let end = shared.pausedUntilPTS.exchange(.min, ordering: .relaxed)
+        let nominal = stream.frameDuration.nanoseconds ?? 0
+        guard end != .min, let written = lastWrittenPTS, nominal > 0 else { return nil }
+        let start = max(written, from ?? written)
+        guard end > start, end &- start > nominal + nominal / 2 else { return nil }
+        return recordGap(
+            start: start, end: end, reason: .inputInterval, extendingPrevious: inputIntervalGapEnd == start)
     }
 
     /// Records the gap of frames dropped on arrival after the last frame stored (no later frame came to record it

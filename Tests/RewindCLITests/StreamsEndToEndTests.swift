@@ -487,6 +487,44 @@ func streamInfo(_ store: String) throws -> [String: [String: Any]] {
         }
     }
 
+    /// A recorder stopped (SIGSTOP, Ctrl-Z) until after its duration's end ends the recording there, and the pause
+    /// within the duration is an `input interval` gap from the last frame to the duration's end, as a pause inside
+    /// it leaves: the stream did not just end at its last frame as if nothing was missing after it.
+    @Test func aPausePastTheDurationIsAGapToTheDurationsEnd() throws {
+        let directory = try Tool.temporaryDirectory("streams")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30", "--realtime", "--duration", "3s",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        Thread.sleep(forTimeInterval: 0.5)
+        kill(recorder.process.processIdentifier, SIGSTOP)
+        Thread.sleep(forTimeInterval: 4)
+        kill(recorder.process.processIdentifier, SIGCONT)
+        let ended = try recorder.finish(timeout: .seconds(60))
+        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(ended.output.contains("duration reached"), "\(ended.output)")
+        let stream = try #require(try streamInfo(store)["a"])
+        let first = stream["first_pts_ns"] as? Int64 ?? -1
+        let last = stream["last_pts_ns"] as? Int64 ?? -1
+        #expect(last - first < 2_500_000_000, "frames came after the pause: \(stream)")
+        let gaps = (stream["gaps"] as? [[String: Any]] ?? []).map { gap in
+            [gap["start_ns"] as? Int64 ?? -1, gap["end_ns"] as? Int64 ?? -1] as [Int64]
+        }
+        #expect(gaps == [[last, first + 3_000_000_000]], "\(stream["gaps"] ?? [])")
+        #expect(
+            (stream["gaps"] as? [[String: Any]])?.last?["reason"] as? String == "input interval",
+            "\(stream["gaps"] ?? [])")
+        // The index holds the row too, as sqlite3 reads it.
+        let rows = try runChecked(
+            "sqlite3", ["-readonly", store + "/index.sqlite", "SELECT start_ns, end_ns, reason FROM gaps"]
+        )
+        .output
+        #expect(rows.contains("\(last)|\(first + 3_000_000_000)|input interval"), "\(rows)")
+    }
+
     /// A recorder stopped (SIGSTOP, Ctrl-Z) for longer than the stall allowance while one input has ended and
     /// another waits in a read is no stall of that input once continued: its thread could not read either. An input
     /// that sends within the allowance after the pause ends the recording whole (it was called stalled at once, and
