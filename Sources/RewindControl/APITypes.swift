@@ -265,6 +265,12 @@ public struct StreamStatus: Sendable, Hashable, Codable {
     public var stream: String
     /// The frame layout as text (`nv12 1920x1080`).
     public var layout: String
+    /// The stream's exact nominal frame duration, ``frameDurationValue`` / ``frameDurationTimescale`` seconds
+    /// (`1001` / `30000` at 30000/1001 fps; a rate as given, not reduced), as `GET /v1/streams` and
+    /// `rewind info --json` give it; 0 / 1 when not known.
+    public var frameDurationValue: Int64 = 0
+    /// The timescale of ``frameDurationValue``: its units per second.
+    public var frameDurationTimescale: Int = 1
     /// Frames accepted into the ring since the recorder started.
     public var framesAccepted: UInt64
     /// Frames durable on disk (0 with spill `off`).
@@ -338,6 +344,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case stream, layout, drops, pressure, gaps
+        case frameDurationValue = "frame_duration_value"
+        case frameDurationTimescale = "frame_duration_timescale"
         case clockOffsetNanoseconds = "clock_offset_ns"
         case clockWallNanoseconds = "clock_wall_ns"
         case inputError = "input_error"
@@ -361,6 +369,8 @@ public struct StreamStatus: Sendable, Hashable, Codable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(stream, forKey: .stream)
         try container.encode(layout, forKey: .layout)
+        try container.encode(frameDurationValue, forKey: .frameDurationValue)
+        try container.encode(frameDurationTimescale, forKey: .frameDurationTimescale)
         try container.encode(drops, forKey: .drops)
         try container.encode(pressure, forKey: .pressure)
         try container.encode(framesAccepted, forKey: .framesAccepted)

@@ -1061,6 +1061,8 @@ public final class RecorderControl: Sendable {
                 pressureChanges: recorder.pressureChanges, gaps: statistics.gaps,
                 clockOffsetNanoseconds: stream.clock?.offsetNanoseconds,
                 clockWallNanoseconds: stream.clock?.wallNanoseconds, inputError: stream.inputError)
+            status.frameDurationValue = stream.stream.frameDuration.value
+            status.frameDurationTimescale = Int(stream.stream.frameDuration.timescale)
             status.spillLagFrames = stream.unspilledFrames
             status.inputEnded = stream.inputEnded
             // Stalled as a save waiting for its frames would find it: no frame for the allowance, and the input

@@ -36,7 +36,11 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
     }
     print("recorder on \(directory)\(status.stopping ? " (stopping)" : "")")
     for stream in status.streams {
-        var line = "  stream \(stream.stream): \(stream.layout); \(stream.memoryFrames) frames in memory"
+        var line = "  stream \(stream.stream): \(stream.layout)"
+        if stream.frameDurationValue > 0, let timescale = Int32(exactly: stream.frameDurationTimescale), timescale > 0 {
+            line += " " + rateText(frameDuration: FrameTime(value: stream.frameDurationValue, timescale: timescale))
+        }
+        line += "; \(stream.memoryFrames) frames in memory"
         if let first = stream.memoryFirstPTSNanoseconds, let last = stream.memoryLastPTSNanoseconds {
             line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }

@@ -88,10 +88,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     print("store \(directory)")
     for row in streams {
         let stream = row.description
-        let fps = Double(stream.frameDuration.timescale) / Double(stream.frameDuration.value)
-        // Slower than a frame a second, as the time between frames (0.000 fps read as a stream without a rate).
-        var rate = "at \(String(format: "%.3f", fps)) fps"
-        if fps < 1, let step = stream.frameDuration.nanoseconds { rate = "one frame every \(formatSeconds(step))" }
+        let rate = rateText(frameDuration: stream.frameDuration)
         var line = "  stream \(row.name): \(stream.layout) \(rate), colour \(stream.color)"
         if !stream.shapeDescription.isEmpty { line += ", \(stream.shapeDescription)" }
         if streams.count > 1 || only != nil {

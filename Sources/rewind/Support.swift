@@ -401,6 +401,16 @@ func describe(_ summary: ExportSummary, destination: String) -> String {
     return text
 }
 
+/// A stream's nominal rate for text output: `at 29.970 fps`, or slower than a frame a second, the time between
+/// frames (`one frame every 2.000s`; 0.000 fps would read as a stream without a rate).
+///
+/// - Parameter frameDuration: the exact nominal frame duration (value / timescale seconds).
+func rateText(frameDuration: FrameTime) -> String {
+    let fps = Double(frameDuration.timescale) / Double(frameDuration.value)
+    if fps < 1, let step = frameDuration.nanoseconds { return "one frame every \(formatSeconds(step))" }
+    return "at \(String(format: "%.3f", fps)) fps"
+}
+
 /// "1 segment", "2 segments": a count with its noun in the right number.
 func count(_ value: Int, _ noun: String) -> String {
     "\(value) \(noun)\(value == 1 ? "" : "s")"

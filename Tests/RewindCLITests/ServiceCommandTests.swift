@@ -18,6 +18,38 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: result.stdout) as? [String: Any], "\(result.output)")
     }
 
+    /// `status` says each stream's rate: exact in `--json` (the keys and values `info --json` and `/v1/streams`
+    /// give), and in the text as `info` says it.
+    @Test func statusSaysEachStreamsRate() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "a=synthetic:320x240@30000/1001", "--input",
+            "b=synthetic:160x120@1/2", "--realtime",
+        ])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        let status = try Tool.rewind(["status", "--store", store, "--json"])
+        #expect(status.status == 0, "\(status.stderr)")
+        let streams = try json(status)["streams"] as? [[String: Any]] ?? []
+        let rates = streams.map {
+            [$0["frame_duration_value"] as? Int ?? -1, $0["frame_duration_timescale"] as? Int ?? -1]
+        }
+        #expect(rates == [[1001, 30000], [2, 1]], "\(status.output)")
+        let text = try Tool.rewind(["status", "--store", store])
+        #expect(
+            text.output.contains("stream a: nv12 320x240 at 29.970 fps; ")
+                && text.output.contains("stream b: nv12 160x120 one frame every 2.000s; "), "\(text.output)")
+        recorder.process.interrupt()
+        _ = try recorder.finish()
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let stored = (try json(info)["streams"] as? [[String: Any]] ?? []).map {
+            [$0["frame_duration_value"] as? Int ?? -1, $0["frame_duration_timescale"] as? Int ?? -1]
+        }
+        #expect(stored == rates, "\(info.output)")
+    }
+
     @Test func saveStatusMarkAndEventsFromTheCommandLine() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -38,6 +38,17 @@ import Testing
         let unstored = try decode(
             StatusResponse.self, body(memoryOnly.control.handle(HTTPRequest(method: "GET", path: "/v1/status"))))
         #expect(unstored.indexMemoryBytes == nil && unstored.residentBytes != nil && unstored.segments == nil)
+        // Each stream's exact rate, as `/v1/streams` gives it (a 60 fps camera: 1 / 60 s a frame).
+        let described = try decode(
+            StreamList.self, body(control.handle(HTTPRequest(method: "GET", path: "/v1/streams"))))
+        #expect(
+            [decoded.streams[0].frameDurationValue, Int64(decoded.streams[0].frameDurationTimescale)] == [1, 60]
+                && described.streams[0].frameDurationValue == decoded.streams[0].frameDurationValue
+                && described.streams[0].frameDurationTimescale == decoded.streams[0].frameDurationTimescale,
+            "\(body(status))")
+        for key in ["\"frame_duration_value\":1,", "\"frame_duration_timescale\":60"] {
+            #expect(body(status).contains(key), "\(key) \(body(status))")
+        }
 
         let cases: [(HTTPRequest, Int, String)] = [
             (
