@@ -238,4 +238,77 @@ struct WallClockRangeTests {
             environment: ["TZ": "Europe/Berlin"])
         #expect(zoned.status == 0 && zoned.output.contains("wrote 30 frames"), "\(zoned.output) \(zoned.stderr)")
     }
+
+    /// The same local time given to a live recorder's API without a zone (read in the recorder's zone, on its
+    /// recording's first day) is refused as the command line refuses it, with 400 and the same explanation, in every
+    /// field that takes a time: a clip's `from` and `to`, a marker's `at`, and the `at`, `from` and `to` of the
+    /// frame, timeline and marker queries.
+    @Test(arguments: [
+        (
+            "2026-03-29 00:00:00",
+            "'02:30:00' is not a local time that exists: daylight saving time skips it on 2026-03-29, the recording's "
+                + "first day, in this zone (the clocks go from +01:00 to +02:00); give the offset you mean, "
+                + "02:30:00+01:00 or 02:30:00+02:00"
+        ),
+        (
+            "2026-10-25 00:00:00",
+            "'02:30:00' is not a local time that comes once: it comes twice on 2026-10-25, the recording's first day, "
+                + "in this zone, as daylight saving time ends (first at +02:00, then at +01:00); give the offset of "
+                + "the one you mean, 02:30:00+02:00 or 02:30:00+01:00"
+        ),
+    ])
+    func aLocalTimeThatDaylightSavingTimeSkipsOrRepeatsIsRefusedByTheAPI(recorded: String, message: String) throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try ExternalTools.Child(
+            try Tool.path(of: "faketime"),
+            [
+                recorded, Tool.rewindPath, "record", "--store", store, "--input", "front=synthetic:160x120@30",
+                "--realtime", "--duration", "20s",
+            ], environment: ["TZ": "Europe/Berlin"])
+        defer { if recorder.process.isRunning { recorder.process.terminate() } }
+        try Tool.waitForSocket(of: store)
+        try waitUntil("the recorder holds 3 s", interval: .milliseconds(50)) {
+            (Tool.firstStreamStatus(store: store)?["memory_frames"] as? Int ?? 0) >= 90
+        }
+        let output = directory.appendingPathComponent("x.mkv").path
+        let requests: [(method: String, path: String, body: String?, field: String)] = [
+            ("POST", "/v1/clips", #"{"from":"02:30:00","to":"02:31:00","path":"\#(output)"}"#, "from"),
+            ("POST", "/v1/clips", #"{"from":"2026-01-01T00:00:00Z","to":"02:30:00","path":"\#(output)"}"#, "to"),
+            ("POST", "/v1/markers", #"{"label":"x","at":"02:30:00"}"#, "at"),
+            ("GET", "/v1/streams/front/frame?at=02:30:00", nil, "at"),
+            ("GET", "/v1/streams/front/timeline?from=02:30:00&to=02:31:00", nil, "from"),
+            ("GET", "/v1/markers?from=02:30:00&to=02:31:00", nil, "from"),
+        ]
+        for request in requests {
+            let answer = try Tool.run(
+                try Tool.path(of: "curl"),
+                [
+                    "-s", "--max-time", "30", "-w", "\n%{http_code}", "--unix-socket", store + "/rewind.sock", "-X",
+                    request.method, "http://rewind" + request.path,
+                ] + (request.body.map { ["-H", "Content-Type: application/json", "-d", $0] } ?? []))
+            let lines = answer.output.split(separator: "\n")
+            #expect(lines.last == "400", "\(request.method) \(request.path): \(answer.output)")
+            let body = try #require(lines.first.map { Data($0.utf8) }, "\(answer.output)")
+            let error = try #require(
+                try JSONSerialization.jsonObject(with: body) as? [String: [String: String]], "\(answer.output)")
+            #expect(error["error"]?["code"] == "bad_request", "\(answer.output)")
+            #expect(
+                error["error"]?["message"] == "\(request.field): \(message)",
+                "\(request.method) \(request.path): \(answer.output)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: output), "nothing was exported")
+        // A time of day the day has once is taken: the recording's third second, from 00:00 local time.
+        let marked = try Tool.run(
+            try Tool.path(of: "curl"),
+            [
+                "-s", "--max-time", "30", "-w", "\n%{http_code}", "--unix-socket", store + "/rewind.sock", "-X", "POST",
+                "http://rewind/v1/markers", "-H", "Content-Type: application/json", "-d",
+                #"{"label":"x","at":"00:00:02"}"#,
+            ])
+        #expect(marked.output.hasSuffix("\n201"), "\(marked.output)")
+        // faketime does not pass a signal on to the recorder it runs: the recording ends with its duration.
+        #expect(try recorder.finish(timeout: .seconds(60)).status == 0)
+    }
 }
