@@ -178,8 +178,12 @@ public struct SaveObject: Sendable, Hashable, Codable {
     public var error: APIError.Detail?
     /// Once done: the gaps of its streams where frames were lost (not a source's own pauses, not retention) that
     /// reach into `from_ns`…`to_ns`, on the recorder clock, by start: the file holds no frame of them. Nil before;
-    /// empty when the range lost nothing.
+    /// empty when the range lost nothing; nil once done when they could not be read (``lostUnknown`` says why).
     public var lost: [GapObject]?
+    /// Once done, when the gaps of its range could not be read (the index failed: damaged, locked, its `gaps` table
+    /// unreadable): why, as the store said it. The file is written and kept, but whether it lacks frames is unknown,
+    /// so ``lost`` is nil rather than empty. Nil otherwise.
+    public var lostUnknown: String?
     /// For a clip of `all` (or of no stream named): the streams of the store that the recorder does not record (a
     /// camera of an earlier run) with frames in the range asked for. Its files do not hold them: clip each by name,
     /// which reads it from the disk. Nil when there are none.
@@ -217,6 +221,7 @@ public struct SaveObject: Sendable, Hashable, Codable {
         case lastPTSNanoseconds = "last_pts_ns"
         case repeatedFrames = "repeated_frames"
         case tracks, lost
+        case lostUnknown = "lost_unknown"
         case notRecorded = "not_recorded"
         case cutShort = "cut_short"
         case stalledStreams = "stalled_streams"

@@ -354,10 +354,13 @@ final class SaveBook: Sendable {
     /// For a save that goes on from the last one: each stream whose oldest frame kept (on disk or in memory) comes
     /// after the range's start, where retention deleted what was recorded since that save before this one took it,
     /// as a `retention` gap from the start to that frame (recorder time).
-    static func deletedSinceLastSave(_ streams: [RecorderStream], range: Range<Int64>) -> [GapObject] {
-        streams.flatMap { stream -> [GapObject] in
+    ///
+    /// - Throws: store errors when the stream's oldest frame or its `retention` gaps cannot be read: what retention
+    ///   took is then unknown, never taken for nothing.
+    static func deletedSinceLastSave(_ streams: [RecorderStream], range: Range<Int64>) throws -> [GapObject] {
+        try streams.flatMap { stream -> [GapObject] in
             guard let clock = stream.clock, let store = stream.store,
-                let stored = try? store.summary(streamName: stream.name).firstPTS
+                let stored = try store.summary(streamName: stream.name).firstPTS
             else { return [] }
             var deleted: [GapObject] = []
             let kept = clock.recorderTime(ofPTS: min(stored, stream.memoryStatistics.firstPTSNanoseconds ?? stored))
@@ -368,12 +371,13 @@ final class SaveBook: Sendable {
                         endNanoseconds: min(kept, range.upperBound), reason: LossReason.retention.rawValue))
             }
             // Holes retention left after older frames a hold keeps: its `retention` gap rows within the range.
-            let rows = ((try? store.gaps(streamName: stream.name)) ?? []).filter { $0.reason == .retention }
+            let rows = try store.gaps(streamName: stream.name).filter { $0.reason == .retention }
             for row in rows {
                 let start = max(clock.recorderTime(ofPTS: row.startNanoseconds), range.lowerBound, kept)
                 var end = min(clock.recorderTime(ofPTS: row.endNanoseconds), range.upperBound)
                 guard start < end else { continue }
-                // To the first frame the recorder still has there (its memory may hold frames the disk lost).
+                // To the first frame the recorder still has there (its memory may hold frames the disk lost); frames
+                // that cannot be read leave the gap whole, which says more lost, never less.
                 var first: Int64?
                 try? ClipSource.recorderStream(stream).frames(in: clock.ptsRange(start..<end)) { view in
                     first = view.info.ptsNanoseconds
@@ -774,16 +778,24 @@ final class SaveBook: Sendable {
                 streamEnds.append((stream.name, min(entry.object.toNanoseconds, after)))
             }
         }
-        // Where the range lost frames: the file holds none of them, and the save says so.
-        var lost: [GapObject] = []
+        // Where the range lost frames: the file holds none of them, and the save says so. Gaps that cannot be read
+        // (the index failing) leave the losses unknown, said with why, never an empty list: the file is kept.
+        var lost: [GapObject]?
+        var lostUnknown: String?
         if case .success = result {
             let sources: [ClipSource] =
                 switch entry.target {
                 case .stored(let row, let store): [.store(store, stream: row)]
                 case .one, .all: entry.target.streams.map(entry.source)
                 }
-            lost = ((try? StreamSet(sources).lostGaps(in: range)) ?? []).map(GapObject.init)
-            if entry.followsLastSave { lost = Self.deletedSinceLastSave(entry.target.streams, range: range) + lost }
+            do {
+                let gaps = try StreamSet(sources).lostGaps(in: range).map(GapObject.init)
+                let deleted =
+                    entry.followsLastSave ? try Self.deletedSinceLastSave(entry.target.streams, range: range) : []
+                lost = deleted + gaps
+            } catch {
+                lostUnknown = "\(error)"
+            }
         }
         var finished: SaveObject?
         var movedEnds: [(name: String, before: Int64?, after: Int64)] = []
@@ -797,6 +809,7 @@ final class SaveBook: Sendable {
                 entry.object.bytes = summary.bytes
                 entry.object.repeatedFrames = summary.filledFrames
                 entry.object.lost = lost
+                entry.object.lostUnknown = lostUnknown
                 if entry.exportFormat == .matroska && entry.target.streams.count > 1 {
                     entry.object.tracks = entry.target.streams.map(\.name).filter {
                         summary.lastTimestampByTrack[$0] != nil

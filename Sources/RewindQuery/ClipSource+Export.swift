@@ -22,7 +22,8 @@ extension ClipSource {
             held: try span().map {
                 clock.recorderTime(ofPTS: $0.lowerBound)...clock.recorderTime(ofPTS: $0.upperBound)
             },
-            lost: lostGaps(in: range).map { $0.onRecorderClock(clock) })
+            // The range is refused either way: gaps that cannot be read leave out only the words on lost frames.
+            lost: ((try? lostGaps(in: range)) ?? []).map { $0.onRecorderClock(clock) })
     }
 
     /// The markers whose time lies in `range`, as chapters of an export (none without a store, or when they
@@ -42,20 +43,23 @@ extension ClipSource {
     /// only that frame of the gap lost nothing (a save of the last seconds just before a pause said it had).
     ///
     /// - Parameter range: pts nanoseconds on the stream clock, start inclusive, end exclusive.
-    public func lostGaps(in range: Range<Int64>) -> [GapRow] {
-        let gaps = recordedGaps()
+    /// - Throws: store errors when the gaps, or the frames beside them, cannot be read: the losses are then unknown,
+    ///   never taken for none.
+    /// - Complexity: O(gaps) index reads.
+    public func lostGaps(in range: Range<Int64>) throws -> [GapRow] {
+        let gaps = try recordedGaps()
         // Frames a live recorder accepted and could not write (a disk error) are read from its memory while it holds
         // them: such a gap lost only what left memory before the ring's oldest frame (it said frames were lost when
         // the file held every one).
         let oldest = live.flatMap { $0.store == nil ? nil : $0.ring.statistics.firstPTSNanoseconds }
         let step = stream.frameStepNanoseconds
-        return gaps.compactMap { found -> GapRow? in
+        return try gaps.compactMap { found -> GapRow? in
             var gap = found
             if let oldest, gap.reason.isLossOfAcceptedFrames, gap.endNanoseconds > oldest {
                 // The gap starts at the frame kept before it (or, with none, at its first lost one): memory holding
                 // the frame after that one (half a step allowed for a live source's jitter) holds every frame lost.
                 let start = gap.startNanoseconds
-                let keptAtStart = start < Int64.max && (try? hasFrames(in: start..<(start + 1))) == true
+                let keptAtStart = try start < Int64.max && hasFrames(in: start..<(start + 1))
                 guard oldest > (keptAtStart ? start.addingSaturating(step + step / 2) : start) else { return nil }
                 gap.endNanoseconds = oldest
             }
@@ -63,15 +67,17 @@ extension ClipSource {
             else { return nil }
             let start = gap.startNanoseconds
             guard start < Int64.max, range.upperBound <= start + 1 else { return gap }
-            return (try? hasFrames(in: start..<(start + 1))) != true ? gap : nil
+            return try hasFrames(in: start..<(start + 1)) ? nil : gap
         }.sorted { $0.startNanoseconds < $1.startNanoseconds }
     }
 
     /// Every gap of the stream, of any reason: as the store records them, or without one as the recorder keeps them
-    /// itself (``RecorderStream/memoryGaps``); none when they cannot be read.
-    func recordedGaps() -> [GapRow] {
+    /// itself (``RecorderStream/memoryGaps``); none when the store has no such stream yet.
+    ///
+    /// - Throws: store errors when the index's gaps cannot be read.
+    func recordedGaps() throws -> [GapRow] {
         if let live, live.store == nil { return live.memoryGaps }
-        return ((try? storedStream().map { store, row in try store.gaps(streamName: row.name) }) ?? nil) ?? []
+        return try storedStream().map { store, row in try store.gaps(streamName: row.name) } ?? []
     }
 
     /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).

@@ -163,7 +163,8 @@ public enum ClipSource: Sendable {
             upper = min(upper, span.upperBound.addingSaturating(step))
         }
         guard upper > lower else { return 0 }
-        let empty = recordedGaps().reduce(0.0) { total, gap in
+        // An estimate for progress only: gaps that cannot be read make it count every nanosecond.
+        let empty = ((try? recordedGaps()) ?? []).reduce(0.0) { total, gap in
             guard gap.endNanoseconds > lower, gap.startNanoseconds < upper else { return total }
             return total + Double(min(gap.endNanoseconds, upper)) - Double(max(gap.startNanoseconds, lower))
         }

@@ -109,9 +109,11 @@ public struct StreamSet: Sendable {
 
     /// Every stream's gaps where frames were lost that reach into `range` (recorder time), moved to the recorder
     /// clock, by start (``ClipSource/lostGaps(in:)`` of each).
-    public func lostGaps(in range: Range<Int64>) -> [(stream: String, gap: GapRow)] {
-        members.flatMap { member in
-            member.source.lostGaps(in: member.clock.ptsRange(range)).map {
+    ///
+    /// - Throws: store errors when a stream's gaps cannot be read: its losses are then unknown, never taken for none.
+    public func lostGaps(in range: Range<Int64>) throws -> [(stream: String, gap: GapRow)] {
+        try members.flatMap { member in
+            try member.source.lostGaps(in: member.clock.ptsRange(range)).map {
                 (member.name, $0.onRecorderClock(member.clock))
             }
         }.sorted { $0.gap.startNanoseconds < $1.gap.startNanoseconds }
@@ -166,7 +168,8 @@ public struct StreamSet: Sendable {
         guard !range.isEmpty else { throw ClipError.badRange(from: range.lowerBound, to: range.upperBound) }
         let holding = try members(withFramesIn: range)
         guard !holding.isEmpty else {
-            throw ClipError.empty(range: range, held: try span(), lost: lostGaps(in: range).map(\.gap))
+            // Refused either way: gaps that cannot be read leave out only the words on lost frames.
+            throw ClipError.empty(range: range, held: try span(), lost: ((try? lostGaps(in: range)) ?? []).map(\.gap))
         }
         switch format {
         case .matroska:

@@ -38,7 +38,7 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         return from..<to
     }()
     // A live recorder exports from its memory and disk together, so the newest frames are there too.
-    let live: Bool
+    let live: Int32?
     do {
         let selection = try liveSelection(directory: directory, stream: arguments.string("stream"), output: output)
         let firstWall = firstWallNanoseconds(ofStore: directory)
@@ -70,9 +70,9 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
             !reachesPastDisk(directory: directory, range: range, streams: asked)
         else { throw error }
         printError("rewind clip: \(error): exported from the store on disk, which holds the whole range")
-        live = false
+        live = nil
     }
-    if live { return ExitStatus.success }
+    if let live { return live }
     let store = try openStoreForReading(directory)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
     case .one(let row):
@@ -240,12 +240,15 @@ private func exportAll(
             return isFIFO(file) || writesThroughAFile(file, format)
         })
     {
+        // Each stream's export says its own lost gaps (or that they are unknown, which fails the command).
+        var status = ExitStatus.success
         for member in holding {
             let file = StreamSet.fileName(for: output, stream: member.name)
             let streamRange = member.clock.ptsRange(range)
             guard json else {
-                _ = try export(
+                let exported = try export(
                     from: member.source, range: streamRange, output: file, quality: quality, command: command)
+                if exported != ExitStatus.success { status = exported }
                 continue
             }
             let summary = try writeExport(
@@ -255,7 +258,7 @@ private func exportAll(
         }
         if !json {
             sayEmpty()
-            return ExitStatus.success
+            return status
         }
     } else {
         var progress = ProgressLine()
@@ -276,6 +279,14 @@ private func exportAll(
         }
         progress.clear()
     }
+    // The frames lost in the range, on the recorder clock; unknown, and said so, when the gaps cannot be read.
+    var lost: [GapObject]?
+    var unknown: UnknownLosses?
+    do {
+        lost = try set.lostGaps(in: range).map(GapObject.init)
+    } catch {
+        unknown = UnknownLosses(error)
+    }
     if json {
         // Each stream's file as -o names it (the one .mkv: -o itself); the pts they cover, and the frames lost in
         // the range, on the recorder clock, as a live recorder's save of `all` says them.
@@ -288,9 +299,10 @@ private func exportAll(
         object.firstPTSNanoseconds = span?.lowerBound
         object.lastPTSNanoseconds = span?.upperBound
         if format == .matroska { object.tracks = holding.map(\.name) }
-        object.lost = set.lostGaps(in: range).map(GapObject.init)
+        object.lost = lost
+        object.lostUnknown = unknown?.reason
         try printJSON(exportDocument(object, source: .disk, streams: set.members.map(\.name)))
-        return ExitStatus.success
+        return unknown.map { reportUnknownLosses($0, command: command) } ?? ExitStatus.success
     }
     for (member, summary) in files {
         // A stream's file says its frames on the recorder clock, as --from and --to, the .mkv and a live recorder's
@@ -311,11 +323,11 @@ private func exportAll(
         print(line)
     }
     // Frames lost inside the range are in no file: said, with their streams.
-    if let lost = lostGapsLine(set.lostGaps(in: range).map(GapObject.init), namingStreams: set.members.count > 1) {
+    if let lost = lostGapsLine(lost ?? [], namingStreams: set.members.count > 1) {
         print(lost)
     }
     sayEmpty()
-    return ExitStatus.success
+    return unknown.map { reportUnknownLosses($0, command: command) } ?? ExitStatus.success
 }
 
 func runSave(_ arguments: ParsedArguments) throws -> Int32 {
@@ -369,7 +381,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             try ControlClient(directory: directory).save(request)
         }
     }
-    if live { return ExitStatus.success }
+    if let live { return live }
     guard !postRoll, !arguments.flag("since-last-save") else {
         throw CommandError(
             "no recorder is running on \(directory): --after and --since-last-save need a live recorder",
@@ -420,9 +432,10 @@ private func removeFilesOfEndedClients(in exports: String) {
     }
 }
 
-/// Asks a live recorder for an export and waits for it, printing its progress; false when no recorder runs, or when
-/// it does not record a stream of `selection` (a camera of an earlier run): then the export is made from the store
-/// on disk, and stderr says so; one that `needsRecorder` (a post-roll) is refused.
+/// Asks a live recorder for an export and waits for it, printing its progress, and returns the command's exit status
+/// (1 when the recorder could not read the range's gaps: the file is kept, its losses unknown); nil when no recorder
+/// runs, or when it does not record a stream of `selection` (a camera of an earlier run): then the export is made
+/// from the store on disk, and stderr says so; one that `needsRecorder` (a post-roll) is refused.
 ///
 /// `-o -` goes through a temporary file in `DIR/exports/`, copied to standard output and removed. A relative path
 /// is made absolute (the recorder runs elsewhere).
@@ -432,7 +445,7 @@ private func liveExport(
     directory: String, output: String?, format: ExportFormat?, what: String, selection: StreamSelection?,
     range: Range<Int64>? = nil, needsRecorder: Bool = false, postRoll: Bool = false, json: Bool = false,
     start: (String?) throws -> SaveObject?
-) throws -> Bool {
+) throws -> Int32? {
     let (outside, recorded) = try streamsOutsideRecorder(directory: directory, selection)
     // `all` of recorded and stored streams over a range that needs the recorder (a save, which ends at its newest
     // frame; a clip past what its streams have on disk): the recorder exports the streams it records, and stored
@@ -456,7 +469,7 @@ private func liveExport(
         printError(
             "rewind \(what): the running recorder does not record \(names): exported from the store on disk"
                 + (recorded.isEmpty ? "" : " (the newest second of the streams it records may not be there yet)"))
-        return false
+        return nil
     }
     let streams = recorderExportsAll ? recorded.count : selection?.streamCount
     let toStandardOutput = output == "-"
@@ -520,13 +533,13 @@ private func liveExport(
         // The recorder takes no more exports, or connections, for now, and the disk holds the whole range: read
         // from it.
         printError("rewind clip: \(error.message): exported from the store on disk")
-        return false
+        return nil
     }
     guard let started else {
         // No answer, from a recorder that records here: its newest frames are in its memory alone. A save (of the
         // last seconds, by the recorder's clock) or a clip reaching past the disk is refused rather than made short
         // from the disk; a clip the disk holds whole is read from it, said so.
-        guard SegmentStore.isOpenForRecording(directory: directory) else { return false }
+        guard SegmentStore.isOpenForRecording(directory: directory) else { return nil }
         // Which streams it records is unknown (it did not answer): every stream asked for counts.
         let asked = selection?.names ?? []
         guard what == "clip", let range, !asked.isEmpty,
@@ -539,7 +552,7 @@ private func liveExport(
         }
         printError(
             "rewind clip: the recorder recording into \(directory) did not answer: exported from the store on disk")
-        return false
+        return nil
     }
     let client = ControlClient(directory: directory)
     var progress = ProgressLine()
@@ -674,6 +687,9 @@ private func liveExport(
             if toStandardOutput { printError(lost) } else { print(lost) }
         }
     }
+    // Gaps the recorder could not read: the losses are unknown, said (with its reason) before anything else that
+    // fails the command, and the command fails.
+    let status = object.lostUnknown.map { reportUnknownLosses(UnknownLosses(reason: $0), command: what) }
     if recorderExportsAll {
         try checkStoredStreamsLeftOut(outside, directory: directory, object: object, asked: range, what: what)
     }
@@ -710,7 +726,7 @@ private func liveExport(
                 cut + "the recorder stopped; the file holds what was recorded", status: ExitStatus.unavailable)
         }
     }
-    return true
+    return status ?? ExitStatus.success
 }
 
 /// The tracks of a `.mkv` of several streams, in words: `2 streams, a track each`, or `1 track`.
@@ -787,6 +803,39 @@ func lostGapsLine(_ gaps: [GapObject], namingStreams: Bool) -> String? {
     }
     return "  the range has \(count(gaps.count, "gap")) where frames were lost: " + shown.joined(separator: ", ")
         + (gaps.count > 5 ? ", … (rewind info lists them all)" : "")
+}
+
+/// The gaps of an export's range could not be read (the store's index failed): the frames it lost, if any, are
+/// unknown. The files written are kept, and the command says so and exits 1 (``reportUnknownLosses(_:command:)``), as
+/// an export kept without the end of its range does, so that no report reads as "nothing lost".
+struct UnknownLosses: Error, CustomStringConvertible {
+    /// Why the gaps could not be read: the store's error, or a live recorder's `lost_unknown`.
+    var reason: String
+    /// The store's error, when this process read the store itself (for its advice).
+    var cause: (any Error)?
+
+    init(_ cause: any Error) {
+        reason = "\(cause)"
+        self.cause = cause
+    }
+
+    init(reason: String) { self.reason = reason }
+
+    var description: String { unknownLossesLine(reason) + "; what was written is kept" }
+}
+
+/// `could not read the range's gaps (REASON): frames it lost, if any, are not listed`: what an export's report says
+/// in place of its lost gaps (``lostGapsLine(_:namingStreams:)``) when they could not be read.
+func unknownLossesLine(_ reason: String) -> String {
+    "could not read the range's gaps (\(reason)): frames it lost, if any, are not listed"
+}
+
+/// Says on stderr that an export's losses are unknown (``UnknownLosses``), with advice for the store's error; the
+/// command then exits with the status this returns, 1.
+func reportUnknownLosses(_ unknown: UnknownLosses, command: String) -> Int32 {
+    let failure = CommandFailure(unknown, command: command)
+    printError(failure.text(command: command, help: ""))
+    return failure.status
 }
 
 /// Copies what `handle` reads into `target` (named `name` in messages), a MiB at a time; Ctrl-C ends it (130).
@@ -932,8 +981,15 @@ func export(
     json: Bool = false
 ) throws -> Int32 {
     let summary = try writeExport(from: source, range: range, output: output, quality: quality, command: command)
-    // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole.
-    let gaps = source.lostGaps(in: range)
+    // Frames the store lost inside the range are not in the file: said, so a clip is never taken for whole; gaps
+    // that cannot be read are said to be unknown, never taken for none.
+    var gaps: [GapRow]?
+    var unknown: UnknownLosses?
+    do {
+        gaps = try source.lostGaps(in: range)
+    } catch {
+        unknown = UnknownLosses(error)
+    }
     if json {
         // A document for a file with frames only: one without is a failure (below), which prints nothing on stdout.
         guard summary.frames > 0 else { throw nothingLeftToExport }
@@ -946,17 +1002,18 @@ func export(
         // recorder clock, as the API's `lost`.
         object.firstPTSNanoseconds = summary.firstPTSNanoseconds
         object.lastPTSNanoseconds = summary.lastPTSNanoseconds
-        object.lost = gaps.map { GapObject(stream: source.streamName, $0.onRecorderClock(clock)) }
+        object.lost = gaps?.map { GapObject(stream: source.streamName, $0.onRecorderClock(clock)) }
+        object.lostUnknown = unknown?.reason
         try printJSON(exportDocument(object, source: .disk, streams: [source.streamName]))
-        return ExitStatus.success
+        return unknown.map { reportUnknownLosses($0, command: command) } ?? ExitStatus.success
     }
     let message = describe(summary, destination: output == "-" ? "stdout" : output)
     if output == "-" { printError(message) } else { print(message) }
-    if let lost = lostGapsLine(gaps.map { GapObject(stream: source.streamName, $0) }, namingStreams: false) {
+    if let lost = lostGapsLine((gaps ?? []).map { GapObject(stream: source.streamName, $0) }, namingStreams: false) {
         if output == "-" { printError(lost) } else { print(lost) }
     }
     guard summary.frames > 0 else { throw nothingLeftToExport }
-    return ExitStatus.success
+    return unknown.map { reportUnknownLosses($0, command: command) } ?? ExitStatus.success
 }
 
 /// The failure of an export that wrote no frame of a range that held some when it was checked.

@@ -39,6 +39,10 @@ struct CommandFailure {
             showsUsageLineOnly = error.showsUsageLineOnly
         case let error as CommandError:
             status = error.status
+        case let error as UnknownLosses:
+            // What was written is kept (1, as an export kept without the end of its range); what to do is the
+            // store error's advice.
+            advice = error.cause.flatMap { CommandFailure($0, command: command).advice }
         case is ValueError:
             status = ExitStatus.usage
         case let error as ClipError:

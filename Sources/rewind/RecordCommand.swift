@@ -409,10 +409,12 @@ private func record(
                     (isClip ? "exported a clip: " : "saved: ")
                         + describe(summary, destination: summary.path ?? "a client")
                         + cut)
-                // Frames lost inside its range are in no file: said, as a client's save says them.
+                // Frames lost inside its range are in no file: said, as a client's save says them; gaps it could not
+                // read, said to be unknown, never left out as none.
                 if let object, let lost = lostGapsLine(object.lost ?? [], namingStreams: object.stream == "all") {
                     printError(lost)
                 }
+                if let reason = object?.lostUnknown { printError("  " + unknownLossesLine(reason)) }
             case .failure(let error): printError("a \(isClip ? "clip" : "save") failed: \(error)")
             }
         }

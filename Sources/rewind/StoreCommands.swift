@@ -333,7 +333,8 @@ private func outOfStepCheck(_ directory: String) -> (advice: String, status: Int
 /// index and `segments/` disagree (the file may then lack frames the store holds: files the index lost), or when the
 /// store's markers, which a `.mkv` carries as chapters (an export never fails for them), could not be read.
 func checkedExport(_ directory: String, command: String, format: ExportFormat, _ status: Int32) -> Int32 {
-    guard status == ExitStatus.success else { return status }
+    // Written (with 1, its losses unknown: said already), and checked as any file written.
+    guard status == ExitStatus.success || status == ExitStatus.failure else { return status }
     var checked = status
     if let (advice, status) = outOfStepCheck(directory) {
         printError("rewind \(command): the file written may lack frames of the range: \(advice)")

@@ -74,10 +74,10 @@ import Testing
         #expect(try feed.appendNext(to: recorder) == .dropped(.pinnedFrames))
         pins.release()
         _ = try feed.appendNext(to: recorder)
-        let gaps = ClipSource.recorder(recorder).lostGaps(in: 0..<feed.pts(10))
+        let gaps = try ClipSource.recorder(recorder).lostGaps(in: 0..<feed.pts(10))
         #expect(gaps.map(\.startNanoseconds) == [feed.pts(3)] && gaps.map(\.endNanoseconds) == [feed.pts(6)], "\(gaps)")
         #expect(gaps.map(\.reason) == [.pinnedFrames])
-        #expect(ClipSource.recorder(recorder).lostGaps(in: feed.pts(6)..<feed.pts(10)).isEmpty)
+        #expect(try ClipSource.recorder(recorder).lostGaps(in: feed.pts(6)..<feed.pts(10)).isEmpty)
     }
 
     /// Frames a live recorder could not write (a full disk) are exported from its memory while it holds them: a gap
@@ -110,7 +110,7 @@ import Testing
         let source = ClipSource.recorder(recorder)
         let recorded = try store.gaps()
         #expect(recorded.map(\.endNanoseconds) == [feed.pts(8)], "\(recorded)")
-        #expect(source.lostGaps(in: 0..<feed.pts(9)).isEmpty, "\(recorded)")
+        #expect(try source.lostGaps(in: 0..<feed.pts(9)).isEmpty, "\(recorded)")
         // Later frames push frames 4…5 out of memory, one at a time: frame 5, never written, is lost; those still
         // in memory are not.
         var oldest: Int64 = 0
@@ -119,15 +119,16 @@ import Testing
             oldest = try #require(recorder.streams[0].ring.statistics.firstPTSNanoseconds)
         }
         try #require(oldest <= feed.pts(7), "the ring still holds frame 7: \(oldest)")
-        let gaps = source.lostGaps(in: 0..<feed.pts(feed.index))
+        let gaps = try source.lostGaps(in: 0..<feed.pts(feed.index))
         #expect(gaps.map(\.startNanoseconds) == [feed.pts(4)] && gaps.map(\.endNanoseconds) == [oldest], "\(gaps)")
         #expect(gaps.map(\.reason) == [.diskError])
         // From the disk alone the gap is whole.
         let stored = try #require(try store.streams().first)
         #expect(
-            ClipSource.store(store, stream: stored).lostGaps(in: 0..<feed.pts(feed.index)).map(\.endNanoseconds) == [
-                feed.pts(8)
-            ])
+            try ClipSource.store(store, stream: stored).lostGaps(in: 0..<feed.pts(feed.index)).map(\.endNanoseconds)
+                == [
+                    feed.pts(8)
+                ])
     }
 
     @Test func bucketsShowMemoryDiskAndGaps() throws {
