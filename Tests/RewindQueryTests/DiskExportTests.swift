@@ -53,6 +53,22 @@ import Testing
         #expect(abs(source.framesAtMost(in: -hour..<hour) - 30) <= 1, "\(source.framesAtMost(in: -hour..<hour))")
     }
 
+    /// Gaps the index cannot give (its `gaps` table renamed away by another program) leave the range's losses
+    /// unknown: reading them throws the store's error, naming the index, where it said the range lost nothing. An
+    /// export's progress, an estimate, does without them.
+    @Test func lostGapsThatCannotBeReadThrowRatherThanSayNone() throws {
+        let source = try thirtyFrames()
+        guard case .store(let store, _) = source else {
+            Issue.record("not a store's stream: \(source)")
+            return
+        }
+        _ = try ExternalTools.run("sqlite3", [store.directory + "/index.sqlite", "ALTER TABLE gaps RENAME TO away"])
+        let error = #expect(throws: SegmentStoreError.self) { try source.lostGaps(in: 0..<1_000_000_000) }
+        #expect(error.map { "\($0)".contains("/index.sqlite") } == true, "\(String(describing: error))")
+        #expect(throws: SegmentStoreError.self) { try StreamSet([source]).lostGaps(in: 0..<1_000_000_000) }
+        #expect(abs(source.framesAtMost(in: 0..<1_000_000_000) - 30) < 0.01)
+    }
+
     @Test func anNV12ExportFromDiskIsTheStoredFramesInI420() throws {
         // 1024×512: 256 KiB of chroma, where frames from memory are converted on a helper thread instead.
         let layout = try FrameLayout(format: .nv12, width: 1024, height: 512)
