@@ -237,6 +237,33 @@ import Testing
         #expect(both.toNanoseconds > front.toNanoseconds)
     }
 
+    /// A save whose gaps the index cannot give (its `gaps` table renamed away by another program) is done and keeps
+    /// every frame of its range, with no `lost` (an empty one would say nothing was lost) and a `lost_unknown`
+    /// naming the index; a save going on from the last one alike.
+    @Test func aSaveWhoseGapsCannotBeReadIsKeptWithItsLossesUnknown() throws {
+        let live = try LiveRecorder()
+        defer { try? live.finish() }
+        let layout = live.feed.stream.layout
+        let readable = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+        #expect(readable.lost == [] && readable.lostUnknown == nil, "\(readable)")
+        _ = try ExternalTools.run(
+            "sqlite3", [live.directory + "/index.sqlite", ".timeout 10000", "ALTER TABLE gaps RENAME TO away"])
+        let last = try #require(try live.client.save(SaveRequest(last: "250ms", wait: true)))
+        var feed = live.feed
+        for _ in 0..<30 {
+            live.recorder.waitForSpillRoom()
+            _ = try feed.appendNext(to: live.recorder)
+        }
+        let since = try #require(try live.client.save(SaveRequest(wait: true, sinceLastSave: true)))
+        for (save, indexes) in [(last, Array(Int64(165)..<180)), (since, Array(Int64(180)..<210))] {
+            #expect(save.state == .done, "\(save)")
+            #expect(save.lost == nil, "\(save)")
+            let reason = save.lostUnknown ?? ""
+            #expect(reason.contains("/index.sqlite") && reason.contains("no such table: gaps"), "\(save)")
+            #expect(try exportedIndexes(save.files[0], layout: layout) == indexes)
+        }
+    }
+
     /// `since_last_save` without `last`/`before` starts right where the last save ended, even when the window has
     /// let those frames go (they come from the disk), so consecutive saves miss nothing; `last` still caps it. The
     /// end is kept in the store: the next run goes on from it.
