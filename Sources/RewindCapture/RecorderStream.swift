@@ -575,6 +575,11 @@ public final class RecorderStream: Sendable {
     /// with a store, whose index keeps them.
     public var memoryGaps: [GapRow] { shared.memoryGaps.withAnnotatedLock { $0 } }
 
+    /// With a store, the gap the frames whose writes failed since the last frame written will leave, up to the
+    /// newest of them (its `streamID` is 0); nil while writes succeed. The index holds that gap up to a second
+    /// late, so a save of the newest frames asks for this one too.
+    public var lossInProgress: GapRow? { shared.lossInProgress.withAnnotatedLock { $0 } }
+
     /// Makes the index cover every frame this recorder has written (waits for a sync on the spill thread): a read
     /// of the index alone then finds each frame the ring has let go of. Between its write and the next sync (about
     /// a second) a frame is in neither the ring nor the index.
@@ -694,6 +699,9 @@ final class RecorderShared: Sendable {
     /// The pts (stream clock) of the newest frame that left the ring unwritten, `.min` before any: the loss it
     /// leaves ends there, and a pause after it is none.
     let lastEvictedUnwrittenPTS = Atomic<Int64>(.min)
+    /// With a store, the stretch of frames whose writes failed since the last frame written, as its gap will be
+    /// recorded (nil while writes succeed): the index has that gap's row moved on only once a second.
+    let lossInProgress = Mutex<GapRow?>(nil)
     /// Without a store (spill `off`), the stretches where frames were dropped on arrival, newest last (at most
     /// ``memoryGapsKept``): no index keeps them, and an export of a range holding one says so all the same.
     let memoryGaps = Mutex<[GapRow]>([])

@@ -163,6 +163,8 @@ final class SpillLane {
     /// The pts of the first and last frames whose write failed since the last frame written: the tail of the
     /// recording is a gap up to the last one when no frame is written after them.
     private var failedPTS: (first: Int64, last: Int64)?
+    /// Whether ``RecorderShared/lossInProgress`` holds a gap (cleared once a frame is written again).
+    private var publishedLossInProgress = false
     /// The end of the gap row recorded so far for the failed writes since the last frame written (every second while
     /// they last, so a recorder killed meanwhile leaves their gap): the final gap moves this row's end.
     private var provisionalGapEnd: Int64?
@@ -355,6 +357,7 @@ final class SpillLane {
             failure = error
         }
         noteCutBack()
+        publishLossInProgress()
         let durable = writer.durableFrameCount
         shared.state.withAnnotatedLock { state in
             if let failure { state.statistics.lastError = "\(failure)" }
@@ -470,6 +473,7 @@ final class SpillLane {
             failedPTS = (failedPTS?.first ?? pts, pts)
         }
         noteCutBack()
+        publishLossInProgress()
         let durable = writer.durableFrameCount
         let rawChunkBytes = writer.rawChunkBytes
         shared.state.withAnnotatedLock { state in
@@ -566,6 +570,21 @@ final class SpillLane {
             shared.state.withAnnotatedLock { $0.statistics.lastError = "\(error)" }
             return error
         }
+    }
+
+    /// Publishes the gap of the failed writes since the last frame written, as ``noteTailGap()`` would record it
+    /// (``RecorderShared/lossInProgress``), or clears it once a frame is written; no lock while writes succeed.
+    private func publishLossInProgress() {
+        let gap = failedPTS.flatMap { failed in
+            pendingLoss.map {
+                GapRow(
+                    streamID: 0, startNanoseconds: lastWrittenPTS ?? failed.first,
+                    endNanoseconds: failed.last + max(1, stream.frameDuration.nanoseconds ?? 1), reason: $0)
+            }
+        }
+        guard gap != nil || publishedLossInProgress else { return }
+        publishedLossInProgress = gap != nil
+        shared.lossInProgress.withAnnotatedLock { $0 = gap }
     }
 
     /// Records the gap left by failed writes after the last frame written (the tail of the recording), ending one

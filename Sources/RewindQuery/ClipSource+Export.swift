@@ -72,12 +72,25 @@ extension ClipSource {
     }
 
     /// Every gap of the stream, of any reason: as the store records them, or without one as the recorder keeps them
-    /// itself (``RecorderStream/memoryGaps``); none when the store has no such stream yet.
+    /// itself (``RecorderStream/memoryGaps``); none when the store has no such stream yet. A live recorder's writes
+    /// failing now leave a gap the index holds up to a second late: it counts up to their newest
+    /// (``RecorderStream/lossInProgress``).
     ///
     /// - Throws: store errors when the index's gaps cannot be read.
     func recordedGaps() throws -> [GapRow] {
         if let live, live.store == nil { return live.memoryGaps }
-        return try storedStream().map { store, row in try store.gaps(streamName: row.name) } ?? []
+        let stored = try storedStream()
+        var gaps = try stored.map { store, row in try store.gaps(streamName: row.name) } ?? []
+        if var loss = live?.lossInProgress {
+            loss.streamID = stored?.1.id ?? 0
+            // The index's row of the same stretch, recorded so far.
+            gaps.removeAll {
+                $0.reason == loss.reason && $0.startNanoseconds == loss.startNanoseconds
+                    && $0.endNanoseconds <= loss.endNanoseconds
+            }
+            gaps.append(loss)
+        }
+        return gaps
     }
 
     /// Exports every frame in `range` to `destination` (markers in it as chapters, in Matroska).

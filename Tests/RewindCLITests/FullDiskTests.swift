@@ -340,6 +340,54 @@ struct FullDiskTests {
         }
     }
 
+    /// A live save around now while writes fail, from a ring of two frames: its `lost` reaches the first frame it
+    /// holds. The index's row of the failing stretch is moved on only once a second, and the frames after
+    /// its end, which left memory unwritten, were listed nowhere.
+    @Test func aLiveSaveWhileWritesFailListsEveryFrameItLost() throws {
+        try withSmallDisk { disk, _ in
+            let store = disk + "/store"
+            let recording = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:640x360@30", "--realtime", "--memory", "700KiB",
+                "--duration", "60s",
+            ])
+            defer { if recording.process.isRunning { kill(recording.process.processIdentifier, SIGKILL) } }
+            let sqlite3 = try Tool.path(of: "sqlite3")
+            func query(_ sql: String) -> String? {
+                guard let result = try? Tool.run(sqlite3, ["-readonly", store + "/index.sqlite", sql]),
+                    result.status == 0
+                else { return nil }
+                return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
+                Int(query("SELECT count(*) FROM frames") ?? "") ?? 0 >= 30
+            }
+            _ = try ExternalTools.execute(
+                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
+            try waitUntil("writes have failed for two seconds", timeout: .seconds(30)) {
+                let span = query("SELECT max(end_ns - start_ns) FROM gaps WHERE reason = 'disk error'") ?? ""
+                return Int64(span) ?? 0 >= 2_000_000_000
+            }
+            let output = try Tool.temporaryDirectory("live-loss")
+            defer { try? FileManager.default.removeItem(at: output) }
+            for attempt in 0..<3 {
+                let file = output.appendingPathComponent("last-\(attempt).mkv").path
+                // A second before and after: memory holds only the frames that come while it waits.
+                let save = try Tool.rewind([
+                    "save", "--store", store, "--before", "1s", "--after", "1s", "-o", file, "--json",
+                ])
+                try #require(save.status == 0, "\(save.stderr)")
+                let object = try #require(try JSONSerialization.jsonObject(with: save.stdout) as? [String: Any])
+                let first = try #require(object["first_pts_ns"] as? Int64, "\(save.output)")
+                let from = try #require(object["from_ns"] as? Int64, "\(save.output)")
+                let lost = (object["lost"] as? [[String: Any]] ?? []).filter { $0["reason"] as? String == "disk error" }
+                #expect(first - from > 500_000_000, "the range lies in the stretch whose writes failed")
+                let end = lost.compactMap { $0["end_ns"] as? Int64 }.max() ?? .min
+                #expect(end >= first, "lost \(lost) ends before the first frame saved, \(first)")
+            }
+            #expect(recording.process.isRunning, "the recorder was still recording")
+        }
+    }
+
     /// A store on a disk that something else filled to the last byte is still read: SQLite cannot make the
     /// index's shared-memory file there, and with nothing in the WAL the index file alone is read as it is.
     /// A soak whose disk fills up by itself (no `disk=full` event) fails `no_frames_lost`, naming the disk errors,
