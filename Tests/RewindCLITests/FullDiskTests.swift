@@ -45,6 +45,33 @@ struct FullDiskTests {
         return Set(query.output.split(separator: "\n").compactMap { Int64($0) })
     }
 
+    /// A query of `store`'s index with the `sqlite3` shell, read-only: its output trimmed, nil when it failed.
+    private func indexQuery(_ store: String) throws -> (String) -> String? {
+        let sqlite3 = try Tool.path(of: "sqlite3")
+        return { sql in
+            guard let result = try? Tool.run(sqlite3, ["-readonly", store + "/index.sqlite", sql]), result.status == 0
+            else { return nil }
+            return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+
+    /// Fills `disk` with a ballast file once the recorder has indexed a second of frames.
+    private func fillOnceIndexed(disk: String, query: (String) -> String?) throws {
+        try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
+            Int(query("SELECT count(*) FROM frames") ?? "") ?? 0 >= 30
+        }
+        _ = try ExternalTools.execute(
+            "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
+    }
+
+    /// Waits until the index's `disk error` gap spans two seconds: the recorder's writes have failed that long.
+    private func waitForTwoSecondsOfFailedWrites(query: (String) -> String?) throws {
+        try waitUntil("the gap covers two seconds of lost frames", timeout: .seconds(30)) {
+            let span = query("SELECT max(end_ns - start_ns) FROM gaps WHERE reason = 'disk error'") ?? ""
+            return Int64(span) ?? 0 >= 2_000_000_000
+        }
+    }
+
     /// A stopped store on a read-only file system (copied onto read-only media) reads as it is: no `-shm` can be
     /// made there, and with nothing in a WAL the index file alone is the whole index (it failed "unable to open",
     /// with a repair offered).
@@ -255,16 +282,8 @@ struct FullDiskTests {
             let recording = try Tool.startRewind([
                 "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "6s",
             ])
-            let sqlite3 = try Tool.path(of: "sqlite3")
-            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
-                let count = try? Tool.run(
-                    sqlite3, ["-readonly", store + "/index.sqlite", "SELECT count(*) FROM frames"])
-                return count?.status == 0
-                    && Int(count!.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 >= 30
-            }
+            try fillOnceIndexed(disk: disk, query: try indexQuery(store))
             #expect(FileManager.default.fileExists(atPath: store + "/index.reserve"), "the reserve is made at open")
-            _ = try ExternalTools.execute(
-                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
             let record = try recording.finish(timeout: .seconds(60))
             #expect(record.status == 1, "a recording that lost frames must fail: \(record.stderr)")
             #expect(record.stderr.contains("to disk errors (disk full)"), "\(record.stderr)")
@@ -309,24 +328,11 @@ struct FullDiskTests {
                 "record", "--store", store, "--input", "synthetic:320x240@30", "--realtime", "--duration", "60s",
             ])
             defer { if recording.process.isRunning { kill(recording.process.processIdentifier, SIGKILL) } }
-            let sqlite3 = try Tool.path(of: "sqlite3")
-            func query(_ sql: String) -> String? {
-                guard let result = try? Tool.run(sqlite3, ["-readonly", store + "/index.sqlite", sql]),
-                    result.status == 0
-                else { return nil }
-                return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
-                Int(query("SELECT count(*) FROM frames") ?? "") ?? 0 >= 30
-            }
-            _ = try ExternalTools.execute(
-                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
-            // About three seconds of lost frames, then the kill.
-            // While the recorder still runs (its tail gap would come at the stop).
-            try waitUntil("the gap covers two seconds of lost frames", timeout: .seconds(20)) {
-                let span = query("SELECT max(end_ns - start_ns) FROM gaps WHERE reason = 'disk error'") ?? ""
-                return Int64(span) ?? 0 >= 2_000_000_000
-            }
+            let query = try indexQuery(store)
+            try fillOnceIndexed(disk: disk, query: query)
+            // About three seconds of lost frames, then the kill, while the recorder still runs (its tail gap would
+            // come at the stop).
+            try waitForTwoSecondsOfFailedWrites(query: query)
             #expect(recording.process.isRunning, "the recorder was still recording")
             kill(recording.process.processIdentifier, SIGKILL)
             _ = try? recording.finish(timeout: .seconds(30))
@@ -351,22 +357,9 @@ struct FullDiskTests {
                 "--duration", "60s",
             ])
             defer { if recording.process.isRunning { kill(recording.process.processIdentifier, SIGKILL) } }
-            let sqlite3 = try Tool.path(of: "sqlite3")
-            func query(_ sql: String) -> String? {
-                guard let result = try? Tool.run(sqlite3, ["-readonly", store + "/index.sqlite", sql]),
-                    result.status == 0
-                else { return nil }
-                return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
-            }
-            try waitUntil("the recorder has indexed a second of frames", timeout: .seconds(60)) {
-                Int(query("SELECT count(*) FROM frames") ?? "") ?? 0 >= 30
-            }
-            _ = try ExternalTools.execute(
-                "/bin/dd", ["if=/dev/zero", "of=\(disk)/ballast", "bs=64k"], timeout: .seconds(60))
-            try waitUntil("writes have failed for two seconds", timeout: .seconds(30)) {
-                let span = query("SELECT max(end_ns - start_ns) FROM gaps WHERE reason = 'disk error'") ?? ""
-                return Int64(span) ?? 0 >= 2_000_000_000
-            }
+            let query = try indexQuery(store)
+            try fillOnceIndexed(disk: disk, query: query)
+            try waitForTwoSecondsOfFailedWrites(query: query)
             let output = try Tool.temporaryDirectory("live-loss")
             defer { try? FileManager.default.removeItem(at: output) }
             for attempt in 0..<3 {
