@@ -72,7 +72,8 @@ func runClip(_ arguments: ParsedArguments) throws -> Int32 {
         printError("rewind clip: \(error): exported from the store on disk, which holds the whole range")
         live = nil
     }
-    if let live { return live }
+    // A recorder's file is checked against the store as one from the disk (a repair left unfinished, its markers).
+    if let live { return checkedExport(directory, command: "clip", format: format, live) }
     let store = try openStoreForReading(directory)
     switch try selectStreams(in: store, named: arguments.string("stream")) {
     case .one(let row):
@@ -381,7 +382,7 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
             try ControlClient(directory: directory).save(request)
         }
     }
-    if let live { return live }
+    if let live { return checkedExport(directory, command: "save", format: format ?? .matroska, live) }
     guard !postRoll, !arguments.flag("since-last-save") else {
         throw CommandError(
             "no recorder is running on \(directory): --after and --since-last-save need a live recorder",

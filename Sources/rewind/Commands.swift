@@ -75,7 +75,8 @@ private let exportJSONDetails = """
     --json prints one JSON document on stdout once the file is written: the keys of the API's save object (id: the
     live recorder's save, null from the disk; from_ns, to_ns: the range on the recorder clock; first_pts_ns,
     last_pts_ns: the pts the files cover, as the text line gives them; files: absolute paths; frames, repeated_frames,
-    bytes, format, tracks, lost, cut_short), and source (recorder or disk), stream_files ([{stream, file}]) and
+    bytes, format, tracks, lost, lost_unknown (why the gaps could not be read; lost is then absent), cut_short), and
+    source (recorder or disk), stream_files ([{stream, file}]) and
     without_frames (streams with no frame in the range). One that fails before its file is written prints nothing on
     stdout; one that keeps its file and then fails (cut short, say) prints the document, and its exit status says so.
     """

@@ -160,10 +160,14 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let open = segments.filter { $0.state == .open }.count
     // Open with no recorder holding the store: a recorder that was killed left it, to be sealed when the store is
     // next opened for writing.
+    // A repair stopped while it salvaged leaves its new segment open: that one only a repair finishes.
+    let repairLeftOpen = (try? store.unfinishedRepair()) != nil
     let leftOpen =
         open > 0 && status == nil && !SegmentStore.isOpenForRecording(directory: directory)
-        ? ", left by a recorder that was stopped without sealing: the next 'rewind record' or 'rewind verify "
-            + "--repair' seals it" : ""
+        ? (repairLeftOpen
+            ? ", left by a repair or a recorder that was stopped before it finished: 'rewind verify --repair' seals it"
+            : ", left by a recorder that was stopped without sealing: the next 'rewind record' or 'rewind verify "
+                + "--repair' seals it") : ""
     print("  frames: \(summary.frames) in \(count(summary.segments, "segment")) (\(open) open\(leftOpen))")
     print(
         "  bytes: \(formatBytes(summary.rawBytes)) raw, \(formatBytes(summary.storedBytes)) stored "
@@ -300,23 +304,22 @@ private func storeProblems(_ store: SegmentStore, directory: String, recorderRun
 /// Advice for a command that found too few frames in `directory`, when the index and `segments/` disagree (files
 /// the index lost, or files gone): nil when they agree, or the store cannot be opened.
 func outOfStepAdvice(_ directory: String) -> String? {
-    outOfStepCheck(directory)?.advice
+    guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
+    return outOfStepCheck(store, directory: directory)?.advice
 }
 
 /// What ``outOfStepAdvice(_:)`` says, with the exit status it calls for: 1, or 71 when the check itself ran out of
 /// file descriptors (the process's limit, with what to raise).
-private func outOfStepCheck(_ directory: String) -> (advice: String, status: Int32)? {
-    guard let store = try? SegmentStore.openReadOnly(directory: directory) else { return nil }
+private func outOfStepCheck(_ store: SegmentStore, directory: String) -> (advice: String, status: Int32)? {
     // A recorder holds the store's lock while it records (a socket left by one that was killed says nothing).
     let recorderRuns = SegmentStore.isOpenForRecording(directory: directory)
     let problems: OutOfStep
     do {
         problems = try storeProblems(store, directory: directory, recorderRuns: recorderRuns)
     } catch {
-        guard CommandFailure(error, command: "").status != ExitStatus.systemLimit else {
+        guard !isOutOfDescriptors(error) else {
             return (
-                "segments/ could not be checked against the index (\(error)): raise the limit on open files (ulimit -n "
-                    + "1024, systemd's LimitNOFILE=) and run 'rewind verify'",
+                "segments/ could not be checked against the index (\(error)): " + raiseDescriptorsToCheck,
                 ExitStatus.systemLimit
             )
         }
@@ -329,25 +332,49 @@ private func outOfStepCheck(_ directory: String) -> (advice: String, status: Int
     return (summary + ": " + problems.advice(recorderRuns: recorderRuns), ExitStatus.failure)
 }
 
-/// The exit status of a save or clip from the disk that ended with `status`: 1, said with the advice, when the
-/// index and `segments/` disagree (the file may then lack frames the store holds: files the index lost), or when the
-/// store's markers, which a `.mkv` carries as chapters (an export never fails for them), could not be read.
+/// What to do when a check after an export found no descriptor left.
+private let raiseDescriptorsToCheck =
+    "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run 'rewind verify'"
+
+/// Whether the command line makes `error` a limit on open files (exit 71).
+private func isOutOfDescriptors(_ error: any Error) -> Bool {
+    CommandFailure(error, command: "").status == ExitStatus.systemLimit
+}
+
+/// The exit status of a save or clip that wrote its file and ended with `status` (from the disk, or through a
+/// recorder): 1, said with the advice, when the index and `segments/` disagree (the file may then lack frames the
+/// store holds: files the index lost, a repair left unfinished), or when the store's markers, which a `.mkv` carries
+/// as chapters (an export never fails for them), could not be read; 71 when a check found no descriptor left. A
+/// check skipped for that is never taken for a store in order.
 func checkedExport(_ directory: String, command: String, format: ExportFormat, _ status: Int32) -> Int32 {
     // Written (with 1, its losses unknown: said already), and checked as any file written.
     guard status == ExitStatus.success || status == ExitStatus.failure else { return status }
+    let store: SegmentStore
+    do {
+        store = try SegmentStore.openReadOnly(directory: directory)
+    } catch {
+        // No store to check (a recorder that keeps its frames in memory only), unless the open found no descriptor.
+        guard isOutOfDescriptors(error) else { return status }
+        printError(
+            "rewind \(command): the file written may lack frames of the range: the store could not be opened to check "
+                + "it (\(error)): " + raiseDescriptorsToCheck)
+        return ExitStatus.systemLimit
+    }
     var checked = status
-    if let (advice, status) = outOfStepCheck(directory) {
+    if let (advice, status) = outOfStepCheck(store, directory: directory) {
         printError("rewind \(command): the file written may lack frames of the range: \(advice)")
         checked = status
     }
-    if format == .matroska, let store = try? SegmentStore.openReadOnly(directory: directory) {
+    if format == .matroska {
         do {
             _ = try MarkerBody.list(in: store)
         } catch {
             printError(
                 "rewind \(command): the store's markers could not be read (\(error)), so the file has no chapters: "
-                    + "run 'rewind verify --repair', which rebuilds them from markers.journal, and export again")
-            checked = ExitStatus.failure
+                    + (isOutOfDescriptors(error)
+                        ? raiseDescriptorsToCheck
+                        : "run 'rewind verify --repair', which rebuilds them from markers.journal, and export again"))
+            checked = isOutOfDescriptors(error) ? ExitStatus.systemLimit : max(checked, ExitStatus.failure)
         }
     }
     return checked

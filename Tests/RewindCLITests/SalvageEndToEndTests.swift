@@ -117,6 +117,22 @@ import Testing
         #expect(clip.output.contains("where frames were lost"), "\(clip.output)")
         #expect(clip.stderr.contains("a repair of segments/000001.seg was stopped"), "\(clip.stderr)")
 
+        // Through a recorder of the store as well.
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "synthetic:1280x720@30", "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        let live = try Tool.rewind([
+            "clip", "--store", store, "--from", "0s", "--to", "1s", "-o",
+            directory.appendingPathComponent("live.mkv").path,
+        ])
+        #expect(
+            live.status == 1 && live.output.contains("exported by the live recorder"), "\(live.output)\(live.stderr)")
+        #expect(live.stderr.contains("a repair of segments/000001.seg was stopped"), "\(live.stderr)")
+        kill(recorder.process.processIdentifier, SIGINT)
+        _ = try recorder.finish()
+
         let again = try Tool.rewind(["verify", "--store", store, "--repair"])
         #expect(again.status == 0, "\(again.output)\(again.stderr)")
         let whole = try Tool.rewind(["info", "--store", store])
@@ -128,7 +144,8 @@ import Testing
             }
                 == [[entries[39].ptsNanoseconds, entries[60].ptsNanoseconds]], "\(after)")
         let output = directory.appendingPathComponent("all.mkv").path
-        #expect(try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "30s", "-o", output]).status == 0)
+        // The recording's frames come after the store's newest, at 20 s and on.
+        #expect(try Tool.rewind(["clip", "--store", store, "--from", "0s", "--to", "20s", "-o", output]).status == 0)
         let expected = try frameMD5s(reference)
         #expect(try frameMD5s(output) == Array(expected[0..<40] + expected[60..<600]))
     }
