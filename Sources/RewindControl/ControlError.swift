@@ -118,6 +118,11 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
         case let error as ExportError:
             switch error.reason {
             case .toolRefused: self.init(.systemLimit, "\(error)")
+            case .toolShortOfAddressSpace:
+                self.init(
+                    .systemLimit,
+                    "\(error)\nraise the recorder's limit on address space (ulimit -v unlimited; systemd's LimitAS=), "
+                        + "or export .mkv or .y4m, which need no ffmpeg")
             case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
                 self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
             case .temporaryDirectoryUnusable:

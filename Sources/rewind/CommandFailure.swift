@@ -158,6 +158,7 @@ struct CommandFailure {
         case let error as ExportError:
             if case .missingTool = error.reason { status = ExitStatus.unavailable }
             if case .toolRefused = error.reason { status = ExitStatus.systemLimit }
+            if case .toolShortOfAddressSpace = error.reason { status = ExitStatus.systemLimit }
             if case .interrupted = error.reason { status = ExitStatus.interrupted }
             advice = Self.advice(for: error)
         case is ThreadStartFailed:
@@ -243,6 +244,9 @@ struct CommandFailure {
             "free some space or write elsewhere"
         case .noRoom:
             "free some space or write elsewhere"
+        case .toolShortOfAddressSpace:
+            "raise the limit on address space (ulimit -v unlimited; systemd's LimitAS=) and run again, or export "
+                + ".mkv or .y4m, which need no ffmpeg"
         case .temporaryDirectoryUnusable:
             "point TMPDIR at a directory that exists and can be written (TMPDIR=/var/tmp), or unset it for /tmp"
         case .gapTooLarge:

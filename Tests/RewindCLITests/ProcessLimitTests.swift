@@ -518,6 +518,46 @@ struct AddressSpaceLimitTests {
         #expect(soak.stderr.contains("for the soak itself"), "\(soak.stderr)")
     }
 
+    /// An `.mp4` export under limits too low for ffmpeg (its libraries cannot be mapped, x264 cannot allocate, a
+    /// filter's allocation refused): the limit is named as the likely cause, with its value and how to raise it
+    /// (71), never ffmpeg's words alone with exit 1; a limit that leaves rewind itself short is refused the same way.
+    @Test func anMP4ExportThatTheLimitLeavesFFmpegShortOfNamesTheLimit() throws {
+        _ = try ExternalTools.locate("ffmpeg")
+        let directory = try Tool.temporaryDirectory("address-mp4")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let record = try Tool.rewind([
+            "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "2s",
+        ])
+        #expect(record.status == 0, "\(record.stderr)")
+        var namedFFmpeg = 0
+        // From where ffmpeg cannot load its libraries up to where it encodes: every step exports or names the limit.
+        for kibibytes in stride(from: 100_000, through: 400_000, by: 20_000) {
+            let clip = directory.appendingPathComponent("\(kibibytes).mp4").path
+            let run = try limited(
+                kibibytes, ["clip", "--store", store, "--from", "0s", "--to", "1s", "-o", clip])
+            if run.status == 0 {
+                #expect(FileManager.default.fileExists(atPath: clip), "ulimit -v \(kibibytes)")
+                continue
+            }
+            #expect(run.status == 71, "ulimit -v \(kibibytes): \(run.stderr)")
+            if run.stderr.contains("ffmpeg failed") {
+                namedFFmpeg += 1
+                #expect(
+                    run.stderr.contains("likely because of the limit on address space it runs under")
+                        && run.stderr.contains("(ulimit -v \(kibibytes))")
+                        && run.stderr.contains(
+                            "rewind clip: raise the limit on address space (ulimit -v unlimited; "
+                                + "systemd's LimitAS=)"),
+                    "ulimit -v \(kibibytes): \(run.stderr)")
+            } else {
+                #expect(run.stderr.contains("ulimit -v"), "ulimit -v \(kibibytes): \(run.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: clip), "ulimit -v \(kibibytes)")
+        }
+        #expect(namedFFmpeg > 0, "no limit left ffmpeg short: the steps missed what it needs")
+    }
+
     /// A limit lowered while the ring still grows (`prlimit` on the running recorder; strict overcommit refuses
     /// mappings the same way): the ring keeps to the slabs it has, as under a full budget, so the window is shorter
     /// and no frame is lost. The build before dropped every frame after the refusal as `memory budget`, exit 0.

@@ -48,6 +48,7 @@ import Testing
             .system(action: "writing failed", Errno(rawValue: ENOSPC)), .unsupportedPixelFormat(.bgra, format: .y4m),
             .unsupportedPixelFormat(.bgra, format: .matroska), .negativePTS(-5),
             .noRoom(tool: "ffmpeg", directory: "/out", availableBytes: 12 << 10, log: "x"),
+            .toolShortOfAddressSpace(tool: "ffmpeg", status: 127, log: "x", limit: 300_000 << 10),
         ]
         for reason in reasons {
             let error = ExportError(destination: "/out/clip.mkv", reason: reason)

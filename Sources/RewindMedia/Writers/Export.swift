@@ -109,6 +109,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The external program failed: its exit status, the tail of its stderr (may be empty), and the error
         /// that made us stop feeding it, if any.
         case toolFailed(tool: String, status: Int32, log: String, cause: String?)
+        /// The external program failed (its exit status, the tail of its stderr) in a way that says the system refused
+        /// it memory (a library it could not map, `ENOMEM`, `EAGAIN`), and it ran under this process's limit on
+        /// address space, `limit` bytes (`ulimit -v`, systemd's `LimitAS=`, which it inherits): the likely cause.
+        case toolShortOfAddressSpace(tool: String, status: Int32, log: String, limit: Int)
         /// A system call on the destination failed; `action` says which (`cannot create the file`, `writing`).
         case system(action: String, Errno)
         /// The format cannot carry the stream's pixel format (`y4m` and `bgra`).
@@ -174,6 +178,10 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
             if !log.isEmpty { message += ":\n\(log)" }
             if let cause, log.isEmpty, status != 0 { message += " after \(cause)" }
             return message
+        case .toolShortOfAddressSpace(let tool, let status, let log, let limit):
+            return "\(tool) failed (exit status \(status)) for want of memory, likely because of the limit on address "
+                + "space it runs under: \(limit >> 20) MiB (ulimit -v \(limit >> 10))"
+                + (log.isEmpty ? "" : ":\n\(log)")
         case .system(let action, let errno):
             return "\(action): \(errno)"
         case .unsupportedPixelFormat(let pixelFormat, let format):

@@ -283,10 +283,30 @@ public final class MP4Exporter: Exporter {
                     reason: .noRoom(tool: "ffmpeg", directory: directory, availableBytes: available, log: tail))
             }
         }
+        // Under a limit on address space (which ffmpeg inherits), a failure that says memory was refused: the limit.
+        if let limit = System.addressSpaceLimit, Self.saysMemoryWasRefused(status: status, log: log) {
+            return ExportError(
+                destination: destination.description,
+                reason: .toolShortOfAddressSpace(tool: "ffmpeg", status: status, log: tail, limit: limit))
+        }
         return ExportError(
             destination: destination.description,
             reason: .toolFailed(
                 tool: "ffmpeg", status: status, log: tail, cause: error.map { "\($0)" }))
+    }
+
+    /// Whether ffmpeg, ended with `status` and having written `log`, says the system refused it memory: the dynamic
+    /// loader could not map a library (`failed to map segment`, or exit 127 loading one), a call failed with
+    /// `ENOMEM` or `EAGAIN` (what a refused allocation or thread reads as in its log), x264 says a `malloc` failed,
+    /// or the encoder could not be opened (x264's parameters are fixed here and the frame size checked first: what
+    /// is left is its allocations, which it does not name at `-loglevel error`).
+    static func saysMemoryWasRefused(status: Int32, log: String) -> Bool {
+        let signs = [
+            "failed to map segment", String(cString: strerror(ENOMEM)), String(cString: strerror(EAGAIN)),
+            "malloc of size", "Error while opening encoder",
+        ]
+        return signs.contains { log.contains($0) }
+            || (status == 127 && log.contains("error while loading shared libraries"))
     }
 
     /// Less room than this left where ffmpeg writes the file, when it fails, is taken for the cause (a ``ExportError/
