@@ -40,7 +40,7 @@ func runStatus(_ arguments: ParsedArguments) throws -> Int32 {
         if stream.frameDurationValue > 0, let timescale = Int32(exactly: stream.frameDurationTimescale), timescale > 0 {
             line += " " + rateText(frameDuration: FrameTime(value: stream.frameDurationValue, timescale: timescale))
         }
-        line += "; \(stream.memoryFrames) frames in memory"
+        line += "; \(count(stream.memoryFrames, "frame")) in memory"
         if let first = stream.memoryFirstPTSNanoseconds, let last = stream.memoryLastPTSNanoseconds {
             line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }

@@ -202,7 +202,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         if markers.count > 20 { print("    … \(markers.count - 20) more (see rewind markers)") }
     }
     if let live {
-        var line = "  live recorder: \(live.memoryFrames) frames in memory"
+        var line = "  live recorder: \(count(live.memoryFrames, "frame")) in memory"
         if let first = live.memoryFirstPTSNanoseconds, let last = live.memoryLastPTSNanoseconds {
             line += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
         }
@@ -212,7 +212,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
         print(line)
         if let streams = status?.streams, streams.count > 1 {
             for stream in streams {
-                var streamLine = "    stream \(stream.stream): \(stream.memoryFrames) frames in memory"
+                var streamLine = "    stream \(stream.stream): \(count(stream.memoryFrames, "frame")) in memory"
                 if let first = stream.memoryFirstPTSNanoseconds, let last = stream.memoryLastPTSNanoseconds {
                     streamLine += " (pts \(formatSeconds(first)) … \(formatSeconds(last)))"
                 }

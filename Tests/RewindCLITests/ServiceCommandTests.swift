@@ -1104,6 +1104,30 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
+    /// One frame in memory is "1 frame in memory" in `status` and in `info`'s lines of the live recorder ("1 frames").
+    @Test func oneFrameInMemoryIsSaidInTheSingular() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try Source(size: "64x48", rate: "10", frames: 1, in: directory)
+        let store = directory.appendingPathComponent("store").path
+        let recorder = try Tool.startRewind([
+            "record", "--store", store, "--input", "live=synthetic:64x48@10", "--input", "file=y4m:\(source.path)",
+            "--realtime", "--duration", "60s",
+        ])
+        defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+        try Tool.waitUntilAnswering(store)
+        try waitUntil("the file's input ended", interval: .milliseconds(50)) {
+            try Tool.rewind(["status", "--store", store]).output.contains("input ended")
+        }
+        let status = try Tool.rewind(["status", "--store", store])
+        #expect(status.output.contains("; 1 frame in memory"), "\(status.output)")
+        #expect(!status.output.contains(" 1 frames"), "\(status.output)")
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.output.contains("    stream file: 1 frame in memory"), "\(info.output)")
+        recorder.process.interrupt()
+        _ = try recorder.finish(timeout: .seconds(60))
+    }
+
     /// A stream whose input ended (a file read to its end) beside a live one is not waited for as stalled: a
     /// `--last` save and a clip of a past range of both streams are written at once, exit 0, and the status says the
     /// input ended. (They waited 10 s and exited 1 saying the input stalled, a save of the ended stream alone too.)
