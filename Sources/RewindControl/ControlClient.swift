@@ -421,3 +421,24 @@ public struct ControlClient: Sendable {
         }
     }
 }
+
+/// The file a client has a live recorder write an export into first, when its `-o` is standard output, a FIFO or a
+/// device: `DIR/exports/stdout-PID-N.EXT` in the store, which the client copies to its `-o` and removes (the recorder
+/// writes regular files only, so nothing that reads slowly, or never, holds it up).
+package enum StagingFile {
+    /// How the file's name starts; `PID` (the client's) follows, then `-`.
+    package static let prefix = "stdout-"
+
+    /// A new name for a file of client `pid` in `exports`, with the format's extension `fileExtension`.
+    package static func path(in exports: String, pid: pid_t, fileExtension: String) -> String {
+        exports + "/\(prefix)\(pid)-\(UInt32.random(in: 0...UInt32.max)).\(fileExtension)"
+    }
+
+    /// The store directory `path` is a staging file of (the directory holding its `exports/`); nil for any other path.
+    package static func store(ofStagingFile path: String) -> String? {
+        let url = URL(fileURLWithPath: path)
+        let exports = url.deletingLastPathComponent()
+        guard url.lastPathComponent.hasPrefix(prefix), exports.lastPathComponent == "exports" else { return nil }
+        return exports.deletingLastPathComponent().path
+    }
+}

@@ -124,13 +124,29 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
                     "\(error)\nraise the recorder's limit on address space (ulimit -v unlimited; systemd's LimitAS=), "
                         + "or export .mkv or .y4m, which need no ffmpeg")
             case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
-                self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
+                if let store = StagingFile.store(ofStagingFile: error.destination) {
+                    self.init(.failed, Self.noRoomForStagingFile(error, store: store))
+                } else {
+                    self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
+                }
+            case .noRoom where StagingFile.store(ofStagingFile: error.destination) != nil:
+                self.init(
+                    .failed,
+                    Self.noRoomForStagingFile(error, store: StagingFile.store(ofStagingFile: error.destination)!))
             case .temporaryDirectoryUnusable:
                 self.init(.failed, "\(error): the recorder's TMPDIR must be a directory it can write")
             default: self.init(.failed, "\(error)")
             }
         default: self.init(.failed, "\(error)")
         }
+    }
+
+    /// The message of an export that found no room for its ``StagingFile`` in `store`'s `exports/`: that file is on
+    /// the store's disk, whatever the client's `-o` (stdout, a FIFO or a device, which it had not written yet).
+    private static func noRoomForStagingFile(_ error: ExportError, store: String) -> String {
+        "\(error)\nthe store's disk has no room for that file: the recorder makes the export there first, in the "
+            + "store's exports/, and the client then copies it to its -o (standard output, a FIFO or a device, which "
+            + "is not what ran out of room); free some space on the store's disk (\(store)), or save a shorter range"
     }
 
     /// The response carrying this error, with the code's status.

@@ -424,8 +424,9 @@ func runSave(_ arguments: ParsedArguments) throws -> Int32 {
 /// Removes the `stdout-PID-N.EXT` files in `exports` whose client process has ended (killed while it waited for the
 /// recorder, which then finished the file for nobody). A running client's file stays.
 private func removeFilesOfEndedClients(in exports: String) {
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? [] where name.hasPrefix("stdout-") {
-        let rest = name.dropFirst("stdout-".count)
+    for name in (try? FileManager.default.contentsOfDirectory(atPath: exports)) ?? []
+    where name.hasPrefix(StagingFile.prefix) {
+        let rest = name.dropFirst(StagingFile.prefix.count)
         guard let dash = rest.firstIndex(of: "-"), let pid = pid_t(rest[..<dash]), System.hasEnded(pid: pid) else {
             continue
         }
@@ -507,9 +508,9 @@ private func liveExport(
                     + (toStandardOutput ? "-o -" : "'\(output ?? "")'") + " first; move what is there away")
         }
         removeFilesOfEndedClients(in: exports)
-        path =
-            URL(fileURLWithPath: exports).standardizedFileURL.path
-            + "/stdout-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).\((format ?? .y4m).fileExtension)"
+        path = StagingFile.path(
+            in: URL(fileURLWithPath: exports).standardizedFileURL.path, pid: getpid(),
+            fileExtension: (format ?? .y4m).fileExtension)
     }
     // Interrupted (the callers install the stop handlers as they start): before the request is sent, nothing is
     // asked for; after, what the recorder started is cancelled (below) instead of being made for nobody.
@@ -855,6 +856,23 @@ private func copy(_ handle: FileHandle, to target: Int32, what: String, name: St
 
 /// Whether `path` is a FIFO (following links).
 func isFIFO(_ path: String) -> Bool { StagedExport.specialFileKind(path) == "a FIFO" }
+
+/// Runs the export command `run` (`clip`, `save`); when it fails and its `-o` is a FIFO, opens the FIFO without
+/// waiting and closes it at once, so that a reader waiting on it gets end of file instead of waiting for ever (as an
+/// export from the disk, which opens it first, leaves it). Nothing is opened when nobody reads it.
+func lettingTheFIFOsReaderGoOnFailure(_ arguments: ParsedArguments, _ run: (ParsedArguments) throws -> Int32)
+    throws -> Int32
+{
+    do {
+        return try run(arguments)
+    } catch {
+        if let output = arguments.string("output"), output != "-", isFIFO(output) {
+            let fd = open(output, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if fd >= 0 { close(fd) }
+        }
+        throw error
+    }
+}
 
 /// Opens the FIFO or device `path` for writing. A FIFO's open waits for a reader: it is tried without blocking every
 /// 50 ms (saying once that it waits), so Ctrl-C still ends the command while nobody reads.

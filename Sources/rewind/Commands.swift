@@ -102,7 +102,7 @@ let saveCommand = Command(
             exportJSONFlag,
         ],
         details: exportJSONDetails),
-    run: runSave)
+    run: { try lettingTheFIFOsReaderGoOnFailure($0, runSave) })
 
 let clipCommand = Command(
     spec: CommandSpec(
@@ -122,7 +122,7 @@ let clipCommand = Command(
             exportJSONFlag,
         ],
         details: exportJSONDetails),
-    run: runClip)
+    run: { try lettingTheFIFOsReaderGoOnFailure($0, runClip) })
 
 let infoCommand = Command(
     spec: CommandSpec(

@@ -72,6 +72,54 @@ struct FullDiskTests {
         }
     }
 
+    /// A live save to a FIFO whose staging file in the store's `exports/` finds no room on the store's full disk:
+    /// the message says that file, on the store's disk, ran out of room (not the FIFO) and to free space there, and the
+    /// FIFO is opened and closed, so its reader gets end of file. It said to write elsewhere, and the reader waited
+    /// for ever (the FIFO was opened only once the recorder had written the file).
+    @Test func aLiveSaveToAFIFOWhoseStagingFileFindsNoRoomSaysSoAndLetsTheReaderGo() throws {
+        let directory = try Tool.temporaryDirectory("full-staging")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try withTmpfs(at: directory.appendingPathComponent("disk").path, size: "40m") { disk in
+            let store = disk + "/store"
+            // 338 KiB a frame: 5 s raw are 50 MiB, more than the tmpfs holds beside the store's 12 MiB.
+            let recorder = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:640x360@30", "--disk", "12MiB", "--min-free", "1MiB",
+                "--realtime", "--duration", "120s",
+            ])
+            defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+            try Tool.waitUntilAnswering(store)
+            try waitUntil("the recorder accepted 5 s of frames", interval: .milliseconds(100)) {
+                let status = try Tool.rewind(["status", "--store", store, "--json"])
+                let document = try JSONSerialization.jsonObject(with: status.stdout) as? [String: Any]
+                let streams = document?["streams"] as? [[String: Any]] ?? []
+                return (streams.first?["frames_accepted"] as? Int ?? 0) >= 150
+            }
+            let fifo = directory.appendingPathComponent("save.mkv").path
+            try #require(mkfifo(fifo, 0o600) == 0)
+            // The reader, opened without waiting for a writer: once one has opened and closed the FIFO, it reads end
+            // of file (a hang-up); until then it has nothing.
+            let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+            try #require(reader >= 0)
+            defer { close(reader) }
+            let save = try Tool.rewind(["save", "--store", store, "--last", "7s", "-o", fifo])
+            #expect(save.status == 1, "\(save.output)\(save.stderr)")
+            #expect(save.stderr.contains("/exports/stdout-") && save.stderr.contains("No space left on device"))
+            #expect(
+                save.stderr.contains("the store's disk has no room for that file")
+                    && save.stderr.contains("(standard output, a FIFO or a device, which is not what ran out of room)")
+                    && save.stderr.contains("free some space on the store's disk (\(store))"),
+                "\(save.stderr)")
+            #expect(!save.stderr.contains("write elsewhere"), "\(save.stderr)")
+            var event = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&event, 1, 10_000)
+            #expect(ready == 1 && event.revents & Int16(POLLHUP) != 0, "no end of file came: the reader would wait")
+            var byte: UInt8 = 0
+            #expect(read(reader, &byte, 1) == 0, "end of file, nothing written")
+            recorder.process.interrupt()
+            _ = try? recorder.finish(timeout: .seconds(60))
+        }
+    }
+
     /// A stopped store on a read-only file system (copied onto read-only media) reads as it is: no `-shm` can be
     /// made there, and with nothing in a WAL the index file alone is the whole index (it failed "unable to open",
     /// with a repair offered).
