@@ -297,6 +297,12 @@ private func storeProblems(_ store: SegmentStore, directory: String, recorderRun
                     ? "a recorder stopped before indexing it"
                     : "a recorder or the repair stopped before indexing it") + ", and its frames are left out"
         }
+        // The open segment of a recorder that stopped between two syncs: its newest frames are in the file only.
+        problems.lines += try store.framesPastIndex().map { tail in
+            let (first, last) = formatSecondsApart(tail.firstPTS, tail.lastPTS)
+            return "segments/\(tail.fileName) holds \(count(tail.frames, "frame")) past the last the index lists (pts "
+                + "\(first) … \(last)): a recorder stopped before indexing them, and they are left out"
+        }
     }
     return problems
 }

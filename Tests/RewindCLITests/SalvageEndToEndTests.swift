@@ -1059,6 +1059,89 @@ import Testing
         #expect(try Tool.rewind(["info", "--store", store]).output.contains("(0 open)"))
     }
 
+    /// A recorder killed between two syncs of its index leaves frames in its open segment's file past the last the
+    /// index lists: `info`, a `clip` of their range and a `save` from the disk say how many and what takes them in
+    /// (exit 1), instead of leaving them out silently (the clip said only "no frames", the save exited 0). What they
+    /// count is what a repair indexes.
+    @Test func framesInAnOpenSegmentPastTheIndexAreSaidSo() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("store").path
+        let repaired = directory.appendingPathComponent("repaired").path
+        // Stopped (SIGSTOP: every write finished, none torn) and then killed; a stop that found the index up to date
+        // with the file (just after a sync) is tried again.
+        var gained = 0
+        for _ in 0..<10 where gained == 0 {
+            try? FileManager.default.removeItem(atPath: store)
+            try? FileManager.default.removeItem(atPath: repaired)
+            let recorder = try Tool.startRewind([
+                "record", "--store", store, "--input", "synthetic:160x120@30", "--duration", "3600s",
+            ])
+            defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
+            let sqlite3 = try Tool.path(of: "sqlite3")
+            try waitUntil("the index lists frames of an open segment", interval: .milliseconds(20)) {
+                // Before the index is made, sqlite3 fails: not yet.
+                let query = try? Tool.run(
+                    sqlite3,
+                    [
+                        "-readonly", store + "/index.sqlite",
+                        "SELECT count(*) FROM segments WHERE state = 'open' AND frame_count > 0",
+                    ])
+                return query?.output.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+            }
+            kill(recorder.process.processIdentifier, SIGSTOP)
+            kill(recorder.process.processIdentifier, SIGKILL)
+            recorder.process.waitUntilExit()
+            // What a repair of a copy takes in: the frames the store holds past its index.
+            // `cp -a`: the socket the killed recorder left is copied as one (Foundation's copy fails on it).
+            let copy = try ExternalTools.execute("/bin/cp", ["-a", store, repaired], timeout: .seconds(60))
+            try #require(copy.status == 0, "\(copy.stderr)")
+            let before = try frames(in: repaired, repairing: false)
+            gained = try frames(in: repaired, repairing: true) - before
+        }
+        try #require(gained > 0, "every stop found the index up to date with the file")
+        let said = "holds \(gained) frame\(gained == 1 ? "" : "s") past the last the index lists (pts "
+        let info = try Tool.rewind(["info", "--store", store])
+        #expect(info.status == 1, "\(info.output)\(info.stderr)")
+        #expect(info.output.contains(".seg.partial " + said), "\(info.output)")
+        #expect(
+            info.stderr.contains("segments/ holds frames the index does not list yet (1 problem)")
+                && info.stderr.contains("'rewind verify --repair' (or record into the store again) to index their "),
+            "\(info.stderr)")
+        let last = try #require(try lastPTS(in: store))
+        let clip = try Tool.rewind([
+            "clip", "--store", store, "--from", "\(last / 1_000_000 + 10)ms", "--to", "\(last / 1_000_000 + 60_000)ms",
+            "-o", directory.appendingPathComponent("tail.mkv").path,
+        ])
+        #expect(clip.status == 1, "\(clip.stderr)")
+        #expect(clip.stderr.contains(said) && clip.stderr.contains("verify --repair"), "\(clip.stderr)")
+        let save = try Tool.rewind([
+            "save", "--store", store, "--last", "1s", "-o", directory.appendingPathComponent("last.mkv").path,
+        ])
+        #expect(save.status == 1, "\(save.stderr)")
+        #expect(
+            save.stderr.contains("the file written may lack frames of the range") && save.stderr.contains(said),
+            "\(save.stderr)")
+    }
+
+    /// The frames `info --json` counts in `store`, after `rewind verify --repair` when `repairing`.
+    private func frames(in store: String, repairing: Bool) throws -> Int {
+        if repairing {
+            let repair = try Tool.rewind(["verify", "--store", store, "--repair"])
+            #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        }
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let document = try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+        return try #require(document?["frames"] as? Int, "\(info.output)\(info.stderr)")
+    }
+
+    /// The pts of the last frame `info --json` lists in `store`.
+    private func lastPTS(in store: String) throws -> Int64? {
+        let info = try Tool.rewind(["info", "--store", store, "--json"])
+        let document = try JSONSerialization.jsonObject(with: info.stdout) as? [String: Any]
+        return (document?["last_pts_ns"] as? NSNumber)?.int64Value
+    }
+
     /// A store in a new temporary directory (`DIR/store`), recorded from the synthetic camera at 160x120 and 30 fps
     /// for `seconds`, one segment file a second.
     /// 150 frames of a 160x120 30 fps `.y4m` recorded into `directory/store` in 2 s segments (three), then the

@@ -298,6 +298,43 @@ package final class SegmentFileReader {
         public var damage: SegmentStoreError?
     }
 
+    /// The records from `offset` on whose headers are whole and valid, with pts after `previousPTS` and a payload
+    /// that ends within the file, read by their headers alone: what follows the index's last frame in an open
+    /// segment. Stops at the first that is not (a torn tail, a footer, damage); payloads are neither read nor checked.
+    ///
+    /// - Complexity: one read of ``SegmentFormat/recordHeaderLength`` bytes per record.
+    package func recordHeaders(from offset: Int64, after previousPTS: Int64?) throws(SegmentStoreError)
+        -> [RecordHeader]
+    {
+        let fileSize = try size()
+        var headers: [RecordHeader] = []
+        var offset = offset
+        var previous = previousPTS
+        var bytes = [UInt8](repeating: 0, count: SegmentFormat.recordHeaderLength)
+        while fileSize - offset >= Int64(SegmentFormat.recordHeaderLength) {
+            var got = 0
+            var failure: FileSystemError?
+            bytes.withUnsafeMutableBytes { raw in
+                do throws(FileSystemError) {
+                    got = try fileSystem.readAll(fd, into: raw, offset: offset, path: path)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw .io(failure) }
+            guard got == bytes.count,
+                let record = bytes.withUnsafeBytes({ try? RecordHeader.parse($0.baseAddress!) }),
+                record.rawLength == header.stream.layout.byteCount, record.storedLength <= plan.largestPayload,
+                previous.map({ record.ptsNanoseconds > $0 }) ?? true,
+                fileSize - offset - Int64(SegmentFormat.recordHeaderLength) >= Int64(record.storedLength)
+            else { break }
+            headers.append(record)
+            previous = record.ptsNanoseconds
+            offset += Int64(SegmentFormat.recordHeaderLength + record.storedLength)
+        }
+        return headers
+    }
+
     /// Reads every record from the header on, checking each, until the end, the footer or the first bad record.
     ///
     /// - Parameter verifyPayload: also check chunk CRCs (a full verify); false checks headers only.

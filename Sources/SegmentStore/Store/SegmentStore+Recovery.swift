@@ -551,6 +551,45 @@ extension SegmentStore {
         return (missing.sorted { $0.fileName < $1.fileName }, unindexed.sorted())
     }
 
+    /// Frames in the file of each open segment past the last frame the index lists: those a recorder wrote after
+    /// its last sync when it stopped without sealing (killed, the machine down). No read returns them until a repair
+    /// or the next recording indexes them. Meaningful only while no recorder writes the store.
+    ///
+    /// Found by the record headers after the index's last frame (its offset and stored length): no payload is read.
+    ///
+    /// - Returns: one entry per open segment whose file holds such frames, by file name.
+    /// - Throws: ``SegmentStoreError`` when the index cannot be read; a file that cannot be opened or read is skipped
+    ///   (``segmentFilesOutOfStep()`` and `verify` report it).
+    /// - Complexity: a query per open segment, and a read of one record header per frame past the index.
+    public func framesPastIndex() throws -> [FramesPastIndex] {
+        var found: [FramesPastIndex] = []
+        for row in try index.segments() where row.state == .open {
+            let path = segmentsDirectory + "/" + row.fileName
+            guard fileSystem.fileExists(path),
+                let reader = try? SegmentFileReader(path: path, fileSystem: fileSystem)
+            else { continue }
+            defer { reader.close() }
+            var start = Int64(reader.header.length)
+            if let last = row.lastPTS, row.frameCount > 0 {
+                var lastRow: FrameRow?
+                try index.frames(streamID: row.streamID, in: last..<last + 1) { frame in
+                    lastRow = frame
+                    return false
+                }
+                guard let lastRow, lastRow.segmentID == row.id else { continue }
+                start = lastRow.fileOffset + Int64(SegmentFormat.recordHeaderLength) + Int64(lastRow.storedLength)
+            }
+            guard let headers = try? reader.recordHeaders(from: start, after: row.lastPTS),
+                let first = headers.first, let last = headers.last
+            else { continue }
+            found.append(
+                FramesPastIndex(
+                    fileName: row.fileName, frames: headers.count, firstPTS: first.ptsNanoseconds,
+                    lastPTS: last.ptsNanoseconds))
+        }
+        return found.sorted { $0.fileName < $1.fileName }
+    }
+
     /// Renames `segments/NAME` to `NAME.SUFFIX` (`NAME.SUFFIX-2`, … when taken), which the store ignores and
     /// nothing deletes, durably; returns the new name.
     func moveAside(_ name: String, as suffix: String) throws -> String {
@@ -1065,4 +1104,16 @@ extension SegmentStore {
         }
         try index.sealSegment(id: segmentID, fileName: fileName, sealedWallNanoseconds: options.now())
     }
+}
+
+/// Frames an open segment's file holds past the last the index lists (``SegmentStore/framesPastIndex()``).
+public struct FramesPastIndex: Sendable, Hashable {
+    /// The file's name in `segments/` (`NNNNNN.seg.partial`).
+    public var fileName: String
+    /// How many whole records follow the index's last frame.
+    public var frames: Int
+    /// The pts of the first of them, nanoseconds.
+    public var firstPTS: Int64
+    /// The pts of the last of them, nanoseconds.
+    public var lastPTS: Int64
 }
