@@ -5,7 +5,7 @@ import Testing
 
 /// A save or clip whose range's gaps cannot be read (the index's `gaps` table gone, as sqlite3 leaves it renamed)
 /// keeps the file it wrote, whole, and says its losses are unknown, with why and exit 1: never that nothing was lost.
-@Suite(.timeLimit(.minutes(20))) struct UnreadableGapsTests {
+@Suite(.timeLimit(.minutes(45))) struct UnreadableGapsTests {
     /// The stderr line of a command whose range's gaps could not be read: the index named, and SQLite's reason.
     func expectUnknownLosses(_ result: ToolResult, command: String, store: String) {
         #expect(result.status == 1, "\(result.stderr)")
