@@ -41,8 +41,11 @@ struct CommandFailure {
             status = error.status
         case let error as UnknownLosses:
             // What was written is kept (1, as an export kept without the end of its range); what to do is the
-            // store error's advice.
-            advice = error.cause.flatMap { CommandFailure($0, command: command).advice }
+            // store error's advice, or, for a recorder's (whose error comes as text), to check its index.
+            advice =
+                error.cause.map { CommandFailure($0, command: command).advice }
+                ?? "once the recorder stops, run 'rewind verify' to check the index ('rewind verify --repair' moves a "
+                + "damaged one aside and rebuilds it from the segment files)"
         case is ValueError:
             status = ExitStatus.usage
         case let error as ClipError:

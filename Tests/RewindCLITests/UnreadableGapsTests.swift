@@ -18,6 +18,8 @@ import Testing
             result.stderr.contains("frames it lost, if any, are not listed; what was written is kept"),
             "\(result.stderr)")
         #expect(!result.output.contains("the range has"), "\(result.output)")
+        // What to do, from the disk (the index error's advice) and through a recorder alike.
+        #expect(result.stderr.contains("'rewind verify"), "\(result.stderr)")
     }
 
     /// A `--json` document whose losses are unknown: done, no `lost` (an empty one would say none), and
