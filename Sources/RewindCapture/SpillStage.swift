@@ -572,36 +572,36 @@ final class SpillLane {
         }
     }
 
-    /// Publishes the gap of the failed writes since the last frame written, as ``noteTailGap()`` would record it
-    /// (``RecorderShared/lossInProgress``), or clears it once a frame is written; no lock while writes succeed.
+    /// The gap the failed writes since the last frame written leave: from that frame (or the first failed one) to one
+    /// frame time after the last failed one, with the pending loss's reason; nil while writes succeed.
+    private var failedWritesGap: GapRow? {
+        guard let failedPTS, let pendingLoss else { return nil }
+        return GapRow(
+            streamID: 0, startNanoseconds: lastWrittenPTS ?? failedPTS.first,
+            endNanoseconds: failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1), reason: pendingLoss)
+    }
+
+    /// Publishes ``failedWritesGap`` (``RecorderShared/lossInProgress``), or clears it once a frame is written; no
+    /// lock while writes succeed.
     private func publishLossInProgress() {
-        let gap = failedPTS.flatMap { failed in
-            pendingLoss.map {
-                GapRow(
-                    streamID: 0, startNanoseconds: lastWrittenPTS ?? failed.first,
-                    endNanoseconds: failed.last + max(1, stream.frameDuration.nanoseconds ?? 1), reason: $0)
-            }
-        }
+        let gap = failedWritesGap
         guard gap != nil || publishedLossInProgress else { return }
         publishedLossInProgress = gap != nil
         shared.lossInProgress.withAnnotatedLock { $0 = gap }
     }
 
-    /// Records the gap left by failed writes after the last frame written (the tail of the recording), ending one
-    /// frame time after the last failed frame.
+    /// Records ``failedWritesGap``, the gap left by failed writes after the last frame written (the tail of the
+    /// recording).
     private func noteTailGap() -> (any Error)? {
-        guard let failedPTS, let pendingLoss else { return nil }
-        let end = failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1)
-        return recordLossGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+        guard let gap = failedWritesGap else { return nil }
+        return recordLossGap(start: gap.startNanoseconds, end: gap.endNanoseconds, reason: gap.reason)
     }
 
     /// While writes keep failing, records their gap so far (as ``noteTailGap()`` would) once a second, so that a
     /// recorder killed during a full disk leaves the stretch in the index; a failure is left for the final gap.
     private func noteProvisionalGap() {
-        guard let failedPTS, let pendingLoss else { return }
-        let end = failedPTS.last + max(1, stream.frameDuration.nanoseconds ?? 1)
-        guard end != provisionalGapEnd else { return }
-        _ = recordLossGap(start: lastWrittenPTS ?? failedPTS.first, end: end, reason: pendingLoss)
+        guard let gap = failedWritesGap, gap.endNanoseconds != provisionalGapEnd else { return }
+        _ = recordLossGap(start: gap.startNanoseconds, end: gap.endNanoseconds, reason: gap.reason)
     }
 
     /// Records the gap of the losses since the last frame written, or moves the end of the row recorded for them so

@@ -116,6 +116,11 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
                 "\(error): stop the recorder, then run 'rewind verify --repair', which cuts the damage out of the store"
             )
         case let error as ExportError:
+            // Out of room for the file a client has the recorder write first: the store's disk, whatever its -o.
+            if error.isOutOfRoom, let store = StagingFile.store(ofStagingFile: error.destination) {
+                self.init(.failed, Self.noRoomForStagingFile(error, store: store))
+                return
+            }
             switch error.reason {
             case .toolRefused: self.init(.systemLimit, "\(error)")
             case .toolShortOfAddressSpace:
@@ -124,15 +129,7 @@ public struct APIError: Error, Sendable, Hashable, CustomStringConvertible {
                     "\(error)\nraise the recorder's limit on address space (ulimit -v unlimited; systemd's LimitAS=), "
                         + "or export .mkv or .y4m, which need no ffmpeg")
             case .system(_, let errno) where errno == Errno(rawValue: ENOSPC):
-                if let store = StagingFile.store(ofStagingFile: error.destination) {
-                    self.init(.failed, Self.noRoomForStagingFile(error, store: store))
-                } else {
-                    self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
-                }
-            case .noRoom where StagingFile.store(ofStagingFile: error.destination) != nil:
-                self.init(
-                    .failed,
-                    Self.noRoomForStagingFile(error, store: StagingFile.store(ofStagingFile: error.destination)!))
+                self.init(.failed, "\(error): free some space, or write elsewhere (give a path on another disk)")
             case .temporaryDirectoryUnusable:
                 self.init(.failed, "\(error): the recorder's TMPDIR must be a directory it can write")
             default: self.init(.failed, "\(error)")

@@ -1088,14 +1088,14 @@ private func writeExport(
         }
     } catch let error as ExportError {
         progress.clear()
-        // The file made first in the temporary directory found no room there: said of TMPDIR, not of a file the user
-        // never named.
         // The temporary directory unusable: said of the file the user named, not of the one made for it there.
         if staged != nil, case .temporaryDirectoryUnusable = error.reason {
             var named = error
             named.destination = output
             throw named
         }
+        // The file made first in the temporary directory found no room there: said of TMPDIR, not of a file the user
+        // never named.
         guard staged != nil, case .noRoom(_, let directory, let available, _) = error.reason else { throw error }
         let free = available < 1 << 20 ? "\(available >> 10) KiB" : "\(available >> 20) MiB"
         throw CommandError(

@@ -200,7 +200,7 @@ struct CommandFailure {
         "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run again"
 
     /// Whether `error` says the process (or the system) ran out of file descriptors (`EMFILE`, `ENFILE`).
-    private static func isOutOfDescriptors(_ error: any Error) -> Bool {
+    static func isOutOfDescriptors(_ error: any Error) -> Bool {
         let codes = [EMFILE, ENFILE]
         switch error {
         case SegmentStoreError.index(_, .tooManyOpenFiles, _):

@@ -159,8 +159,7 @@ func runInfo(_ arguments: ParsedArguments) throws -> Int32 {
     let ratio = summary.rawBytes > 0 ? Double(summary.storedBytes) / Double(summary.rawBytes) : 0
     let open = segments.filter { $0.state == .open }.count
     // Open with no recorder holding the store: a recorder that was killed left it, to be sealed when the store is
-    // next opened for writing.
-    // A repair stopped while it salvaged leaves its new segment open: that one only a repair finishes.
+    // next opened for writing; or a repair stopped while it salvaged, whose new segment only a repair finishes.
     let repairLeftOpen = (try? store.unfinishedRepair()) != nil
     let leftOpen =
         open > 0 && status == nil && !SegmentStore.isOpenForRecording(directory: directory)
@@ -323,7 +322,7 @@ private func outOfStepCheck(_ store: SegmentStore, directory: String) -> (advice
     do {
         problems = try storeProblems(store, directory: directory, recorderRuns: recorderRuns)
     } catch {
-        guard !isOutOfDescriptors(error) else {
+        guard !CommandFailure.isOutOfDescriptors(error) else {
             return (
                 "segments/ could not be checked against the index (\(error)): " + raiseDescriptorsToCheck,
                 ExitStatus.systemLimit
@@ -342,11 +341,6 @@ private func outOfStepCheck(_ store: SegmentStore, directory: String) -> (advice
 private let raiseDescriptorsToCheck =
     "raise the limit on open files (ulimit -n 1024, systemd's LimitNOFILE=) and run 'rewind verify'"
 
-/// Whether the command line makes `error` a limit on open files (exit 71).
-private func isOutOfDescriptors(_ error: any Error) -> Bool {
-    CommandFailure(error, command: "").status == ExitStatus.systemLimit
-}
-
 /// The exit status of a save or clip that wrote its file and ended with `status` (from the disk, or through a
 /// recorder): 1, said with the advice, when the index and `segments/` disagree (the file may then lack frames the
 /// store holds: files the index lost, a repair left unfinished), or when the store's markers, which a `.mkv` carries
@@ -360,7 +354,7 @@ func checkedExport(_ directory: String, command: String, format: ExportFormat, _
         store = try SegmentStore.openReadOnly(directory: directory)
     } catch {
         // No store to check (a recorder that keeps its frames in memory only), unless the open found no descriptor.
-        guard isOutOfDescriptors(error) else { return status }
+        guard CommandFailure.isOutOfDescriptors(error) else { return status }
         printError(
             "rewind \(command): the file written may lack frames of the range: the store could not be opened to check "
                 + "it (\(error)): " + raiseDescriptorsToCheck)
@@ -375,12 +369,13 @@ func checkedExport(_ directory: String, command: String, format: ExportFormat, _
         do {
             _ = try MarkerBody.list(in: store)
         } catch {
+            let outOfDescriptors = CommandFailure.isOutOfDescriptors(error)
             printError(
                 "rewind \(command): the store's markers could not be read (\(error)), so the file has no chapters: "
-                    + (isOutOfDescriptors(error)
+                    + (outOfDescriptors
                         ? raiseDescriptorsToCheck
                         : "run 'rewind verify --repair', which rebuilds them from markers.journal, and export again"))
-            checked = isOutOfDescriptors(error) ? ExitStatus.systemLimit : max(checked, ExitStatus.failure)
+            checked = outOfDescriptors ? ExitStatus.systemLimit : max(checked, ExitStatus.failure)
         }
     }
     return checked

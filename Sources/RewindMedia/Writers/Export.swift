@@ -140,6 +140,16 @@ public struct ExportError: Error, Sendable, Hashable, CustomStringConvertible {
         case temporaryDirectoryUnusable(directory: String, Errno)
     }
 
+    /// Whether the destination's file system had no room: a write found `ENOSPC`, or ffmpeg failed with (almost)
+    /// none left where it wrote.
+    public var isOutOfRoom: Bool {
+        switch reason {
+        case .noRoom: true
+        case .system(_, let errno): errno == Errno(rawValue: ENOSPC)
+        default: false
+        }
+    }
+
     /// The destination as messages name it: the path, or the descriptor's name (such as `stdout`).
     public var destination: String
     /// What went wrong.

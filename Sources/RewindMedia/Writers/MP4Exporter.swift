@@ -127,8 +127,8 @@ public final class MP4Exporter: Exporter {
         }
         let logFD = open(errorLog, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         // ffmpeg's messages go to a file in the temporary directory: one that cannot be made is said as such (it read
-        // as "cannot start ffmpeg: No such file or directory").
-        // Out of descriptors is the process's limit, not the directory's.
+        // as "cannot start ffmpeg: No such file or directory"); out of descriptors is the process's limit, not the
+        // directory's.
         guard logFD >= 0 else {
             let failure = Errno.current
             guard failure.rawValue != EMFILE && failure.rawValue != ENFILE else {

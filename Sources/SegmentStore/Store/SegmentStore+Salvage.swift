@@ -325,22 +325,27 @@ extension SegmentStore {
                 last = missing[i]
                 i += 1
             }
-            // Up to the next frame, or one frame past the last lost one where the next frame is further (a later
-            // recording's, after time the recorder was stopped).
-            let end = next.map { $0 - last <= 2 * duration ? $0 : last + duration } ?? last + duration
-            try recordDamagedGap(streamID: streamID, previous ?? first, end)
+            try recordDamagedGap(
+                streamID: streamID, previous ?? first,
+                Self.damagedGapEnd(last: last, next: next, frameDuration: duration))
         }
         return missing.count
     }
 
-    /// Records a `damaged` gap over the frames whose pts lie in `frames` (from the frame before them, or the first,
-    /// up to the frame after them, or one frame past the last where that is further), as ``recordLostFrames`` does.
+    /// Records a `damaged` gap over the frames whose pts lie in `frames`, as ``recordLostFrames`` does for a run of
+    /// lost frames: from the frame before them (or the first) to ``damagedGapEnd(last:next:frameDuration:)``.
     private func recordDamagedGap(streamID: Int64, over frames: ClosedRange<Int64>, frameDuration: Int64) throws {
         let previous = try index.framePTS(streamID: streamID, .before, frames.lowerBound)
         let next = try index.framePTS(streamID: streamID, .after, frames.upperBound)
-        let last = frames.upperBound
-        let end = next.map { $0 - last <= 2 * frameDuration ? $0 : last + frameDuration } ?? last + frameDuration
-        try recordDamagedGap(streamID: streamID, previous ?? frames.lowerBound, end)
+        try recordDamagedGap(
+            streamID: streamID, previous ?? frames.lowerBound,
+            Self.damagedGapEnd(last: frames.upperBound, next: next, frameDuration: frameDuration))
+    }
+
+    /// Where a `damaged` gap over lost frames up to `last` ends: at the stream's `next` frame, or one frame past the
+    /// last lost one where the next frame is further (a later recording's, after time the recorder was stopped).
+    private static func damagedGapEnd(last: Int64, next: Int64?, frameDuration: Int64) -> Int64 {
+        next.map { $0 - last <= 2 * frameDuration ? $0 : last + frameDuration } ?? last + frameDuration
     }
 
     /// Records a `damaged` gap `[start, end)`, merged with the stream's `damaged` gaps it overlaps.
