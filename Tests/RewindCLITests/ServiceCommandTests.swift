@@ -1104,18 +1104,30 @@ import Testing
         _ = try recorder.finish(timeout: .seconds(60))
     }
 
-    /// One frame in memory is "1 frame in memory" in `status` and in `info`'s lines of the live recorder ("1 frames").
-    @Test func oneFrameInMemoryIsSaidInTheSingular() throws {
-        let directory = try Tool.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try Source(size: "64x48", rate: "10", frames: 1, in: directory)
+    /// A recorder in `directory/store` of two 64x48, 10 fps streams, answering: `live`, a synthetic camera, and
+    /// `file`, a `.y4m` of `fileFrames` frames, whose input ends once they are read.
+    private func startLiveAndFileRecorder(in directory: URL, fileFrames: Int) throws -> (ExternalTools.Child, String) {
+        let source = try Source(size: "64x48", rate: "10", frames: fileFrames, in: directory)
         let store = directory.appendingPathComponent("store").path
         let recorder = try Tool.startRewind([
             "record", "--store", store, "--input", "live=synthetic:64x48@10", "--input", "file=y4m:\(source.path)",
             "--realtime", "--duration", "60s",
         ])
+        do {
+            try Tool.waitUntilAnswering(store)
+        } catch {
+            kill(recorder.process.processIdentifier, SIGKILL)
+            throw error
+        }
+        return (recorder, store)
+    }
+
+    /// One frame in memory is "1 frame in memory" in `status` and in `info`'s lines of the live recorder ("1 frames").
+    @Test func oneFrameInMemoryIsSaidInTheSingular() throws {
+        let directory = try Tool.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (recorder, store) = try startLiveAndFileRecorder(in: directory, fileFrames: 1)
         defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
-        try Tool.waitUntilAnswering(store)
         try waitUntil("the file's input ended", interval: .milliseconds(50)) {
             try Tool.rewind(["status", "--store", store]).output.contains("input ended")
         }
@@ -1134,14 +1146,8 @@ import Testing
     @Test func aStreamWhoseInputEndedIsNotWaitedForAsStalled() throws {
         let directory = try Tool.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try Source(size: "64x48", rate: "10", frames: 20, in: directory)
-        let store = directory.appendingPathComponent("store").path
-        let recorder = try Tool.startRewind([
-            "record", "--store", store, "--input", "live=synthetic:64x48@10", "--input", "file=y4m:\(source.path)",
-            "--realtime", "--duration", "60s",
-        ])
+        let (recorder, store) = try startLiveAndFileRecorder(in: directory, fileFrames: 20)
         defer { if recorder.process.isRunning { kill(recorder.process.processIdentifier, SIGKILL) } }
-        try Tool.waitUntilAnswering(store)
         Thread.sleep(forTimeInterval: 3.5)
         let status = try Tool.rewind(["status", "--store", store])
         #expect(status.output.contains("input ended (end of input)"), "\(status.output)")
